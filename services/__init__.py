@@ -1,0 +1,1 @@
+"""The domain: plain values in, plain values or DomainErrors out; no HTTP objects, no SQL."""

@@ -1,0 +1,180 @@
+"""Accounts: creation, API-key authentication and rotation, settings, webhook signing secrets."""
+import asyncio
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from services import keys
+from services.errors import Conflict, Invalid, NotFound, Unauthorized
+from services.ids import iso, new_id, now_iso, utcnow
+from storage import accounts as store
+
+ACCOUNT_TYPES = ("standard", "agency", "subaccount")
+# After a rotation the previous signing secret keeps signing (alongside the new one) this long,
+# so receivers can switch without dropping deliveries.
+SECRET_OVERLAP = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who an API key speaks for; what the handlers get after authentication."""
+    account_id: str
+    type: str
+    parent_agency_id: str | None
+    rate_limit_per_minute: int | None
+
+
+class KeyRegistry:
+    """API-key lookups with a cache that every key change empties, in this process and others.
+
+    Ops commands run in their own process; after changing a key they touch ``keys.stamp`` in the
+    data directory, and every lookup compares that file's mtime (one stat, no thread hop) before
+    trusting the cache. So a key rotated anywhere fails on the server's very next request.
+    """
+
+    def __init__(self, db, data_dir):
+        self.db = db
+        self.stamp = Path(data_dir) / "keys.stamp"
+        self._cache = {}
+        self._stamp_seen = self._read_stamp()
+
+    def _read_stamp(self):
+        try:
+            return self.stamp.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+
+    def changed(self):
+        """Call after any key or account change: empties this cache and tells other processes."""
+        self._cache.clear()
+        self.stamp.parent.mkdir(parents=True, exist_ok=True)
+        self.stamp.touch()
+        # Some filesystems have coarse mtimes: force a visible change.
+        stat = self.stamp.stat()
+        os.utime(self.stamp, ns=(stat.st_atime_ns, max(stat.st_mtime_ns, self._stamp_seen + 1)))
+        self._stamp_seen = self._read_stamp()
+
+    def cached(self, key_hash):
+        stamp = self._read_stamp()
+        if stamp != self._stamp_seen:
+            self._cache.clear()
+            self._stamp_seen = stamp
+        return self._cache.get(key_hash)
+
+    async def authenticate(self, api_key):
+        if not api_key:
+            raise Unauthorized("missing API key: pass it as the apiKey query parameter or the x-api-key header")
+        key_hash = keys.hash_api_key(api_key)
+        principal = self.cached(key_hash)
+        if principal is None:
+            account = await store.get_account_by_key_hash(self.db, key_hash)
+            if account is None:
+                raise Unauthorized("invalid API key")
+            principal = Principal(account["id"], account["type"], account["parent_agency_id"],
+                                  account["rate_limit_per_minute"])
+            if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
+                self._cache.clear()
+            self._cache[key_hash] = principal
+        return principal
+
+
+def _key_row(key_hash, prefix):
+    return {"key_hash": key_hash, "prefix": prefix, "created_at": now_iso()}
+
+
+async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,
+                         password=None, with_user=True):
+    """Create an account (and its owner user for the UI). Returns the account and, once, the API key
+    and the password."""
+    email = (email or "").strip().lower()
+    if not name or not name.strip():
+        raise Invalid("name is required")
+    if "@" not in email:
+        raise Invalid("email must be an email address")
+    parent_id = None
+    if agency_email:
+        agency = await store.get_account_by_email(db, agency_email.strip().lower())
+        if agency is None or agency["type"] != "agency":
+            raise NotFound(f"no agency account with email {agency_email}", code="NOT_FOUND")
+        parent_id, account_type = agency["id"], "subaccount"
+    if account_type not in ACCOUNT_TYPES:
+        raise Invalid(f"type must be one of {', '.join(ACCOUNT_TYPES)}")
+    if await store.get_account_by_email(db, email) is not None:
+        raise Conflict(f"an account with email {email} already exists", code="CONFLICT")
+    api_key, key_hash, prefix = keys.new_api_key()
+    account = {"id": new_id("acc"), "name": name.strip(), "email": email, "type": account_type,
+               "parent_agency_id": parent_id, "webhook_secret": box.encrypt(keys.new_webhook_secret()),
+               "created_at": now_iso()}
+    user = None
+    if with_user:
+        password = password or keys.new_password()
+        # scrypt is CPU-heavy: keep it off the event loop.
+        password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
+        user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
+    await store.insert_account(db, account, user, _key_row(key_hash, prefix))
+    registry.changed()
+    return {"account_id": account["id"], "email": email, "api_key": api_key, "type": account_type,
+            "password": password if with_user else None}
+
+
+async def rotate_key(db, registry, account_id):
+    """Generate a new API key; the previous key is invalid from the commit on."""
+    api_key, key_hash, prefix = keys.new_api_key()
+    await store.replace_api_key(db, account_id, _key_row(key_hash, prefix))
+    registry.changed()
+    return api_key
+
+
+async def get_account(db, account_id):
+    account = await store.get_account(db, account_id)
+    if account is None:
+        raise NotFound("account not found")
+    return account
+
+
+def public_account(account, key_prefix=None):
+    """The account as the API shows it (no secrets)."""
+    return {"id": account["id"], "name": account["name"], "email": account["email"], "type": account["type"],
+            "parentAgencyId": account["parent_agency_id"],
+            "rateLimitPerMinute": account["rate_limit_per_minute"],
+            "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"]}
+
+
+async def update_settings(db, account_id, changes):
+    """changes: already validated top-level settings; returns the whole settings object."""
+    return await store.merge_settings(db, account_id, changes)
+
+
+def signing_secrets(box, account, now=None):
+    """The secrets that sign a delivery now: the current one, plus the previous one during the overlap."""
+    secrets = [box.decrypt(account["webhook_secret"])]
+    expires = account["previous_secret_expires_at"]
+    if account["previous_webhook_secret"] and expires and expires > iso(now or utcnow()):
+        secrets.append(box.decrypt(account["previous_webhook_secret"]))
+    return secrets
+
+
+async def get_webhook_secret(db, box, account_id):
+    account = await get_account(db, account_id)
+    expires = account["previous_secret_expires_at"]
+    if expires and expires <= now_iso():
+        expires = None
+    return {"secret": box.decrypt(account["webhook_secret"]), "previousSecretExpiresAt": expires}
+
+
+async def rotate_webhook_secret(db, box, account_id):
+    account = await get_account(db, account_id)
+    new_secret = keys.new_webhook_secret()
+    expires = iso(utcnow() + SECRET_OVERLAP)
+    await store.set_webhook_secret(db, account_id, box.encrypt(new_secret), account["webhook_secret"], expires)
+    return {"secret": new_secret, "previousSecretExpiresAt": expires}
+
+
+async def ensure_owner(db, box, registry, public_url):
+    """On an empty database create the owner account and admin user; return what to print once, or None."""
+    if await store.count_accounts(db) > 0:
+        return None
+    created = await create_account(db, box, registry, name="Owner", email="admin@localhost")
+    return {"ui_url": public_url.rstrip("/") + "/", "login": created["email"], "password": created["password"],
+            "api_key": created["api_key"], "account_id": created["account_id"]}

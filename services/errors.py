@@ -1,0 +1,45 @@
+"""Domain errors; only handlers/base.py turns them into HTTP responses."""
+
+
+class DomainError(Exception):
+    status = 400
+    code = "VALIDATION_ERROR"
+
+    def __init__(self, message, code=None, headers=None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.headers = headers or {}
+
+
+class Invalid(DomainError):
+    status, code = 400, "VALIDATION_ERROR"
+
+
+class Unauthorized(DomainError):
+    status, code = 401, "UNAUTHORIZED"
+
+
+class Forbidden(DomainError):
+    status, code = 403, "FORBIDDEN"
+
+
+class NotFound(DomainError):
+    status, code = 404, "NOT_FOUND"
+
+
+class Conflict(DomainError):
+    status, code = 409, "CONFLICT"
+
+
+class PayloadTooLarge(DomainError):
+    status, code = 413, "PAYLOAD_TOO_LARGE"
+
+
+class RateLimited(DomainError):
+    status, code = 429, "RATE_LIMITED"
+
+
+class Unavailable(DomainError):
+    status, code = 503, "UNAVAILABLE"

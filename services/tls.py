@@ -1,0 +1,108 @@
+"""TLS: a self-signed certificate made on first start and renewed, and reloading certificate files."""
+import datetime
+import ipaddress
+import logging
+import os
+import ssl
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+log = logging.getLogger("parley.tls")
+
+VALID_DAYS = 90
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+def _names(hosts):
+    names = []
+    for host in dict.fromkeys(["localhost", "127.0.0.1", "::1", *hosts]):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def write_self_signed(cert_path, key_path, hosts=()):
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Parley self-signed")])
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
+            .add_extension(x509.SubjectAlternativeName(_names(hosts)), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    # Write to temporary names then rename, so a watcher never sees half a pair.
+    tmp_key, tmp_cert = key_path.with_suffix(".tmp-key"), cert_path.with_suffix(".tmp-cert")
+    fd = os.open(tmp_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key_pem)
+    tmp_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    os.replace(tmp_key, key_path)
+    os.replace(tmp_cert, cert_path)
+    log.info("wrote self-signed certificate %s valid until %s", cert_path, cert.not_valid_after_utc)
+
+
+def needs_renewal(cert_path, now=None):
+    try:
+        cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
+    except (FileNotFoundError, ValueError):
+        return True
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return cert.not_valid_after_utc - now < RENEW_BEFORE
+
+
+class CertificateSource:
+    """Where the server's certificate comes from, and the SSLContext built from it.
+
+    ``context`` is rebuilt (once per change) when the files' mtimes change; the server hands the new
+    context to new connections, existing ones keep theirs.
+    """
+
+    def __init__(self, data_dir, cert=None, key=None, hosts=()):
+        self.generated = cert is None
+        tls_dir = Path(data_dir) / "tls"
+        self.cert_path = Path(cert) if cert else tls_dir / "cert.pem"
+        self.key_path = Path(key) if key else tls_dir / "key.pem"
+        self.hosts = tuple(hosts)
+        self._seen = None
+        self.context = None
+
+    def _mtimes(self):
+        return (self.cert_path.stat().st_mtime_ns, self.key_path.stat().st_mtime_ns)
+
+    def ensure(self):
+        """Generate or renew the self-signed pair when we own it."""
+        if self.generated and (not self.key_path.exists() or needs_renewal(self.cert_path)):
+            write_self_signed(self.cert_path, self.key_path, self.hosts)
+
+    def load(self):
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(str(self.cert_path), str(self.key_path))
+        self._seen = self._mtimes()
+        self.context = ctx
+        return ctx
+
+    def reload_if_changed(self):
+        """Returns the new context when the files changed (or a renewal was due), else None."""
+        try:
+            self.ensure()
+            if self._mtimes() == self._seen:
+                return None
+            ctx = self.load()
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            # A half-written pair: keep serving the old certificate and try again next tick.
+            log.warning("certificate not reloaded yet: %s", exc)
+            return None
+        log.info("reloaded TLS certificate from %s", self.cert_path)
+        return ctx

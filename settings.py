@@ -1,0 +1,67 @@
+"""Every setting, declared once with its help text: each is a CLI flag and a PARLEY_* variable."""
+import argparse
+import os
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_dir: Path = Field(Path("data"), description="Directory for parley.db, tls/, media/ and secret.key.")
+    host: str = Field("0.0.0.0", description="Address the HTTPS listener binds to.")
+    port: int = Field(8443, ge=0, le=65535, description="HTTPS port.")
+    http_port: int = Field(8080, ge=0, le=65535,
+                           description="Plain-HTTP port that only rejects (403 HTTPS_REQUIRED, or 301 for "
+                                       "browser page loads); 0 turns it off.")
+    tls_cert: Optional[Path] = Field(None, description="PEM certificate (chain); without it a self-signed "
+                                                        "certificate is generated in data/tls/.")
+    tls_key: Optional[Path] = Field(None, description="PEM private key for --tls-cert.")
+    public_url: Optional[str] = Field(None, description="Public base URL (https://host:port) used in links and "
+                                                         "the self-signed certificate; default https://localhost:PORT.")
+    rate_limit: int = Field(600, ge=1, description="Requests per API key per minute (accounts may override).")
+    allow_private_webhooks: bool = Field(False, description="Allow webhook URLs on loopback/private addresses "
+                                                            "and plain http (local development and tests only).")
+    behind_proxy: bool = Field(False, description="Trust X-Forwarded-Proto/-For from a reverse proxy on "
+                                                  "loopback; the plain-HTTP port then serves proxied HTTPS.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest JSON body accepted by API endpoints (413 above).")
+    max_media_bytes: int = Field(16_777_216, ge=1024,
+                                 description="Largest decoded media file in a custom-channel message (413 above).")
+    shutdown_grace_seconds: float = Field(10.0, ge=0, description="How long shutdown waits for requests in flight.")
+    log_level: str = Field("info", description="Log level: debug, info, warning or error.")
+
+    @property
+    def base_url(self):
+        return (self.public_url or f"https://localhost:{self.port}").rstrip("/")
+
+    @property
+    def db_path(self):
+        return self.data_dir / "parley.db"
+
+
+def flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def env_name(name):
+    return "PARLEY_" + name.upper()
+
+
+def add_arguments(parser):
+    """One flag per setting; defaults come from PARLEY_* variables, then the model."""
+    for name, field in Settings.model_fields.items():
+        env = os.environ.get(env_name(name))
+        help_text = f"{field.description} [env {env_name(name)}; default {field.default}]"
+        if field.annotation is bool:
+            parser.add_argument(flag(name), dest=name, action=argparse.BooleanOptionalAction,
+                                default=None if env is None else env.lower() in ("1", "true", "yes", "on"),
+                                help=help_text)
+        else:
+            parser.add_argument(flag(name), dest=name, default=env, help=help_text)
+
+
+def from_namespace(ns):
+    values = {name: getattr(ns, name) for name in Settings.model_fields if getattr(ns, name, None) is not None}
+    return Settings(**values)

@@ -1,0 +1,1 @@
+"""The only place SQL lives."""

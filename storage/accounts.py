@@ -1,0 +1,121 @@
+"""SQL for accounts, UI users and API keys."""
+import json
+
+from storage.db import reads, writes
+
+_ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
+                    "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
+
+
+def _account(row):
+    if row is None:
+        return None
+    account = dict(row)
+    account["settings"] = json.loads(account["settings"])
+    return account
+
+
+@writes
+def insert_account(cx, account, user, key_row):
+    """Insert an account with its owner user (optional) and its first API key, in one transaction."""
+    cx.execute(
+        "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
+        " webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (account["id"], account["name"], account["email"], account["type"], account["parent_agency_id"],
+         account.get("rate_limit_per_minute"), json.dumps(account.get("settings", {})),
+         account["webhook_secret"], account["created_at"]))
+    if user is not None:
+        cx.execute("INSERT INTO users (id, account_id, email, password_hash, is_owner, created_at)"
+                   " VALUES (?, ?, ?, ?, 1, ?)",
+                   (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
+    _insert_key(cx, account["id"], key_row)
+
+
+def _insert_key(cx, account_id, key_row):
+    cx.execute("INSERT INTO api_keys (key_hash, account_id, prefix, created_at) VALUES (?, ?, ?, ?)",
+               (key_row["key_hash"], account_id, key_row["prefix"], key_row["created_at"]))
+
+
+@writes
+def replace_api_key(cx, account_id, key_row):
+    """Delete every key of the account and insert the new one: the old key is dead at commit."""
+    cx.execute("DELETE FROM api_keys WHERE account_id = ?", (account_id,))
+    _insert_key(cx, account_id, key_row)
+
+
+@reads
+def count_accounts(cx):
+    return cx.execute("SELECT COUNT(*) FROM accounts").fetchone()[0]
+
+
+@reads
+def get_account(cx, account_id):
+    return _account(cx.execute(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = ?",
+                               (account_id,)).fetchone())
+
+
+@reads
+def get_account_by_email(cx, email):
+    return _account(cx.execute(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE email = ?",
+                               (email,)).fetchone())
+
+
+@reads
+def get_account_by_key_hash(cx, key_hash):
+    return _account(cx.execute(
+        f"SELECT {', '.join('a.' + c.strip() for c in _ACCOUNT_COLUMNS.split(','))}"
+        " FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?",
+        (key_hash,)).fetchone())
+
+
+@reads
+def get_key_prefix(cx, account_id):
+    row = cx.execute("SELECT prefix, created_at FROM api_keys WHERE account_id = ?", (account_id,)).fetchone()
+    return dict(row) if row else None
+
+
+@reads
+def get_owner_user_id(cx, account_id):
+    row = cx.execute("SELECT id FROM users WHERE account_id = ? ORDER BY is_owner DESC, created_at LIMIT 1",
+                     (account_id,)).fetchone()
+    return row[0] if row else None
+
+
+@reads
+def get_user_by_email(cx, email):
+    row = cx.execute("SELECT id, account_id, email, password_hash FROM users WHERE email = ?",
+                     (email,)).fetchone()
+    return dict(row) if row else None
+
+
+@reads
+def get_user(cx, user_id):
+    row = cx.execute("SELECT id, account_id, email FROM users WHERE id = ?", (user_id,)).fetchone()
+    return dict(row) if row else None
+
+
+@writes
+def merge_settings(cx, account_id, changes):
+    """Apply top-level setting changes (None deletes a key) and return the whole settings object.
+    Read and write happen in the writer's transaction, so concurrent PATCHes never lose an update."""
+    row = cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    settings = json.loads(row[0])
+    for key, value in changes.items():
+        if value is None:
+            settings.pop(key, None)
+        else:
+            settings[key] = value
+    cx.execute("UPDATE accounts SET settings = ? WHERE id = ?", (json.dumps(settings), account_id))
+    return settings
+
+
+@writes
+def set_webhook_secret(cx, account_id, secret, previous_secret, previous_expires_at):
+    cx.execute("UPDATE accounts SET webhook_secret = ?, previous_webhook_secret = ?,"
+               " previous_secret_expires_at = ? WHERE id = ?",
+               (secret, previous_secret, previous_expires_at, account_id))
+
+
+@writes
+def set_rate_limit(cx, account_id, per_minute):
+    cx.execute("UPDATE accounts SET rate_limit_per_minute = ? WHERE id = ?", (per_minute, account_id))

@@ -1,0 +1,91 @@
+"""The real server.py as a child process over HTTPS, for end-to-end tests."""
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(data_dir, *args):
+    """Run an ops command (create-account, rotate-key, backup); returns its JSON output."""
+    out = subprocess.run([sys.executable, str(ROOT / "server.py"), *args, "--data-dir", str(data_dir)],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr + out.stdout
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class ParleyProcess:
+    def __init__(self, data_dir, *extra_args, http=True):
+        self.data_dir = Path(data_dir)
+        self.port = free_port()
+        self.http_port = free_port() if http else 0
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.first_run = None
+        self.stdout_lines = []
+
+    @property
+    def base(self):
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def cert(self):
+        return str(self.data_dir / "tls" / "cert.pem")
+
+    def start(self, timeout=30):
+        self.log = open(self.data_dir.parent / f"server-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "server.py"), "serve", "--data-dir", str(self.data_dir),
+             "--host", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
+             *self.extra_args],
+            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"server exited with {self.proc.returncode}; see {self.log.name}")
+                continue
+            self.stdout_lines.append(line)
+            if line.startswith("{"):
+                event = json.loads(line)
+                if event.get("event") == "first_run":
+                    self.first_run = event
+                if event.get("event") == "listening":
+                    return self
+        raise RuntimeError("server did not start in time")
+
+    def client(self, **kw):
+        return httpx.Client(base_url=self.base, verify=ssl.create_default_context(cafile=self.cert), timeout=30, **kw)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+        return self.proc.returncode if self.proc else None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

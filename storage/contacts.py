@@ -1,0 +1,64 @@
+"""SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
+from storage.db import reads, writes
+
+_COLUMNS = "id, account_id, first_name, last_name, phone, email, created_at"
+FILLABLE = ("first_name", "last_name", "phone", "email")
+
+
+def _row(row):
+    return dict(row) if row is not None else None
+
+
+@reads
+def get_contact(cx, account_id, contact_id):
+    return _row(cx.execute(f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND id = ?",
+                           (account_id, contact_id)).fetchone())
+
+
+@reads
+def find_by_phone(cx, account_id, phone):
+    return _row(cx.execute(f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND phone = ?",
+                           (account_id, phone)).fetchone())
+
+
+@reads
+def find_by_email(cx, account_id, email):
+    """The oldest contact with this (case-folded) email."""
+    return _row(cx.execute(f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND email = ?"
+                           " ORDER BY id LIMIT 1", (account_id, email)).fetchone())
+
+
+def insert_contact_in_tx(cx, contact):
+    cx.execute(f"INSERT INTO contacts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (contact["id"], contact["account_id"], contact.get("first_name"), contact.get("last_name"),
+                contact.get("phone"), contact.get("email"), contact["created_at"]))
+    return contact
+
+
+def fill_blanks_in_tx(cx, existing, values):
+    """Set the existing contact's empty fields from values; never overwrite. Returns the updated row.
+    A phone is only filled when no other contact of the account has it (the unique index holds)."""
+    changes = {f: values[f] for f in FILLABLE if values.get(f) and not existing.get(f)}
+    if "phone" in changes and find_by_phone.sync(cx, existing["account_id"], changes["phone"]):
+        del changes["phone"]
+    if changes:
+        assignments = ", ".join(f"{f} = ?" for f in changes)
+        cx.execute(f"UPDATE contacts SET {assignments} WHERE account_id = ? AND id = ?",
+                   (*changes.values(), existing["account_id"], existing["id"]))
+    return {**existing, **changes}
+
+
+def find_or_create_in_tx(cx, contact):
+    """Phone first, then (with no phone) email: returns (row, created). Runs inside the writer's
+    transaction, so the check and the insert are atomic against every other write."""
+    existing = None
+    if contact.get("phone"):
+        existing = find_by_phone.sync(cx, contact["account_id"], contact["phone"])
+    elif contact.get("email"):
+        existing = find_by_email.sync(cx, contact["account_id"], contact["email"])
+    if existing:
+        return fill_blanks_in_tx(cx, existing, contact), False
+    return insert_contact_in_tx(cx, contact), True
+
+
+find_or_create = writes(find_or_create_in_tx)

@@ -1,0 +1,34 @@
+"""SQL for the outbox: every webhook delivery is a row written in the transaction that caused it."""
+import json
+
+from services.ids import new_id, now_iso
+from storage.db import reads
+
+
+def enqueue_in_tx(cx, *, account_id, kind, payload, event_type=None, message_id=None, webhook_id=None):
+    webhook_id = webhook_id or new_id("wh")
+    now = now_iso()
+    cx.execute("INSERT INTO outbox (account_id, kind, event_type, message_id, webhook_id, payload,"
+               " next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               (account_id, kind, event_type, message_id, webhook_id, json.dumps(payload), now, now))
+    return webhook_id
+
+
+def enqueue_notification_in_tx(cx, account_id, event_type, data):
+    """Queue a notification when the account has a URL for this event now; returns its webhook id or None.
+    Body per DESIGN §3: {event, id, occurredAt, accountId, data}."""
+    row = cx.execute("SELECT json_extract(settings, '$.notificationUrls.\"' || ? || '\"') FROM accounts"
+                     " WHERE id = ?", (event_type, account_id)).fetchone()
+    if not row or not row[0]:
+        return None
+    webhook_id = new_id("evt")
+    payload = {"event": event_type, "id": webhook_id, "occurredAt": now_iso(), "accountId": account_id,
+               "data": data}
+    return enqueue_in_tx(cx, account_id=account_id, kind="notification", payload=payload,
+                         event_type=event_type, webhook_id=webhook_id)
+
+
+@reads
+def list_outbox(cx, account_id, kind=None):
+    sql = "SELECT * FROM outbox WHERE account_id = ?" + (" AND kind = ?" if kind else "") + " ORDER BY id"
+    return [dict(r) for r in cx.execute(sql, (account_id, kind) if kind else (account_id,))]

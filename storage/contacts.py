@@ -1,5 +1,6 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
 from storage.db import reads, writes
+from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, first_name, last_name, phone, email, created_at"
 FILLABLE = ("first_name", "last_name", "phone", "email")
@@ -7,6 +8,17 @@ FILLABLE = ("first_name", "last_name", "phone", "email")
 
 def _row(row):
     return dict(row) if row is not None else None
+
+
+def public_contact(row):
+    """The contact as the API and notifications show it: {id, firstName, lastName, phone, email, createdAt}."""
+    return {"id": row["id"], "firstName": row.get("first_name"), "lastName": row.get("last_name"),
+            "phone": row.get("phone"), "email": row.get("email"), "createdAt": row["created_at"]}
+
+
+def emit_created_in_tx(cx, row):
+    """Queue contact.created for a contact inserted in this transaction (only if the account listens)."""
+    return enqueue_notification_in_tx(cx, row["account_id"], "contact.created", public_contact(row))
 
 
 @reads
@@ -50,7 +62,8 @@ def fill_blanks_in_tx(cx, existing, values):
 
 def find_or_create_in_tx(cx, contact):
     """Phone first, then (with no phone) email: returns (row, created). Runs inside the writer's
-    transaction, so the check and the insert are atomic against every other write."""
+    transaction, so the check and the insert are atomic against every other write. A created contact
+    queues contact.created in the same transaction."""
     existing = None
     if contact.get("phone"):
         existing = find_by_phone.sync(cx, contact["account_id"], contact["phone"])
@@ -58,7 +71,9 @@ def find_or_create_in_tx(cx, contact):
         existing = find_by_email.sync(cx, contact["account_id"], contact["email"])
     if existing:
         return fill_blanks_in_tx(cx, existing, contact), False
-    return insert_contact_in_tx(cx, contact), True
+    row = insert_contact_in_tx(cx, contact)
+    emit_created_in_tx(cx, row)
+    return row, True
 
 
 find_or_create = writes(find_or_create_in_tx)

@@ -1,0 +1,99 @@
+"""Contact lists: creation, keyset-paginated listing of lists and members, idempotent membership."""
+import base64
+import binascii
+
+from services.contacts import not_found as contact_not_found
+from services.errors import Invalid, NotFound
+from services.ids import new_id, now_iso
+from storage import lists as store
+from storage.contacts import public_contact
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+MAX_NAME_LENGTH = 200
+_CURSOR_PREFIX = "k1:"  # versioned so the cursor's content can change without breaking old clients
+
+public_list = store.public_list
+
+
+def list_not_found(list_id):
+    return NotFound(f"no list with id {list_id}", code="LIST_NOT_FOUND")
+
+
+def encode_cursor(last_id):
+    return base64.urlsafe_b64encode((_CURSOR_PREFIX + last_id).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor):
+    """The id after which the next page starts, or None for the first page; Invalid for a bad cursor."""
+    if not cursor:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, ValueError):
+        text = ""
+    if not text.startswith(_CURSOR_PREFIX) or len(text) == len(_CURSOR_PREFIX):
+        raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged")
+    return text[len(_CURSOR_PREFIX):]
+
+
+def parse_limit(text):
+    if text is None or text == "":
+        return DEFAULT_LIMIT
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIMIT:
+        raise Invalid(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    return limit
+
+
+async def _page(fetch, limit_text, cursor, shape):
+    """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit."""
+    limit = parse_limit(limit_text)
+    rows = await fetch(decode_cursor(cursor), limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"data": [shape(r) for r in rows], "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}
+
+
+async def create_list(db, account_id, name):
+    name = (name or "").strip()
+    if not name:
+        raise Invalid("name is required and cannot be blank")
+    if len(name) > MAX_NAME_LENGTH:
+        raise Invalid(f"name is longer than {MAX_NAME_LENGTH} characters")
+    row = await store.insert_list(db, {"id": new_id("lst"), "account_id": account_id, "name": name,
+                                       "created_at": now_iso()})
+    return public_list(row)
+
+
+async def get_list(db, account_id, list_id):
+    row = await store.get_list(db, account_id, list_id)
+    if row is None:
+        raise list_not_found(list_id)
+    return public_list(row)
+
+
+async def list_lists(db, account_id, *, limit=None, cursor=None):
+    return await _page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
+
+
+async def list_members(db, account_id, list_id, *, limit=None, cursor=None):
+    await get_list(db, account_id, list_id)
+    return await _page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
+                       limit, cursor, public_contact)
+
+
+async def add_contact(db, account_id, list_id, contact_id):
+    """Spec §4.3: add an existing contact to an existing list; adding again changes nothing (added: false)."""
+    contact_id = (contact_id or "").strip()
+    if not contact_id:
+        raise Invalid("contactId is required")
+    result = await store.add_member(db, account_id, list_id, contact_id, now_iso())
+    if result["list"] is None:
+        raise list_not_found(list_id)
+    if result["contact"] is None:
+        raise contact_not_found(f"no contact with id {contact_id}")
+    return {"success": True, "listId": list_id, "contactId": contact_id, "added": result["added"]}

@@ -1,0 +1,75 @@
+"""SQL for contact lists and their members; adding a member queues contact.tagged in the same transaction."""
+from storage.contacts import get_contact, public_contact
+from storage.db import reads, writes
+from storage.outbox import enqueue_notification_in_tx
+
+_COLUMNS = "id, account_id, name, contact_count, created_at"
+_CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.created_at"
+
+
+def _row(row):
+    return dict(row) if row is not None else None
+
+
+def public_list(row):
+    """The list as the API and notifications show it: {id, name, contactCount, createdAt}."""
+    return {"id": row["id"], "name": row["name"], "contactCount": row["contact_count"],
+            "createdAt": row["created_at"]}
+
+
+@writes
+def insert_list(cx, row):
+    cx.execute("INSERT INTO lists (id, account_id, name, contact_count, created_at) VALUES (?, ?, ?, 0, ?)",
+               (row["id"], row["account_id"], row["name"], row["created_at"]))
+    return {**row, "contact_count": 0}
+
+
+@reads
+def get_list(cx, account_id, list_id):
+    return _row(cx.execute(f"SELECT {_COLUMNS} FROM lists WHERE account_id = ? AND id = ?",
+                           (account_id, list_id)).fetchone())
+
+
+@reads
+def page_lists(cx, account_id, after_id, limit):
+    """Up to ``limit`` lists with id > after_id (keyset on the time-ordered id), oldest first."""
+    return [dict(r) for r in cx.execute(
+        f"SELECT {_COLUMNS} FROM lists WHERE account_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (account_id, after_id or "", limit))]
+
+
+@reads
+def page_members(cx, account_id, list_id, after_contact_id, limit):
+    """Up to ``limit`` contacts of the list with contact id > after_contact_id, in contact-id order."""
+    return [dict(r) for r in cx.execute(
+        f"SELECT {_CONTACT_COLUMNS} FROM list_members m JOIN contacts c ON c.id = m.contact_id"
+        " WHERE m.list_id = ? AND m.contact_id > ? AND c.account_id = ? ORDER BY m.contact_id LIMIT ?",
+        (list_id, after_contact_id or "", account_id, limit))]
+
+
+@reads
+def count_memberships(cx, list_id, contact_id):
+    return cx.execute("SELECT COUNT(*) FROM list_members WHERE list_id = ? AND contact_id = ?",
+                      (list_id, contact_id)).fetchone()[0]
+
+
+@writes
+def add_member(cx, account_id, list_id, contact_id, now):
+    """Add the contact to the list unless already there. Returns {list, contact, added}; list or contact
+    is None (and nothing is written) when it is not this account's. A new membership bumps the list's
+    count and queues contact.tagged, all in this transaction."""
+    lst = get_list.sync(cx, account_id, list_id)
+    contact = get_contact.sync(cx, account_id, contact_id) if lst else None
+    if lst is None or contact is None:
+        return {"list": lst, "contact": contact, "added": False}
+    inserted = cx.execute("INSERT INTO list_members (list_id, contact_id, added_at) VALUES (?, ?, ?)"
+                          " ON CONFLICT (list_id, contact_id) DO NOTHING",
+                          (list_id, contact_id, now)).rowcount == 1
+    if inserted:
+        cx.execute("UPDATE lists SET contact_count = contact_count + 1 WHERE account_id = ? AND id = ?",
+                   (account_id, list_id))
+        lst = {**lst, "contact_count": lst["contact_count"] + 1}
+        enqueue_notification_in_tx(cx, account_id, "contact.tagged", {
+            "contact": public_contact(contact), "list": {"id": lst["id"], "name": lst["name"]},
+            "addedAt": now})
+    return {"list": lst, "contact": contact, "added": inserted}

@@ -141,6 +141,24 @@ async def test_fifty_concurrent_creates_of_one_phone_give_one_contact(api, accou
     assert services.db.transactions_committed - before < 50
 
 
+async def test_concurrent_email_only_creates_give_one_contact(api, account, http_server_client, services):
+    """DESIGN §3: with no phone, the same case-folded email returns the existing contact, also when
+    the creates race: 20 simultaneous creates in different letter cases give one 201 and 19 200s."""
+    client = SimpleAsyncHTTPClient(force_instance=True, max_clients=64)
+    url = http_server_client.get_url("/v1/contacts?apiKey=" + account["api_key"])
+    spellings = ["lead@example.com", "LEAD@example.com", "Lead@Example.Com", " lead@EXAMPLE.com "]
+    try:
+        responses = await asyncio.gather(*(
+            client.fetch(url, method="POST", raise_error=False, headers={"Content-Type": "application/json"},
+                         body=json.dumps({"email": spellings[i % len(spellings)]}))
+            for i in range(20)))
+    finally:
+        client.close()
+    assert sorted(r.code for r in responses) == [200] * 19 + [201]
+    assert len({json.loads(r.body)["id"] for r in responses}) == 1
+    assert count_rows(services, "SELECT COUNT(*) FROM contacts") == 1
+
+
 async def test_lookup_by_phone_finds_the_contact_by_each_spelling(api, account):
     """§4.2 "GET /contacts, with query parameter phoneNumber=<phone>"; DESIGN §3: normalized the same
     way as on creation, and a "+" that arrived as a space from an unencoded query is read as "+"."""

@@ -220,3 +220,28 @@ def test_list_pages_are_index_searches(services, account):
         assert "OFFSET" not in sql.upper()
         assert any(d.startswith("SEARCH") for d in plan), plan
         assert not any(d.startswith("SCAN") or "TEMP B-TREE" in d for d in plan), plan
+
+
+def test_lead_form_flow_over_https(tmp_path):
+    """§1 "Typical use: an automation tool ... First it creates the contact. Then it adds the contact
+    to a list." End to end against the real server.py over HTTPS, twice, as a retrying tool would;
+    then the lookup with the "+" left unencoded (§4.2)."""
+    from tests.parley_process import ParleyProcess
+    with ParleyProcess(tmp_path / "data") as server, server.client() as http:
+        key = {"apiKey": server.first_run["api_key"]}
+        lst = http.post("/v1/lists", params=key, json={"name": "Lead form"})
+        assert lst.status_code == 201, lst.text
+        codes, ids = [], set()
+        for phone in ("+1 415 555 2671", "+14155552671"):
+            contact = http.post("/v1/contacts", params=key, json={"firstName": "Ada", "phone": phone})
+            added = http.post(f"/v1/lists/{lst.json()['id']}/contacts", params=key,
+                              json={"contactId": contact.json()["id"]})
+            assert added.status_code == 200, added.text
+            codes.append((contact.status_code, added.json()["added"]))
+            ids.add(contact.json()["id"])
+        assert codes == [(201, True), (200, False)] and len(ids) == 1
+        found = http.get(f"/v1/contacts?phoneNumber=+14155552671&apiKey={key['apiKey']}")
+        assert found.status_code == 200, found.text
+        assert found.json()["id"] in ids and found.json()["phone"] == "+14155552671"
+        members = http.get(f"/v1/lists/{lst.json()['id']}/contacts", params=key).json()
+        assert [m["id"] for m in members["data"]] == list(ids) and members["nextCursor"] is None

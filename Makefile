@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test install clean
+.PHONY: run test install clean bench faults
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,17 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
+
+# Benchmarks (bench/README.md): wrk from Debian, py-spy for the profile; ~10 minutes on 2 cores.
+bench: $(STAMP)
+	command -v wrk >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk)
+	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy || echo "py-spy unavailable: the profile is skipped"
+	$(BIN)/python bench/run.py $(ARGS)
+
+# Fault tests with larger counts than the CI-sized run inside `make test`.
+PARLEY_FAULT_SCALE ?= 10
+faults: $(STAMP)
+	PARLEY_FAULT_SCALE=$(PARLEY_FAULT_SCALE) $(BIN)/python -m pytest -v tests/test_faults.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""`make bench`: Parley against a bare-Tornado ceiling over HTTPS on loopback (wrk, keep-alive,
+32 connections), lookup growth from 1 thousand to 1 million contacts, and peak RSS with 1 million
+stored messages. Writes bench/results/latest.json and the table in bench/README.md.
+
+    python bench/run.py [--duration 10] [--repeat 3] [--no-profile] [--quick]
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import tornado
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+from bench.preload import preload  # noqa: E402
+from tests.parley_process import ParleyProcess, free_port  # noqa: E402
+
+INBOUND = "/v1/incoming_custom_channel_message"
+CONTACTS = "/v1/contacts"
+ACCOUNT = "/v1/account"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def log(*args):
+    print(time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
+
+
+# ---- processes --------------------------------------------------------------------------------
+
+class Ceiling:
+    def __init__(self, data_dir):
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, str(BENCH / "ceiling.py"), "--data-dir", str(data_dir),
+                                      "--port", str(self.port)], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if '"listening"' not in line:
+            raise RuntimeError(f"ceiling server did not start: {line!r}")
+        self.base = f"https://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(10)
+
+
+def start_parley(data_dir, first_run=None):
+    """The real server.py over HTTPS; first_run carries the key when the data dir is a copy."""
+    parley = ParleyProcess(data_dir, "--rate-limit", "100000000", "--log-level", "warning", http=False).start()
+    parley.first_run = parley.first_run or first_run
+    return parley
+
+
+def proc_status(pid):
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        fields[name] = value.strip()
+    return {"peak_rss_mb": round(int(fields["VmHWM"].split()[0]) / 1024, 1),
+            "rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1)}
+
+
+def cpu_seconds(pid):
+    parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / CLOCK_TICKS  # utime + stime, all threads
+
+
+# ---- load -------------------------------------------------------------------------------------
+
+class Load:
+    def __init__(self, args):
+        self.connections, self.threads, self.duration = args.connections, args.threads, args.duration
+        self.runs = 0
+
+    def wrk(self, base, pid, mode, path, salt, n, *, connections=None, duration=None):
+        connections = connections or self.connections
+        duration = duration or self.duration
+        threads = min(self.threads, connections)
+        before = cpu_seconds(pid)
+        out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
+                              "-s", str(BENCH / "load.lua"), base, "--", mode, path, str(salt), str(n)],
+                             capture_output=True, text=True, timeout=duration + 60)
+        cpu = cpu_seconds(pid) - before
+        line = next((l for l in out.stdout.splitlines() if l.startswith("WRKJSON ")), None)
+        if line is None:
+            raise RuntimeError(f"wrk failed: {out.stdout}\n{out.stderr}")
+        result = json.loads(line[len("WRKJSON "):])
+        result["connections"] = connections
+        result["server_cpu_ms_per_request"] = round(1000 * cpu / max(1, result["requests"]), 3)
+        self.runs += 1
+        bad = sum(result["errors"].values())
+        log(f"  {mode:8s} c={connections:<3d} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:7.2f} ms  "
+            f"p99 {result['p99_ms']:7.2f} ms  errors {bad}")
+        return result
+
+
+def median_of(runs):
+    """Each figure's median over repeated runs; errors summed."""
+    keys = ("rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "server_cpu_ms_per_request")
+    out = {k: round(statistics.median(r[k] for r in runs), 3) for k in keys}
+    out["requests"] = sum(r["requests"] for r in runs)
+    out["non_2xx_or_socket_errors"] = sum(sum(r["errors"].values()) for r in runs)
+    out["runs"] = len(runs)
+    return out
+
+
+def available(parley, method, path, body=None):
+    """False when the server has no route for path (404 'no such path'): the endpoint has not landed."""
+    with parley.client() as client:
+        response = client.request(method, path, params={"apiKey": parley.first_run["api_key"]}, json=body)
+    return not (response.status_code == 404 and "no such path" in response.text)
+
+
+def count_rows(db_path, sql, *params):
+    cx = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return cx.execute(sql, params).fetchone()[0]
+    finally:
+        cx.close()
+
+
+def compare(load, ceiling, parley, mode, path, n, repeat, *, salt_for):
+    """Alternate ceiling and Parley runs `repeat` times; medians and the ratio of req/s."""
+    key = parley.first_run["api_key"]
+    full = f"{path}?apiKey={key}"
+    runs = {"ceiling": [], "parley": []}
+    for target in ("ceiling", "parley"):  # warm both up: connections, caches, code paths
+        server = ceiling if target == "ceiling" else parley
+        load.wrk(server.base, server_pid(server), mode, full, salt_for(f"warm-{target}"), n, duration=2)
+    for rep in range(repeat):
+        for target in ("ceiling", "parley"):
+            server = ceiling if target == "ceiling" else parley
+            runs[target].append(load.wrk(server.base, server_pid(server), mode, full, salt_for(f"{target}{rep}"), n))
+    result = {name: median_of(r) for name, r in runs.items()}
+    result["ratio"] = round(result["parley"]["rps"] / result["ceiling"]["rps"], 3)
+    return result
+
+
+def server_pid(server):
+    return server.proc.pid
+
+
+class Salts:
+    """Unique messageSid prefixes and non-overlapping phone ranges for every run against one database."""
+
+    def __init__(self):
+        self.run = 0
+        self.stamp = int(time.time())
+
+    def sid(self, label):
+        self.run += 1
+        return f"b{self.stamp}-{label}-{self.run}"
+
+    def phone_offset(self, label):
+        self.run += 1
+        if self.run >= 39:
+            raise RuntimeError("out of bench phone ranges; lower --repeat")
+        return self.run * 200_000
+
+
+# ---- profile ----------------------------------------------------------------------------------
+
+def profile_inbound(load, parley, seconds, workdir):
+    """Sample the server with py-spy while wrk drives the inbound endpoint; top functions by own time."""
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if not py_spy:
+        log("py-spy not installed; skipping the profile")
+        return None
+    raw = workdir / "inbound.folded"
+    spy = subprocess.Popen([py_spy, "record", "--pid", str(parley.proc.pid), "--rate", "250", "--nonblocking",
+                            "--format", "raw", "--output", str(raw), "--duration", str(seconds)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    load.wrk(parley.base, parley.proc.pid, "inbound", f"{INBOUND}?apiKey={parley.first_run['api_key']}",
+             f"profile{int(time.time())}", 500, duration=seconds - 2)
+    spy.wait(seconds + 30)
+    if not raw.exists():
+        log("py-spy wrote nothing:", spy.stderr.read()[-500:])
+        return None
+    return summarize_profile(raw)
+
+
+def summarize_profile(raw):
+    own, inclusive, total = {}, {}, 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count)
+        total += count
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].replace(str(ROOT) + "/", "")
+                  .replace(sys.prefix + "/", "") + ")" if " (" in f else f for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+
+    def top(table, n):
+        return [{"function": f, "percent": round(100 * c / total, 1)}
+                for f, c in sorted(table.items(), key=lambda kv: -kv[1])[:n]]
+    return {"samples": total, "top_own": top(own, 15),
+            "top_inclusive": [t for t in top(inclusive, 60) if t["percent"] < 99][:25]}
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+def machine():
+    model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                  if l.startswith("model name")), platform.processor())
+    mem_kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+    wrk_version = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split("[")[0].strip()
+    return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gb": round(mem_kb / 1024 / 1024, 1),
+            "kernel": platform.release(), "python": platform.python_version(), "tornado": tornado.version,
+            "sqlite": sqlite3.sqlite_version, "load_client": wrk_version}
+
+
+def goal(name, value, target, met):
+    return {"goal": name, "value": value, "target": target, "met": bool(met) if value is not None else None}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
+    parser.add_argument("--repeat", type=int, default=3, help="alternating ceiling/Parley runs; medians reported")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument("--big", type=int, default=1_000_000, help="contacts and messages preloaded for growth/RSS")
+    parser.add_argument("--small", type=int, default=1_000, help="contacts preloaded for the baseline lookup")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 s runs, 1 repeat, 20k big preload")
+    parser.add_argument("--out", type=Path, default=BENCH / "results" / "latest.json")
+    parser.add_argument("--readme", type=Path, default=BENCH / "README.md")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.duration, args.repeat, args.big = 3, 1, 20_000
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (apt-get install wrk; `make bench` does it)")
+
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="parley-bench-"))
+    load, salts = Load(args), Salts()
+    results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(),
+               "config": {"connections": args.connections, "wrk_threads": args.threads, "duration_s": args.duration,
+                          "repeat": args.repeat, "tls": "TLS 1.3 on loopback, keep-alive, Parley's self-signed cert",
+                          "small_contacts": args.small, "big_contacts": args.big, "big_messages": args.big,
+                          "quick": args.quick}}
+    servers = []
+    try:
+        # A fresh instance: first start creates the owner account and prints its key; stop it, then
+        # give each phase its own copy of the data directory with its preload.
+        base = workdir / "base" / "data"
+        base.parent.mkdir()
+        first = start_parley(base)
+        first_run = first.first_run
+        first.stop()
+        account_id = first_run["account_id"]
+
+        small = workdir / "small" / "data"
+        shutil.copytree(base, small)
+        preload(small / "parley.db", account_id, contacts=args.small)
+
+        # ---- phase 1: Parley against the ceiling, 1 thousand contacts -----------------------
+        log(f"phase 1: {args.small} contacts preloaded; ceiling vs Parley, {args.connections} connections")
+        parley = start_parley(small, first_run)
+        servers.append(parley)
+        ceiling = Ceiling(small)
+        servers.append(ceiling)
+        have_lookup = available(parley, "GET", CONTACTS + "?phoneNumber=%2B12122000000")
+        have_create = available(parley, "POST", CONTACTS, {})
+        have_inbound = available(parley, "POST", INBOUND, {})
+        results["endpoints_missing"] = [p for p, ok in ((f"GET {CONTACTS}", have_lookup), (f"POST {CONTACTS}", have_create),
+                                                        (f"POST {INBOUND}", have_inbound)) if not ok]
+
+        log("account read (GET /v1/account): the framework's floor for an authenticated read")
+        account_runs = [load.wrk(parley.base, parley.proc.pid, "lookup", f"{ACCOUNT}?apiKey={first_run['api_key']}",
+                                 "-", args.small) for _ in range(args.repeat)]
+        results["account_read"] = median_of(account_runs)
+
+        growth = {}
+        if have_lookup:
+            log("contact lookup, 1 thousand contacts (before anything else grows the table)")
+            results["contacts_lookup"] = compare(load, ceiling, parley, "lookup", CONTACTS, args.small, args.repeat,
+                                                 salt_for=lambda label: "-")
+            growth["small"] = {"contacts": args.small, "c32": results["contacts_lookup"]["parley"],
+                               "c1": median_of([load.wrk(parley.base, parley.proc.pid, "lookup",
+                                                         f"{CONTACTS}?apiKey={first_run['api_key']}", "-", args.small,
+                                                         connections=1) for _ in range(args.repeat)])}
+        if have_inbound:
+            log("inbound custom-channel messages, unique messageSids over 500 contacts")
+            results["inbound"] = compare(load, ceiling, parley, "inbound", INBOUND, 500, args.repeat,
+                                         salt_for=salts.sid)
+            stored = count_rows(small / "parley.db", "SELECT COUNT(*) FROM messages WHERE external_id LIKE ?",
+                                f"b{salts.stamp}-parley%")
+            results["inbound"]["parley"]["messages_stored"] = stored
+        if have_create:
+            log("contact creation, a new phone per request")
+            results["contacts_create"] = compare(load, ceiling, parley, "create", CONTACTS, 0, args.repeat,
+                                                 salt_for=salts.phone_offset)
+        if have_inbound and not args.no_profile:
+            log("profiling the inbound endpoint with py-spy")
+            results["inbound_profile"] = profile_inbound(load, parley, max(8, args.duration), workdir)
+        results["phase1_server"] = proc_status(parley.proc.pid)
+        ceiling.stop()
+        parley.stop()
+        servers.clear()
+        shutil.rmtree(small.parent)
+
+        # ---- phase 2: 1 million contacts and 1 million messages ----------------------------
+        big = workdir / "big" / "data"
+        shutil.copytree(base, big)
+        log(f"preloading {args.big} contacts and {args.big} messages")
+        _, _, seconds = preload(big / "parley.db", account_id, contacts=args.big, messages=args.big)
+        results["preload"] = {"contacts": args.big, "messages": args.big, "seconds": round(seconds, 1),
+                              "db_mb": round((big / "parley.db").stat().st_size / 2**20, 1)}
+        log(f"  preloaded in {seconds:.1f} s; phase 2: lookups and inbound load on the big database")
+        parley = start_parley(big, first_run)
+        servers.append(parley)
+        started_rss = proc_status(parley.proc.pid)
+        key = first_run["api_key"]
+        if have_lookup:
+            load.wrk(parley.base, parley.proc.pid, "lookup", f"{CONTACTS}?apiKey={key}", "-", args.big, duration=2)
+            growth["big"] = {"contacts": args.big,
+                             "c32": median_of([load.wrk(parley.base, parley.proc.pid, "lookup", f"{CONTACTS}?apiKey={key}",
+                                                        "-", args.big) for _ in range(args.repeat)]),
+                             "c1": median_of([load.wrk(parley.base, parley.proc.pid, "lookup", f"{CONTACTS}?apiKey={key}",
+                                                       "-", args.big, connections=1) for _ in range(args.repeat)])}
+            growth["p50_ratio_c32"] = round(growth["big"]["c32"]["p50_ms"] / growth["small"]["c32"]["p50_ms"], 3)
+            growth["p50_ratio_c1"] = round(growth["big"]["c1"]["p50_ms"] / growth["small"]["c1"]["p50_ms"], 3)
+            results["lookup_growth"] = growth
+        if have_inbound:
+            results["inbound_on_big"] = median_of([load.wrk(parley.base, parley.proc.pid, "inbound",
+                                                            f"{INBOUND}?apiKey={key}", salts.sid("big"), 500)])
+        results["big_server"] = {"after_start": started_rss, "after_load": proc_status(parley.proc.pid),
+                                 "messages_stored": count_rows(big / "parley.db", "SELECT COUNT(*) FROM messages"),
+                                 "contacts_stored": count_rows(big / "parley.db", "SELECT COUNT(*) FROM contacts")}
+        parley.stop()
+        servers.clear()
+    finally:
+        for server in servers:
+            try:
+                server.stop()
+            except Exception:
+                pass
+        if args.keep:
+            log("work directory kept:", workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    inbound, growth = results.get("inbound"), results.get("lookup_growth")
+    results["goals"] = [
+        goal("inbound req/s >= 0.6 x ceiling", inbound and inbound["ratio"], 0.6, inbound and inbound["ratio"] >= 0.6),
+        goal("inbound p99 <= 30 ms at 32 connections", inbound and inbound["parley"]["p99_ms"], 30,
+             inbound and inbound["parley"]["p99_ms"] <= 30),
+        goal("lookup p50 at 1M <= 1.2 x at 1k (32 connections)", growth and growth["p50_ratio_c32"], 1.2,
+             growth and growth["p50_ratio_c32"] <= 1.2),
+        goal("peak RSS <= 150 MB with 1M messages stored", results["big_server"]["after_load"]["peak_rss_mb"], 150,
+             results["big_server"]["after_load"]["peak_rss_mb"] <= 150),
+    ]
+    results["wall_seconds"] = round(time.monotonic() - started, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_readme_table(args.readme, results)
+    log(f"done in {results['wall_seconds']} s: {args.out}")
+    print(render_table(results))
+    return 0
+
+
+# ---- report -----------------------------------------------------------------------------------
+
+def render_table(r):
+    m = r["machine"]
+    lines = [f"Run {r['date']} on {m['cpus']} × {m['cpu_model']}, {m['memory_gb']} GB, Linux {m['kernel']}, "
+             f"Python {m['python']}, Tornado {m['tornado']}, SQLite {m['sqlite']}, {m['load_client']}; "
+             f"{r['config']['connections']} connections, {r['config']['duration_s']} s × {r['config']['repeat']} "
+             f"runs (medians){' — QUICK SMOKE RUN, not a measurement' if r['config']['quick'] else ''}.", "",
+             "| Scenario | Ceiling req/s | Parley req/s | Ratio | Parley p50 ms | Parley p99 ms | Ceiling p99 ms | Parley CPU ms/req | Errors |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, label in (("inbound", "POST /v1/incoming_custom_channel_message"), ("contacts_create", "POST /v1/contacts"),
+                       ("contacts_lookup", "GET /v1/contacts?phoneNumber= (1k contacts)")):
+        x = r.get(key)
+        if not x:
+            lines.append(f"| {label} | – | not built yet | | | | | | |")
+            continue
+        c, p = x["ceiling"], x["parley"]
+        lines.append(f"| {label} | {c['rps']:.0f} | {p['rps']:.0f} | {x['ratio']:.2f} | {p['p50_ms']:.1f} | "
+                     f"{p['p99_ms']:.1f} | {c['p99_ms']:.1f} | {p['server_cpu_ms_per_request']:.2f} | "
+                     f"{p['non_2xx_or_socket_errors']} |")
+    a = r["account_read"]
+    lines.append(f"| GET /v1/account (reference) | | {a['rps']:.0f} | | {a['p50_ms']:.1f} | {a['p99_ms']:.1f} | | "
+                 f"{a['server_cpu_ms_per_request']:.2f} | {a['non_2xx_or_socket_errors']} |")
+    g = r.get("lookup_growth")
+    lines += ["", "| Lookup growth | 1k contacts p50 ms | 1M contacts p50 ms | Growth | 1k p99 ms | 1M p99 ms |",
+              "|---|---:|---:|---:|---:|---:|"]
+    if g:
+        for c, label in (("c32", "32 connections"), ("c1", "1 connection")):
+            lines.append(f"| {label} | {g['small'][c]['p50_ms']:.2f} | {g['big'][c]['p50_ms']:.2f} | "
+                         f"{g['big'][c]['p50_ms'] / g['small'][c]['p50_ms']:.2f} | {g['small'][c]['p99_ms']:.2f} | "
+                         f"{g['big'][c]['p99_ms']:.2f} |")
+    else:
+        lines.append("| GET /v1/contacts not built yet | | | | | |")
+    b = r["big_server"]
+    lines += ["", f"Memory with {b['messages_stored']:,} messages and {b['contacts_stored']:,} contacts stored "
+                  f"(preloaded in {r['preload']['seconds']} s, database {r['preload']['db_mb']} MB): server RSS "
+                  f"{b['after_start']['rss_mb']} MB after start, peak RSS (VmHWM) {b['after_load']['peak_rss_mb']} MB "
+                  f"after the lookup and inbound load above.", "", "| Goal | Value | Target | Met |", "|---|---:|---:|---|"]
+    for g in r["goals"]:
+        met = "n/a (endpoint missing)" if g["met"] is None else ("yes" if g["met"] else "**no**")
+        value = "–" if g["value"] is None else g["value"]
+        lines.append(f"| {g['goal']} | {value} | {g['target']} | {met} |")
+    prof = r.get("inbound_profile")
+    if prof:
+        lines += ["", f"Inbound profile (py-spy, {prof['samples']} samples of the server's busy threads), own time:", "",
+                  "| Function | % |", "|---|---:|"]
+        lines += [f"| `{t['function']}` | {t['percent']} |" for t in prof["top_own"][:12]]
+    return "\n".join(lines)
+
+
+START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
+
+
+def write_readme_table(readme, results):
+    text = readme.read_text() if readme.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text:
+        text += f"\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    readme.write_text(f"{head}{START}\n{render_table(results)}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

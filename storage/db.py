@@ -7,11 +7,33 @@ from pathlib import Path
 
 import aiosqlite
 
+from services.errors import Unavailable
+
 log = logging.getLogger("parley.db")
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Upper bound on the writes folded into one transaction; keeps a batch's latency bounded.
 MAX_BATCH = 256
+
+
+class StorageUnavailable(Unavailable):
+    """503 UNAVAILABLE: the disk is full, the database read-only or failing; nothing was written."""
+
+
+_UNAVAILABLE = {sqlite3.SQLITE_FULL: "storage is full", sqlite3.SQLITE_READONLY: "storage is read-only",
+                sqlite3.SQLITE_IOERR: "storage I/O error"}
+
+
+def as_unavailable(exc):
+    """SQLite's disk-full, read-only and I/O errors as StorageUnavailable (the client may retry once the
+    operator fixed the disk); any other exception unchanged."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    reason = _UNAVAILABLE.get(code & 0xFF) if isinstance(code, int) else None
+    if reason is None:
+        return exc
+    unavailable = StorageUnavailable(f"{reason}; nothing was written, retry later")
+    unavailable.__cause__ = exc
+    return unavailable
 
 
 def connect_sync(path, *, timeout=10.0):
@@ -139,6 +161,7 @@ class Database:
                                                        [call for _, call in batch])
             except Exception as exc:  # COMMIT itself failed: nobody's write is durable.
                 log.error("write transaction failed, %d writes rejected: %s", len(batch), exc)
+                exc = as_unavailable(exc)
                 for future, _ in batch:
                     if not future.done():
                         future.set_exception(exc)
@@ -151,7 +174,10 @@ class Database:
                 if ok:
                     future.set_result(value)
                 else:
-                    future.set_exception(value)
+                    unavailable = as_unavailable(value)
+                    if unavailable is not value:
+                        log.error("write rejected: %s", value)
+                    future.set_exception(unavailable)
 
 
 def _configure(cx):
@@ -170,6 +196,10 @@ def _run_batch(cx, calls):
                 outcomes.append((True, call(cx)))
                 cx.execute("RELEASE write")
             except Exception as exc:
+                if not cx.in_transaction:
+                    # SQLite rolled the whole transaction back (it may on SQLITE_FULL, IOERR, BUSY): fail
+                    # the batch, or later calls would each commit alone through their SAVEPOINT.
+                    raise
                 cx.execute("ROLLBACK TO write")
                 cx.execute("RELEASE write")
                 outcomes.append((False, exc))

@@ -9,7 +9,7 @@ from http import HTTPStatus
 import pydantic
 import tornado.web
 
-from services.errors import DomainError, Invalid, PayloadTooLarge, RateLimited
+from services.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -137,6 +137,11 @@ class ApiHandler(BaseHandler):
         return [m for m in self.SUPPORTED_METHODS
                 if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
 
+    def write_error(self, status_code, **kwargs):
+        if status_code == 405:  # set here: send_error() clears the headers set before it
+            self.set_header("Allow", ", ".join(self.implemented_methods()))
+        super().write_error(status_code, **kwargs)
+
     def max_body_bytes(self):
         return self.application.settings_obj.max_body_bytes
 
@@ -144,9 +149,10 @@ class ApiHandler(BaseHandler):
         # Cheap refusals first: nothing here touches storage.
         allowed = self.implemented_methods()
         if self.request.method not in allowed:
-            self.set_header("Allow", ", ".join(allowed))
             raise tornado.web.HTTPError(405, "%s is not allowed here; use %s", self.request.method,
                                         " or ".join(allowed))
+        if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
+            raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
         if len(self.request.body) > self.max_body_bytes():
             raise PayloadTooLarge(f"request body is larger than {self.max_body_bytes()} bytes")
         self.principal = await self.authenticate() if self.requires_auth else None

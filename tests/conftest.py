@@ -44,6 +44,12 @@ def account(make_account):
     return make_account()
 
 
+@pytest.fixture
+def other_account(make_account):
+    """A second, unrelated account: for tenancy tests (it must see, change and learn nothing)."""
+    return make_account()
+
+
 class Api:
     """JSON calls against the in-process server: api.post("/v1/contacts", {...}, key=...)."""
 

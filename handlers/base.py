@@ -177,7 +177,7 @@ class ApiHandler(BaseHandler):
                 self.set_header(name, value)
             if not allowed:
                 raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
-                                  f"{headers['Retry-After']} s")
+                                  f"{headers['Retry-After']} s", headers=headers)
         return await registry.authenticate(key)
 
     def json_body(self, model):

@@ -22,6 +22,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import BaseHandler, NotFoundHandler, log_request
 from services import accounts
+from services.delivery import DeliveryWorker
 from services.errors import DomainError, Forbidden
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
@@ -40,16 +41,21 @@ class Services:
     box: SecretBox
     keys: accounts.KeyRegistry
     limiter: RateLimiter
+    delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
 
     async def close(self):
+        if self.delivery is not None:
+            await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         await self.db.close()
 
 
 async def open_services(settings):
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = await Database(settings.db_path).open()
-    return Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
-                    keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
+    services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
+                        keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
+    services.delivery = DeliveryWorker(services)
+    return services
 
 
 class ParleyApplication(tornado.web.Application):
@@ -146,6 +152,7 @@ async def main(settings):
              tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000)]
     for task in tasks:
         task.start()
+    services.delivery.start()  # picks up rows left pending by a previous run at once
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

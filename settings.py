@@ -31,6 +31,12 @@ class Settings(BaseModel):
                                  description="Largest decoded media file in a custom-channel message (413 above).")
     shutdown_grace_seconds: float = Field(10.0, ge=0, description="How long shutdown waits for requests in flight.")
     log_level: str = Field("info", description="Log level: debug, info, warning or error.")
+    webhook_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one webhook delivery "
+                                                                   "attempt (connect + answer).")
+    delivery_concurrency: int = Field(16, ge=1, description="Webhook deliveries in flight at once, overall.")
+    delivery_concurrency_per_account: int = Field(4, ge=1, description="Webhook deliveries in flight at once "
+                                                                       "per account, so that one slow receiver "
+                                                                       "cannot hold every slot.")
 
     @property
     def base_url(self):

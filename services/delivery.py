@@ -1,0 +1,307 @@
+"""The outbox worker: signs and POSTs due webhooks (replies and notifications), records every attempt,
+retries on the Standard Webhooks schedule, with bounded concurrency overall and per account.
+
+Outcomes (DESIGN §3 "Reply delivery"):
+- 2xx: the outbox row is 'sent', its message 'Sent' (message error cleared; the attempts keep history).
+- 5xx, 408, 429, timeouts, connection and DNS errors: the message is 'Failed' with the error stored, and
+  the row stays 'pending' with a retry at 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h after attempts 1..7
+  (+0..10 % jitter; a longer Retry-After wins, capped at 24 h). After the 8th attempt it is final.
+- 3xx (redirects are never followed), other 4xx, a URL refused by the SSRF guard, and no URL
+  configured: final at once ('failed'); retry_now() sends it again after the client fixed things.
+"""
+import asyncio
+import ipaddress
+import logging
+import random
+import socket
+import time
+from collections import Counter
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+from tornado.httpclient import HTTPRequest
+from tornado.netutil import Resolver
+from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
+
+from services import netguard, signing
+from services.accounts import signing_secrets
+from services.errors import Conflict, NotFound
+from services.ids import iso, utcnow
+from storage import accounts as account_store
+from storage import delivery as store
+
+log = logging.getLogger("parley.delivery")
+
+# Delay before retry n (after attempt n failed), per Standard Webhooks; 8 attempts in all.
+RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
+JITTER = 0.10
+MAX_RETRY_AFTER = 24 * 3600
+RESPONSE_EXCERPT_BYTES = 1024
+USER_AGENT = "Parley-Webhooks/1"
+NO_URL = "no webhook URL configured"
+
+
+class CheckedResolver(Resolver):
+    """Resolves through netguard.resolve_checked, so the client connects only to addresses that were
+    checked (no second lookup an attacker's DNS could answer differently). TLS SNI and the Host
+    header still use the URL's host name."""
+
+    def initialize(self, allow_private=False):
+        self.allow_private = allow_private
+
+    async def resolve(self, host, port, family=socket.AF_UNSPEC):
+        addresses = await netguard.resolve_checked(host, port, self.allow_private)
+        result = []
+        for address in addresses:
+            if ipaddress.ip_address(address).version == 6:
+                if family in (socket.AF_UNSPEC, socket.AF_INET6):
+                    result.append((socket.AF_INET6, (address, port, 0, 0)))
+            elif family in (socket.AF_UNSPEC, socket.AF_INET):
+                result.append((socket.AF_INET, (address, port)))
+        if not result:
+            raise OSError(f"{host} has no address of the requested family")
+        return result
+
+
+class Outcome:
+    """What one attempt produced: ok, or an error that is retryable or final."""
+
+    def __init__(self, *, http_status=None, error=None, response=None, retryable=False, retry_after=None):
+        self.http_status, self.error, self.response = http_status, error, response
+        self.retryable, self.retry_after = retryable, retry_after
+
+    @property
+    def ok(self):
+        return self.error is None
+
+
+def parse_retry_after(value, now=None):
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, (when - (now or utcnow())).total_seconds())
+
+
+def webhook_url(row, account):
+    settings = account["settings"]
+    if row["kind"] == "reply":
+        return settings.get("customChannelWebhookUrl")
+    return (settings.get("notificationUrls") or {}).get(row["event_type"])
+
+
+class DeliveryWorker:
+    """run_due(now) does one step (tests drive it with their own clock); start()/stop() run it as the
+    server's background task, woken by notify() after a writer commits an outbox row and polling
+    every poll_seconds as a backstop."""
+
+    def __init__(self, services, *, clock=utcnow, http_client=None, rng=None, concurrency=None,
+                 per_account=None, poll_seconds=1.0):
+        self.services = services
+        self.settings = services.settings
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.concurrency = concurrency or self.settings.delivery_concurrency
+        self.per_account = per_account or self.settings.delivery_concurrency_per_account
+        self.poll_seconds = poll_seconds
+        self._http = http_client
+        self._own_http = http_client is None
+        self._in_flight = {}          # outbox id -> account id
+        self._load = Counter()        # account id -> attempts in flight
+        self._tasks = set()
+        self._wake = asyncio.Event()
+        self._loop_task = None
+        self._stopping = False
+
+    @property
+    def timeout(self):
+        return self.settings.webhook_timeout_seconds
+
+    def _client(self):
+        if self._http is None:
+            # max_clients matches our own bound: tornado's queue would count waiting time as timeout.
+            self._http = SimpleAsyncHTTPClient(
+                force_instance=True, max_clients=self.concurrency,
+                resolver=CheckedResolver(allow_private=self.settings.allow_private_webhooks))
+        return self._http
+
+    # ---- server loop ------------------------------------------------------------------------
+
+    def notify(self):
+        """Something was enqueued (call after the commit): look for due rows now."""
+        self._wake.set()
+
+    def start(self):
+        if self._loop_task is None:
+            self._stopping = False
+            self._loop_task = asyncio.ensure_future(self._run())
+
+    async def stop(self, grace=None):
+        """Stop dispatching; give attempts in flight ``grace`` seconds, then cancel them (an attempt
+        cut short is not recorded and is sent again after the restart, with the same webhook-id)."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            await self._loop_task
+            self._loop_task = None
+        if self._tasks:
+            grace = self.settings.shutdown_grace_seconds if grace is None else grace
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._own_http and self._http is not None:
+            self._http.close()
+            self._http = None
+
+    async def _run(self):
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                await self._dispatch(self.clock())
+            except Exception:
+                log.exception("delivery: looking for due webhooks failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+            except asyncio.TimeoutError:
+                pass
+
+    # ---- one step ---------------------------------------------------------------------------
+
+    async def run_due(self, now=None):
+        """Start every due attempt the concurrency bounds allow and wait for them; returns how many."""
+        tasks = await self._dispatch(now or self.clock())
+        await asyncio.gather(*tasks)
+        return len(tasks)
+
+    async def _dispatch(self, now):
+        free = self.concurrency - len(self._in_flight)
+        if free <= 0:
+            return []
+        saturated = [a for a, n in self._load.items() if n >= self.per_account]
+        rows = await store.due_rows(self.services.db, iso(now), per_account=self.per_account,
+                                    limit=free + self.concurrency, exclude_ids=list(self._in_flight),
+                                    exclude_accounts=saturated)
+        tasks = []
+        for row in rows:  # re-checked after the await: another dispatch may have started some
+            if len(self._in_flight) >= self.concurrency:
+                break
+            if row["id"] in self._in_flight or self._load[row["account_id"]] >= self.per_account:
+                continue
+            tasks.append(self._start(row, now))
+        return tasks
+
+    def _start(self, row, now):
+        self._in_flight[row["id"]] = row["account_id"]
+        self._load[row["account_id"]] += 1
+        task = asyncio.ensure_future(self._attempt(row, now))
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._finished(row, t))
+        return task
+
+    def _finished(self, row, task):
+        self._tasks.discard(task)
+        self._in_flight.pop(row["id"], None)
+        self._load[row["account_id"]] -= 1
+        if self._load[row["account_id"]] <= 0:
+            del self._load[row["account_id"]]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("delivery: recording attempt for outbox %s failed: %s", row["id"], task.exception())
+        else:
+            self._wake.set()  # a slot is free
+
+    async def _attempt(self, row, now):
+        started = time.monotonic()
+        try:
+            account = await account_store.get_account(self.services.db, row["account_id"])
+            outcome = await self._send(row, account, now) if account else Outcome(error="account not found")
+        except Exception as exc:
+            log.exception("delivery: attempt for outbox %s raised", row["id"])
+            outcome = Outcome(error=f"internal error: {exc!r}", retryable=True)
+        elapsed = time.monotonic() - started
+        at = iso(now)
+        attempt = {"at": at, "http_status": outcome.http_status, "error": outcome.error,
+                   "response_excerpt": outcome.response, "duration_ms": round(elapsed * 1000)}
+        number = row["attempts"] + 1
+        next_attempt_at = error = None
+        if outcome.ok:
+            status = "sent"
+        else:
+            if outcome.retryable and number <= len(RETRY_SCHEDULE):
+                delay = RETRY_SCHEDULE[number - 1] * (1 + self.rng.uniform(0, JITTER))
+                if outcome.retry_after is not None:
+                    delay = max(delay, min(outcome.retry_after, MAX_RETRY_AFTER))
+                status = "pending"
+                next_attempt_at = iso(now + timedelta(seconds=elapsed + delay))
+            else:
+                status = "failed"
+            error = {"at": at, "httpStatus": outcome.http_status, "error": outcome.error,
+                     "response": outcome.response, "nextAttemptAt": next_attempt_at}
+            log.info("delivery: %s %s attempt %d failed (%s)%s", row["kind"], row["webhook_id"], number,
+                     outcome.error, f", retry at {next_attempt_at}" if next_attempt_at else ", final")
+        await store.record_attempt(self.services.db, row, attempt, status=status,
+                                   next_attempt_at=next_attempt_at, error=error)
+        return status
+
+    async def _send(self, row, account, now):
+        url = webhook_url(row, account)
+        if not url:
+            return Outcome(error=NO_URL)
+        parts = urlsplit(url)
+        schemes = ("https", "http") if self.settings.allow_private_webhooks else ("https",)
+        if parts.scheme not in schemes or not parts.hostname:
+            return Outcome(error="webhook URL refused: it must be an https:// URL with a host name")
+        body = row["payload"].encode()
+        # The timestamp is the real sending time: receivers compare it with their own clock.
+        headers = signing.headers(signing_secrets(self.services.box, account, now), row["webhook_id"],
+                                  time.time(), body)
+        headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT})
+        excerpt = bytearray()
+
+        def keep_excerpt(chunk):  # stream the answer: keep 1 KB, never buffer a huge body
+            if len(excerpt) < RESPONSE_EXCERPT_BYTES:
+                excerpt.extend(chunk[:RESPONSE_EXCERPT_BYTES - len(excerpt)])
+
+        request = HTTPRequest(url, method="POST", body=body, headers=headers, follow_redirects=False,
+                              connect_timeout=self.timeout, request_timeout=self.timeout,
+                              streaming_callback=keep_excerpt)
+        try:
+            response = await self._client().fetch(request, raise_error=False)
+        except netguard.BlockedAddress as exc:
+            return Outcome(error=f"webhook URL refused: {exc}")
+        except HTTPTimeoutError:
+            return Outcome(error=f"timeout: no answer within {self.timeout:g} s", retryable=True)
+        except Exception as exc:  # refused, reset, DNS failure, TLS failure: worth another try
+            return Outcome(error=f"connection error: {exc.__class__.__name__}: {exc}", retryable=True)
+        text = bytes(excerpt).decode("utf-8", "replace")
+        code = response.code
+        if 200 <= code < 300:
+            return Outcome(http_status=code, response=text)
+        error = f"HTTP {code} {response.reason or ''}".rstrip()
+        if 300 <= code < 400:
+            error += f" (redirect to {response.headers.get('Location', '?')} not followed)"
+        retryable = code >= 500 or code in (408, 429)
+        return Outcome(http_status=code, error=error, response=text, retryable=retryable,
+                       retry_after=parse_retry_after(response.headers.get("Retry-After")) if retryable else None)
+
+    # ---- manual retry -----------------------------------------------------------------------
+
+    async def retry_now(self, account_id, message_id):
+        """Send a message's reply again now (the inbox's Retry). One more attempt; if it fails with a
+        retryable error the schedule continues from where the attempts count stands."""
+        before = await store.schedule_retry_now(self.services.db, account_id, message_id, iso(self.clock()))
+        if before is None:
+            raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")
+        if before["status"] == "sent":
+            raise Conflict(f"message {message_id} was already delivered", code="CONFLICT")
+        self.notify()
+        return {"messageId": message_id, "status": "queued", "attempts": before["attempts"]}

@@ -1,0 +1,540 @@
+"""The outbox worker against real local HTTP receivers: signing, Sent/Failed, retries, attempts, SSRF
+at connect time, restarts, fairness. The worker's clock is driven by the tests (run_due(now))."""
+import asyncio
+import dataclasses
+import json
+import random
+import socket
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import tornado.httpserver
+import tornado.web
+from standardwebhooks import Webhook
+from tornado.testing import bind_unused_port
+
+import server
+from services import accounts, netguard
+from services.delivery import RETRY_SCHEDULE, CheckedResolver, DeliveryWorker, parse_retry_after
+from services.errors import Conflict, NotFound
+from services.ids import iso, new_id, now_iso, utcnow
+from services.signing import sign
+from settings import Settings
+from storage import delivery as store
+from storage.contacts import insert_contact_in_tx
+from storage.messages import get_message, insert_message_in_tx
+from storage.outbox import enqueue_in_tx, enqueue_notification_in_tx, list_outbox
+
+SIX_FIELDS = {"contactId", "messageId", "userId", "body", "toId", "channel"}
+
+
+@pytest.fixture
+def settings(tmp_path):
+    # A 1 s attempt timeout keeps the timeout test short (the default is 15 s).
+    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+                    webhook_timeout_seconds=1.0)
+
+
+class Receiver:
+    """A real HTTP server on 127.0.0.1 that records every request and answers from a script:
+    each answer is (status, headers, body) or "hang" (wait until released); then 200 by default."""
+
+    def __init__(self, port=None):
+        self.requests = []
+        self.answers = []
+        self.in_flight = 0
+        self.release = asyncio.Event()
+        self.server = None
+        if port is None:
+            sock, self.port = bind_unused_port()
+            sock.close()
+        else:
+            self.port = port
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def start(self):
+        receiver = self
+
+        class Handler(tornado.web.RequestHandler):
+            def check_xsrf_cookie(self):
+                pass
+
+            async def post(self, path):
+                receiver.requests.append({"path": self.request.path, "headers": dict(self.request.headers),
+                                          "body": self.request.body})
+                answer = receiver.answers.pop(0) if receiver.answers else (200, {}, b"ok")
+                if answer == "hang":
+                    receiver.in_flight += 1
+                    try:
+                        await asyncio.wait_for(receiver.release.wait(), 30)
+                    finally:
+                        receiver.in_flight -= 1
+                    answer = (200, {}, b"late ok")
+                status, headers, body = answer
+                self.set_status(status)
+                for name, value in headers.items():
+                    self.set_header(name, value)
+                self.finish(body)
+
+        self.server = tornado.httpserver.HTTPServer(tornado.web.Application([(r"/(.*)", Handler)]))
+        self.server.listen(self.port, "127.0.0.1")
+        return self
+
+    async def close(self):
+        self.release.set()
+        if self.server is not None:
+            self.server.stop()
+            await self.server.close_all_connections()
+            self.server = None
+
+
+@pytest.fixture
+def receiver(io_loop):
+    r = Receiver()
+    async def start():
+        r.start()
+    io_loop.run_sync(start)
+    yield r
+    io_loop.run_sync(r.close)
+
+
+@pytest.fixture
+def workers(io_loop, services):
+    """make(services=..., **kw) -> a DeliveryWorker with a seeded jitter; all stopped at teardown."""
+    made = []
+
+    def make(svc=None, **kw):
+        kw.setdefault("rng", random.Random(7))
+        worker = DeliveryWorker(svc or services, **kw)
+        made.append(worker)
+        return worker
+    yield make
+    for worker in made:
+        io_loop.run_sync(worker.stop)
+
+
+async def set_reply_url(services, account, url):
+    # Stored directly (no save-time check): the delivery-time guard must stand on its own.
+    await accounts.update_settings(services.db, account["account_id"], {"customChannelWebhookUrl": url})
+
+
+async def queue_reply(services, account, body="Thanks, we got it", channel="my-chat", to_id="user-42"):
+    """An outbound message (status Pending) and its outbox row, in one transaction, as the messaging
+    service writes them. Returns (message_id, payload)."""
+    account_id = account["account_id"]
+    message_id, contact_id, now = new_id("msg"), new_id("ct"), now_iso()
+    payload = {"contactId": contact_id, "messageId": message_id, "userId": "usr_owner", "body": body,
+               "toId": to_id, "channel": channel}
+
+    def write(cx):
+        insert_contact_in_tx(cx, {"id": contact_id, "account_id": account_id, "created_at": now})
+        insert_message_in_tx(cx, {"id": message_id, "account_id": account_id, "contact_id": contact_id,
+                                  "direction": "outbound", "status": "Pending", "body": body,
+                                  "channel": channel, "message_type": "text", "to_id": to_id,
+                                  "created_at": now})
+        enqueue_in_tx(cx, account_id=account_id, kind="reply", payload=payload, message_id=message_id)
+    await services.db.write(write)
+    return message_id, payload
+
+
+async def new_account(services):
+    return await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                         email=f"{new_id('x')}@example.com", with_user=False)
+
+
+async def delivery_state(services, account, message_id):
+    account_id = account["account_id"]
+    message = await get_message(services.db, account_id, message_id)
+    outbox = await store.get_outbox_for_message(services.db, account_id, message_id)
+    attempts = await store.list_attempts(services.db, account_id, outbox["id"])
+    return message, outbox, attempts
+
+
+async def secret_of(services, account):
+    return (await accounts.get_webhook_secret(services.db, services.box, account["account_id"]))["secret"]
+
+
+def later(now, seconds):
+    return now + timedelta(seconds=seconds)
+
+
+# ---- signing -----------------------------------------------------------------------------------
+
+def test_signature_matches_the_standardwebhooks_reference():
+    """DESIGN §3: webhook-signature "v1,<base64 HMAC-SHA256 of id.timestamp.body>", secret whsec_…"""
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    body = '{"a":1}'
+    reference = Webhook(secret).sign("msg_1", datetime.fromtimestamp(1700000000, tz=timezone.utc), body)
+    assert sign([secret], "msg_1", 1700000000, body) == reference
+    other = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
+    both = sign([other, secret], "msg_1", 1700000000, body)
+    assert both.split(" ") == [sign([other], "msg_1", 1700000000, body), reference]
+
+
+# ---- outcomes ----------------------------------------------------------------------------------
+
+async def test_2xx_is_sent_with_the_six_fields_and_a_verifiable_signature(services, account, receiver, workers):
+    """Spec §6: the service sends a JSON body with contactId, messageId, userId, body, toId, channel;
+    "the message status becomes Sent on success"."""
+    await set_reply_url(services, account, receiver.url)
+    message_id, payload = await queue_reply(services, account)
+    worker = workers()
+    assert await worker.run_due(utcnow()) == 1
+
+    assert len(receiver.requests) == 1
+    request = receiver.requests[0]
+    assert request["headers"]["Content-Type"] == "application/json"
+    verified = Webhook(await secret_of(services, account)).verify(request["body"], request["headers"])
+    assert set(verified) == SIX_FIELDS and verified == payload
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Sent" and message["error"] is None
+    assert outbox["status"] == "sent" and outbox["attempts"] == 1 and outbox["sent_at"]
+    assert request["headers"]["Webhook-Id"] == outbox["webhook_id"]
+    assert [(a["http_status"], a["error"], a["response_excerpt"]) for a in attempts] == [(200, None, "ok")]
+    assert await worker.run_due(later(utcnow(), 86400)) == 0  # sent rows are never sent again
+
+
+async def test_during_a_secret_rotation_both_secrets_sign(services, account, receiver, workers):
+    """DESIGN §3: secret whsec_…, "rotatable with an overlap during which both sign"."""
+    old = await secret_of(services, account)
+    new = (await accounts.rotate_webhook_secret(services.db, services.box, account["account_id"]))["secret"]
+    await set_reply_url(services, account, receiver.url)
+    await queue_reply(services, account)
+    await workers().run_due(utcnow())
+    request = receiver.requests[0]
+    assert len(request["headers"]["Webhook-Signature"].split(" ")) == 2
+    Webhook(old).verify(request["body"], request["headers"])
+    Webhook(new).verify(request["body"], request["headers"])
+
+
+async def test_500_is_failed_with_status_and_body_excerpt_stored_and_retried(services, account, receiver, workers):
+    """Spec §3: "URL answers with an error ... Failed. Error details are stored with the message";
+    DESIGN §3: details are the HTTP status, the first 1 KB of the answer and the time; 5xx is retried."""
+    receiver.answers = [(500, {}, b"x" * 3000)]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    now = utcnow()
+    await workers().run_due(now)
+
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed"
+    error = message["error"]
+    assert error["httpStatus"] == 500 and error["error"].startswith("HTTP 500")
+    assert error["response"] == "x" * 1024 and error["at"] == iso(now)
+    assert outbox["status"] == "pending" and outbox["last_error"] == error
+    assert error["nextAttemptAt"] == outbox["next_attempt_at"] > iso(later(now, 5))
+    assert len(attempts) == 1 and attempts[0]["http_status"] == 500
+
+
+async def test_fail_then_recover_is_sent_after_a_retry_with_the_same_webhook_id(services, account, receiver, workers):
+    """DESIGN §3: "webhook-id stays the same across retries, and a later success moves the message to
+    Sent; every attempt is recorded"."""
+    receiver.answers = [(503, {}, b"busy")]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    worker = workers()
+    now = utcnow()
+    assert await worker.run_due(now) == 1
+    assert await worker.run_due(later(now, 4)) == 0  # the first retry waits 5 s
+    assert await worker.run_due(later(now, 10)) == 1
+
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Sent" and message["error"] is None
+    assert outbox["status"] == "sent" and outbox["attempts"] == 2
+    assert [a["http_status"] for a in attempts] == [503, 200]
+    ids = {r["headers"]["Webhook-Id"] for r in receiver.requests}
+    assert len(receiver.requests) == 2 and ids == {outbox["webhook_id"]}
+    secret = await secret_of(services, account)
+    for request in receiver.requests:
+        Webhook(secret).verify(request["body"], request["headers"])
+
+
+async def test_302_is_failed_and_not_followed(services, account, receiver, workers):
+    """DESIGN §3: "3xx is a failure; redirects are not followed"."""
+    receiver.answers = [(302, {"Location": f"http://127.0.0.1:{receiver.port}/elsewhere"}, b"moved")]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    worker = workers()
+    now = utcnow()
+    await worker.run_due(now)
+
+    assert [r["path"] for r in receiver.requests] == ["/hook"]
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed" and message["error"]["httpStatus"] == 302
+    assert "not followed" in message["error"]["error"] and message["error"]["response"] == "moved"
+    assert outbox["status"] == "failed" and message["error"]["nextAttemptAt"] is None
+    assert await worker.run_due(later(now, 86400)) == 0
+
+
+async def test_other_4xx_is_final(services, account, receiver, workers):
+    """DESIGN §3: only 5xx/408/429/timeouts are retried; other 4xx are final."""
+    receiver.answers = [(404, {}, b"no such hook")]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    worker = workers()
+    now = utcnow()
+    await worker.run_due(now)
+    assert await worker.run_due(later(now, 86400)) == 0
+    message, outbox, _ = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed" and message["error"]["httpStatus"] == 404
+    assert outbox["status"] == "failed" and len(receiver.requests) == 1
+
+
+async def test_timeout_is_failed_with_a_timeout_error_and_retried(services, account, receiver, workers):
+    """DESIGN §3: "Timeout per attempt" (a setting; 1 s here); timeouts are retried."""
+    receiver.answers = ["hang"]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    await workers().run_due(utcnow())
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed"
+    assert message["error"]["httpStatus"] is None and message["error"]["error"].startswith("timeout")
+    assert outbox["status"] == "pending" and attempts[0]["error"].startswith("timeout")
+    assert len(receiver.requests) == 1
+
+
+async def test_closed_port_is_failed_with_the_connection_error(services, account, workers):
+    """Spec §3: "URL ... is unreachable → Failed. The error details are stored with the message"."""
+    closed = Receiver()  # a free port nobody listens on
+    await set_reply_url(services, account, closed.url)
+    message_id, _ = await queue_reply(services, account)
+    await workers().run_due(utcnow())
+    message, outbox, _ = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed"
+    assert message["error"]["error"].startswith("connection error") and message["error"]["httpStatus"] is None
+    assert outbox["status"] == "pending"
+
+
+async def test_retry_after_is_honoured(services, account, receiver, workers):
+    """DESIGN §3: retries on the schedule, "Retry-After honoured"."""
+    receiver.answers = [(429, {"Retry-After": "120"}, b"slow down")]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    worker = workers()
+    now = utcnow()
+    await worker.run_due(now)
+    assert await worker.run_due(later(now, 30)) == 0  # the schedule alone would retry after 5 s
+    assert await worker.run_due(later(now, 121)) == 1
+    message, _, _ = await delivery_state(services, account, message_id)
+    assert message["status"] == "Sent"
+
+
+def test_retry_after_parsing():
+    now = utcnow().replace(microsecond=0)
+    assert parse_retry_after("30") == 30
+    assert parse_retry_after(now.strftime("%a, %d %b %Y %H:%M:%S GMT"), later(now, -60)) == 60
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+async def test_the_retry_schedule_then_final(services, account, receiver, workers):
+    """DESIGN §3: retried "on the Standard Webhooks schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h)"
+    with jitter; every attempt is recorded; after the last one the message stays Failed."""
+    receiver.answers = [(500, {}, b"down")] * 20
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    worker = workers()
+    now = utcnow()
+    await worker.run_due(now)
+    for delay in RETRY_SCHEDULE:
+        _, outbox, _ = await delivery_state(services, account, message_id)
+        due = outbox["next_attempt_at"]
+        assert iso(later(now, delay)) <= due <= iso(later(now, delay * 1.1 + 2))
+        assert await worker.run_due(later(now, delay * 0.99)) == 0
+        now = later(now, delay * 1.1 + 2)
+        assert await worker.run_due(now) == 1
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert len(attempts) == len(RETRY_SCHEDULE) + 1 == len(receiver.requests) == 8
+    assert outbox["status"] == "failed" and message["status"] == "Failed"
+    assert message["error"]["nextAttemptAt"] is None
+    assert await worker.run_due(later(now, 10 * 86400)) == 0
+
+
+async def test_no_webhook_url_is_failed(services, account, workers):
+    """Outbound with no Custom Channel Webhook URL at send time: Failed, "no webhook URL configured"
+    (final; a manual retry sends it once a URL is saved)."""
+    message_id, _ = await queue_reply(services, account)
+    await workers().run_due(utcnow())
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed" and message["error"]["error"] == "no webhook URL configured"
+    assert outbox["status"] == "failed" and len(attempts) == 1
+
+
+# ---- SSRF at delivery --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_private_target_is_refused_at_connect_time(services, account, receiver, workers, host):
+    """DESIGN §3: private, loopback and link-local targets are refused "at connect time (resolve, then
+    check the address) unless --allow-private-webhooks". The URL was stored earlier (bypassing the
+    save-time check); no request reaches the receiver."""
+    strict = dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"allow_private_webhooks": False}))
+    await set_reply_url(services, account, f"https://{host}:{receiver.port}/hook")
+    message_id, _ = await queue_reply(services, account)
+    worker = workers(strict)
+    now = utcnow()
+    await worker.run_due(now)
+    assert receiver.requests == []
+    message, outbox, _ = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed" and "non-public address" in message["error"]["error"]
+    assert outbox["status"] == "failed"
+    assert await worker.run_due(later(now, 86400)) == 0
+
+
+async def test_plain_http_is_refused_at_delivery_without_allow_private(services, account, receiver, workers):
+    """DESIGN §3: webhook URLs must be https unless --allow-private-webhooks."""
+    strict = dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"allow_private_webhooks": False}))
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    await workers(strict).run_due(utcnow())
+    message, _, _ = await delivery_state(services, account, message_id)
+    assert receiver.requests == [] and "https" in message["error"]["error"]
+
+
+async def test_checked_resolver_returns_only_checked_addresses():
+    """The HTTP client connects to the addresses netguard checked, not to a second lookup."""
+    with pytest.raises(netguard.BlockedAddress):
+        await CheckedResolver(allow_private=False).resolve("localhost", 443)
+    with pytest.raises(netguard.BlockedAddress):
+        await CheckedResolver(allow_private=False).resolve("10.1.2.3", 443)
+    assert await CheckedResolver(allow_private=False).resolve("8.8.8.8", 443) == [(socket.AF_INET, ("8.8.8.8", 443))]
+    allowed = await CheckedResolver(allow_private=True).resolve("127.0.0.1", 8080)
+    assert allowed == [(socket.AF_INET, ("127.0.0.1", 8080))]
+
+
+# ---- notifications -----------------------------------------------------------------------------
+
+async def test_notifications_are_delivered_signed(services, account, receiver, workers):
+    """DESIGN §3 Notifications: "same outbox, signing and retries. Body {event, id, occurredAt,
+    accountId, data}"."""
+    account_id = account["account_id"]
+    await accounts.update_settings(services.db, account_id,
+                                   {"notificationUrls": {"contact.created": receiver.url}})
+    receiver.answers = [(500, {}, b"oops")]
+    webhook_id = await services.db.write(
+        lambda cx: enqueue_notification_in_tx(cx, account_id, "contact.created", {"contactId": "ct_1"}))
+    worker = workers()
+    now = utcnow()
+    await worker.run_due(now)
+    [queued] = await list_outbox(services.db, account_id, kind="notification")
+    outbox = await store.get_outbox(services.db, account_id, queued["id"])
+    assert outbox["webhook_id"] == webhook_id and outbox["last_error"]["httpStatus"] == 500
+    await worker.run_due(later(now, 10))
+
+    outbox = await store.get_outbox(services.db, account_id, outbox["id"])
+    assert outbox["status"] == "sent" and outbox["last_error"] is None
+    secret = await secret_of(services, account)
+    bodies = [Webhook(secret).verify(r["body"], r["headers"]) for r in receiver.requests]
+    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    assert set(bodies[1]) == {"event", "id", "occurredAt", "accountId", "data"}
+    assert bodies[1]["event"] == "contact.created" and bodies[1]["id"] == webhook_id
+    assert bodies[1]["accountId"] == account_id and bodies[1]["data"] == {"contactId": "ct_1"}
+    assert {r["headers"]["Webhook-Id"] for r in receiver.requests} == {webhook_id}
+
+
+# ---- manual retry ------------------------------------------------------------------------------
+
+async def test_manual_retry_sends_a_final_failure_again(services, account, receiver, workers):
+    """DESIGN §3: "a manual retry exists in the UI"."""
+    receiver.answers = [(410, {}, b"gone")]
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    worker = workers()
+    await worker.run_due(utcnow())
+    assert (await delivery_state(services, account, message_id))[1]["status"] == "failed"
+
+    other = await new_account(services)
+    with pytest.raises(NotFound):
+        await worker.retry_now(other["account_id"], message_id)  # another account's message
+    with pytest.raises(NotFound):
+        await worker.retry_now(account["account_id"], "msg_unknown")
+    assert (await worker.retry_now(account["account_id"], message_id))["status"] == "queued"
+    assert await worker.run_due(utcnow()) == 1
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Sent" and outbox["status"] == "sent" and len(attempts) == 2
+    with pytest.raises(Conflict):
+        await worker.retry_now(account["account_id"], message_id)
+
+
+# ---- restarts, wake-ups, fairness --------------------------------------------------------------
+
+async def test_pending_rows_survive_a_restart(settings, services, account, workers):
+    """DESIGN §3: "Outbox rows survive restarts". The receiver is down for the first attempt; the
+    services are closed and opened again on the same data; the new worker delivers."""
+    receiver = Receiver()  # not listening yet
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    now = utcnow()
+    await workers().run_due(now)
+    assert (await delivery_state(services, account, message_id))[0]["status"] == "Failed"
+    await services.close()
+
+    reopened = await server.open_services(settings)
+    try:
+        receiver.start()
+        assert await workers(reopened).run_due(later(now, 10)) == 1
+        message, outbox, attempts = await delivery_state(reopened, account, message_id)
+        assert message["status"] == "Sent" and len(attempts) == 2 and len(receiver.requests) == 1
+    finally:
+        await receiver.close()
+        await reopened.close()
+
+
+async def wait_for(predicate, timeout=10.0):
+    """Poll until predicate() is true; a deadline, not a timing assertion."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_notify_wakes_the_running_worker(services, account, receiver, workers):
+    """Writers call services.delivery.notify() after their commit; the worker sends at once rather
+    than at its next poll (60 s here, longer than the test's deadline)."""
+    await set_reply_url(services, account, receiver.url)
+    worker = workers(poll_seconds=60)
+    worker.start()
+    await asyncio.sleep(0.05)  # the loop is now waiting
+    message_id, _ = await queue_reply(services, account)
+    worker.notify()
+
+    async def sent():
+        return (await get_message(services.db, account["account_id"], message_id))["status"] == "Sent"
+    await wait_for(sent)
+
+
+async def test_a_slow_receiver_does_not_stall_other_accounts(services, workers):
+    """DESIGN §3 / issue: bounded concurrency overall and per account, so one slow receiver cannot
+    hold every slot. Account A's receiver hangs; account B's message is still delivered."""
+    slow, fast = Receiver().start(), Receiver().start()
+    patient = dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"webhook_timeout_seconds": 30.0}))
+    a, b = await new_account(services), await new_account(services)
+    await set_reply_url(services, a, slow.url)
+    await set_reply_url(services, b, fast.url)
+    slow.answers = ["hang"] * 5
+    a_messages = [(await queue_reply(services, a))[0] for _ in range(5)]
+    b_message, _ = await queue_reply(services, b)
+    worker = workers(patient, concurrency=3, per_account=2)
+    worker.start()
+    try:
+        async def b_sent():
+            return (await get_message(services.db, b["account_id"], b_message))["status"] == "Sent"
+        await wait_for(b_sent)
+        assert slow.in_flight == 2  # the per-account bound, while B went through
+        slow.release.set()
+
+        async def all_a_sent():
+            for message_id in a_messages:
+                if (await get_message(services.db, a["account_id"], message_id))["status"] != "Sent":
+                    return False
+            return True
+        await wait_for(all_a_sent)
+        assert len(slow.requests) == 5
+    finally:
+        await worker.stop()
+        await slow.close()
+        await fast.close()

@@ -39,6 +39,9 @@ JITTER = 0.10
 MAX_RETRY_AFTER = 24 * 3600
 RESPONSE_EXCERPT_BYTES = 1024
 USER_AGENT = "Parley-Webhooks/1"
+# When an attempt's outcome could not be written (disk full, I/O error), the row stays due; it is held
+# back this long so the receiver is not sent the same webhook at every poll while the database fails.
+UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
 
 
@@ -118,6 +121,7 @@ class DeliveryWorker:
         self._in_flight = {}          # outbox id -> account id
         self._load = Counter()        # account id -> attempts in flight
         self._tasks = set()
+        self._held = {}               # outbox id -> not before (an unrecorded attempt)
         self._wake = asyncio.Event()
         self._loop_task = None
         self._stopping = False
@@ -180,7 +184,7 @@ class DeliveryWorker:
     async def run_due(self, now=None):
         """Start every due attempt the concurrency bounds allow and wait for them; returns how many."""
         tasks = await self._dispatch(now or self.clock())
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks, return_exceptions=True)  # failures are logged by _finished
         return len(tasks)
 
     async def _dispatch(self, now):
@@ -188,9 +192,10 @@ class DeliveryWorker:
         if free <= 0:
             return []
         saturated = [a for a, n in self._load.items() if n >= self.per_account]
+        self._held = {i: until for i, until in self._held.items() if until > now}
         rows = await store.due_rows(self.services.db, iso(now), per_account=self.per_account,
-                                    limit=free + self.concurrency, exclude_ids=list(self._in_flight),
-                                    exclude_accounts=saturated)
+                                    limit=free + self.concurrency,
+                                    exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated)
         tasks = []
         for row in rows:  # re-checked after the await: another dispatch may have started some
             if len(self._in_flight) >= self.concurrency:
@@ -205,10 +210,10 @@ class DeliveryWorker:
         self._load[row["account_id"]] += 1
         task = asyncio.ensure_future(self._attempt(row, now))
         self._tasks.add(task)
-        task.add_done_callback(lambda t: self._finished(row, t))
+        task.add_done_callback(lambda t: self._finished(row, now, t))
         return task
 
-    def _finished(self, row, task):
+    def _finished(self, row, now, task):
         self._tasks.discard(task)
         self._in_flight.pop(row["id"], None)
         self._load[row["account_id"]] -= 1
@@ -216,6 +221,7 @@ class DeliveryWorker:
             del self._load[row["account_id"]]
         if not task.cancelled() and task.exception() is not None:
             log.error("delivery: recording attempt for outbox %s failed: %s", row["id"], task.exception())
+            self._held[row["id"]] = now + UNRECORDED_HOLD
         else:
             self._wake.set()  # a slot is free
 

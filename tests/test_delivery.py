@@ -538,3 +538,48 @@ async def test_a_slow_receiver_does_not_stall_other_accounts(services, workers):
         await worker.stop()
         await slow.close()
         await fast.close()
+
+
+async def test_an_attempt_whose_outcome_cannot_be_written_is_held_back(services, account, receiver, workers):
+    """When the database refuses the attempt's record (here a real SQLite trigger standing in for a full
+    disk), the row is still due; it is not re-sent at every poll but held for 30 s, then delivered."""
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    await services.db.write(lambda cx: cx.execute(
+        "CREATE TRIGGER refuse_attempts BEFORE INSERT ON delivery_attempts"
+        " BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END"))
+    worker = workers()
+    now = utcnow()
+    assert await worker.run_due(now) == 1
+    assert len(receiver.requests) == 1
+    assert (await get_message(services.db, account["account_id"], message_id))["status"] == "Pending"
+    assert await worker.run_due(later(now, 5)) == 0
+    await services.db.write(lambda cx: cx.execute("DROP TRIGGER refuse_attempts"))
+    assert await worker.run_due(later(now, 31)) == 1
+    message, _, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Sent" and len(attempts) == 1 and len(receiver.requests) == 2
+    assert {r["headers"]["Webhook-Id"] for r in receiver.requests} == {(await delivery_state(
+        services, account, message_id))[1]["webhook_id"]}
+
+
+async def test_a_message_sent_through_the_api_is_delivered_with_the_six_fields(api, services, account, receiver,
+                                                                              workers):
+    """Spec §4.5 + §6: POST /send_custom_channel_message; the receiver gets contactId, messageId, userId,
+    body, toId ("equals the fromId"), channel; "the message status becomes Sent on success"."""
+    key = account["api_key"]
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": receiver.url}, key=key)
+    assert r.code == 200, r.body
+    r = await api.post("/v1/send_custom_channel_message",
+                       {"customData": {"fromId": "user-9", "customChannel": "acme-chat", "body": "Hi there"}},
+                       key=key)
+    assert r.code == 200, r.body
+    message_id, contact_id = r.json["messageId"], r.json["contactId"]
+    assert await workers().run_due(utcnow()) == 1
+
+    request = receiver.requests[0]
+    payload = Webhook(await secret_of(services, account)).verify(request["body"], request["headers"])
+    assert SIX_FIELDS <= set(payload)
+    assert payload["messageId"] == message_id and payload["contactId"] == contact_id
+    assert payload["body"] == "Hi there" and payload["toId"] == "user-9" and payload["channel"] == "acme-chat"
+    r = await api.get(f"/v1/messages/{message_id}", key=key)
+    assert r.json["status"] == "Sent" and [a["httpStatus"] for a in r.json["attempts"]] == [200]

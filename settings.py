@@ -29,6 +29,8 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest JSON body accepted by API endpoints (413 above).")
     max_media_bytes: int = Field(16_777_216, ge=1024,
                                  description="Largest decoded media file in a custom-channel message (413 above).")
+    media_url_ttl_seconds: int = Field(604_800, ge=60, description="How long a signed media URL (GET /v1/media/…) "
+                                                                   "stays valid after it is issued.")
     shutdown_grace_seconds: float = Field(10.0, ge=0, description="How long shutdown waits for requests in flight.")
     log_level: str = Field("info", description="Log level: debug, info, warning or error.")
     webhook_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one webhook delivery "

@@ -5,6 +5,7 @@ def routes():
     """The whole URL table."""
     from handlers import account
     from handlers import contacts, lists
+    from handlers import custom_channel, messages
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -15,4 +16,11 @@ def routes():
         (r"/v1/lists", lists.ListsHandler),
         (r"/v1/lists/([^/]+)", lists.ListHandler),
         (r"/v1/lists/([^/]+)/contacts", lists.ListContactsHandler),
+        (r"/v1/incoming_custom_channel_message", custom_channel.IncomingMessageHandler),
+        (r"/incomingCustomChannelMessage", custom_channel.IncomingMessageHandler),
+        (r"/v1/send_custom_channel_message", custom_channel.SendMessageHandler),
+        (r"/v1/sendCustomChannelMessage", custom_channel.SendMessageHandler),
+        (r"/v1/messages/([^/]+)", messages.MessageHandler),
+        (r"/v1/contacts/([^/]+)/messages", messages.ContactMessagesHandler),
+        (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
     ]

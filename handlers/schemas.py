@@ -1,7 +1,7 @@
 """Pydantic request and response models; also the source of /v1/openapi.json."""
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
 
@@ -94,3 +94,120 @@ class AddToListResult(BaseModel):
     listId: str
     contactId: str
     added: bool = Field(description="False when the contact already was a member (nothing changed).")
+
+
+# --- Custom channel (spec §4.4, §4.5) and messages (DESIGN §3) ---
+
+class Lenient(BaseModel):
+    """Custom-channel bodies come from other systems: unknown fields are ignored, numeric ids accepted."""
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+def _not_blank(value, info):
+    if value is not None and not value.strip():
+        raise ValueError(f"customData.{info.field_name} cannot be empty")
+    return value
+
+
+def _required_text(value, info):
+    """Before validation: null counts as missing, empty or whitespace-only as empty (spec §7 rules 1-2)."""
+    if value is None:
+        raise ValueError(f"customData.{info.field_name} is required")
+    return _not_blank(value, info) if isinstance(value, str) else value
+
+
+class InboundCustomData(Lenient):
+    messageSid: Optional[str] = Field(None, max_length=512, description="Unique per message; a repeat is "
+                                                                        "answered with the first messageId.")
+    id: Optional[str] = Field(None, max_length=512, description="Accepted instead of messageSid.")
+    fromId: str = Field(max_length=512, description="Sender id in the external system; identifies the contact.")
+    toId: str = Field(max_length=512, description="Business identifier, any text.")
+    body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.")
+    status: Optional[str] = Field(None, max_length=64, description='Defaults to "received".')
+    channel: Optional[str] = Field(None, max_length=200)
+    campaignId: Optional[str] = Field(None, max_length=200)
+    firstName: Optional[str] = Field(None, max_length=200)
+    lastName: Optional[str] = Field(None, max_length=200)
+    email: Optional[str] = Field(None, max_length=320)
+    mediaUrl: Optional[str] = Field(None, description="http(s) URL, or data:<type>;base64,<data>.")
+    mediaContentType: Optional[str] = Field(None, max_length=255, description="Required with mediaUrl; must "
+                                                                              "match the file content.")
+
+    _check_required = field_validator("fromId", "toId", "body", mode="before")(_required_text)
+    _check_not_blank = field_validator("messageSid", "id")(_not_blank)
+
+    @model_validator(mode="after")
+    def _has_message_sid(self):
+        if self.messageSid is None and self.id is None:
+            raise ValueError("customData.messageSid is required (customData.id is accepted instead)")
+        return self
+
+
+class InboundMessage(Lenient):
+    """POST /v1/incoming_custom_channel_message (spec §4.4)."""
+    customData: InboundCustomData
+    messageType: Optional[Literal["text", "reaction"]] = Field(None, description='Omitted means "text".')
+
+
+class InboundAccepted(BaseModel):
+    success: bool
+    messageId: str
+
+
+class OutboundCustomData(Lenient):
+    fromId: str = Field(max_length=512, description="The contact's id on the client's platform.")
+    customChannel: str = Field(max_length=200, description="Name of the custom channel.")
+    body: str = Field(max_length=65536)
+    campaignId: Optional[str] = Field(None, max_length=200)
+    firstName: Optional[str] = Field(None, max_length=200)
+    lastName: Optional[str] = Field(None, max_length=200)
+    email: Optional[str] = Field(None, max_length=320)
+    mediaUrl: Optional[str] = None
+    mediaContentType: Optional[str] = Field(None, max_length=255)
+
+    _check_required = field_validator("fromId", "customChannel", "body", mode="before")(_required_text)
+
+
+class OutboundMessage(Lenient):
+    """POST /v1/send_custom_channel_message (spec §4.5)."""
+    customData: OutboundCustomData
+
+
+class OutboundQueued(BaseModel):
+    success: bool
+    messageId: str
+    contactId: str
+    message: str
+
+
+class MessageMedia(BaseModel):
+    url: str = Field(description="The http(s) URL as given, or a signed, expiring URL of the stored file.")
+    contentType: str
+
+
+class DeliveryAttempt(BaseModel):
+    at: str
+    httpStatus: Optional[int]
+    error: Optional[str]
+
+
+class Message(BaseModel):
+    id: str
+    direction: Literal["inbound", "outbound"]
+    status: str = Field(description="Inbound: as sent (default received). Outbound: Pending, Sent or Failed.")
+    body: str
+    channel: Optional[str]
+    contactId: str
+    messageType: str
+    campaignId: Optional[str]
+    fromId: Optional[str]
+    toId: Optional[str]
+    media: Optional[MessageMedia]
+    error: Optional[dict] = Field(description="The last failed delivery's details, when delivery failed.")
+    attempts: list[DeliveryAttempt] = Field([], description="GET /v1/messages/{id} only.")
+    createdAt: str
+
+
+class MessagePage(BaseModel):
+    data: list[Message]
+    nextCursor: Optional[str]

@@ -1,0 +1,57 @@
+"""Custom-channel endpoints (spec §4.4, §4.5): inbound messages in, outbound messages queued. Every
+error is {"error": "text"}; any method but POST is 405 with Allow: POST."""
+import asyncio
+
+from handlers.base import CustomChannelHandler
+from handlers.schemas import InboundMessage, OutboundMessage
+from services import messaging
+
+# Bodies below this are parsed on the event loop; larger ones (embedded media) in an executor.
+_PARSE_INLINE_BYTES = 256 * 1024
+
+
+class _CustomChannelPost(CustomChannelHandler):
+    def max_body_bytes(self):
+        # Room for an embedded file of max_media_bytes as base64 plus the JSON around it; the decoded
+        # size is checked exactly (413) once the data URI is decoded.
+        settings = self.application.settings_obj
+        return max(settings.max_body_bytes, settings.max_media_bytes * 4 // 3 + 65536)
+
+    def write_error(self, status_code, **kwargs):
+        # Tornado clears headers set before an error is raised; the 405's Allow must survive that.
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(self.implemented_methods()))
+        super().write_error(status_code, **kwargs)
+
+    async def parse(self, model):
+        if len(self.request.body) <= _PARSE_INLINE_BYTES:
+            return self.json_body(model)
+        return await asyncio.get_running_loop().run_in_executor(None, self.json_body, model)
+
+
+class IncomingMessageHandler(_CustomChannelPost):
+    """POST /v1/incoming_custom_channel_message and /incomingCustomChannelMessage."""
+
+    async def post(self):
+        request = await self.parse(InboundMessage)
+        data = request.customData
+        message, created = await messaging.receive_inbound(
+            self.services, self.principal.account_id, message_sid=data.messageSid or data.id,
+            from_id=data.fromId, to_id=data.toId, body=data.body, status=data.status, channel=data.channel,
+            campaign_id=data.campaignId, first_name=data.firstName, last_name=data.lastName, email=data.email,
+            media_url=data.mediaUrl, media_content_type=data.mediaContentType, message_type=request.messageType)
+        self.respond({"success": True, "messageId": message["id"]})
+        if created:
+            messaging.after_inbound(self.services, message)
+
+
+class SendMessageHandler(_CustomChannelPost):
+    """POST /v1/send_custom_channel_message and /v1/sendCustomChannelMessage."""
+
+    async def post(self):
+        data = (await self.parse(OutboundMessage)).customData
+        queued = await messaging.send_custom_channel_message(
+            self.services, self.principal.account_id, from_id=data.fromId, custom_channel=data.customChannel,
+            body=data.body, campaign_id=data.campaignId, first_name=data.firstName, last_name=data.lastName,
+            email=data.email, media_url=data.mediaUrl, media_content_type=data.mediaContentType)
+        self.respond({"success": True, **queued, "message": messaging.QUEUED})

@@ -1,0 +1,65 @@
+"""Reading messages (GET /v1/messages/{id}, GET /v1/contacts/{id}/messages) and serving stored media
+by signed, expiring URLs (GET /v1/media/{sha256})."""
+import time
+
+import tornado.web
+
+from handlers.base import ApiHandler, BaseHandler
+from services import media, messaging
+from services.errors import Forbidden, Invalid
+
+
+class MessageHandler(ApiHandler):
+    async def get(self, message_id):
+        self.respond(await messaging.get_message(self.services, self.principal.account_id, message_id))
+
+
+class ContactMessagesHandler(ApiHandler):
+    async def get(self, contact_id):
+        try:
+            limit = int(self.get_query_argument("limit", "50"))
+        except ValueError:
+            raise Invalid("limit must be an integer") from None
+        self.respond(await messaging.list_contact_messages(
+            self.services, self.principal.account_id, contact_id,
+            cursor=self.get_query_argument("cursor", None) or None, limit=limit))
+
+
+class MediaHandler(BaseHandler, tornado.web.StaticFileHandler):
+    """A stored media file. No API key: the URL's signature (over the file, its type and the expiry)
+    is the authorization, so the inbox and webhook receivers can fetch it. Range requests work."""
+
+    def initialize(self):
+        BaseHandler.initialize(self)
+        tornado.web.StaticFileHandler.initialize(self, str(media.media_dir(self.application.settings_obj)))
+
+    def prepare(self):
+        if self.request.method not in ("GET", "HEAD"):
+            raise tornado.web.HTTPError(405, "%s is not allowed here; use GET", self.request.method)
+        self.content_type = self.get_query_argument("type", "")
+        self.expires = self.get_query_argument("exp", "")
+        key = media.signing_key(self.services.box)
+        if not media.verify(key, self.path_args[0], self.content_type, self.expires,
+                            self.get_query_argument("sig", "")):
+            raise Forbidden("this media link is invalid or has expired")
+
+    def write_error(self, status_code, **kwargs):
+        if status_code == 405:  # Tornado cleared the headers set before the error was raised
+            self.set_header("Allow", "GET, HEAD")
+        super().write_error(status_code, **kwargs)
+
+    def compute_etag(self):
+        return f'"{self.path_args[0]}"'  # content-addressed: the name is the content's hash
+
+    def get_content_type(self):
+        return self.content_type
+
+    def get_cache_time(self, path, modified, mime_type):
+        return 0  # set_extra_headers caches privately until the link expires
+
+    def set_extra_headers(self, path):
+        self.set_header("Cache-Control", f"private, max-age={max(0, int(self.expires) - int(time.time()))}")
+        # Files come from outside: never let one run script in our origin (an SVG or HTML file).
+        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
+        major = self.content_type.split("/")[0]
+        self.set_header("Content-Disposition", "inline" if major in ("image", "audio", "video") else "attachment")

@@ -1,0 +1,239 @@
+"""Custom-channel messaging: inbound messages (exactly once per messageSid), the fromId -> contact
+mapping, outbound messages queued for delivery in the same transaction, and reading messages back."""
+import logging
+import sqlite3
+
+from tornado.ioloop import IOLoop
+
+from services import bot, media
+from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
+from services.errors import Invalid, NotFound
+from services.ids import new_id, now_iso
+from storage import accounts as account_store
+from storage import contacts as contact_store
+from storage import messages as store
+from storage import outbox
+
+log = logging.getLogger("parley.messaging")
+
+QUEUED = "Message queued for delivery"
+NO_WEBHOOK = "no Custom Channel Webhook URL is configured; set it with PATCH /v1/account/settings"
+MAX_PAGE = 200
+
+
+def _blank_to_none(value):
+    value = value.strip() if isinstance(value, str) else value
+    return value or None
+
+
+def _identity(account_id, from_id, first_name, last_name, email):
+    """What the contact resolution needs, normalized outside the transaction (phonenumbers and
+    email-validator are CPU work the single writer should not do)."""
+    email = _blank_to_none(email)
+    return {"account_id": account_id, "from_id": from_id,
+            "from_phone": looks_like_phone(from_id), "from_email": looks_like_email(from_id),
+            "values": {"first_name": _blank_to_none(first_name), "last_name": _blank_to_none(last_name),
+                       "email": normalize_email(email, field="customData.email") if email else None}}
+
+
+def _resolve_contact_in_tx(cx, identity):
+    """Spec §2 rule 3 / DESIGN §3: a fromId maps to one contact for ever. On first sight a fromId that
+    is the E.164 phone or the email of an existing contact links to it; otherwise a new contact is made
+    (a changed fromId gives a new contact, so customData.email alone never links). Later messages only
+    fill blank fields. Returns the contact id."""
+    account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
+    contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
+    if contact_id is not None:
+        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+        contact_store.fill_blanks_in_tx(cx, contact, values)
+        return contact_id
+    linked = None
+    if identity["from_phone"]:
+        linked = contact_store.find_by_phone.sync(cx, account_id, identity["from_phone"])
+    elif identity["from_email"]:
+        linked = contact_store.find_by_email.sync(cx, account_id, identity["from_email"])
+    if linked is not None:
+        contact_store.fill_blanks_in_tx(cx, linked, values)
+        contact_id = linked["id"]
+    else:
+        row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
+               "first_name": values["first_name"], "last_name": values["last_name"],
+               "phone": identity["from_phone"], "email": values["email"] or identity["from_email"]}
+        contact_store.insert_contact_in_tx(cx, row)
+        contact_store.emit_created_in_tx(cx, row)
+        contact_id = row["id"]
+    store.insert_identity_in_tx(cx, account_id, from_id, contact_id)
+    return contact_id
+
+
+# ---- inbound ---------------------------------------------------------------------------------
+
+async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, body, status=None,
+                          channel=None, campaign_id=None, first_name=None, last_name=None, email=None,
+                          media_url=None, media_content_type=None, message_type=None):
+    """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
+    changes nothing (created False), also when the repeats arrive concurrently."""
+    db = services.db
+    existing = await store.find_by_external_id(db, account_id, message_sid)
+    if existing is not None:
+        return existing, False  # a retry: skip the media work, answer with the first id
+    identity = _identity(account_id, from_id, first_name, last_name, email)
+    stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
+    message = {"id": new_id("msg"), "account_id": account_id, "direction": "inbound",
+               "status": _blank_to_none(status) or "received", "body": body, "channel": _blank_to_none(channel),
+               "campaign_id": _blank_to_none(campaign_id), "message_type": message_type or "text",
+               "external_id": message_sid, "from_id": from_id, "to_id": to_id, "media_url": stored_url,
+               "media_content_type": content_type, "error": None, "created_at": now_iso()}
+
+    def record(cx):
+        # The single writer serializes this check-then-insert against every other write.
+        first = store.find_by_external_id_in_tx(cx, account_id, message_sid)
+        if first is not None:
+            return first, False
+        message["contact_id"] = _resolve_contact_in_tx(cx, identity)
+        store.insert_message_in_tx(cx, message)
+        return message, True
+
+    try:
+        return await db.write(record)
+    except sqlite3.IntegrityError:
+        # Backstop: another process (or connection) inserted the same messageSid first.
+        first = await store.find_by_external_id(db, account_id, message_sid)
+        if first is None:
+            raise
+        return first, False
+
+
+def after_inbound(services, message):
+    """Once the 200 is sent: hand a new inbound text message to the bot, off the request path.
+    Reactions are stored and never answered (DESIGN §3)."""
+    if message["message_type"] != "text":
+        return
+    IOLoop.current().spawn_callback(_run_bot, services, message)
+
+
+async def _run_bot(services, message):
+    try:
+        await bot.on_inbound_message(services, message)
+    except Exception:
+        log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
+
+
+# ---- outbound --------------------------------------------------------------------------------
+
+async def _delivery_context(services, account_id):
+    """The owner's user id for the payload (spec §6), or the account id for accounts without a user.
+    Invalid when the account has nowhere to deliver replies."""
+    account = await account_store.get_account(services.db, account_id)
+    if account is None or not account["settings"].get("customChannelWebhookUrl"):
+        raise Invalid(NO_WEBHOOK)
+    return await account_store.get_owner_user_id(services.db, account_id) or account_id
+
+
+def _check_body(body, field):
+    if body is None:
+        raise Invalid(f"{field} is required")
+    if not body.strip():
+        raise Invalid(f"{field} cannot be empty")
+
+
+def _queue_outbound_in_tx(cx, services, *, account_id, contact_id, user_id, body, channel, to_id,
+                          campaign_id, media_url, content_type):
+    """Store an outbound message as Pending and its delivery in the outbox, in this one transaction."""
+    message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
+               "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
+               "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
+               "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
+               "created_at": now_iso()}
+    store.insert_message_in_tx(cx, message)
+    payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
+               "toId": to_id, "channel": channel}
+    shown = media.public_media(services, media_url, content_type)
+    if shown:
+        payload["mediaUrl"], payload["mediaContentType"] = shown["url"], shown["contentType"]
+    outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload)
+    return message
+
+
+async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,
+                                      campaign_id=None, first_name=None, last_name=None, email=None,
+                                      media_url=None, media_content_type=None):
+    """Spec §4.5: resolve or create the contact from fromId like inbound, store the outbound message and
+    queue its delivery. Returns {"messageId", "contactId"}."""
+    _check_body(body, "customData.body")
+    user_id = await _delivery_context(services, account_id)
+    identity = _identity(account_id, from_id, first_name, last_name, email)
+    stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
+
+    def record(cx):
+        contact_id = _resolve_contact_in_tx(cx, identity)
+        return _queue_outbound_in_tx(cx, services, account_id=account_id, contact_id=contact_id,
+                                     user_id=user_id, body=body, channel=custom_channel, to_id=from_id,
+                                     campaign_id=_blank_to_none(campaign_id), media_url=stored_url,
+                                     content_type=content_type)
+
+    message = await services.db.write(record)
+    return {"messageId": message["id"], "contactId": message["contact_id"]}
+
+
+async def send_reply(services, account_id, contact_id, body, channel=None, *, to_id=None, campaign_id=None,
+                     media_url=None, media_content_type=None):
+    """The one way an outbound message to a known contact is made: bot replies, inbox replies and API
+    sends all end in _queue_outbound_in_tx. Without to_id/channel the reply goes where the contact last
+    wrote from. Returns {"messageId", "contactId"}."""
+    _check_body(body, "body")
+    user_id = await _delivery_context(services, account_id)
+    stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
+
+    def record(cx):
+        if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
+            raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+        target_to, target_channel = to_id, channel
+        if target_to is None:
+            target = store.reply_target_in_tx(cx, account_id, contact_id)
+            if target is None:
+                raise Invalid("this contact has never written on a custom channel, so there is no fromId "
+                              "to reply to")
+            target_to, target_channel = target[0], channel or target[1]
+        return _queue_outbound_in_tx(cx, services, account_id=account_id, contact_id=contact_id,
+                                     user_id=user_id, body=body, channel=target_channel, to_id=target_to,
+                                     campaign_id=campaign_id, media_url=stored_url, content_type=content_type)
+
+    message = await services.db.write(record)
+    return {"messageId": message["id"], "contactId": contact_id}
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+def public_message(services, message):
+    """A message as the API shows it (DESIGN §3), without its delivery attempts."""
+    return {"id": message["id"], "direction": message["direction"], "status": message["status"],
+            "body": message["body"], "channel": message["channel"], "contactId": message["contact_id"],
+            "messageType": message["message_type"], "campaignId": message["campaign_id"],
+            "fromId": message["from_id"], "toId": message["to_id"],
+            "media": media.public_media(services, message["media_url"], message["media_content_type"]),
+            "error": message["error"], "createdAt": message["created_at"]}
+
+
+async def get_message(services, account_id, message_id):
+    """GET /v1/messages/{id}: the message with every delivery attempt, oldest first."""
+    message = await store.get_message(services.db, account_id, message_id)
+    if message is None:
+        raise NotFound(f"no message with id {message_id}")
+    attempts = []
+    if message["direction"] == "outbound":
+        attempts = [{"at": a["at"], "httpStatus": a["http_status"], "error": a["error"]}
+                    for a in await store.list_delivery_attempts(services.db, account_id, message_id)]
+    return {**public_message(services, message), "attempts": attempts}
+
+
+async def list_contact_messages(services, account_id, contact_id, cursor=None, limit=50):
+    """GET /v1/contacts/{id}/messages: oldest first, {data, nextCursor}."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise Invalid(f"limit must be between 1 and {MAX_PAGE}")
+    if await contact_store.get_contact(services.db, account_id, contact_id) is None:
+        raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=cursor, limit=limit)
+    page = rows[:limit]
+    return {"data": [public_message(services, m) for m in page],
+            "nextCursor": page[-1]["id"] if len(rows) > limit else None}

@@ -1,0 +1,91 @@
+"""SQL for custom-channel messages, the fromId -> contact mapping and a message's delivery attempts.
+The *_in_tx functions are plain sync functions for composing one transaction in services/messaging.py."""
+import json
+
+from storage.db import reads
+
+_COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
+            " external_id, from_id, to_id, media_url, media_content_type, error, created_at")
+_FIELDS = [c.strip() for c in _COLUMNS.split(",")]
+
+
+def _row(row):
+    if row is None:
+        return None
+    message = dict(row)
+    message["error"] = json.loads(message["error"]) if message["error"] else None
+    return message
+
+
+def insert_message_in_tx(cx, message):
+    cx.execute(f"INSERT INTO messages ({_COLUMNS}) VALUES ({', '.join('?' * len(_FIELDS))})",
+               tuple(json.dumps(message[f]) if f == "error" and message.get(f) else message.get(f)
+                     for f in _FIELDS))
+    return message
+
+
+def find_by_external_id_in_tx(cx, account_id, external_id):
+    return _row(cx.execute(f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND external_id = ?",
+                           (account_id, external_id)).fetchone())
+
+
+find_by_external_id = reads(find_by_external_id_in_tx)
+
+
+def identity_contact_id_in_tx(cx, account_id, from_id):
+    """The contact a fromId maps to (spec §2 rule 3), or None on first sight."""
+    row = cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
+                     (account_id, from_id)).fetchone()
+    return row[0] if row else None
+
+
+def insert_identity_in_tx(cx, account_id, from_id, contact_id):
+    cx.execute("INSERT INTO channel_identities (account_id, from_id, contact_id) VALUES (?, ?, ?)",
+               (account_id, from_id, contact_id))
+
+
+def reply_target_in_tx(cx, account_id, contact_id):
+    """Where a reply to this contact goes: (from_id, channel) of its latest inbound message, else its
+    first channel identity with no channel, else None."""
+    row = cx.execute("SELECT from_id, channel FROM messages WHERE account_id = ? AND contact_id = ?"
+                     " AND direction = 'inbound' AND from_id IS NOT NULL ORDER BY id DESC LIMIT 1",
+                     (account_id, contact_id)).fetchone()
+    if row:
+        return row[0], row[1]
+    row = cx.execute("SELECT from_id FROM channel_identities WHERE account_id = ? AND contact_id = ?"
+                     " ORDER BY from_id LIMIT 1", (account_id, contact_id)).fetchone()
+    return (row[0], None) if row else None
+
+
+@reads
+def get_message(cx, account_id, message_id):
+    return _row(cx.execute(f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",
+                           (account_id, message_id)).fetchone())
+
+
+@reads
+def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
+    """Oldest first; ``after`` is the last id of the previous page. Returns limit + 1 rows at most,
+    so the caller can tell whether another page exists."""
+    sql = f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND contact_id = ?"
+    args = [account_id, contact_id]
+    if after:
+        sql += " AND id > ?"
+        args.append(after)
+    sql += " ORDER BY id LIMIT ?"
+    args.append(limit + 1)
+    return [_row(r) for r in cx.execute(sql, args)]
+
+
+@reads
+def list_delivery_attempts(cx, account_id, message_id):
+    """Every delivery attempt of an outbound message, oldest first. The delivery_attempts table comes
+    with the delivery worker's migration; before it exists a message has no attempts."""
+    exists = cx.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivery_attempts'"
+                        ).fetchone()
+    if not exists:
+        return []
+    rows = cx.execute("SELECT a.at, a.http_status, a.error FROM outbox o JOIN delivery_attempts a"
+                      " ON a.outbox_id = o.id WHERE o.account_id = ? AND o.message_id = ?"
+                      " ORDER BY a.at, a.id", (account_id, message_id))
+    return [dict(r) for r in rows]

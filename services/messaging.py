@@ -40,13 +40,13 @@ def _resolve_contact_in_tx(cx, identity):
     """Spec §2 rule 3 / DESIGN §3: a fromId maps to one contact for ever. On first sight a fromId that
     is the E.164 phone or the email of an existing contact links to it; otherwise a new contact is made
     (a changed fromId gives a new contact, so customData.email alone never links). Later messages only
-    fill blank fields. Returns the contact id."""
+    fill blank fields. Returns (contact id, whether a contact was created)."""
     account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
     contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
     if contact_id is not None:
         contact = contact_store.get_contact.sync(cx, account_id, contact_id)
         contact_store.fill_blanks_in_tx(cx, contact, values)
-        return contact_id
+        return contact_id, False
     linked = None
     if identity["from_phone"]:
         linked = contact_store.find_by_phone.sync(cx, account_id, identity["from_phone"])
@@ -63,7 +63,7 @@ def _resolve_contact_in_tx(cx, identity):
         contact_store.emit_created_in_tx(cx, row)
         contact_id = row["id"]
     store.insert_identity_in_tx(cx, account_id, from_id, contact_id)
-    return contact_id
+    return contact_id, linked is None
 
 
 # ---- inbound ---------------------------------------------------------------------------------
@@ -89,19 +89,29 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         # The single writer serializes this check-then-insert against every other write.
         first = store.find_by_external_id_in_tx(cx, account_id, message_sid)
         if first is not None:
-            return first, False
-        message["contact_id"] = _resolve_contact_in_tx(cx, identity)
+            return first, False, False
+        message["contact_id"], contact_created = _resolve_contact_in_tx(cx, identity)
         store.insert_message_in_tx(cx, message)
-        return message, True
+        return message, True, contact_created
 
     try:
-        return await db.write(record)
+        stored, created, contact_created = await db.write(record)
     except sqlite3.IntegrityError:
         # Backstop: another process (or connection) inserted the same messageSid first.
         first = await store.find_by_external_id(db, account_id, message_sid)
         if first is None:
             raise
         return first, False
+    if contact_created:
+        _wake_delivery(services)  # a contact.created notification may be queued
+    return stored, created
+
+
+def _wake_delivery(services):
+    """Tell the delivery worker (when this process runs one) that the outbox has a new row."""
+    worker = getattr(services, "delivery", None)
+    if worker is not None:
+        worker.notify()
 
 
 def after_inbound(services, message):
@@ -166,13 +176,14 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
 
     def record(cx):
-        contact_id = _resolve_contact_in_tx(cx, identity)
+        contact_id, _ = _resolve_contact_in_tx(cx, identity)
         return _queue_outbound_in_tx(cx, services, account_id=account_id, contact_id=contact_id,
                                      user_id=user_id, body=body, channel=custom_channel, to_id=from_id,
                                      campaign_id=_blank_to_none(campaign_id), media_url=stored_url,
                                      content_type=content_type)
 
     message = await services.db.write(record)
+    _wake_delivery(services)
     return {"messageId": message["id"], "contactId": message["contact_id"]}
 
 
@@ -200,6 +211,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, to
                                      campaign_id=campaign_id, media_url=stored_url, content_type=content_type)
 
     message = await services.db.write(record)
+    _wake_delivery(services)
     return {"messageId": message["id"], "contactId": contact_id}
 
 

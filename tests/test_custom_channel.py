@@ -199,10 +199,20 @@ async def test_repeated_message_sid_answers_first_id_and_changes_nothing(api, ac
     assert await _count(services.db, "contacts", account_id) == 1  # "someone-else" made no contact
 
 
-async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, account, services, http_server_client):
+async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, account, services, http_server_client,
+                                                                       monkeypatch):
     """Spec §4.4 messageSid "Used to prevent a message being processed twice", also when the repeats
-    arrive at the same time: 20 answers, one message id, one stored message, one contact."""
+    arrive at the same time: 20 answers, one message id, one stored message, one contact, one bot call."""
     key, account_id = account["api_key"], account["account_id"]
+    bot_calls = []
+    sentinel_seen = asyncio.Event()
+
+    async def record(svc, message):
+        bot_calls.append(message["external_id"])
+        if message["external_id"] == "after-burst":
+            sentinel_seen.set()
+
+    monkeypatch.setattr(bot_module, "on_inbound_message", record)
     body = json.dumps(inbound_body(messageSid="burst-1", fromId="burst-user"))
     client = tornado.simple_httpclient.SimpleAsyncHTTPClient(force_instance=True, max_clients=64)
     try:
@@ -218,6 +228,11 @@ async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, acc
     assert await _count(services.db, "messages", account_id) == 1
     assert await _count(services.db, "contacts", account_id) == 1
     assert await _count(services.db, "channel_identities", account_id) == 1
+    # Bot calls run in order after their responses: once the next message's call arrived, every call
+    # the burst caused has run.
+    await post_inbound(api, key, messageSid="after-burst")
+    await asyncio.wait_for(sentinel_seen.wait(), 10)
+    assert bot_calls == ["burst-1", "after-burst"]
 
 
 async def test_same_message_sid_in_two_accounts_gives_two_messages(api, account, other_account):

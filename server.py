@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import jinja2
 import tornado.httpserver
 import tornado.ioloop
 import tornado.web
@@ -63,6 +64,9 @@ class ParleyApplication(tornado.web.Application):
         self.settings_obj = settings
         self.services = services
         self.inflight = 0
+        # The admin UI's templates (UiHandler.render): autoescaped, strict about undefined names.
+        self.jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "templates")),
+                                       autoescape=True, undefined=jinja2.StrictUndefined)
         super().__init__(
             routes(),
             default_handler_class=NotFoundHandler,
@@ -71,6 +75,7 @@ class ParleyApplication(tornado.web.Application):
             static_path=str(ROOT / "static"),
             autoescape="xhtml_escape",
             xsrf_cookies=True,
+            xsrf_cookie_kwargs={"httponly": True, "secure": True, "samesite": "Lax"},
             cookie_secret=services.box.derive("cookie-secret"),
         )
 

@@ -6,6 +6,7 @@ def routes():
     from handlers import account
     from handlers import contacts, lists
     from handlers import custom_channel, messages
+    from handlers.ui import session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -23,4 +24,14 @@ def routes():
         (r"/v1/messages/([^/]+)", messages.MessageHandler),
         (r"/v1/contacts/([^/]+)/messages", messages.ContactMessagesHandler),
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
+        # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
+        (r"/", session.HomeHandler),
+        (r"/login", session.LoginHandler),
+        (r"/logout", session.LogoutHandler),
+        (r"/settings", ui_settings.SettingsHandler),
+        (r"/settings/api-key", ui_settings.ApiKeyHandler),
+        (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
+        (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
+        (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
+        (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
     ]

@@ -2,7 +2,6 @@
 from handlers.base import ApiHandler
 from handlers.schemas import SettingsPatch
 from services import accounts
-from services.netguard import check_webhook_url
 from storage import accounts as account_store
 
 
@@ -16,16 +15,9 @@ class AccountHandler(ApiHandler):
 class AccountSettingsHandler(ApiHandler):
     async def patch(self):
         patch = self.json_body(SettingsPatch)
-        allow_private = self.application.settings_obj.allow_private_webhooks
-        changes = {}
-        for name in patch.model_fields_set:
-            value = getattr(patch, name)
-            if name == "customChannelWebhookUrl" and value is not None:
-                value = await check_webhook_url(value, allow_private=allow_private, field=name)
-            elif name == "notificationUrls" and value is not None:
-                for event, url in value.items():
-                    await check_webhook_url(url, allow_private=allow_private, field=f"{name}.{event}")
-            changes[name] = value
+        changes = await accounts.validate_settings_changes(
+            {name: getattr(patch, name) for name in patch.model_fields_set},
+            allow_private=self.application.settings_obj.allow_private_webhooks)
         settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes)
         self.respond(settings)
 

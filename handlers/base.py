@@ -1,5 +1,6 @@
 """Handler bases: request ids and error envelopes (BaseHandler), API auth and bodies (ApiHandler),
-the custom channel's own error shape (CustomChannelHandler)."""
+the custom channel's own error shape (CustomChannelHandler), the admin UI's session, XSRF and pages
+(UiHandler)."""
 import json
 import logging
 import re
@@ -8,9 +9,11 @@ from http import HTTPStatus
 
 import pydantic
 import tornado.web
+from markupsafe import Markup
 
 from services.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited
 from services.keys import hash_api_key
+from storage.accounts import get_user
 
 log = logging.getLogger("parley.http")
 access_log = logging.getLogger("parley.access")
@@ -206,3 +209,104 @@ class CustomChannelHandler(ApiHandler):
 
     def error_body(self, code, message):
         return {"error": message}
+
+
+class UiHandler(BaseHandler):
+    """Admin web UI page: cookie session, XSRF on every form, Jinja2 rendering, HTML error pages.
+
+    The session is a signed cookie holding the user id (Tornado signs it with the application's
+    cookie secret and refuses it after SESSION_DAYS); prepare() loads the user, because
+    get_current_user cannot await storage.
+    """
+
+    SESSION_COOKIE = "parley_user"
+    FLASH_COOKIE = "parley_flash"
+    SESSION_DAYS = 7
+    MAX_FORM_BYTES = 65536
+    COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
+    CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+    def set_default_headers(self):
+        super().set_default_headers()
+        self.set_header("Content-Security-Policy", self.CSP)
+        self.set_header("X-Frame-Options", "DENY")
+        self.set_header("Referrer-Policy", "same-origin")
+        # Pages can show an API key or a signing secret: never keep them in a cache.
+        self.set_header("Cache-Control", "no-store")
+
+    def check_xsrf_cookie(self):
+        # BaseHandler turns the check off for the key-authenticated API; a browser session needs it.
+        return tornado.web.RequestHandler.check_xsrf_cookie(self)
+
+    def get_login_url(self):
+        return "/login"
+
+    def get_current_user(self):
+        return None  # prepare() sets current_user from the session cookie
+
+    def session_user_id(self):
+        value = self.get_signed_cookie(self.SESSION_COOKIE, max_age_days=self.SESSION_DAYS)
+        return value.decode() if value else None
+
+    def start_session(self, user_id):
+        self.set_signed_cookie(self.SESSION_COOKIE, user_id, expires_days=self.SESSION_DAYS, **self.COOKIE_FLAGS)
+
+    def end_session(self):
+        self.clear_cookie(self.SESSION_COOKIE, **self.COOKIE_FLAGS)
+
+    def flash(self, kind, text):
+        """A message for the next page this browser loads (after a redirect): kind is "success" or "error"."""
+        self.set_signed_cookie(self.FLASH_COOKIE, json.dumps([kind, text]), expires_days=None, **self.COOKIE_FLAGS)
+
+    def pop_flashes(self):
+        value = self.get_signed_cookie(self.FLASH_COOKIE, max_age_days=1)
+        if value is None:
+            return []
+        self.clear_cookie(self.FLASH_COOKIE, **self.COOKIE_FLAGS)
+        try:
+            kind, text = json.loads(value)
+        except (ValueError, TypeError):
+            return []
+        return [{"kind": kind, "text": text}]
+
+    async def prepare(self):
+        settings = self.application.settings_obj
+        if settings.behind_proxy and self.request.protocol != "https":
+            if self.request.method in ("GET", "HEAD"):
+                self.redirect(settings.base_url + self.request.uri, permanent=True)
+                return
+            raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
+        if len(self.request.body) > self.MAX_FORM_BYTES:
+            raise PayloadTooLarge(f"the form is larger than {self.MAX_FORM_BYTES} bytes")
+        user_id = self.session_user_id()
+        self.current_user = await get_user(self.services.db, user_id) if user_id else None
+
+    def render(self, template_name, status=200, flashes=None, **context):
+        """Render templates/<template_name> with Jinja2 (autoescaped) and finish the response."""
+        template = self.application.jinja.get_template(template_name)
+        html = template.render(
+            user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
+            static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
+        self.set_status(status)
+        self.set_header("Content-Type", "text/html; charset=UTF-8")
+        self.finish(html)
+
+    def write_error(self, status_code, **kwargs):
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, DomainError):
+            status_code, message = exc.status, exc.message
+            for name, value in exc.headers.items():
+                self.set_header(name, value)
+        elif isinstance(exc, tornado.web.HTTPError) and status_code < 500:
+            message = exc.log_message % exc.args if exc.log_message else HTTPStatus(status_code).phrase
+            if status_code == 403 and "xsrf" in message.lower():
+                message = "This form expired or did not come from this site. Reload the page and try again."
+        else:
+            status_code = 503 if status_code == 503 else 500
+            message = "Something went wrong on our side."
+        try:
+            self.render("error.html", status=status_code, title=HTTPStatus(status_code).phrase, message=message)
+        except Exception:
+            log.exception("error page failed to render rid=%s", self.request_id)
+            self.set_header("Content-Type", "text/plain; charset=UTF-8")
+            self.finish(f"{status_code} {message} (request id {self.request_id})")

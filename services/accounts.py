@@ -8,6 +8,7 @@ from pathlib import Path
 from services import keys
 from services.errors import Conflict, Invalid, NotFound, Unauthorized
 from services.ids import iso, new_id, now_iso, utcnow
+from services.netguard import check_webhook_url
 from storage import accounts as store
 
 ACCOUNT_TYPES = ("standard", "agency", "subaccount")
@@ -139,6 +140,21 @@ def public_account(account, key_prefix=None):
             "parentAgencyId": account["parent_agency_id"],
             "rateLimitPerMinute": account["rate_limit_per_minute"],
             "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"]}
+
+
+async def validate_settings_changes(changes, allow_private):
+    """Check setting changes (top-level name -> value, None removes) the same way for the API and the UI:
+    webhook URLs must be https and public unless allow_private. Returns the changes to store; raises
+    Invalid naming the field."""
+    validated = {}
+    for name, value in changes.items():
+        if name == "customChannelWebhookUrl" and value is not None:
+            value = await check_webhook_url(value, allow_private=allow_private, field=name)
+        elif name == "notificationUrls" and value is not None:
+            for event, url in value.items():
+                await check_webhook_url(url, allow_private=allow_private, field=f"{name}.{event}")
+        validated[name] = value
+    return validated
 
 
 async def update_settings(db, account_id, changes):

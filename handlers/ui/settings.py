@@ -1,0 +1,105 @@
+"""Settings > Account: the account, its API key (Generate), Custom Channel Webhook, notification URLs
+and the webhook signing secret. The same services as the API and the CLI do the work."""
+from tornado.web import authenticated
+
+from handlers.base import UiHandler
+from services import accounts
+from services.errors import Invalid
+from storage.accounts import get_key_prefix
+
+NOTIFICATION_EVENTS = ("contact.created", "contact.tagged")
+AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
+OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
+
+
+def notification_events(account):
+    return NOTIFICATION_EVENTS + (AGENCY_NOTIFICATION_EVENTS if account["type"] == "agency" else ())
+
+
+class SettingsPage(UiHandler):
+    """Renders the settings page; the form handlers re-render it with the error and what was typed."""
+
+    @property
+    def account_id(self):
+        return self.current_user["account_id"]
+
+    async def render_settings(self, status=200, error=None, form=None):
+        db = self.services.db
+        account = await accounts.get_account(db, self.account_id)
+        settings = account["settings"]
+        values = {"customChannelWebhookUrl": settings.get("customChannelWebhookUrl", "")}
+        for event in notification_events(account):
+            values[event] = settings.get("notificationUrls", {}).get(event, "")
+        values.update(form or {})
+        self.render("settings.html", status=status, account=account, key=await get_key_prefix(db, self.account_id),
+                    values=values, events=notification_events(account),
+                    flashes=[{"kind": "error", "text": error}] if error else [])
+
+    async def save(self, changes, form, done):
+        """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""
+        try:
+            changes = await accounts.validate_settings_changes(
+                changes, allow_private=self.application.settings_obj.allow_private_webhooks)
+        except Invalid as exc:
+            await self.render_settings(status=400, error=exc.message, form=form)
+            return
+        await accounts.update_settings(self.services.db, self.account_id, changes)
+        self.flash("success", done)
+        self.redirect("/settings", status=303)
+
+
+class SettingsHandler(SettingsPage):
+    @authenticated
+    async def get(self):
+        await self.render_settings()
+
+
+class ApiKeyHandler(SettingsPage):
+    """Generate: a new key, shown once on the answer to this POST; the old key is dead at once."""
+
+    @authenticated
+    async def post(self):
+        api_key = await accounts.rotate_key(self.services.db, self.services.keys, self.account_id)
+        key = await get_key_prefix(self.services.db, self.account_id)
+        self.render("api_key.html", api_key=api_key, key=key)
+
+
+class CustomChannelWebhookHandler(SettingsPage):
+    @authenticated
+    async def post(self):
+        url = self.get_body_argument("customChannelWebhookUrl", "").strip()
+        await self.save({"customChannelWebhookUrl": url or None}, {"customChannelWebhookUrl": url},
+                        "Custom Channel Webhook URL saved." if url else "Custom Channel Webhook URL removed.")
+
+
+class NotificationUrlsHandler(SettingsPage):
+    @authenticated
+    async def post(self):
+        account = await accounts.get_account(self.services.db, self.account_id)
+        urls = dict(account["settings"].get("notificationUrls") or {})
+        form = {}
+        for event in notification_events(account):
+            form[event] = self.get_body_argument(event, "").strip()
+            if form[event]:
+                urls[event] = form[event]
+            else:
+                urls.pop(event, None)
+        await self.save({"notificationUrls": urls or None}, form, "Notification URLs saved.")
+
+
+class WebhookSecretHandler(UiHandler):
+    """Shown only on this page, on demand; rotating keeps the previous secret signing for a while."""
+
+    @authenticated
+    async def get(self):
+        secret = await accounts.get_webhook_secret(self.services.db, self.services.box,
+                                                   self.current_user["account_id"])
+        self.render("webhook_secret.html", secret=secret, rotated=False, overlap_hours=OVERLAP_HOURS)
+
+
+class WebhookSecretRotateHandler(UiHandler):
+    @authenticated
+    async def post(self):
+        secret = await accounts.rotate_webhook_secret(self.services.db, self.services.box,
+                                                      self.current_user["account_id"])
+        self.render("webhook_secret.html", secret=secret, rotated=True, overlap_hours=OVERLAP_HOURS)

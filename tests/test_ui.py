@@ -1,0 +1,384 @@
+"""Admin web UI: sign-in, Settings > Account (API key Generate, Custom Channel Webhook, notification URLs,
+signing secret). Fast tests drive the in-process app over HTTP with a cookie-keeping client; the
+end-to-end tests drive the real server.py over HTTPS with headless Chromium (Playwright)."""
+import json
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from http.cookies import SimpleCookie
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from services import accounts
+from tests.parley_process import ParleyProcess
+
+PASSWORD = "correct horse battery staple"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+# ---- in-process: a tiny browser (cookies + XSRF field) over the test server -------------------
+
+class FormClient:
+    """Keeps cookies like a browser (the Secure flag is ignored: the in-process server is plain HTTP)
+    and adds the _xsrf field to forms unless told not to."""
+
+    def __init__(self, client):
+        self.client = client
+        self.cookies = {}
+        self.set_cookies = {}  # name -> the last Set-Cookie morsel, to check its attributes
+
+    async def request(self, method, path, form=None, *, xsrf=True, headers=None):
+        headers = dict(headers or {})
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        body = None
+        if method == "POST":
+            form = dict(form or {})
+            if xsrf:
+                form["_xsrf"] = self.cookies["_xsrf"]
+            body = urlencode(form)
+        response = await self.client.fetch(path, method=method, body=body, headers=headers,
+                                           follow_redirects=False, raise_error=False)
+        for header in response.headers.get_list("Set-Cookie"):
+            jar = SimpleCookie()
+            jar.load(header)
+            for name, morsel in jar.items():
+                self.set_cookies[name] = morsel
+                if morsel.value:
+                    self.cookies[name] = morsel.value
+                else:
+                    self.cookies.pop(name, None)
+        response.text = response.body.decode()
+        return response
+
+    async def get(self, path, **kw):
+        return await self.request("GET", path, **kw)
+
+    async def post(self, path, form=None, **kw):
+        return await self.request("POST", path, form, **kw)
+
+    async def login(self, email, password=PASSWORD, next_url=None):
+        await self.get("/login")
+        form = {"email": email, "password": password}
+        if next_url is not None:
+            form["next"] = next_url
+        return await self.post("/login", form)
+
+
+@pytest.fixture
+def ui_account(io_loop, services):
+    """An account with an owner user who can sign in."""
+    return io_loop.run_sync(lambda: accounts.create_account(
+        services.db, services.box, services.keys, name="Acme <script>alert(1)</script>",
+        email="owner@acme.example", password=PASSWORD))
+
+
+@pytest.fixture
+def browser(http_server_client):
+    return FormClient(http_server_client)
+
+
+@pytest.fixture
+def signed_in(io_loop, browser, ui_account):
+    response = io_loop.run_sync(lambda: browser.login(ui_account["email"]))
+    assert response.code == 303, response.text
+    return browser
+
+
+async def test_unauthenticated_settings_redirects_to_login(browser):
+    """An unauthenticated settings page sends the browser to sign in, and back afterwards."""
+    r = await browser.get("/settings")
+    assert r.code == 302
+    assert r.headers["Location"] == "/login?next=%2Fsettings"
+    r = await browser.get("/")
+    assert (r.code, r.headers["Location"]) == (302, "/settings")
+
+
+async def test_login_page_has_xsrf_field_and_security_headers(browser):
+    r = await browser.get("/login")
+    assert r.code == 200
+    assert r.headers["Content-Type"].startswith("text/html")
+    assert 'name="_xsrf"' in r.text
+    assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+    assert r.headers["X-Frame-Options"] == "DENY"
+    assert r.headers["Cache-Control"] == "no-store"
+    xsrf = browser.set_cookies["_xsrf"]
+    assert xsrf["httponly"] and xsrf["secure"] and xsrf["samesite"] == "Lax"
+
+
+async def test_sign_in_sets_a_secure_seven_day_session(browser, ui_account):
+    r = await browser.login(ui_account["email"].upper())
+    assert (r.code, r.headers["Location"]) == (303, "/settings")
+    session = browser.set_cookies["parley_user"]
+    assert session["httponly"] and session["secure"] and session["samesite"] == "Lax"
+    days = (parsedate_to_datetime(session["expires"]) - datetime.now(timezone.utc)).total_seconds() / 86400
+    assert 6.9 < days < 7.1
+    r = await browser.get("/settings")
+    assert r.code == 200
+    assert "owner@acme.example" in r.text and ui_account["account_id"] in r.text
+
+
+async def test_wrong_password_and_unknown_email_get_the_same_generic_message(browser, ui_account):
+    for email, password in ((ui_account["email"], "wrong"), ("nobody@acme.example", PASSWORD)):
+        r = await browser.login(email, password)
+        assert r.code == 401
+        assert "Wrong email or password." in r.text
+        assert "parley_user" not in browser.cookies
+    assert (await browser.get("/settings")).code == 302
+
+
+async def test_next_after_sign_in_stays_on_this_site(browser, ui_account):
+    r = await browser.login(ui_account["email"], next_url="//evil.example/steal")
+    assert r.headers["Location"] == "/settings"
+    r = await browser.login(ui_account["email"], next_url="https://evil.example/")
+    assert r.headers["Location"] == "/settings"
+    r = await browser.login(ui_account["email"], next_url="/settings/webhook-secret")
+    assert r.headers["Location"] == "/settings/webhook-secret"
+
+
+async def test_repeated_sign_in_attempts_are_slowed_down(browser, ui_account):
+    """Ten attempts per email and client address in a burst; after that even the right password waits."""
+    for _ in range(10):
+        assert (await browser.login(ui_account["email"], "guess")).code == 401
+    r = await browser.login(ui_account["email"])
+    assert r.code == 429
+    assert int(r.headers["Retry-After"]) >= 1
+    assert "Too many sign-in attempts" in r.text
+    assert "parley_user" not in browser.cookies
+
+
+async def test_a_form_post_without_the_xsrf_field_is_rejected(signed_in, api, ui_account):
+    r = await signed_in.post("/settings/webhook", {"customChannelWebhookUrl": "http://127.0.0.1:9/x"}, xsrf=False)
+    assert r.code == 403
+    assert r.headers["Content-Type"].startswith("text/html")
+    assert "did not come from this site" in r.text
+    account = await api.get("/v1/account", key=ui_account["api_key"])
+    assert account.json["settings"] == {}
+
+
+async def test_forged_session_cookie_is_not_a_session(browser, ui_account):
+    browser.cookies["parley_user"] = "usr_made_up"
+    assert (await browser.get("/settings")).code == 302
+
+
+async def test_settings_page_escapes_what_it_shows(signed_in):
+    r = await signed_in.get("/settings")
+    assert "Acme &lt;script&gt;alert(1)&lt;/script&gt;" in r.text
+    assert "<script>alert(1)" not in r.text
+
+
+async def test_generate_new_api_key_kills_the_old_one(signed_in, api, ui_account):
+    """Spec §5.1/§5.5: "The key is generated in the account settings (Settings > Account > API Key, via
+    a Generate action)." "Generating a new key invalidates the previous key." """
+    r = await signed_in.post("/settings/api-key")
+    assert r.code == 200
+    new_key = r.text.split('id="new-api-key" class="secret" type="text" readonly value="')[1].split('"')[0]
+    assert new_key.startswith("pk_") and new_key != ui_account["api_key"]
+    assert "previous key has stopped working" in r.text
+    assert (await api.get("/v1/account", key=ui_account["api_key"])).code == 401
+    assert (await api.get("/v1/account", key=new_key)).code == 200
+    page = await signed_in.get("/settings")
+    assert new_key[:10] in page.text and new_key not in page.text  # shown once, then only its prefix
+
+
+async def test_webhook_url_form_validates_like_the_api(signed_in, api, ui_account):
+    """The UI and PATCH /v1/account/settings refuse a non-https URL with the same message."""
+    bad = "ftp://example.com/hook"
+    r = await signed_in.post("/settings/webhook", {"customChannelWebhookUrl": bad})
+    assert r.code == 400
+    api_r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": bad}, key=ui_account["api_key"])
+    assert api_r.code == 400
+    message = api_r.json["error"]["message"]
+    assert message in r.text
+    assert f'value="{bad}"' in r.text  # what was typed stays in the field
+    assert (await api.get("/v1/account", key=ui_account["api_key"])).json["settings"] == {}
+
+
+async def test_webhook_url_form_saves_and_removes(signed_in, api, ui_account):
+    url = "http://127.0.0.1:9/replies"  # the test settings allow private webhooks
+    r = await signed_in.post("/settings/webhook", {"customChannelWebhookUrl": url})
+    assert (r.code, r.headers["Location"]) == (303, "/settings")
+    account = await api.get("/v1/account", key=ui_account["api_key"])
+    assert account.json["settings"]["customChannelWebhookUrl"] == url
+    page = await signed_in.get("/settings")
+    assert "Custom Channel Webhook URL saved." in page.text and f'value="{url}"' in page.text
+    assert "saved." not in (await signed_in.get("/settings")).text  # a flash shows once
+    await signed_in.post("/settings/webhook", {"customChannelWebhookUrl": "  "})
+    account = await api.get("/v1/account", key=ui_account["api_key"])
+    assert "customChannelWebhookUrl" not in account.json["settings"]
+
+
+async def test_notification_urls_form(signed_in, api, ui_account):
+    key = ui_account["api_key"]
+    await api.patch("/v1/account/settings", {"notificationUrls": {"contact.tagged": "http://127.0.0.1:9/t"}}, key=key)
+    page = await signed_in.get("/settings")
+    assert 'value="http://127.0.0.1:9/t"' in page.text
+    assert "subaccount.auto_recharge" not in page.text  # an agency-only event
+    r = await signed_in.post("/settings/notifications",
+                             {"contact.created": "http://127.0.0.1:9/c", "contact.tagged": ""})
+    assert r.code == 303
+    settings = (await api.get("/v1/account", key=key)).json["settings"]
+    assert settings["notificationUrls"] == {"contact.created": "http://127.0.0.1:9/c"}
+    r = await signed_in.post("/settings/notifications", {"contact.created": "ftp://x/y", "contact.tagged": ""})
+    assert r.code == 400 and "notificationUrls.contact.created" in r.text
+    await signed_in.post("/settings/notifications", {"contact.created": "", "contact.tagged": ""})
+    assert "notificationUrls" not in (await api.get("/v1/account", key=key)).json["settings"]
+
+
+async def test_agency_sees_the_auto_recharge_notification(io_loop, services, browser):
+    agency = await accounts.create_account(services.db, services.box, services.keys, name="Agency",
+                                           email="agency@acme.example", account_type="agency", password=PASSWORD)
+    await browser.login(agency["email"])
+    assert 'name="subaccount.auto_recharge"' in (await browser.get("/settings")).text
+
+
+async def test_signing_secret_shown_on_demand_and_rotated(signed_in, api, ui_account):
+    key = ui_account["api_key"]
+    assert "whsec_" not in (await signed_in.get("/settings")).text  # only on its own page
+    current = (await api.get("/v1/account/webhook-secret", key=key)).json["secret"]
+    r = await signed_in.get("/settings/webhook-secret")
+    assert r.code == 200 and f'value="{current}"' in r.text
+    r = await signed_in.post("/settings/webhook-secret/rotate")
+    assert r.code == 200
+    after = (await api.get("/v1/account/webhook-secret", key=key)).json
+    assert after["secret"] != current and f'value="{after["secret"]}"' in r.text
+    assert after["previousSecretExpiresAt"] and after["previousSecretExpiresAt"][:19].replace("T", " ") in r.text
+
+
+async def test_sign_out_ends_the_session(signed_in):
+    r = await signed_in.post("/logout")
+    assert (r.code, r.headers["Location"]) == (303, "/login")
+    assert "parley_user" not in signed_in.cookies
+    assert "You are signed out." in (await signed_in.get("/login")).text
+    assert (await signed_in.get("/settings")).code == 302
+
+
+async def test_ui_errors_are_html_pages_and_unknown_paths_stay_json(signed_in):
+    r = await signed_in.get("/settings/api-key")  # POST only
+    assert r.code == 405
+    assert r.headers["Content-Type"].startswith("text/html") and "Method Not Allowed" in r.text
+    assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+    r = await signed_in.get("/no/such/page")
+    assert r.code == 404 and json.loads(r.text)["error"]["code"] == "NOT_FOUND"
+
+
+# ---- end to end: the real server over HTTPS, driven by headless Chromium ----------------------
+
+@pytest.fixture(scope="module")
+def parley(tmp_path_factory):
+    with ParleyProcess(tmp_path_factory.mktemp("ui") / "data", "--allow-private-webhooks") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright  # the test extra; Chromium is Debian's (.ci/run)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(ignore_https_errors=True)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    yield page
+    context.close()
+
+
+def sign_in(page, parley, password=None):
+    page.goto(parley.base + "/login")
+    page.fill("#email", parley.first_run["login"])
+    page.fill("#password", password or parley.first_run["password"])
+    page.click("button:has-text('Sign in')")
+
+
+def generate_key(page, parley):
+    page.goto(parley.base + "/settings")
+    page.click("button:has-text('Generate new API key')")
+    return page.input_value("#new-api-key")
+
+
+def test_browser_unauthenticated_settings_redirects_to_login(page, parley):
+    page.goto(parley.base + "/settings")
+    assert page.url == parley.base + "/login?next=%2Fsettings"
+    assert page.is_visible("#password")
+
+
+def test_browser_wrong_password_shows_the_error(page, parley):
+    sign_in(page, parley, password="not the password")
+    assert page.inner_text(".flash-error") == "Wrong email or password."
+    assert page.url.endswith("/login")
+    assert not [c for c in page.context.cookies() if c["name"] == "parley_user"]
+
+
+def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
+    """Spec §5.1: "The key is generated in the account settings (Settings > Account > API Key, via a
+    Generate action)." §5.5: "Generating a new key invalidates the previous key." """
+    response = page.goto(parley.base + "/settings")
+    sign_in(page, parley)
+    assert page.url == parley.base + "/settings"
+    assert page.inner_text("#account").count(parley.first_run["login"]) == 1
+    # The stylesheet loaded under the Content-Security-Policy (its background colour applies).
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+    session = [c for c in page.context.cookies() if c["name"] == "parley_user"][0]
+    assert session["httpOnly"] and session["secure"] and session["sameSite"] == "Lax"
+
+    old_key = parley.first_run["api_key"]
+    with parley.client() as api:
+        before = api.get("/v1/account", params={"apiKey": old_key})
+        assert before.status_code == 200
+        new_key = generate_key(page, parley)
+        assert "previous key has stopped working" in page.inner_text(".warning")
+        assert new_key.startswith("pk_") and new_key != old_key
+        assert api.get("/v1/account", params={"apiKey": old_key}).status_code == 401
+        assert api.get("/v1/account", params={"apiKey": new_key}).status_code == 200
+    page.click("text=Back to settings")
+    assert new_key[:10] in page.inner_text("#api-key")
+    assert page.console_errors == []  # no CSP violation, no missing resource
+
+
+def test_browser_saves_the_custom_channel_webhook_url(page, parley):
+    """Spec §6: "a URL that the client saves in the settings section named Custom Channel Webhook"."""
+    sign_in(page, parley)
+    key = generate_key(page, parley)
+    page.goto(parley.base + "/settings")
+    url = "http://127.0.0.1:9/parley-replies"  # this server runs with --allow-private-webhooks
+    page.fill("#customChannelWebhookUrl", url)
+    page.click("button:has-text('Save webhook URL')")
+    assert page.inner_text(".flash-success") == "Custom Channel Webhook URL saved."
+    assert page.input_value("#customChannelWebhookUrl") == url
+    with parley.client() as api:
+        account = api.get("/v1/account", params={"apiKey": key}).json()
+    assert account["settings"]["customChannelWebhookUrl"] == url
+    page.fill("#customChannelWebhookUrl", "ftp://example.com/x")
+    page.click("button:has-text('Save webhook URL')")
+    assert "must be an https:// URL" in page.inner_text(".flash-error")
+
+
+def test_browser_session_post_without_xsrf_is_rejected(page, parley):
+    sign_in(page, parley)
+    # The browser's own cookies (session included), but no _xsrf form field: a cross-site forgery.
+    response = page.request.post(parley.base + "/settings/webhook",
+                                 form={"customChannelWebhookUrl": "http://127.0.0.1:9/forged"})
+    assert response.status == 403
+    page.goto(parley.base + "/settings")
+    assert page.input_value("#customChannelWebhookUrl") != "http://127.0.0.1:9/forged"
+
+
+def test_plain_http_browser_get_of_a_ui_page_redirects_to_https(parley):
+    """Spec §5.4: "HTTPS is required. Plain HTTP requests are rejected." A browser loading a page gets a
+    301 to the HTTPS address instead of an error."""
+    with httpx.Client(timeout=10) as plain:
+        r = plain.get(f"http://127.0.0.1:{parley.http_port}/settings", headers={"Accept": "text/html"})
+    assert r.status_code == 301
+    assert r.headers["Location"].startswith("https://") and r.headers["Location"].endswith(f":{parley.port}/settings")

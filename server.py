@@ -15,19 +15,19 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import jinja2
-import tornado.httpserver
 import tornado.ioloop
 import tornado.web
 
 import settings as settings_module
 from handlers import routes
-from handlers.base import BaseHandler, NotFoundHandler, log_request
+from handlers.base import NotFoundHandler, log_request
 from services import accounts
 from services.delivery import DeliveryWorker
-from services.errors import DomainError, Forbidden
+from services.errors import DomainError
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
+from serving import DrainingHTTPServer, RejecterApplication
 from storage.db import Database, connect_sync
 
 log = logging.getLogger("parley")
@@ -84,30 +84,6 @@ def make_app(settings, services):
     return ParleyApplication(settings, services)
 
 
-class HttpsRequiredHandler(BaseHandler):
-    """Everything that arrives over plain HTTP: 403 HTTPS_REQUIRED, or a 301 for a browser page load."""
-
-    def check_xsrf_cookie(self):
-        pass
-
-    def prepare(self):
-        path = self.request.path
-        is_api = path.startswith("/v1/") or path == "/v1" or path.startswith("/incomingCustomChannelMessage")
-        wants_page = "text/html" in self.request.headers.get("Accept", "")
-        if self.request.method in ("GET", "HEAD") and wants_page and not is_api:
-            self.redirect(self.application.settings["https_base"] + self.request.uri, permanent=True)
-            return
-        raise Forbidden("HTTPS is required: use " + self.application.settings["https_base"] + path,
-                        code="HTTPS_REQUIRED")
-
-
-class RejecterApplication(tornado.web.Application):
-    def __init__(self, settings):
-        self.inflight = 0
-        super().__init__([(r".*", HttpsRequiredHandler)], log_function=log_request,
-                         https_base=settings.base_url)
-
-
 def configure_logging(level):
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -133,14 +109,17 @@ async def main(settings):
     app = make_app(settings, services)
     # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
     body_cap = max(settings.max_body_bytes, settings.max_media_bytes * 4 // 3 + 65536)
-    https = tornado.httpserver.HTTPServer(app, ssl_options=certs.load(), xheaders=settings.behind_proxy,
-                                          max_body_size=body_cap)
+    https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
     https.listen(settings.port, settings.host)
     servers = [https]
-    if settings.http_port:
-        # Behind a proxy the plain port carries the proxy's already-terminated HTTPS.
-        plain_app = app if settings.behind_proxy else RejecterApplication(settings)
-        plain = tornado.httpserver.HTTPServer(plain_app, xheaders=settings.behind_proxy, max_body_size=body_cap)
+    if settings.http_port and settings.behind_proxy:
+        # The proxy terminates TLS and forwards here; only a proxy on this machine can reach the port,
+        # and ApiHandler still refuses anything the proxy did not mark X-Forwarded-Proto: https.
+        plain = DrainingHTTPServer(app, xheaders=True, max_body_size=body_cap)
+        plain.listen(settings.http_port, "127.0.0.1")
+        servers.append(plain)
+    elif settings.http_port:
+        plain = DrainingHTTPServer(RejecterApplication(settings.base_url), max_body_size=65536)
         plain.listen(settings.http_port, settings.host)
         servers.append(plain)
 
@@ -172,7 +151,7 @@ async def main(settings):
     for server in servers:
         server.stop()
     deadline = time.monotonic() + settings.shutdown_grace_seconds
-    while app.inflight > 0 and time.monotonic() < deadline:
+    while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     for task in tasks:
         task.stop()

@@ -17,7 +17,7 @@ def settings(tmp_path):
 def services(io_loop, settings):
     svc = io_loop.run_sync(lambda: server.open_services(settings))
     yield svc
-    io_loop.run_sync(svc.close)
+    io_loop.run_sync(svc.close, timeout=30)
 
 
 @pytest.fixture

@@ -265,6 +265,35 @@ async def test_ui_errors_are_html_pages_and_unknown_paths_stay_json(signed_in):
     assert r.code == 404 and json.loads(r.text)["error"]["code"] == "NOT_FOUND"
 
 
+async def test_behind_a_proxy_ui_pages_need_the_proxys_https_mark(settings, services):
+    """With --behind-proxy the proxied plain port serves the UI only for requests the proxy marks
+    X-Forwarded-Proto: https (the session cookie is Secure); a browser GET without it is sent to https."""
+    import tornado.httpclient
+    import tornado.httpserver
+    import tornado.testing
+
+    import server
+
+    proxied = settings.model_copy(update={"behind_proxy": True})
+    http = tornado.httpserver.HTTPServer(server.make_app(proxied, services), xheaders=True)
+    sock, port = tornado.testing.bind_unused_port()
+    http.add_sockets([sock])
+    client = tornado.httpclient.AsyncHTTPClient()
+    try:
+        url = f"http://127.0.0.1:{port}/settings"
+        r = await client.fetch(url, follow_redirects=False, raise_error=False)
+        assert (r.code, r.headers["Location"]) == (301, proxied.base_url + "/settings")
+        r = await client.fetch(url, headers={"X-Forwarded-Proto": "https"}, follow_redirects=False,
+                               raise_error=False)
+        assert (r.code, r.headers["Location"]) == (302, "/login?next=%2Fsettings")
+        r = await client.fetch(f"http://127.0.0.1:{port}/login", method="POST", body="email=a&password=b",
+                               raise_error=False)
+        assert r.code == 403
+    finally:
+        http.stop()
+        await http.close_all_connections()
+
+
 # ---- end to end: the real server over HTTPS, driven by headless Chromium ----------------------
 
 @pytest.fixture(scope="module")
@@ -333,10 +362,9 @@ def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
     session = [c for c in page.context.cookies() if c["name"] == "parley_user"][0]
     assert session["httpOnly"] and session["secure"] and session["sameSite"] == "Lax"
 
-    old_key = parley.first_run["api_key"]
     with parley.client() as api:
-        before = api.get("/v1/account", params={"apiKey": old_key})
-        assert before.status_code == 200
+        old_key = generate_key(page, parley)  # other tests here rotate it too: start from a known key
+        assert api.get("/v1/account", params={"apiKey": old_key}).status_code == 200
         new_key = generate_key(page, parley)
         assert "previous key has stopped working" in page.inner_text(".warning")
         assert new_key.startswith("pk_") and new_key != old_key
@@ -373,6 +401,22 @@ def test_browser_session_post_without_xsrf_is_rejected(page, parley):
     assert response.status == 403
     page.goto(parley.base + "/settings")
     assert page.input_value("#customChannelWebhookUrl") != "http://127.0.0.1:9/forged"
+
+
+def test_browser_secrets_never_reach_the_server_log(page, parley):
+    """Passwords, API keys and signing secrets typed into or shown by the UI are not logged."""
+    sign_in(page, parley)
+    new_key = generate_key(page, parley)
+    page.goto(parley.base + "/settings/webhook-secret")
+    secret = page.input_value("#webhook-secret")
+    page.click("button:has-text('Rotate signing secret')")
+    rotated = page.input_value("#webhook-secret")
+    assert rotated != secret and rotated.startswith("whsec_")
+    page.goto(parley.base + "/settings/api-key")  # a 405 error page, logged as a warning
+    log = (parley.data_dir.parent / f"server-{parley.port}.log").read_text()
+    assert "POST /settings/api-key" in log  # the log is the right one and has these requests
+    for value in (parley.first_run["password"], new_key, secret, rotated):
+        assert value not in log
 
 
 def test_plain_http_browser_get_of_a_ui_page_redirects_to_https(parley):

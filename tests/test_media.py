@@ -14,7 +14,7 @@ import tornado.testing
 import tornado.web
 
 from services import media
-from services.errors import Invalid
+from services.errors import Invalid, PayloadTooLarge
 from settings import Settings
 from storage import outbox as outbox_store
 
@@ -275,3 +275,18 @@ def test_matching_content_is_accepted(declared, data):
 def test_mismatching_content_is_refused(declared, data):
     with pytest.raises(Invalid):
         media.check_content(declared, None, data)
+
+
+@pytest.mark.parametrize("step", [4, 5, 8, 1 << 20])
+def test_stepwise_base64_decoding_is_strict_across_step_boundaries(monkeypatch, step):
+    """Strict base64 however the steps fall: MIME line breaks are fine, data after padding is not."""
+    monkeypatch.setattr(media, "_DECODE_STEP", step)
+    data = bytes(range(256)) * 3 + b"xy"
+    encoded = base64.encodebytes(data).decode()  # 76-character lines
+    assert media._b64decode_stepwise(encoded, 10_000, "f") == data
+    assert media._b64decode_stepwise(base64.b64encode(b"A").decode() + "\n\n", 10, "f") == b"A"
+    for bad in ("QQ==QUJD", "QQ=" + "=QUJD", "QUJ", "QUJD$", "QUJDé"):
+        with pytest.raises(Invalid):
+            media._b64decode_stepwise(bad, 10_000, "f")
+    with pytest.raises(PayloadTooLarge):
+        media._b64decode_stepwise(encoded, len(data) - 1, "f")

@@ -17,12 +17,6 @@ class _CustomChannelPost(CustomChannelHandler):
         settings = self.application.settings_obj
         return max(settings.max_body_bytes, settings.max_media_bytes * 4 // 3 + 65536)
 
-    def write_error(self, status_code, **kwargs):
-        # Tornado clears headers set before an error is raised; the 405's Allow must survive that.
-        if status_code == 405:
-            self.set_header("Allow", ", ".join(self.implemented_methods()))
-        super().write_error(status_code, **kwargs)
-
     async def parse(self, model):
         if len(self.request.body) <= _PARSE_INLINE_BYTES:
             return self.json_body(model)

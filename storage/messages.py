@@ -79,12 +79,7 @@ def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
 
 @reads
 def list_delivery_attempts(cx, account_id, message_id):
-    """Every delivery attempt of an outbound message, oldest first. The delivery_attempts table comes
-    with the delivery worker's migration; before it exists a message has no attempts."""
-    exists = cx.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivery_attempts'"
-                        ).fetchone()
-    if not exists:
-        return []
+    """Every delivery attempt of an outbound message (delivery_attempts, migration 0005), oldest first."""
     rows = cx.execute("SELECT a.at, a.http_status, a.error FROM outbox o JOIN delivery_attempts a"
                       " ON a.outbox_id = o.id WHERE o.account_id = ? AND o.message_id = ?"
                       " ORDER BY a.at, a.id", (account_id, message_id))

@@ -147,9 +147,10 @@ def _check_body(body, field):
         raise Invalid(f"{field} cannot be empty")
 
 
-def _queue_outbound_in_tx(cx, services, *, account_id, contact_id, user_id, body, channel, to_id,
-                          campaign_id, media_url, content_type):
-    """Store an outbound message as Pending and its delivery in the outbox, in this one transaction."""
+def _queue_outbound_in_tx(cx, *, account_id, contact_id, user_id, body, channel, to_id, campaign_id, media_url,
+                          content_type, shown_media):
+    """Store an outbound message as Pending and its delivery in the outbox, in this one transaction.
+    shown_media: public_media() of the attachment, made before the transaction (signing is CPU work)."""
     message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
                "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
@@ -158,9 +159,8 @@ def _queue_outbound_in_tx(cx, services, *, account_id, contact_id, user_id, body
     store.insert_message_in_tx(cx, message)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
                "toId": to_id, "channel": channel}
-    shown = media.public_media(services, media_url, content_type)
-    if shown:
-        payload["mediaUrl"], payload["mediaContentType"] = shown["url"], shown["contentType"]
+    if shown_media:
+        payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
     outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload)
     return message
 
@@ -174,13 +174,14 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     user_id = await _delivery_context(services, account_id)
     identity = _identity(account_id, from_id, first_name, last_name, email)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
+    shown_media = media.public_media(services, stored_url, content_type)
 
     def record(cx):
         contact_id, _ = _resolve_contact_in_tx(cx, identity)
-        return _queue_outbound_in_tx(cx, services, account_id=account_id, contact_id=contact_id,
-                                     user_id=user_id, body=body, channel=custom_channel, to_id=from_id,
+        return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, user_id=user_id,
+                                     body=body, channel=custom_channel, to_id=from_id,
                                      campaign_id=_blank_to_none(campaign_id), media_url=stored_url,
-                                     content_type=content_type)
+                                     content_type=content_type, shown_media=shown_media)
 
     message = await services.db.write(record)
     _wake_delivery(services)
@@ -195,6 +196,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, to
     _check_body(body, "body")
     user_id = await _delivery_context(services, account_id)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
+    shown_media = media.public_media(services, stored_url, content_type)
 
     def record(cx):
         if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
@@ -206,9 +208,9 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, to
                 raise Invalid("this contact has never written on a custom channel, so there is no fromId "
                               "to reply to")
             target_to, target_channel = target[0], channel or target[1]
-        return _queue_outbound_in_tx(cx, services, account_id=account_id, contact_id=contact_id,
-                                     user_id=user_id, body=body, channel=target_channel, to_id=target_to,
-                                     campaign_id=campaign_id, media_url=stored_url, content_type=content_type)
+        return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, user_id=user_id,
+                                     body=body, channel=target_channel, to_id=target_to, campaign_id=campaign_id,
+                                     media_url=stored_url, content_type=content_type, shown_media=shown_media)
 
     message = await services.db.write(record)
     _wake_delivery(services)

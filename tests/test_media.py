@@ -290,3 +290,24 @@ def test_stepwise_base64_decoding_is_strict_across_step_boundaries(monkeypatch, 
             media._b64decode_stepwise(bad, 10_000, "f")
     with pytest.raises(PayloadTooLarge):
         media._b64decode_stepwise(encoded, len(data) - 1, "f")
+
+
+def test_end_to_end_over_https_a_2_mb_embedded_file_is_accepted_and_served(tmp_path):
+    """Spec §4.4 over the real server (HTTPS, §5 rule 4): an embedded file larger than the 1 MB JSON
+    limit fits the custom-channel body cap, is stored, and its signed URL serves the same bytes; the
+    function-style alias answers the same way."""
+    from tests.parley_process import ParleyProcess
+    big = PNG + bytes(range(256)) * (2 * 1024 * 1024 // 256)
+    with ParleyProcess(tmp_path / "data", http=False) as parley, parley.client() as client:
+        key = parley.first_run["api_key"]
+        body = {"customData": {"messageSid": "e2e-1", "fromId": "+14155552671", "toId": "biz", "body": "photo",
+                               "mediaUrl": data_uri("image/png", big), "mediaContentType": "image/png"}}
+        r = client.post("/v1/incoming_custom_channel_message", params={"apiKey": key}, json=body)
+        assert r.status_code == 200, r.text
+        again = client.post("/incomingCustomChannelMessage", params={"apiKey": key}, json=body)
+        assert again.json() == r.json()
+        shown = client.get(f"/v1/messages/{r.json()['messageId']}", params={"apiKey": key}).json()["media"]
+        url = urlsplit(shown["url"])
+        served = client.get(f"{url.path}?{url.query}")
+        assert served.status_code == 200 and served.content == big
+        assert client.get("/v1/incoming_custom_channel_message", params={"apiKey": key}).status_code == 405

@@ -6,6 +6,7 @@ def routes():
     from handlers import account
     from handlers import contacts, lists
     from handlers import custom_channel, messages
+    from handlers import subaccounts
     from handlers.ui import session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
@@ -24,6 +25,8 @@ def routes():
         (r"/v1/messages/([^/]+)", messages.MessageHandler),
         (r"/v1/contacts/([^/]+)/messages", messages.ContactMessagesHandler),
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
+        (r"/v1/subaccounts", subaccounts.SubaccountsHandler),
+        (r"/v1/subaccounts/credits", subaccounts.SubaccountCreditsHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),

@@ -27,6 +27,7 @@ class Account(BaseModel):
     apiKeyPrefix: Optional[str]
     settings: dict
     createdAt: str
+    credits: float = Field(description="Credit balance (sub-accounts spend it; agencies grant it).")
 
 
 class WebhookSecret(BaseModel):
@@ -210,4 +211,46 @@ class Message(BaseModel):
 
 class MessagePage(BaseModel):
     data: list[Message]
+    nextCursor: Optional[str]
+
+
+# --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
+
+def _credit_amount(value):
+    """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
+    from services.credits import to_hundredths
+    from services.errors import Invalid
+    try:
+        to_hundredths(value)
+    except Invalid as exc:
+        raise ValueError(exc.message) from None
+    return value
+
+
+class CreditGrant(Strict):
+    """POST /v1/subaccounts/credits (x-api-key header only; agency accounts only)."""
+    email: str = Field(max_length=320, description="Email of a sub-account under the calling agency.")
+    amount: float = Field(gt=0, le=1_000_000_000, description="Credits to grant: a number > 0, at most 2 decimals.")
+    description: Optional[str] = Field(None, max_length=500, description="Note stored in the credit history.")
+
+    _check_amount = field_validator("amount", mode="before")(_credit_amount)
+
+
+class CreditGrantResult(BaseModel):
+    success: bool
+    sub_account_id: str
+    credits_added: float
+    new_balance: float
+
+
+class SubAccount(BaseModel):
+    id: str
+    name: str
+    email: str
+    credits: float
+    createdAt: str
+
+
+class SubAccountPage(BaseModel):
+    data: list[SubAccount]
     nextCursor: Optional[str]

@@ -10,6 +10,7 @@ from services.errors import Conflict, Invalid, NotFound, Unauthorized
 from services.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
+from storage import credits as credit_store
 
 ACCOUNT_TYPES = ("standard", "agency", "subaccount")
 # After a rotation the previous signing secret keeps signing (alongside the new one) this long,
@@ -131,6 +132,7 @@ async def get_account(db, account_id):
     account = await store.get_account(db, account_id)
     if account is None:
         raise NotFound("account not found")
+    account["credit_hundredths"] = await credit_store.get_balance(db, account_id) or 0
     return account
 
 
@@ -139,7 +141,8 @@ def public_account(account, key_prefix=None):
     return {"id": account["id"], "name": account["name"], "email": account["email"], "type": account["type"],
             "parentAgencyId": account["parent_agency_id"],
             "rateLimitPerMinute": account["rate_limit_per_minute"],
-            "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"]}
+            "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"],
+            "credits": credit_store.as_number(account.get("credit_hundredths", 0))}
 
 
 async def validate_settings_changes(changes, allow_private):

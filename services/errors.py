@@ -43,3 +43,13 @@ class RateLimited(DomainError):
 
 class Unavailable(DomainError):
     status, code = 503, "UNAVAILABLE"
+
+
+class IdempotencyKeyReused(DomainError):
+    """The Idempotency-Key was already used with other parameters (DESIGN §3 "Credits")."""
+    status, code = 422, "IDEMPOTENCY_KEY_REUSED"
+
+
+class InsufficientCredits(Conflict):
+    """A spend larger than the balance: nothing was spent."""
+    code = "INSUFFICIENT_CREDITS"

@@ -1,0 +1,148 @@
+"""Credits: agencies grant them to their sub-accounts (spec §4.6), with optional Idempotency-Key retries;
+spend_credits takes them away (never below zero); balances are exact integer hundredths underneath."""
+import hashlib
+import json
+import math
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
+
+from services.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
+from services.ids import iso, utcnow
+from services.lists import decode_cursor, encode_cursor, parse_limit
+from storage import credits as store
+
+MAX_GRANT = 10 ** 9  # credits in one grant or spend
+MAX_DESCRIPTION = 500
+MAX_IDEMPOTENCY_KEY = 255
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+GRANT_ENDPOINT = "POST /v1/subaccounts/credits"  # part of the request hash: keys stay per endpoint
+
+as_number = store.as_number
+
+
+def to_hundredths(amount, field="amount"):
+    """A JSON number of credits as exact integer hundredths; Invalid unless it is a finite number > 0 with
+    at most two decimal places and at most MAX_GRANT. Booleans and strings are not numbers."""
+    if isinstance(amount, bool) or not isinstance(amount, (int, float, Decimal)):
+        raise Invalid(f"{field} must be a number")
+    if isinstance(amount, float) and not math.isfinite(amount):
+        raise Invalid(f"{field} must be a finite number")
+    try:
+        # repr() is the shortest text that reads back as the same float: 0.1 -> "0.1", not 0.1000000000000000055…
+        value = Decimal(repr(amount)) if isinstance(amount, float) else Decimal(amount)
+    except InvalidOperation:
+        raise Invalid(f"{field} must be a number") from None
+    if not value.is_finite():
+        raise Invalid(f"{field} must be a finite number")
+    if value <= 0:
+        raise Invalid(f"{field} must be greater than 0")
+    if value > MAX_GRANT:
+        raise Invalid(f"{field} must be at most {MAX_GRANT}")
+    scaled = value * store.SCALE
+    if scaled != scaled.to_integral_value():
+        raise Invalid(f"{field} must have at most 2 decimal places")
+    return int(scaled)
+
+
+def require_agency(caller_type):
+    """Spec §5.7: the credit endpoint is available to agency accounts only."""
+    if caller_type != "agency":
+        raise Forbidden("only agency accounts can manage sub-accounts and their credits")
+
+
+def _clean_description(description, field="description"):
+    if description is None:
+        return None
+    if not isinstance(description, str):
+        raise Invalid(f"{field} must be a string")
+    description = description.strip()
+    if len(description) > MAX_DESCRIPTION:
+        raise Invalid(f"{field} is longer than {MAX_DESCRIPTION} characters")
+    return description or None
+
+
+def _check_idempotency_key(key):
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not all(" " <= ch <= "~" for ch in key):
+        raise Invalid(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters")
+    return key
+
+
+def request_hash(email, amount, description):
+    canonical = json.dumps({"endpoint": GRANT_ENDPOINT, "email": email, "amount": amount,
+                            "description": description}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def grant_credits(db, agency_id, caller_type, *, email, amount, description=None, idempotency_key=None,
+                        now=None):
+    """Spec §4.6: add ``amount`` credits to the calling agency's sub-account with this email and record the
+    grant (with ``description``) in its history, in one transaction.
+
+    Returns (body, replayed): body is {"success", "sub_account_id", "credits_added", "new_balance"};
+    replayed is True when an Idempotency-Key seen in the last 24 h with the same parameters answered
+    instead (nothing granted). Raises Forbidden (not an agency), Invalid, NotFound SUBACCOUNT_NOT_FOUND
+    (also for another agency's sub-account: nothing is revealed), IdempotencyKeyReused (same key, other
+    parameters). Without a key every call grants: "The service does not itself deduplicate grants."
+    """
+    require_agency(caller_type)
+    if not isinstance(email, str) or not email.strip():
+        raise Invalid("email is required")
+    email = email.strip().lower()  # accounts store their email case-folded
+    hundredths = to_hundredths(amount)
+    description = _clean_description(description)
+    key = _check_idempotency_key(idempotency_key)
+    now = now or utcnow()
+    idempotency = None
+    fingerprint = request_hash(email, hundredths, description)
+    if key is not None:
+        idempotency = {"key": key, "request_hash": fingerprint, "not_before": iso(now - IDEMPOTENCY_WINDOW)}
+    result = await store.grant(db, agency_id, email, hundredths, description, iso(now), idempotency)
+    outcome = result["outcome"]
+    if outcome == "replayed":
+        if result["request_hash"] != fingerprint:
+            raise IdempotencyKeyReused("this Idempotency-Key was already used with other parameters in the "
+                                       "last 24 hours; use a new key for a new grant")
+        return result["response"], True
+    if outcome == "not_found":
+        raise NotFound(f"no sub-account with email {email} under this agency", code="SUBACCOUNT_NOT_FOUND")
+    if outcome == "over_limit":
+        raise Invalid(f"the balance would exceed {as_number(store.MAX_BALANCE)} credits")
+    return result["response"], False
+
+
+async def spend_credits(db, account_id, amount, reason, now=None):
+    """Take ``amount`` credits from the account (a bot reply's cost) and record why, in one transaction.
+    Never goes below zero: a spend larger than the balance raises InsufficientCredits and spends nothing.
+    Returns the new balance as a number. Raises Invalid (bad amount or reason) or NotFound (no account)."""
+    hundredths = to_hundredths(amount)
+    reason = _clean_description(reason, field="reason")
+    result = await store.spend(db, account_id, hundredths, reason, iso(now or utcnow()))
+    if result["outcome"] == "not_found":
+        raise NotFound("account not found")
+    if result["outcome"] == "insufficient":
+        raise InsufficientCredits(f"the balance of {as_number(result['balance'])} credits is less than "
+                                  f"{as_number(hundredths)}")
+    return as_number(result["balance"])
+
+
+async def get_balance(db, account_id):
+    """The account's credit balance as a number (0 for an unknown account)."""
+    return as_number(await store.get_balance(db, account_id) or 0)
+
+
+def public_subaccount(row):
+    return {"id": row["id"], "name": row["name"], "email": row["email"],
+            "credits": as_number(row["credit_hundredths"]), "createdAt": row["created_at"]}
+
+
+async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
+    """The agency's sub-accounts with their balances, oldest first, as {data, nextCursor}."""
+    require_agency(caller_type)
+    limit = parse_limit(limit)
+    rows = await store.page_subaccounts(db, agency_id, decode_cursor(cursor), limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"data": [public_subaccount(r) for r in rows],
+            "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}

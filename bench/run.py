@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import sqlite3
@@ -75,6 +76,12 @@ def proc_status(pid):
             "rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1)}
 
 
+def busy_cpu_seconds():
+    """CPU seconds the whole machine spent busy (all cores), from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / CLOCK_TICKS  # minus idle and iowait
+
+
 def cpu_seconds(pid):
     parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(parts[11]) + int(parts[12])) / CLOCK_TICKS  # utime + stime, all threads
@@ -82,37 +89,67 @@ def cpu_seconds(pid):
 
 # ---- load -------------------------------------------------------------------------------------
 
+def wait_for_quiet(threshold=0.25, patience=30):
+    """Wait (up to `patience` s) until the machine is idle: other jobs on 2 cores skew a measurement."""
+    deadline = time.monotonic() + patience
+    while True:
+        before = busy_cpu_seconds()
+        time.sleep(1)
+        cores = busy_cpu_seconds() - before
+        if cores <= threshold:
+            return
+        if time.monotonic() > deadline:
+            log(f"  the machine is still busy ({cores:.2f} cores used by others); measuring anyway")
+            return
+        log(f"  waiting for other jobs on the machine ({cores:.2f} cores busy)")
+        time.sleep(2)
+
+
 class Load:
     def __init__(self, args):
         self.connections, self.threads, self.duration = args.connections, args.threads, args.duration
         self.runs = 0
+        self.other_cores = []
 
     def wrk(self, base, pid, mode, path, salt, n, *, connections=None, duration=None):
         connections = connections or self.connections
         duration = duration or self.duration
+        wait_for_quiet()
         threads = min(self.threads, connections)
-        before = cpu_seconds(pid)
+        before, busy_before = cpu_seconds(pid), busy_cpu_seconds()
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
                               "-s", str(BENCH / "load.lua"), base, "--", mode, path, str(salt), str(n)],
                              capture_output=True, text=True, timeout=duration + 60)
         cpu = cpu_seconds(pid) - before
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wrk_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+        # Whatever else ran on the machine meanwhile (other jobs skew a 2-core measurement).
+        other = busy_cpu_seconds() - busy_before - cpu - wrk_cpu
         line = next((l for l in out.stdout.splitlines() if l.startswith("WRKJSON ")), None)
         if line is None:
             raise RuntimeError(f"wrk failed: {out.stdout}\n{out.stderr}")
         result = json.loads(line[len("WRKJSON "):])
         result["connections"] = connections
         result["server_cpu_ms_per_request"] = round(1000 * cpu / max(1, result["requests"]), 3)
+        result["server_cores"] = round(cpu / result["seconds"], 2)
+        result["wrk_cores"] = round(wrk_cpu / result["seconds"], 2)
+        result["other_cores"] = round(max(0.0, other) / result["seconds"], 2)
         self.runs += 1
+        self.other_cores.append(result["other_cores"])
         bad = sum(result["errors"].values())
         log(f"  {mode:8s} c={connections:<3d} {result['rps']:8.1f} req/s  p50 {result['p50_ms']:7.2f} ms  "
-            f"p99 {result['p99_ms']:7.2f} ms  errors {bad}")
+            f"p99 {result['p99_ms']:7.2f} ms  errors {bad}  cores: server {result['server_cores']:.2f} "
+            f"wrk {result['wrk_cores']:.2f} other {result['other_cores']:.2f}")
         return result
 
 
 def median_of(runs):
     """Each figure's median over repeated runs; errors summed."""
-    keys = ("rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "server_cpu_ms_per_request")
+    keys = ("rps", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "server_cpu_ms_per_request",
+            "server_cores", "wrk_cores")
     out = {k: round(statistics.median(r[k] for r in runs), 3) for k in keys}
+    out["other_cores_max"] = max(r["other_cores"] for r in runs)
     out["requests"] = sum(r["requests"] for r in runs)
     out["non_2xx_or_socket_errors"] = sum(sum(r["errors"].values()) for r in runs)
     out["runs"] = len(runs)
@@ -196,15 +233,18 @@ def profile_inbound(load, parley, seconds, workdir):
 
 
 def summarize_profile(raw):
-    own, inclusive, total = {}, {}, 0
+    """Own and inclusive time per function from py-spy's folded stacks, split between the event-loop
+    thread and aiosqlite's SQLite threads (the reader and the single writer)."""
+    own, inclusive, per_thread, total = {}, {}, {"event_loop": 0, "sqlite_threads": 0}, 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack:
             continue
         count = int(count)
         total += count
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].replace(str(ROOT) + "/", "")
-                  .replace(sys.prefix + "/", "") + ")" if " (" in f else f for f in stack.split(";")]
+        frames = [_frame_name(f) for f in stack.split(";")]
+        per_thread["sqlite_threads" if "_connection_worker_thread (aiosqlite/core.py)" in frames
+                   else "event_loop"] += count
         own[frames[-1]] = own.get(frames[-1], 0) + count
         for frame in set(frames):
             inclusive[frame] = inclusive.get(frame, 0) + count
@@ -212,8 +252,23 @@ def summarize_profile(raw):
     def top(table, n):
         return [{"function": f, "percent": round(100 * c / total, 1)}
                 for f, c in sorted(table.items(), key=lambda kv: -kv[1])[:n]]
-    return {"samples": total, "top_own": top(own, 15),
-            "top_inclusive": [t for t in top(inclusive, 60) if t["percent"] < 99][:25]}
+    return {"samples": total, "threads_percent": {k: round(100 * v / max(1, total), 1) for k, v in per_thread.items()},
+            "top_own": top(own, 15), "top_inclusive": [t for t in top(inclusive, 60) if t["percent"] < 99][:25]}
+
+
+def _frame_name(frame):
+    """'fn (/abs/path/file.py:12)' -> 'fn (file path relative to the repo or site-packages)'."""
+    if " (" not in frame:
+        return frame
+    name, where = frame.split(" (", 1)
+    path = where.split(":")[0].rstrip(")")
+    for prefix in (str(ROOT) + "/", sys.prefix + "/"):
+        path = path.replace(prefix, "")
+    if "site-packages/" in path:
+        path = path.split("site-packages/", 1)[1]
+    elif "/lib/python" in path:
+        path = path.split("/lib/python", 1)[1].split("/", 1)[-1]
+    return f"{name} ({path})"
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -372,6 +427,7 @@ def main(argv=None):
              results["big_server"]["after_load"]["peak_rss_mb"] <= 150),
     ]
     results["wall_seconds"] = round(time.monotonic() - started, 1)
+    results["other_load_cores"] = {"max": max(load.other_cores), "mean": round(statistics.mean(load.other_cores), 2)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     write_readme_table(args.readme, results)
@@ -387,7 +443,10 @@ def render_table(r):
     lines = [f"Run {r['date']} on {m['cpus']} × {m['cpu_model']}, {m['memory_gb']} GB, Linux {m['kernel']}, "
              f"Python {m['python']}, Tornado {m['tornado']}, SQLite {m['sqlite']}, {m['load_client']}; "
              f"{r['config']['connections']} connections, {r['config']['duration_s']} s × {r['config']['repeat']} "
-             f"runs (medians){' — QUICK SMOKE RUN, not a measurement' if r['config']['quick'] else ''}.", "",
+             f"runs (medians){' — QUICK SMOKE RUN, not a measurement' if r['config']['quick'] else ''}. "
+             f"Other processes used {r['other_load_cores']['mean']} cores on average (max "
+             f"{r['other_load_cores']['max']}) during the runs"
+             f"{': the machine was shared, figures are pessimistic' if r['other_load_cores']['max'] > 0.2 else ''}.", "",
              "| Scenario | Ceiling req/s | Parley req/s | Ratio | Parley p50 ms | Parley p99 ms | Ceiling p99 ms | Parley CPU ms/req | Errors |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, label in (("inbound", "POST /v1/incoming_custom_channel_message"), ("contacts_create", "POST /v1/contacts"),
@@ -424,7 +483,10 @@ def render_table(r):
         lines.append(f"| {g['goal']} | {value} | {g['target']} | {met} |")
     prof = r.get("inbound_profile")
     if prof:
-        lines += ["", f"Inbound profile (py-spy, {prof['samples']} samples of the server's busy threads), own time:", "",
+        threads = prof.get("threads_percent", {})
+        lines += ["", f"Inbound profile (py-spy, {prof['samples']} samples of the server's busy threads: "
+                      f"{threads.get('event_loop')} % event loop, {threads.get('sqlite_threads')} % SQLite threads), "
+                      "own time:", "",
                   "| Function | % |", "|---|---:|"]
         lines += [f"| `{t['function']}` | {t['percent']} |" for t in prof["top_own"][:12]]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from services.ids import utcnow
 from storage import credits as credit_store
 from storage.db import connect_sync
 from tests.parley_process import ParleyProcess, run_cli
+from tests.test_contacts import query_plans
 
 PATH = "/v1/subaccounts/credits"
 
@@ -368,6 +369,21 @@ async def test_concurrent_spends_never_overdraw(api, agency, sub, services):
     assert await credits.get_balance(services.db, sub["account_id"]) == 0
 
 
+async def test_grant_past_the_balance_ceiling_is_400_and_grants_nothing(api, agency, sub, services):
+    """Balances stop at 10^12 credits (every balance stays an exact JSON number); a grant past it is 400."""
+    cx = connect_sync(services.db.path)
+    try:
+        cx.execute("UPDATE accounts SET credit_hundredths = ? WHERE id = ?",
+                   (credit_store.MAX_BALANCE - 50, sub["account_id"]))
+    finally:
+        cx.close()
+    r = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 1})
+    assert r.code == 400 and "exceed" in r.json["error"]["message"]
+    r = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 0.5})
+    assert r.code == 200 and r.json["new_balance"] == 10 ** 12
+    assert len(history(services, sub["account_id"])) == 1
+
+
 def test_to_hundredths_is_exact():
     """Amounts become integer hundredths without float error."""
     assert credits.to_hundredths(0.1) + credits.to_hundredths(0.2) == credits.to_hundredths(0.3) == 30
@@ -386,6 +402,20 @@ def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
             cx.execute("UPDATE accounts SET credit_hundredths = -1 WHERE id = ?", (sub["account_id"],))
     finally:
         cx.close()
+
+
+def test_grant_and_listing_use_indexes(services, agency, sub):
+    """DESIGN §4: queries are scoped and cheap: the grant's lookups and the sub-account page are index
+    searches (EXPLAIN QUERY PLAN), never table scans."""
+    idempotency = {"key": "k", "request_hash": "h", "not_before": "2000-01-01T00:00:00.000Z"}
+    plans = query_plans(services.db.path, lambda cx: (
+        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z",
+                                idempotency),
+        credit_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
+    assert len(plans) >= 3, plans
+    for sql, plan in plans.items():
+        assert not any(d.startswith("SCAN") for d in plan), (sql, plan)
+    assert any("accounts_agency_subaccounts" in d for plan in plans.values() for d in plan), plans
 
 
 # --- End to end: the real server over HTTPS ---

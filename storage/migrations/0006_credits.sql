@@ -8,6 +8,8 @@
 -- exactly representable as a JSON/IEEE double (< 2^53 hundredths).
 ALTER TABLE accounts ADD COLUMN credit_hundredths INTEGER NOT NULL DEFAULT 0
     CHECK (credit_hundredths >= 0 AND credit_hundredths <= 100000000000000);
+-- GET /v1/subaccounts: an agency's sub-accounts in id (keyset) order without a sort.
+CREATE INDEX accounts_agency_subaccounts ON accounts(parent_agency_id, id);
 
 -- One row per change of a balance, written in the same transaction as the change: SUM(amount) over an
 -- account equals its balance, and balance_after is the balance right after this row.

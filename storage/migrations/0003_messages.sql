@@ -13,7 +13,7 @@ CREATE TABLE messages (
     external_id TEXT,                        -- inbound customData.messageSid (or .id): unique per account
     from_id TEXT,
     to_id TEXT,
-    media_url TEXT,                          -- http(s) URL as given, or media/<sha256> for stored data URIs
+    media_url TEXT,                          -- http(s) URL as given, or media:<sha256> for stored data URIs
     media_content_type TEXT,
     error TEXT,                              -- JSON of the last failed delivery: {at, httpStatus, error}
     created_at TEXT NOT NULL

@@ -4,6 +4,7 @@ import ipaddress
 import logging
 import os
 import ssl
+import time
 from pathlib import Path
 
 from cryptography import x509
@@ -15,6 +16,7 @@ log = logging.getLogger("parley.tls")
 
 VALID_DAYS = 90
 RENEW_BEFORE = datetime.timedelta(days=30)
+RENEWAL_CHECK_SECONDS = 3600  # parsing the certificate is the only cost; once an hour is plenty
 
 
 def _names(hosts):
@@ -75,6 +77,7 @@ class CertificateSource:
         self.key_path = Path(key) if key else tls_dir / "key.pem"
         self.hosts = tuple(hosts)
         self._seen = None
+        self._renewal_checked = float("-inf")
         self.context = None
 
     def _mtimes(self):
@@ -82,6 +85,7 @@ class CertificateSource:
 
     def ensure(self):
         """Generate or renew the self-signed pair when we own it."""
+        self._renewal_checked = time.monotonic()
         if self.generated and (not self.key_path.exists() or needs_renewal(self.cert_path)):
             write_self_signed(self.cert_path, self.key_path, self.hosts)
 
@@ -96,7 +100,8 @@ class CertificateSource:
     def reload_if_changed(self):
         """Returns the new context when the files changed (or a renewal was due), else None."""
         try:
-            self.ensure()
+            if time.monotonic() - self._renewal_checked > RENEWAL_CHECK_SECONDS:
+                self.ensure()
             if self._mtimes() == self._seen:
                 return None
             ctx = self.load()

@@ -4,7 +4,7 @@ import ssl
 
 from cryptography import x509
 
-from services.tls import CertificateSource, needs_renewal
+from services.tls import RENEWAL_CHECK_SECONDS, CertificateSource, needs_renewal
 
 
 def test_generated_certificate_covers_localhost_and_public_host(tmp_path):
@@ -25,7 +25,8 @@ def test_renewed_before_expiry(tmp_path):
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=70)
     assert needs_renewal(source.cert_path, now=later)
     assert source.reload_if_changed() is None  # nothing changed, nothing rebuilt
-    source.cert_path.write_bytes(b"")  # a damaged generated certificate is made anew
+    source.cert_path.write_bytes(b"")  # a damaged generated certificate is made anew at the next check
+    source._renewal_checked -= RENEWAL_CHECK_SECONDS + 1
     assert isinstance(source.reload_if_changed(), ssl.SSLContext)
     assert not needs_renewal(source.cert_path)
 

@@ -7,6 +7,7 @@ def routes():
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
+    from handlers import openapi
     from handlers.ui import session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
@@ -27,6 +28,7 @@ def routes():
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
         (r"/v1/subaccounts", subaccounts.SubaccountsHandler),
         (r"/v1/subaccounts/credits", subaccounts.SubaccountCreditsHandler),
+        (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),

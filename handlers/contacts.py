@@ -1,10 +1,26 @@
 """Contacts API: POST /v1/contacts, GET /v1/contacts?phoneNumber=|email=, GET /v1/contacts/{id}."""
 from handlers.base import ApiHandler
-from handlers.schemas import ContactCreate
+from handlers.openapi import Operation
+from handlers.schemas import Contact, ContactCreate, ContactLookup
 from services import contacts
 
 
 class ContactsHandler(ApiHandler):
+    operations = {
+        "post": Operation(
+            "Create a contact (or return the existing one)",
+            {201: (Contact, "Created."), 200: (Contact, "A contact with this phone (or, without a phone, this "
+                                                        "email) exists; its blank fields were filled.")},
+            body=ContactCreate, errors={400: "Neither phone nor email, or an invalid one (INVALID_PHONE, "
+                                             "INVALID_EMAIL)."},
+            links={"GetContact": ("/v1/contacts/{contactId}", "get", {"contactId": "$response.body#/id"}),
+                   "GetContactMessages": ("/v1/contacts/{contactId}/messages", "get",
+                                          {"contactId": "$response.body#/id"})}),
+        "get": Operation(
+            "Look up a contact by phone number or email", {200: Contact}, query=ContactLookup,
+            errors={400: "Neither parameter, or an invalid value.", 404: "No such contact (CONTACT_NOT_FOUND)."}),
+    }
+
     async def post(self):
         body = self.json_body(ContactCreate)
         contact, created = await contacts.create_contact(
@@ -22,5 +38,9 @@ class ContactsHandler(ApiHandler):
 
 
 class ContactHandler(ApiHandler):
+    path_params = {"contactId": "The contact's id."}
+    operations = {"get": Operation("A contact by id", {200: Contact},
+                                   errors={404: "No such contact (CONTACT_NOT_FOUND)."})}
+
     async def get(self, contact_id):
         self.respond(await contacts.get_contact(self.services.db, self.principal.account_id, contact_id))

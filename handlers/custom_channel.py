@@ -3,7 +3,8 @@ error is {"error": "text"}; any method but POST is 405 with Allow: POST."""
 import asyncio
 
 from handlers.base import CustomChannelHandler
-from handlers.schemas import InboundMessage, OutboundMessage
+from handlers.openapi import Operation
+from handlers.schemas import InboundAccepted, InboundMessage, OutboundMessage, OutboundQueued
 from services import messaging
 
 # Bodies below this are parsed on the event loop; larger ones (embedded media) in an executor.
@@ -25,6 +26,15 @@ class _CustomChannelPost(CustomChannelHandler):
 
 class IncomingMessageHandler(_CustomChannelPost):
     """POST /v1/incoming_custom_channel_message and /incomingCustomChannelMessage."""
+    operations = {"post": Operation(
+        "Receive an inbound custom-channel message", {200: (InboundAccepted, "Stored (or a repeat of a messageSid "
+                                                                             "already stored: the first messageId).")},
+        body=InboundMessage, tags=("custom channel",),
+        links={"GetMessage": ("/v1/messages/{messageId}", "get", {"messageId": "$response.body#/messageId"})},
+        errors={400: "A required field is missing or empty, or the media is invalid or does not match "
+                     "mediaContentType.", 413: "Request body or decoded media too large."},
+        description="Creates or updates the contact identified by fromId and stores the message; the bot "
+                    "answers after the response.")}
 
     async def post(self):
         request = await self.parse(InboundMessage)
@@ -41,6 +51,14 @@ class IncomingMessageHandler(_CustomChannelPost):
 
 class SendMessageHandler(_CustomChannelPost):
     """POST /v1/send_custom_channel_message and /v1/sendCustomChannelMessage."""
+    operations = {"post": Operation(
+        "Send an outbound custom-channel message", {200: (OutboundQueued, "Stored and queued for delivery.")},
+        body=OutboundMessage, tags=("custom channel",),
+        links={"GetMessage": ("/v1/messages/{messageId}", "get", {"messageId": "$response.body#/messageId"}),
+               "GetContactMessages": ("/v1/contacts/{contactId}/messages", "get",
+                                      {"contactId": "$response.body#/contactId"})},
+        errors={400: "A required field is missing or empty, invalid media, or no Custom Channel Webhook URL "
+                     "is configured.", 413: "Request body or decoded media too large."})}
 
     async def post(self):
         data = (await self.parse(OutboundMessage)).customData

@@ -1,10 +1,20 @@
 """Lists API: POST/GET /v1/lists, GET /v1/lists/{id}, GET/POST /v1/lists/{id}/contacts."""
 from handlers.base import ApiHandler
-from handlers.schemas import AddToList, ListCreate
+from handlers.openapi import Operation
+from handlers.schemas import AddToList, AddToListResult, ContactPage, ListCreate, ListOut, ListPage, PageQuery
 from services import lists
 
 
 class ListsHandler(ApiHandler):
+    operations = {
+        "post": Operation("Create a list", {201: (ListOut, "Created.")}, body=ListCreate, links={
+            "GetList": ("/v1/lists/{listId}", "get", {"listId": "$response.body#/id"}),
+            "GetListContacts": ("/v1/lists/{listId}/contacts", "get", {"listId": "$response.body#/id"}),
+            "AddContactToList": ("/v1/lists/{listId}/contacts", "post", {"listId": "$response.body#/id"})}),
+        "get": Operation("The account's lists", {200: ListPage}, query=PageQuery,
+                         errors={400: "Invalid limit or cursor."}),
+    }
+
     async def post(self):
         body = self.json_body(ListCreate)
         self.respond(await lists.create_list(self.services.db, self.principal.account_id, body.name), 201)
@@ -16,11 +26,23 @@ class ListsHandler(ApiHandler):
 
 
 class ListHandler(ApiHandler):
+    path_params = {"listId": "The list's id."}
+    operations = {"get": Operation("A list by id", {200: ListOut}, errors={404: "No such list (LIST_NOT_FOUND)."})}
+
     async def get(self, list_id):
         self.respond(await lists.get_list(self.services.db, self.principal.account_id, list_id))
 
 
 class ListContactsHandler(ApiHandler):
+    path_params = {"listId": "The list's id."}
+    operations = {
+        "get": Operation("The contacts of a list", {200: ContactPage}, query=PageQuery,
+                         errors={400: "Invalid limit or cursor.", 404: "No such list (LIST_NOT_FOUND)."}),
+        "post": Operation(
+            "Add a contact to a list", {200: (AddToListResult, "Added, or already a member (added: false).")},
+            body=AddToList, errors={404: "No such list (LIST_NOT_FOUND) or contact (CONTACT_NOT_FOUND)."}),
+    }
+
     async def get(self, list_id):
         self.respond(await lists.list_members(self.services.db, self.principal.account_id, list_id,
                                               limit=self.get_query_argument("limit", None),

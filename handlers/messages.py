@@ -5,16 +5,27 @@ import time
 import tornado.web
 
 from handlers.base import ApiHandler, BaseHandler
+from handlers.openapi import BINARY, Operation
+from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery
 from services import media, messaging
 from services.errors import Forbidden, Invalid
 
 
 class MessageHandler(ApiHandler):
+    path_params = {"messageId": "The message's id."}
+    operations = {"get": Operation("A message with its delivery attempts", {200: Message}, tags=("messages",),
+                                   errors={404: "No such message (NOT_FOUND)."})}
+
     async def get(self, message_id):
         self.respond(await messaging.get_message(self.services, self.principal.account_id, message_id))
 
 
 class ContactMessagesHandler(ApiHandler):
+    path_params = {"contactId": "The contact's id."}
+    operations = {"get": Operation("A contact's messages, oldest first", {200: MessagePage}, query=PageQuery,
+                                   tags=("messages",), errors={400: "Invalid limit.",
+                                                               404: "No such contact (CONTACT_NOT_FOUND)."})}
+
     async def get(self, contact_id):
         try:
             limit = int(self.get_query_argument("limit", "50"))
@@ -28,6 +39,14 @@ class ContactMessagesHandler(ApiHandler):
 class MediaHandler(BaseHandler, tornado.web.StaticFileHandler):
     """A stored media file. No API key: the URL's signature (over the file, its type and the expiry)
     is the authorization, so the inbox and webhook receivers can fetch it. Range requests work."""
+    path_params = {"sha256": "SHA-256 of the file's content (lower-case hex)."}
+    _media = dict(responses={200: (BINARY, "The file."), 206: (BINARY, "The requested range."),
+                             304: (None, "Not modified (If-None-Match).")}, query=MediaQuery, tags=("messages",),
+                  errors={403: "The link is invalid or has expired.", 404: "No such file.",
+                          416: "The range cannot be satisfied."},
+                  description="No API key: the link's signature authorizes it. Never fetch it with your key.")
+    operations = {"get": Operation("A stored media file (signed link)", **_media),
+                  "head": Operation("A stored media file's headers (signed link)", **_media)}
 
     def initialize(self):
         BaseHandler.initialize(self)

@@ -10,6 +10,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Documents (in the OpenAPI schema only) a check the validators make by hand: not empty or whitespace-only.
+NOT_BLANK = {"pattern": r"\S"}
+
+
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed (spec §6).")
@@ -47,6 +51,8 @@ class ErrorBody(BaseModel):
 
 class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
     firstName: Optional[str] = Field(None, max_length=200)
     lastName: Optional[str] = Field(None, max_length=200)
     phone: Optional[str] = Field(None, max_length=64,
@@ -70,7 +76,8 @@ class ContactPage(BaseModel):
 
 class ListCreate(Strict):
     """POST /v1/lists."""
-    name: str = Field(max_length=200)
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Leads"}]})
+    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
 
 
 class ListOut(BaseModel):
@@ -87,7 +94,7 @@ class ListPage(BaseModel):
 
 class AddToList(Strict):
     """POST /v1/lists/{listId}/contacts (spec §4.3)."""
-    contactId: str
+    contactId: str = Field(json_schema_extra=NOT_BLANK)
 
 
 class AddToListResult(BaseModel):
@@ -118,12 +125,19 @@ def _required_text(value, info):
 
 
 class InboundCustomData(Lenient):
+    # For the OpenAPI schema: one of messageSid or id, not null (the _has_message_sid check below).
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in ("messageSid", "id")]})
     messageSid: Optional[str] = Field(None, max_length=512, description="Unique per message; a repeat is "
-                                                                        "answered with the first messageId.")
-    id: Optional[str] = Field(None, max_length=512, description="Accepted instead of messageSid.")
-    fromId: str = Field(max_length=512, description="Sender id in the external system; identifies the contact.")
-    toId: str = Field(max_length=512, description="Business identifier, any text.")
-    body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.")
+                                                                        "answered with the first messageId.",
+                                      json_schema_extra=NOT_BLANK)
+    id: Optional[str] = Field(None, max_length=512, description="Accepted instead of messageSid.",
+                              json_schema_extra=NOT_BLANK)
+    fromId: str = Field(max_length=512, description="Sender id in the external system; identifies the contact.",
+                        json_schema_extra=NOT_BLANK)
+    toId: str = Field(max_length=512, description="Business identifier, any text.", json_schema_extra=NOT_BLANK)
+    body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.",
+                      json_schema_extra=NOT_BLANK)
     status: Optional[str] = Field(None, max_length=64, description='Defaults to "received".')
     channel: Optional[str] = Field(None, max_length=200)
     campaignId: Optional[str] = Field(None, max_length=200)
@@ -146,6 +160,10 @@ class InboundCustomData(Lenient):
 
 class InboundMessage(Lenient):
     """POST /v1/incoming_custom_channel_message (spec §4.4)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"customData": {"messageSid": "SM0001", "fromId": "+14155552671", "toId": "shop-1", "body": "Hi! Prices?",
+                        "channel": "web chat", "firstName": "Ada", "mediaUrl": "https://cdn.example.com/photo.jpg",
+                        "mediaContentType": "image/jpeg"}}]})
     customData: InboundCustomData
     messageType: Optional[Literal["text", "reaction"]] = Field(None, description='Omitted means "text".')
 
@@ -156,9 +174,10 @@ class InboundAccepted(BaseModel):
 
 
 class OutboundCustomData(Lenient):
-    fromId: str = Field(max_length=512, description="The contact's id on the client's platform.")
-    customChannel: str = Field(max_length=200, description="Name of the custom channel.")
-    body: str = Field(max_length=65536)
+    fromId: str = Field(max_length=512, description="The contact's id on the client's platform.",
+                        json_schema_extra=NOT_BLANK)
+    customChannel: str = Field(max_length=200, description="Name of the custom channel.", json_schema_extra=NOT_BLANK)
+    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK)
     campaignId: Optional[str] = Field(None, max_length=200)
     firstName: Optional[str] = Field(None, max_length=200)
     lastName: Optional[str] = Field(None, max_length=200)
@@ -171,6 +190,8 @@ class OutboundCustomData(Lenient):
 
 class OutboundMessage(Lenient):
     """POST /v1/send_custom_channel_message (spec §4.5)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"customData": {"fromId": "+14155552671", "customChannel": "web chat", "body": "Thanks, we will call you."}}]})
     customData: OutboundCustomData
 
 
@@ -229,6 +250,8 @@ def _credit_amount(value):
 
 class CreditGrant(Strict):
     """POST /v1/subaccounts/credits (x-api-key header only; agency accounts only)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"email": "sub@example.com", "amount": 100, "description": "Monthly top-up"}]})
     email: str = Field(max_length=320, description="Email of a sub-account under the calling agency.")
     amount: float = Field(gt=0, le=1_000_000_000, description="Credits to grant: a number > 0, at most 2 decimals.")
     description: Optional[str] = Field(None, max_length=500, description="Note stored in the credit history.")
@@ -254,3 +277,38 @@ class SubAccount(BaseModel):
 class SubAccountPage(BaseModel):
     data: list[SubAccount]
     nextCursor: Optional[str]
+
+
+# --- OpenAPI document only (handlers/openapi.py): shapes the handlers produce or read by hand ---
+
+class ChannelError(BaseModel):
+    """Every error of the custom-channel endpoints (spec §7): {"error": "<message text>"}."""
+    error: str
+
+
+class AccountSettings(BaseModel):
+    """PATCH /v1/account/settings answers the whole settings object; keys set elsewhere (the UI) pass through."""
+    model_config = ConfigDict(extra="allow")
+    customChannelWebhookUrl: Optional[str] = None
+    notificationUrls: Optional[dict[str, str]] = None
+
+
+class ContactLookup(BaseModel):
+    """GET /v1/contacts: one of phoneNumber or email (the phone is tried first); neither is 400."""
+    phoneNumber: Optional[str] = Field(None, description="With the country code; an unencoded leading "
+                                                         "\"+\" that arrives as a space is read as \"+\".",
+                                       examples=["+14155552671"])
+    email: Optional[str] = Field(None, description="Matched case-insensitively.")
+
+
+class PageQuery(BaseModel):
+    """Keyset pagination of a listing."""
+    limit: Optional[int] = Field(None, ge=1, le=200, description="Page size, 1-200 (default 50).")
+    cursor: Optional[str] = Field(None, description="nextCursor of the previous page, unchanged.")
+
+
+class MediaQuery(BaseModel):
+    """GET /v1/media/{sha256}: the signed, expiring URL a message's media.url carries."""
+    type: str = Field(description="The file's content type, as signed.")
+    exp: str = Field(description="Expiry, Unix seconds, as signed.")
+    sig: str = Field(description="Signature over the file hash, type and expiry.")

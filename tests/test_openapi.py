@@ -1,0 +1,183 @@
+"""The OpenAPI 3.1 document (GET /v1/openapi.json) and schemathesis against the real server.
+
+Team standard: "pydantic for request models and the OpenAPI schema" and "schemathesis must find nothing
+against our OpenAPI document". The document is built from routes() and each handler's declared
+operations (handlers/openapi.py), so these tests also catch an API handler added without a description.
+"""
+import json
+import ssl
+import urllib.request
+
+import hypothesis
+import pytest
+import schemathesis
+from openapi_spec_validator import validate
+from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+from handlers import routes
+from handlers.base import ApiHandler, UiHandler
+from handlers.openapi import build_document, implemented_methods, is_api_route, path_template
+from tests.parley_process import ParleyProcess, run_cli
+
+
+@pytest.fixture(scope="module")
+def parley(tmp_path_factory):
+    """The real server.py over HTTPS, with an agency account (so the credit endpoint is reachable past its
+    403) that has a sub-account, and a Custom Channel Webhook URL so outbound sends can succeed."""
+    root = tmp_path_factory.mktemp("openapi")
+    data_dir = root / "data"
+    # A high rate limit: the fuzzer sends hundreds of requests a minute with one key.
+    server = ParleyProcess(data_dir, "--allow-private-webhooks", "--rate-limit", "1000000", http=False)
+    server.start()
+    try:
+        agency = run_cli(data_dir, "create-account", "--name", "Fuzz Agency", "--email", "agency@example.com",
+                         "--agency")
+        run_cli(data_dir, "create-account", "--name", "Fuzz Sub", "--email", "sub@example.com",
+                "--agency-email", "agency@example.com")
+        with server.client(headers={"x-api-key": agency["api_key"]}) as client:
+            # Replies go to a closed local port: deliveries fail and are retried, which the fuzzer never sees.
+            r = client.patch("/v1/account/settings", json={"customChannelWebhookUrl": "http://127.0.0.1:9/hook"})
+            assert r.status_code == 200, r.text
+        server.api_key = agency["api_key"]
+        yield server
+    finally:
+        server.stop()
+
+
+def fetch_document(server):
+    context = ssl.create_default_context(cafile=server.cert)
+    with urllib.request.urlopen(server.base + "/v1/openapi.json", context=context, timeout=30) as response:
+        return response.status, response.headers, json.loads(response.read())
+
+
+def test_document_is_served_without_a_key_and_is_valid_openapi_3_1(parley):
+    """DESIGN §1: "schemas.py pydantic request/response models; also the source of /v1/openapi.json"."""
+    status, headers, document = fetch_document(parley)
+    assert status == 200
+    assert headers["Content-Type"].startswith("application/json")
+    assert document["openapi"] == "3.1.0"
+    validate(document)  # openapi-spec-validator: raises on any violation of the 3.1 schema
+    assert document == build_document(routes())
+
+
+def test_every_api_route_and_method_is_described_and_no_ui_route_is():
+    """Every method of every API route in routes() appears in the document (so a new API handler without
+    an `operations` declaration fails here); HTML admin UI routes do not appear."""
+    document = build_document(routes())
+    described = {(path, method) for path, item in document["paths"].items() for method in item}
+    expected = set()
+    for pattern, handler, *_ in routes():
+        template, _ = path_template(pattern, handler) if is_api_route(handler) else (pattern, None)
+        if issubclass(handler, UiHandler):
+            assert template not in document["paths"], f"UI route {pattern} is in the API document"
+            continue
+        for method in implemented_methods(handler):
+            expected.add((template, method))
+    assert expected, "routes() has no API routes?"
+    assert described == expected
+
+
+def test_an_undescribed_api_handler_is_refused():
+    """The builder refuses a route whose handler implements a method it does not describe."""
+    class Undescribed(ApiHandler):
+        async def get(self):
+            pass
+
+    with pytest.raises(ValueError, match="Undescribed"):
+        build_document([*routes(), (r"/v1/undescribed", Undescribed)])
+
+
+def test_security_schemes_match_the_spec():
+    """Spec §5.2: "Standard endpoints: pass the key as the query parameter apiKey"; §5.3: "The sub-account
+    credit endpoint: pass the key in the header x-api-key: <API_KEY>. The query parameter is not used there"."""
+    document = build_document(routes())
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["ApiKeyQuery"] == {"type": "apiKey", "in": "query", "name": "apiKey"}
+    assert schemes["ApiKeyHeader"] == {"type": "apiKey", "in": "header", "name": "x-api-key"}
+    assert document["security"] == [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}]
+    assert document["paths"]["/v1/subaccounts/credits"]["post"]["security"] == [{"ApiKeyHeader": []}]
+    assert document["paths"]["/v1/openapi.json"]["get"]["security"] == []
+    assert document["paths"]["/v1/contacts"]["post"].get("security") is None  # the document-wide default
+
+
+def test_both_error_shapes_are_described():
+    """Spec §7: "{"error": "<message text>"} The custom-channel endpoints"; "{"error": {"code", "message"}}
+    The API in general"."""
+    document = build_document(routes())
+
+    def error_ref(path, method, status):
+        return document["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]["$ref"]
+
+    for path in ("/v1/incoming_custom_channel_message", "/incomingCustomChannelMessage",
+                 "/v1/send_custom_channel_message", "/v1/sendCustomChannelMessage"):
+        for status in ("400", "401", "413", "415", "429", "500"):
+            assert error_ref(path, "post", status) == "#/components/schemas/ChannelError"
+    assert error_ref("/v1/contacts", "post", "400") == "#/components/schemas/ErrorBody"
+    assert document["components"]["schemas"]["ChannelError"]["properties"]["error"]["type"] == "string"
+
+
+# --- schemathesis against the real server process ----------------------------------------------------
+
+# Loaded from the document the server serves (the first test proves they are equal). The key is set once
+# the server runs (fuzz_target), the base URL and TLS trust per call; schemathesis.pytest.from_fixture, the lazy
+# loader, does not work with pytest 9.
+schema = schemathesis.openapi.from_dict(build_document(routes()))
+schema.config.generation.update(modes=["positive", "negative"], max_examples=25)
+
+# positive_data_acceptance ("schema-valid data is accepted") is left out only where validity depends on
+# something JSON Schema cannot say; every other check runs everywhere, and negative data is still sent.
+SEMANTIC_VALIDATION = {
+    "PATCH /v1/account/settings": "webhook URLs must resolve to a public host (DNS at save time)",
+    "POST /v1/contacts": "phones are checked by phonenumbers and emails by email-validator",
+    "GET /v1/contacts": "one of phoneNumber or email is required (not expressible for query parameters), and "
+                        "they are checked by phonenumbers and email-validator",
+    "GET /v1/lists": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/lists/{listId}/contacts": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/subaccounts": "cursor is opaque: only a nextCursor the server issued is valid",
+    "POST /v1/incoming_custom_channel_message": "media bytes must match mediaContentType (sniffed), email is "
+                                                "checked by email-validator",
+    "POST /incomingCustomChannelMessage": "as POST /v1/incoming_custom_channel_message",
+    "POST /v1/send_custom_channel_message": "media bytes must match mediaContentType (sniffed), email is "
+                                            "checked by email-validator",
+    "POST /v1/sendCustomChannelMessage": "as POST /v1/send_custom_channel_message",
+    "POST /v1/subaccounts/credits": "amount has at most 2 decimals and a grant may not push the balance past "
+                                    "its ceiling",
+}
+
+
+@pytest.fixture(scope="module")
+def fuzz_target(parley):
+    # OpenAPI-aware auth: schemathesis knows these are the real credentials, so ignored_auth can probe
+    # without them (and with wrong ones) and expect 401.
+    schema.config.auth = schemathesis.Config.from_dict({"auth": {"openapi": {
+        "ApiKeyQuery": {"api_key": parley.api_key},
+        "ApiKeyHeader": {"api_key": parley.api_key}}}}).projects.get_default().auth
+    return parley
+
+
+@schema.parametrize()
+@hypothesis.settings(max_examples=25, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.filter_too_much])
+def test_schemathesis_finds_nothing(case, fuzz_target):
+    """Every default check, positive and negative data, over HTTPS against server.py."""
+    excluded = [positive_data_acceptance] if case.operation.label in SEMANTIC_VALIDATION else []
+    case.call_and_validate(base_url=fuzz_target.base, verify=fuzz_target.cert, excluded_checks=excluded)
+
+
+def test_schemathesis_stateful_links_find_nothing(fuzz_target):
+    """The same checks along the document's links: create a contact, list or message, then read it back by
+    the id the answer gave (so the 2xx bodies of the by-id reads are checked against their schemas too)."""
+    base = schema.as_state_machine()
+
+    class Workflow(base):
+        def get_call_kwargs(self, case):
+            return {"base_url": fuzz_target.base, "verify": fuzz_target.cert}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            excluded = [positive_data_acceptance] if case.operation.label in SEMANTIC_VALIDATION else []
+            case.validate_response(response, additional_checks=additional_checks, excluded_checks=excluded,
+                                   transport_kwargs=kwargs)
+
+    Workflow.run(settings=hypothesis.settings(
+        max_examples=15, stateful_step_count=6, deadline=None,
+        suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.filter_too_much]))

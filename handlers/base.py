@@ -11,7 +11,7 @@ import pydantic
 import tornado.web
 from markupsafe import Markup
 
-from services.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited
+from services.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
 from services.keys import hash_api_key
 from storage.accounts import get_user
 
@@ -168,20 +168,22 @@ class ApiHandler(BaseHandler):
 
     async def authenticate(self):
         key = self.api_key()
-        registry, limiter = self.services.keys, self.services.limiter
-        if key:
-            # Rate limiting is counted per presented key before any storage work; a cached account
-            # override applies, an unknown key gets the default budget.
-            key_hash = hash_api_key(key)
-            cached = registry.cached(key_hash)
-            limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
-            allowed, headers = limiter.hit(key_hash, limit)
-            for name, value in headers.items():
-                self.set_header(name, value)
-            if not allowed:
-                raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
-                                  f"{headers['Retry-After']} s", headers=headers)
-        return await registry.authenticate(key)
+        if not key:
+            raise Unauthorized("missing API key: pass it as the apiKey query parameter or the x-api-key header"
+                               if not self.key_in_header_only else "missing API key: pass it in the x-api-key header")
+        registry = self.services.keys
+        key_hash = hash_api_key(key)
+        # Counted per presented key before any storage work; a cached account's override applies,
+        # an unknown key gets the default budget.
+        cached = registry.cached(key_hash)
+        limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
+        allowed, headers = self.services.limiter.hit(key_hash, limit)
+        for name, value in headers.items():
+            self.set_header(name, value)
+        if not allowed:
+            raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
+                              f"{headers['Retry-After']} s", headers=headers)
+        return cached or await registry.principal_for(key_hash)
 
     def json_body(self, model):
         """Parse the body as JSON into a pydantic model; 415 for another content type, 400 naming the field."""

@@ -64,10 +64,8 @@ class KeyRegistry:
             self._stamp_seen = stamp
         return self._cache.get(key_hash)
 
-    async def authenticate(self, api_key):
-        if not api_key:
-            raise Unauthorized("missing API key: pass it as the apiKey query parameter or the x-api-key header")
-        key_hash = keys.hash_api_key(api_key)
+    async def principal_for(self, key_hash):
+        """The account behind a key's hash (cached), or Unauthorized."""
         principal = self.cached(key_hash)
         if principal is None:
             account = await store.get_account_by_key_hash(self.db, key_hash)

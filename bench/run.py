@@ -111,10 +111,11 @@ class Load:
         self.runs = 0
         self.other_cores = []
 
-    def wrk(self, base, pid, mode, path, salt, n, *, connections=None, duration=None):
+    def wrk(self, base, pid, mode, path, salt, n, *, connections=None, duration=None, quiet_first=True):
         connections = connections or self.connections
         duration = duration or self.duration
-        wait_for_quiet()
+        if quiet_first:
+            wait_for_quiet()
         threads = min(self.threads, connections)
         before, busy_before = cpu_seconds(pid), busy_cpu_seconds()
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -219,12 +220,13 @@ def profile_inbound(load, parley, seconds, workdir):
         log("py-spy not installed; skipping the profile")
         return None
     raw = workdir / "inbound.folded"
+    wait_for_quiet()  # before py-spy starts, so that its window is the load's
     spy = subprocess.Popen([py_spy, "record", "--pid", str(parley.proc.pid), "--rate", "250", "--nonblocking",
                             "--format", "raw", "--output", str(raw), "--duration", str(seconds)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(1)
     load.wrk(parley.base, parley.proc.pid, "inbound", f"{INBOUND}?apiKey={parley.first_run['api_key']}",
-             f"profile{int(time.time())}", 500, duration=seconds - 2)
+             f"profile{int(time.time())}", 500, duration=seconds - 2, quiet_first=False)
     spy.wait(seconds + 30)
     if not raw.exists():
         log("py-spy wrote nothing:", spy.stderr.read()[-500:])

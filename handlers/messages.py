@@ -27,10 +27,14 @@ class ContactMessagesHandler(ApiHandler):
                                                                404: "No such contact (CONTACT_NOT_FOUND)."})}
 
     async def get(self, contact_id):
+        text = self.get_query_argument("limit", "50")
         try:
-            limit = int(self.get_query_argument("limit", "50"))
-        except ValueError:
-            raise Invalid("limit must be an integer") from None
+            # ASCII digits only: int() would also take "+5", "1_0" or "٣".
+            limit = int(text) if text.isascii() and text.isdigit() else None
+        except ValueError:  # more digits than int() converts
+            limit = None
+        if limit is None:
+            raise Invalid("limit must be an integer")
         self.respond(await messaging.list_contact_messages(
             self.services, self.principal.account_id, contact_id,
             cursor=self.get_query_argument("cursor", None) or None, limit=limit))

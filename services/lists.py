@@ -38,11 +38,13 @@ def decode_cursor(cursor):
 
 
 def parse_limit(text):
-    if text is None or text == "":
+    """?limit= absent is the default; anything but an integer 1-200 in ASCII digits is Invalid (an empty
+    value too: the OpenAPI document says integer; int() alone would also take "+5", "1_0" or "٣")."""
+    if text is None:
         return DEFAULT_LIMIT
     try:
-        limit = int(text)
-    except ValueError:
+        limit = int(text) if text.isascii() and text.isdigit() else 0
+    except ValueError:  # more digits than int() converts
         limit = 0
     if not 1 <= limit <= MAX_LIMIT:
         raise Invalid(f"limit must be an integer from 1 to {MAX_LIMIT}")

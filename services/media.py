@@ -275,7 +275,8 @@ def verify(key, digest, content_type, expires, signature, now=None):
         return False
     if expires < (now if now is not None else time.time()):
         return False
-    return hmac.compare_digest(_signature(key, digest, content_type, expires), signature)
+    # As bytes: compare_digest refuses str with non-ASCII characters (a forged ?sig= may carry any).
+    return hmac.compare_digest(_signature(key, digest, content_type, expires).encode(), signature.encode())
 
 
 def public_media(services, media_url, content_type, now=None):

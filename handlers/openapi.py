@@ -2,10 +2,9 @@
 `operations` and the pydantic models in handlers/schemas.py: nothing about the API is written twice."""
 import re
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 import tornado.web
-from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from handlers.base import ApiHandler, CustomChannelHandler, UiHandler
@@ -40,7 +39,9 @@ class Operation:
 class OpenApiHandler(ApiHandler):
     """GET /v1/openapi.json: the document itself; no API key, so tools can fetch it first."""
     requires_auth = False
-    path_params = {}
+    operations = {"get": Operation("This OpenAPI 3.1 document", {200: dict}, tags=("meta",),
+                                   description="Built from the route table and the pydantic models; no API "
+                                               "key needed.")}
 
     def get(self):
         document = getattr(self.application, "openapi_document", None)
@@ -48,12 +49,6 @@ class OpenApiHandler(ApiHandler):
             from handlers import routes
             document = self.application.openapi_document = build_document(routes())
         self.respond(document)
-
-
-OpenApiHandler.operations = {
-    "get": Operation("This OpenAPI 3.1 document", {200: dict}, tags=("meta",),
-                     description="Generated from the route table and the pydantic models; no API key needed."),
-}
 
 
 # --- building ------------------------------------------------------------------------------------

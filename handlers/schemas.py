@@ -10,8 +10,9 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# Documents (in the OpenAPI schema only) a check the validators make by hand: not empty or whitespace-only.
-NOT_BLANK = {"pattern": r"\S"}
+# Documents (in the OpenAPI schema only) a check the validators make by hand with str.strip(): not empty or
+# whitespace-only. Python's whitespace, spelled out: JSON Schema's \S differs (e.g. on U+001F, U+FEFF).
+NOT_BLANK = {"pattern": "[^" + "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + "]"}
 
 
 class SettingsPatch(Strict):

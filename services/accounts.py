@@ -38,12 +38,13 @@ class KeyRegistry:
     def __init__(self, db, data_dir):
         self.db = db
         self.stamp = Path(data_dir) / "keys.stamp"
+        self._stamp_path = str(self.stamp)
         self._cache = {}
         self._stamp_seen = self._read_stamp()
 
     def _read_stamp(self):
         try:
-            return self.stamp.stat().st_mtime_ns
+            return os.stat(self._stamp_path).st_mtime_ns  # os.stat on a str: half the cost of Path.stat
         except FileNotFoundError:
             return 0
 

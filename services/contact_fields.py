@@ -1,4 +1,6 @@
 """Normalizing contact fields with the field's own libraries: phonenumbers (E.164), email-validator."""
+import functools
+
 import phonenumbers
 from email_validator import EmailNotValidError, validate_email
 
@@ -23,6 +25,7 @@ def normalize_phone(raw, field="phone"):
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
+@functools.lru_cache(maxsize=4096)  # the same fromIds arrive again and again; parsing is the cost
 def looks_like_phone(text):
     try:
         return normalize_phone(text) if text and text.strip().startswith("+") else None
@@ -39,6 +42,7 @@ def normalize_email(raw, field="email"):
     return result.normalized.casefold()
 
 
+@functools.lru_cache(maxsize=4096)
 def looks_like_email(text):
     try:
         return normalize_email(text) if text and "@" in text else None

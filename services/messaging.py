@@ -74,9 +74,12 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
     changes nothing (created False), also when the repeats arrive concurrently."""
     db = services.db
-    existing = await store.find_by_external_id(db, account_id, message_sid)
-    if existing is not None:
-        return existing, False  # a retry: skip the media work, answer with the first id
+    if media_url:
+        # A retry must not decode and store its media again; without media the write's own check
+        # (below) is enough, and skipping this read saves a thread hop on the hot path.
+        existing = await store.find_by_external_id(db, account_id, message_sid)
+        if existing is not None:
+            return existing, False
     identity = _identity(account_id, from_id, first_name, last_name, email)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     message = {"id": new_id("msg"), "account_id": account_id, "direction": "inbound",

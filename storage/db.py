@@ -166,8 +166,9 @@ class Database:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            self.transactions_committed += 1
-            self.writes_committed += len(batch)
+            if any(ok for ok, _ in outcomes):  # a lone failed call was rolled back, not committed
+                self.transactions_committed += 1
+            self.writes_committed += sum(1 for ok, _ in outcomes if ok)
             for (future, _), (ok, value) in zip(batch, outcomes):
                 if future.done():
                     continue
@@ -187,19 +188,27 @@ def _configure(cx):
 
 
 def _run_batch(cx, calls):
+    """One transaction for all calls; each call inside its own SAVEPOINT so a failure rolls back alone.
+    A lone call needs no SAVEPOINT (two statements saved on the common, uncontended path)."""
+    isolate = len(calls) > 1
     outcomes = []
     cx.execute("BEGIN IMMEDIATE")
     try:
         for call in calls:
-            cx.execute("SAVEPOINT write")
+            if isolate:
+                cx.execute("SAVEPOINT write")
             try:
                 outcomes.append((True, call(cx)))
-                cx.execute("RELEASE write")
+                if isolate:
+                    cx.execute("RELEASE write")
             except Exception as exc:
                 if not cx.in_transaction:
                     # SQLite rolled the whole transaction back (it may on SQLITE_FULL, IOERR, BUSY): fail
                     # the batch, or later calls would each commit alone through their SAVEPOINT.
                     raise
+                if not isolate:
+                    cx.execute("ROLLBACK")
+                    return [(False, exc)]
                 cx.execute("ROLLBACK TO write")
                 cx.execute("RELEASE write")
                 outcomes.append((False, exc))

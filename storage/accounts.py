@@ -1,18 +1,13 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
-from storage.db import reads, writes
+from storage.db import fetch_one, reads, writes
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
                     "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
 
 
-def _account(row):
-    if row is None:
-        return None
-    account = dict(row)
-    account["settings"] = json.loads(account["settings"])
-    return account
+_JSON = ("settings",)  # columns stored as JSON text
 
 
 @writes
@@ -50,28 +45,26 @@ def count_accounts(cx):
 
 @reads
 def get_account(cx, account_id):
-    return _account(cx.execute(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = ?",
-                               (account_id,)).fetchone())
+    return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = ?",
+                     (account_id,), json_columns=_JSON)
 
 
 @reads
 def get_account_by_email(cx, email):
-    return _account(cx.execute(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE email = ?",
-                               (email,)).fetchone())
+    return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE email = ?",
+                     (email,), json_columns=_JSON)
 
 
 @reads
 def get_account_by_key_hash(cx, key_hash):
-    return _account(cx.execute(
-        f"SELECT {', '.join('a.' + c.strip() for c in _ACCOUNT_COLUMNS.split(','))}"
-        " FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?",
-        (key_hash,)).fetchone())
+    return fetch_one(cx, f"SELECT {', '.join('a.' + c.strip() for c in _ACCOUNT_COLUMNS.split(','))}"
+                     " FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?",
+                     (key_hash,), json_columns=_JSON)
 
 
 @reads
 def get_key_prefix(cx, account_id):
-    row = cx.execute("SELECT prefix, created_at FROM api_keys WHERE account_id = ?", (account_id,)).fetchone()
-    return dict(row) if row else None
+    return fetch_one(cx, "SELECT prefix, created_at FROM api_keys WHERE account_id = ?", (account_id,))
 
 
 @reads
@@ -83,15 +76,12 @@ def get_owner_user_id(cx, account_id):
 
 @reads
 def get_user_by_email(cx, email):
-    row = cx.execute("SELECT id, account_id, email, password_hash FROM users WHERE email = ?",
-                     (email,)).fetchone()
-    return dict(row) if row else None
+    return fetch_one(cx, "SELECT id, account_id, email, password_hash FROM users WHERE email = ?", (email,))
 
 
 @reads
 def get_user(cx, user_id):
-    row = cx.execute("SELECT id, account_id, email FROM users WHERE id = ?", (user_id,)).fetchone()
-    return dict(row) if row else None
+    return fetch_one(cx, "SELECT id, account_id, email FROM users WHERE id = ?", (user_id,))
 
 
 @writes

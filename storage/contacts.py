@@ -1,13 +1,11 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
-from storage.db import reads, writes
+from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, first_name, last_name, phone, email, created_at"
 FILLABLE = ("first_name", "last_name", "phone", "email")
 
 
-def _row(row):
-    return dict(row) if row is not None else None
 
 
 def public_contact(row):
@@ -23,21 +21,21 @@ def emit_created_in_tx(cx, row):
 
 @reads
 def get_contact(cx, account_id, contact_id):
-    return _row(cx.execute(f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND id = ?",
-                           (account_id, contact_id)).fetchone())
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND id = ?",
+                     (account_id, contact_id))
 
 
 @reads
 def find_by_phone(cx, account_id, phone):
-    return _row(cx.execute(f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND phone = ?",
-                           (account_id, phone)).fetchone())
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND phone = ?",
+                     (account_id, phone))
 
 
 @reads
 def find_by_email(cx, account_id, email):
     """The oldest contact with this (case-folded) email."""
-    return _row(cx.execute(f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND email = ?"
-                           " ORDER BY id LIMIT 1", (account_id, email)).fetchone())
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND email = ?"
+                     " ORDER BY id LIMIT 1", (account_id, email))
 
 
 def insert_contact_in_tx(cx, contact):

@@ -2,7 +2,7 @@
 import json
 from decimal import Decimal
 
-from storage.db import reads, writes
+from storage.db import fetch_one, reads, writes
 
 SCALE = 100  # balances and amounts are stored as integer hundredths of a credit
 MAX_BALANCE = 10 ** 12 * SCALE  # the migration's CHECK; < 2^53, so every balance is an exact JSON number
@@ -29,9 +29,8 @@ def _insert_transaction(cx, tx):
 
 
 def _find_subaccount(cx, agency_id, email):
-    row = cx.execute("SELECT id, credit_hundredths FROM accounts WHERE email = ? AND type = 'subaccount'"
-                     " AND parent_agency_id = ?", (email, agency_id)).fetchone()
-    return dict(row) if row else None
+    return fetch_one(cx, "SELECT id, credit_hundredths FROM accounts WHERE email = ? AND type = 'subaccount'"
+                     " AND parent_agency_id = ?", (email, agency_id))
 
 
 def _remembered(cx, account_id, key, not_before):

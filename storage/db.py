@@ -1,6 +1,7 @@
 """Database: the single SQLite writer (group commit) and the reader connection."""
 import asyncio
 import functools
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -218,6 +219,24 @@ def _run_batch(cx, calls):
             cx.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _as_dict(row, json_columns):
+    out = dict(row)
+    for column in json_columns:
+        out[column] = json.loads(out[column]) if out[column] else None
+    return out
+
+
+def fetch_one(cx, sql, params=(), json_columns=()):
+    """The first row as a dict (JSON text columns decoded), or None."""
+    row = cx.execute(sql, params).fetchone()
+    return None if row is None else _as_dict(row, json_columns)
+
+
+def fetch_all(cx, sql, params=(), json_columns=()):
+    """Every row as a dict (JSON text columns decoded)."""
+    return [_as_dict(row, json_columns) for row in cx.execute(sql, params)]
 
 
 def reads(fn):

@@ -1,18 +1,13 @@
 """SQL for webhook delivery: due outbox rows, attempts, and the outcome written back to outbox and message."""
 import json
 
-from storage.db import reads, writes
+from storage.db import fetch_all, fetch_one, reads, writes
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
                    " next_attempt_at, last_error, sent_at, created_at")
 
 
-def _outbox(row):
-    if row is None:
-        return None
-    out = dict(row)
-    out["last_error"] = json.loads(out["last_error"]) if out.get("last_error") else None
-    return out
+_JSON = ("last_error",)  # columns stored as JSON text
 
 
 def _placeholders(values):
@@ -34,7 +29,7 @@ def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=()
            f" SELECT {_OUTBOX_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY next_attempt_at, id)"
            f" AS rank_in_account FROM outbox WHERE {' AND '.join(where)}"
            ") due WHERE rank_in_account <= ? ORDER BY next_attempt_at, id LIMIT ?")
-    return [_outbox(r) for r in cx.execute(sql, (*args, per_account, limit))]
+    return fetch_all(cx, sql, (*args, per_account, limit), json_columns=_JSON)
 
 
 @reads
@@ -71,8 +66,8 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
 def schedule_retry_now(cx, account_id, message_id, now):
     """Make the message's delivery due at ``now`` (a manual retry). Returns the outbox row as it was
     before, or None when the message has no delivery; a row already sent is left alone."""
-    before = _outbox(cx.execute(f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
-                                " ORDER BY id DESC LIMIT 1", (account_id, message_id)).fetchone())
+    before = fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
+                       " ORDER BY id DESC LIMIT 1", (account_id, message_id), json_columns=_JSON)
     if before is not None and before["status"] != "sent":
         cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
     return before
@@ -80,14 +75,14 @@ def schedule_retry_now(cx, account_id, message_id, now):
 
 @reads
 def get_outbox_for_message(cx, account_id, message_id):
-    return _outbox(cx.execute(f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
-                              " ORDER BY id DESC LIMIT 1", (account_id, message_id)).fetchone())
+    return fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
+                     " ORDER BY id DESC LIMIT 1", (account_id, message_id), json_columns=_JSON)
 
 
 @reads
 def get_outbox(cx, account_id, outbox_id):
-    return _outbox(cx.execute(f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND id = ?",
-                              (account_id, outbox_id)).fetchone())
+    return fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND id = ?",
+                     (account_id, outbox_id), json_columns=_JSON)
 
 
 @reads

@@ -1,14 +1,12 @@
 """SQL for contact lists and their members; adding a member queues contact.tagged in the same transaction."""
 from storage.contacts import get_contact, public_contact
-from storage.db import reads, writes
+from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, name, contact_count, created_at"
 _CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.created_at"
 
 
-def _row(row):
-    return dict(row) if row is not None else None
 
 
 def public_list(row):
@@ -26,8 +24,8 @@ def insert_list(cx, row):
 
 @reads
 def get_list(cx, account_id, list_id):
-    return _row(cx.execute(f"SELECT {_COLUMNS} FROM lists WHERE account_id = ? AND id = ?",
-                           (account_id, list_id)).fetchone())
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM lists WHERE account_id = ? AND id = ?",
+                     (account_id, list_id))
 
 
 @reads

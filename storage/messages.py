@@ -2,19 +2,14 @@
 The *_in_tx functions are plain sync functions for composing one transaction in services/messaging.py."""
 import json
 
-from storage.db import reads
+from storage.db import fetch_all, fetch_one, reads
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
             " external_id, from_id, to_id, media_url, media_content_type, error, created_at")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
 
 
-def _row(row):
-    if row is None:
-        return None
-    message = dict(row)
-    message["error"] = json.loads(message["error"]) if message["error"] else None
-    return message
+_JSON = ("error",)  # columns stored as JSON text
 
 
 def insert_message_in_tx(cx, message):
@@ -25,8 +20,8 @@ def insert_message_in_tx(cx, message):
 
 
 def find_by_external_id_in_tx(cx, account_id, external_id):
-    return _row(cx.execute(f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND external_id = ?",
-                           (account_id, external_id)).fetchone())
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND external_id = ?",
+                     (account_id, external_id), json_columns=_JSON)
 
 
 find_by_external_id = reads(find_by_external_id_in_tx)
@@ -59,8 +54,8 @@ def reply_target_in_tx(cx, account_id, contact_id):
 
 @reads
 def get_message(cx, account_id, message_id):
-    return _row(cx.execute(f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",
-                           (account_id, message_id)).fetchone())
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",
+                     (account_id, message_id), json_columns=_JSON)
 
 
 @reads
@@ -74,7 +69,7 @@ def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
         args.append(after)
     sql += " ORDER BY id LIMIT ?"
     args.append(limit + 1)
-    return [_row(r) for r in cx.execute(sql, args)]
+    return fetch_all(cx, sql, args, json_columns=_JSON)
 
 
 @reads

@@ -1,6 +1,5 @@
 """The real server.py as a child process over HTTPS, for end-to-end tests."""
 import json
-import os
 import signal
 import socket
 import ssl

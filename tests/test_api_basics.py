@@ -1,8 +1,6 @@
 """Auth, error envelopes and the Account API, in-process (DESIGN §3 Auth, Errors, Account API)."""
 import logging
 
-import pytest
-import tornado.web
 
 from handlers.base import ApiHandler
 

@@ -2,7 +2,6 @@
 at connect time, restarts, fairness. The worker's clock is driven by the tests (run_due(now))."""
 import asyncio
 import dataclasses
-import json
 import random
 import socket
 from datetime import datetime, timedelta, timezone

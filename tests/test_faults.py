@@ -1,7 +1,6 @@
 """Fault tests against the real server.py over HTTPS: kill -9 under inbound load, a webhook receiver
 that is down and then up, and a full disk. CI-sized by default; `make faults` multiplies the counts
 with PARLEY_FAULT_SCALE (e.g. 10)."""
-import json
 import os
 import signal
 import sqlite3

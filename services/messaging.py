@@ -44,8 +44,9 @@ def _resolve_contact_in_tx(cx, identity):
     account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
     contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
     if contact_id is not None:
-        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
-        contact_store.fill_blanks_in_tx(cx, contact, values)
+        if any(values.values()):  # most messages carry no names or email: nothing to fill, no read
+            contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+            contact_store.fill_blanks_in_tx(cx, contact, values)
         return contact_id, False
     linked = None
     if identity["from_phone"]:

@@ -108,7 +108,7 @@ async def main(settings):
     certs.ensure()
     app = make_app(settings, services)
     # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
-    body_cap = max(settings.max_body_bytes, settings.max_media_bytes * 4 // 3 + 65536)
+    body_cap = settings.max_media_request_bytes
     https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
     https.listen(settings.port, settings.host)
     servers = [https]

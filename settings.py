@@ -45,6 +45,11 @@ class Settings(BaseModel):
         return (self.public_url or f"https://localhost:{self.port}").rstrip("/")
 
     @property
+    def max_media_request_bytes(self):
+        """The largest request body: an embedded file of max_media_bytes as base64 plus the JSON around it."""
+        return max(self.max_body_bytes, self.max_media_bytes * 4 // 3 + 65536)
+
+    @property
     def db_path(self):
         return self.data_dir / "parley.db"
 

@@ -13,10 +13,8 @@ _PARSE_INLINE_BYTES = 256 * 1024
 
 class _CustomChannelPost(CustomChannelHandler):
     def max_body_bytes(self):
-        # Room for an embedded file of max_media_bytes as base64 plus the JSON around it; the decoded
-        # size is checked exactly (413) once the data URI is decoded.
-        settings = self.application.settings_obj
-        return max(settings.max_body_bytes, settings.max_media_bytes * 4 // 3 + 65536)
+        # The decoded media size is checked exactly (413) once the data URI is decoded.
+        return self.application.settings_obj.max_media_request_bytes
 
     async def parse(self, model):
         if len(self.request.body) <= _PARSE_INLINE_BYTES:

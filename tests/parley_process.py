@@ -27,6 +27,15 @@ def run_cli(data_dir, *args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def create_agency_with_subaccount(data_dir, agency_email, sub_email):
+    """An agency and one sub-account of it, through the ops CLI; returns their create-account outputs."""
+    agency = run_cli(data_dir, "create-account", "--name", "Agency", "--email", agency_email, "--agency")
+    sub = run_cli(data_dir, "create-account", "--name", "Client", "--email", sub_email,
+                  "--agency-email", agency_email)
+    assert agency["type"] == "agency" and sub["type"] == "subaccount"
+    return agency, sub
+
+
 class ParleyProcess:
     def __init__(self, data_dir, *extra_args, http=True):
         self.data_dir = Path(data_dir)

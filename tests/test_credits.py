@@ -13,7 +13,7 @@ from services.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, 
 from services.ids import utcnow
 from storage import credits as credit_store
 from storage.db import connect_sync
-from tests.parley_process import ParleyProcess, run_cli
+from tests.parley_process import ParleyProcess, create_agency_with_subaccount
 from tests.test_contacts import query_plans
 
 PATH = "/v1/subaccounts/credits"
@@ -425,10 +425,7 @@ def test_end_to_end_grant_over_https_header_only(tmp_path):
     used there" (401 with ?apiKey=), §5.7 agencies only (403), then a grant shows in the sub-account's
     GET /v1/account; §5.4 HTTPS only."""
     data = tmp_path / "data"
-    agency = run_cli(data, "create-account", "--name", "Agency", "--email", "agency@example.com", "--agency")
-    sub = run_cli(data, "create-account", "--name", "Client", "--email", "client@example.com",
-                  "--agency-email", "agency@example.com")
-    assert agency["type"] == "agency" and sub["type"] == "subaccount"
+    agency, sub = create_agency_with_subaccount(data, "agency@example.com", "client@example.com")
     with ParleyProcess(data) as parley, parley.client() as c:
         body = {"email": "client@example.com", "amount": 12.5, "description": "e2e"}
         r = c.post(PATH, params={"apiKey": agency["api_key"]}, json=body)

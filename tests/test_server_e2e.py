@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from services.tls import write_self_signed
-from tests.parley_process import ParleyProcess, run_cli
+from tests.parley_process import ParleyProcess, create_agency_with_subaccount, run_cli
 
 
 @pytest.fixture
@@ -176,10 +176,7 @@ def test_backup_while_running_holds_the_data(parley, tmp_path):
 
 def test_agency_and_subaccount_from_the_cli(tmp_path):
     data = tmp_path / "data"
-    agency = run_cli(data, "create-account", "--name", "Agency", "--email", "a@agency.test", "--agency")
-    sub = run_cli(data, "create-account", "--name", "Client", "--email", "c@client.test",
-                  "--agency-email", "a@agency.test")
-    assert agency["type"] == "agency" and sub["type"] == "subaccount"
+    agency, sub = create_agency_with_subaccount(data, "a@agency.test", "c@client.test")
     with ParleyProcess(data) as p, p.client() as c:
         assert _account(c, sub["api_key"]).json()["parentAgencyId"] == agency["account_id"]
 

@@ -103,20 +103,21 @@ class BaseHandler(tornado.web.RequestHandler):
     def _request_summary(self):
         return "%s %s" % (self.request.method, _SECRET_QUERY.sub(r"\1***", self.request.uri))
 
-    def write_error(self, status_code, **kwargs):
-        exc = kwargs.get("exc_info", (None, None, None))[1]
+    def describe_error(self, status_code, exc):
+        """(status, code, message) of an error answer, for every page kind; applies a DomainError's
+        headers. Faults (5xx) say only the request id: the traceback stays in the log."""
         if isinstance(exc, DomainError):
-            status_code, code, message = exc.status, exc.code, exc.message
             for name, value in exc.headers.items():
                 self.set_header(name, value)
-        elif isinstance(exc, tornado.web.HTTPError) and status_code < 500:
-            code = CODES.get(status_code, "ERROR")
+            return exc.status, exc.code, exc.message
+        if isinstance(exc, tornado.web.HTTPError) and status_code < 500:
             message = exc.log_message % exc.args if exc.log_message else HTTPStatus(status_code).phrase
-        elif status_code == 405:
-            code, message = "METHOD_NOT_ALLOWED", "method not allowed"
-        else:
-            status_code, code = (503, "UNAVAILABLE") if status_code == 503 else (500, "INTERNAL")
-            message = f"internal error; the request id is {self.request_id}"
+            return status_code, CODES.get(status_code, "ERROR"), message
+        status_code, code = (503, "UNAVAILABLE") if status_code == 503 else (500, "INTERNAL")
+        return status_code, code, f"internal error; the request id is {self.request_id}"
+
+    def write_error(self, status_code, **kwargs):
+        status_code, code, message = self.describe_error(status_code, kwargs.get("exc_info", (None, None, None))[1])
         self.clear_header("Content-Type")
         self.set_status(status_code)
         self.respond(self.error_body(code, message), status_code)
@@ -295,17 +296,11 @@ class UiHandler(BaseHandler):
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, DomainError):
-            status_code, message = exc.status, exc.message
-            for name, value in exc.headers.items():
-                self.set_header(name, value)
-        elif isinstance(exc, tornado.web.HTTPError) and status_code < 500:
-            message = exc.log_message % exc.args if exc.log_message else HTTPStatus(status_code).phrase
-            if status_code == 403 and "xsrf" in message.lower():
-                message = "This form expired or did not come from this site. Reload the page and try again."
-        else:
-            status_code = 503 if status_code == 503 else 500
+        status_code, _, message = self.describe_error(status_code, exc)
+        if status_code >= 500 and not isinstance(exc, DomainError):
             message = "Something went wrong on our side."
+        elif isinstance(exc, tornado.web.HTTPError) and status_code == 403 and "xsrf" in message.lower():
+            message = "This form expired or did not come from this site. Reload the page and try again."
         try:
             self.render("error.html", status=status_code, title=HTTPStatus(status_code).phrase, message=message)
         except Exception:

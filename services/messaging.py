@@ -89,26 +89,32 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "external_id": message_sid, "from_id": from_id, "to_id": to_id, "media_url": stored_url,
                "media_content_type": content_type, "error": None, "created_at": now_iso()}
 
-    def record(cx):
-        # The single writer serializes this check-then-insert against every other write.
-        first = store.find_by_external_id_in_tx(cx, account_id, message_sid)
-        if first is not None:
-            return first, False, False
-        message["contact_id"], contact_created = _resolve_contact_in_tx(cx, identity)
-        store.insert_message_in_tx(cx, message)
-        return message, True, contact_created
-
     try:
-        stored, created, contact_created = await db.write(record)
+        first, contact_id, contact_created = await db.write(_record_inbound, message, identity)
     except sqlite3.IntegrityError:
         # Backstop: another process (or connection) inserted the same messageSid first.
         first = await store.find_by_external_id(db, account_id, message_sid)
         if first is None:
             raise
         return first, False
+    if first is not None:
+        return first, False
+    message["contact_id"] = contact_id
     if contact_created:
         _wake_delivery(services)  # a contact.created notification may be queued
-    return stored, created
+    return message, True
+
+
+def _record_inbound(cx, message, identity):
+    """In the writer: store an inbound message unless its messageSid was stored before. The single
+    writer serializes this check-then-insert against every other write. Returns (the first message or
+    None, the contact id, whether the contact was created): only what the caller lacks crosses back."""
+    first = store.find_by_external_id_in_tx(cx, message["account_id"], message["external_id"])
+    if first is not None:
+        return first, first["contact_id"], False
+    contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
+    store.insert_message_in_tx(cx, {**message, "contact_id": contact_id})
+    return None, contact_id, contact_created
 
 
 def _wake_delivery(services):
@@ -180,16 +186,18 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
 
-    def record(cx):
-        contact_id, _ = _resolve_contact_in_tx(cx, identity)
-        return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, user_id=user_id,
-                                     body=body, channel=custom_channel, to_id=from_id,
-                                     campaign_id=_blank_to_none(campaign_id), media_url=stored_url,
-                                     content_type=content_type, shown_media=shown_media)
-
-    message = await services.db.write(record)
+    message = await services.db.write(
+        _record_outbound, identity, account_id=account_id, user_id=user_id, body=body, channel=custom_channel,
+        to_id=from_id, campaign_id=_blank_to_none(campaign_id), media_url=stored_url, content_type=content_type,
+        shown_media=shown_media)
     _wake_delivery(services)
     return {"messageId": message["id"], "contactId": message["contact_id"]}
+
+
+def _record_outbound(cx, identity, **outbound):
+    """In the writer: resolve or create the contact from fromId, then store and queue the message."""
+    contact_id, _ = _resolve_contact_in_tx(cx, identity)
+    return _queue_outbound_in_tx(cx, contact_id=contact_id, **outbound)
 
 
 async def send_reply(services, account_id, contact_id, body, channel=None, *, to_id=None, campaign_id=None,
@@ -202,23 +210,25 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, to
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
 
-    def record(cx):
-        if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
-            raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
-        target_to, target_channel = to_id, channel
-        if target_to is None:
-            target = store.reply_target_in_tx(cx, account_id, contact_id)
-            if target is None:
-                raise Invalid("this contact has never written on a custom channel, so there is no fromId "
-                              "to reply to")
-            target_to, target_channel = target[0], channel or target[1]
-        return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, user_id=user_id,
-                                     body=body, channel=target_channel, to_id=target_to, campaign_id=campaign_id,
-                                     media_url=stored_url, content_type=content_type, shown_media=shown_media)
-
-    message = await services.db.write(record)
+    message = await services.db.write(
+        _record_reply, account_id=account_id, contact_id=contact_id, user_id=user_id, body=body, channel=channel,
+        to_id=to_id, campaign_id=campaign_id, media_url=stored_url, content_type=content_type,
+        shown_media=shown_media)
     _wake_delivery(services)
     return {"messageId": message["id"], "contactId": contact_id}
+
+
+def _record_reply(cx, *, account_id, contact_id, to_id, channel, **outbound):
+    """In the writer: a reply to a known contact, by default where it last wrote from."""
+    if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
+        raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+    if to_id is None:
+        target = store.reply_target_in_tx(cx, account_id, contact_id)
+        if target is None:
+            raise Invalid("this contact has never written on a custom channel, so there is no fromId to reply to")
+        to_id, channel = target[0], channel or target[1]
+    return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, to_id=to_id, channel=channel,
+                                 **outbound)
 
 
 # ---- reading ---------------------------------------------------------------------------------

@@ -1,9 +1,17 @@
-"""Database: the single SQLite writer (group commit) and the reader connection."""
+"""Database: the single SQLite writer (group commit, in a child process: storage/writer.py) and the
+reader connection."""
 import asyncio
+import collections
 import functools
 import json
 import logging
+import os
+import pickle
+import socket
 import sqlite3
+import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import aiosqlite
@@ -79,60 +87,137 @@ def _split_sql(script):
         yield statement
 
 
-class Database:
-    """One writer connection fed by a queue, one reader connection; both run in aiosqlite's threads.
+FRAME_HEADER = struct.Struct("!I")  # each frame to and from the writer process: length, then a pickle
 
-    ``write(fn, *args)`` queues ``fn(cx, *args)``; the writer task runs every queued call in one
-    transaction (each inside a SAVEPOINT, so one failing call rolls back alone) and resolves each
-    caller's future only after COMMIT returned: an answered write is durable.
+
+def encode_frame(obj):
+    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    return FRAME_HEADER.pack(len(data)) + data
+
+
+def function_reference(fn):
+    """(module, qualname) of a module-level function: how a write names its function to the writer
+    process. Closures and lambdas cannot cross a process boundary: TypeError, at the call."""
+    reference = _references.get(fn)
+    if reference is None:
+        if "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>":
+            raise TypeError(f"Database.write needs a module-level function, not {fn.__qualname__}: "
+                            "it runs in the writer process")
+        reference = _references[fn] = (fn.__module__, fn.__qualname__)
+    return reference
+
+
+_references = {}
+
+
+class _WriterConnection(asyncio.Protocol):
+    """The parent's end of the socket to the writer process: reads reply frames as they arrive (never
+    blocking the loop) and hands each to the Database."""
+
+    def __init__(self, on_reply, on_lost):
+        self.on_reply, self.on_lost = on_reply, on_lost
+        self.buffer = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.buffer += data
+        while len(self.buffer) >= FRAME_HEADER.size:
+            size = FRAME_HEADER.size + FRAME_HEADER.unpack_from(self.buffer)[0]
+            if len(self.buffer) < size:
+                return
+            reply = pickle.loads(bytes(self.buffer[FRAME_HEADER.size:size]))
+            del self.buffer[:size]
+            self.on_reply(reply)
+
+    def connection_lost(self, exc):
+        self.on_lost()
+
+
+class Database:
+    """The single writer (a child process, storage/writer.py) and one reader connection (a thread).
+
+    ``write(fn, *args)`` queues ``fn(cx, *args)`` -- fn a module-level function, args and result plain
+    data, since both cross to the writer process. Every call queued while a transaction is in flight
+    goes into the next one (group commit), each inside a SAVEPOINT so one failing call rolls back
+    alone, and each caller's future resolves only after COMMIT returned: an answered write is durable.
     """
 
     def __init__(self, path):
-        self.path = Path(path)
+        self.path = Path(path).resolve()
         self.transactions_committed = 0
         self.writes_committed = 0
-        self._writer = None
         self._reader = None
-        self._queue = None
-        self._writer_task = None
+        self._process = None
+        self._connection = None
+        self._pending = collections.deque()  # (future, call) not yet sent
+        self._in_flight = None  # the futures of the batch the writer process is running
+        self._send_scheduled = False
+        self._closing = False
+        self._idle = None
 
     async def open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._idle = asyncio.Event()
+        self._idle.set()
+        await self._start_writer()  # its interpreter starts while the migrations run
         cx = connect_sync(self.path)
         try:
             migrate(cx)
         finally:
             cx.close()
-        self._writer = await aiosqlite.connect(self.path, isolation_level=None,
-                                              check_same_thread=False)
         self._reader = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
-        for conn in (self._writer, self._reader):
-            await conn._execute(_configure, conn._conn)
-        self._queue = asyncio.Queue()
-        self._writer_task = asyncio.ensure_future(self._run_writer())
+        await self._reader._execute(_configure, self._reader._conn)
         return self
 
+    async def _start_writer(self):
+        ours, theirs = socket.socketpair()
+        try:
+            # The parent's sys.path, so that every module a write function lives in imports there too.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+        finally:
+            theirs.close()
+        _, self._connection = await asyncio.get_running_loop().create_connection(
+            lambda: _WriterConnection(self._on_reply, self._on_writer_lost), sock=ours)
+
     async def close(self):
-        """Flush queued writes, then close both connections."""
-        if self._writer_task is not None:
-            await self._queue.put(None)
-            await self._writer_task
-            self._writer_task = None
-        for conn in (self._writer, self._reader):
-            if conn is not None:
-                await conn.close()
-        self._writer = self._reader = None
+        """Flush queued writes, stop the writer process, close the reader."""
+        if self._process is not None:
+            self._closing = True
+            await self._idle.wait()
+            self._connection.transport.write(encode_frame(None))
+            self._connection.transport.close()
+            process, self._process = self._process, None
+            loop = asyncio.get_running_loop()
+            try:
+                await asyncio.wait_for(loop.run_in_executor(None, process.wait), 30)
+            except asyncio.TimeoutError:
+                log.error("the writer process did not stop; killing it")
+                process.kill()
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
 
     async def read(self, fn, *args, **kwargs):
         """Run ``fn(cx, *args)`` on the reader connection (one thread hop)."""
         return await self._reader._execute(fn, self._reader._conn, *args, **kwargs)
 
     async def write(self, fn, *args, **kwargs):
-        """Queue ``fn(cx, *args)`` for the writer; returns its result once committed."""
-        if self._writer_task is None:
+        """Queue ``fn(cx, *args)`` for the writer process; returns its result once committed."""
+        if self._process is None or self._closing:
             raise RuntimeError("database is closed")
         future = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((future, lambda cx: fn(cx, *args, **kwargs)))
+        self._pending.append((future, (*function_reference(fn), args, kwargs)))
+        self._idle.clear()
+        if self._in_flight is None and not self._send_scheduled:
+            # Sent at the end of this loop iteration: writes queued meanwhile share the transaction.
+            self._send_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_batch)
         return await future
 
     async def backup(self, target_path):
@@ -142,83 +227,96 @@ class Database:
         finally:
             target.close()
 
-    async def _run_writer(self):
-        stopping = False
-        while not stopping:
-            item = await self._queue.get()
-            batch = []
-            while item is not None:
-                batch.append(item)
-                if len(batch) >= MAX_BATCH or self._queue.empty():
-                    break
-                item = self._queue.get_nowait()
-            stopping = item is None
-            batch = [(f, call) for f, call in batch if not f.cancelled()]
-            if not batch:
-                continue
-            # The whole batch runs in the writer thread: one hop per transaction, not per row.
+    def _send_batch(self):
+        self._send_scheduled = False
+        if self._in_flight is not None:
+            return
+        futures, calls = [], []
+        while self._pending and len(calls) < MAX_BATCH:
+            future, call = self._pending.popleft()
+            if not future.cancelled():
+                futures.append(future)
+                calls.append(call)
+        if not calls:
+            self._idle.set()
+            return
+        try:
+            frame = encode_frame(calls)
+        except Exception:  # some call's arguments cannot be pickled: fail those, send the rest
+            frame = self._encode_picklable(futures, calls)
+            if frame is None:
+                return self._send_batch()
+        self._in_flight = futures
+        self._connection.transport.write(frame)
+
+    @staticmethod
+    def _encode_picklable(futures, calls):
+        kept = []
+        for future, call in zip(list(futures), calls):
             try:
-                outcomes = await self._writer._execute(_run_batch, self._writer._conn,
-                                                       [call for _, call in batch])
-            except Exception as exc:  # COMMIT itself failed: nobody's write is durable.
-                log.error("write transaction failed, %d writes rejected: %s", len(batch), exc)
-                exc = as_unavailable(exc)
-                for future, _ in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            if any(ok for ok, _ in outcomes):  # a lone failed call was rolled back, not committed
+                pickle.dumps(call, pickle.HIGHEST_PROTOCOL)
+                kept.append(call)
+            except Exception as exc:
+                futures.remove(future)
+                future.set_exception(TypeError(f"the arguments of {call[1]} cannot be sent to the writer: {exc}"))
+        return encode_frame(kept) if kept else None
+
+    def _on_reply(self, reply):
+        futures, self._in_flight = self._in_flight, None
+        kind, value = reply
+        if kind == "failed":  # COMMIT itself failed: nobody's write is durable.
+            log.error("write transaction failed, %d writes rejected: %s", len(futures), value)
+            value = as_unavailable(value)
+            for future in futures:
+                if not future.done():
+                    future.set_exception(value)
+        else:
+            if any(ok for ok, _ in value):  # a lone failed call was rolled back, not committed
                 self.transactions_committed += 1
-            self.writes_committed += sum(1 for ok, _ in outcomes if ok)
-            for (future, _), (ok, value) in zip(batch, outcomes):
+            self.writes_committed += sum(1 for ok, _ in value if ok)
+            for future, (ok, result) in zip(futures, value):
                 if future.done():
                     continue
                 if ok:
-                    future.set_result(value)
+                    future.set_result(result)
                 else:
-                    unavailable = as_unavailable(value)
-                    if unavailable is not value:
-                        log.error("write rejected: %s", value)
+                    unavailable = as_unavailable(result)
+                    if unavailable is not result:
+                        log.error("write rejected: %s", result)
                     future.set_exception(unavailable)
+        self._send_batch()
+
+    def _on_writer_lost(self):
+        if self._closing and self._in_flight is None:
+            return
+        futures, self._in_flight = self._in_flight or [], None
+        log.error("the writer process stopped unexpectedly (exit code %s); %d writes in flight failed",
+                  self._process and self._process.poll(), len(futures))
+        lost = StorageUnavailable("the storage writer stopped; the write may not be stored, retry it")
+        for future in futures:
+            if not future.done():
+                future.set_exception(lost)
+        asyncio.ensure_future(self._restart_writer())
+
+    async def _restart_writer(self):
+        try:
+            await self._start_writer()
+        except Exception as exc:
+            log.error("could not restart the writer process: %s", exc)
+            unavailable = StorageUnavailable("the storage writer is not running; retry later")
+            while self._pending:
+                future, _ = self._pending.popleft()
+                if not future.done():
+                    future.set_exception(unavailable)
+            self._idle.set()
+            return
+        self._send_batch()
 
 
 def _configure(cx):
     cx.row_factory = sqlite3.Row
     for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", "busy_timeout=10000"):
         cx.execute(f"PRAGMA {pragma}")
-
-
-def _run_batch(cx, calls):
-    """One transaction for all calls; each call inside its own SAVEPOINT so a failure rolls back alone.
-    A lone call needs no SAVEPOINT (two statements saved on the common, uncontended path)."""
-    isolate = len(calls) > 1
-    outcomes = []
-    cx.execute("BEGIN IMMEDIATE")
-    try:
-        for call in calls:
-            if isolate:
-                cx.execute("SAVEPOINT write")
-            try:
-                outcomes.append((True, call(cx)))
-                if isolate:
-                    cx.execute("RELEASE write")
-            except Exception as exc:
-                if not cx.in_transaction:
-                    # SQLite rolled the whole transaction back (it may on SQLITE_FULL, IOERR, BUSY): fail
-                    # the batch, or later calls would each commit alone through their SAVEPOINT.
-                    raise
-                if not isolate:
-                    cx.execute("ROLLBACK")
-                    return [(False, exc)]
-                cx.execute("ROLLBACK TO write")
-                cx.execute("RELEASE write")
-                outcomes.append((False, exc))
-        cx.execute("COMMIT")
-    except BaseException:
-        if cx.in_transaction:
-            cx.execute("ROLLBACK")
-        raise
-    return outcomes
 
 
 def _as_dict(row, json_columns):

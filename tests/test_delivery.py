@@ -128,15 +128,22 @@ async def queue_reply(services, account, body="Thanks, we got it", channel="my-c
     payload = {"contactId": contact_id, "messageId": message_id, "userId": "usr_owner", "body": body,
                "toId": to_id, "channel": channel}
 
-    def write(cx):
-        insert_contact_in_tx(cx, {"id": contact_id, "account_id": account_id, "created_at": now})
-        insert_message_in_tx(cx, {"id": message_id, "account_id": account_id, "contact_id": contact_id,
-                                  "direction": "outbound", "status": "Pending", "body": body,
-                                  "channel": channel, "message_type": "text", "to_id": to_id,
-                                  "created_at": now})
-        enqueue_in_tx(cx, account_id=account_id, kind="reply", payload=payload, message_id=message_id)
-    await services.db.write(write)
+    await services.db.write(_insert_reply, account_id, contact_id, message_id, payload, now)
     return message_id, payload
+
+
+def _insert_reply(cx, account_id, contact_id, message_id, payload, now):
+    """(In the writer process.) A contact, its Pending outbound message and the outbox row."""
+    insert_contact_in_tx(cx, {"id": contact_id, "account_id": account_id, "created_at": now})
+    insert_message_in_tx(cx, {"id": message_id, "account_id": account_id, "contact_id": contact_id,
+                              "direction": "outbound", "status": "Pending", "body": payload["body"],
+                              "channel": payload["channel"], "message_type": "text", "to_id": payload["toId"],
+                              "created_at": now})
+    enqueue_in_tx(cx, account_id=account_id, kind="reply", payload=payload, message_id=message_id)
+
+
+def _execute(cx, sql):
+    cx.execute(sql)
 
 
 async def new_account(services):
@@ -413,8 +420,8 @@ async def test_notifications_are_delivered_signed(services, account, receiver, w
     await accounts.update_settings(services.db, account_id,
                                    {"notificationUrls": {"contact.created": receiver.url}})
     receiver.answers = [(500, {}, b"oops")]
-    webhook_id = await services.db.write(
-        lambda cx: enqueue_notification_in_tx(cx, account_id, "contact.created", {"contactId": "ct_1"}))
+    webhook_id = await services.db.write(enqueue_notification_in_tx, account_id, "contact.created",
+                                         {"contactId": "ct_1"})
     worker = workers()
     now = utcnow()
     await worker.run_due(now)
@@ -544,16 +551,15 @@ async def test_an_attempt_whose_outcome_cannot_be_written_is_held_back(services,
     disk), the row is still due; it is not re-sent at every poll but held for 30 s, then delivered."""
     await set_reply_url(services, account, receiver.url)
     message_id, _ = await queue_reply(services, account)
-    await services.db.write(lambda cx: cx.execute(
-        "CREATE TRIGGER refuse_attempts BEFORE INSERT ON delivery_attempts"
-        " BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END"))
+    await services.db.write(_execute, "CREATE TRIGGER refuse_attempts BEFORE INSERT ON delivery_attempts"
+                                      " BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END")
     worker = workers()
     now = utcnow()
     assert await worker.run_due(now) == 1
     assert len(receiver.requests) == 1
     assert (await get_message(services.db, account["account_id"], message_id))["status"] == "Pending"
     assert await worker.run_due(later(now, 5)) == 0
-    await services.db.write(lambda cx: cx.execute("DROP TRIGGER refuse_attempts"))
+    await services.db.write(_execute, "DROP TRIGGER refuse_attempts")
     assert await worker.run_due(later(now, 31)) == 1
     message, _, attempts = await delivery_state(services, account, message_id)
     assert message["status"] == "Sent" and len(attempts) == 1 and len(receiver.requests) == 2

@@ -378,6 +378,19 @@ async def test_full_database_answers_503_with_the_reason_and_recovers(api, accou
     assert repeat.json["messageId"] == first.json["messageId"]
 
 
+def _insert_probe(cx, value):
+    cx.execute("CREATE TABLE IF NOT EXISTS probe (v INTEGER)")
+    cx.execute("INSERT INTO probe (v) VALUES (?)", (value,))
+    return value
+
+
+def _fails_like_a_full_disk(cx):
+    cx.execute("ROLLBACK")  # what SQLite itself may do on SQLITE_FULL
+    error = sqlite3.OperationalError("database or disk is full")
+    error.sqlite_errorcode = sqlite3.SQLITE_FULL
+    raise error
+
+
 async def test_a_transaction_sqlite_rolled_back_fails_the_whole_batch_with_its_own_error(tmp_path):
     """DESIGN §4: a request is answered only after its commit. SQLite may roll the whole transaction
     back on SQLITE_FULL/IOERR: then no write of that batch is durable, every caller is told so with the
@@ -386,21 +399,10 @@ async def test_a_transaction_sqlite_rolled_back_fails_the_whole_batch_with_its_o
     from storage.db import Database, StorageUnavailable
 
     db = await Database(tmp_path / "parley.db").open()
-
-    def insert(cx, value):
-        cx.execute("CREATE TABLE IF NOT EXISTS probe (v INTEGER)")
-        cx.execute("INSERT INTO probe (v) VALUES (?)", (value,))
-        return value
-
-    def fails_like_a_full_disk(cx):
-        cx.execute("ROLLBACK")  # what SQLite itself may do on SQLITE_FULL
-        error = sqlite3.OperationalError("database or disk is full")
-        error.sqlite_errorcode = sqlite3.SQLITE_FULL
-        raise error
-
+    insert = _insert_probe
     try:
         await db.write(insert, 0)
-        outcomes = await asyncio.gather(db.write(insert, 1), db.write(fails_like_a_full_disk),
+        outcomes = await asyncio.gather(db.write(insert, 1), db.write(_fails_like_a_full_disk),
                                         db.write(insert, 2), return_exceptions=True)
         assert all(isinstance(o, StorageUnavailable) for o in outcomes), outcomes
         assert outcomes[0].status == 503

@@ -15,6 +15,14 @@ def _insert_probe(cx, value):
     return value
 
 
+@writes
+def _fail_at_commit(cx):
+    # A deferred foreign key violation is only detected at COMMIT.
+    cx.execute("PRAGMA defer_foreign_keys=ON")
+    cx.execute("INSERT INTO users (id, account_id, email, password_hash, created_at)"
+               " VALUES ('u', 'no-such-account', 'x@y', 'h', 'now')")
+
+
 @reads
 def _count_probe(cx):
     return cx.execute("SELECT COUNT(*) FROM probe").fetchone()[0]
@@ -81,13 +89,6 @@ async def test_failed_commit_rejects_the_batch_and_the_writer_keeps_going(tmp_pa
     db = await _open(tmp_path)
     try:
         await _insert_probe(db, 0)
-
-        @writes
-        def _fail_at_commit(cx):
-            # A deferred foreign key violation is only detected at COMMIT.
-            cx.execute("PRAGMA defer_foreign_keys=ON")
-            cx.execute("INSERT INTO users (id, account_id, email, password_hash, created_at)"
-                       " VALUES ('u', 'no-such-account', 'x@y', 'h', 'now')")
 
         with pytest.raises(sqlite3.IntegrityError):
             await _fail_at_commit(db)

@@ -1,0 +1,146 @@
+"""The single SQLite writer as a child process: runs batches of write functions, one transaction per
+batch, and answers each call only after COMMIT.
+
+Why a process and not a thread: the event loop and a writer thread share one GIL, so every statement
+the writer ran (and every hand-off of the GIL around it) came out of the loop's one core. A child
+process runs SQLite on the machine's other core (measurements in bench/README.md).
+
+    python -m storage.writer DB_PATH FD
+
+FD is this process's end of a socketpair (Database in storage/db.py holds the other). Both ways a
+frame is a 4-byte big-endian length and a pickle:
+  parent -> child  a list of calls, each (module, qualname, args, kwargs), or None to stop;
+  child -> parent  ("done", [(ok, result or exception), ...]) after COMMIT, one outcome per call, or
+                   ("failed", exception) when the transaction as a whole failed (nothing committed).
+"""
+import importlib
+import pickle
+import signal
+import socket
+import sqlite3
+import sys
+import traceback
+
+from services.errors import DomainError
+from storage.db import FRAME_HEADER, connect_sync, encode_frame
+
+
+def run_batch(cx, calls):
+    """One transaction for all calls; each call inside its own SAVEPOINT so a failure rolls back alone.
+    A lone call needs no SAVEPOINT (two statements saved on the common, uncontended path). Returns
+    [(ok, result or exception)]; raises when the transaction as a whole cannot commit."""
+    isolate = len(calls) > 1
+    outcomes = []
+    cx.execute("BEGIN IMMEDIATE")
+    try:
+        for call in calls:
+            if isolate:
+                cx.execute("SAVEPOINT write")
+            try:
+                outcomes.append((True, call(cx)))
+                if isolate:
+                    cx.execute("RELEASE write")
+            except Exception as exc:
+                if not cx.in_transaction:
+                    # SQLite rolled the whole transaction back (it may on SQLITE_FULL, IOERR, BUSY): fail
+                    # the batch, or later calls would each commit alone through their SAVEPOINT.
+                    raise
+                if not isolate:
+                    cx.execute("ROLLBACK")
+                    return [(False, exc)]
+                cx.execute("ROLLBACK TO write")
+                cx.execute("RELEASE write")
+                outcomes.append((False, exc))
+        cx.execute("COMMIT")
+    except BaseException:
+        if cx.in_transaction:
+            cx.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+_functions = {}
+
+
+def resolve(module, qualname):
+    """The sync function a (module, qualname) reference names; a @writes/@reads wrapper gives its .sync."""
+    key = (module, qualname)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+        fn = _functions[key] = getattr(fn, "sync", fn)
+    return fn
+
+
+def _bound(module, qualname, args, kwargs):
+    def call(cx):
+        return resolve(module, qualname)(cx, *args, **kwargs)
+    return call
+
+
+def portable(exc):
+    """An exception the parent can unpickle. Faults (not a DomainError, not SQLite's) carry this
+    process's traceback as a note, so the parent's log shows where they happened."""
+    if not isinstance(exc, (DomainError, sqlite3.Error)):
+        exc.add_note("in the writer process:\n" + "".join(traceback.format_exception(exc)).rstrip())
+    try:
+        pickle.loads(pickle.dumps(exc, pickle.HIGHEST_PROTOCOL))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def answer(outcomes):
+    """The reply frame for a committed batch; a result that cannot be pickled becomes that call's error
+    (its write did commit: the function should return plain data)."""
+    outcomes = [(ok, value if ok else portable(value)) for ok, value in outcomes]
+    try:
+        return encode_frame(("done", outcomes))
+    except Exception:
+        checked = []
+        for ok, value in outcomes:
+            try:
+                pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+                checked.append((ok, value))
+            except Exception as exc:
+                checked.append((False, RuntimeError(f"committed, but the result could not be returned: {exc}")))
+        return encode_frame(("done", checked))
+
+
+def serve(path, sock):
+    cx = connect_sync(path)
+    stream = sock.makefile("rb")
+    try:
+        while True:
+            header = stream.read(FRAME_HEADER.size)
+            if len(header) < FRAME_HEADER.size:
+                return  # the parent is gone: nothing is in flight, so nothing is lost
+            calls = pickle.loads(stream.read(FRAME_HEADER.unpack(header)[0]))
+            if calls is None:
+                return
+            try:
+                reply = answer(run_batch(cx, [_bound(*call) for call in calls]))
+            except Exception as exc:  # nothing of the batch committed
+                reply = encode_frame(("failed", portable(exc)))
+            try:
+                sock.sendall(reply)
+            except OSError:
+                return  # the parent died after the COMMIT: like a kill -9 after it, the write stands
+    finally:
+        cx.close()
+
+
+def main(argv):
+    # The parent decides when to stop (it flushes queued writes first): a Ctrl-C or a service manager's
+    # SIGTERM to the whole group must not cut this process short. It stops at EOF or None.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    path, fd = argv
+    serve(path, socket.socket(fileno=int(fd)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

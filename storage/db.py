@@ -179,19 +179,26 @@ class Database:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+                start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
         finally:
             theirs.close()
         _, self._connection = await asyncio.get_running_loop().create_connection(
             lambda: _WriterConnection(self._on_reply, self._on_writer_lost), sock=ours)
+
+    @property
+    def writer_pid(self):
+        """The writer process's pid (None when closed)."""
+        return self._process.pid if self._process is not None else None
 
     async def close(self):
         """Flush queued writes, stop the writer process, close the reader."""
         if self._process is not None:
             self._closing = True
             await self._idle.wait()
-            self._connection.transport.write(encode_frame(None))
-            self._connection.transport.close()
+            if self._connection is not None:  # None: the writer died and could not be restarted
+                self._connection.transport.write(encode_frame(None))
+                self._connection.transport.close()
             process, self._process = self._process, None
             loop = asyncio.get_running_loop()
             try:
@@ -229,8 +236,8 @@ class Database:
 
     def _send_batch(self):
         self._send_scheduled = False
-        if self._in_flight is not None:
-            return
+        if self._in_flight is not None or self._connection is None:
+            return  # the reply (or the restarted writer) sends what is pending
         futures, calls = [], []
         while self._pending and len(calls) < MAX_BATCH:
             future, call = self._pending.popleft()
@@ -289,6 +296,7 @@ class Database:
     def _on_writer_lost(self):
         if self._closing and self._in_flight is None:
             return
+        self._connection = None  # until the restarted writer is connected, writes only queue
         futures, self._in_flight = self._in_flight or [], None
         log.error("the writer process stopped unexpectedly (exit code %s); %d writes in flight failed",
                   self._process and self._process.poll(), len(futures))

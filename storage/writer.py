@@ -13,16 +13,24 @@ frame is a 4-byte big-endian length and a pickle:
   child -> parent  ("done", [(ok, result or exception), ...]) after COMMIT, one outcome per call, or
                    ("failed", exception) when the transaction as a whole failed (nothing committed).
 """
-import importlib
-import pickle
 import signal
-import socket
-import sqlite3
-import sys
-import traceback
 
-from services.errors import DomainError
-from storage.db import FRAME_HEADER, connect_sync, encode_frame
+if __name__ == "__main__":
+    # First of all, before the imports below: the parent decides when to stop (it flushes queued writes
+    # first), so a Ctrl-C or a service manager's SIGTERM to every process must not cut this one short.
+    # It stops at EOF or at a None frame.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+import importlib  # noqa: E402
+import pickle  # noqa: E402
+import socket  # noqa: E402
+import sqlite3  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+from services.errors import DomainError  # noqa: E402
+from storage.db import FRAME_HEADER, connect_sync, encode_frame  # noqa: E402
 
 
 def run_batch(cx, calls):
@@ -133,10 +141,6 @@ def serve(path, sock):
 
 
 def main(argv):
-    # The parent decides when to stop (it flushes queued writes first): a Ctrl-C or a service manager's
-    # SIGTERM to the whole group must not cut this process short. It stops at EOF or None.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     path, fd = argv
     serve(path, socket.socket(fileno=int(fd)))
     return 0

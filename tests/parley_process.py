@@ -36,6 +36,28 @@ def create_agency_with_subaccount(data_dir, agency_email, sub_email):
     return agency, sub
 
 
+def child_pids(pid):
+    """The processes whose parent is pid (the server's writer process, storage/writer.py)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry.name))
+    return children
+
+
+def pid_alive(pid):
+    """True while pid runs (a zombie, dead but not yet reaped by its parent, counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class ParleyProcess:
     def __init__(self, data_dir, *extra_args, http=True):
         self.data_dir = Path(data_dir)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from tests.parley_process import ParleyProcess, free_port
+from tests.parley_process import ParleyProcess, child_pids, free_port, pid_alive
 
 SCALE = max(1, int(os.environ.get("PARLEY_FAULT_SCALE", "1")))
 INBOUND = "/v1/incoming_custom_channel_message"
@@ -110,12 +110,15 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
                [f"lead{k}@example.com" for k in range(5)]
     target = 150 * SCALE
     try:
+        [writer] = child_pids(parley.proc.pid)
         with InboundLoad(parley, threads=8, from_ids=from_ids) as load:
             deadline = time.monotonic() + 60
             while len(load.answered) < target and time.monotonic() < deadline:
                 time.sleep(0.01)
             parley.proc.send_signal(signal.SIGKILL)  # mid-flight: the threads are still sending
             parley.proc.wait(10)
+        # The writer process finishes the transaction it may be in, and exits: no orphan holds the database.
+        assert wait_for(lambda: not pid_alive(writer), 10), "the writer process outlived the server"
     finally:
         parley.stop()
     assert not load.other_statuses, load.other_statuses
@@ -153,6 +156,41 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
         check_consistent(db_path)
     finally:
         parley.stop()
+
+
+def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses_nothing(tmp_path):
+    """The writer process dies mid-transaction (OOM killer, a crash): the requests of its batch are
+    answered 503 (spec §7: "The client may retry shortly"), a new writer takes over, every 200 is stored
+    exactly once, and a retry of a refused sid stores it once."""
+    data = tmp_path / "data"
+    parley = start(data)
+    key = parley.first_run["api_key"]
+    db_path = data / "parley.db"
+    try:
+        [writer] = child_pids(parley.proc.pid)
+        with InboundLoad(parley, threads=8, from_ids=[f"user-{k}" for k in range(10)]) as load:
+            assert wait_for(lambda: len(load.answered) >= 100 * SCALE, 60)
+            os.kill(writer, signal.SIGKILL)
+            assert wait_for(lambda: set(child_pids(parley.proc.pid)) - {writer}, 10), "no new writer"
+            answered_before = len(load.answered)
+            assert wait_for(lambda: len(load.answered) >= answered_before + 100 * SCALE, 60), (
+                "no 200 after", len(load.answered), answered_before, load.other_statuses, [w.is_alive() for w in load.workers])
+        assert parley.proc.poll() is None
+        assert set(load.other_statuses) <= {503}, load.other_statuses
+        stored = dict(db_rows(db_path, "SELECT external_id, id FROM messages WHERE external_id LIKE 'kill-%'"))
+        for sid, message_id in load.answered.items():
+            assert stored.get(sid) == message_id
+        with parley.client() as client:
+            for sid in load.unanswered:  # the 503s: retried, each stored once
+                response = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+                assert response.status_code == 200
+        counts = Counter(sid for (sid,) in db_rows(db_path, "SELECT external_id FROM messages"
+                                                             " WHERE external_id LIKE 'kill-%'"))
+        assert set(counts) == set(load.answered) | load.unanswered and set(counts.values()) == {1}
+        check_consistent(db_path)
+    finally:
+        parley.stop()
+    assert "the writer process stopped unexpectedly" in open(parley.log.name, encoding="utf-8").read()
 
 
 # ---- webhook receiver down, then up -----------------------------------------------------------

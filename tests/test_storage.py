@@ -1,11 +1,17 @@
-"""Storage: migrations, the single writer's group commit, and its failure isolation (DESIGN §4)."""
+"""Storage: migrations, the single writer's group commit, its failure isolation (DESIGN §4), and the
+writer process it runs in."""
 import asyncio
+import os
+import signal
 import sqlite3
+import threading
+import time
 
 import pytest
 
 from storage import db as dbmod
-from storage.db import Database, reads, writes
+from storage.db import Database, StorageUnavailable, reads, writes
+from tests.parley_process import pid_alive
 
 
 @writes
@@ -94,5 +100,116 @@ async def test_failed_commit_rejects_the_batch_and_the_writer_keeps_going(tmp_pa
             await _fail_at_commit(db)
         assert await _insert_probe(db, 1) == 1
         assert await _count_probe(db) == 2
+    finally:
+        await db.close()
+
+
+# ---- the writer process (storage/writer.py) ---------------------------------------------------
+
+@writes
+def _slow_insert(cx, value, seconds):
+    cx.execute("CREATE TABLE IF NOT EXISTS probe (v INTEGER UNIQUE)")
+    cx.execute("INSERT INTO probe (v) VALUES (?)", (value,))
+    time.sleep(seconds)  # still inside the transaction: nothing is committed yet
+    return value
+
+
+@writes
+def _broken(cx):
+    return {}["missing"]
+
+
+@writes
+def _returns_a_cursor(cx):
+    return cx.execute("SELECT 1")
+
+
+async def _wait_until(predicate, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_write_function_must_be_module_level(tmp_path):
+    """Writes run in the writer process, so they name a module-level function; a closure is refused at
+    the call, before anything is queued."""
+    db = await _open(tmp_path)
+    try:
+        with pytest.raises(TypeError, match="module-level function"):
+            await db.write(lambda cx: 1)
+        assert await _insert_probe(db, 1) == 1
+    finally:
+        await db.close()
+
+
+async def test_a_killed_writer_fails_its_batch_with_503_and_a_new_writer_takes_over(tmp_path, monkeypatch):
+    """kill -9 of the writer process mid-transaction: the writes in flight were not committed and are
+    answered 503 (the client may retry); a new writer starts, and writes that arrive while it starts
+    wait for it and commit."""
+    db = await _open(tmp_path)
+    start_writer = Database._start_writer
+
+    async def start_slowly(self):
+        await asyncio.sleep(0.3)  # a slow restart, so that writes certainly arrive while there is no writer
+        await start_writer(self)
+    monkeypatch.setattr(Database, "_start_writer", start_slowly)
+    try:
+        await _insert_probe(db, 1)
+        first_pid = db.writer_pid
+        slow = asyncio.ensure_future(_slow_insert(db, 2, 30))
+        await asyncio.sleep(0.5)  # the batch is in the writer now, its transaction open
+        os.kill(first_pid, signal.SIGKILL)
+        with pytest.raises(StorageUnavailable) as refused:
+            await asyncio.wait_for(slow, 10)
+        assert refused.value.status == 503
+        # Queued while the new writer starts: they wait for it, then commit.
+        later = await asyncio.wait_for(asyncio.gather(*(_insert_probe(db, v) for v in range(3, 13))), 10)
+        assert later == list(range(3, 13))
+        assert db.writer_pid not in (None, first_pid)
+        assert sorted(await db.read(lambda cx: [r[0] for r in cx.execute("SELECT v FROM probe")])) == [1, *later]
+    finally:
+        await db.close()
+
+
+async def test_the_writer_ignores_ctrl_c_and_sigterm_and_stops_when_the_database_closes(tmp_path):
+    """Ctrl-C (or a service manager's SIGTERM) reaches every process of the group: the writer leaves the
+    stopping to the server, which flushes queued writes first; close() then ends the writer."""
+    db = await _open(tmp_path)
+    await _insert_probe(db, 100)  # the writer is up and serving
+    pid = db.writer_pid
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGTERM)
+    await asyncio.sleep(0.2)
+    assert pid_alive(pid)
+    pending = [asyncio.ensure_future(_insert_probe(db, i)) for i in range(20)]
+    await asyncio.sleep(0)
+    await db.close()
+    assert [p.result() for p in pending] == list(range(20))
+    assert db.writer_pid is None
+    await _wait_until(lambda: not pid_alive(pid))
+
+
+async def test_a_fault_in_a_write_function_reaches_the_caller_with_the_writers_traceback(tmp_path):
+    db = await _open(tmp_path)
+    try:
+        with pytest.raises(KeyError) as fault:
+            await _broken(db)
+        notes = "\n".join(getattr(fault.value, "__notes__", []))
+        assert "in the writer process" in notes and "_broken" in notes
+        assert await _insert_probe(db, 1) == 1
+    finally:
+        await db.close()
+
+
+async def test_results_and_arguments_that_cannot_cross_the_process_are_errors_not_hangs(tmp_path):
+    db = await _open(tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match="could not be returned"):
+            await _returns_a_cursor(db)
+        outcomes = await asyncio.gather(_insert_probe(db, 1), _insert_probe(db, threading.Lock()),
+                                        _insert_probe(db, 2), return_exceptions=True)
+        assert outcomes[0] == 1 and outcomes[2] == 2
+        assert isinstance(outcomes[1], TypeError) and "cannot be sent to the writer" in str(outcomes[1])
     finally:
         await db.close()

@@ -1,10 +1,11 @@
 """Handler bases: request ids and error envelopes (BaseHandler), API auth and bodies (ApiHandler),
 the custom channel's own error shape (CustomChannelHandler), the admin UI's session, XSRF and pages
 (UiHandler)."""
+import functools
 import json
 import logging
+import os
 import re
-import uuid
 from http import HTTPStatus
 
 import pydantic
@@ -28,11 +29,13 @@ _SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 def log_request(handler):
     """Access log line with the API key masked."""
     status = handler.get_status()
-    level = access_log.info if status < 400 else access_log.warning if status < 500 else access_log.error
+    level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
+    if not access_log.isEnabledFor(level):
+        return  # e.g. --log-level warning: no masking or formatting for a line nobody reads
     request = handler.request
     uri = _SECRET_QUERY.sub(r"\1***", request.uri)
-    level("%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
-          1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
+    access_log.log(level, "%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
+                   1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
 
 
 def validation_message(error: pydantic.ValidationError):
@@ -66,7 +69,7 @@ class BaseHandler(tornado.web.RequestHandler):
     def set_default_headers(self):
         # Tornado calls this before initialize(), and again when an error clears the response.
         if not hasattr(self, "request_id"):
-            self.request_id = uuid.uuid4().hex[:16]
+            self.request_id = os.urandom(8).hex()
         self.set_header("X-Request-Id", self.request_id)
         self.set_header("Strict-Transport-Security", "max-age=31536000")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -130,6 +133,13 @@ class NotFoundHandler(BaseHandler):
         raise tornado.web.HTTPError(404, "no such path: %s", self.request.path)
 
 
+@functools.cache  # per handler class: asked on every request
+def _implemented_methods(handler_class):
+    base = tornado.web.RequestHandler
+    return [m for m in handler_class.SUPPORTED_METHODS
+            if getattr(handler_class, m.lower()) is not getattr(base, m.lower())]
+
+
 class ApiHandler(BaseHandler):
     """Authenticated JSON API endpoint: method check, size limit, rate limit, API key, JSON body."""
 
@@ -137,9 +147,7 @@ class ApiHandler(BaseHandler):
     requires_auth = True
 
     def implemented_methods(self):
-        base = tornado.web.RequestHandler
-        return [m for m in self.SUPPORTED_METHODS
-                if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
+        return _implemented_methods(type(self))
 
     def write_error(self, status_code, **kwargs):
         if status_code == 405:  # set here: send_error() clears the headers set before it

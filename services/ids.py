@@ -4,16 +4,27 @@ import time
 from datetime import datetime, timezone
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+# Every 10-bit value as its two digits: an id is 13 lookups instead of 26 divisions (it is made on
+# every write, on the event loop).
+_PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
+_RANDOM_SHIFTS = (70, 60, 50, 40, 30, 20, 10, 0)
+_MS_SHIFTS = (40, 30, 20, 10, 0)
+# (value, its text), replaced as one tuple so that threads making ids at once never pair them wrongly.
+_ms_cache = (None, "")
+_second_cache = (None, "")
 
 
 def new_id(prefix):
-    """prefix + 10 chars of milliseconds + 16 random chars (80 bits): sorts by creation time."""
-    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        value, digit = divmod(value, 32)
-        chars.append(_ALPHABET[digit])
-    return f"{prefix}_{''.join(reversed(chars))}"
+    """prefix + 10 digits of milliseconds + 16 random digits (80 bits): sorts by creation time.
+    The 26 digits are the base-32 value of (milliseconds << 80 | random)."""
+    global _ms_cache
+    ms = time.time_ns() // 1_000_000
+    cached_ms, ms_digits = _ms_cache
+    if ms != cached_ms:
+        ms_digits = "".join([_PAIRS[(ms >> shift) & 1023] for shift in _MS_SHIFTS])
+        _ms_cache = (ms, ms_digits)
+    random = int.from_bytes(os.urandom(10), "big")
+    return f"{prefix}_{ms_digits}{''.join([_PAIRS[(random >> shift) & 1023] for shift in _RANDOM_SHIFTS])}"
 
 
 def utcnow():
@@ -26,7 +37,14 @@ def iso(dt):
 
 
 def now_iso():
-    return iso(utcnow())
+    """iso(utcnow()), without a datetime: the text of the current second is kept (every write stamps one)."""
+    global _second_cache
+    second, ms = divmod(time.time_ns() // 1_000_000, 1000)
+    cached_second, text = _second_cache
+    if second != cached_second:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+        _second_cache = (second, text)
+    return f"{text}{ms:03d}Z"
 
 
 def parse_iso(text):

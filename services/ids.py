@@ -7,7 +7,6 @@ _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 # Every 10-bit value as its two digits: an id is 13 lookups instead of 26 divisions (it is made on
 # every write, on the event loop).
 _PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
-_RANDOM_SHIFTS = (70, 60, 50, 40, 30, 20, 10, 0)
 _MS_SHIFTS = (40, 30, 20, 10, 0)
 # (value, its text), replaced as one tuple so that threads making ids at once never pair them wrongly.
 _ms_cache = (None, "")
@@ -23,8 +22,9 @@ def new_id(prefix):
     if ms != cached_ms:
         ms_digits = "".join([_PAIRS[(ms >> shift) & 1023] for shift in _MS_SHIFTS])
         _ms_cache = (ms, ms_digits)
-    random = int.from_bytes(os.urandom(10), "big")
-    return f"{prefix}_{ms_digits}{''.join([_PAIRS[(random >> shift) & 1023] for shift in _RANDOM_SHIFTS])}"
+    r, p = int.from_bytes(os.urandom(10), "big"), _PAIRS  # spelled out: a comprehension is a call in 3.11
+    return (f"{prefix}_{ms_digits}{p[r >> 70 & 1023]}{p[r >> 60 & 1023]}{p[r >> 50 & 1023]}{p[r >> 40 & 1023]}"
+            f"{p[r >> 30 & 1023]}{p[r >> 20 & 1023]}{p[r >> 10 & 1023]}{p[r & 1023]}")
 
 
 def utcnow():

@@ -27,7 +27,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 from bench.preload import preload  # noqa: E402
-from tests.parley_process import ParleyProcess, free_port  # noqa: E402
+from tests.parley_process import ParleyProcess, child_pids, free_port  # noqa: E402
 
 INBOUND = "/v1/incoming_custom_channel_message"
 CONTACTS = "/v1/contacts"
@@ -69,18 +69,10 @@ def start_parley(data_dir, first_run=None):
 
 def process_tree(pid):
     """pid and every process below it: Parley's server and its writer process (storage/writer.py)."""
-    children = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
     tree, todo = [], [pid]
     while todo:
         tree.append(todo.pop())
-        todo.extend(children.get(tree[-1], []))
+        todo.extend(child_pids(tree[-1]))
     return tree
 
 

@@ -44,7 +44,7 @@ def child_pids(pid):
             try:
                 stat = (entry / "stat").read_text()
             except OSError:
-                continue
+                continue  # it ended meanwhile
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 children.append(int(entry.name))
     return children

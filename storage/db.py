@@ -157,6 +157,9 @@ class Database:
         self._send_scheduled = False
         self._closing = False
         self._idle = None
+        self._batches_since_start = 0
+        self._failed_starts = 0  # writers in a row that died before answering a batch
+        self._down = None  # while the writer is being restarted after a delay: why writes are refused
 
     async def open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,10 +184,19 @@ class Database:
                 [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
                 start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
-        _, self._connection = await asyncio.get_running_loop().create_connection(
-            lambda: _WriterConnection(self._on_reply, self._on_writer_lost), sock=ours)
+        self._batches_since_start = 0
+        try:
+            _, self._connection = await asyncio.get_running_loop().create_connection(
+                lambda: _WriterConnection(self._on_reply, self._on_writer_lost), sock=ours)
+        except BaseException:
+            ours.close()
+            self._process.kill()
+            raise
 
     @property
     def writer_pid(self):
@@ -218,6 +230,8 @@ class Database:
         """Queue ``fn(cx, *args)`` for the writer process; returns its result once committed."""
         if self._process is None or self._closing:
             raise RuntimeError("database is closed")
+        if self._down is not None:
+            raise self._down
         future = asyncio.get_running_loop().create_future()
         self._pending.append((future, (*function_reference(fn), args, kwargs)))
         self._idle.clear()
@@ -269,6 +283,7 @@ class Database:
         return encode_frame(kept) if kept else None
 
     def _on_reply(self, reply):
+        self._batches_since_start += 1
         futures, self._in_flight = self._in_flight, None
         kind, value = reply
         if kind == "failed":  # COMMIT itself failed: nobody's write is durable.
@@ -304,21 +319,40 @@ class Database:
         for future in futures:
             if not future.done():
                 future.set_exception(lost)
+        self._failed_starts = 0 if self._batches_since_start else self._failed_starts + 1
         asyncio.ensure_future(self._restart_writer())
 
     async def _restart_writer(self):
-        try:
-            await self._start_writer()
-        except Exception as exc:
-            log.error("could not restart the writer process: %s", exc)
-            unavailable = StorageUnavailable("the storage writer is not running; retry later")
-            while self._pending:
-                future, _ = self._pending.popleft()
-                if not future.done():
-                    future.set_exception(unavailable)
-            self._idle.set()
-            return
+        """A writer that served is replaced at once (queued writes wait for it). Writers that keep dying
+        before serving anything (the database cannot be opened, say) are retried after 0.5 s, doubling
+        to 30 s, and meanwhile every write is refused with 503 at once rather than left waiting."""
+        while True:
+            if self._failed_starts >= 2:
+                delay = min(30.0, 0.5 * 2 ** (self._failed_starts - 2))
+                self._down = StorageUnavailable("the storage writer is restarting; nothing was written, retry later")
+                self._fail_pending(self._down)
+                log.error("the writer process keeps stopping; next start in %.1f s", delay)
+                await asyncio.sleep(delay)
+            if self._closing:
+                self._down = None
+                self._fail_pending(StorageUnavailable("the database is closing; nothing was written"))
+                return
+            try:
+                await self._start_writer()
+                break
+            except Exception as exc:
+                log.error("could not start the writer process: %s", exc)
+                self._failed_starts += 1
+        self._down = None
         self._send_batch()
+
+    def _fail_pending(self, exc):
+        while self._pending:
+            future, _ = self._pending.popleft()
+            if not future.done():
+                future.set_exception(exc)
+        if self._in_flight is None:
+            self._idle.set()
 
 
 def _configure(cx):

@@ -213,3 +213,38 @@ async def test_results_and_arguments_that_cannot_cross_the_process_are_errors_no
         assert isinstance(outcomes[1], TypeError) and "cannot be sent to the writer" in str(outcomes[1])
     finally:
         await db.close()
+
+
+async def test_a_writer_that_cannot_start_is_retried_later_and_writes_fail_fast_meanwhile(tmp_path):
+    """Writers that die before serving anything (here the database's directory is gone) are not
+    restarted in a tight loop: the restarts back off, every write meanwhile answers 503 at once
+    instead of waiting, and writes commit again once a writer can open the database."""
+    data = tmp_path / "data"
+    db = await Database(data / "parley.db").open()
+    try:
+        await _insert_probe(db, 1)
+        data.rename(tmp_path / "away")
+        os.kill(db.writer_pid, signal.SIGKILL)
+        refused_at_once = False
+        for _ in range(100):
+            started = time.monotonic()
+            try:
+                await asyncio.wait_for(_insert_probe(db, 2), 10)
+            except StorageUnavailable:
+                if time.monotonic() - started < 0.1:
+                    refused_at_once = True
+                    break
+            await asyncio.sleep(0.05)
+        assert refused_at_once
+        (tmp_path / "away").rename(data)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert await _insert_probe(db, 3) == 3
+                break
+            except StorageUnavailable:
+                assert time.monotonic() < deadline, "the writer never came back"
+                await asyncio.sleep(0.1)
+        assert sorted(await db.read(lambda cx: [r[0] for r in cx.execute("SELECT v FROM probe")])) == [1, 3]
+    finally:
+        await db.close()

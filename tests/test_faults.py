@@ -174,7 +174,8 @@ def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses
             assert wait_for(lambda: set(child_pids(parley.proc.pid)) - {writer}, 10), "no new writer"
             answered_before = len(load.answered)
             assert wait_for(lambda: len(load.answered) >= answered_before + 100 * SCALE, 60), (
-                "no 200 after", len(load.answered), answered_before, load.other_statuses, [w.is_alive() for w in load.workers])
+                f"no 200 after the writer was replaced: {len(load.answered) - answered_before} new answers, "
+                f"statuses {dict(load.other_statuses)}, {sum(w.is_alive() for w in load.workers)} clients left")
         assert parley.proc.poll() is None
         assert set(load.other_statuses) <= {503}, load.other_statuses
         stored = dict(db_rows(db_path, "SELECT external_id, id FROM messages WHERE external_id LIKE 'kill-%'"))

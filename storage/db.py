@@ -288,10 +288,7 @@ class Database:
         kind, value = reply
         if kind == "failed":  # COMMIT itself failed: nobody's write is durable.
             log.error("write transaction failed, %d writes rejected: %s", len(futures), value)
-            value = as_unavailable(value)
-            for future in futures:
-                if not future.done():
-                    future.set_exception(value)
+            _fail(futures, as_unavailable(value))
         else:
             if any(ok for ok, _ in value):  # a lone failed call was rolled back, not committed
                 self.transactions_committed += 1
@@ -315,10 +312,7 @@ class Database:
         futures, self._in_flight = self._in_flight or [], None
         log.error("the writer process stopped unexpectedly (exit code %s); %d writes in flight failed",
                   self._process and self._process.poll(), len(futures))
-        lost = StorageUnavailable("the storage writer stopped; the write may not be stored, retry it")
-        for future in futures:
-            if not future.done():
-                future.set_exception(lost)
+        _fail(futures, StorageUnavailable("the storage writer stopped; the write may not be stored, retry it"))
         self._failed_starts = 0 if self._batches_since_start else self._failed_starts + 1
         asyncio.ensure_future(self._restart_writer())
 
@@ -347,12 +341,17 @@ class Database:
         self._send_batch()
 
     def _fail_pending(self, exc):
-        while self._pending:
-            future, _ = self._pending.popleft()
-            if not future.done():
-                future.set_exception(exc)
+        _fail([future for future, _ in self._pending], exc)
+        self._pending.clear()
         if self._in_flight is None:
             self._idle.set()
+
+
+def _fail(futures, exc):
+    """Answer every caller still waiting with exc."""
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
 
 
 def _configure(cx):

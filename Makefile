@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test install clean bench faults
+.PHONY: run test install clean bench faults chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,8 +20,14 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python server.py serve $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest $(ARGS)
+
+# The UI tests drive Debian's Chromium through Playwright (its own browser download does not work offline).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@test -x /usr/bin/chromium || ($(SUDO) apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 # Benchmarks (bench/README.md): wrk from Debian, py-spy for the profile; ~10 minutes on 2 cores.
 bench: $(STAMP)

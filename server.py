@@ -23,7 +23,7 @@ from handlers import routes
 from handlers.base import NotFoundHandler, log_request
 from services import accounts
 from services.delivery import DeliveryWorker
-from services.errors import DomainError
+from common.errors import DomainError
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
@@ -189,8 +189,7 @@ def cmd_create_account(settings, args):
 
 def cmd_rotate_key(settings, args):
     async def run(s):
-        from storage.accounts import get_account_by_email
-        account = await get_account_by_email(s.db, args.email.strip().lower())
+        account = await accounts.get_account_by_email(s.db, args.email)
         if account is None:
             raise SystemExit(json.dumps({"error": f"no account with email {args.email}"}))
         return {"account_id": account["id"], "api_key": await accounts.rotate_key(s.db, s.keys, account["id"])}

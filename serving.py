@@ -4,7 +4,7 @@ import tornado.web
 from tornado import httputil
 
 from handlers.base import BaseHandler, log_request
-from services.errors import Forbidden
+from common.errors import Forbidden
 
 
 class DrainingHTTPServer(tornado.httpserver.HTTPServer):

@@ -9,7 +9,7 @@ import base64
 import sqlite3
 import time
 
-from services.ids import now_iso
+from common.ids import now_iso
 
 _CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz")
 
@@ -19,7 +19,7 @@ def preloaded_phone(i):
 
 
 class IdMaker:
-    """services.ids.new_id's format (10 chars of milliseconds, 16 random), about 5x faster for bulk."""
+    """common.ids.new_id's format (10 chars of milliseconds, 16 random), about 5x faster for bulk."""
 
     def __init__(self, prefix):
         self.prefix = prefix

@@ -26,6 +26,7 @@ import tornado
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
+from bench import scenarios  # noqa: E402
 from bench.preload import preload  # noqa: E402
 from tests.parley_process import ParleyProcess, child_pids, free_port  # noqa: E402
 
@@ -60,9 +61,10 @@ class Ceiling:
         self.proc.wait(10)
 
 
-def start_parley(data_dir, first_run=None):
+def start_parley(data_dir, first_run=None, *extra_args):
     """The real server.py over HTTPS; first_run carries the key when the data dir is a copy."""
-    parley = ParleyProcess(data_dir, "--rate-limit", "100000000", "--log-level", "warning", http=False).start()
+    parley = ParleyProcess(data_dir, "--rate-limit", "100000000", "--log-level", "warning", *extra_args,
+                           http=False).start()
     parley.first_run = parley.first_run or first_run
     return parley
 
@@ -256,6 +258,31 @@ class Salts:
         return self.run * 200_000
 
 
+class Context:
+    """What a scenario (bench/scenarios/) gets.
+
+    args: the parsed command line (duration, repeat, connections, quick ...); load: the wrk wrapper
+    (load.wrk(base, pid, mode, path, salt, n, connections=, duration=)); salts: unique sids and phones;
+    first_run: the owner account {account_id, api_key, ...} of every copy; workdir: scratch space.
+    fresh_data_dir(name) copies the base data dir (owner account, certificate, nothing else) for a server
+    of the scenario's own; start_parley(data_dir, *extra_args) starts the real server on it (stop it).
+    """
+
+    def __init__(self, args, load, salts, first_run, base, workdir):
+        self.args, self.load, self.salts, self.first_run = args, load, salts, first_run
+        self.base, self.workdir = base, workdir
+        self.log, self.proc_status, self.count_rows, self.median_of = log, proc_status, count_rows, median_of
+        self.process_tree, self.cpu_seconds, self.wait_for_quiet = process_tree, cpu_seconds, wait_for_quiet
+
+    def fresh_data_dir(self, name):
+        target = self.workdir / name / "data"
+        shutil.copytree(self.base, target)
+        return target
+
+    def start_parley(self, data_dir, *extra_args):
+        return start_parley(data_dir, self.first_run, *extra_args)
+
+
 # ---- profile ----------------------------------------------------------------------------------
 
 def profile_inbound(load, parley, seconds, workdir):
@@ -353,7 +380,10 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "latest.json")
     parser.add_argument("--readme", type=Path, default=BENCH / "README.md")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--only", help="comma-separated: 'core' (the phases below) and/or scenario names "
+                                       f"({', '.join(m.NAME for m in scenarios.load())}); default all")
     args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
     if args.quick:
         args.duration, args.repeat, args.big = 3, 1, 20_000
     if not shutil.which("wrk"):
@@ -378,84 +408,14 @@ def main(argv=None):
         first.stop()
         account_id = first_run["account_id"]
 
-        small = workdir / "small" / "data"
-        shutil.copytree(base, small)
-        preload(small / "parley.db", account_id, contacts=args.small)
-
-        # ---- phase 1: Parley against the ceiling, 1 thousand contacts -----------------------
-        log(f"phase 1: {args.small} contacts preloaded; ceiling vs Parley, {args.connections} connections")
-        parley = start_parley(small, first_run)
-        servers.append(parley)
-        ceiling = Ceiling(small)
-        servers.append(ceiling)
-        have_lookup = available(parley, "GET", CONTACTS + "?phoneNumber=%2B12122000000")
-        have_create = available(parley, "POST", CONTACTS, {})
-        have_inbound = available(parley, "POST", INBOUND, {})
-        results["endpoints_missing"] = [p for p, ok in ((f"GET {CONTACTS}", have_lookup), (f"POST {CONTACTS}", have_create),
-                                                        (f"POST {INBOUND}", have_inbound)) if not ok]
-
-        log("account read (GET /v1/account): the framework's floor for an authenticated read")
-        account_runs = [load.wrk(parley.base, parley.proc.pid, "lookup", f"{ACCOUNT}?apiKey={first_run['api_key']}",
-                                 "-", args.small) for _ in range(args.repeat)]
-        results["account_read"] = median_of(account_runs)
-
-        if have_lookup:
-            log("contact lookup, 1 thousand contacts (before anything else grows the table)")
-            results["contacts_lookup"] = compare(load, ceiling, parley, "lookup", CONTACTS, args.small, args.repeat,
-                                                 salt_for=lambda label: "-")
-        if have_inbound:
-            log("inbound custom-channel messages, unique messageSids over 500 contacts")
-            results["inbound"] = compare(load, ceiling, parley, "inbound", INBOUND, 500, args.repeat,
-                                         salt_for=salts.sid)
-            stored = count_rows(small / "parley.db", "SELECT COUNT(*) FROM messages WHERE external_id LIKE ?",
-                                f"b{salts.stamp}-parley%")
-            results["inbound"]["parley"]["messages_stored"] = stored
-        if have_create:
-            log("contact creation, a new phone per request")
-            results["contacts_create"] = compare(load, ceiling, parley, "create", CONTACTS, 0, args.repeat,
-                                                 salt_for=salts.phone_offset)
-        if have_inbound and not args.no_profile:
-            log("profiling the inbound endpoint with py-spy")
-            results["inbound_profile"] = profile_inbound(load, parley, max(8, args.duration), workdir)
-        results["phase1_server"] = proc_status(parley.proc.pid)
-        ceiling.stop()
-        parley.stop()
-        servers.clear()
-        shutil.rmtree(small.parent)
-
-        # ---- phase 2: 1 million contacts and 1 million messages ----------------------------
-        big = workdir / "big" / "data"
-        shutil.copytree(base, big)
-        log(f"preloading {args.big} contacts and {args.big} messages")
-        _, _, seconds = preload(big / "parley.db", account_id, contacts=args.big, messages=args.big)
-        results["preload"] = {"contacts": args.big, "messages": args.big, "seconds": round(seconds, 1),
-                              "db_mb": round((big / "parley.db").stat().st_size / 2**20, 1)}
-        # Lookup growth compares the big database with a fresh small one served beside it, their runs
-        # alternating: measured minutes apart (phase 1, then here), the drift of this shared VM (±15 %
-        # between 10 s windows) showed up as growth that is not there.
-        small = workdir / "small-lookup" / "data"
-        shutil.copytree(base, small)
-        preload(small / "parley.db", account_id, contacts=args.small)
-        log(f"  preloaded in {seconds:.1f} s; phase 2: lookups and inbound load on the big database")
-        parley = start_parley(big, first_run)
-        servers.append(parley)
-        started_rss = proc_status(parley.proc.pid)
-        key = first_run["api_key"]
-        if have_lookup:
-            small_parley = start_parley(small, first_run)
-            servers.append(small_parley)
-            results["lookup_growth"] = lookup_growth(load, {"small": (small_parley, args.small), "big": (parley, args.big)},
-                                                     key, args.repeat)
-            small_parley.stop()
-            servers.remove(small_parley)
-        if have_inbound:
-            results["inbound_on_big"] = median_of([load.wrk(parley.base, parley.proc.pid, "inbound",
-                                                            f"{INBOUND}?apiKey={key}", salts.sid("big"), 500)])
-        results["big_server"] = {"after_start": started_rss, "after_load": proc_status(parley.proc.pid),
-                                 "messages_stored": count_rows(big / "parley.db", "SELECT COUNT(*) FROM messages"),
-                                 "contacts_stored": count_rows(big / "parley.db", "SELECT COUNT(*) FROM contacts")}
-        parley.stop()
-        servers.clear()
+        if only is None or "core" in only:
+            run_core(args, load, salts, results, servers, workdir, base, first_run)
+        selected = scenarios.load(only)
+        results["scenarios"] = {}
+        for scenario in selected:
+            log(f"scenario {scenario.NAME}")
+            context = Context(args, load, salts, first_run, base, workdir)
+            results["scenarios"][scenario.NAME] = scenario.run(context)
     finally:
         for server in servers:
             try:
@@ -467,8 +427,111 @@ def main(argv=None):
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
+    results["goals"] = core_goals(results) if "big_server" in results else []
+    for scenario in selected:
+        results["goals"] += scenario.goals(results["scenarios"][scenario.NAME])
+    results["wall_seconds"] = round(time.monotonic() - started, 1)
+    results["other_load_cores"] = {"max": max(load.other_cores, default=0.0),
+                                   "mean": round(statistics.mean(load.other_cores), 2) if load.other_cores else 0.0}
+    out = args.out
+    if only is not None and out == BENCH / "results" / "latest.json":
+        # A partial run keeps the full run's file: its figures go beside it, per selection.
+        out = out.with_name(f"partial-{'-'.join(sorted(only))}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    if only is None:
+        write_readme_table(args.readme, results)
+    log(f"done in {results['wall_seconds']} s: {out}")
+    print(render_table(results))
+    return 0
+
+
+def run_core(args, load, salts, results, servers, workdir, base, first_run):
+    """The core phases: Parley against the ceiling, lookup growth, memory with 1M messages."""
+    account_id = first_run["account_id"]
+    small = workdir / "small" / "data"
+    shutil.copytree(base, small)
+    preload(small / "parley.db", account_id, contacts=args.small)
+
+    # ---- phase 1: Parley against the ceiling, 1 thousand contacts -----------------------
+    log(f"phase 1: {args.small} contacts preloaded; ceiling vs Parley, {args.connections} connections")
+    parley = start_parley(small, first_run)
+    servers.append(parley)
+    ceiling = Ceiling(small)
+    servers.append(ceiling)
+    have_lookup = available(parley, "GET", CONTACTS + "?phoneNumber=%2B12122000000")
+    have_create = available(parley, "POST", CONTACTS, {})
+    have_inbound = available(parley, "POST", INBOUND, {})
+    results["endpoints_missing"] = [p for p, ok in ((f"GET {CONTACTS}", have_lookup), (f"POST {CONTACTS}", have_create),
+                                                    (f"POST {INBOUND}", have_inbound)) if not ok]
+
+    log("account read (GET /v1/account): the framework's floor for an authenticated read")
+    account_runs = [load.wrk(parley.base, parley.proc.pid, "lookup", f"{ACCOUNT}?apiKey={first_run['api_key']}",
+                             "-", args.small) for _ in range(args.repeat)]
+    results["account_read"] = median_of(account_runs)
+
+    if have_lookup:
+        log("contact lookup, 1 thousand contacts (before anything else grows the table)")
+        results["contacts_lookup"] = compare(load, ceiling, parley, "lookup", CONTACTS, args.small, args.repeat,
+                                             salt_for=lambda label: "-")
+    if have_inbound:
+        log("inbound custom-channel messages, unique messageSids over 500 contacts")
+        results["inbound"] = compare(load, ceiling, parley, "inbound", INBOUND, 500, args.repeat,
+                                     salt_for=salts.sid)
+        stored = count_rows(small / "parley.db", "SELECT COUNT(*) FROM messages WHERE external_id LIKE ?",
+                            f"b{salts.stamp}-parley%")
+        results["inbound"]["parley"]["messages_stored"] = stored
+    if have_create:
+        log("contact creation, a new phone per request")
+        results["contacts_create"] = compare(load, ceiling, parley, "create", CONTACTS, 0, args.repeat,
+                                             salt_for=salts.phone_offset)
+    if have_inbound and not args.no_profile:
+        log("profiling the inbound endpoint with py-spy")
+        results["inbound_profile"] = profile_inbound(load, parley, max(8, args.duration), workdir)
+    results["phase1_server"] = proc_status(parley.proc.pid)
+    ceiling.stop()
+    parley.stop()
+    servers.clear()
+    shutil.rmtree(small.parent)
+
+    # ---- phase 2: 1 million contacts and 1 million messages ----------------------------
+    big = workdir / "big" / "data"
+    shutil.copytree(base, big)
+    log(f"preloading {args.big} contacts and {args.big} messages")
+    _, _, seconds = preload(big / "parley.db", account_id, contacts=args.big, messages=args.big)
+    results["preload"] = {"contacts": args.big, "messages": args.big, "seconds": round(seconds, 1),
+                          "db_mb": round((big / "parley.db").stat().st_size / 2**20, 1)}
+    # Lookup growth compares the big database with a fresh small one served beside it, their runs
+    # alternating: measured minutes apart (phase 1, then here), the drift of this shared VM (±15 %
+    # between 10 s windows) showed up as growth that is not there.
+    small = workdir / "small-lookup" / "data"
+    shutil.copytree(base, small)
+    preload(small / "parley.db", account_id, contacts=args.small)
+    log(f"  preloaded in {seconds:.1f} s; phase 2: lookups and inbound load on the big database")
+    parley = start_parley(big, first_run)
+    servers.append(parley)
+    started_rss = proc_status(parley.proc.pid)
+    key = first_run["api_key"]
+    if have_lookup:
+        small_parley = start_parley(small, first_run)
+        servers.append(small_parley)
+        results["lookup_growth"] = lookup_growth(load, {"small": (small_parley, args.small), "big": (parley, args.big)},
+                                                 key, args.repeat)
+        small_parley.stop()
+        servers.remove(small_parley)
+    if have_inbound:
+        results["inbound_on_big"] = median_of([load.wrk(parley.base, parley.proc.pid, "inbound",
+                                                        f"{INBOUND}?apiKey={key}", salts.sid("big"), 500)])
+    results["big_server"] = {"after_start": started_rss, "after_load": proc_status(parley.proc.pid),
+                             "messages_stored": count_rows(big / "parley.db", "SELECT COUNT(*) FROM messages"),
+                             "contacts_stored": count_rows(big / "parley.db", "SELECT COUNT(*) FROM contacts")}
+    parley.stop()
+    servers.clear()
+
+
+def core_goals(results):
     inbound, growth = results.get("inbound"), results.get("lookup_growth")
-    results["goals"] = [
+    return [
         goal("inbound req/s >= 0.6 x ceiling", inbound and inbound["ratio"], 0.6, inbound and inbound["ratio"] >= 0.6),
         goal("inbound p99 <= 30 ms at 32 connections", inbound and inbound["parley"]["p99_ms"], 30,
              inbound and inbound["parley"]["p99_ms"] <= 30),
@@ -477,14 +540,6 @@ def main(argv=None):
         goal("peak RSS <= 150 MB with 1M messages stored", results["big_server"]["after_load"]["peak_rss_mb"], 150,
              results["big_server"]["after_load"]["peak_rss_mb"] <= 150),
     ]
-    results["wall_seconds"] = round(time.monotonic() - started, 1)
-    results["other_load_cores"] = {"max": max(load.other_cores), "mean": round(statistics.mean(load.other_cores), 2)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    write_readme_table(args.readme, results)
-    log(f"done in {results['wall_seconds']} s: {args.out}")
-    print(render_table(results))
-    return 0
 
 
 # ---- report -----------------------------------------------------------------------------------
@@ -497,8 +552,29 @@ def render_table(r):
              f"runs (medians){' — QUICK SMOKE RUN, not a measurement' if r['config']['quick'] else ''}. "
              f"Other processes used {r['other_load_cores']['mean']} cores on average (max "
              f"{r['other_load_cores']['max']}) during the runs"
-             f"{': the machine was shared, figures are pessimistic' if r['other_load_cores']['max'] > 0.2 else ''}.", "",
-             "| Scenario | Ceiling req/s | Parley req/s | Ratio | Parley p50 ms | Parley p99 ms | Ceiling p99 ms | "
+             f"{': the machine was shared, figures are pessimistic' if r['other_load_cores']['max'] > 0.2 else ''}."]
+    if "big_server" in r:
+        lines += [""] + render_core(r)
+    for scenario in scenarios.load(set(r.get("scenarios", {}))):
+        lines += ["", f"### {scenario.TITLE}", ""] + scenario.render(r["scenarios"][scenario.NAME])
+    lines += ["", "| Goal | Value | Target | Met |", "|---|---:|---:|---|"]
+    for g in r["goals"]:
+        met = "n/a (endpoint missing)" if g["met"] is None else ("yes" if g["met"] else "**no**")
+        value = "–" if g["value"] is None else g["value"]
+        lines.append(f"| {g['goal']} | {value} | {g['target']} | {met} |")
+    prof = r.get("inbound_profile")
+    if prof:
+        threads = prof.get("threads_percent", {})
+        lines += ["", f"Inbound profile (py-spy, {prof['samples']} samples of the server's busy threads: "
+                      f"{threads.get('event_loop')} % event loop, {threads.get('writer_process')} % writer process, "
+                      f"{threads.get('reader_thread')} % reader thread), own time:", "",
+                  "| Function | % |", "|---|---:|"]
+        lines += [f"| `{t['function']}` | {t['percent']} |" for t in prof["top_own"][:12]]
+    return "\n".join(lines)
+
+
+def render_core(r):
+    lines = ["| Scenario | Ceiling req/s | Parley req/s | Ratio | Parley p50 ms | Parley p99 ms | Ceiling p99 ms | "
              "Parley CPU ms/req | Parley cores (main) | Ceiling cores | Errors |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, label in (("inbound", "POST /v1/incoming_custom_channel_message"), ("contacts_create", "POST /v1/contacts"),
@@ -530,20 +606,8 @@ def render_table(r):
                   f"(preloaded in {r['preload']['seconds']} s, database {r['preload']['db_mb']} MB): server RSS "
                   f"{b['after_start']['rss_mb']} MB after start, peak RSS (VmHWM) {b['after_load']['peak_rss_mb']} MB "
                   f"({peaks}) "
-                  f"after the lookup and inbound load above.", "", "| Goal | Value | Target | Met |", "|---|---:|---:|---|"]
-    for g in r["goals"]:
-        met = "n/a (endpoint missing)" if g["met"] is None else ("yes" if g["met"] else "**no**")
-        value = "–" if g["value"] is None else g["value"]
-        lines.append(f"| {g['goal']} | {value} | {g['target']} | {met} |")
-    prof = r.get("inbound_profile")
-    if prof:
-        threads = prof.get("threads_percent", {})
-        lines += ["", f"Inbound profile (py-spy, {prof['samples']} samples of the server's busy threads: "
-                      f"{threads.get('event_loop')} % event loop, {threads.get('writer_process')} % writer process, "
-                      f"{threads.get('reader_thread')} % reader thread), own time:", "",
-                  "| Function | % |", "|---|---:|"]
-        lines += [f"| `{t['function']}` | {t['percent']} |" for t in prof["top_own"][:12]]
-    return "\n".join(lines)
+                  f"after the lookup and inbound load above."]
+    return lines
 
 
 def _cores(run):

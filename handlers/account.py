@@ -3,7 +3,6 @@ from handlers.base import ApiHandler
 from handlers.openapi import Operation
 from handlers.schemas import Account, AccountSettings, SettingsPatch, WebhookSecret
 from services import accounts
-from storage import accounts as account_store
 
 
 class AccountHandler(ApiHandler):
@@ -11,7 +10,7 @@ class AccountHandler(ApiHandler):
 
     async def get(self):
         account = await accounts.get_account(self.services.db, self.principal.account_id)
-        key = await account_store.get_key_prefix(self.services.db, self.principal.account_id)
+        key = await accounts.get_key_prefix(self.services.db, self.principal.account_id)
         self.respond(accounts.public_account(account, key and key["prefix"]))
 
 

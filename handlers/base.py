@@ -12,9 +12,9 @@ import pydantic
 import tornado.web
 from markupsafe import Markup
 
-from services.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
+from common.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
+from services.accounts import get_user
 from services.keys import hash_api_key
-from storage.accounts import get_user
 
 log = logging.getLogger("parley.http")
 access_log = logging.getLogger("parley.access")

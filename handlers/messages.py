@@ -8,7 +8,7 @@ from handlers.base import ApiHandler, BaseHandler
 from handlers.openapi import BINARY, Operation
 from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery
 from services import media, messaging
-from services.errors import Forbidden, Invalid
+from common.errors import Forbidden, Invalid
 
 
 class MessageHandler(ApiHandler):

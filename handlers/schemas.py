@@ -67,6 +67,8 @@ class Contact(BaseModel):
     lastName: Optional[str]
     phone: Optional[str]
     email: Optional[str]
+    optedOut: bool = Field(description="True after the contact sent an opt-out keyword (STOP): campaigns "
+                                       "skip it and the bot does not answer it.")
     createdAt: str
 
 
@@ -223,6 +225,8 @@ class Message(BaseModel):
     contactId: str
     messageType: str
     campaignId: Optional[str]
+    author: Literal["contact", "bot", "user", "api", "campaign"] = Field(
+        description="Who wrote it: the contact (inbound), the bot, a user in the inbox, an API client, a campaign.")
     fromId: Optional[str]
     toId: Optional[str]
     media: Optional[MessageMedia]
@@ -241,7 +245,7 @@ class MessagePage(BaseModel):
 def _credit_amount(value):
     """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
     from services.credits import to_hundredths
-    from services.errors import Invalid
+    from common.errors import Invalid
     try:
         to_hundredths(value)
     except Invalid as exc:

@@ -6,8 +6,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from services import keys
-from services.errors import Conflict, Invalid, NotFound, Unauthorized
-from services.ids import iso, new_id, now_iso, utcnow
+from common.errors import Conflict, Invalid, NotFound, Unauthorized
+from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
 from storage import credits as credit_store
@@ -133,6 +133,26 @@ async def get_account(db, account_id):
         raise NotFound("account not found")
     account["credit_hundredths"] = await credit_store.get_balance(db, account_id) or 0
     return account
+
+
+async def get_key_prefix(db, account_id):
+    """{prefix, created_at} of the account's live API key, or None."""
+    return await store.get_key_prefix(db, account_id)
+
+
+async def get_user(db, user_id):
+    """The UI user {id, account_id, email}, or None."""
+    return await store.get_user(db, user_id)
+
+
+async def get_user_for_login(db, email):
+    """The UI user with this (case-folded) email, with its password hash, or None."""
+    return await store.get_user_by_email(db, email)
+
+
+async def get_account_by_email(db, email):
+    """The account with this email (case-folded here), or None."""
+    return await store.get_account_by_email(db, email.strip().lower())
 
 
 def public_account(account, key_prefix=None):

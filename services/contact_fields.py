@@ -4,7 +4,7 @@ import functools
 import phonenumbers
 from email_validator import EmailNotValidError, validate_email
 
-from services.errors import Invalid
+from common.errors import Invalid
 
 
 def normalize_phone(raw, field="phone"):

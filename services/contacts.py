@@ -1,7 +1,7 @@
 """Contacts: create-or-return by normalized phone (else case-folded email), lookups by phone, email or id."""
 from services.contact_fields import normalize_email, normalize_phone
-from services.errors import Invalid, NotFound
-from services.ids import new_id, now_iso
+from common.errors import Invalid, NotFound
+from common.ids import new_id, now_iso
 from storage import contacts as store
 
 public_contact = store.public_contact

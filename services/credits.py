@@ -6,8 +6,8 @@ import math
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
-from services.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
-from services.ids import iso, utcnow
+from common.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
+from common.ids import iso, utcnow
 from services.lists import decode_cursor, encode_cursor, parse_limit
 from storage import credits as store
 

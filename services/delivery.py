@@ -26,8 +26,8 @@ from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
 from services import netguard, signing
 from services.accounts import signing_secrets
-from services.errors import Conflict, NotFound
-from services.ids import iso, utcnow
+from common.errors import Conflict, NotFound
+from common.ids import iso, utcnow
 from storage import accounts as account_store
 from storage import delivery as store
 

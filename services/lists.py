@@ -3,8 +3,8 @@ import base64
 import binascii
 
 from services.contacts import not_found as contact_not_found
-from services.errors import Invalid, NotFound
-from services.ids import new_id, now_iso
+from common.errors import Invalid, NotFound
+from common.ids import new_id, now_iso
 from storage import lists as store
 from storage.contacts import public_contact
 

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit
 import puremagic
 from puremagic.main import magic_footer_array, magic_header_array, multi_part_dict
 
-from services.errors import Invalid, PayloadTooLarge
+from common.errors import Invalid, PayloadTooLarge
 
 STORED_PREFIX = "media:"  # messages.media_url of a stored file: "media:<sha256>"
 _MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")

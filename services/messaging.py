@@ -7,8 +7,8 @@ from tornado.ioloop import IOLoop
 
 from services import bot, media
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
-from services.errors import Invalid, NotFound
-from services.ids import new_id, now_iso
+from common.errors import Invalid, NotFound
+from common.ids import new_id, now_iso
 from storage import accounts as account_store
 from storage import contacts as contact_store
 from storage import messages as store
@@ -19,6 +19,9 @@ log = logging.getLogger("parley.messaging")
 QUEUED = "Message queued for delivery"
 NO_WEBHOOK = "no Custom Channel Webhook URL is configured; set it with PATCH /v1/account/settings"
 MAX_PAGE = 200
+# Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
+# user, an API client (POST send_custom_channel_message) or a campaign.
+AUTHORS = ("contact", "bot", "user", "api", "campaign")
 
 
 def _blank_to_none(value):
@@ -87,7 +90,8 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "status": _blank_to_none(status) or "received", "body": body, "channel": _blank_to_none(channel),
                "campaign_id": _blank_to_none(campaign_id), "message_type": message_type or "text",
                "external_id": message_sid, "from_id": from_id, "to_id": to_id, "media_url": stored_url,
-               "media_content_type": content_type, "error": None, "created_at": now_iso()}
+               "media_content_type": content_type, "error": None, "author": "contact", "author_user_id": None,
+               "created_at": now_iso()}
 
     try:
         first, contact_id, contact_created = await db.write(_record_inbound, message, identity)
@@ -158,14 +162,15 @@ def _check_body(body, field):
 
 
 def _queue_outbound_in_tx(cx, *, account_id, contact_id, user_id, body, channel, to_id, campaign_id, media_url,
-                          content_type, shown_media):
+                          content_type, shown_media, author, author_user_id=None):
     """Store an outbound message as Pending and its delivery in the outbox, in this one transaction.
-    shown_media: public_media() of the attachment, made before the transaction (signing is CPU work)."""
+    shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
+    author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'."""
     message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
                "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
-               "created_at": now_iso()}
+               "author": author, "author_user_id": author_user_id, "created_at": now_iso()}
     store.insert_message_in_tx(cx, message)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
                "toId": to_id, "channel": channel}
@@ -189,7 +194,7 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     message = await services.db.write(
         _record_outbound, identity, account_id=account_id, user_id=user_id, body=body, channel=custom_channel,
         to_id=from_id, campaign_id=_blank_to_none(campaign_id), media_url=stored_url, content_type=content_type,
-        shown_media=shown_media)
+        shown_media=shown_media, author="api")
     _wake_delivery(services)
     return {"messageId": message["id"], "contactId": message["contact_id"]}
 
@@ -200,11 +205,14 @@ def _record_outbound(cx, identity, **outbound):
     return _queue_outbound_in_tx(cx, contact_id=contact_id, **outbound)
 
 
-async def send_reply(services, account_id, contact_id, body, channel=None, *, to_id=None, campaign_id=None,
-                     media_url=None, media_content_type=None):
+async def send_reply(services, account_id, contact_id, body, channel=None, *, author, author_user_id=None,
+                     to_id=None, campaign_id=None, media_url=None, media_content_type=None):
     """The one way an outbound message to a known contact is made: bot replies, inbox replies and API
     sends all end in _queue_outbound_in_tx. Without to_id/channel the reply goes where the contact last
-    wrote from. Returns {"messageId", "contactId"}."""
+    wrote from. author: 'bot', 'user' (with author_user_id), 'api' or 'campaign'.
+    Returns {"messageId", "contactId"}."""
+    if author not in AUTHORS or author == "contact":
+        raise ValueError(f"an outbound message's author is one of {AUTHORS[1:]}, not {author!r}")
     _check_body(body, "body")
     user_id = await _delivery_context(services, account_id)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
@@ -213,7 +221,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, to
     message = await services.db.write(
         _record_reply, account_id=account_id, contact_id=contact_id, user_id=user_id, body=body, channel=channel,
         to_id=to_id, campaign_id=campaign_id, media_url=stored_url, content_type=content_type,
-        shown_media=shown_media)
+        shown_media=shown_media, author=author, author_user_id=author_user_id)
     _wake_delivery(services)
     return {"messageId": message["id"], "contactId": contact_id}
 
@@ -238,6 +246,7 @@ def public_message(services, message):
     return {"id": message["id"], "direction": message["direction"], "status": message["status"],
             "body": message["body"], "channel": message["channel"], "contactId": message["contact_id"],
             "messageType": message["message_type"], "campaignId": message["campaign_id"],
+            "author": message["author"],
             "fromId": message["from_id"], "toId": message["to_id"],
             "media": media.public_media(services, message["media_url"], message["media_content_type"]),
             "error": message["error"], "createdAt": message["created_at"]}

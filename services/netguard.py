@@ -4,7 +4,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from services.errors import Invalid
+from common.errors import Invalid
 
 
 class BlockedAddress(Exception):

@@ -2,16 +2,18 @@
 from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
-_COLUMNS = "id, account_id, first_name, last_name, phone, email, created_at"
+_COLUMNS = "id, account_id, first_name, last_name, phone, email, opted_out, created_at"
 FILLABLE = ("first_name", "last_name", "phone", "email")
 
 
 
 
 def public_contact(row):
-    """The contact as the API and notifications show it: {id, firstName, lastName, phone, email, createdAt}."""
+    """The contact as the API and notifications show it: {id, firstName, lastName, phone, email, optedOut,
+    createdAt}."""
     return {"id": row["id"], "firstName": row.get("first_name"), "lastName": row.get("last_name"),
-            "phone": row.get("phone"), "email": row.get("email"), "createdAt": row["created_at"]}
+            "phone": row.get("phone"), "email": row.get("email"), "optedOut": bool(row.get("opted_out")),
+            "createdAt": row["created_at"]}
 
 
 def emit_created_in_tx(cx, row):
@@ -39,9 +41,10 @@ def find_by_email(cx, account_id, email):
 
 
 def insert_contact_in_tx(cx, contact):
-    cx.execute(f"INSERT INTO contacts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    cx.execute(f"INSERT INTO contacts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (contact["id"], contact["account_id"], contact.get("first_name"), contact.get("last_name"),
-                contact.get("phone"), contact.get("email"), contact["created_at"]))
+                contact.get("phone"), contact.get("email"), int(bool(contact.get("opted_out"))),
+                contact["created_at"]))
     return contact
 
 

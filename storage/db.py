@@ -16,7 +16,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from services.errors import Unavailable
+from common.errors import Unavailable
 
 log = logging.getLogger("parley.db")
 

@@ -4,7 +4,7 @@ from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, name, contact_count, created_at"
-_CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.created_at"
+_CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.opted_out, c.created_at"
 
 
 

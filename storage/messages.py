@@ -5,7 +5,7 @@ import json
 from storage.db import fetch_all, fetch_one, reads
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
-            " external_id, from_id, to_id, media_url, media_content_type, error, created_at")
+            " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
 
 

@@ -1,7 +1,7 @@
 """SQL for the outbox: every webhook delivery is a row written in the transaction that caused it."""
 import json
 
-from services.ids import new_id, now_iso
+from common.ids import new_id, now_iso
 from storage.db import reads
 
 

@@ -29,7 +29,7 @@ import sqlite3  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 
-from services.errors import DomainError  # noqa: E402
+from common.errors import DomainError  # noqa: E402
 from storage.db import FRAME_HEADER, connect_sync, encode_frame  # noqa: E402
 
 

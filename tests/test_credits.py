@@ -9,8 +9,8 @@ import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import credits
-from services.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
-from services.ids import utcnow
+from common.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
+from common.ids import utcnow
 from storage import credits as credit_store
 from storage.db import connect_sync
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount

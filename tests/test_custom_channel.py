@@ -8,7 +8,7 @@ import tornado.simple_httpclient
 
 from services import accounts, messaging
 from services import bot as bot_module
-from services.errors import Invalid, NotFound
+from common.errors import Invalid, NotFound
 from storage import contacts as contact_store
 from storage import messages as message_store
 from storage import outbox as outbox_store
@@ -432,19 +432,20 @@ async def test_send_reply_service_replies_where_the_contact_last_wrote(api, acco
     key, account_id = account["api_key"], account["account_id"]
     await set_webhook(api, key)
     m = await get_message(api, key, (await post_inbound(api, key, fromId="tg-7", channel="telegram")).json["messageId"])
-    sent = await messaging.send_reply(services, account_id, m["contactId"], "Thanks!")
+    sent = await messaging.send_reply(services, account_id, m["contactId"], "Thanks!", author="bot")
     out = await get_message(api, key, sent["messageId"])
-    assert (out["direction"], out["status"], out["toId"], out["channel"], out["contactId"]) == \
-        ("outbound", "Pending", "tg-7", "telegram", m["contactId"])
+    assert (out["direction"], out["status"], out["toId"], out["channel"], out["contactId"], out["author"]) == \
+        ("outbound", "Pending", "tg-7", "telegram", m["contactId"], "bot")
+    assert m["author"] == "contact"
     [row] = await outbox_store.list_outbox(services.db, account_id, kind="reply")
     assert json.loads(row["payload"])["toId"] == "tg-7" and row["message_id"] == sent["messageId"]
 
     with pytest.raises(NotFound):  # another account's contact
         await set_webhook(api, other_account["api_key"])
-        await messaging.send_reply(services, other_account["account_id"], m["contactId"], "nope")
+        await messaging.send_reply(services, other_account["account_id"], m["contactId"], "nope", author="bot")
     lonely, _ = await contact_store.find_or_create(services.db, {
         "id": "ct_no_channel", "account_id": account_id, "phone": "+14155550123", "created_at": "2024-01-01"})
     with pytest.raises(Invalid):  # never wrote on a custom channel: no fromId to reply to
-        await messaging.send_reply(services, account_id, lonely["id"], "hello?")
+        await messaging.send_reply(services, account_id, lonely["id"], "hello?", author="user")
     with pytest.raises(Invalid):
-        await messaging.send_reply(services, account_id, m["contactId"], "   ")
+        await messaging.send_reply(services, account_id, m["contactId"], "   ", author="user")

@@ -4,7 +4,7 @@ import random
 import time
 from datetime import datetime, timedelta, timezone
 
-from services import ids
+from common import ids
 
 
 def _reference_id(prefix, ms, random_bits):

@@ -14,7 +14,7 @@ import tornado.testing
 import tornado.web
 
 from services import media
-from services.errors import Invalid, PayloadTooLarge
+from common.errors import Invalid, PayloadTooLarge
 from settings import Settings
 from storage import outbox as outbox_store
 

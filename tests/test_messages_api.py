@@ -8,13 +8,13 @@ import tornado.testing
 import tornado.web
 
 from services.delivery import DeliveryWorker
-from services.ids import utcnow
+from common.ids import utcnow
 
 INBOUND = "/v1/incoming_custom_channel_message"
 SEND = "/v1/send_custom_channel_message"
 _sids = iter(range(1, 1_000_000))
 MESSAGE_KEYS = {"id", "direction", "status", "body", "channel", "contactId", "messageType", "media", "error",
-                "attempts", "createdAt"}
+                "attempts", "author", "createdAt"}
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import pytest
 
 from services import netguard
-from services.errors import Invalid
+from common.errors import Invalid
 from settings import Settings
 
 PRIVATE_URLS = [

@@ -3,8 +3,7 @@ import asyncio
 from urllib.parse import urlsplit
 
 from handlers.base import UiHandler
-from services import keys
-from storage.accounts import get_user_by_email
+from services import accounts, keys
 
 WRONG_LOGIN = "Wrong email or password."
 # Per email and client address: a burst of this many attempts, then one every 60/N seconds.
@@ -58,7 +57,7 @@ class LoginHandler(UiHandler):
                 "kind": "error",
                 "text": f"Too many sign-in attempts. Try again in {headers['Retry-After']} seconds."}])
             return
-        user = await get_user_by_email(self.services.db, email) if email else None
+        user = await accounts.get_user_for_login(self.services.db, email) if email else None
         if not await check_password(password, user and user["password_hash"]):
             self.render("login.html", status=401, email=email, next_url=next_url,
                         flashes=[{"kind": "error", "text": WRONG_LOGIN}])

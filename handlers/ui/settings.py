@@ -4,8 +4,7 @@ from tornado.web import authenticated
 
 from handlers.base import UiHandler
 from services import accounts
-from services.errors import Invalid
-from storage.accounts import get_key_prefix
+from common.errors import Invalid
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.tagged")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
@@ -31,7 +30,7 @@ class SettingsPage(UiHandler):
         for event in notification_events(account):
             values[event] = settings.get("notificationUrls", {}).get(event, "")
         values.update(form or {})
-        self.render("settings.html", status=status, account=account, key=await get_key_prefix(db, self.account_id),
+        self.render("settings.html", status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     values=values, events=notification_events(account),
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
@@ -60,7 +59,7 @@ class ApiKeyHandler(SettingsPage):
     @authenticated
     async def post(self):
         api_key = await accounts.rotate_key(self.services.db, self.services.keys, self.account_id)
-        key = await get_key_prefix(self.services.db, self.account_id)
+        key = await accounts.get_key_prefix(self.services.db, self.account_id)
         self.render("api_key.html", api_key=api_key, key=key)
 
 

@@ -1,0 +1,19 @@
+"""Scenarios the feature issues add to `make bench`, beside the core phases in bench/run.py.
+
+A scenario is a module listed in MODULES with:
+    NAME      short name: its key in results["scenarios"], and what `--only NAME` selects
+    run(ctx)  measures and returns a JSON-able dict (ctx: bench.run.Context: a fresh data dir with an owner
+              account, the wrk wrapper, servers, process stats; see its docstring)
+    render(result) -> list of markdown lines for bench/README.md's table section
+    goals(result)  -> list of bench.run.goal(...) dicts (an unmet goal is reported, never dropped)
+"""
+import importlib
+
+MODULES = [
+]
+
+
+def load(selected=None):
+    """The scenario modules, all or those whose NAME is in selected."""
+    modules = [importlib.import_module(name) for name in MODULES]
+    return [m for m in modules if selected is None or m.NAME in selected]

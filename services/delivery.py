@@ -10,10 +10,8 @@ Outcomes (DESIGN §3 "Reply delivery"):
   configured: final at once ('failed'); retry_now() sends it again after the client fixed things.
 """
 import asyncio
-import ipaddress
 import logging
 import random
-import socket
 import time
 from collections import Counter
 from datetime import timedelta
@@ -21,10 +19,10 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 from tornado.httpclient import HTTPRequest
-from tornado.netutil import Resolver
 from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
 from services import netguard, signing
+from services.netguard import CheckedResolver
 from services.accounts import signing_secrets
 from common.errors import Conflict, NotFound
 from common.ids import iso, utcnow
@@ -43,28 +41,6 @@ USER_AGENT = "Parley-Webhooks/1"
 # back this long so the receiver is not sent the same webhook at every poll while the database fails.
 UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
-
-
-class CheckedResolver(Resolver):
-    """Resolves through netguard.resolve_checked, so the client connects only to addresses that were
-    checked (no second lookup an attacker's DNS could answer differently). TLS SNI and the Host
-    header still use the URL's host name."""
-
-    def initialize(self, allow_private=False):
-        self.allow_private = allow_private
-
-    async def resolve(self, host, port, family=socket.AF_UNSPEC):
-        addresses = await netguard.resolve_checked(host, port, self.allow_private)
-        result = []
-        for address in addresses:
-            if ipaddress.ip_address(address).version == 6:
-                if family in (socket.AF_UNSPEC, socket.AF_INET6):
-                    result.append((socket.AF_INET6, (address, port, 0, 0)))
-            elif family in (socket.AF_UNSPEC, socket.AF_INET):
-                result.append((socket.AF_INET, (address, port)))
-        if not result:
-            raise OSError(f"{host} has no address of the requested family")
-        return result
 
 
 class Outcome:
@@ -262,9 +238,7 @@ class DeliveryWorker:
         url = webhook_url(row, account)
         if not url:
             return Outcome(error=NO_URL)
-        parts = urlsplit(url)
-        schemes = ("https", "http") if self.settings.allow_private_webhooks else ("https",)
-        if parts.scheme not in schemes or not parts.hostname:
+        if not netguard.scheme_allowed(urlsplit(url), self.settings.allow_private_webhooks):
             return Outcome(error="webhook URL refused: it must be an https:// URL with a host name")
         body = row["payload"].encode()
         # The timestamp is the real sending time: receivers compare it with their own clock.

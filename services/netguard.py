@@ -1,8 +1,11 @@
-"""SSRF guard for client-owned URLs: https only, and only public addresses (checked after DNS)."""
+"""SSRF guard for client-owned URLs (webhooks, the bot's AI provider): https only, and only public
+addresses (checked after DNS, and the checked address is the one connected to)."""
 import asyncio
 import ipaddress
 import socket
 from urllib.parse import urlsplit
+
+from tornado.netutil import Resolver
 
 from common.errors import Invalid
 
@@ -32,13 +35,17 @@ async def resolve_checked(host, port, allow_private):
     return addresses
 
 
+def scheme_allowed(parts, allow_private):
+    """A client-owned URL (urlsplit parts) must be https with a host; plain http only with allow_private."""
+    return parts.scheme in (("https", "http") if allow_private else ("https",)) and bool(parts.hostname)
+
+
 async def check_webhook_url(url, *, allow_private, field):
     """Validate a URL a client saves for webhooks. Returns it unchanged or raises Invalid naming the field."""
     if not isinstance(url, str) or not url.strip():
         raise Invalid(f"{field} must be a URL")
     parts = urlsplit(url)
-    schemes = ("https", "http") if allow_private else ("https",)
-    if parts.scheme not in schemes or not parts.hostname:
+    if not scheme_allowed(parts, allow_private):
         raise Invalid(f"{field} must be an https:// URL with a host name")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -51,3 +58,25 @@ async def check_webhook_url(url, *, allow_private, field):
     except OSError:
         raise Invalid(f"{field}: host {parts.hostname} cannot be resolved") from None
     return url
+
+
+class CheckedResolver(Resolver):
+    """Resolves through resolve_checked, so the client connects only to addresses that were
+    checked (no second lookup an attacker's DNS could answer differently). TLS SNI and the Host
+    header still use the URL's host name."""
+
+    def initialize(self, allow_private=False):
+        self.allow_private = allow_private
+
+    async def resolve(self, host, port, family=socket.AF_UNSPEC):
+        addresses = await resolve_checked(host, port, self.allow_private)
+        result = []
+        for address in addresses:
+            if ipaddress.ip_address(address).version == 6:
+                if family in (socket.AF_UNSPEC, socket.AF_INET6):
+                    result.append((socket.AF_INET6, (address, port, 0, 0)))
+            elif family in (socket.AF_UNSPEC, socket.AF_INET):
+                result.append((socket.AF_INET, (address, port)))
+        if not result:
+            raise OSError(f"{host} has no address of the requested family")
+        return result

@@ -14,7 +14,8 @@ from tornado.testing import bind_unused_port
 
 import server
 from services import accounts, netguard
-from services.delivery import RETRY_SCHEDULE, CheckedResolver, DeliveryWorker, parse_retry_after
+from services.delivery import RETRY_SCHEDULE, DeliveryWorker, parse_retry_after
+from services.netguard import CheckedResolver
 from common.errors import Conflict, NotFound
 from common.ids import iso, new_id, now_iso, utcnow
 from services.signing import sign

@@ -22,6 +22,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, log_request
 from services import accounts
+from services.bot import BotRunner
 from services.delivery import DeliveryWorker
 from common.errors import DomainError
 from services.ratelimit import RateLimiter
@@ -43,8 +44,11 @@ class Services:
     keys: accounts.KeyRegistry
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
+    bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
 
     async def close(self):
+        if self.bot is not None:
+            await self.bot.stop()  # first: its replies are outbox rows the delivery worker sends
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         await self.db.close()
@@ -56,6 +60,7 @@ async def open_services(settings):
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
+    services.bot = BotRunner(services)
     return services
 
 

@@ -39,6 +39,13 @@ class Settings(BaseModel):
     delivery_concurrency_per_account: int = Field(4, ge=1, description="Webhook deliveries in flight at once "
                                                                        "per account, so that one slow receiver "
                                                                        "cannot hold every slot.")
+    bot_concurrency: int = Field(8, ge=1, description="Inbound messages the bot works on at once (each may wait "
+                                                      "for the AI provider); more wait their turn.")
+    bot_history_messages: int = Field(20, ge=1, le=200, description="Most recent messages of the conversation "
+                                                                    "sent to the bot's AI provider.")
+    bot_history_chars: int = Field(8000, ge=100, description="At most this many characters of the conversation "
+                                                             "are sent to the bot's AI provider (older messages "
+                                                             "are left out first).")
 
     @property
     def base_url(self):

@@ -19,14 +19,16 @@ class AccountSettingsHandler(ApiHandler):
         "Change account settings", {200: (AccountSettings, "The whole settings object after the change.")},
         body=SettingsPatch, tags=("account",),
         description="Only the keys present change; null removes a setting. Webhook URLs must be https and "
-                    "public (unless the server runs with --allow-private-webhooks).")}
+                    "public (unless the server runs with --allow-private-webhooks). `bot` is a JSON Merge Patch "
+                    "(RFC 7386) of the stored bot object: objects merge, null removes a key, arrays replace; "
+                    "the provider's apiKey is write-only and kept unless sent again or set to null.")}
 
     async def patch(self):
         patch = self.json_body(SettingsPatch)
         changes = await accounts.validate_settings_changes(
-            {name: getattr(patch, name) for name in patch.model_fields_set},
-            allow_private=self.application.settings_obj.allow_private_webhooks)
-        settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes)
+            patch.model_dump(exclude_unset=True), allow_private=self.application.settings_obj.allow_private_webhooks)
+        settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes,
+                                                  box=self.services.box)
         self.respond(settings)
 
 

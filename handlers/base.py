@@ -13,6 +13,7 @@ import tornado.web
 from markupsafe import Markup
 
 from common.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
+from common.validation import validation_message
 from services.accounts import get_user
 from services.keys import hash_api_key
 
@@ -36,19 +37,6 @@ def log_request(handler):
     uri = _SECRET_QUERY.sub(r"\1***", request.uri)
     access_log.log(level, "%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
                    1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
-
-
-def validation_message(error: pydantic.ValidationError):
-    """One sentence naming the field of pydantic's first error."""
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"] if part != "__root__")
-    message = first["msg"]
-    if first["type"] == "missing":
-        return f"{field} is required"
-    message = message.removeprefix("Value error, ")
-    if first["type"] == "value_error" and message.startswith(field):
-        return message
-    return f"{field}: {message}" if field else message
 
 
 class BaseHandler(tornado.web.RequestHandler):

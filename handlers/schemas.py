@@ -3,6 +3,9 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from common.validation import NOT_BLANK
+from services.bot_settings import BotSettings
+
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
 
 
@@ -10,9 +13,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# Documents (in the OpenAPI schema only) a check the validators make by hand with str.strip(): not empty or
-# whitespace-only. Python's whitespace, spelled out: JSON Schema's \S differs (e.g. on U+001F, U+FEFF).
-NOT_BLANK = {"pattern": "[^" + "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + "]"}
 
 
 class SettingsPatch(Strict):
@@ -20,6 +20,8 @@ class SettingsPatch(Strict):
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed (spec §6).")
     notificationUrls: Optional[dict[NotificationEvent, str]] = Field(
         None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
+    bot: Optional[BotSettings] = Field(None, description="The bot (DESIGN §3), merged into the stored one "
+                                                         "(RFC 7386); null removes it.")
 
 
 class Account(BaseModel):
@@ -296,6 +298,8 @@ class AccountSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
     customChannelWebhookUrl: Optional[str] = None
     notificationUrls: Optional[dict[str, str]] = None
+    bot: Optional[BotSettings] = Field(None, description="provider.apiKey never appears: apiKeySet says "
+                                                         "whether one is stored.")
 
 
 class ContactLookup(BaseModel):

@@ -1,11 +1,12 @@
 """Accounts: creation, API-key authentication and rotation, settings, webhook signing secrets."""
 import asyncio
+import copy
 import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import keys
+from services import bot_settings, keys
 from common.errors import Conflict, Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
@@ -160,14 +161,23 @@ def public_account(account, key_prefix=None):
     return {"id": account["id"], "name": account["name"], "email": account["email"], "type": account["type"],
             "parentAgencyId": account["parent_agency_id"],
             "rateLimitPerMinute": account["rate_limit_per_minute"],
-            "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"],
+            "apiKeyPrefix": key_prefix, "settings": public_settings(account["settings"]),
+            "createdAt": account["created_at"],
             "credits": credit_store.as_number(account.get("credit_hundredths", 0))}
+
+
+def public_settings(settings):
+    """The settings object as the API and the UI show it: the bot's provider keys only as apiKeySet."""
+    if settings.get("bot") is None:
+        return settings
+    return {**settings, "bot": bot_settings.public(settings["bot"])}
 
 
 async def validate_settings_changes(changes, allow_private):
     """Check setting changes (top-level name -> value, None removes) the same way for the API and the UI:
-    webhook URLs must be https and public unless allow_private. Returns the changes to store; raises
-    Invalid naming the field."""
+    webhook URLs (and the bot's provider URLs) must be https and public unless allow_private. Returns the
+    changes to store; raises Invalid naming the field. `bot` is a merge patch (services/bot_settings.py),
+    whose result is validated as a whole when it is stored."""
     validated = {}
     for name, value in changes.items():
         if name == "customChannelWebhookUrl" and value is not None:
@@ -175,13 +185,34 @@ async def validate_settings_changes(changes, allow_private):
         elif name == "notificationUrls" and value is not None:
             for event, url in value.items():
                 await check_webhook_url(url, allow_private=allow_private, field=f"{name}.{event}")
+        elif name == "bot":
+            for field, url in bot_settings.provider_urls(value):
+                await check_webhook_url(url, allow_private=allow_private, field=field)
         validated[name] = value
     return validated
 
 
-async def update_settings(db, account_id, changes):
-    """changes: already validated top-level settings; returns the whole settings object."""
-    return await store.merge_settings(db, account_id, changes)
+async def update_settings(db, account_id, changes, box=None):
+    """changes: validated top-level settings (a `bot` merge patch needs the box to encrypt provider keys);
+    returns the whole settings object as public_settings shows it."""
+    if changes.get("bot") is not None:
+        changes = {**changes, "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), box)}
+    return public_settings(await db.write(_save_settings, account_id, changes))
+
+
+def _save_settings(cx, account_id, changes):
+    """In the writer: apply the changes to the stored settings in one transaction (so concurrent PATCHes
+    never lose an update); the bot's merge patch is validated here against what is stored."""
+    settings = store.get_settings_in_tx(cx, account_id)
+    for name, value in changes.items():
+        if name == "bot":
+            value = bot_settings.merged(settings.get("bot"), value)
+        if value is None:
+            settings.pop(name, None)
+        else:
+            settings[name] = value
+    store.set_settings_in_tx(cx, account_id, settings)
+    return settings
 
 
 def signing_secrets(box, account, now=None):

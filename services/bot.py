@@ -1,20 +1,344 @@
-"""The bot: answers inbound custom-channel messages (DESIGN §3 "Bot").
+"""The bot (DESIGN §3 "Bot"): decide() works out what to answer an inbound custom-channel message
+(handoff keyword, greeting, rule, AI provider, fallback), apply() carries it out (a reply through
+messaging.send_reply, with its outcome and its credits in the reply's own transaction), dry_run() runs
+the same decide() and applies nothing. BotRunner runs each new message after the 200, with bounded
+concurrency.
 
-Only the hook exists so far. services.messaging.after_inbound calls on_inbound_message once per new
-inbound text message, after the message committed and after the 200 was sent (IOLoop spawn_callback),
-never for a repeated messageSid and never for a reaction. Until the bot issue is built it makes no
-reply; a reply, when there is one, goes through services.messaging.send_reply.
+What the bot did is recorded on the inbound message (messages.bot_outcome, shown as `bot` in the API):
+{outcome, detail, replyId}; replyId is the bot's reply, or null when it sent none. OUTCOMES lists them.
 """
+import asyncio
+import functools
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Optional
+
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
+
+from common.errors import Invalid, NotFound
+from common.ids import iso, now_iso, utcnow
+from services import bot_context, bot_provider, bot_settings, messaging
+from services.credits import to_hundredths
+from services.netguard import CheckedResolver
 from storage import bot_state
+from storage import contacts as contact_store
+from storage import credits as credit_store
+
+log = logging.getLogger("parley.bot")
+
+OUTCOMES = {
+    "greeting": "answered with the greeting: the contact's first message",
+    "rule": "answered by the first rule with a keyword in the message",
+    "provider": "answered by the AI provider",
+    "fallback": "answered with the fallback: no rule matched and no AI provider is set",
+    "handoff": "a handoff keyword, or the AI provider, asked for a person: the bot is paused for the contact",
+    "provider_failed": "the AI provider failed (timeout, HTTP error, malformed answer); the fallback was sent "
+                       "if set (replyId says)",
+    "no_answer": "no rule matched and there is neither an AI provider nor a fallback",
+    "no_credits": "the sub-account's balance is below creditsPerReply: the bot stayed silent",
+    "paused": "the bot is paused for this contact (a handoff, or a person's reply)",
+    "opted_out": "the contact opted out: the bot never answers it",
+    "not_sent": "a reply was due but there is nowhere to send it (no Custom Channel Webhook URL)",
+}
+# A handoff pauses the bot this long for the contact (a person's reply pauses it for
+# pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
+HANDOFF_PAUSE = timedelta(hours=24)
 
 
-async def on_inbound_message(services, message):
-    """Called with the committed inbound message row (a dict: id, account_id, contact_id, body, channel,
-    campaign_id, message_type, from_id, to_id, ...). Exceptions are logged by the caller. No bot yet:
-    deliberately does nothing."""
+@dataclass
+class Decision:
+    """What the bot does with one message: record outcome/detail, send reply (if any), pause on handoff."""
+    outcome: str
+    detail: str
+    reply: Optional[str] = None
+    handoff: bool = field(default=False)
+
+
+class Skipped(Exception):
+    """Raised inside the reply's transaction when the reply must not go out after all (paused or opted out
+    meanwhile, too few credits): nothing of it is stored, and the outcome says why."""
+
+    def __init__(self, outcome, detail):
+        super().__init__(outcome, detail)
+        self.outcome, self.detail = outcome, detail
+
+
+# ---- keywords ---------------------------------------------------------------------------------
+
+def fold(text):
+    """Case- and compatibility-folded text, so that "PRICE", "Price" and "ｐｒｉｃｅ" match "price"."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+_UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "HALFWIDTH KATAKANA")
+
+
+def _needs_boundary(char):
+    """Scripts written without spaces between words have no word boundary to look for."""
+    return not unicodedata.name(char, "").startswith(_UNSPACED_SCRIPTS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _keyword_pattern(keyword):
+    """The keyword as a whole word: no word character (Unicode \\w) right before or after it."""
+    folded = fold(keyword)
+    before = r"(?<!\w)" if _needs_boundary(folded[0]) else ""
+    after = r"(?!\w)" if _needs_boundary(folded[-1]) else ""
+    return re.compile(before + re.escape(folded) + after)
+
+
+def first_keyword(keywords, folded_text):
+    """The first of keywords that occurs in folded_text (fold()) as a word, or None."""
+    for keyword in keywords:
+        if _keyword_pattern(keyword).search(folded_text):
+            return keyword
     return None
+
+
+# ---- deciding ---------------------------------------------------------------------------------
+
+def _charge(context):
+    """Credits (hundredths) one reply costs: creditsPerReply for a sub-account, nothing for the others."""
+    cost = context["config"]["creditsPerReply"]
+    return to_hundredths(cost) if context["account_type"] == "subaccount" and cost else 0
+
+
+def _cannot_reply(context, would):
+    """A Decision saying why no reply can go out (nowhere to send it, too few credits), or None."""
+    if not context["has_webhook"]:
+        return Decision("not_sent", f"no Custom Channel Webhook URL is configured ({would})")
+    charge = _charge(context)
+    if charge > context["credit_hundredths"]:
+        return Decision("no_credits", f"the balance of {credit_store.as_number(context['credit_hundredths'])} "
+                                      f"credits is below creditsPerReply {credit_store.as_number(charge)} ({would})")
+    return None
+
+
+def _local_answer(config, context, text):
+    """The greeting (on a contact's first message) or the first matching rule, as a Decision, or None."""
+    if context["first_message"] and bot_settings.is_set(config["greeting"]):
+        return Decision("greeting", "the contact's first message", reply=config["greeting"])
+    for index, rule in enumerate(config["rules"]):
+        keyword = first_keyword(rule["keywords"], text)
+        if keyword is not None:
+            return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
+    return None
+
+
+async def decide(services, account_id, context, body, *, contact_id=None, message_id=None):
+    """What the bot does with a message `body` from the contact, given its context (bot_context.context_in_tx).
+    May call the AI provider; stores and sends nothing. The order: opted out, paused, handoff keyword,
+    greeting, rule, AI provider, fallback."""
+    config = context["config"]
+    if context["opted_out"]:
+        return Decision("opted_out", "the contact opted out")
+    if context["pause"]:
+        pause = context["pause"]
+        return Decision("paused", f"the bot is paused for this contact until {pause['paused_until']} "
+                                  f"({pause['reason']})")
+    text = fold(body)
+    keyword = first_keyword(config["handoffKeywords"], text)
+    if keyword is not None:
+        return Decision("handoff", f'handoff keyword "{keyword}": the bot is paused for this contact', handoff=True)
+    local = _local_answer(config, context, text)
+    if local is not None:
+        return _cannot_reply(context, f"{local.outcome}: {local.detail}") or local
+    fallback = config["fallback"] if bot_settings.is_set(config["fallback"]) else None
+    provider = config["provider"]
+    if provider:
+        blocked = _cannot_reply(context, "the AI provider would have been asked")
+        if blocked is not None:
+            return blocked
+        try:
+            answer = await _ask_provider(services, account_id, provider, body, contact_id, message_id)
+        except bot_provider.ProviderError as exc:
+            log.warning("bot: the AI provider failed for account %s, message %s: %s", account_id, message_id, exc)
+            if fallback:
+                return Decision("provider_failed", f"{exc}; the fallback was sent", reply=fallback)
+            return Decision("provider_failed", f"{exc}; no fallback is set")
+        if answer.handoff:
+            return Decision("handoff", "the AI provider handed the conversation to a person: the bot is paused "
+                                       "for this contact", reply=answer.reply or None, handoff=True)
+        return Decision("provider", f"model {provider['model']}", reply=answer.reply)
+    if fallback:
+        return _cannot_reply(context, "the fallback would have been sent") or Decision(
+            "fallback", "no rule matched and no AI provider is set", reply=fallback)
+    return Decision("no_answer", "no rule matched, and neither an AI provider nor a fallback is set")
+
+
+async def _ask_provider(services, account_id, provider, body, contact_id, message_id):
+    settings = services.settings
+    api_key = None
+    if provider.get(bot_settings.KEY):
+        try:
+            api_key = services.box.decrypt(provider[bot_settings.KEY])
+        except ValueError as exc:
+            raise bot_provider.ProviderError(f"the stored API key cannot be used: {exc}") from None
+    history = []
+    if contact_id is not None:
+        history = await bot_state.recent_conversation(services.db, account_id, contact_id, message_id,
+                                                      limit=settings.bot_history_messages)
+    if message_id is None:  # a dry run: the body is not stored, it is the newest message
+        history = [{"direction": "inbound", "body": body}, *history]
+    messages = bot_provider.conversation(history, settings.bot_history_messages, settings.bot_history_chars)
+    return await bot_provider.ask(services.bot.http(), provider, api_key, messages,
+                                  allow_private=settings.allow_private_webhooks)
+
+
+# ---- applying ---------------------------------------------------------------------------------
+
+async def apply(services, message, context, decision):
+    """Carry out a decision on a stored inbound message: the reply (if any) through messaging.send_reply,
+    its outcome, credits and handoff pause in the reply's transaction; else the outcome (and pause) alone.
+    Returns the outcome recorded."""
+    account_id, contact_id = message["account_id"], message["contact_id"]
+    if decision.reply:
+        try:
+            await messaging.send_reply(
+                services, account_id, contact_id, decision.reply, message["channel"], author="bot",
+                to_id=message["from_id"], campaign_id=message["campaign_id"],
+                in_tx=(_answered_in_tx, {"inbound_id": message["id"], "outcome": decision.outcome,
+                                         "detail": decision.detail, "charge": _charge(context),
+                                         "handoff": decision.handoff}))
+            return decision.outcome
+        except Skipped as exc:
+            decision = Decision(exc.outcome, exc.detail)
+        except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
+            decision = Decision("not_sent", exc.message)
+    await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
+                            {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
+                            decision.handoff)
+    return decision.outcome
+
+
+def _handoff_pause_in_tx(cx, account_id, contact_id):
+    now = utcnow()
+    bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + HANDOFF_PAUSE), "handoff", iso(now))
+
+
+def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
+    """In the reply's transaction (messaging.send_reply in_tx): check again that the contact may be answered
+    (a person may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend
+    path), pause on a handoff and record the outcome. Skipped rolls the reply back."""
+    account_id, contact_id = reply["account_id"], reply["contact_id"]
+    now = now_iso()
+    state = bot_state.contact_state_in_tx(cx, account_id, contact_id, now) or {}
+    if state.get("opted_out"):
+        raise Skipped("opted_out", "the contact opted out before the reply was sent")
+    if state.get("pause"):
+        raise Skipped("paused", f"the bot was paused for this contact before the reply was sent "
+                                f"({state['pause']['reason']}, until {state['pause']['paused_until']})")
+    if charge:
+        spent = credit_store.spend.sync(cx, account_id, charge, f"bot reply {reply['id']}", now)
+        if spent["outcome"] != "spent":
+            raise Skipped("no_credits", f"the balance of {credit_store.as_number(spent.get('balance', 0))} credits "
+                                        f"is below creditsPerReply {credit_store.as_number(charge)}")
+    if handoff:
+        _handoff_pause_in_tx(cx, account_id, contact_id)
+    bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
+                                                             "replyId": reply["id"]})
+
+
+def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
+    """In the writer: the outcome of a message the bot sent nothing for (and the pause of a handoff)."""
+    if handoff:
+        _handoff_pause_in_tx(cx, account_id, contact_id)
+    bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome)
+
+
+async def on_inbound_message(services, message, context):
+    """Answer one new inbound text message (the stored row) whose write found the bot active for it."""
+    decision = await decide(services, message["account_id"], context, message["body"],
+                            contact_id=message["contact_id"], message_id=message["id"])
+    return await apply(services, message, context, decision)
+
+
+# ---- dry run and resume ------------------------------------------------------------------------
+
+async def dry_run(services, account_id, *, body, campaign_id=None, contact_id=None, first_message=None):
+    """POST /v1/bot/test: what the bot would answer `body` (as contact_id, under campaign_id) and why, by
+    the same decide() as a real message; stores, sends and spends nothing (the AI provider is asked).
+    Evaluated even while the bot is inactive (`active` says). first_message: treat it as the contact's
+    first message (default: whether the contact has none yet; without a contact, no)."""
+    if not body or not body.strip():
+        raise Invalid("body cannot be empty")
+    context = await services.db.read(_dry_run_context, account_id, contact_id, campaign_id or None)
+    if context is None:
+        raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+    if first_message is not None:
+        context["first_message"] = first_message
+    decision = await decide(services, account_id, context, body, contact_id=contact_id)
+    return {"reply": decision.reply, "reason": decision.outcome, "detail": decision.detail,
+            "handoff": decision.handoff, "active": bool(context["config"]["active"])}
+
+
+def _dry_run_context(cx, account_id, contact_id, campaign_id):
+    if contact_id is not None and contact_store.get_contact.sync(cx, account_id, contact_id) is None:
+        return None
+    return bot_context.context_in_tx(cx, account_id, contact_id, campaign_id, require_active=False)
 
 
 async def resume(services, account_id, contact_id):
     """End a pause of the bot for this contact (the inbox's "resume bot"); True when one was removed."""
     return await bot_state.clear_pause(services.db, account_id, contact_id)
+
+
+# ---- the runner --------------------------------------------------------------------------------
+
+class BotRunner:
+    """Runs on_inbound_message for each submitted message, at most `concurrency` at once (the rest wait
+    their turn in memory), off the request path; owns the AI provider's HTTP client (SSRF-guarded)."""
+
+    def __init__(self, services, concurrency=None):
+        self.services = services
+        self.concurrency = concurrency or services.settings.bot_concurrency
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self._tasks = set()
+        self._http = None
+        self._stopping = False
+
+    def submit(self, message, context):
+        """Answer this stored inbound message soon (call on the event loop, after the 200)."""
+        if self._stopping:
+            log.warning("bot: shutting down, message %s is not answered", message["id"])
+            return
+        task = asyncio.ensure_future(self._answer(message, context))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, message, context):
+        async with self._slots:
+            try:
+                await on_inbound_message(self.services, message, context)
+            except Exception:
+                log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
+
+    def http(self):
+        """The AI provider's client: connects only to addresses netguard checked; max_clients matches the
+        concurrency so that no call waits in Tornado's queue (its wait would count against the timeout)."""
+        if self._http is None:
+            self._http = SimpleAsyncHTTPClient(
+                force_instance=True, max_clients=self.concurrency, max_body_size=bot_provider.MAX_ANSWER_BYTES,
+                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks))
+        return self._http
+
+    async def idle(self):
+        """Wait until every submitted message is answered (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def stop(self, grace=None):
+        """Take no more messages; give those in progress `grace` seconds, then cancel them."""
+        self._stopping = True
+        if self._tasks:
+            grace = self.services.settings.shutdown_grace_seconds if grace is None else grace
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._http is not None:
+            self._http.close()
+            self._http = None

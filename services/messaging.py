@@ -3,9 +3,7 @@ mapping, outbound messages queued for delivery in the same transaction, and read
 import logging
 import sqlite3
 
-from tornado.ioloop import IOLoop
-
-from services import bot, media
+from services import bot_context, media
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
@@ -94,7 +92,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "created_at": now_iso()}
 
     try:
-        first, contact_id, contact_created = await db.write(_record_inbound, message, identity)
+        first, contact_id, contact_created, context = await db.write(_record_inbound, message, identity)
     except sqlite3.IntegrityError:
         # Backstop: another process (or connection) inserted the same messageSid first.
         first = await store.find_by_external_id(db, account_id, message_sid)
@@ -104,6 +102,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     if first is not None:
         return first, False
     message["contact_id"] = contact_id
+    message["bot_context"] = context  # for after_inbound: what the bot needs, read in this same write
     if contact_created:
         _wake_delivery(services)  # a contact.created notification may be queued
     return message, True
@@ -112,13 +111,19 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
 def _record_inbound(cx, message, identity):
     """In the writer: store an inbound message unless its messageSid was stored before. The single
     writer serializes this check-then-insert against every other write. Returns (the first message or
-    None, the contact id, whether the contact was created): only what the caller lacks crosses back."""
+    None, the contact id, whether the contact was created, the bot's context or None): only what the
+    caller lacks crosses back. The bot's context (services/bot_context.py) is read only for a text
+    message of an account whose bot is active for it; reactions are never answered (DESIGN §3)."""
     first = store.find_by_external_id_in_tx(cx, message["account_id"], message["external_id"])
     if first is not None:
-        return first, first["contact_id"], False
+        return first, first["contact_id"], False, None
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
     store.insert_message_in_tx(cx, {**message, "contact_id": contact_id})
-    return None, contact_id, contact_created
+    context = None
+    if message["message_type"] == "text":
+        context = bot_context.context_in_tx(cx, message["account_id"], contact_id, message["campaign_id"],
+                                            message["id"])
+    return None, contact_id, contact_created, context
 
 
 def _wake_delivery(services):
@@ -129,29 +134,21 @@ def _wake_delivery(services):
 
 
 def after_inbound(services, message):
-    """Once the 200 is sent: hand a new inbound text message to the bot, off the request path.
-    Reactions are stored and never answered (DESIGN §3)."""
-    if message["message_type"] != "text":
-        return
-    IOLoop.current().spawn_callback(_run_bot, services, message)
-
-
-async def _run_bot(services, message):
-    try:
-        await bot.on_inbound_message(services, message)
-    except Exception:
-        log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
+    """Once the 200 is sent: hand a new inbound message to the bot when its write found the bot active for
+    it (services.bot, a BotRunner, answers off the request path with bounded concurrency)."""
+    context = message.pop("bot_context", None)
+    if context is not None:
+        services.bot.submit(message, context)
 
 
 # ---- outbound --------------------------------------------------------------------------------
 
-async def _delivery_context(services, account_id):
-    """The owner's user id for the payload (spec §6), or the account id for accounts without a user.
-    Invalid when the account has nowhere to deliver replies."""
+async def _require_webhook(services, account_id):
+    """Invalid when the account has nowhere to deliver replies. Checked before media is stored; without
+    media the outbound write checks it itself (no read before it)."""
     account = await account_store.get_account(services.db, account_id)
     if account is None or not account["settings"].get("customChannelWebhookUrl"):
         raise Invalid(NO_WEBHOOK)
-    return await account_store.get_owner_user_id(services.db, account_id) or account_id
 
 
 def _check_body(body, field):
@@ -161,11 +158,18 @@ def _check_body(body, field):
         raise Invalid(f"{field} cannot be empty")
 
 
-def _queue_outbound_in_tx(cx, *, account_id, contact_id, user_id, body, channel, to_id, campaign_id, media_url,
+def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, campaign_id, media_url,
                           content_type, shown_media, author, author_user_id=None):
-    """Store an outbound message as Pending and its delivery in the outbox, in this one transaction.
+    """Store an outbound message as Pending and its delivery in the outbox, in this one transaction; a
+    reply written by a person (author 'user' or 'api') also pauses the bot for the contact (the inbox
+    relies on it). Invalid (nothing stored) when the account has no Custom Channel Webhook URL.
     shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
     author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'."""
+    account = account_store.delivery_context_in_tx(cx, account_id)
+    if account is None or not account["settings"].get("customChannelWebhookUrl"):
+        raise Invalid(NO_WEBHOOK)
+    # The payload's userId (spec §6): the account's owner, or the account itself when it has no user.
+    user_id = account["owner_user_id"] or account_id
     message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
                "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
@@ -174,9 +178,13 @@ def _queue_outbound_in_tx(cx, *, account_id, contact_id, user_id, body, channel,
     store.insert_message_in_tx(cx, message)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
                "toId": to_id, "channel": channel}
+    if campaign_id:  # DESIGN §3 "Reply payload, extended"
+        payload["campaignId"] = campaign_id
     if shown_media:
         payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
     outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload)
+    bot_context.pause_after_human_reply_in_tx(cx, account["settings"], account_id=account_id, contact_id=contact_id,
+                                              campaign_id=campaign_id, author=author)
     return message
 
 
@@ -186,13 +194,14 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     """Spec §4.5: resolve or create the contact from fromId like inbound, store the outbound message and
     queue its delivery. Returns {"messageId", "contactId"}."""
     _check_body(body, "customData.body")
-    user_id = await _delivery_context(services, account_id)
     identity = _identity(account_id, from_id, first_name, last_name, email)
+    if media_url:
+        await _require_webhook(services, account_id)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
 
     message = await services.db.write(
-        _record_outbound, identity, account_id=account_id, user_id=user_id, body=body, channel=custom_channel,
+        _record_outbound, identity, account_id=account_id, body=body, channel=custom_channel,
         to_id=from_id, campaign_id=_blank_to_none(campaign_id), media_url=stored_url, content_type=content_type,
         shown_media=shown_media, author="api")
     _wake_delivery(services)
@@ -206,27 +215,31 @@ def _record_outbound(cx, identity, **outbound):
 
 
 async def send_reply(services, account_id, contact_id, body, channel=None, *, author, author_user_id=None,
-                     to_id=None, campaign_id=None, media_url=None, media_content_type=None):
+                     to_id=None, campaign_id=None, media_url=None, media_content_type=None, in_tx=None):
     """The one way an outbound message to a known contact is made: bot replies, inbox replies and API
     sends all end in _queue_outbound_in_tx. Without to_id/channel the reply goes where the contact last
     wrote from. author: 'bot', 'user' (with author_user_id), 'api' or 'campaign'.
+    in_tx: None, or (fn, kwargs) with fn a module-level function run as fn(cx, message, **kwargs) in the
+    reply's own transaction once the message is queued (the bot records its outcome and spends credits
+    there); if it raises, nothing is stored and the exception reaches the caller.
     Returns {"messageId", "contactId"}."""
     if author not in AUTHORS or author == "contact":
         raise ValueError(f"an outbound message's author is one of {AUTHORS[1:]}, not {author!r}")
     _check_body(body, "body")
-    user_id = await _delivery_context(services, account_id)
+    if media_url:
+        await _require_webhook(services, account_id)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
 
     message = await services.db.write(
-        _record_reply, account_id=account_id, contact_id=contact_id, user_id=user_id, body=body, channel=channel,
+        _record_reply, account_id=account_id, contact_id=contact_id, body=body, channel=channel,
         to_id=to_id, campaign_id=campaign_id, media_url=stored_url, content_type=content_type,
-        shown_media=shown_media, author=author, author_user_id=author_user_id)
+        shown_media=shown_media, author=author, author_user_id=author_user_id, in_tx=in_tx)
     _wake_delivery(services)
     return {"messageId": message["id"], "contactId": contact_id}
 
 
-def _record_reply(cx, *, account_id, contact_id, to_id, channel, **outbound):
+def _record_reply(cx, *, account_id, contact_id, to_id, channel, in_tx=None, **outbound):
     """In the writer: a reply to a known contact, by default where it last wrote from."""
     if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
@@ -235,8 +248,12 @@ def _record_reply(cx, *, account_id, contact_id, to_id, channel, **outbound):
         if target is None:
             raise Invalid("this contact has never written on a custom channel, so there is no fromId to reply to")
         to_id, channel = target[0], channel or target[1]
-    return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, to_id=to_id, channel=channel,
-                                 **outbound)
+    message = _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, to_id=to_id, channel=channel,
+                                    **outbound)
+    if in_tx is not None:
+        fn, kwargs = in_tx
+        fn(cx, message, **kwargs)
+    return message
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -249,7 +266,7 @@ def public_message(services, message):
             "author": message["author"],
             "fromId": message["from_id"], "toId": message["to_id"],
             "media": media.public_media(services, message["media_url"], message["media_content_type"]),
-            "error": message["error"], "createdAt": message["created_at"]}
+            "error": message["error"], "bot": message.get("bot_outcome"), "createdAt": message["created_at"]}
 
 
 async def get_message(services, account_id, message_id):

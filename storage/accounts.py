@@ -68,13 +68,6 @@ def get_key_prefix(cx, account_id):
 
 
 @reads
-def get_owner_user_id(cx, account_id):
-    row = cx.execute("SELECT id FROM users WHERE account_id = ? ORDER BY is_owner DESC, created_at LIMIT 1",
-                     (account_id,)).fetchone()
-    return row[0] if row else None
-
-
-@reads
 def get_user_by_email(cx, email):
     return fetch_one(cx, "SELECT id, account_id, email, password_hash FROM users WHERE email = ?", (email,))
 
@@ -84,19 +77,23 @@ def get_user(cx, user_id):
     return fetch_one(cx, "SELECT id, account_id, email FROM users WHERE id = ?", (user_id,))
 
 
-@writes
-def merge_settings(cx, account_id, changes):
-    """Apply top-level setting changes (None deletes a key) and return the whole settings object.
-    Read and write happen in the writer's transaction, so concurrent PATCHes never lose an update."""
+def get_settings_in_tx(cx, account_id):
+    """The account's settings object (None for an unknown account)."""
     row = cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()
-    settings = json.loads(row[0])
-    for key, value in changes.items():
-        if value is None:
-            settings.pop(key, None)
-        else:
-            settings[key] = value
+    return json.loads(row[0]) if row else None
+
+
+def set_settings_in_tx(cx, account_id, settings):
     cx.execute("UPDATE accounts SET settings = ? WHERE id = ?", (json.dumps(settings), account_id))
-    return settings
+
+
+def delivery_context_in_tx(cx, account_id):
+    """What an outbound message needs inside its transaction: {settings, owner_user_id} (the owner is the
+    payload's userId, spec §6), or None for an unknown account."""
+    row = cx.execute("SELECT settings, (SELECT id FROM users WHERE account_id = a.id"
+                     " ORDER BY is_owner DESC, created_at LIMIT 1) FROM accounts a WHERE id = ?",
+                     (account_id,)).fetchone()
+    return {"settings": json.loads(row[0]), "owner_user_id": row[1]} if row else None
 
 
 @writes

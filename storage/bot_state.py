@@ -1,7 +1,11 @@
-"""SQL for the bot's state per contact: pauses (bot_pauses) and the outcome recorded on an inbound message."""
+"""SQL for the bot's state: pauses per contact (bot_pauses), the outcome recorded on an inbound message, and
+what answering needs to read (the account's bot, the contact's state, the recent conversation)."""
 import json
 
 from storage.db import fetch_one, reads, writes
+
+# Sorts after every id (ids are ASCII, "msg_…"): "up to this id" with no id means "all".
+_AFTER_EVERY_ID = "\uffff"
 
 
 def pause_in_tx(cx, account_id, contact_id, until, reason, now):
@@ -34,3 +38,38 @@ def set_outcome_in_tx(cx, account_id, message_id, outcome):
     """Record what the bot did with an inbound message: {outcome, detail}."""
     cx.execute("UPDATE messages SET bot_outcome = ? WHERE account_id = ? AND id = ? AND direction = 'inbound'",
                (json.dumps(outcome), account_id, message_id))
+
+
+def account_bot_in_tx(cx, account_id):
+    """What answering needs of the account: {bot (the stored bot object, None when there is none), type,
+    credit_hundredths, has_webhook}, or None for an unknown account. SQLite extracts the bot from the
+    settings JSON, so an account without a bot costs no parsing here."""
+    row = cx.execute("SELECT json_extract(settings, '$.bot'), type, credit_hundredths,"
+                     " json_extract(settings, '$.customChannelWebhookUrl') IS NOT NULL FROM accounts WHERE id = ?",
+                     (account_id,)).fetchone()
+    if row is None:
+        return None
+    return {"bot": json.loads(row[0]) if row[0] else None, "type": row[1], "credit_hundredths": row[2],
+            "has_webhook": bool(row[3])}
+
+
+def contact_state_in_tx(cx, account_id, contact_id, now, before_message_id=None):
+    """The contact as the bot sees it: {opted_out, pause (get_pause_in_tx), first_message}, or None for an
+    unknown contact. first_message: no inbound message before before_message_id (None: none at all)."""
+    row = cx.execute("SELECT opted_out, EXISTS (SELECT 1 FROM messages WHERE account_id = ? AND contact_id = ?"
+                     " AND direction = 'inbound' AND id < ?) FROM contacts WHERE account_id = ? AND id = ?",
+                     (account_id, contact_id, before_message_id or _AFTER_EVERY_ID, account_id, contact_id)).fetchone()
+    if row is None:
+        return None
+    return {"opted_out": bool(row[0]), "pause": get_pause_in_tx(cx, account_id, contact_id, now),
+            "first_message": not row[1]}
+
+
+@reads
+def recent_conversation(cx, account_id, contact_id, up_to_message_id=None, limit=20):
+    """The contact's latest text messages, both directions, newest first: [{direction, body}], up to and
+    including up_to_message_id (None: the very latest)."""
+    return [dict(r) for r in cx.execute(
+        "SELECT direction, body FROM messages WHERE account_id = ? AND contact_id = ? AND id <= ?"
+        " AND message_type = 'text' ORDER BY id DESC LIMIT ?",
+        (account_id, contact_id, up_to_message_id or _AFTER_EVERY_ID, limit))]

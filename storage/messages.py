@@ -5,16 +5,17 @@ import json
 from storage.db import fetch_all, fetch_one, reads
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
-            " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at")
+            " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
+            " bot_outcome")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
 
 
-_JSON = ("error",)  # columns stored as JSON text
+_JSON = ("error", "bot_outcome")  # columns stored as JSON text
 
 
 def insert_message_in_tx(cx, message):
     cx.execute(f"INSERT INTO messages ({_COLUMNS}) VALUES ({', '.join('?' * len(_FIELDS))})",
-               tuple(json.dumps(message[f]) if f == "error" and message.get(f) else message.get(f)
+               tuple(json.dumps(message[f]) if f in _JSON and message.get(f) else message.get(f)
                      for f in _FIELDS))
     return message
 

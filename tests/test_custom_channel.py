@@ -202,12 +202,14 @@ async def test_repeated_message_sid_answers_first_id_and_changes_nothing(api, ac
 async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, account, services, http_server_client,
                                                                        monkeypatch):
     """Spec §4.4 messageSid "Used to prevent a message being processed twice", also when the repeats
-    arrive at the same time: 20 answers, one message id, one stored message, one contact, one bot call."""
+    arrive at the same time: 20 answers, one message id, one stored message, one contact, one bot call
+    (DESIGN §3: a repeat "does nothing else (no second bot reply)")."""
     key, account_id = account["api_key"], account["account_id"]
     bot_calls = []
     sentinel_seen = asyncio.Event()
+    assert (await api.patch("/v1/account/settings", {"bot": {"active": True}}, key=key)).code == 200
 
-    async def record(svc, message):
+    async def record(svc, message, context):
         bot_calls.append(message["external_id"])
         if message["external_id"] == "after-burst":
             sentinel_seen.set()
@@ -326,11 +328,13 @@ async def test_contact_created_from_inbound_queues_contact_created(api, account,
 
 async def test_bot_hook_runs_after_commit_once_per_new_text_message(api, account, services, monkeypatch):
     """Spec §4.4: the service "has the bot answer when it is active"; DESIGN §3: "bot work happens after the
-    response", "no second bot reply" for a repeat, and a reaction is "never answered by the bot"."""
+    response", "no second bot reply" for a repeat, and a reaction is "never answered by the bot".
+    (tests/test_bot.py checks the answers themselves.)"""
     seen = []
     arrived = asyncio.Event()
+    assert (await api.patch("/v1/account/settings", {"bot": {"active": True}}, key=account["api_key"])).code == 200
 
-    async def record(svc, message):
+    async def record(svc, message, context):
         stored = await message_store.get_message(svc.db, message["account_id"], message["id"])
         seen.append((message["id"], stored is not None))
         arrived.set()
@@ -379,7 +383,8 @@ async def test_send_stores_pending_message_and_queues_its_delivery(api, account,
     assert row["message_id"] == m["id"]
     assert json.loads(row["payload"]) == {
         "contactId": inbound["contactId"], "messageId": m["id"], "userId": account_id,  # no user: the account
-        "body": "Hi from us", "toId": "user-1", "channel": "webchat"}
+        "body": "Hi from us", "toId": "user-1", "channel": "webchat",
+        "campaignId": "c1"}  # DESIGN §3 "Reply payload, extended": campaignId when the message has one
 
 
 async def test_send_alias_and_new_contact_from_from_id(api, account, services):

@@ -1,0 +1,42 @@
+"""The bot's part of other transactions: what it needs to answer a message, read inside the inbound
+message's own write (no extra read on the way to an answer), and the pause a human reply sets inside
+the outbound message's write (so the inbox pauses the bot just by sending a reply)."""
+from datetime import timedelta
+
+from common.ids import iso, now_iso, utcnow
+from services import bot_settings
+from storage import bot_state
+
+HUMAN_AUTHORS = ("user", "api")  # replies written by a person: they pause the bot for the contact
+
+
+def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, require_active=True):
+    """What the bot needs to decide on a message of this contact (contact_id None: no contact, a dry run;
+    message_id: the message, stored already): {config (bot_settings.effective), account_type,
+    credit_hundredths, has_webhook, opted_out, pause, first_message}. With require_active, None when the
+    bot is not active for this message's campaign (nothing more is read then)."""
+    account = bot_state.account_bot_in_tx(cx, account_id)
+    if account is None or require_active and account["bot"] is None:
+        return None
+    config = bot_settings.effective(account["bot"], campaign_id)
+    if require_active and not config["active"]:
+        return None
+    contact = {"opted_out": False, "pause": None, "first_message": False}
+    if contact_id is not None:
+        contact = bot_state.contact_state_in_tx(cx, account_id, contact_id, now_iso(), message_id) or contact
+    return {"config": config, "account_type": account["type"], "credit_hundredths": account["credit_hundredths"],
+            "has_webhook": account["has_webhook"], **contact}
+
+
+def pause_after_human_reply_in_tx(cx, settings, *, account_id, contact_id, campaign_id, author):
+    """A reply written by a person (HUMAN_AUTHORS) pauses the bot for that contact for
+    pauseMinutesAfterHumanReply (of the reply's campaign, else the account's), when the bot is active for
+    the account or any campaign (the person may answer a campaign's conversation without its campaignId).
+    settings: the account's."""
+    if author not in HUMAN_AUTHORS or not bot_settings.active_anywhere(settings.get("bot")):
+        return
+    minutes = bot_settings.effective(settings["bot"], campaign_id)["pauseMinutesAfterHumanReply"]
+    if minutes > 0:
+        now = utcnow()
+        bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + timedelta(minutes=minutes)), "human_reply",
+                              iso(now))

@@ -1,0 +1,251 @@
+"""The bot's settings object (DESIGN §3 "Bot"): its pydantic model, how a PATCH merges into the stored
+object, the public view (the provider key is write-only) and the effective configuration for a message.
+
+PATCH semantics (README "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
+(RFC 7386) of the stored one: objects merge key by key, null removes a key, arrays (rules,
+handoffKeywords) and scalars replace. So a PATCH that changes only the rules keeps the provider and its
+key, and `"bot": null` removes the whole bot. The stored object keeps the provider key encrypted under
+`apiKeyEncrypted`; reads show `apiKeySet` instead.
+"""
+from typing import Annotated, Optional
+from urllib.parse import urlsplit
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from common.errors import Invalid
+from common.validation import NOT_BLANK, validation_message
+from services.credits import to_hundredths
+
+MAX_RULES = 200
+MAX_KEYWORDS = 50
+MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
+MAX_SYSTEM_PROMPT = 20000
+MAX_CAMPAIGNS = 200
+DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
+            "provider": None, "pauseMinutesAfterHumanReply": 30, "creditsPerReply": 1}
+DEFAULT_TIMEOUT_SECONDS = 20.0
+KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Fernet, services/secretbox.py)
+
+
+def _not_blank(value):
+    if value is not None and not value.strip():
+        raise ValueError("must not be empty or whitespace-only")
+    return value.strip() if value is not None else value
+
+
+Keyword = Annotated[str, StringConstraints(max_length=100), Field(json_schema_extra=NOT_BLANK)]
+CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Rule(_Strict):
+    """Answers when one of its keywords occurs in the message as a word (case-insensitive)."""
+    keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
+                                    description="Words or phrases, matched as whole words, case-insensitively.")
+    answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)
+
+    @field_validator("keywords")
+    @classmethod
+    def _keywords(cls, keywords):
+        return [_not_blank(k) for k in keywords]
+
+    @field_validator("answer")
+    @classmethod
+    def _answer(cls, answer):
+        return _not_blank(answer)
+
+
+class Provider(_Strict):
+    """An OpenAI-compatible chat-completions server: POST {baseUrl}/chat/completions."""
+    baseUrl: Optional[str] = Field(None, max_length=2000, description=(
+        "e.g. https://api.openai.com/v1, or a local server's /v1 (Ollama, llama.cpp); https and public unless "
+        "the server runs with --allow-private-webhooks."))
+    model: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK)
+    apiKey: Optional[str] = Field(None, min_length=1, max_length=4000, description=(
+        "Write-only: sent as a bearer token, stored encrypted, never shown (reads say apiKeySet). Omitted, "
+        "the stored key is kept; null removes it."))
+    apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
+    systemPrompt: Optional[str] = Field(None, max_length=MAX_SYSTEM_PROMPT)
+    timeoutSeconds: Optional[float] = Field(None, ge=1, le=120, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, model):
+        return _not_blank(model)
+
+
+class BotConfig(_Strict):
+    """One configuration: the account's, or a campaign's override of some of its keys."""
+    active: Optional[bool] = Field(None, description="Off (false) by default: an inactive bot is silent.")
+    greeting: Optional[str] = Field(None, max_length=MAX_TEXT, description="Sent on a contact's first message.")
+    fallback: Optional[str] = Field(None, max_length=MAX_TEXT,
+                                    description="Sent when no rule matches and the provider is absent or failed.")
+    rules: Optional[list[Rule]] = Field(None, max_length=MAX_RULES, description="The first matching rule answers.")
+    handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
+                                                     description="Pause the bot for the contact that writes one.")
+    provider: Optional[Provider] = None
+    pauseMinutesAfterHumanReply: Optional[int] = Field(None, ge=0, le=525600, description="Default 30.")
+    creditsPerReply: Optional[float] = Field(None, ge=0, le=1000, description=(
+        "Default 1; spent by sub-accounts on each bot reply (at most 2 decimals)."))
+
+    @field_validator("handoffKeywords")
+    @classmethod
+    def _keywords(cls, keywords):
+        return None if keywords is None else [_not_blank(k) for k in keywords]
+
+    @field_validator("creditsPerReply", mode="before")
+    @classmethod
+    def _credits(cls, value):
+        if value is not None and value != 0 and not isinstance(value, bool):
+            try:
+                to_hundredths(value, field="creditsPerReply")
+            except Invalid as exc:
+                raise ValueError(exc.message.removeprefix("creditsPerReply ")) from None
+        return value
+
+
+class BotSettings(BotConfig):
+    """The `bot` settings object (DESIGN §3)."""
+    campaigns: Optional[dict[CampaignId, Optional[BotConfig]]] = Field(
+        None, max_length=MAX_CAMPAIGNS, description="campaignId -> the keys that differ for messages carrying it.")
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+def _providers(bot):
+    """(path, provider dict) of the account's provider and of each campaign's, for a bot dict."""
+    found = []
+    if isinstance(bot.get("provider"), dict):
+        found.append(("bot.provider", bot["provider"]))
+    for campaign_id, override in (bot.get("campaigns") or {}).items():
+        if isinstance(override, dict) and isinstance(override.get("provider"), dict):
+            found.append((f"bot.campaigns.{campaign_id}.provider", override["provider"]))
+    return found
+
+
+def prepare_patch(patch, box):
+    """A validated `bot` merge patch (model_dump(exclude_unset=True) of BotSettings) ready to merge: read-only
+    apiKeySet dropped, each apiKey encrypted (null stays null: it removes the key)."""
+    if patch is None:
+        return None
+    for _, provider in _providers(patch):
+        provider.pop("apiKeySet", None)
+        if "apiKey" in provider:
+            key = provider.pop("apiKey")
+            provider[KEY] = box.encrypt(key) if key is not None else None
+    return patch
+
+
+def provider_urls(patch):
+    """(field, url) of every provider baseUrl a patch sets: each is checked like a webhook URL."""
+    return [(f"{path}.baseUrl", p["baseUrl"]) for path, p in _providers(patch or {}) if p.get("baseUrl")]
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON Merge Patch: objects merge, null removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def same_origin(a, b):
+    pa, pb = urlsplit(a or ""), urlsplit(b or "")
+    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+
+
+def merged(current, patch):
+    """The stored bot object after a prepared patch, validated as a whole; None when the patch removes it.
+    Raises Invalid naming the field. A stored key is never carried to another host: moving a provider's
+    baseUrl elsewhere needs its apiKey sent again (or null)."""
+    if patch is None:
+        return None
+    current = current or {}
+    old = dict(_providers(current))
+    for path, provider in _providers(patch):
+        stored = old.get(path) or {}
+        if (stored.get(KEY) and provider.get("baseUrl") and KEY not in provider
+                and not same_origin(provider["baseUrl"], stored.get("baseUrl"))):
+            raise Invalid(f"{path}.apiKey must be sent again (or null to remove it) when baseUrl moves to another "
+                          "host: the stored key is only ever sent to the host it was saved for")
+    result = merge_patch(current, patch)
+    # Validated without the encrypted keys, which are not part of the public model.
+    public_form = public(result)
+    try:
+        BotSettings.model_validate(public_form)
+    except pydantic.ValidationError as exc:
+        raise Invalid(validation_message(exc, prefix="bot")) from None
+    if public_form.get("provider"):
+        _check_complete(public_form["provider"], "bot.provider")
+    for campaign_id, override in (result.get("campaigns") or {}).items():
+        if override.get("provider"):
+            provider = effective(result, campaign_id)["provider"]
+            _check_complete(provider, f"bot.campaigns.{campaign_id}.provider")
+    return result
+
+
+def _check_complete(provider, path):
+    for name in ("baseUrl", "model"):
+        if not provider.get(name):
+            raise Invalid(f"{path}.{name} is required")
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+def public(bot):
+    """The bot object as reads show it: each provider's key replaced by apiKeySet."""
+    if not bot:
+        return bot
+    out = {k: v for k, v in bot.items() if k not in ("provider", "campaigns")}
+    if bot.get("provider") is not None:
+        out["provider"] = _public_provider(bot["provider"])
+    if bot.get("campaigns") is not None:
+        out["campaigns"] = {}
+        for campaign_id, override in bot["campaigns"].items():
+            override = dict(override)
+            if override.get("provider") is not None:
+                override["provider"] = _public_provider(override["provider"])
+            out["campaigns"][campaign_id] = override
+    return out
+
+
+def _public_provider(provider):
+    shown = {k: v for k, v in provider.items() if k not in (KEY, "apiKeySet")}
+    shown["apiKeySet"] = bool(provider.get(KEY))
+    return shown
+
+
+def effective(bot, campaign_id=None):
+    """The configuration that answers a message: DEFAULTS, then the account's keys, then those of the
+    message's campaign. A campaign's provider overrides the account's field by field, and inherits the
+    account's key only while it talks to the same host."""
+    config = {**DEFAULTS, **{k: v for k, v in (bot or {}).items() if k != "campaigns"}}
+    override = ((bot or {}).get("campaigns") or {}).get(campaign_id) if campaign_id else None
+    for key, value in (override or {}).items():
+        if key == "provider" and config.get("provider"):
+            inherited = dict(config["provider"])
+            if "baseUrl" in value and not same_origin(value["baseUrl"], inherited.get("baseUrl")):
+                inherited.pop(KEY, None)
+            value = {**inherited, **value}
+        config[key] = value
+    return config
+
+
+def active_anywhere(bot):
+    """Whether the bot answers anything: active for the account or for one of its campaigns."""
+    return bool(bot) and (bool(bot.get("active")) or any(
+        (override or {}).get("active") for override in (bot.get("campaigns") or {}).values()))
+
+
+def is_set(text):
+    """A greeting or fallback counts only when it has something to say ("" in a campaign turns it off)."""
+    return bool(text and text.strip())

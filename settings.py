@@ -43,7 +43,7 @@ class Settings(BaseModel):
                                                       "for the AI provider); more wait their turn.")
     bot_history_messages: int = Field(20, ge=1, le=200, description="Most recent messages of the conversation "
                                                                     "sent to the bot's AI provider.")
-    bot_history_chars: int = Field(8000, ge=100, description="At most this many characters of the conversation "
+    bot_history_chars: int = Field(8000, ge=10, description="At most this many characters of the conversation "
                                                              "are sent to the bot's AI provider (older messages "
                                                              "are left out first).")
 

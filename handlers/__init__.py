@@ -3,7 +3,7 @@
 
 def routes():
     """The whole URL table."""
-    from handlers import account
+    from handlers import account, bot
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
@@ -28,6 +28,7 @@ def routes():
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
         (r"/v1/subaccounts", subaccounts.SubaccountsHandler),
         (r"/v1/subaccounts/credits", subaccounts.SubaccountCreditsHandler),
+        (r"/v1/bot/test", bot.BotTestHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),

@@ -218,6 +218,14 @@ class DeliveryAttempt(BaseModel):
     error: Optional[str]
 
 
+class BotOutcome(BaseModel):
+    """What the bot did with an inbound message (README "Bot" lists the outcomes)."""
+    outcome: str = Field(description="greeting, rule, provider, fallback, handoff, provider_failed, no_answer, "
+                                     "no_credits, paused, opted_out or not_sent.")
+    detail: str = Field(description="Why, in words (the keyword, the provider's error, the balance ...).")
+    replyId: Optional[str] = Field(None, description="The bot's reply message, or null when it sent none.")
+
+
 class Message(BaseModel):
     id: str
     direction: Literal["inbound", "outbound"]
@@ -234,12 +242,43 @@ class Message(BaseModel):
     media: Optional[MessageMedia]
     error: Optional[dict] = Field(description="The last failed delivery's details, when delivery failed.")
     attempts: list[DeliveryAttempt] = Field([], description="GET /v1/messages/{id} only.")
+    bot: Optional[BotOutcome] = Field(None, description="Inbound: what the bot did with it; null while it did "
+                                                        "nothing (no active bot, a reaction).")
     createdAt: str
 
 
 class MessagePage(BaseModel):
     data: list[Message]
     nextCursor: Optional[str]
+
+
+# --- The bot's dry run (DESIGN §3 "Bot") ---
+
+class BotTest(Strict):
+    """POST /v1/bot/test: what the bot would answer, sending and spending nothing."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"body": "How much does it cost?", "campaignId": "spring"}]})
+    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description="The message to try.")
+    campaignId: Optional[str] = Field(None, max_length=200, description="Try it under this campaign's configuration.")
+    contactId: Optional[str] = Field(None, max_length=200, description=(
+        "Try it as this contact: its pause, opt-out, first message and conversation (for the AI provider) count."))
+    firstMessage: Optional[bool] = Field(None, description=(
+        "Treat it as the contact's first message (the greeting). Default: whether the contact has written "
+        "before; without contactId, false."))
+
+    @field_validator("body")
+    @classmethod
+    def _body(cls, body):
+        if not body.strip():
+            raise ValueError("body cannot be empty")
+        return body
+
+
+class BotTestResult(BaseModel):
+    reply: Optional[str] = Field(description="What the bot would send; null when it would send nothing.")
+    reason: str = Field(description="The outcome a real message would record (README \"Bot\").")
+    detail: str
+    handoff: bool = Field(description="True when it would pause the bot for the contact.")
+    active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")
 
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---

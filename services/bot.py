@@ -68,9 +68,13 @@ class Skipped(Exception):
 
 # ---- keywords ---------------------------------------------------------------------------------
 
+_SPACES = re.compile(r"\s+")
+
+
 def fold(text):
-    """Case- and compatibility-folded text, so that "PRICE", "Price" and "ｐｒｉｃｅ" match "price"."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    """Case- and compatibility-folded text with runs of white space as one space, so that "PRICE", "Price"
+    and "ｐｒｉｃｅ" match "price", and "opening\n  hours" matches "opening hours"."""
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold())
 
 
 _UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "HALFWIDTH KATAKANA")

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, validation_message
@@ -34,7 +34,8 @@ def _not_blank(value):
     return value.strip() if value is not None else value
 
 
-Keyword = Annotated[str, StringConstraints(max_length=100), Field(json_schema_extra=NOT_BLANK)]
+Keyword = Annotated[str, StringConstraints(max_length=100), AfterValidator(_not_blank),
+                    Field(json_schema_extra=NOT_BLANK)]
 CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
@@ -47,11 +48,6 @@ class Rule(_Strict):
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
     answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)
-
-    @field_validator("keywords")
-    @classmethod
-    def _keywords(cls, keywords):
-        return [_not_blank(k) for k in keywords]
 
     @field_validator("answer")
     @classmethod
@@ -91,11 +87,6 @@ class BotConfig(_Strict):
     pauseMinutesAfterHumanReply: Optional[int] = Field(None, ge=0, le=525600, description="Default 30.")
     creditsPerReply: Optional[float] = Field(None, ge=0, le=1000, description=(
         "Default 1; spent by sub-accounts on each bot reply (at most 2 decimals)."))
-
-    @field_validator("handoffKeywords")
-    @classmethod
-    def _keywords(cls, keywords):
-        return None if keywords is None else [_not_blank(k) for k in keywords]
 
     @field_validator("creditsPerReply", mode="before")
     @classmethod

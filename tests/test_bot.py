@@ -1,0 +1,491 @@
+"""The bot (DESIGN §3 "Bot") in the in-process app on a real SQLite file, with a real local HTTP server
+speaking chat-completions as its AI provider: the decision order, outcomes, pauses, credits, the
+provider protocol and its failures, bounded concurrency, and the dry run (POST /v1/bot/test).
+Delivery to a real receiver over HTTPS, verified with standardwebhooks, is in tests/test_bot_e2e.py."""
+import asyncio
+import json
+
+import pytest
+import tornado.httpserver
+import tornado.web
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
+from tornado.testing import bind_unused_port
+
+from services import bot, bot_provider, messaging
+from services.netguard import CheckedResolver
+from settings import Settings
+from storage.db import connect_sync, writes
+from tests.test_custom_channel import get_message, post_inbound
+
+SETTINGS = "/v1/account/settings"
+WEBHOOK = "http://127.0.0.1:9/replies"  # deliveries are not run here: the outbox row is what is checked
+RULES = [{"keywords": ["price", "cost"], "answer": "Plans start at $10."},
+         {"keywords": ["opening hours", "open"], "answer": "9 to 5."}]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+                    bot_concurrency=2, bot_history_messages=4, bot_history_chars=60)
+
+
+class Provider:
+    """A real HTTP server speaking OpenAI-style chat-completions. Each request takes the next scripted
+    answer: ("answer", reply, handoff) | ("content", text) | ("status", code) | "hang" (until released);
+    then a default reply. It records every request body and the most requests it had in flight."""
+
+    def __init__(self):
+        self.requests, self.script = [], []
+        self.in_flight = self.most_in_flight = 0
+        self.release = asyncio.Event()
+        sock, self.port = bind_unused_port()
+        provider = self
+
+        class Completions(tornado.web.RequestHandler):
+            async def post(self):
+                provider.requests.append({"headers": dict(self.request.headers),
+                                          "body": json.loads(self.request.body)})
+                step = provider.script.pop(0) if provider.script else ("answer", "Provider says hi", False)
+                provider.in_flight += 1
+                provider.most_in_flight = max(provider.most_in_flight, provider.in_flight)
+                try:
+                    if step == "hang":
+                        await asyncio.wait_for(provider.release.wait(), 30)
+                        step = ("answer", "Sorry for the wait", False)
+                finally:
+                    provider.in_flight -= 1
+                if step[0] == "status":
+                    self.set_status(step[1])
+                    self.finish({"error": {"message": "model overloaded"}})
+                    return
+                content = step[1] if step[0] == "content" else json.dumps({"reply": step[1], "handoff": step[2]})
+                self.finish({"id": "chatcmpl-1", "object": "chat.completion", "model": "tiny",
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": content}}]})
+
+        self.server = tornado.httpserver.HTTPServer(tornado.web.Application([(r"/v1/chat/completions", Completions)]))
+        self.server.add_sockets([sock])
+
+    @property
+    def base_url(self):
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def close(self):
+        self.release.set()
+        self.server.stop()
+        await self.server.close_all_connections()
+
+
+@pytest.fixture
+def provider(io_loop):
+    p = io_loop.run_sync(lambda: asyncio.sleep(0, Provider()))
+    yield p
+    io_loop.run_sync(p.close)
+
+
+async def configure(api, key, bot, webhook=WEBHOOK):
+    body = {"bot": bot}
+    if webhook:
+        body["customChannelWebhookUrl"] = webhook
+    r = await api.patch(SETTINGS, body, key=key)
+    assert r.code == 200, r.body
+
+
+async def say(api, services, key, body, **custom):
+    """An inbound message; returns it as GET /v1/messages shows it once the bot is done with it."""
+    custom.setdefault("fromId", "user-1")
+    r = await post_inbound(api, key, body=body, **custom)
+    assert r.code == 200, r.body
+    await services.bot.idle()
+    return await get_message(api, key, r.json["messageId"])
+
+
+def rows(services, sql, *params):
+    cx = connect_sync(services.db.path)
+    try:
+        return [dict(r) for r in cx.execute(sql, params)]
+    finally:
+        cx.close()
+
+
+def bot_replies(services, account_id):
+    return rows(services, "SELECT m.id, m.body, m.campaign_id, m.to_id, m.channel, o.payload FROM messages m"
+                          " JOIN outbox o ON o.message_id = m.id WHERE m.account_id = ? AND m.author = 'bot'"
+                          " ORDER BY m.id", account_id)
+
+
+@pytest.fixture
+def agency(make_account):
+    return make_account("agency")
+
+
+@pytest.fixture
+def sub(make_account, agency):
+    return make_account(agency_email=agency["email"])
+
+
+async def grant(api, agency, sub, amount):
+    r = await api.post("/v1/subaccounts/credits", {"email": sub["email"], "amount": amount}, key=agency["api_key"],
+                       query_key=False)
+    assert r.code == 200, r.body
+
+
+@writes
+def _opt_out(cx, account_id, contact_id):
+    cx.execute("UPDATE contacts SET opted_out = 1 WHERE account_id = ? AND id = ?", (account_id, contact_id))
+
+
+# ---- keywords ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, found", [
+    ("What is the PRICE?", "price"), ("price.", "price"), ("Cost/benefit", "cost"),
+    ("How much does it cost", "cost"), ("ＰＲＩＣＥ please", "price"),  # full-width letters (NFKC)
+    ("prices?", None), ("priceless", None), ("overcost", None), ("cost_of_it", None),
+    ("We open at 9", "open"), ("What are your OPENING\n  hours", "opening hours"), ("opening?", None),
+])
+def test_a_keyword_matches_as_a_whole_word_case_insensitively(text, found):
+    """DESIGN §3: "A rule answers when one of its keywords occurs in the message as a word,
+    case-insensitively"; word boundaries are Unicode's (\\w), so "prices" is not "price"."""
+    keywords = ["price", "cost", "opening hours", "open"]
+    assert bot.first_keyword(keywords, bot.fold(text)) == found
+
+
+def test_keywords_in_other_scripts():
+    assert bot.first_keyword(["straße"], bot.fold("STRASSE 5")) == "straße"  # full case folding
+    assert bot.first_keyword(["цена"], bot.fold("Какая ЦЕНА?")) == "цена"
+    assert bot.first_keyword(["цена"], bot.fold("ценами")) is None
+    assert bot.first_keyword(["价格"], bot.fold("请问价格是多少")) == "价格"  # no spaces between words in Chinese
+    assert bot.first_keyword(["café"], bot.fold("un CAFÉ!")) == "café"
+
+
+# ---- answering ------------------------------------------------------------------------------
+
+async def test_a_rule_answers_with_a_bot_reply_under_the_messages_campaign(api, account, services):
+    """Spec §4.4: the service "has the bot answer when it is active"; §6: replies "written by the bot" go to
+    the Custom Channel Webhook; DESIGN §3: the reply payload carries the campaignId it was answered under."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES})
+    inbound = await say(api, services, key, "How much does it COST?", channel="webchat", campaignId="c-9")
+    [reply] = bot_replies(services, account_id)
+    assert inbound["bot"] == {"outcome": "rule", "detail": 'keyword "cost" of rules[0]', "replyId": reply["id"]}
+    assert (reply["body"], reply["campaign_id"], reply["to_id"], reply["channel"]) == \
+        ("Plans start at $10.", "c-9", "user-1", "webchat")
+    payload = json.loads(reply["payload"])
+    assert payload["campaignId"] == "c-9" and payload["body"] == "Plans start at $10."
+    shown = await get_message(api, key, reply["id"])
+    assert (shown["author"], shown["status"], shown["bot"]) == ("bot", "Pending", None)
+    page = (await api.get(f"/v1/contacts/{inbound['contactId']}/messages", key=key)).json["data"]
+    assert [m["bot"] and m["bot"]["outcome"] for m in page] == ["rule", None]
+
+
+async def test_the_order_handoff_greeting_rule_fallback(api, account, services):
+    """Brief: "greeting on a contact's first message (when set); else the first rule ...; else the AI
+    provider when configured; else the fallback when set"; a handoff keyword comes first."""
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "greeting": "Welcome!", "rules": RULES,
+                               "fallback": "A person will answer soon."})
+    first = await say(api, services, key, "what is the price", fromId="a")
+    assert first["bot"]["outcome"] == "greeting" and first["bot"]["detail"] == "the contact's first message"
+    assert (await say(api, services, key, "and the price?", fromId="a"))["bot"]["outcome"] == "rule"
+    assert (await say(api, services, key, "when are you open?", fromId="a"))["bot"]["detail"] == \
+        'keyword "open" of rules[1]'
+    fallback = await say(api, services, key, "do you ship to Mars", fromId="a")
+    assert (fallback["bot"]["outcome"], fallback["bot"]["replyId"] is not None) == ("fallback", True)
+    await configure(api, key, {"fallback": None, "handoffKeywords": ["human"]})
+    assert (await say(api, services, key, "do you ship to Mars", fromId="a"))["bot"] == {
+        "outcome": "no_answer", "detail": "no rule matched, and neither an AI provider nor a fallback is set",
+        "replyId": None}
+    handoff = await say(api, services, key, "HUMAN please, the price is wrong", fromId="b")  # first message too
+    assert handoff["bot"]["outcome"] == "handoff" and handoff["bot"]["replyId"] is None
+
+
+async def test_an_inactive_bot_and_a_reaction_record_nothing(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": False, "rules": RULES, "campaigns": {"on": {"active": True}}})
+    assert (await say(api, services, key, "price?"))["bot"] is None
+    assert (await say(api, services, key, "price?", campaignId="on"))["bot"]["outcome"] == "rule"
+    r = await api.post("/v1/incoming_custom_channel_message", {"messageType": "reaction", "customData": {
+        "messageSid": "r-1", "fromId": "user-1", "toId": "shop", "body": "price", "campaignId": "on"}}, key=key)
+    await services.bot.idle()
+    assert (await get_message(api, key, r.json["messageId"]))["bot"] is None
+    assert len(bot_replies(services, account_id)) == 1
+
+
+async def test_a_campaign_uses_its_own_rules(api, account, services):
+    """Spec §4.4: campaignId "Routes the message to a specific bot configuration"."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES, "campaigns": {
+        "spring": {"rules": [{"keywords": ["price"], "answer": "Spring price: $5."}]}}})
+    await say(api, services, key, "price?", campaignId="spring")
+    await say(api, services, key, "price?")
+    assert [r["body"] for r in bot_replies(services, account_id)] == ["Spring price: $5.", "Plans start at $10."]
+
+
+async def test_a_handoff_pauses_the_bot_until_resumed(api, account, services):
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "rules": RULES, "handoffKeywords": ["agent"]})
+    handoff = await say(api, services, key, "I want an agent")
+    paused = await say(api, services, key, "price?")
+    assert paused["bot"]["outcome"] == "paused" and "(handoff)" in paused["bot"]["detail"]
+    assert await bot.resume(services, account["account_id"], handoff["contactId"]) is True
+    assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "rule"
+
+
+async def test_a_persons_reply_pauses_the_bot_for_that_contact(api, account, other_account, services):
+    """Brief: a reply by a person (author user from the inbox, or api from POST send_custom_channel_message)
+    pauses the bot for that contact for pauseMinutesAfterHumanReply, inside the outbound message's write."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES, "pauseMinutesAfterHumanReply": 45})
+    first = await say(api, services, key, "price?", fromId="p")
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": "p", "customChannel": "webchat", "body": "A person here."}}, key=key)
+    assert r.code == 200
+    [pause] = rows(services, "SELECT reason, paused_until, created_at FROM bot_pauses WHERE contact_id = ?",
+                   first["contactId"])
+    assert pause["reason"] == "human_reply"
+    minutes = (_parse(pause["paused_until"]) - _parse(pause["created_at"])).total_seconds() / 60
+    assert minutes == 45
+    assert (await say(api, services, key, "price?", fromId="p"))["bot"]["outcome"] == "paused"
+    # The inbox's path: send_reply(author="user") pauses too; the bot's own replies do not.
+    other = await say(api, services, key, "price?", fromId="q")
+    assert other["bot"]["outcome"] == "rule"
+    await bot.resume(services, account_id, first["contactId"])
+    await messaging.send_reply(services, account_id, first["contactId"], "Typed in the inbox", author="user")
+    assert rows(services, "SELECT reason FROM bot_pauses WHERE contact_id = ?", first["contactId"]) == \
+        [{"reason": "human_reply"}]
+    # Without an active bot, a person's reply pauses nothing.
+    await configure(api, other_account["api_key"], {"active": False})
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": "p", "customChannel": "webchat", "body": "Hello"}}, key=other_account["api_key"])
+    assert r.code == 200
+    assert rows(services, "SELECT * FROM bot_pauses WHERE account_id = ?", other_account["account_id"]) == []
+
+
+def _parse(text):
+    from common.ids import parse_iso
+    return parse_iso(text)
+
+
+async def test_an_opted_out_contact_is_never_answered(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES, "fallback": "Hmm."})
+    first = await say(api, services, key, "price?")
+    await _opt_out(services.db, account_id, first["contactId"])
+    assert (await say(api, services, key, "price?"))["bot"] == {
+        "outcome": "opted_out", "detail": "the contact opted out", "replyId": None}
+    assert len(bot_replies(services, account_id)) == 1
+
+
+async def test_no_webhook_url_means_no_reply_and_says_so(api, account, services):
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "rules": RULES}, webhook=None)
+    outcome = (await say(api, services, key, "price?"))["bot"]
+    assert outcome["outcome"] == "not_sent" and "no Custom Channel Webhook URL" in outcome["detail"]
+
+
+# ---- credits ---------------------------------------------------------------------------------
+
+async def test_each_reply_of_a_sub_account_spends_credits_until_there_are_too_few(api, agency, sub, services):
+    """DESIGN §3 "Credits": "Each bot reply spends credits (1 by default) from a sub-account ... at zero the
+    bot stays silent and the inbox says why"; the spend is in the reply's transaction."""
+    await grant(api, agency, sub, 2.5)
+    key, account_id = sub["api_key"], sub["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES, "creditsPerReply": 1.25})
+    for _ in range(2):
+        assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "rule"
+    silent = await say(api, services, key, "price?")
+    assert silent["bot"]["outcome"] == "no_credits"
+    assert silent["bot"]["detail"].startswith("the balance of 0 credits is below creditsPerReply 1.25")
+    assert (await api.get("/v1/account", key=key)).json["credits"] == 0
+    replies = bot_replies(services, account_id)
+    spends = rows(services, "SELECT amount, balance_after, description FROM credit_transactions"
+                            " WHERE account_id = ? AND kind = 'spend' ORDER BY id", account_id)
+    assert spends == [{"amount": -125, "balance_after": 125, "description": f"bot reply {replies[0]['id']}"},
+                      {"amount": -125, "balance_after": 0, "description": f"bot reply {replies[1]['id']}"}]
+    # The agency and standard accounts are not charged.
+    await configure(api, agency["api_key"], {"active": True, "rules": RULES})
+    assert (await say(api, services, agency["api_key"], "price?"))["bot"]["outcome"] == "rule"
+    assert rows(services, "SELECT * FROM credit_transactions WHERE account_id = ? AND kind = 'spend'",
+                agency["account_id"]) == []
+
+
+async def test_no_credits_is_decided_again_inside_the_reply_write(api, agency, sub, services):
+    """The balance read with the message can be stale by the time the reply is written: the spend inside the
+    reply's transaction decides, and a reply it refuses is not stored."""
+    await grant(api, agency, sub, 1)
+    key, account_id = sub["api_key"], sub["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES})
+    first = await say(api, services, key, "hello")  # no rule, no fallback: nothing spent
+    context = {"config": {"creditsPerReply": 1}, "account_type": "subaccount"}
+    stored = {**first, "account_id": account_id, "contact_id": first["contactId"], "channel": None,
+              "from_id": "user-1", "campaign_id": None}
+    decision = bot.Decision("rule", "test", reply="One")
+    assert await bot.apply(services, stored, context, decision) == "rule"
+    assert await bot.apply(services, stored, context, decision) == "no_credits"  # the balance is 0 now
+    assert len(bot_replies(services, account_id)) == 1
+    assert (await get_message(api, key, first["id"]))["bot"]["outcome"] == "no_credits"
+
+
+# ---- the AI provider -------------------------------------------------------------------------
+
+async def test_the_provider_answers_from_the_system_prompt_and_a_bounded_conversation(api, account, services,
+                                                                                      provider):
+    """Brief: chat-completions (POST {baseUrl}/chat/completions, model, messages, bearer key) with the system
+    prompt and the recent conversation, bounded by count (--bot-history-messages 4 here) and characters
+    (--bot-history-chars 60 here)."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES, "provider": {
+        "baseUrl": provider.base_url, "model": "tiny", "apiKey": "sk-test", "systemPrompt": "You sell bikes."}})
+    for text in ("one " * 10, "price?", "two " * 5, "three", "four " * 3):
+        await say(api, services, key, text.strip())
+    answered = await say(api, services, key, "Which bike for a child?")
+    assert answered["bot"]["outcome"] == "provider" and answered["bot"]["detail"] == "model tiny"
+    assert bot_replies(services, account_id)[-1]["body"] == "Provider says hi"
+    request = provider.requests[-1]
+    assert request["headers"]["Authorization"] == "Bearer sk-test"
+    body = request["body"]
+    assert body["model"] == "tiny" and body["response_format"] == {"type": "json_object"}
+    system, *conversation = body["messages"]
+    assert system["role"] == "system" and system["content"].startswith("You sell bikes.")
+    assert '"handoff"' in system["content"]
+    # Of the 11 messages, the newest 4 are the provider's reply to "three", "four four four", its reply to
+    # that, and the new question; the 60-character budget then leaves out the oldest of those.
+    assert conversation == [{"role": "user", "content": "four four four"},
+                            {"role": "assistant", "content": "Provider says hi"},
+                            {"role": "user", "content": "Which bike for a child?"}]
+    assert sum(len(m["content"]) for m in conversation) <= 60
+
+
+def test_the_conversation_is_bounded_and_keeps_the_newest_message():
+    history = [{"direction": "inbound", "body": "x" * 100}, {"direction": "outbound", "body": "older"}]
+    assert bot_provider.conversation(history, 20, 30) == [{"role": "user", "content": "x" * 30}]
+    history = [{"direction": "inbound", "body": "new"}, {"direction": "outbound", "body": "reply"},
+               {"direction": "inbound", "body": "old"}]
+    assert [m["content"] for m in bot_provider.conversation(history, 2, 100)] == ["reply", "new"]
+
+
+async def test_the_provider_hands_off_by_a_structured_answer(api, account, services, provider):
+    """Brief: the decision to hand off is structured, never guessed from prose."""
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
+    provider.script = [("answer", "I will get a colleague.", True),
+                       ("answer", "Let me get a human for you", False)]
+    handoff = await say(api, services, key, "this is urgent")
+    assert handoff["bot"]["outcome"] == "handoff" and handoff["bot"]["replyId"]
+    assert (await get_message(api, key, handoff["bot"]["replyId"]))["body"] == "I will get a colleague."
+    assert (await say(api, services, key, "hello?"))["bot"]["outcome"] == "paused"
+    await bot.resume(services, account["account_id"], handoff["contactId"])
+    prose = await say(api, services, key, "hello?")  # the word "human" in prose is just a reply
+    assert prose["bot"]["outcome"] == "provider"
+
+
+@pytest.mark.parametrize("step, error", [
+    (("status", 500), "HTTP 500"),
+    (("status", 401), "HTTP 401"),
+    (("content", "Sure! Our bikes cost $200."), "malformed answer: the content is not the JSON object asked for"),
+    (("content", '{"reply": 5}'), "malformed answer: expected"),
+    (("content", '{"reply": "", "handoff": false}'), "malformed answer: an empty reply"),
+    ("hang", "timeout: no answer within 1 s"),
+])
+async def test_a_provider_failure_sends_the_fallback_and_is_recorded(api, account, services, provider, step, error):
+    """Brief: "Timeout, 4xx/5xx or malformed answer → the fallback if set, else nothing; recorded on the message
+    (outcome + detail) and logged; the server never crashes or blocks"."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "fallback": "A person will answer soon.", "provider": {
+        "baseUrl": provider.base_url, "model": "tiny", "timeoutSeconds": 1}})
+    provider.script = [step]
+    outcome = (await say(api, services, key, "hello"))["bot"]
+    assert outcome["outcome"] == "provider_failed" and outcome["detail"].startswith(error), outcome
+    assert outcome["detail"].endswith("; the fallback was sent")
+    assert bot_replies(services, account_id)[-1]["body"] == "A person will answer soon."
+    await configure(api, key, {"fallback": None})
+    provider.script = [step]
+    outcome = (await say(api, services, key, "hello"))["bot"]
+    assert (outcome["outcome"], outcome["replyId"]) == ("provider_failed", None)
+    assert len(bot_replies(services, account_id)) == 1
+
+
+async def test_the_provider_is_behind_the_ssrf_guard_when_connecting(provider):
+    """Brief: "the same SSRF guard as webhooks"; a provider URL stored before a host moved to a private
+    address is refused when connecting, not only when saved."""
+    http = SimpleAsyncHTTPClient(force_instance=True, resolver=CheckedResolver(allow_private=False))
+    try:
+        with pytest.raises(bot_provider.ProviderError, match="refused"):
+            await bot_provider.ask(http, {"baseUrl": provider.base_url.replace("http:", "https:"), "model": "m"},
+                                   None, [], allow_private=False)
+        with pytest.raises(bot_provider.ProviderError, match="must be an https:// URL"):
+            await bot_provider.ask(http, {"baseUrl": provider.base_url, "model": "m"}, None, [], allow_private=False)
+    finally:
+        http.close()
+    assert provider.requests == []
+
+
+async def test_answers_run_after_the_200_with_bounded_concurrency(api, account, services, provider):
+    """Brief: answering after the inbound 200, never on the request path, with bounded concurrency
+    (--bot-concurrency 2 here): five messages while the provider hangs get five 200s, two provider calls."""
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
+    provider.script = ["hang"] * 5
+    answers = [await post_inbound(api, key, body=f"question {n}", fromId=f"c{n}") for n in range(5)]
+    assert [r.code for r in answers] == [200] * 5  # answered while every provider call is blocked
+    while provider.in_flight < 2:
+        await asyncio.sleep(0.01)
+    assert len(services.bot._tasks) == 5 and services.bot._slots.locked()  # three wait for a slot
+    provider.release.set()
+    await services.bot.idle()
+    assert provider.most_in_flight == 2 and len(provider.requests) == 5
+    for r in answers:
+        assert (await get_message(api, key, r.json["messageId"]))["bot"]["outcome"] == "provider"
+
+
+# ---- the dry run -------------------------------------------------------------------------------
+
+async def test_the_dry_run_answers_like_a_message_and_changes_nothing(api, agency, sub, services, provider):
+    """DESIGN §3: "POST /v1/bot/test {body, campaignId?, contactId?} → {reply, reason}: what the bot would do,
+    sending and spending nothing"; the same decision as a real message."""
+    await grant(api, agency, sub, 1)
+    key, account_id = sub["api_key"], sub["account_id"]
+    await configure(api, key, {"active": False, "greeting": "Welcome!", "rules": RULES, "handoffKeywords": ["human"],
+                               "campaigns": {"spring": {"rules": [{"keywords": ["price"], "answer": "$5"}]}},
+                               "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
+
+    async def dry(**body):
+        r = await api.post("/v1/bot/test", body, key=key)
+        assert r.code == 200, r.body
+        return r.json
+
+    assert await dry(body="the price?") == {"reply": "Plans start at $10.", "reason": "rule",
+                                            "detail": 'keyword "price" of rules[0]', "handoff": False,
+                                            "active": False}
+    assert (await dry(body="the price?", campaignId="spring"))["reply"] == "$5"
+    assert (await dry(body="the price?", firstMessage=True))["reason"] == "greeting"
+    assert (await dry(body="get me a human"))["reason"] == "handoff"
+    provider.script = [("answer", "A red one.", False)]
+    assert (await dry(body="which bike?"))["reply"] == "A red one."
+    assert provider.requests[-1]["body"]["messages"][-1] == {"role": "user", "content": "which bike?"}
+    # As a contact: its first message (greeting), then its pause.
+    await configure(api, key, {"active": True})
+    first = await say(api, services, key, "hello there")
+    assert first["bot"]["outcome"] == "greeting"  # the one credit is spent now
+    silent = await dry(body="the price?", contactId=first["contactId"])
+    assert (silent["reply"], silent["reason"]) == (None, "no_credits")
+    assert 'rule: keyword "price" of rules[0]' in silent["detail"]
+    await bot.resume(services, account_id, first["contactId"])
+    before = rows(services, "SELECT COUNT(*) AS n FROM messages WHERE account_id = ?", account_id)
+    await dry(body="get me a human", contactId=first["contactId"])
+    assert rows(services, "SELECT * FROM bot_pauses WHERE account_id = ?", account_id) == []  # nothing applied
+    assert rows(services, "SELECT COUNT(*) AS n FROM messages WHERE account_id = ?", account_id) == before
+
+
+async def test_the_dry_run_refuses_unknown_and_foreign_contacts(api, account, other_account, services):
+    key = account["api_key"]
+    contact = (await say(api, services, key, "hi"))["contactId"]
+    r = await api.post("/v1/bot/test", {"body": "hi", "contactId": contact}, key=other_account["api_key"])
+    assert (r.code, r.json["error"]["code"]) == (404, "CONTACT_NOT_FOUND")
+    r = await api.post("/v1/bot/test", {"body": "hi", "contactId": "ct_nope"}, key=key)
+    assert r.code == 404
+    r = await api.post("/v1/bot/test", {"body": "   "}, key=key)
+    assert r.code == 400 and r.json["error"]["message"] == "body cannot be empty"
+    r = await api.post("/v1/bot/test", {"body": "hi"}, key=key)  # no bot configured: nothing to say
+    assert r.json == {"reply": None, "reason": "no_answer", "handoff": False, "active": False,
+                      "detail": "no rule matched, and neither an AI provider nor a fallback is set"}

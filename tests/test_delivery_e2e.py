@@ -10,7 +10,8 @@ from tests.parley_process import ParleyProcess, free_port
 
 
 class ThreadedReceiver:
-    """A real HTTP server in a thread (the test itself is synchronous) recording every POST."""
+    """A real HTTP server in a thread (the test itself is synchronous) recording every POST: its path,
+    headers and body."""
 
     def __init__(self, port):
         self.port = port
@@ -20,7 +21,7 @@ class ThreadedReceiver:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.requests.append({"headers": dict(self.headers.items()), "body": body})
+                receiver.requests.append({"path": self.path, "headers": dict(self.headers.items()), "body": body})
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()

@@ -8,7 +8,7 @@ def routes():
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import openapi
-    from handlers.ui import session, settings as ui_settings
+    from handlers.ui import bot as ui_bot, session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -40,4 +40,8 @@ def routes():
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
+        (r"/bot", ui_bot.BotHandler),
+        (r"/bot/account", ui_bot.BotAccountHandler),
+        (r"/bot/campaign", ui_bot.BotCampaignHandler),
+        (r"/bot/test", ui_bot.BotTryHandler),
     ]

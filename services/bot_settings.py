@@ -118,6 +118,15 @@ def _providers(bot):
     return found
 
 
+def validate_patch(patch):
+    """A `bot` merge patch given as plain data (the UI's forms) checked against the model, as PATCH
+    /v1/account/settings checks its body; returns it as model_dump(exclude_unset=True)."""
+    try:
+        return BotSettings.model_validate(patch).model_dump(exclude_unset=True)
+    except pydantic.ValidationError as exc:
+        raise Invalid(validation_message(exc, prefix="bot")) from None
+
+
 def prepare_patch(patch, box):
     """A validated `bot` merge patch (model_dump(exclude_unset=True) of BotSettings) ready to merge: read-only
     apiKeySet dropped, each apiKey encrypted (null stays null: it removes the key)."""
@@ -169,6 +178,8 @@ def merged(current, patch):
             raise Invalid(f"{path}.apiKey must be sent again (or null to remove it) when baseUrl moves to another "
                           "host: the stored key is only ever sent to the host it was saved for")
     result = merge_patch(current, patch)
+    if result.get("campaigns") == {}:
+        del result["campaigns"]  # the last campaign removed: no empty object left behind
     # Validated without the encrypted keys, which are not part of the public model.
     public_form = public(result)
     try:

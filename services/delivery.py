@@ -26,7 +26,6 @@ from services.netguard import CheckedResolver
 from services.accounts import signing_secrets
 from common.errors import Conflict, NotFound
 from common.ids import iso, utcnow
-from storage import accounts as account_store
 from storage import delivery as store
 
 log = logging.getLogger("parley.delivery")
@@ -169,22 +168,23 @@ class DeliveryWorker:
             return []
         saturated = [a for a, n in self._load.items() if n >= self.per_account]
         self._held = {i: until for i, until in self._held.items() if until > now}
-        rows = await store.due_rows(self.services.db, iso(now), per_account=self.per_account,
-                                    limit=free + self.concurrency,
-                                    exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated)
+        # The rows and their accounts in one read (not one account read per attempt).
+        rows, accounts = await store.due_batch(self.services.db, iso(now), per_account=self.per_account,
+                                               limit=free + self.concurrency,
+                                               exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated)
         tasks = []
         for row in rows:  # re-checked after the await: another dispatch may have started some
             if len(self._in_flight) >= self.concurrency:
                 break
             if row["id"] in self._in_flight or self._load[row["account_id"]] >= self.per_account:
                 continue
-            tasks.append(self._start(row, now))
+            tasks.append(self._start(row, now, accounts.get(row["account_id"])))
         return tasks
 
-    def _start(self, row, now):
+    def _start(self, row, now, account):
         self._in_flight[row["id"]] = row["account_id"]
         self._load[row["account_id"]] += 1
-        task = asyncio.ensure_future(self._attempt(row, now))
+        task = asyncio.ensure_future(self._attempt(row, now, account))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(row, now, t))
         return task
@@ -201,10 +201,9 @@ class DeliveryWorker:
         else:
             self._wake.set()  # a slot is free
 
-    async def _attempt(self, row, now):
+    async def _attempt(self, row, now, account):
         started = time.monotonic()
         try:
-            account = await account_store.get_account(self.services.db, row["account_id"])
             outcome = await self._send(row, account, now) if account else Outcome(error="account not found")
         except Exception as exc:
             log.exception("delivery: attempt for outbox %s raised", row["id"])

@@ -1,7 +1,7 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
-from storage.db import fetch_one, reads, writes
+from storage.db import fetch_all, fetch_one, reads, writes
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
                     "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
@@ -47,6 +47,14 @@ def count_accounts(cx):
 def get_account(cx, account_id):
     return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = ?",
                      (account_id,), json_columns=_JSON)
+
+
+def get_accounts_in_tx(cx, account_ids):
+    """The accounts with these ids, {id: account} (unknown ids are left out)."""
+    ids = list(account_ids)
+    rows = fetch_all(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id IN ({', '.join('?' * len(ids))})",
+                     ids, json_columns=_JSON) if ids else []
+    return {row["id"]: row for row in rows}
 
 
 @reads

@@ -293,7 +293,8 @@ def query_plans(db_path, run):
     """Run storage calls on a traced connection; return {sql: EXPLAIN QUERY PLAN details}."""
     cx = connect_sync(db_path)
     statements = []
-    cx.set_trace_callback(lambda sql: statements.append(sql) if sql.lstrip().upper().startswith("SELECT") else None)
+    cx.set_trace_callback(lambda sql: statements.append(sql) if sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                          else None)
     try:
         run(cx)
         cx.set_trace_callback(None)

@@ -25,6 +25,7 @@ from services import accounts
 from services.bot import BotRunner
 from services.delivery import DeliveryWorker
 from common.errors import DomainError
+from common.ids import new_id
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
@@ -112,6 +113,9 @@ async def main(settings):
                               hosts=[urlsplit(settings.base_url).hostname])
     certs.ensure()
     app = make_app(settings, services)
+    # Messages stored before this run takes requests that the bot never decided on (a kill, a crash) are
+    # answered once serving; the boundary keeps them apart from the messages this run answers itself.
+    recover_before = new_id("msg")
     # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
     body_cap = settings.max_media_request_bytes
     https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
@@ -142,6 +146,7 @@ async def main(settings):
     for task in tasks:
         task.start()
     services.delivery.start()  # picks up rows left pending by a previous run at once
+    recovery = asyncio.ensure_future(services.bot.recover(recover_before))
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -160,6 +165,8 @@ async def main(settings):
         await asyncio.sleep(0.05)
     for task in tasks:
         task.stop()
+    if not recovery.done():
+        recovery.cancel()
     for server in servers:
         try:
             await asyncio.wait_for(server.close_all_connections(), 2)

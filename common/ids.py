@@ -27,6 +27,12 @@ def new_id(prefix):
             f"{p[r >> 30 & 1023]}{p[r >> 20 & 1023]}{p[r >> 10 & 1023]}{p[r & 1023]}")
 
 
+def first_id_at(prefix, dt):
+    """The smallest id new_id(prefix) can make at datetime dt: ids >= it were made at dt or later."""
+    ms = int(dt.timestamp() * 1000)
+    return prefix + "_" + "".join([_PAIRS[(ms >> shift) & 1023] for shift in _MS_SHIFTS]) + "0" * 16
+
+
 def utcnow():
     return datetime.now(timezone.utc)
 

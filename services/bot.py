@@ -19,6 +19,7 @@ from typing import Optional
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound
+from common import ids as common_ids
 from common.ids import iso, now_iso, utcnow
 from services import bot_context, bot_provider, bot_settings, messaging
 from services.credits import to_hundredths
@@ -43,6 +44,10 @@ OUTCOMES = {
     "opted_out": "the contact opted out: the bot never answers it",
     "not_sent": "a reply was due but there is nowhere to send it (no Custom Channel Webhook URL)",
 }
+# After a restart, messages of this recent past that the bot never decided on (the server stopped first)
+# are answered; older ones are left: an answer that late would be more confusing than none.
+RECOVER_WINDOW = timedelta(minutes=10)
+RECOVER_LIMIT = 1000
 # A handoff pauses the bot this long for the contact (a person's reply pauses it for
 # pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
 HANDOFF_PAUSE = timedelta(hours=24)
@@ -290,6 +295,17 @@ async def resume(services, account_id, contact_id):
     return await bot_state.clear_pause(services.db, account_id, contact_id)
 
 
+def _recoverable(cx, since_id, before_id, limit):
+    """(message, context) of each undecided recent message whose bot is active for it."""
+    found = []
+    for message in bot_state.undecided_inbound.sync(cx, since_id, before_id, limit):
+        context = bot_context.context_in_tx(cx, message["account_id"], message["contact_id"],
+                                            message["campaign_id"], message["id"])
+        if context is not None:
+            found.append(({**message, "message_type": "text"}, context))
+    return found
+
+
 # ---- the runner --------------------------------------------------------------------------------
 
 class BotRunner:
@@ -319,6 +335,21 @@ class BotRunner:
                 await on_inbound_message(self.services, message, context)
             except Exception:
                 log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
+
+    async def recover(self, before_id, now=None):
+        """Submit the messages of the last RECOVER_WINDOW (ids below before_id: stored before this process
+        took requests) that the bot never decided on, e.g. because the server was killed. Returns how many."""
+        since = common_ids.first_id_at("msg", (now or utcnow()) - RECOVER_WINDOW)
+        try:
+            pending = await self.services.db.read(_recoverable, since, before_id, RECOVER_LIMIT)
+        except Exception:
+            log.exception("bot: looking for messages left undecided by the previous run failed")
+            return 0
+        for message, context in pending:
+            self.submit(message, context)
+        if pending:
+            log.info("bot: answering %d message(s) left undecided by the previous run", len(pending))
+        return len(pending)
 
     def http(self):
         """The AI provider's client: connects only to addresses netguard checked; max_clients matches the

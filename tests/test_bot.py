@@ -489,3 +489,24 @@ async def test_the_dry_run_refuses_unknown_and_foreign_contacts(api, account, ot
     r = await api.post("/v1/bot/test", {"body": "hi"}, key=key)  # no bot configured: nothing to say
     assert r.json == {"reply": None, "reason": "no_answer", "handoff": False, "active": False,
                       "detail": "no rule matched, and neither an AI provider nor a fallback is set"}
+
+
+async def test_recovery_answers_only_undecided_recent_messages_stored_before_the_boundary(api, account, services):
+    """server.py answers, once serving, what a previous run left undecided: messages stored before this run
+    took requests (the boundary id), of the last RECOVER_WINDOW, with no outcome yet."""
+    from datetime import timedelta
+
+    from common.ids import new_id, utcnow
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": False, "rules": RULES})
+    undecided = await say(api, services, key, "price?")  # the bot is off: no outcome, never submitted
+    await configure(api, key, {"active": True})
+    boundary = new_id("msg")
+    after = await say(api, services, key, "price?")  # this run's own message: answered already
+    assert after["bot"]["outcome"] == "rule"
+    assert await services.bot.recover(boundary, now=utcnow() + bot.RECOVER_WINDOW + timedelta(seconds=5)) == 0
+    assert await services.bot.recover(boundary) == 1
+    await services.bot.idle()
+    assert (await get_message(api, key, undecided["id"]))["bot"]["outcome"] == "rule"
+    assert await services.bot.recover(new_id("msg")) == 0  # decided now: nothing is answered twice
+    assert len(bot_replies(services, account_id)) == 2

@@ -271,3 +271,33 @@ def test_a_blocked_provider_does_not_delay_the_inbound_200(account, provider):
     assert account.client.get(f"/v1/messages/{asked}").json()["bot"] is None  # still deciding
     provider.unblock.set()
     assert account.reply_to(asked)["body"] == "You said: Are you there?"
+
+
+def test_messages_left_undecided_by_a_killed_server_are_answered_after_the_restart(tmp_path, receiver, provider):
+    """The bot's queue is in memory: a server killed (kill -9) while the bot waits for the provider loses
+    it, and the restarted server answers those recent messages (README "Bot": a restart answers what the
+    bot never decided on in the last 10 minutes). Nothing is answered twice: a decision and its reply are
+    one transaction."""
+    import signal
+    data = tmp_path / "data"
+    provider.unblock.clear()
+    provider.blocked.clear()
+    with ParleyProcess(data, "--allow-private-webhooks", http=False) as first:
+        account = Account(first, receiver, first.first_run)
+        account.configure({"active": True, "provider": {"baseUrl": provider.base_url, "model": "blocked",
+                                                        "timeoutSeconds": 60}})
+        asked = account.say("Still there?")
+        assert provider.blocked.wait(30)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(30)
+        account.client.close()
+    provider.unblock.set()  # the killed server's call is gone; the next one is answered at once
+    with ParleyProcess(data, "--allow-private-webhooks", http=False) as second:
+        second.first_run = first.first_run
+        account = Account(second, receiver, first.first_run)
+        account.secret = account.client.get("/v1/account/webhook-secret").json()["secret"]
+        try:
+            assert account.reply_to(asked)["body"] == "You said: Still there?"
+            assert len([p for p in account.replies()]) == 1
+        finally:
+            account.client.close()

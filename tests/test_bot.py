@@ -15,6 +15,7 @@ from services import bot, bot_provider, messaging
 from services.netguard import CheckedResolver
 from settings import Settings
 from storage.db import connect_sync, writes
+from tests.test_credits import agency, grant as credit_grant, sub  # noqa: F401 (agency, sub: fixtures)
 from tests.test_custom_channel import get_message, post_inbound
 
 SETTINGS = "/v1/account/settings"
@@ -114,19 +115,8 @@ def bot_replies(services, account_id):
                           " ORDER BY m.id", account_id)
 
 
-@pytest.fixture
-def agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def sub(make_account, agency):
-    return make_account(agency_email=agency["email"])
-
-
 async def grant(api, agency, sub, amount):
-    r = await api.post("/v1/subaccounts/credits", {"email": sub["email"], "amount": amount}, key=agency["api_key"],
-                       query_key=False)
+    r = await credit_grant(api, agency["api_key"], {"email": sub["email"], "amount": amount})
     assert r.code == 200, r.body
 
 

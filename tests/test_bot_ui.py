@@ -7,7 +7,7 @@ import pytest
 
 from services import accounts, bot_settings
 from tests.parley_process import ParleyProcess
-from tests.test_ui import PASSWORD, FormClient, chromium, sign_in  # noqa: F401 (chromium is a fixture)
+from tests.test_ui import PASSWORD, FormClient, chromium, open_page, sign_in  # noqa: F401 (chromium: a fixture)
 
 
 @pytest.fixture
@@ -134,11 +134,7 @@ def parley(tmp_path_factory):
 
 @pytest.fixture
 def page(chromium):  # noqa: F811
-    context = chromium.new_context(ignore_https_errors=True, viewport={"width": 390, "height": 844})  # a phone
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    context, page = open_page(chromium, viewport={"width": 390, "height": 844})  # a phone
     yield page
     context.close()
 

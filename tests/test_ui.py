@@ -312,13 +312,20 @@ def chromium():
         browser.close()
 
 
-@pytest.fixture
-def page(chromium):
-    context = chromium.new_context(ignore_https_errors=True)
+def open_page(chromium, **context_options):
+    """(context, page): a page of its own browser context that collects console errors (a CSP violation or
+    a missing resource shows up there) in page.console_errors."""
+    context = chromium.new_context(ignore_https_errors=True, **context_options)
     context.set_default_timeout(15_000)
     page = context.new_page()
     page.console_errors = []
     page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    return context, page
+
+
+@pytest.fixture
+def page(chromium):
+    context, page = open_page(chromium)
     yield page
     context.close()
 

@@ -4,6 +4,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from common.validation import NOT_BLANK
+from services.bot import OUTCOMES
 from services.bot_settings import BotSettings
 
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
@@ -218,10 +219,12 @@ class DeliveryAttempt(BaseModel):
     error: Optional[str]
 
 
+BotOutcomeName = Literal[tuple(OUTCOMES)]
+
+
 class BotOutcome(BaseModel):
     """What the bot did with an inbound message (README "Bot" lists the outcomes)."""
-    outcome: str = Field(description="greeting, rule, provider, fallback, handoff, provider_failed, no_answer, "
-                                     "no_credits, paused, opted_out or not_sent.")
+    outcome: BotOutcomeName = Field(description="README \"Bot\" says when each is recorded.")
     detail: str = Field(description="Why, in words (the keyword, the provider's error, the balance ...).")
     replyId: Optional[str] = Field(None, description="The bot's reply message, or null when it sent none.")
 
@@ -275,7 +278,7 @@ class BotTest(Strict):
 
 class BotTestResult(BaseModel):
     reply: Optional[str] = Field(description="What the bot would send; null when it would send nothing.")
-    reason: str = Field(description="The outcome a real message would record (README \"Bot\").")
+    reason: BotOutcomeName = Field(description="The outcome a real message would record (README \"Bot\").")
     detail: str
     handoff: bool = Field(description="True when it would pause the bot for the contact.")
     active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")

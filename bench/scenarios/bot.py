@@ -88,7 +88,8 @@ def run(ctx):
 
             path = f"{INBOUND}?apiKey={key}"
             runs = {"off": [], "on": []}
-            extras = {"replies_during_run": [], "drain_seconds": [], "accepted": []}
+            extras = {"replies_during_run": [], "drain_seconds": [], "accepted": [], "all_in_cpu_ms": []}
+            tree = ctx.process_tree(parley.proc.pid)
             for mode in ("off", "on"):  # warm-up
                 set_bot(mode == "on")
                 salt = ctx.salts.sid(f"warm-{mode}")
@@ -100,12 +101,17 @@ def run(ctx):
                     set_bot(mode == "on")
                     salt = ctx.salts.sid(f"bot-{mode}{rep}")
                     before = peer.count()
-                    result = ctx.load.wrk(parley.base, parley.proc.pid, "inbound", path, salt, 500)
+                    ctx.wait_for_quiet()
+                    cpu_before = ctx.cpu_seconds(parley.proc.pid, tree)
+                    result = ctx.load.wrk(parley.base, parley.proc.pid, "inbound", path, salt, 500, quiet_first=False)
                     runs[mode].append(result)
                     if mode == "on":
                         extras["replies_during_run"].append(peer.count() - before)
                         extras["accepted"].append(result["requests"])
                         extras["drain_seconds"].append(drained(salt))
+                        # Everything the run's messages cost the server, their deferred deliveries included.
+                        extras["all_in_cpu_ms"].append(
+                            1000 * (ctx.cpu_seconds(parley.proc.pid, tree) - cpu_before) / result["requests"])
                         ctx.log(f"  bot on: {extras['replies_during_run'][-1]} of {result['requests']} replies "
                                 f"arrived during the run; backlog drained in {extras['drain_seconds'][-1]} s")
             outcomes = ctx.count_rows(db, "SELECT COUNT(*) FROM messages WHERE direction = 'inbound'"
@@ -126,6 +132,7 @@ def run(ctx):
         "replies_during_run_share": round(statistics.median(
             r / a for r, a in zip(extras["replies_during_run"], extras["accepted"])), 3),
         "drain_seconds_max": max(drains) if drains else None,
+        "bot_on_all_in_cpu_ms_per_message": round(statistics.median(extras["all_in_cpu_ms"]), 3),
         "undrained_runs": len(extras["drain_seconds"]) - len(drains),
         "rule_outcomes_recorded": outcomes,
     }
@@ -145,7 +152,9 @@ def render(r):
         "",
         f"Bot on ÷ bot off: {r['ratio']:.2f}. During a bot-on run {100 * r['replies_during_run_share']:.0f} % of the "
         f"replies reached the receiver; the rest of the backlog drained within {r['drain_seconds_max']} s after "
-        f"the run ({r['undrained_runs']} runs did not drain in {DRAIN_LIMIT} s).",
+        f"the run ({r['undrained_runs']} runs did not drain in {DRAIN_LIMIT} s). All in (the run and its "
+        f"backlog's deliveries), a message with the bot on cost the server {r['bot_on_all_in_cpu_ms_per_message']} "
+        f"ms of CPU, against {off['server_cpu_ms_per_request']:.2f} ms with the bot off.",
         "",
         f"Reply latency, inbound message sent -> the bot's reply at the receiver (its own process), "
         f"{lat['conversations']} conversations each waiting for its reply: p50 {lat['reply_p50_ms']} ms, "

@@ -43,7 +43,11 @@ OUTCOMES = {
     "paused": "the bot is paused for this contact (a handoff, or a person's reply)",
     "opted_out": "the contact opted out: the bot never answers it",
     "not_sent": "a reply was due but there is nowhere to send it (no Custom Channel Webhook URL)",
+    "busy": "the bot had MAX_WAITING messages waiting already (a slow AI provider under a flood): not answered",
 }
+# Messages waiting for the bot at most (each holds its message and context in memory); more are recorded
+# `busy` rather than letting memory grow without bound while a slow AI provider falls behind.
+MAX_WAITING = 10_000
 # After a restart, messages of this recent past that the bot never decided on (the server stopped first)
 # are answered; older ones are left: an answer that late would be more confusing than none.
 RECOVER_WINDOW = timedelta(minutes=10)
@@ -323,9 +327,16 @@ class BotRunner:
     def submit(self, message, context):
         """Answer this stored inbound message soon (call on the event loop, after the 200)."""
         if self._stopping:
-            log.warning("bot: shutting down, message %s is not answered", message["id"])
+            log.warning("bot: shutting down, message %s is left to the next start", message["id"])
             return
-        task = asyncio.ensure_future(self._answer(message, context))
+        if len(self._tasks) >= MAX_WAITING:
+            outcome = {"outcome": "busy", "detail": f"{len(self._tasks)} messages were waiting for the bot",
+                       "replyId": None}
+            log.warning("bot: %d messages waiting; message %s is not answered", len(self._tasks), message["id"])
+            task = asyncio.ensure_future(self.services.db.write(
+                _record_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, False))
+        else:
+            task = asyncio.ensure_future(self._answer(message, context))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -508,3 +508,19 @@ def test_the_readme_lists_every_outcome():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = readme.split("| outcome | reply | when |")[1].split("\n\n")[0]
     assert [line.split("`")[1] for line in table.splitlines()[2:]] == list(bot.OUTCOMES)
+
+
+async def test_a_flood_beyond_the_waiting_bound_is_recorded_busy(api, account, services, provider, monkeypatch):
+    """The bot's queue is bounded: beyond MAX_WAITING messages (2 here) a message is recorded `busy` rather
+    than held in memory while a slow provider falls behind."""
+    key = account["api_key"]
+    monkeypatch.setattr(bot, "MAX_WAITING", 2)
+    await configure(api, key, {"active": True, "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
+    provider.script = ["hang"] * 3
+    ids = [(await post_inbound(api, key, body=f"q{n}", fromId=f"f{n}")).json["messageId"] for n in range(3)]
+    while provider.in_flight < 2:
+        await asyncio.sleep(0.01)
+    provider.release.set()
+    await services.bot.idle()
+    outcomes = [(await get_message(api, key, i))["bot"]["outcome"] for i in ids]
+    assert outcomes == ["provider", "provider", "busy"]

@@ -28,6 +28,8 @@ def routes():
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
         (r"/v1/subaccounts", subaccounts.SubaccountsHandler),
         (r"/v1/subaccounts/credits", subaccounts.SubaccountCreditsHandler),
+        (r"/v1/subaccounts/([^/]+)", subaccounts.SubaccountHandler),
+        (r"/v1/subaccounts/([^/]+)/transactions", subaccounts.SubaccountTransactionsHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),

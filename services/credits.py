@@ -1,5 +1,6 @@
 """Credits: agencies grant them to their sub-accounts (spec §4.6), with optional Idempotency-Key retries;
-spend_credits takes them away (never below zero); balances are exact integer hundredths underneath."""
+spend_credits takes them away (never below zero, auto-recharge notification included); balances are exact
+integer hundredths underneath."""
 import hashlib
 import json
 import math
@@ -8,7 +9,6 @@ from decimal import Decimal, InvalidOperation
 
 from common.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import iso, utcnow
-from services.lists import decode_cursor, encode_cursor, parse_limit
 from storage import credits as store
 
 MAX_GRANT = 10 ** 9  # credits in one grant or spend
@@ -112,13 +112,18 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
     return result["response"], False
 
 
-async def spend_credits(db, account_id, amount, reason, now=None):
+async def spend_credits(db, account_id, amount, reason, now=None, *, delivery=None):
     """Take ``amount`` credits from the account (a bot reply's cost) and record why, in one transaction.
     Never goes below zero: a spend larger than the balance raises InsufficientCredits and spends nothing.
+    A spend that leaves a sub-account below its auto-recharge threshold queues the agency's
+    subaccount.auto_recharge notification in the same transaction; ``delivery`` (the DeliveryWorker, when
+    this process runs one) is woken for it after the commit.
     Returns the new balance as a number. Raises Invalid (bad amount or reason) or NotFound (no account)."""
     hundredths = to_hundredths(amount)
     reason = _clean_description(reason, field="reason")
     result = await store.spend(db, account_id, hundredths, reason, iso(now or utcnow()))
+    if result.get("auto_recharge") and delivery is not None:
+        delivery.notify()
     if result["outcome"] == "not_found":
         raise NotFound("account not found")
     if result["outcome"] == "insufficient":
@@ -130,19 +135,3 @@ async def spend_credits(db, account_id, amount, reason, now=None):
 async def get_balance(db, account_id):
     """The account's credit balance as a number (0 for an unknown account)."""
     return as_number(await store.get_balance(db, account_id) or 0)
-
-
-def public_subaccount(row):
-    return {"id": row["id"], "name": row["name"], "email": row["email"],
-            "credits": as_number(row["credit_hundredths"]), "createdAt": row["created_at"]}
-
-
-async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
-    """The agency's sub-accounts with their balances, oldest first, as {data, nextCursor}."""
-    require_agency(caller_type)
-    limit = parse_limit(limit)
-    rows = await store.page_subaccounts(db, agency_id, decode_cursor(cursor), limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {"data": [public_subaccount(r) for r in rows],
-            "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}

@@ -12,6 +12,7 @@ from services import credits
 from common.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import utcnow
 from storage import credits as credit_store
+from storage import subaccounts as subaccount_store
 from storage.db import connect_sync
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount
 from tests.test_contacts import query_plans
@@ -316,7 +317,7 @@ async def test_list_subaccounts_shows_only_this_agencys_with_balances(api, agenc
     r = await api.get("/v1/subaccounts", key=agency["api_key"])
     assert r.code == 200, r.body
     assert [(s["id"], s["email"], s["credits"]) for s in r.json["data"]] == expected
-    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "createdAt"}
+    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "autoRecharge", "createdAt"}
     assert r.json["nextCursor"] is None
     page = await api.get("/v1/subaccounts?limit=1", key=agency["api_key"])
     assert [s["id"] for s in page.json["data"]] == [expected[0][0]]
@@ -411,7 +412,7 @@ def test_grant_and_listing_use_indexes(services, agency, sub):
     plans = query_plans(services.db.path, lambda cx: (
         credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z",
                                 idempotency),
-        credit_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
+        subaccount_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
     assert len(plans) >= 3, plans
     for sql, plan in plans.items():
         assert not any(d.startswith("SCAN") for d in plan), (sql, plan)

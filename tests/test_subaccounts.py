@@ -327,3 +327,83 @@ def test_sub_account_reads_use_indexes(services, make_account):
     assert len(plans) == 3, plans  # get_subaccount, page_subaccounts, page_transactions (set_auto_recharge reads like the first)
     for sql, plan in plans.items():
         assert not any(d.startswith("SCAN") for d in plan), (sql, plan)
+
+
+# ---- End to end: the real server over HTTPS, a real receiver ----------------------------------
+
+def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
+    """Every status code of the sub-accounts API over HTTPS against server.py, then the issue's scenario:
+    3 credits, threshold 2; spends (committed on the database file as a bot reply's transaction commits them:
+    tests/recharge.spend_from_outside) cross the threshold; the server's delivery worker sends exactly one
+    notification to the agency's receiver, verified with standardwebhooks; granting with its
+    idempotency_key twice adds the amount once; spending below again sends a second one with a new key; the
+    transactions list shows every grant and spend with its balanceAfter."""
+    from tests.parley_process import ParleyProcess, free_port, run_cli
+    from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications, spend_from_outside
+    from tests.test_delivery_e2e import ThreadedReceiver, wait_until
+
+    data = tmp_path / "data"
+    agency = run_cli(data, "create-account", "--name", "Agency", "--email", "agency@example.com", "--agency")
+    other = run_cli(data, "create-account", "--name", "Other", "--email", "other@example.com", "--agency")
+    plain = run_cli(data, "create-account", "--name", "Shop", "--email", "shop@example.com")
+    port = free_port()
+    with ThreadedReceiver(port) as receiver, \
+            ParleyProcess(data, "--allow-private-webhooks", http=False) as parley, parley.client() as c:
+        key = {"x-api-key": agency["api_key"]}
+        standard = {"apiKey": plain["api_key"]}
+        assert c.post(PATH, json={"name": "Rossi", "email": "rossi@example.com"}).status_code == 401
+        r = c.post(PATH, params=standard, json={"name": "Rossi", "email": "rossi@example.com"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "FORBIDDEN"
+        r = c.post(PATH, headers=key, json={"name": "Rossi", "email": "rossi at example"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_EMAIL"
+        r = c.post(PATH, params={"apiKey": agency["api_key"]}, json={"name": "Rossi", "email": "rossi@example.com"})
+        assert r.status_code == 201, r.text
+        sub = r.json()
+        r = c.post(PATH, headers=key, json={"name": "Rossi again", "email": "ROSSI@example.com"})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "CONFLICT"
+        one = f"{PATH}/{sub['id']}"
+        for method, path in (("GET", one), ("PATCH", one), ("GET", one + "/transactions")):
+            r = c.request(method, path, headers={"x-api-key": other["api_key"]}, json={"autoRecharge": None})
+            assert r.status_code == 404 and r.json()["error"]["code"] == "SUBACCOUNT_NOT_FOUND", (method, path)
+        r = c.patch(one, headers=key, json={"autoRecharge": {"threshold": 0, "amount": 100}})
+        assert r.status_code == 400 and "autoRecharge.threshold" in r.json()["error"]["message"]
+        r = c.patch(one, headers=key, json={"autoRecharge": {"threshold": 2, "amount": 100}})
+        assert r.status_code == 200 and r.json()["autoRecharge"]["threshold"] == 2
+        r = c.patch("/v1/account/settings", headers=key,
+                    json={"notificationUrls": {EVENT: f"http://127.0.0.1:{port}/recharge"}})
+        assert r.status_code == 200, r.text
+        secret = c.get("/v1/account/webhook-secret", headers=key).json()["secret"]
+
+        def grant(amount, idempotency_key=None):
+            headers = {**key, **({"Idempotency-Key": idempotency_key} if idempotency_key else {})}
+            response = c.post("/v1/subaccounts/credits", headers=headers,
+                              json={"email": sub["email"], "amount": amount})
+            assert response.status_code == 200, response.text
+            return response
+
+        grant(3)
+        for n in (1, 2, 3):
+            assert spend_from_outside(parley.data_dir / "parley.db", sub["id"], 100, f"reply {n}")["outcome"] == "spent"
+        [first] = wait_until(lambda: recharge_notifications(receiver.requests, secret))
+        assert first["accountId"] == agency["account_id"] and set(first["data"]) == DATA_FIELDS
+        idempotency_key = first["data"]["idempotency_key"]
+        assert first["data"] == {"idempotency_key": idempotency_key, "sub_account_id": sub["id"],
+                                 "email": "rossi@example.com", "balance": 1, "threshold": 2, "amount": 100}
+        once, twice = grant(100, idempotency_key), grant(100, idempotency_key)
+        assert once.json()["new_balance"] == 100 and twice.json() == once.json()
+        assert twice.headers["Idempotent-Replayed"] == "true"
+        assert c.get(one, headers=key).json()["credits"] == 100
+        spend_from_outside(parley.data_dir / "parley.db", sub["id"], 9900, "reply 4")
+        notifications = wait_until(lambda: len(n := distinct(recharge_notifications(receiver.requests, secret)))
+                                   == 2 and n)
+        assert notifications[1]["data"]["idempotency_key"] != idempotency_key
+        assert notifications[1]["data"]["balance"] == 1
+        history = c.get(one + "/transactions", headers=key, params={"limit": 4})
+        assert history.status_code == 200
+        page = history.json()
+        later = c.get(one + "/transactions", headers=key, params={"cursor": page["nextCursor"]}).json()
+        assert later["nextCursor"] is None
+        assert [(t["kind"], t["amount"], t["balanceAfter"]) for t in page["data"] + later["data"]] == [
+            ("spend", -99, 1), ("grant", 100, 100), ("spend", -1, 0), ("spend", -1, 1), ("spend", -1, 2),
+            ("grant", 3, 3)]
+        assert len(recharge_notifications(receiver.requests, secret)) == 2  # nothing was sent twice

@@ -8,7 +8,7 @@ def routes():
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import openapi
-    from handlers.ui import session, settings as ui_settings
+    from handlers.ui import agency, session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -41,4 +41,10 @@ def routes():
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
+        (r"/agency", agency.AgencyHandler),
+        (r"/agency/subaccounts", agency.SubaccountCreateHandler),
+        (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),
+        (r"/agency/subaccounts/([^/]+)/grant", agency.SubaccountGrantHandler),
+        (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
+        (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
     ]

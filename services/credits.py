@@ -4,6 +4,7 @@ integer hundredths underneath."""
 import hashlib
 import json
 import math
+import re
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
@@ -42,6 +43,21 @@ def to_hundredths(amount, field="amount"):
     if scaled != scaled.to_integral_value():
         raise Invalid(f"{field} must have at most 2 decimal places")
     return int(scaled)
+
+
+_TYPED_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def number_from_text(text, field="amount"):
+    """A number of credits typed into a form ("12", "12.50") as a Decimal for to_hundredths; Invalid naming
+    the field unless it is plain ASCII digits with an optional decimal point (a minus sign passes, for
+    to_hundredths to say "greater than 0")."""
+    text = (text or "").strip()
+    if not text:
+        raise Invalid(f"{field} is required")
+    if not _TYPED_NUMBER.fullmatch(text):
+        raise Invalid(f"{field} must be a number such as 10 or 2.50")
+    return Decimal(text)
 
 
 def require_agency(caller_type):

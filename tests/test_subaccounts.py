@@ -4,6 +4,7 @@ endpoint is available to agency accounts only"; §4.6 "Must match an existing su
 agency"; §7 "400 Bad request. Missing required fields ... or invalid parameters", "201 Resource created"."""
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
@@ -407,3 +408,83 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
             ("spend", -99, 1), ("grant", 100, 100), ("spend", -1, 0), ("spend", -1, 1), ("spend", -1, 2),
             ("grant", 3, 3)]
         assert len(recharge_notifications(receiver.requests, secret)) == 2  # nothing was sent twice
+
+
+def readme_receiver(tmp_path):
+    """The example auto-recharge receiver of README.md, as a file."""
+    import re
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [code] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "class Recharge" in block]
+    path = tmp_path / "recharge_receiver.py"
+    path.write_text(code)
+    return path
+
+
+def test_the_readme_receiver_grants_once_even_when_a_notification_is_redelivered(tmp_path):
+    """README's ten-line receiver, run as written against server.py over HTTPS: the notification of a spend
+    below the threshold makes it grant `amount` with Idempotency-Key: <idempotency_key>; the same
+    notification delivered again (same webhook-id and body, signed anew, as Parley's retry sends it) makes it
+    call again and nothing more is granted."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from datetime import datetime, timezone
+
+    import httpx
+    from standardwebhooks import Webhook
+
+    from tests.parley_process import ParleyProcess, create_agency_with_subaccount, free_port
+    from tests.recharge import spend_from_outside
+    from tests.test_delivery_e2e import wait_until
+
+    data = tmp_path / "data"
+    agency, sub = create_agency_with_subaccount(data, "agency@example.com", "client@example.com")
+    port = free_port()
+    with ParleyProcess(data, "--allow-private-webhooks", http=False) as parley, parley.client() as c:
+        key = {"x-api-key": agency["api_key"]}
+        assert c.patch("/v1/account/settings", headers=key, json={"notificationUrls": {
+            "subaccount.auto_recharge": f"http://127.0.0.1:{port}/"}}).status_code == 200
+        secret = c.get("/v1/account/webhook-secret", headers=key).json()["secret"]
+        one = f"{PATH}/{sub['account_id']}"
+        assert c.patch(one, headers=key, json={"autoRecharge": {"threshold": 2, "amount": 50}}).status_code == 200
+        assert c.post("/v1/subaccounts/credits", headers=key,
+                      json={"email": "client@example.com", "amount": 3}).status_code == 200
+        env = {**os.environ, "PORT": str(port), "PARLEY_URL": parley.base, "PARLEY_AGENCY_KEY": agency["api_key"],
+               "PARLEY_WEBHOOK_SECRET": secret, "SSL_CERT_FILE": parley.cert}
+        receiver = subprocess.Popen([sys.executable, str(readme_receiver(tmp_path))], env=env,
+                                    stderr=subprocess.DEVNULL)
+        try:
+            def listening():
+                with socket.socket() as s:
+                    return s.connect_ex(("127.0.0.1", port)) == 0
+            wait_until(listening)
+            for n in (1, 2):
+                spend_from_outside(parley.data_dir / "parley.db", sub["account_id"], 100, f"reply {n}")
+            wait_until(lambda: c.get(one, headers=key).json()["credits"] == 51)
+
+            cx = connect_sync(parley.data_dir / "parley.db")
+            try:
+                [row] = cx.execute("SELECT webhook_id, payload FROM outbox WHERE event_type = "
+                                   "'subaccount.auto_recharge'").fetchall()
+            finally:
+                cx.close()
+            now = datetime.now(timezone.utc)
+            redelivery = httpx.post(f"http://127.0.0.1:{port}/", content=row["payload"], headers={
+                "webhook-id": row["webhook_id"], "webhook-timestamp": str(int(now.timestamp())),
+                "webhook-signature": Webhook(secret).sign(row["webhook_id"], now, row["payload"]),
+                "content-type": "application/json"}, timeout=30)
+            assert redelivery.status_code == 200
+            with pytest.raises(httpx.RemoteProtocolError):  # a forged one: verify() raises, no answer, no grant
+                httpx.post(f"http://127.0.0.1:{port}/", content=row["payload"], timeout=30, headers={
+                    "webhook-id": "evt_forged", "webhook-timestamp": str(int(now.timestamp())),
+                    "webhook-signature": "v1,AAAA"})
+        finally:
+            receiver.terminate()
+            receiver.wait(10)
+        sub_now = c.get(one, headers=key).json()
+        assert sub_now["credits"] == 51
+        grants = [t for t in c.get(one + "/transactions", headers=key).json()["data"] if t["kind"] == "grant"]
+        key_used = json.loads(row["payload"])["data"]["idempotency_key"]
+        assert [(g["amount"], g["idempotencyKey"]) for g in grants] == [(50, key_used), (3, None)]

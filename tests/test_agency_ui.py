@@ -9,7 +9,7 @@ import pytest
 
 from services import accounts, credits
 from tests.parley_process import ParleyProcess, run_cli
-from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient
+from tests.test_ui import PASSWORD, FormClient, chromium, page  # noqa: F401 (chromium, page: fixtures)
 
 # Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh the README's).
 SCREENSHOT_DIR = os.environ.get("PARLEY_SCREENSHOT_DIR")
@@ -222,25 +222,6 @@ def shots(tmp_path):
     return path
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def new_page(chromium, **context_options):
-    context = chromium.new_context(ignore_https_errors=True, **context_options)
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    return page
-
-
 def sign_in(page, server, email):
     page.goto(server.base + "/login")
     page.fill("#email", email)
@@ -248,11 +229,11 @@ def sign_in(page, server, email):
     page.click("button:has-text('Sign in')")
 
 
-def test_browser_agency_manages_a_sub_account(chromium, agency_server, shots):
+def test_browser_agency_manages_a_sub_account(page, agency_server, shots):
     """An agency signs in, follows Sub-accounts, creates a sub-account (its key shown once, and working),
     sets auto-recharge, grants twice with the same form (a resend) and sees one grant in the history, at
     phone width; no CSP violation."""
-    page = new_page(chromium, viewport={"width": 390, "height": 844})
+    page.set_viewport_size({"width": 390, "height": 844})
     base = agency_server.base
     sign_in(page, agency_server, agency_server.agency["email"])
     page.click("nav >> text=Sub-accounts")
@@ -296,8 +277,7 @@ def test_browser_agency_manages_a_sub_account(chromium, agency_server, shots):
     assert page.console_errors == []
 
 
-def test_browser_non_agency_user_gets_404(chromium, agency_server):
-    page = new_page(chromium)
+def test_browser_non_agency_user_gets_404(page, agency_server):
     sign_in(page, agency_server, agency_server.shop["email"])
     assert page.url == agency_server.base + "/settings"
     assert page.locator("nav >> text=Sub-accounts").count() == 0

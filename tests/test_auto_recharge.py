@@ -23,16 +23,6 @@ from tests.test_delivery import Receiver, receiver, workers  # noqa: F401 (fixtu
 SUBS = "/v1/subaccounts"
 
 
-@pytest.fixture
-def agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def sub(make_account, agency):
-    return make_account(agency_email=agency["email"])
-
-
 async def listen(services, agency, url):
     """The agency's notificationUrls["subaccount.auto_recharge"] (stored directly, as the settings API does)."""
     await accounts.update_settings(services.db, agency["account_id"], {"notificationUrls": {EVENT: url}})
@@ -263,16 +253,6 @@ async def test_changing_the_setting(api, services, agency, sub, receiver):
     rows = await queued(services, agency)
     assert len(rows) == 2
     assert json.loads(rows[1]["payload"])["data"]["balance"] == 2
-
-
-@pytest.fixture
-def other_agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def other_sub(make_account, other_agency):
-    return make_account(agency_email=other_agency["email"])
 
 
 async def test_only_the_sub_accounts_own_agency_is_notified(api, services, agency, sub, other_agency, other_sub,

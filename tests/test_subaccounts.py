@@ -16,26 +16,6 @@ from tests.test_ui import FormClient
 PATH = "/v1/subaccounts"
 
 
-@pytest.fixture
-def agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def sub(make_account, agency):
-    return make_account(agency_email=agency["email"])
-
-
-@pytest.fixture
-def other_agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def other_sub(make_account, other_agency):
-    return make_account(agency_email=other_agency["email"])
-
-
 async def grant(api, agency, sub, amount, key=None, description=None):
     headers = {"Idempotency-Key": key} if key else None
     body = {"email": sub["email"], "amount": amount}

@@ -100,11 +100,13 @@ async def _write_batch(db, job, batch, errors_bytes):
             await asyncio.sleep(attempt)
 
 
-async def run_job(services, job, runner, *, should_stop=lambda: False, on_progress=None, pause=0.0):
+async def run_job(services, job, runner, *, should_stop=lambda: False, on_progress=None, pause=0.0,
+                  batch_rows=BATCH_ROWS):
     """Run (or resume) a queued or running job to its end from its committed position; returns the job as
     it is then. Stops early, the job still running (to be resumed), when should_stop() turns true; stops
     when the job is cancelled meanwhile. on_progress(job) after every batch; pause: seconds to leave the
-    database to others between batches (the CLI's writer shares it with the server's)."""
+    database to others between batches (the CLI's writer shares it with the server's); batch_rows: rows per
+    transaction."""
     db, data_dir = services.db, services.settings.data_dir
     started = await store.start_run(db, job["account_id"], job["id"], runner)
     if started is None:
@@ -114,7 +116,7 @@ async def run_job(services, job, runner, *, should_stop=lambda: False, on_progre
     reader = None
     try:
         await report.open()
-        reader = await ReaderProcess.start(**reader_request(data_dir, job, BATCH_ROWS))
+        reader = await ReaderProcess.start(**reader_request(data_dir, job, batch_rows))
         async for batch in reader.batches():
             if should_stop():
                 return job

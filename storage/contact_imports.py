@@ -5,7 +5,7 @@ import json
 from common.ids import new_id, now_iso
 from storage.contacts import find_or_create_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
-from storage.lists import add_member
+from storage.lists import add_member_in_tx, get_list
 
 _COLUMNS = ("id, account_id, status, runner, file_name, file_path, file_bytes, delimiter, header, data_start,"
             " mapping, default_region, list_id, new_list_name, position, row_number, rows_read, created,"
@@ -92,13 +92,14 @@ def apply_batch(cx, account_id, import_id, batch, list_id):
         done = job is not None and job["position"] == batch["position"] and job["position"] != batch["start"]
         return {"applied": done, "status": job and job["status"], "created": 0, "matched": 0, "job": job}
     now = now_iso()
+    lst = get_list.sync(cx, account_id, list_id) if list_id else None
     created = 0
     for values in batch["rows"]:
         contact, was_created = find_or_create_in_tx(cx, {**values, "id": new_id("ct"), "account_id": account_id,
                                                          "created_at": now})
         created += was_created
-        if list_id:
-            add_member.sync(cx, account_id, list_id, contact["id"], now)
+        if lst is not None:
+            _, lst = add_member_in_tx(cx, account_id, lst, contact, now)
     matched = len(batch["rows"]) - created
     job = update_in_tx(cx, account_id, import_id, {
         "position": batch["position"], "row_number": batch["row_number"], "errors_bytes": batch["errors_bytes"]},

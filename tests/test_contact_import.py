@@ -357,6 +357,26 @@ async def test_an_upload_above_max_import_bytes_is_413_and_nothing_is_kept(brows
     assert f'data-max-bytes="{MAX_IMPORT_BYTES}"' in page.text
 
 
+async def test_a_chunked_upload_is_cut_off_at_max_import_bytes_and_nothing_is_kept(browser, services):
+    """Without a Content-Length the size is known only while it arrives: the connection is closed at the
+    limit, and the part received is deleted."""
+    async def produce(write):
+        for _ in range(4):
+            await write(b"+14155552671\n" * 300)  # 3,900 bytes a chunk, 15,600 in all
+
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in browser.cookies.items()),
+               "X-XSRFToken": browser.cookies["_xsrf"], "Content-Type": "text/csv"}
+    r = await browser.client.fetch("/contacts/import/upload", method="POST", body_producer=produce, headers=headers,
+                                   raise_error=False)
+    assert r.code != 201
+    for _ in range(100):  # the handler deletes the part when it sees the connection close
+        if imports_files(services) == []:
+            break
+        await asyncio.sleep(0.05)
+    assert imports_files(services) == []
+    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+
+
 async def test_an_upload_needs_the_session_and_the_xsrf_header_before_any_byte_is_stored(
         http_server_client, browser, services):
     r = await browser.upload(GOOD_FILE, xsrf=False)

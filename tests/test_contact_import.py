@@ -111,6 +111,15 @@ def imports_files(services):
     return sorted(os.listdir(directory)) if directory.exists() else []
 
 
+async def queued_job(browser, services, owner, data, **mapping):
+    """Upload data and start it with the given column numbers, without running it; returns the job."""
+    import_id = (await browser.upload(data)).json["id"]
+    form = {"firstName": "", "lastName": "", "phone": "", "email": "", "defaultCountry": "", "list": "",
+            "newListName": "", **{field: str(column) for field, column in mapping.items()}}
+    assert (await browser.post(f"/contacts/import/{import_id}/start", form)).code == 303
+    return await contact_import.get_job(services.db, owner["account_id"], import_id)
+
+
 async def upload_and_start(browser, services, data, form=None):
     """Upload through the UI, start with the form, run the job to its end; returns (import id, progress)."""
     r = await browser.upload(data)
@@ -248,12 +257,8 @@ async def test_duplicates_across_batches_are_matched_and_a_stopped_run_resumes_w
     lines = [f"P{i},+1415555{2600 + i:04d},p{i}@example.com" for i in range(7)] + \
             [f"Q{i},{phones[i]}," for i in range(7)] + ["bad,123,", "worse,,x@"]
     data = ("first,phone,email\n" + "\n".join(lines) + "\n").encode()
-    r = await browser.upload(data)
-    import_id = r.json["id"]
-    await browser.post(f"/contacts/import/{import_id}/start", {"firstName": "0", "lastName": "", "phone": "1",
-                                                               "email": "2", "defaultCountry": "", "list": "",
-                                                               "newListName": ""})
-    job = await contact_import.get_job(services.db, owner["account_id"], import_id)
+    job = await queued_job(browser, services, owner, data, firstName=0, phone=1, email=2)
+    import_id = job["id"]
     batches = []
 
     def stop_after_two():
@@ -274,12 +279,8 @@ async def test_duplicates_across_batches_are_matched_and_a_stopped_run_resumes_w
 async def test_report_lines_of_a_batch_that_never_committed_are_cut_back(browser, services, owner):
     """The error report is appended before its batch commits; a crash in between leaves lines the job never
     counted. The next run cuts the file back to the committed length, so each bad row is reported once."""
-    r = await browser.upload(b"phone\n+14155552671\nbad\n+14155552672\nworse\n")
-    import_id = r.json["id"]
-    await browser.post(f"/contacts/import/{import_id}/start", {"firstName": "", "lastName": "", "phone": "0",
-                                                               "email": "", "defaultCountry": "", "list": "",
-                                                               "newListName": ""})
-    job = await contact_import.get_job(services.db, owner["account_id"], import_id)
+    job = await queued_job(browser, services, owner, b"phone\n+14155552671\nbad\n+14155552672\nworse\n", phone=0)
+    import_id = job["id"]
     done = []
     job = await import_runner.run_job(services, job, import_runner.SERVER, should_stop=lambda: bool(done),
                                       on_progress=done.append, batch_rows=2)
@@ -297,19 +298,16 @@ async def test_report_lines_of_a_batch_that_never_committed_are_cut_back(browser
 
 async def test_cancel_stops_after_the_current_batch_and_keeps_what_was_imported(browser, services, owner):
     data = ("phone\n" + "\n".join(f"+1415555{3000 + i:04d}" for i in range(10)) + "\n").encode()
-    r = await browser.upload(data)
-    import_id = r.json["id"]
-    await browser.post(f"/contacts/import/{import_id}/start", {"firstName": "", "lastName": "", "phone": "0",
-                                                               "email": "", "defaultCountry": "", "list": "",
-                                                               "newListName": ""})
+    job = await queued_job(browser, services, owner, data, phone=0)
+    import_id = job["id"]
     cancelled = []
 
     def cancel_once(job):
         if not cancelled:
             cancelled.append(asyncio.ensure_future(browser.post(f"/contacts/import/{import_id}/cancel")))
 
-    job = await import_runner.run_job(services, await contact_import.get_job(services.db, owner["account_id"], import_id),
-                                      import_runner.SERVER, on_progress=cancel_once, batch_rows=2, pause=0.05)
+    job = await import_runner.run_job(services, job, import_runner.SERVER, on_progress=cancel_once, batch_rows=2,
+                                      pause=0.05)
     assert (await cancelled[0]).code == 303
     p = await browser.progress(import_id)
     assert p["status"] == "cancelled" and 2 <= p["rowsRead"] < 10, p

@@ -10,10 +10,8 @@ import sys
 import threading
 import time
 
-import pytest
-
 from tests.parley_process import ROOT, ParleyProcess, run_cli
-from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.test_ui import chromium, sign_in  # noqa: F401 (chromium: a fixture)
 
 ROWS = 25_000
 MAPPING = {"firstName": "0", "lastName": "1", "phone": "2", "email": "3", "defaultCountry": "", "list": "new",
@@ -256,16 +254,6 @@ def test_a_killed_import_contacts_command_is_marked_interrupted_by_the_server(tm
 
 
 # ---- the browser ------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
 
 def test_browser_uploads_a_file_and_watches_the_progress_bar_reach_100(tmp_path, chromium):
     path = tmp_path / "contacts.csv"

@@ -14,6 +14,8 @@ FIELDS = ("firstName", "lastName", "phone", "email")
 DELIMITERS = (",", ";", "\t")
 SNIFF_BYTES = 64 * 1024
 MAX_LINE_BYTES = 1024 * 1024   # a longer line is not a contact: the file is refused (memory stays bounded)
+# The csv module's own cap on one field (an unclosed quote would otherwise gather the rest of the file);
+# process-wide, and nothing else in Parley reads CSV.
 csv.field_size_limit(MAX_LINE_BYTES)
 
 # Header names (lower case, accents and everything but letters and digits removed) that say which field a

@@ -39,10 +39,14 @@ def recent_imports(cx, account_id, limit):
     return fetch_all(cx, _select("account_id = ? ORDER BY id DESC LIMIT ?"), (account_id, limit), _JSON)
 
 
+def _one_of(values):
+    return f"({', '.join('?' * len(values))})"
+
+
 @reads
 def active_imports(cx):
     """Every queued or running job, of every account (the server's import worker resumes them)."""
-    return fetch_all(cx, _select(f"status IN {ACTIVE} ORDER BY id"), (), _JSON)
+    return fetch_all(cx, _select(f"status IN {_one_of(ACTIVE)} ORDER BY id"), ACTIVE, _JSON)
 
 
 def update_in_tx(cx, account_id, import_id, changes, *, increments=None):
@@ -125,7 +129,8 @@ def expired_imports(cx, drafts_before, finished_before):
     (and their error reports) that ended before finished_before."""
     return fetch_all(cx, "SELECT id, account_id, status, runner FROM contact_imports WHERE"
                          " (status = 'uploaded' AND created_at < ?)"
-                         f" OR (status IN {FINISHED} AND finished_at < ?)", (drafts_before, finished_before))
+                         f" OR (status IN {_one_of(FINISHED)} AND finished_at < ?)",
+                     (drafts_before, *FINISHED, finished_before))
 
 
 @writes

@@ -8,7 +8,7 @@ def routes():
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import openapi
-    from handlers.ui import agency, session, settings as ui_settings
+    from handlers.ui import agency, contact_import, session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -47,4 +47,12 @@ def routes():
         (r"/agency/subaccounts/([^/]+)/grant", agency.SubaccountGrantHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
+        (r"/contacts/import", contact_import.ImportsHandler),
+        (r"/contacts/import/upload", contact_import.ImportUploadHandler),
+        (r"/contacts/import/([^/]+)", contact_import.ImportJobHandler),
+        (r"/contacts/import/([^/]+)/preview", contact_import.ImportOptionsHandler),
+        (r"/contacts/import/([^/]+)/start", contact_import.ImportStartHandler),
+        (r"/contacts/import/([^/]+)/cancel", contact_import.ImportCancelHandler),
+        (r"/contacts/import/([^/]+)/progress", contact_import.ImportProgressHandler),
+        (r"/contacts/import/([^/]+)/errors\.csv", contact_import.ImportErrorsHandler),
     ]

@@ -3,6 +3,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
+
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
 
 
@@ -54,11 +56,11 @@ class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    phone: Optional[str] = Field(None, max_length=64,
+    firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
-    email: Optional[str] = Field(None, max_length=320, description="Stored case-folded.")
+    email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
 
 
 class Contact(BaseModel):

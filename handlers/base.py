@@ -51,6 +51,28 @@ def validation_message(error: pydantic.ValidationError):
     return f"{field}: {message}" if field else message
 
 
+def _refuse_duplicate_keys(pairs):
+    """json.loads' object hook: {"a": 1, "a": 2} would silently keep the last value."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise Invalid(f"request body has the key {key!r} more than once")
+            seen.add(key)
+    return obj
+
+
+def parse_json(raw):
+    """A request body as JSON, or Invalid: not JSON, a key twice in one object, nested too deeply."""
+    try:
+        return json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
+    except RecursionError:
+        raise Invalid("request body is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("request body is not valid JSON") from None
+
+
 class BaseHandler(tornado.web.RequestHandler):
     """Request id, HSTS, JSON error envelope, in-flight accounting for graceful shutdown."""
 
@@ -199,10 +221,7 @@ class ApiHandler(BaseHandler):
         content_type = self.request.headers.get("Content-Type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaType("Content-Type must be application/json")
-        try:
-            data = json.loads(self.request.body or b"null")
-        except (ValueError, UnicodeDecodeError):
-            raise Invalid("request body is not valid JSON") from None
+        data = parse_json(self.request.body)
         if not isinstance(data, dict):
             raise Invalid("request body must be a JSON object")
         try:

@@ -1,6 +1,6 @@
 """Sign in, sign out, and the home page redirect."""
 import asyncio
-from urllib.parse import urlsplit
+import re
 
 from handlers.base import UiHandler
 from services import accounts, keys
@@ -24,12 +24,14 @@ async def check_password(password, stored_hash):
     return await loop.run_in_executor(None, keys.verify_password, password, stored_hash)
 
 
+# A path on this site in plain printable ASCII: no scheme, no "//host", no backslash, no whitespace or
+# control character (a browser may read "/\v/evil" as "//evil", and Location cannot carry it anyway).
+_SAFE_NEXT = re.compile(r"/(?![/\\])[!#-\[\]-~]*")
+
+
 def safe_next(url):
     """Only a path on this site may follow sign-in (no open redirect to //evil.example)."""
-    if not url or not url.startswith("/") or url.startswith("//") or "\\" in url:
-        return "/settings"
-    parts = urlsplit(url)
-    return url if not parts.scheme and not parts.netloc else "/settings"
+    return url if url and _SAFE_NEXT.fullmatch(url) else "/settings"
 
 
 class HomeHandler(UiHandler):

@@ -101,66 +101,72 @@ def print_first_run(info):
 
 
 async def main(settings):
-    """Open, listen, await SIGTERM/SIGINT, drain, close."""
+    """Open, listen, await SIGTERM/SIGINT, drain, close. Whatever fails once the services are open (a
+    port already in use, an unreadable certificate) still closes them: the writer process stops cleanly."""
     services = await open_services(settings)
-    certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
-                              hosts=[urlsplit(settings.base_url).hostname])
-    certs.ensure()
-    app = make_app(settings, services)
-    # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
-    body_cap = settings.max_media_request_bytes
-    https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
-    https.listen(settings.port, settings.host)
-    servers = [https]
-    if settings.http_port and settings.behind_proxy:
-        # The proxy terminates TLS and forwards here; only a proxy on this machine can reach the port,
-        # and ApiHandler still refuses anything the proxy did not mark X-Forwarded-Proto: https.
-        plain = DrainingHTTPServer(app, xheaders=True, max_body_size=body_cap)
-        plain.listen(settings.http_port, "127.0.0.1")
-        servers.append(plain)
-    elif settings.http_port:
-        plain = DrainingHTTPServer(RejecterApplication(settings.base_url), max_body_size=65536)
-        plain.listen(settings.http_port, settings.host)
-        servers.append(plain)
+    servers, tasks = [], []
+    try:
+        certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
+                                  hosts=[urlsplit(settings.base_url).hostname])
+        certs.ensure()
+        app = make_app(settings, services)
+        # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
+        body_cap = settings.max_media_request_bytes
+        https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
+        servers.append(https)
+        https.listen(settings.port, settings.host)
+        if settings.http_port and settings.behind_proxy:
+            # The proxy terminates TLS and forwards here; only a proxy on this machine can reach the port,
+            # and ApiHandler still refuses anything the proxy did not mark X-Forwarded-Proto: https.
+            plain = DrainingHTTPServer(app, xheaders=True, max_body_size=body_cap)
+            servers.append(plain)
+            plain.listen(settings.http_port, "127.0.0.1")
+        elif settings.http_port:
+            plain = DrainingHTTPServer(RejecterApplication(settings.base_url), max_body_size=65536)
+            servers.append(plain)
+            plain.listen(settings.http_port, settings.host)
 
-    first = await accounts.ensure_owner(services.db, services.box, services.keys, settings.base_url)
-    if first:
-        print_first_run(first)
+        first = await accounts.ensure_owner(services.db, services.box, services.keys, settings.base_url)
+        if first:
+            print_first_run(first)
 
-    def reload_certificate():
-        context = certs.reload_if_changed()
-        if context is not None:
-            https.ssl_options = context  # new connections get it; open ones keep theirs
+        def reload_certificate():
+            context = certs.reload_if_changed()
+            if context is not None:
+                https.ssl_options = context  # new connections get it; open ones keep theirs
 
-    tasks = [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
-             tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000)]
-    for task in tasks:
-        task.start()
-    services.delivery.start()  # picks up rows left pending by a previous run at once
+        tasks += [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
+                  tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000)]
+        for task in tasks:
+            task.start()
+        services.delivery.start()  # picks up rows left pending by a previous run at once
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("listening on https://%s:%d%s", settings.host, settings.port,
-             f" and http://{settings.host}:{settings.http_port} (rejects)" if settings.http_port else "")
-    print(json.dumps({"event": "listening", "port": settings.port, "http_port": settings.http_port}), flush=True)
-    await stop.wait()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("listening on https://%s:%d%s", settings.host, settings.port,
+                 f" and http://{settings.host}:{settings.http_port} (rejects)" if settings.http_port else "")
+        print(json.dumps({"event": "listening", "port": settings.port, "http_port": settings.http_port}),
+              flush=True)
+        await stop.wait()
 
-    log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
-    for server in servers:
-        server.stop()
-    deadline = time.monotonic() + settings.shutdown_grace_seconds
-    while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    for task in tasks:
-        task.stop()
-    for server in servers:
-        try:
-            await asyncio.wait_for(server.close_all_connections(), 2)
-        except asyncio.TimeoutError:
-            pass
-    await services.close()
+        log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
+        for server in servers:
+            server.stop()
+        deadline = time.monotonic() + settings.shutdown_grace_seconds
+        while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        for task in tasks:
+            task.stop()
+        for server in servers:
+            server.stop()
+            try:
+                await asyncio.wait_for(server.close_all_connections(), 2)
+            except asyncio.TimeoutError:
+                pass
+        await services.close()
     log.info("stopped")
 
 
@@ -246,7 +252,11 @@ def cli(argv=None):
         parser.error(str(exc))
     configure_logging(settings.log_level)
     if args.command == "serve":
-        asyncio.run(main(settings))
+        try:
+            asyncio.run(main(settings))
+        except OSError as exc:  # a port in use, a certificate that cannot be read: one line, no traceback
+            log.error("cannot serve: %s", exc)
+            return 1
         return 0
     runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup}
     try:

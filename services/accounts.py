@@ -33,6 +33,9 @@ class KeyRegistry:
     Ops commands run in their own process; after changing a key they touch ``keys.stamp`` in the
     data directory, and every lookup compares that file's mtime (one stat, no thread hop) before
     trusting the cache. So a key rotated anywhere fails on the server's very next request.
+
+    Every emptying bumps a generation number: a lookup whose read started before a change (and may
+    have seen the old key) answers its own request but is not cached.
     """
 
     def __init__(self, db, data_dir):
@@ -40,6 +43,7 @@ class KeyRegistry:
         self.stamp = Path(data_dir) / "keys.stamp"
         self._stamp_path = str(self.stamp)
         self._cache = {}
+        self._generation = 0
         self._stamp_seen = self._read_stamp()
 
     def _read_stamp(self):
@@ -50,7 +54,7 @@ class KeyRegistry:
 
     def changed(self):
         """Call after any key or account change: empties this cache and tells other processes."""
-        self._cache.clear()
+        self._forget()
         self.stamp.parent.mkdir(parents=True, exist_ok=True)
         self.stamp.touch()
         # Some filesystems have coarse mtimes: force a visible change.
@@ -61,22 +65,28 @@ class KeyRegistry:
     def cached(self, key_hash):
         stamp = self._read_stamp()
         if stamp != self._stamp_seen:
-            self._cache.clear()
+            self._forget()
             self._stamp_seen = stamp
         return self._cache.get(key_hash)
+
+    def _forget(self):
+        self._cache.clear()
+        self._generation += 1
 
     async def principal_for(self, key_hash):
         """The account behind a key's hash (cached), or Unauthorized."""
         principal = self.cached(key_hash)
         if principal is None:
+            generation = self._generation
             account = await store.get_account_by_key_hash(self.db, key_hash)
             if account is None:
                 raise Unauthorized("invalid API key")
             principal = Principal(account["id"], account["type"], account["parent_agency_id"],
                                   account["rate_limit_per_minute"])
-            if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
-                self._cache.clear()
-            self._cache[key_hash] = principal
+            if self.cached(key_hash) is None and generation == self._generation:
+                if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
+                    self._cache.clear()
+                self._cache[key_hash] = principal
         return principal
 
 

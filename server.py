@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sqlite3
 import sys
@@ -20,7 +21,7 @@ import tornado.web
 
 import settings as settings_module
 from handlers import routes
-from handlers.base import NotFoundHandler, log_request
+from handlers.base import NotFoundHandler, StaticHandler, log_request
 from services import accounts
 from services.delivery import DeliveryWorker
 from common.errors import DomainError
@@ -50,8 +51,19 @@ class Services:
         await self.db.close()
 
 
-async def open_services(settings):
+def secure_data_dir(settings):
+    """The data directory 0700 and the database (with its -wal and -shm, which SQLite creates with the
+    database's mode) 0600, like secret.key: they hold every conversation. Existing ones are corrected."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(settings.data_dir, 0o700)
+    os.close(os.open(settings.db_path, os.O_WRONLY | os.O_CREAT, 0o600))  # an empty file is a new database
+    for path in (settings.db_path, Path(f"{settings.db_path}-wal"), Path(f"{settings.db_path}-shm")):
+        if path.exists():
+            os.chmod(path, 0o600)
+
+
+async def open_services(settings):
+    secure_data_dir(settings)
     db = await Database(settings.db_path).open()
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
@@ -73,6 +85,7 @@ class ParleyApplication(tornado.web.Application):
             log_function=log_request,
             template_path=str(ROOT / "templates"),
             static_path=str(ROOT / "static"),
+            static_handler_class=StaticHandler,
             autoescape="xhtml_escape",
             xsrf_cookies=True,
             xsrf_cookie_kwargs={"httponly": True, "secure": True, "samesite": "Lax"},
@@ -208,6 +221,8 @@ def cmd_backup(settings, args):
     if not settings.db_path.exists():
         raise SystemExit(json.dumps({"error": f"no database at {settings.db_path}"}))
     source = connect_sync(settings.db_path)
+    os.close(os.open(out, os.O_WRONLY | os.O_CREAT, 0o600))  # a copy of everything: private like the original
+    os.chmod(out, 0o600)
     target = sqlite3.connect(str(out))
     try:
         source.backup(target)
@@ -251,6 +266,7 @@ def cli(argv=None):
     except Exception as exc:
         parser.error(str(exc))
     configure_logging(settings.log_level)
+    os.umask(0o077)  # whatever this process and its writer create (media, certificates, backups) is private
     if args.command == "serve":
         try:
             asyncio.run(main(settings))

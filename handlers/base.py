@@ -155,6 +155,17 @@ class NotFoundHandler(BaseHandler):
         raise tornado.web.HTTPError(404, "no such path: %s", self.request.path)
 
 
+class StaticHandler(BaseHandler, tornado.web.StaticFileHandler):
+    """A file under static/ (or, subclassed, media/): Tornado's file serving (ranges, ETags,
+    If-None-Match) with our headers (HSTS, nosniff, X-Request-Id) and error answers."""
+
+    def initialize(self, path, default_filename=None):
+        BaseHandler.initialize(self)
+        tornado.web.StaticFileHandler.initialize(self, path, default_filename)
+
+    compute_etag = tornado.web.StaticFileHandler.compute_etag  # BaseHandler's answers None
+
+
 @functools.cache  # per handler class: asked on every request
 def _implemented_methods(handler_class):
     base = tornado.web.RequestHandler

@@ -4,7 +4,7 @@ import time
 
 import tornado.web
 
-from handlers.base import ApiHandler, BaseHandler
+from handlers.base import ApiHandler, StaticHandler
 from handlers.openapi import BINARY, Operation
 from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery
 from services import lists, media, messaging
@@ -33,7 +33,7 @@ class ContactMessagesHandler(ApiHandler):
             cursor=self.get_query_argument("cursor", None), limit=limit))
 
 
-class MediaHandler(BaseHandler, tornado.web.StaticFileHandler):
+class MediaHandler(StaticHandler):
     """A stored media file. No API key: the URL's signature (over the file, its type and the expiry)
     is the authorization, so the inbox and webhook receivers can fetch it. Range requests work."""
     path_params = {"sha256": "SHA-256 of the file's content (lower-case hex)."}
@@ -46,8 +46,7 @@ class MediaHandler(BaseHandler, tornado.web.StaticFileHandler):
                   "head": Operation("A stored media file's headers (signed link)", **_media)}
 
     def initialize(self):
-        BaseHandler.initialize(self)
-        tornado.web.StaticFileHandler.initialize(self, str(media.media_dir(self.application.settings_obj)))
+        super().initialize(str(media.media_dir(self.application.settings_obj)))
 
     def prepare(self):
         if self.request.method not in ("GET", "HEAD"):

@@ -13,7 +13,7 @@ import tornado.web
 from markupsafe import Markup
 
 from common.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
-from services.accounts import get_user
+from services import sessions
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -252,25 +252,27 @@ class CustomChannelHandler(ApiHandler):
         return {"error": message}
 
 
+def _session_id(handler):
+    value = handler.get_signed_cookie(UiHandler.SESSION_COOKIE, max_age_days=sessions.SESSION_DAYS)
+    return value.decode() if value else None
+
+
 async def session_user(handler):
     """The signed-in UI user {id, account_id, email} of a request's session cookie, or None. UI pages and the
     live-events WebSocket both authenticate through this one function."""
-    value = handler.get_signed_cookie(UiHandler.SESSION_COOKIE, max_age_days=UiHandler.SESSION_DAYS)
-    user_id = value.decode() if value else None
-    return await get_user(handler.application.services.db, user_id) if user_id else None
+    return await sessions.user_for(handler.application.services.db, _session_id(handler))
 
 
 class UiHandler(BaseHandler):
     """Admin web UI page: cookie session, XSRF on every form, Jinja2 rendering, HTML error pages.
 
-    The session is a signed cookie holding the user id (Tornado signs it with the application's
-    cookie secret and refuses it after SESSION_DAYS); prepare() loads the user, because
-    get_current_user cannot await storage.
+    The session lives in the database (services/sessions.py), so that sign-out and a new API key or
+    password end it; the cookie carries its random id (signed by Tornado with the application's cookie
+    secret as well). prepare() loads the user, because get_current_user cannot await storage.
     """
 
-    SESSION_COOKIE = "parley_user"
+    SESSION_COOKIE = "parley_session"
     FLASH_COOKIE = "parley_flash"
-    SESSION_DAYS = 7
     MAX_FORM_BYTES = 65536
     COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
     CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -293,10 +295,14 @@ class UiHandler(BaseHandler):
     def get_current_user(self):
         return None  # prepare() sets current_user from the session cookie
 
-    def start_session(self, user_id):
-        self.set_signed_cookie(self.SESSION_COOKIE, user_id, expires_days=self.SESSION_DAYS, **self.COOKIE_FLAGS)
+    async def start_session(self, user):
+        self.session_id = await sessions.start(self.services.db, user)
+        self.set_signed_cookie(self.SESSION_COOKIE, self.session_id, expires_days=sessions.SESSION_DAYS,
+                               **self.COOKIE_FLAGS)
 
-    def end_session(self):
+    async def end_session(self):
+        await sessions.end(self.services.db, self.session_id)
+        self.session_id = None
         self.clear_cookie(self.SESSION_COOKIE, **self.COOKIE_FLAGS)
 
     def flash(self, kind, text):
@@ -323,7 +329,8 @@ class UiHandler(BaseHandler):
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
         if len(self.request.body) > self.MAX_FORM_BYTES:
             raise PayloadTooLarge(f"the form is larger than {self.MAX_FORM_BYTES} bytes")
-        self.current_user = await session_user(self)
+        self.session_id = _session_id(self)
+        self.current_user = await sessions.user_for(self.services.db, self.session_id)
 
     def render(self, template_name, status=200, flashes=None, **context):
         """Render templates/<template_name> with Jinja2 (autoescaped) and finish the response."""

@@ -22,6 +22,7 @@ import tornado.web
 import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
+from handlers.bodies import BodyBudget
 from services import accounts
 from services.delivery import DeliveryWorker
 from common.errors import DomainError
@@ -76,6 +77,7 @@ class ParleyApplication(tornado.web.Application):
         self.settings_obj = settings
         self.services = services
         self.inflight = 0
+        self.body_budget = BodyBudget(settings.max_buffered_body_bytes)
         # The admin UI's templates (UiHandler.render): autoescaped, strict about undefined names.
         self.jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "templates")),
                                        autoescape=True, undefined=jinja2.StrictUndefined)

@@ -57,6 +57,9 @@ class HttpsRequiredHandler(BaseHandler):
     """Everything that arrives over plain HTTP: 403 HTTPS_REQUIRED, or a 301 for a browser page load.
     Nothing else is processed: no authentication, no storage."""
 
+    def max_body_bytes(self):
+        return 0  # nothing that arrives here is read
+
     def prepare(self):
         path = self.request.path
         is_api = path == "/v1" or path.startswith("/v1/") or path.startswith("/incomingCustomChannelMessage")

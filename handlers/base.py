@@ -11,8 +11,10 @@ from http import HTTPStatus
 import pydantic
 import tornado.web
 from markupsafe import Markup
+from tornado import httputil
 
-from common.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
+from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
+from handlers.bodies import BODY_METHODS, StreamedBody
 from services import sessions
 from services.keys import hash_api_key
 
@@ -22,7 +24,6 @@ access_log = logging.getLogger("parley.access")
 CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
          405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
          422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 500: "INTERNAL", 503: "UNAVAILABLE"}
-BODY_METHODS = ("POST", "PUT", "PATCH")
 _SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
@@ -73,8 +74,10 @@ def parse_json(raw):
         raise Invalid("request body is not valid JSON") from None
 
 
-class BaseHandler(tornado.web.RequestHandler):
-    """Request id, HSTS, JSON error envelope, in-flight accounting for graceful shutdown."""
+@tornado.web.stream_request_body
+class BaseHandler(StreamedBody, tornado.web.RequestHandler):
+    """Request id, HSTS, JSON error envelope, in-flight accounting for graceful shutdown; bodies streamed
+    (handlers/bodies.py): prepare() refuses before any byte is read, max_body_bytes() bounds each route."""
 
     def initialize(self):
         self.application.inflight += 1
@@ -84,6 +87,13 @@ class BaseHandler(tornado.web.RequestHandler):
         if self._counted:
             self._counted = False
             self.application.inflight -= 1
+        super().on_finish()
+
+    def max_body_bytes(self):
+        return self.application.settings_obj.max_body_bytes
+
+    def body_limit(self):
+        return self.max_body_bytes() if self.request.method in BODY_METHODS else None
 
     def on_connection_close(self):
         self.on_finish()
@@ -187,20 +197,17 @@ class ApiHandler(BaseHandler):
             self.set_header("Allow", ", ".join(self.implemented_methods()))
         super().write_error(status_code, **kwargs)
 
-    def max_body_bytes(self):
-        return self.application.settings_obj.max_body_bytes
-
     async def prepare(self):
-        # Cheap refusals first: nothing here touches storage.
+        # Cheap refusals first: nothing here touches storage, and no byte of the body has been read.
         allowed = self.implemented_methods()
         if self.request.method not in allowed:
             raise tornado.web.HTTPError(405, "%s is not allowed here; use %s", self.request.method,
                                         " or ".join(allowed))
         if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
-        if len(self.request.body) > self.max_body_bytes():
-            raise PayloadTooLarge(f"request body is larger than {self.max_body_bytes()} bytes")
+        self.refuse_oversized_body()
         self.principal = await self.authenticate() if self.requires_auth else None
+        self.reserve_body()
 
     def api_key(self):
         key = self.request.headers.get("x-api-key")
@@ -285,9 +292,28 @@ class UiHandler(BaseHandler):
         # Pages can show an API key or a signing secret: never keep them in a cache.
         self.set_header("Cache-Control", "no-store")
 
+    def max_body_bytes(self):
+        return self.MAX_FORM_BYTES
+
     def check_xsrf_cookie(self):
-        # BaseHandler turns the check off for the key-authenticated API; a browser session needs it.
-        return tornado.web.RequestHandler.check_xsrf_cookie(self)
+        # BaseHandler turns the check off for the key-authenticated API; a browser session needs it. The
+        # token is a form field, so the check waits for the body: Tornado asks before prepare(), with the
+        # body still unread, and body_received() asks again.
+        if self._body_done:
+            tornado.web.RequestHandler.check_xsrf_cookie(self)
+
+    async def body_received(self):
+        """The form fields (Tornado parses them only for bodies it buffers itself), then the XSRF check."""
+        await super().body_received()
+        content_type = self.request.headers.get("Content-Type", "")
+        try:
+            httputil.parse_body_arguments(content_type, bytes(self.request.body), self.request.body_arguments,
+                                          self.request.files, self.request.headers)
+        except httputil.HTTPInputError as exc:
+            raise tornado.web.HTTPError(400, "the form cannot be read: %s", exc) from None
+        for name, values in self.request.body_arguments.items():
+            self.request.arguments.setdefault(name, []).extend(values)
+        self.check_xsrf_cookie()
 
     def get_login_url(self):
         return "/login"
@@ -327,10 +353,10 @@ class UiHandler(BaseHandler):
                 self.redirect(settings.base_url + self.request.uri, permanent=True)
                 return
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
-        if len(self.request.body) > self.MAX_FORM_BYTES:
-            raise PayloadTooLarge(f"the form is larger than {self.MAX_FORM_BYTES} bytes")
+        self.refuse_oversized_body()
         self.session_id = _session_id(self)
         self.current_user = await sessions.user_for(self.services.db, self.session_id)
+        self.reserve_body()
 
     def render(self, template_name, status=200, flashes=None, **context):
         """Render templates/<template_name> with Jinja2 (autoescaped) and finish the response."""

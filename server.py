@@ -22,14 +22,15 @@ import tornado.web
 import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
-from handlers.bodies import BodyBudget
+from handlers.bodies import BodyBudget, StreamedBodyRouting
 from services import accounts
 from services.delivery import DeliveryWorker
 from common.errors import DomainError
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
-from serving import DrainingHTTPServer, RejecterApplication
+from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
+                     raise_file_limit)
 from storage.db import Database, connect_sync
 
 log = logging.getLogger("parley")
@@ -72,7 +73,7 @@ async def open_services(settings):
     return services
 
 
-class ParleyApplication(tornado.web.Application):
+class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
     def __init__(self, settings, services):
         self.settings_obj = settings
         self.services = services
@@ -99,10 +100,23 @@ def make_app(settings, services):
     return ParleyApplication(settings, services)
 
 
+# Loggers that a flood of bad connections could fill (one line per refused handshake, per timeout, per
+# failed accept): each of their messages is logged at most once per interval, with a count.
+THROTTLED_LOGGERS = ("parley.connections", "tornado.general", "tornado.application", "asyncio")
+log_throttle = LogThrottle(interval=10.0)
+
+
 def configure_logging(level):
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    for name in THROTTLED_LOGGERS:
+        logging.getLogger(name).addFilter(log_throttle)
+
+
+# File descriptors kept for what is not a client connection: the database and its writer, media files,
+# certificates, webhook deliveries (--delivery-concurrency more).
+FD_RESERVE = 128
 
 
 def print_first_run(info):
@@ -125,19 +139,25 @@ async def main(settings):
                                   hosts=[urlsplit(settings.base_url).hostname])
         certs.ensure()
         app = make_app(settings, services)
-        # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
-        body_cap = settings.max_media_request_bytes
-        https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
+        cap = connection_cap(settings.max_connections, raise_file_limit(),
+                             FD_RESERVE + settings.delivery_concurrency)
+        guard = ConnectionGuard(cap)
+        limits = dict(guard=guard, idle_connection_timeout=settings.idle_timeout_seconds,
+                      body_timeout=settings.body_timeout_seconds, max_header_size=settings.max_header_bytes,
+                      # The largest body any route takes; each route's own limit answers 413 below it.
+                      max_body_size=settings.max_media_request_bytes)
+        https = GuardedHTTPServer(app, ssl_options=certs.load(),
+                                  handshake_timeout=settings.tls_handshake_timeout_seconds, **limits)
         servers.append(https)
         https.listen(settings.port, settings.host)
         if settings.http_port and settings.behind_proxy:
             # The proxy terminates TLS and forwards here; only a proxy on this machine can reach the port,
             # and ApiHandler still refuses anything the proxy did not mark X-Forwarded-Proto: https.
-            plain = DrainingHTTPServer(app, xheaders=True, max_body_size=body_cap)
+            plain = GuardedHTTPServer(app, xheaders=True, **limits)
             servers.append(plain)
             plain.listen(settings.http_port, "127.0.0.1")
         elif settings.http_port:
-            plain = DrainingHTTPServer(RejecterApplication(settings.base_url), max_body_size=65536)
+            plain = GuardedHTTPServer(RejecterApplication(settings.base_url), **{**limits, "max_body_size": 65536})
             servers.append(plain)
             plain.listen(settings.http_port, settings.host)
 
@@ -151,7 +171,8 @@ async def main(settings):
                 https.ssl_options = context  # new connections get it; open ones keep theirs
 
         tasks += [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
-                  tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000)]
+                  tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000),
+                  tornado.ioloop.PeriodicCallback(log_throttle.flush, log_throttle.interval * 1000)]
         for task in tasks:
             task.start()
         services.delivery.start()  # picks up rows left pending by a previous run at once

@@ -2,6 +2,7 @@
 the custom channel's own error shape (CustomChannelHandler), the admin UI's session, XSRF and pages
 (UiHandler)."""
 import functools
+import html
 import json
 import logging
 import os
@@ -23,7 +24,9 @@ access_log = logging.getLogger("parley.access")
 
 CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
          405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
-         422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+         422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 431: "HEADERS_TOO_LARGE", 500: "INTERNAL",
+         503: "UNAVAILABLE"}
+SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
 _SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
@@ -103,8 +106,8 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         if not hasattr(self, "request_id"):
             self.request_id = os.urandom(8).hex()
         self.set_header("X-Request-Id", self.request_id)
-        self.set_header("Strict-Transport-Security", "max-age=31536000")
-        self.set_header("X-Content-Type-Options", "nosniff")
+        for name, value in SECURITY_HEADERS.items():
+            self.set_header(name, value)
 
     def check_xsrf_cookie(self):
         """API requests authenticate with a key, not a cookie, so XSRF cannot apply; UiHandler checks."""
@@ -121,7 +124,8 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(json.dumps(obj, separators=(",", ":")))
 
-    def error_body(self, code, message):
+    @classmethod
+    def error_body(cls, code, message):
         return {"error": {"code": code, "message": message}}
 
     def log_exception(self, typ, value, tb):
@@ -255,7 +259,8 @@ class UnsupportedMediaType(DomainError):
 class CustomChannelHandler(ApiHandler):
     """The custom-channel endpoints answer every error as {"error": "text"} (spec §7)."""
 
-    def error_body(self, code, message):
+    @classmethod
+    def error_body(cls, code, message):
         return {"error": message}
 
 
@@ -381,3 +386,19 @@ class UiHandler(BaseHandler):
             log.exception("error page failed to render rid=%s", self.request_id)
             self.set_header("Content-Type", "text/plain; charset=UTF-8")
             self.finish(f"{status_code} {message} (request id {self.request_id})")
+
+
+def raw_error_response(handler_class, status, message, request_id):
+    """A whole HTTP/1.1 answer for a request no handler could take (its headers were too large to read):
+    the route's error shape (a page for the UI), our headers, and Connection: close."""
+    if issubclass(handler_class, UiHandler):
+        content_type = "text/html; charset=UTF-8"
+        body = (f"<!doctype html><title>{status} {HTTPStatus(status).phrase}</title><h1>{HTTPStatus(status).phrase}"
+                f"</h1><p>{html.escape(message)}</p><p>Request id {request_id}</p>").encode()
+    else:
+        content_type = "application/json; charset=UTF-8"
+        body = json.dumps(handler_class.error_body(CODES.get(status, "ERROR"), message), separators=(",", ":")).encode()
+    headers = {"Content-Type": content_type, "Content-Length": str(len(body)), "Connection": "close",
+               "X-Request-Id": request_id, **SECURITY_HEADERS}
+    head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return (head + "\r\n").encode("latin-1") + body

@@ -6,7 +6,8 @@ only drained from the socket (bounded by the body timeout). An accepted body goe
 a sink the handler chooses (make_body_sink): in memory (MemoryBody, counted against the application's
 BodyBudget, so the bytes held across all connections stay bounded), or a file (FileBody: large uploads,
 written in an executor). The POST/PUT/PATCH/DELETE methods run once the body is complete, with
-``self.body`` (and, for bytes, ``self.request.body``) set.
+``self.body`` (and, for bytes, ``self.request.body``) set. Requests that announce no body are
+handled unstreamed (StreamedBodyRouting), so that refusing one keeps its connection open.
 """
 import asyncio
 import functools
@@ -111,6 +112,31 @@ class FileBody:
                 pass
 
 
+def announces_body(request):
+    """Whether the request's headers say a body follows."""
+    length = request.headers.get("Content-Length")
+    return "Transfer-Encoding" in request.headers or bool(length and length.strip("0 "))
+
+
+@functools.cache
+def _buffered_variant(handler_class):
+    """The handler class without stream_request_body (the flag Tornado's decorator sets), for requests that
+    announce no body. Tornado then reads the (empty) body before prepare(): an answer from prepare()
+    keeps the connection alive, where a streaming handler answering before the body closes it."""
+    return type(handler_class.__name__, (handler_class,),
+                {"_stream_request_body": False, "__module__": handler_class.__module__,
+                 "__doc__": handler_class.__doc__})
+
+
+class StreamedBodyRouting:
+    """Mixin for tornado.web.Application: streamed handling only for requests that carry a body."""
+
+    def get_handler_delegate(self, request, target_class, target_kwargs=None, path_args=None, path_kwargs=None):
+        if getattr(target_class, "_stream_request_body", False) and not announces_body(request):
+            target_class = _buffered_variant(target_class)
+        return super().get_handler_delegate(request, target_class, target_kwargs, path_args, path_kwargs)
+
+
 def _after_body(method):
     """Wraps a handler's POST/PUT/PATCH/DELETE: Tornado calls it once the body is complete, and it first
     hands the body over (or raises what went wrong while it arrived)."""
@@ -202,14 +228,24 @@ class StreamedBody:
             sink.close()
         self.request.body = b""
 
+    def _body_unread(self):
+        """A body was announced and not read: the request is being answered before it."""
+        if self._body_done:
+            return False
+        length = self.content_length()
+        return bool(length) or (length is None and "chunked" in self.request.headers.get("Transfer-Encoding", ""))
+
     def finish(self, chunk=None):
-        if not self._finished and not self._body_done and self.content_length() != 0 and (
-                self.content_length() or "chunked" in self.request.headers.get("Transfer-Encoding", "")):
-            # Answered before the body was read: Tornado drains what the client still sends (until the
-            # body timeout), then closes. Say so, and let a known length drain instead of being cut.
+        if not self._finished and self._body_unread():
+            # Tornado closes the connection after this answer; the client may still be sending the body.
+            # Say so, let a known length be drained rather than cut, and have the close wait for it.
             self.set_header("Connection", "close")
-            if self.content_length() and hasattr(self.request.connection, "set_max_body_size"):
-                self.request.connection.set_max_body_size(self.content_length())
+            connection = self.request.connection
+            if self.content_length() and hasattr(connection, "set_max_body_size"):
+                connection.set_max_body_size(self.content_length())
+            stream = getattr(connection, "stream", None)
+            if stream is not None:
+                stream.linger_on_close = True  # serving.py: the close waits for the client (or the timeouts)
         return super().finish(chunk)
 
     def on_finish(self):

@@ -90,6 +90,21 @@ async def test_a_wrong_method_and_a_rate_limit_are_answered_before_the_body(port
         raw.close()
 
 
+async def test_a_refused_request_without_a_body_keeps_its_connection(port, account):
+    """Streamed handling answers before the body and then closes; a request that announces no body is
+    handled unstreamed, so a 401 or 404 on a keep-alive connection leaves it open for the next request."""
+    raw = await Raw.open(port)
+    try:
+        for path, expected in (("/v1/account", 401), ("/v1/nowhere", 404), ("/v1/contacts", 405),
+                               (f"/v1/account?apiKey={account['api_key']}", 200)):
+            method = "DELETE" if expected == 405 else "GET"
+            await raw.send(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            status, headers, _ = await raw.response()
+            assert status == expected and headers.get("connection", "").lower() != "close"
+    finally:
+        raw.close()
+
+
 async def test_expect_100_continue_without_a_key_gets_the_401_and_no_continue(port):
     raw = await Raw.open(port)
     try:

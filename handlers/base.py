@@ -52,6 +52,9 @@ def validation_message(error: pydantic.ValidationError):
     message = message.removeprefix("Value error, ")
     if first["type"] == "value_error" and message.startswith(field):
         return message
+    last = str(first["loc"][-1]) if first["loc"] else ""
+    if first["type"] == "value_error" and last and message.startswith(last + " "):
+        return field + message[len(last):]  # a nested field's own message, named by its whole path
     return f"{field}: {message}" if field else message
 
 
@@ -270,7 +273,7 @@ def _session_id(handler):
 
 
 async def session_user(handler):
-    """The signed-in UI user {id, account_id, email} of a request's session cookie, or None. UI pages and the
+    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None. UI pages and the
     live-events WebSocket both authenticate through this one function."""
     return await sessions.user_for(handler.application.services.db, _session_id(handler))
 

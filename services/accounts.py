@@ -96,24 +96,28 @@ def _key_row(key_hash, prefix):
 
 
 async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,
-                         password=None, with_user=True):
+                         parent_agency_id=None, password=None, with_user=True):
     """Create an account (and its owner user for the UI). Returns the account and, once, the API key
-    and the password."""
+    and the password. agency_email (the CLI) or parent_agency_id (an agency's API call) makes a
+    sub-account of that agency. Conflict when the email is taken."""
     email = (email or "").strip().lower()
     if not name or not name.strip():
         raise Invalid("name is required")
     if "@" not in email:
         raise Invalid("email must be an email address")
-    parent_id = None
-    if agency_email:
+    parent_id = parent_agency_id
+    if parent_id:
+        account_type = "subaccount"
+    elif agency_email:
         agency = await store.get_account_by_email(db, agency_email.strip().lower())
         if agency is None or agency["type"] != "agency":
             raise NotFound(f"no agency account with email {agency_email}", code="NOT_FOUND")
         parent_id, account_type = agency["id"], "subaccount"
     if account_type not in ACCOUNT_TYPES:
         raise Invalid(f"type must be one of {', '.join(ACCOUNT_TYPES)}")
+    taken = Conflict(f"an account with email {email} already exists", code="CONFLICT")
     if await store.get_account_by_email(db, email) is not None:
-        raise Conflict(f"an account with email {email} already exists", code="CONFLICT")
+        raise taken  # before scrypt; the writer checks again (insert_account)
     api_key, key_hash, prefix = keys.new_api_key()
     account = {"id": new_id("acc"), "name": name.strip(), "email": email, "type": account_type,
                "parent_agency_id": parent_id, "webhook_secret": box.encrypt(keys.new_webhook_secret()),
@@ -124,10 +128,11 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         # scrypt is CPU-heavy: keep it off the event loop.
         password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
-    await store.insert_account(db, account, user, _key_row(key_hash, prefix))
+    if not await store.insert_account(db, account, user, _key_row(key_hash, prefix)):
+        raise taken
     registry.changed()
     return {"account_id": account["id"], "email": email, "api_key": api_key, "type": account_type,
-            "password": password if with_user else None}
+            "password": password if with_user else None, "created_at": account["created_at"]}
 
 
 async def rotate_key(db, registry, account_id, keep_session=None):
@@ -180,7 +185,7 @@ async def get_key_prefix(db, account_id):
 
 
 async def get_user(db, user_id):
-    """The UI user {id, account_id, email}, or None."""
+    """The UI user {id, account_id, email, account_type}, or None."""
     return await store.get_user(db, user_id)
 
 

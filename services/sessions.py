@@ -20,7 +20,7 @@ async def start(db, user, now=None):
 
 
 async def user_for(db, session_id):
-    """The UI user {id, account_id, email} of a live session id, or None."""
+    """The UI user {id, account_id, email, account_type} of a live session id, or None."""
     if not session_id:
         return None
     return await store.get_session_user(db, keys.hash_token(session_id), iso(utcnow()))

@@ -13,7 +13,13 @@ _JSON = ("settings",)  # columns stored as JSON text
 
 @writes
 def insert_account(cx, account, user, key_row):
-    """Insert an account with its owner user (optional) and its first API key, in one transaction."""
+    """Insert an account with its owner user (optional) and its first API key, in one transaction. Returns
+    False, writing nothing, when an account or a UI user already has the email (checked here, in the
+    writer, so that concurrent creations with one email give one account and no IntegrityError)."""
+    emails = (account["email"], user["email"] if user else account["email"])
+    if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
+                  emails).fetchone():
+        return False
     cx.execute(
         "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
         " webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -25,6 +31,7 @@ def insert_account(cx, account, user, key_row):
                    " VALUES (?, ?, ?, ?, 1, ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
+    return True
 
 
 def _insert_key(cx, account_id, key_row):
@@ -92,7 +99,9 @@ def get_user_by_email(cx, email):
 
 @reads
 def get_user(cx, user_id):
-    return fetch_one(cx, "SELECT id, account_id, email FROM users WHERE id = ?", (user_id,))
+    """{id, account_id, email, account_type}: the account's type decides which UI pages it has (Agency)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM users u"
+                     " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
 
 
 @reads

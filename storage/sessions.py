@@ -13,8 +13,10 @@ def insert_session(cx, session):
 
 @reads
 def get_session_user(cx, id_hash, now):
-    """The UI user {id, account_id, email} of a live session, or None."""
-    return fetch_one(cx, "SELECT u.id, u.account_id, u.email FROM sessions s JOIN users u ON u.id = s.user_id"
+    """The UI user {id, account_id, email, account_type} of a live session, or None (the account's type
+    decides which UI pages it has)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM sessions s"
+                         " JOIN users u ON u.id = s.user_id JOIN accounts a ON a.id = u.account_id"
                          " WHERE s.id_hash = ? AND s.expires_at > ?", (id_hash, now))
 
 

@@ -197,7 +197,8 @@ class _ServerStream:
     def close(self, exc_info=False):
         if self._answering:
             return None  # the 431 is on its way; the stream closes once it is written
-        if isinstance(exc_info, UnsatisfiableReadError) and not self.closed() and self in self.server.guard.waiting:
+        reading_headers = not self.closed() and self in self.server.guard.waiting
+        if isinstance(exc_info, UnsatisfiableReadError) and reading_headers:
             return self._answer_headers_too_large()
         if self.linger_on_close and not self._lingering and not exc_info and not self.closed():
             # Tornado keeps draining the body it was reading (until its end, the body timeout, or the client

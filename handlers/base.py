@@ -273,8 +273,8 @@ def _session_id(handler):
 
 
 async def session_user(handler):
-    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None. UI pages and the
-    live-events WebSocket both authenticate through this one function."""
+    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
+    UI pages and the live-events WebSocket both authenticate through this one function."""
     return await sessions.user_for(handler.application.services.db, _session_id(handler))
 
 
@@ -394,14 +394,16 @@ class UiHandler(BaseHandler):
 def raw_error_response(handler_class, status, message, request_id):
     """A whole HTTP/1.1 answer for a request no handler could take (its headers were too large to read):
     the route's error shape (a page for the UI), our headers, and Connection: close."""
+    phrase = HTTPStatus(status).phrase
     if issubclass(handler_class, UiHandler):
         content_type = "text/html; charset=UTF-8"
-        body = (f"<!doctype html><title>{status} {HTTPStatus(status).phrase}</title><h1>{HTTPStatus(status).phrase}"
-                f"</h1><p>{html.escape(message)}</p><p>Request id {request_id}</p>").encode()
+        body = (f"<!doctype html><title>{status} {phrase}</title><h1>{phrase}</h1><p>{html.escape(message)}</p>"
+                f"<p>Request id {request_id}</p>").encode()
     else:
         content_type = "application/json; charset=UTF-8"
-        body = json.dumps(handler_class.error_body(CODES.get(status, "ERROR"), message), separators=(",", ":")).encode()
+        error = handler_class.error_body(CODES.get(status, "ERROR"), message)
+        body = json.dumps(error, separators=(",", ":")).encode()
     headers = {"Content-Type": content_type, "Content-Length": str(len(body)), "Connection": "close",
                "X-Request-Id": request_id, **SECURITY_HEADERS}
-    head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head = f"HTTP/1.1 {status} {phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return (head + "\r\n").encode("latin-1") + body

@@ -39,8 +39,8 @@ class BodyBudget:
 
 
 def busy():
-    return Unavailable(f"the server is receiving too many request bodies at once; retry in {RETRY_AFTER_SECONDS} s",
-                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return Unavailable("the server is receiving too many request bodies at once; "
+                       f"retry in {RETRY_AFTER_SECONDS} s", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 def too_large(limit):

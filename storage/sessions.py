@@ -6,7 +6,8 @@ from storage.db import fetch_one, reads, writes
 def insert_session(cx, session):
     """Store a new session; sessions past their expiry (of anyone) are deleted on the way."""
     cx.execute("DELETE FROM sessions WHERE expires_at <= ?", (session["created_at"],))
-    cx.execute("INSERT INTO sessions (id_hash, user_id, account_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+    cx.execute("INSERT INTO sessions (id_hash, user_id, account_id, created_at, expires_at)"
+               " VALUES (?, ?, ?, ?, ?)",
                (session["id_hash"], session["user_id"], session["account_id"], session["created_at"],
                 session["expires_at"]))
 

@@ -133,7 +133,7 @@ async def main(settings):
     """Open, listen, await SIGTERM/SIGINT, drain, close. Whatever fails once the services are open (a
     port already in use, an unreadable certificate) still closes them: the writer process stops cleanly."""
     services = await open_services(settings)
-    servers, tasks = [], []
+    servers, tasks, guard = [], [], None
     try:
         certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
                                   hosts=[urlsplit(settings.base_url).hostname])
@@ -198,6 +198,9 @@ async def main(settings):
             task.stop()
         for server in servers:
             server.stop()
+        if guard is not None:
+            guard.abort_all()  # idle, lingering and unfinished connections: nobody is answered on them now
+        for server in servers:
             try:
                 await asyncio.wait_for(server.close_all_connections(), 2)
             except asyncio.TimeoutError:

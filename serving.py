@@ -91,6 +91,15 @@ class ConnectionGuard:
             self._evict()
         return len(self.open) < self.cap
 
+    def abort_all(self):
+        """Close every connection now (shutdown, once the requests in flight were answered)."""
+        for stream in list(self.open):
+            if not stream.closed():
+                stream.abort()
+        self.open.clear()
+        self.waiting.clear()
+        self.detached.clear()
+
     def _evict(self):
         stream, _ = self.waiting.popitem(last=False)
         self.open.discard(stream)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sqlite3
 import sys
@@ -20,7 +21,8 @@ import tornado.web
 
 import settings as settings_module
 from handlers import routes
-from handlers.base import NotFoundHandler, log_request
+from handlers.base import NotFoundHandler, StaticHandler, log_request
+from handlers.bodies import BodyBudget, StreamedBodyRouting
 from services import accounts, contact_import, import_runner
 from services.delivery import DeliveryWorker
 from services.import_runner import ImportWorker
@@ -28,7 +30,8 @@ from common.errors import DomainError, NotFound
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
-from serving import DrainingHTTPServer, RejecterApplication
+from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
+                     raise_file_limit)
 from storage.db import Database, connect_sync
 
 log = logging.getLogger("parley")
@@ -54,8 +57,19 @@ class Services:
         await self.db.close()
 
 
-async def open_services(settings):
+def secure_data_dir(settings):
+    """The data directory 0700 and the database (with its -wal and -shm, which SQLite creates with the
+    database's mode) 0600, like secret.key: they hold every conversation. Existing ones are corrected."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(settings.data_dir, 0o700)
+    os.close(os.open(settings.db_path, os.O_WRONLY | os.O_CREAT, 0o600))  # an empty file is a new database
+    for path in (settings.db_path, Path(f"{settings.db_path}-wal"), Path(f"{settings.db_path}-shm")):
+        if path.exists():
+            os.chmod(path, 0o600)
+
+
+async def open_services(settings):
+    secure_data_dir(settings)
     db = await Database(settings.db_path).open()
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
@@ -64,11 +78,12 @@ async def open_services(settings):
     return services
 
 
-class ParleyApplication(tornado.web.Application):
+class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
     def __init__(self, settings, services):
         self.settings_obj = settings
         self.services = services
         self.inflight = 0
+        self.body_budget = BodyBudget(settings.max_buffered_body_bytes)
         # The admin UI's templates (UiHandler.render): autoescaped, strict about undefined names.
         self.jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "templates")),
                                        autoescape=True, undefined=jinja2.StrictUndefined)
@@ -78,6 +93,7 @@ class ParleyApplication(tornado.web.Application):
             log_function=log_request,
             template_path=str(ROOT / "templates"),
             static_path=str(ROOT / "static"),
+            static_handler_class=StaticHandler,
             autoescape="xhtml_escape",
             xsrf_cookies=True,
             xsrf_cookie_kwargs={"httponly": True, "secure": True, "samesite": "Lax"},
@@ -89,10 +105,23 @@ def make_app(settings, services):
     return ParleyApplication(settings, services)
 
 
+# Loggers that a flood of bad connections could fill (one line per refused handshake, per timeout, per
+# failed accept): each of their messages is logged at most once per interval, with a count.
+THROTTLED_LOGGERS = ("parley.connections", "tornado.general", "tornado.application", "asyncio")
+log_throttle = LogThrottle(interval=10.0)
+
+
 def configure_logging(level):
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    for name in THROTTLED_LOGGERS:
+        logging.getLogger(name).addFilter(log_throttle)
+
+
+# File descriptors kept for what is not a client connection: the database and its writer, media files,
+# certificates, webhook deliveries (--delivery-concurrency more).
+FD_RESERVE = 128
 
 
 def print_first_run(info):
@@ -106,67 +135,83 @@ def print_first_run(info):
 
 
 async def main(settings):
-    """Open, listen, await SIGTERM/SIGINT, drain, close."""
+    """Open, listen, await SIGTERM/SIGINT, drain, close. Whatever fails once the services are open (a
+    port already in use, an unreadable certificate) still closes them: the writer process stops cleanly."""
     services = await open_services(settings)
-    certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
-                              hosts=[urlsplit(settings.base_url).hostname])
-    certs.ensure()
-    app = make_app(settings, services)
-    # Bodies above this are cut by Tornado itself; below it handlers answer 413 in our error shape.
-    body_cap = settings.max_media_request_bytes
-    https = DrainingHTTPServer(app, ssl_options=certs.load(), max_body_size=body_cap)
-    https.listen(settings.port, settings.host)
-    servers = [https]
-    if settings.http_port and settings.behind_proxy:
-        # The proxy terminates TLS and forwards here; only a proxy on this machine can reach the port,
-        # and ApiHandler still refuses anything the proxy did not mark X-Forwarded-Proto: https.
-        plain = DrainingHTTPServer(app, xheaders=True, max_body_size=body_cap)
-        plain.listen(settings.http_port, "127.0.0.1")
-        servers.append(plain)
-    elif settings.http_port:
-        plain = DrainingHTTPServer(RejecterApplication(settings.base_url), max_body_size=65536)
-        plain.listen(settings.http_port, settings.host)
-        servers.append(plain)
+    servers, tasks, guard = [], [], None
+    try:
+        certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
+                                  hosts=[urlsplit(settings.base_url).hostname])
+        certs.ensure()
+        app = make_app(settings, services)
+        cap = connection_cap(settings.max_connections, raise_file_limit(),
+                             FD_RESERVE + settings.delivery_concurrency)
+        guard = ConnectionGuard(cap)
+        limits = dict(guard=guard, idle_connection_timeout=settings.idle_timeout_seconds,
+                      body_timeout=settings.body_timeout_seconds, max_header_size=settings.max_header_bytes,
+                      # The largest body any route takes; each route's own limit answers 413 below it.
+                      max_body_size=settings.max_media_request_bytes)
+        https = GuardedHTTPServer(app, ssl_options=certs.load(),
+                                  handshake_timeout=settings.tls_handshake_timeout_seconds, **limits)
+        servers.append(https)
+        https.listen(settings.port, settings.host)
+        if settings.http_port and settings.behind_proxy:
+            # The proxy terminates TLS and forwards here; only a proxy on this machine can reach the port,
+            # and ApiHandler still refuses anything the proxy did not mark X-Forwarded-Proto: https.
+            plain = GuardedHTTPServer(app, xheaders=True, **limits)
+            servers.append(plain)
+            plain.listen(settings.http_port, "127.0.0.1")
+        elif settings.http_port:
+            plain = GuardedHTTPServer(RejecterApplication(settings.base_url), **{**limits, "max_body_size": 65536})
+            servers.append(plain)
+            plain.listen(settings.http_port, settings.host)
 
-    first = await accounts.ensure_owner(services.db, services.box, services.keys, settings.base_url)
-    if first:
-        print_first_run(first)
+        first = await accounts.ensure_owner(services.db, services.box, services.keys, settings.base_url)
+        if first:
+            print_first_run(first)
 
-    def reload_certificate():
-        context = certs.reload_if_changed()
-        if context is not None:
-            https.ssl_options = context  # new connections get it; open ones keep theirs
+        def reload_certificate():
+            context = certs.reload_if_changed()
+            if context is not None:
+                https.ssl_options = context  # new connections get it; open ones keep theirs
 
-    tasks = [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
-             tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000)]
-    for task in tasks:
-        task.start()
-    services.delivery.start()  # picks up rows left pending by a previous run at once
-    services.imports.start()  # resumes imports a previous run left running
+        tasks += [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
+                  tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000),
+                  tornado.ioloop.PeriodicCallback(log_throttle.flush, log_throttle.interval * 1000)]
+        for task in tasks:
+            task.start()
+        services.delivery.start()  # picks up rows left pending by a previous run at once
+        services.imports.start()  # resumes imports a previous run left running
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("listening on https://%s:%d%s", settings.host, settings.port,
-             f" and http://{settings.host}:{settings.http_port} (rejects)" if settings.http_port else "")
-    print(json.dumps({"event": "listening", "port": settings.port, "http_port": settings.http_port}), flush=True)
-    await stop.wait()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("listening on https://%s:%d%s", settings.host, settings.port,
+                 f" and http://{settings.host}:{settings.http_port} (rejects)" if settings.http_port else "")
+        print(json.dumps({"event": "listening", "port": settings.port, "http_port": settings.http_port}),
+              flush=True)
+        await stop.wait()
 
-    log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
-    for server in servers:
-        server.stop()
-    deadline = time.monotonic() + settings.shutdown_grace_seconds
-    while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    for task in tasks:
-        task.stop()
-    for server in servers:
-        try:
-            await asyncio.wait_for(server.close_all_connections(), 2)
-        except asyncio.TimeoutError:
-            pass
-    await services.close()
+        log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
+        for server in servers:
+            server.stop()
+        deadline = time.monotonic() + settings.shutdown_grace_seconds
+        while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        for task in tasks:
+            task.stop()
+        for server in servers:
+            server.stop()
+        if guard is not None:
+            guard.abort_all()  # idle, lingering and unfinished connections: nobody is answered on them now
+        for server in servers:
+            try:
+                await asyncio.wait_for(server.close_all_connections(), 2)
+            except asyncio.TimeoutError:
+                pass
+        await services.close()
     log.info("stopped")
 
 
@@ -208,6 +253,8 @@ def cmd_backup(settings, args):
     if not settings.db_path.exists():
         raise SystemExit(json.dumps({"error": f"no database at {settings.db_path}"}))
     source = connect_sync(settings.db_path)
+    os.close(os.open(out, os.O_WRONLY | os.O_CREAT, 0o600))  # a copy of everything: private like the original
+    os.chmod(out, 0o600)
     target = sqlite3.connect(str(out))
     try:
         source.backup(target)
@@ -315,8 +362,13 @@ def cli(argv=None):
     except Exception as exc:
         parser.error(str(exc))
     configure_logging(settings.log_level)
+    os.umask(0o077)  # whatever this process and its writer create (media, certificates, backups) is private
     if args.command == "serve":
-        asyncio.run(main(settings))
+        try:
+            asyncio.run(main(settings))
+        except OSError as exc:  # a port in use, a certificate that cannot be read: one line, no traceback
+            log.error("cannot serve: %s", exc)
+            return 1
         return 0
     runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup,
               "import-contacts": cmd_import_contacts}

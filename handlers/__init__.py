@@ -41,6 +41,7 @@ def routes():
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
+        (r"/settings/password", ui_settings.PasswordHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),

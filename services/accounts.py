@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import keys
+from services import keys, sessions
 from common.errors import Conflict, Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
@@ -16,6 +16,7 @@ ACCOUNT_TYPES = ("standard", "agency", "subaccount")
 # After a rotation the previous signing secret keeps signing (alongside the new one) this long,
 # so receivers can switch without dropping deliveries.
 SECRET_OVERLAP = timedelta(hours=24)
+MIN_PASSWORD, MAX_PASSWORD = 10, 1024
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class KeyRegistry:
     Ops commands run in their own process; after changing a key they touch ``keys.stamp`` in the
     data directory, and every lookup compares that file's mtime (one stat, no thread hop) before
     trusting the cache. So a key rotated anywhere fails on the server's very next request.
+
+    Every emptying bumps a generation number: a lookup whose read started before a change (and may
+    have seen the old key) answers its own request but is not cached.
     """
 
     def __init__(self, db, data_dir):
@@ -40,6 +44,7 @@ class KeyRegistry:
         self.stamp = Path(data_dir) / "keys.stamp"
         self._stamp_path = str(self.stamp)
         self._cache = {}
+        self._generation = 0
         self._stamp_seen = self._read_stamp()
 
     def _read_stamp(self):
@@ -50,7 +55,7 @@ class KeyRegistry:
 
     def changed(self):
         """Call after any key or account change: empties this cache and tells other processes."""
-        self._cache.clear()
+        self._forget()
         self.stamp.parent.mkdir(parents=True, exist_ok=True)
         self.stamp.touch()
         # Some filesystems have coarse mtimes: force a visible change.
@@ -61,22 +66,28 @@ class KeyRegistry:
     def cached(self, key_hash):
         stamp = self._read_stamp()
         if stamp != self._stamp_seen:
-            self._cache.clear()
+            self._forget()
             self._stamp_seen = stamp
         return self._cache.get(key_hash)
+
+    def _forget(self):
+        self._cache.clear()
+        self._generation += 1
 
     async def principal_for(self, key_hash):
         """The account behind a key's hash (cached), or Unauthorized."""
         principal = self.cached(key_hash)
         if principal is None:
+            generation = self._generation
             account = await store.get_account_by_key_hash(self.db, key_hash)
             if account is None:
                 raise Unauthorized("invalid API key")
             principal = Principal(account["id"], account["type"], account["parent_agency_id"],
                                   account["rate_limit_per_minute"])
-            if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
-                self._cache.clear()
-            self._cache[key_hash] = principal
+            if self.cached(key_hash) is None and generation == self._generation:
+                if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
+                    self._cache.clear()
+                self._cache[key_hash] = principal
         return principal
 
 
@@ -124,12 +135,40 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
             "password": password if with_user else None, "created_at": account["created_at"]}
 
 
-async def rotate_key(db, registry, account_id):
-    """Generate a new API key; the previous key is invalid from the commit on."""
+async def rotate_key(db, registry, account_id, keep_session=None):
+    """Generate a new API key; the previous key is invalid from the commit on, and so is every UI session
+    of the account but keep_session (the one that asked, from the UI)."""
     api_key, key_hash, prefix = keys.new_api_key()
-    await store.replace_api_key(db, account_id, _key_row(key_hash, prefix))
+    await store.replace_api_key(db, account_id, _key_row(key_hash, prefix), sessions.session_hash(keep_session))
     registry.changed()
     return api_key
+
+
+_dummy_hash = None
+
+
+async def verify_password(password, stored_hash):
+    """scrypt is CPU-heavy: verify in an executor. A missing user (stored_hash None) is checked against a
+    dummy hash so that the answer takes as long as for a known one (no probing which emails exist)."""
+    global _dummy_hash
+    loop = asyncio.get_running_loop()
+    if stored_hash is None:
+        if _dummy_hash is None:
+            _dummy_hash = await loop.run_in_executor(None, keys.hash_password, "no such user")
+        await loop.run_in_executor(None, keys.verify_password, password, _dummy_hash)
+        return False
+    return await loop.run_in_executor(None, keys.verify_password, password, stored_hash)
+
+
+async def change_password(db, user_id, current, new, keep_session=None):
+    """Set a UI user's password after checking the current one; the account's other sessions end.
+    Invalid naming the field for a wrong current password or a new one that is too short or long."""
+    if not await verify_password(current or "", await store.get_password_hash(db, user_id)):
+        raise Invalid("current password is not right")
+    if not MIN_PASSWORD <= len(new or "") <= MAX_PASSWORD:
+        raise Invalid(f"new password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters")
+    password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, new)
+    await store.set_password(db, user_id, password_hash, sessions.session_hash(keep_session))
 
 
 async def get_account(db, account_id):

@@ -7,6 +7,7 @@ from tornado.ioloop import IOLoop
 
 from services import bot, media
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
+from services.lists import decode_cursor, encode_cursor
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import accounts as account_store
@@ -268,9 +269,10 @@ async def list_contact_messages(services, account_id, contact_id, cursor=None, l
     """GET /v1/contacts/{id}/messages: oldest first, {data, nextCursor}."""
     if not 1 <= limit <= MAX_PAGE:
         raise Invalid(f"limit must be between 1 and {MAX_PAGE}")
+    after = decode_cursor(cursor)  # before any read: a bad cursor is 400, as on the list endpoints
     if await contact_store.get_contact(services.db, account_id, contact_id) is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
-    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=cursor, limit=limit)
+    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=after, limit=limit)
     page = rows[:limit]
     return {"data": [public_message(services, m) for m in page],
-            "nextCursor": page[-1]["id"] if len(rows) > limit else None}
+            "nextCursor": encode_cursor(page[-1]["id"]) if len(rows) > limit else None}

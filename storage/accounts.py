@@ -2,6 +2,7 @@
 import json
 
 from storage.db import fetch_one, reads, writes
+from storage.sessions import end_account_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
                     "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
@@ -39,10 +40,20 @@ def _insert_key(cx, account_id, key_row):
 
 
 @writes
-def replace_api_key(cx, account_id, key_row):
-    """Delete every key of the account and insert the new one: the old key is dead at commit."""
+def replace_api_key(cx, account_id, key_row, keep_session_hash=None):
+    """Delete every key of the account and insert the new one: the old key is dead at commit. The
+    account's UI sessions end with it, but for the one that asked (keep_session_hash)."""
     cx.execute("DELETE FROM api_keys WHERE account_id = ?", (account_id,))
     _insert_key(cx, account_id, key_row)
+    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
+
+
+@writes
+def set_password(cx, user_id, password_hash, keep_session_hash):
+    """A new password for the UI user; the account's other sessions end in the same transaction."""
+    account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+    cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
 
 
 @reads
@@ -91,6 +102,12 @@ def get_user(cx, user_id):
     """{id, account_id, email, account_type}: the account's type decides which UI pages it has (Agency)."""
     return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM users u"
                      " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
+
+
+@reads
+def get_password_hash(cx, user_id):
+    row = cx.execute("SELECT password_hash FROM users WHERE id = ?", (user_id,)).fetchone()
+    return row[0] if row else None
 
 
 @writes

@@ -137,3 +137,23 @@ async def test_keys_are_stored_hashed(services, account, io_loop):
     assert account["api_key"] not in dump
     from services.keys import hash_api_key
     assert hash_api_key(account["api_key"]) in dump
+
+
+async def test_a_key_read_just_before_a_rotation_is_not_cached(services, account):
+    """Issue 9: a lookup that read the account before a rotation committed must not cache it, or the old
+    key would keep working until the next key change. (The rotation here is the registry's signal;
+    the read in flight started before it.)"""
+    import asyncio
+
+    from services.keys import hash_api_key
+
+    key_hash = hash_api_key(account["api_key"])
+    registry = services.keys
+    registry.changed()  # an empty cache: the lookup must read
+    lookup = asyncio.ensure_future(registry.principal_for(key_hash))
+    await asyncio.sleep(0)  # the lookup is now waiting for its read
+    registry.changed()  # a rotation commits meanwhile
+    assert (await lookup).account_id == account["account_id"]  # its own request was already under way
+    assert registry.cached(key_hash) is None
+    assert (await registry.principal_for(key_hash)).account_id == account["account_id"]  # the next reads again
+    assert registry.cached(key_hash) is not None

@@ -7,7 +7,7 @@ from tornado.web import authenticated
 
 from common.errors import Forbidden, Invalid
 from handlers.base import BaseHandler, UiHandler
-from handlers.streaming import StreamedUploadMixin
+from handlers.bodies import FileBody
 from services import contact_import
 from services.csv_import import FIELDS
 
@@ -15,6 +15,7 @@ STATUS_LABELS = {"uploaded": "Waiting for you to start it", "queued": "Queued", 
                  "completed": "Completed", "cancelled": "Cancelled", "failed": "Failed",
                  "interrupted": "Interrupted"}
 REPORT_CHUNK = 64 * 1024
+UPLOAD_MIN_BYTES_PER_SECOND = 256 * 1024  # the slowest upload given time to finish
 
 
 class ImportPage(UiHandler):
@@ -67,19 +68,34 @@ class JsonAnswers:
     write_error = BaseHandler.write_error
 
 
-@tornado.web.stream_request_body
-class ImportUploadHandler(JsonAnswers, StreamedUploadMixin, ImportPage):
+class ImportUploadHandler(JsonAnswers, ImportPage):
     """POST /contacts/import/upload?name=FILE: the raw file as the body (XSRF token in the X-XSRFToken
-    header, checked before prepare), streamed to data/imports/; 201 {id, url} of the new draft."""
+    header), streamed to a file in data/imports/ (handlers/bodies.FileBody) once the session is known;
+    201 {id, url} of the new draft."""
+
+    def body_limit(self):
+        # Only a signed-in user may send a file: until the session is known there is no sink, and then
+        # make_body_sink checks the announced size before the file exists.
+        return self.application.settings_obj.max_import_bytes if self.current_user else None
+
+    def make_body_sink(self, limit):
+        self.refuse_oversized_body()
+        # The one route whose body may exceed the server-wide cap (the largest API body), and take longer
+        # than --body-timeout-seconds to arrive: a 200 MB file at 256 KB/s takes 13 minutes.
+        connection = self.request.connection
+        connection.set_max_body_size(limit)
+        expected = self.content_length() or limit
+        connection.set_body_timeout(max(self.application.settings_obj.body_timeout_seconds,
+                                        expected / UPLOAD_MIN_BYTES_PER_SECOND))
+        return FileBody(limit, contact_import.imports_dir(self.data_dir))
 
     async def prepare(self):
         await super().prepare()
         if self.current_user is None:
             raise Forbidden("sign in to upload a file")
-        await self.begin_upload(contact_import.imports_dir(self.data_dir), self.application.settings_obj.max_import_bytes)
 
     async def post(self):
-        path, size = await self.finish_upload()
+        path, size = self.keep_body_file()  # the job owns the file now
         job = await contact_import.create_from_upload(self.services, self.account_id, self.current_user["id"], path,
                                                       self.get_query_argument("name", ""), size)
         self.respond({"id": job["id"], "url": f"/contacts/import/{job['id']}"}, 201)

@@ -22,6 +22,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, log_request
 from services import accounts
+from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
 from common.errors import DomainError
 from services.ratelimit import RateLimiter
@@ -43,8 +44,11 @@ class Services:
     keys: accounts.KeyRegistry
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
+    campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
 
     async def close(self):
+        if self.campaigns is not None:
+            await self.campaigns.stop()  # first: its last batch commits before the db closes
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         await self.db.close()
@@ -56,6 +60,7 @@ async def open_services(settings):
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
+    services.campaigns = CampaignRunner(services)
     return services
 
 
@@ -137,6 +142,7 @@ async def main(settings):
     for task in tasks:
         task.start()
     services.delivery.start()  # picks up rows left pending by a previous run at once
+    services.campaigns.start()  # resumes running campaigns after their last committed batch
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

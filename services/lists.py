@@ -51,7 +51,7 @@ def parse_limit(text):
     return limit
 
 
-async def _page(fetch, limit_text, cursor, shape):
+async def keyset_page(fetch, limit_text, cursor, shape):
     """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit."""
     limit = parse_limit(limit_text)
     rows = await fetch(decode_cursor(cursor), limit + 1)
@@ -79,12 +79,12 @@ async def get_list(db, account_id, list_id):
 
 
 async def list_lists(db, account_id, *, limit=None, cursor=None):
-    return await _page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
+    return await keyset_page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
 
 
 async def list_members(db, account_id, list_id, *, limit=None, cursor=None):
     await get_list(db, account_id, list_id)
-    return await _page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
+    return await keyset_page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
                        limit, cursor, public_contact)
 
 

@@ -78,3 +78,9 @@ def find_or_create_in_tx(cx, contact):
 
 
 find_or_create = writes(find_or_create_in_tx)
+
+
+def set_opted_out_in_tx(cx, account_id, contact_id, opted_out):
+    """Mark the contact opted out (True) or back in (False); True when that changed it."""
+    return cx.execute("UPDATE contacts SET opted_out = ? WHERE account_id = ? AND id = ? AND opted_out != ?",
+                      (int(opted_out), account_id, contact_id, int(opted_out))).rowcount == 1

@@ -120,11 +120,18 @@ class DeliveryWorker:
         self._own_http = http_client is None
         self._in_flight = {}          # outbox id -> account id
         self._load = Counter()        # account id -> attempts in flight
+        self._campaign_load = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
         self._tasks = set()
         self._held = {}               # outbox id -> not before (an unrecorded attempt)
         self._wake = asyncio.Event()
         self._loop_task = None
         self._stopping = False
+
+    @property
+    def campaign_slots(self):
+        """Per account, campaign deliveries leave one slot free (when there is more than one), so that the
+        account's bot and inbox replies go out promptly during a long campaign."""
+        return max(1, self.per_account - 1)
 
     @property
     def timeout(self):
@@ -202,12 +209,16 @@ class DeliveryWorker:
                 break
             if row["id"] in self._in_flight or self._load[row["account_id"]] >= self.per_account:
                 continue
+            if row["campaign_id"] and self._campaign_load[row["account_id"]] >= self.campaign_slots:
+                continue
             tasks.append(self._start(row, now))
         return tasks
 
     def _start(self, row, now):
         self._in_flight[row["id"]] = row["account_id"]
         self._load[row["account_id"]] += 1
+        if row["campaign_id"]:
+            self._campaign_load[row["account_id"]] += 1
         task = asyncio.ensure_future(self._attempt(row, now))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(row, now, t))
@@ -219,6 +230,10 @@ class DeliveryWorker:
         self._load[row["account_id"]] -= 1
         if self._load[row["account_id"]] <= 0:
             del self._load[row["account_id"]]
+        if row["campaign_id"]:
+            self._campaign_load[row["account_id"]] -= 1
+            if self._campaign_load[row["account_id"]] <= 0:
+                del self._campaign_load[row["account_id"]]
         if not task.cancelled() and task.exception() is not None:
             log.error("delivery: recording attempt for outbox %s failed: %s", row["id"], task.exception())
             self._held[row["id"]] = now + UNRECORDED_HOLD

@@ -102,6 +102,26 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
 
 
 @writes
+def record_attempts(cx, outcomes):
+    """Several attempts' outcomes (each the arguments of record_attempt) in one write, each in its own
+    SAVEPOINT so that one that fails rolls back alone. Returns None or the exception, per outcome."""
+    results = []
+    for row, attempt, status, next_attempt_at, error in outcomes:
+        cx.execute("SAVEPOINT attempt")
+        try:
+            record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
+            cx.execute("RELEASE attempt")
+            results.append(None)
+        except Exception as exc:
+            if not cx.in_transaction:
+                raise
+            cx.execute("ROLLBACK TO attempt")
+            cx.execute("RELEASE attempt")
+            results.append(exc)
+    return results
+
+
+@writes
 def schedule_retry_now(cx, account_id, message_id, now):
     """Make the message's delivery due at ``now`` (a manual retry). Returns the outbox row as it was
     before, or None when the message has no delivery; a row already sent is left alone."""

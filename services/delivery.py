@@ -42,6 +42,7 @@ USER_AGENT = "Parley-Webhooks/1"
 # back this long so the receiver is not sent the same webhook at every poll while the database fails.
 UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
+ACCOUNT_TTL = 1.0  # seconds an account read for a delivery round is reused
 
 
 class CheckedResolver(Resolver):
@@ -119,6 +120,7 @@ class DeliveryWorker:
         self._own_http = http_client is None
         self._in_flight = {}          # outbox id -> account id: sending, or its outcome being written
         self._sending = set()         # outbox ids whose request holds a concurrency slot
+        self._accounts = {}           # account id -> (monotonic time read, account row)
         self._secrets = {}            # (account id, secrets as stored, previous one live) -> signing secrets
         self._outcomes = []           # attempts to record in the next write: (arguments, future)
         self._load = Counter()        # account id -> attempts in flight
@@ -202,9 +204,7 @@ class DeliveryWorker:
         rows = await store.due_rows(self.services.db, iso(now), per_account=self.per_account,
                                     limit=free + self.concurrency,
                                     exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated)
-        accounts = {}  # read once per round, not per attempt (a settings change applies from the next round)
-        for account_id in {row["account_id"] for row in rows}:
-            accounts[account_id] = await account_store.get_account(self.services.db, account_id)
+        accounts = {account_id: await self._account(account_id) for account_id in {row["account_id"] for row in rows}}
         tasks = []
         for row in rows:  # re-checked after the await: another dispatch may have started some
             if len(self._sending) >= self.concurrency:
@@ -340,6 +340,17 @@ class DeliveryWorker:
         retryable = code >= 500 or code in (408, 429)
         return Outcome(http_status=code, error=error, response=text, retryable=retryable,
                        retry_after=parse_retry_after(response.headers.get("Retry-After")) if retryable else None)
+
+    async def _account(self, account_id):
+        """The account, read at most once per ACCOUNT_TTL (not per attempt): a changed webhook URL or secret
+        applies to attempts that start after that."""
+        cached = self._accounts.get(account_id)
+        if cached is None or time.monotonic() - cached[0] > ACCOUNT_TTL:
+            if len(self._accounts) > 10_000:
+                self._accounts.clear()
+            cached = self._accounts[account_id] = (time.monotonic(),
+                                                   await account_store.get_account(self.services.db, account_id))
+        return cached[1]
 
     def _signing_secrets(self, account, now):
         """signing_secrets(), decrypted once per secret rather than per attempt."""

@@ -390,9 +390,8 @@ async def test_counts_stay_exact_under_concurrent_batches_deliveries_and_actions
 
     async def check():
         for _ in range(30):
-            now = await campaign(api, account, c["id"])
-            truth = await services.db.read(_statuses, c["id"])
-            assert {k: now["counts"][k] for k in truth} == truth and sum(truth.values()) == now["counts"]["total"]
+            counts, truth = await services.db.read(_counts_and_statuses, c["id"])  # one snapshot
+            assert {k: counts[k] for k in truth} == truth and sum(truth.values()) == counts["total"]
             await asyncio.sleep(0.01)
 
     await asyncio.gather(pause_resume(), batches(), check())
@@ -401,6 +400,16 @@ async def test_counts_stay_exact_under_concurrent_batches_deliveries_and_actions
     assert_counts_add_up(final)
     truth = await services.db.read(_statuses, c["id"])
     assert {k: final["counts"][k] for k in truth} == truth
+
+
+def _counts_and_statuses(cx, campaign_id):
+    """The campaign's counts and its recipients' statuses, read in one transaction."""
+    cx.execute("BEGIN")
+    try:
+        row = campaign_store.get_campaign_in_tx(cx, None, campaign_id)
+        return {name: row[name] for name in campaign_store.COUNTS}, _statuses(cx, campaign_id)
+    finally:
+        cx.execute("COMMIT")
 
 
 def _statuses(cx, campaign_id):

@@ -13,23 +13,12 @@ from standardwebhooks import Webhook
 
 from common.ids import now_iso, utcnow
 from services import contacts, lists
-from services.campaign_runner import BATCH_MAX, CampaignRunner
+from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
 from storage import campaigns as campaign_store
-from tests.test_delivery import Receiver, later, secret_of
+from tests.test_delivery import Receiver, later, receiver, secret_of  # noqa: F401 (receiver: a fixture)
 
 INBOUND = "/v1/incoming_custom_channel_message"
-
-
-@pytest.fixture
-def receiver(io_loop):
-    r = Receiver()
-
-    async def start():
-        r.start()
-    io_loop.run_sync(start)
-    yield r
-    io_loop.run_sync(r.close)
 
 
 @pytest.fixture

@@ -2,69 +2,15 @@
 receiver (issue 13): 50 contacts → 50 signed, personalised deliveries with the campaignId, one each; an
 opted-out contact skipped and counted; ratePerMinute holding over the run; a receiver that fails some
 requests and exact sent/failed counts with retries; cancel mid-run; kill -9 mid-campaign and a restart."""
-import http.server
-import json
 import signal
-import threading
 import time
 
-import pytest
 from standardwebhooks import Webhook
 
-from tests.parley_process import ParleyProcess, free_port
-from tests.test_delivery_e2e import wait_until
+from tests.parley_process import ParleyProcess
+from tests.test_delivery_e2e import ThreadedReceiver as Receiver, wait_until
 
 ARGS = ("--allow-private-webhooks", "--rate-limit", "1000000", "--webhook-timeout-seconds", "5")
-
-
-class Receiver:
-    """A real HTTP/1.1 server in a thread recording every POST with its arrival time (time.monotonic);
-    answer(payload, number of earlier requests for this message) gives the status (200 by default)."""
-
-    def __init__(self, answer=None):
-        self.port = free_port()
-        self.requests = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                payload = json.loads(body)
-                with receiver.lock:
-                    earlier = sum(1 for r in receiver.requests if r["payload"]["messageId"] == payload["messageId"])
-                    receiver.requests.append({"at": time.monotonic(), "headers": dict(self.headers.items()),
-                                              "body": body, "payload": payload})
-                status = answer(payload, earlier) if answer else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def payloads(self):
-        with self.lock:
-            return [r["payload"] for r in self.requests]
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def setup_account(client, key, receiver, n, opted_out=()):
@@ -130,7 +76,7 @@ def test_a_receiver_failing_some_requests_ends_with_exact_counts_and_retries(tmp
         if n % 5 == 0:
             return 503 if earlier == 0 else 200  # fails once, then the retry succeeds
         return 404 if n % 7 == 3 else 200         # final
-    with Receiver(answer) as receiver, ParleyProcess(tmp_path / "data", *ARGS, http=False) as parley, \
+    with Receiver(answer=answer) as receiver, ParleyProcess(tmp_path / "data", *ARGS, http=False) as parley, \
             parley.client() as client:
         key = {"apiKey": parley.first_run["api_key"]}
         list_id, contacts = setup_account(client, key, receiver, 20)

@@ -7,7 +7,6 @@ second, first to last) and the server's memory growth (peak RSS of server + writ
 POST); the second runs beside wrk's inbound load, whose p99 is reported beside the same load's idle figure
 measured just before.
 """
-import json
 import sqlite3
 import subprocess
 import sys

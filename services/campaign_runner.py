@@ -23,7 +23,11 @@ from storage import campaigns as store
 
 log = logging.getLogger("parley.campaigns")
 
-BATCH_MAX = 500        # recipients per write transaction: bounds the writer's time per batch
+BATCH_MAX = 500        # recipients per write transaction at most
+BATCH_MIN = 20
+# A batch shares the single writer with every request's write: its size adapts so that one batch keeps the
+# writer about this long (every write queued behind it waits that much), however fast the disk and CPU are.
+BATCH_SECONDS = 0.05
 BACKLOG_MIN = 100
 
 
@@ -49,11 +53,13 @@ class CampaignRunner:
     """step() does one round (tests drive it); start()/stop() run it as the server's background task,
     woken by notify() when a campaign is created or resumed, and polling every poll_seconds."""
 
-    def __init__(self, services, *, clock=time.monotonic, poll_seconds=1.0):
+    def __init__(self, services, *, clock=time.monotonic, poll_seconds=1.0, batch_size=None):
         self.services = services
         self.clock = clock
         self.poll_seconds = poll_seconds
         self._buckets = {}
+        self.adaptive = batch_size is None  # tests fix the size
+        self.batch_size = batch_size or BATCH_MAX // 5
         self._wake = asyncio.Event()
         self._task = None
         self._stopping = False
@@ -107,11 +113,13 @@ class CampaignRunner:
             bucket = self._buckets.get(campaign["id"])
             if bucket is None:
                 bucket = self._buckets[campaign["id"]] = Bucket(campaign["rate_per_minute"], now)
-            allowed = min(bucket.available(now), BATCH_MAX)
+            allowed = min(bucket.available(now), int(self.batch_size))
             if allowed == 0:
                 wait = min(wait, bucket.seconds_until_next())
                 continue
             result = await db.write(hand_over, campaign["id"], allowed, now_iso())
+            if self.adaptive:
+                self._adapt(allowed, result["seconds"])
             bucket.tokens -= result["queued"]
             if result["queued"] and self.services.delivery is not None:
                 self.services.delivery.notify()
@@ -122,16 +130,27 @@ class CampaignRunner:
         return wait
 
 
+    def _adapt(self, size, seconds):
+        """Grow the batch while a full one keeps the writer less than BATCH_SECONDS, shrink it when longer."""
+        if seconds > BATCH_SECONDS:
+            self.batch_size = max(BATCH_MIN, self.batch_size * 0.7)
+        elif size >= int(self.batch_size) and seconds < BATCH_SECONDS / 2:
+            self.batch_size = min(BATCH_MAX, self.batch_size * 1.2)
+
+
 def hand_over(cx, campaign_id, limit, now):
     """In the writer: the next ``limit`` pending recipients of a running campaign get their personalised
     message (or are skipped: opted out), in this one transaction. Returns {status, queued, skipped,
-    backlogged}; backlogged when the campaign is a minute of its rate ahead of its deliveries."""
+    backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its deliveries;
+    seconds: how long this kept the writer (the runner sizes its batches by it)."""
+    started = time.perf_counter()
     campaign = store.get_campaign_in_tx(cx, None, campaign_id)
     if campaign is None or campaign["status"] != "running":
-        return {"status": campaign and campaign["status"], "queued": 0, "skipped": 0, "backlogged": False}
+        return {"status": campaign and campaign["status"], "queued": 0, "skipped": 0, "backlogged": False,
+                "seconds": 0.0}
     limit = min(limit, max(campaign["rate_per_minute"], BACKLOG_MIN) - campaign["queued"])
     if limit <= 0:
-        return {"status": "running", "queued": 0, "skipped": 0, "backlogged": True}
+        return {"status": "running", "queued": 0, "skipped": 0, "backlogged": True, "seconds": 0.0}
     recipients = store.next_pending_in_tx(cx, campaign, limit)
     parts = campaigns.compile_body(campaign["body"])
     account_id = campaign["account_id"]
@@ -149,4 +168,5 @@ def hand_over(cx, campaign_id, limit, now):
         raise RuntimeError(f"campaign {campaign_id}: {campaign['pending']} recipients pending but none found")
     cursor = recipients[-1]["id"] if recipients else campaign["cursor"]
     campaign = store.record_batch_in_tx(cx, campaign, queued, skipped, cursor, now)
-    return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False}
+    return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False,
+            "seconds": time.perf_counter() - started}

@@ -13,7 +13,7 @@ from standardwebhooks import Webhook
 
 from common.ids import now_iso, utcnow
 from services import contacts, lists
-from services.campaign_runner import CampaignRunner
+from services.campaign_runner import BATCH_MAX, CampaignRunner
 from services.delivery import DeliveryWorker
 from storage import campaigns as campaign_store
 from tests.test_delivery import Receiver, later, receiver, secret_of  # noqa: F401 (receiver: a fixture)
@@ -32,7 +32,7 @@ def worker(io_loop, services):
 def runner(services):
     """A runner whose clock the test moves (its buckets fill only when the test says time passed)."""
     clock = {"now": 1000.0}
-    r = CampaignRunner(services, clock=lambda: clock["now"])
+    r = CampaignRunner(services, clock=lambda: clock["now"], batch_size=BATCH_MAX)
     r.clock_state = clock
     return r
 
@@ -219,7 +219,7 @@ async def test_batches_follow_the_bucket_and_the_runner_resumes_after_its_last_b
     runner.clock_state["now"] += 10  # the bucket holds at most one second's worth: 2
     await runner.step()
     assert (await campaign(api, account, c["id"]))["counts"]["queued"] == 3
-    restarted = CampaignRunner(services, clock=lambda: 5000.0)
+    restarted = CampaignRunner(services, clock=lambda: 5000.0, batch_size=BATCH_MAX)
     await restarted.step()
     after = await campaign(api, account, c["id"])
     assert after["counts"]["queued"] == 4 and after["counts"]["pending"] == 8

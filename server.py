@@ -24,6 +24,7 @@ from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from services import accounts, contact_import, import_runner
+from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
 from services.import_runner import ImportWorker
 from common.errors import DomainError, NotFound
@@ -48,8 +49,11 @@ class Services:
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
     imports: "ImportWorker" = None  # runs and resumes contact imports; main() starts it, close() stops it
+    campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
 
     async def close(self):
+        if self.campaigns is not None:
+            await self.campaigns.stop()  # first: its last batch commits before the db closes
         if self.imports is not None:
             await self.imports.stop()  # running imports stop after their current batch, resumed at next start
         if self.delivery is not None:
@@ -75,6 +79,7 @@ async def open_services(settings):
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
+    services.campaigns = CampaignRunner(services)
     return services
 
 
@@ -182,6 +187,7 @@ async def main(settings):
             task.start()
         services.delivery.start()  # picks up rows left pending by a previous run at once
         services.imports.start()  # resumes imports a previous run left running
+        services.campaigns.start()  # resumes running campaigns after their last committed batch
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

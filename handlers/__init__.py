@@ -4,6 +4,7 @@
 def routes():
     """The whole URL table."""
     from handlers import account
+    from handlers import campaigns
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
@@ -30,6 +31,11 @@ def routes():
         (r"/v1/subaccounts/credits", subaccounts.SubaccountCreditsHandler),
         (r"/v1/subaccounts/([^/]+)", subaccounts.SubaccountHandler),
         (r"/v1/subaccounts/([^/]+)/transactions", subaccounts.SubaccountTransactionsHandler),
+        (r"/v1/campaigns", campaigns.CampaignsHandler),
+        (r"/v1/campaigns/([^/]+)", campaigns.CampaignHandler),
+        (r"/v1/campaigns/([^/]+)/(pause|resume|cancel|retry-failed)", campaigns.CampaignActionHandler),
+        (r"/v1/campaigns/([^/]+)/recipients", campaigns.RecipientsHandler),
+        (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),

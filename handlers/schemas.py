@@ -1,7 +1,7 @@
 """Pydantic request and response models; also the source of /v1/openapi.json."""
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
@@ -22,6 +22,11 @@ class SettingsPatch(Strict):
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed (spec §6).")
     notificationUrls: Optional[dict[NotificationEvent, str]] = Field(
         None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
+    optOutKeywords: Optional[list[str]] = Field(
+        None, min_length=1, max_length=20, description="An inbound message whose whole body (trimmed, any case) "
+        "is one of these opts the contact out (default [\"STOP\", \"UNSUBSCRIBE\"]; null restores it).")
+    optInKeywords: Optional[list[str]] = Field(
+        None, min_length=1, max_length=20, description="Likewise opts the contact back in (default [\"START\"]).")
 
 
 class Account(BaseModel):
@@ -344,6 +349,95 @@ class CreditTransactionPage(BaseModel):
     nextCursor: Optional[str]
 
 
+# --- Campaigns (DESIGN §3 "Campaigns") ---
+
+CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
+RecipientStatus = Literal["pending", "queued", "sent", "failed", "skipped", "cancelled"]
+
+
+class CampaignCreate(Strict):
+    """POST /v1/campaigns."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"name": "Spring sale", "listId": "lst_0000000000aaaaaaaaaaaaaaaa",
+         "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600}]})
+    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    listId: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description=(
+        "The message; {{firstName}}, {{lastName}}, {{email}} and {{phone}} are replaced by the contact's "
+        "(empty when missing). Any other {{name}} is refused (400)."))
+    campaignId: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK, description=(
+        "Goes into every message and its reply payload, and routes the answers to bot.campaigns[campaignId]. "
+        "Default: the campaign's id."))
+    channel: Optional[str] = Field(None, max_length=200, description="Channel label of the messages (default: "
+                                                                      "where each contact last wrote from).")
+    startAt: Optional[AwareDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
+                                                               "campaign is scheduled, else it starts now.")
+    ratePerMinute: Optional[int] = Field(None, ge=1, le=1_000_000, description="Messages handed to delivery per "
+                                                                              "minute (default 600).")
+
+
+class CampaignCounts(BaseModel):
+    total: int = Field(description="Contacts of the list when the campaign started.")
+    pending: int = Field(description="Not handed over yet.")
+    queued: int = Field(description="Message made, delivery not attempted yet.")
+    sent: int
+    failed: int = Field(description="The last attempt failed (a retry may be scheduled: see the recipient's error).")
+    skipped: int = Field(description="Opted out when their turn came.")
+    cancelled: int = Field(description="Never sent: the campaign was cancelled first.")
+
+
+class Campaign(BaseModel):
+    id: str
+    name: str
+    listId: str
+    campaignId: str
+    status: CampaignStatus
+    pausedReason: Optional[str] = Field(description="Why it is paused (a person, or the auto-pause rule).")
+    body: str
+    channel: Optional[str]
+    ratePerMinute: int
+    counts: CampaignCounts
+    startAt: str
+    startedAt: Optional[str]
+    createdAt: str
+    finishedAt: Optional[str] = Field(description="When it completed (every recipient handed over or skipped) "
+                                                  "or was cancelled; counts keep moving as deliveries end.")
+
+
+class CampaignPage(BaseModel):
+    data: list[Campaign]
+    nextCursor: Optional[str]
+
+
+class Recipient(BaseModel):
+    contactId: str
+    messageId: Optional[str]
+    status: RecipientStatus
+    error: Optional[dict] = Field(description="The last failed attempt: {at, httpStatus, error, response, "
+                                              "nextAttemptAt}.")
+    firstName: Optional[str]
+    lastName: Optional[str]
+    phone: Optional[str]
+    email: Optional[str]
+
+
+class RecipientPage(BaseModel):
+    data: list[Recipient]
+    nextCursor: Optional[str]
+
+
+class RecipientQuery(BaseModel):
+    """GET /v1/campaigns/{id}/recipients."""
+    status: Optional[RecipientStatus] = Field(None, description="Only recipients with this status.")
+    limit: Optional[int] = Field(None, ge=1, le=200, description="Page size, 1-200 (default 50).")
+    cursor: Optional[str] = Field(None, description="nextCursor of the previous page, unchanged.")
+
+
+class RecipientCsvQuery(BaseModel):
+    """GET /v1/campaigns/{id}/recipients.csv."""
+    status: Optional[RecipientStatus] = Field(None, description="Only recipients with this status.")
+
+
 # --- OpenAPI document only (handlers/openapi.py): shapes the handlers produce or read by hand ---
 
 class ChannelError(BaseModel):
@@ -356,6 +450,8 @@ class AccountSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
     customChannelWebhookUrl: Optional[str] = None
     notificationUrls: Optional[dict[str, str]] = None
+    optOutKeywords: list[str]
+    optInKeywords: list[str]
 
 
 class ContactLookup(BaseModel):

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import keys, sessions
+from services import keys, opt_out, sessions
 from common.errors import Conflict, Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
@@ -204,7 +204,8 @@ def public_account(account, key_prefix=None):
     return {"id": account["id"], "name": account["name"], "email": account["email"], "type": account["type"],
             "parentAgencyId": account["parent_agency_id"],
             "rateLimitPerMinute": account["rate_limit_per_minute"],
-            "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"],
+            "apiKeyPrefix": key_prefix, "settings": opt_out.with_defaults(account["settings"]),
+            "createdAt": account["created_at"],
             "credits": credit_store.as_number(account.get("credit_hundredths", 0))}
 
 
@@ -224,8 +225,12 @@ async def validate_settings_changes(changes, allow_private):
 
 
 async def update_settings(db, account_id, changes):
-    """changes: already validated top-level settings; returns the whole settings object."""
-    return await store.merge_settings(db, account_id, changes)
+    """changes: validated top-level settings (the opt-out keywords are checked here, against the account's
+    other list); returns the whole settings object as the API shows it."""
+    if any(name in changes for name in opt_out.SETTINGS):
+        current = await store.get_account(db, account_id)
+        changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
+    return opt_out.with_defaults(await store.merge_settings(db, account_id, changes))
 
 
 def signing_secrets(box, account, now=None):

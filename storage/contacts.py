@@ -94,3 +94,7 @@ def existing_phones_and_emails(cx, account_id, phones, emails):
                 (account_id, *chunk)))
         found.append(hits)
     return tuple(found)
+def set_opted_out_in_tx(cx, account_id, contact_id, opted_out):
+    """Mark the contact opted out (True) or back in (False); True when that changed it."""
+    return cx.execute("UPDATE contacts SET opted_out = ? WHERE account_id = ? AND id = ? AND opted_out != ?",
+                      (int(opted_out), account_id, contact_id, int(opted_out))).rowcount == 1

@@ -1,10 +1,11 @@
 """SQL for webhook delivery: due outbox rows, attempts, and the outcome written back to outbox and message."""
 import json
 
+from storage import campaigns
 from storage.db import fetch_all, fetch_one, reads, writes
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
-                   " next_attempt_at, last_error, sent_at, created_at")
+                   " next_attempt_at, last_error, sent_at, created_at, campaign_id")
 
 
 _JSON = ("last_error",)  # columns stored as JSON text
@@ -16,20 +17,57 @@ def _placeholders(values):
 
 @reads
 def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=()):
-    """Pending rows due at ``now``, oldest first, at most ``per_account`` per account so that one
-    account's backlog cannot fill the batch; rows already in flight and saturated accounts left out."""
-    where, args = ["status = 'pending'", "next_attempt_at <= ?"], [now]
+    """Pending rows due at ``now``, at most ``per_account`` per account so that one account's backlog
+    cannot fill the batch; rows already in flight and saturated accounts left out. Two lanes: replies
+    and notifications first (oldest first), then campaign deliveries (DESIGN §3: a campaign shares the
+    account's delivery concurrency without starving its other replies)."""
+    direct = _due_direct(cx, now, per_account, limit, exclude_ids, exclude_accounts)
+    return direct + _due_campaigns(cx, now, per_account, limit - len(direct), exclude_ids, exclude_accounts)
+
+
+def _excluding(where, args, exclude_ids, exclude_accounts, prefix=""):
     if exclude_ids:
-        where.append(f"id NOT IN ({_placeholders(exclude_ids)})")
+        where.append(f"{prefix}id NOT IN ({_placeholders(exclude_ids)})")
         args += list(exclude_ids)
     if exclude_accounts:
-        where.append(f"account_id NOT IN ({_placeholders(exclude_accounts)})")
+        where.append(f"{prefix}account_id NOT IN ({_placeholders(exclude_accounts)})")
         args += list(exclude_accounts)
+
+
+# INDEXED BY (SQLite's; a PostgreSQL backend drops it): with a campaign's backlog pending, SQLite's planner
+# prefers outbox_due (status, next_attempt_at) and walks the whole backlog on every round (9 ms for 20k rows,
+# which starved delivery); each lane's partial index answers in microseconds.
+def _due_direct(cx, now, per_account, limit, exclude_ids, exclude_accounts):
+    where, args = ["status = 'pending'", "campaign_id IS NULL", "next_attempt_at <= ?"], [now]
+    _excluding(where, args, exclude_ids, exclude_accounts)
     sql = (f"SELECT {_OUTBOX_COLUMNS} FROM ("
            f" SELECT {_OUTBOX_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY next_attempt_at, id)"
-           f" AS rank_in_account FROM outbox WHERE {' AND '.join(where)}"
+           f" AS rank_in_account FROM outbox INDEXED BY outbox_direct_due WHERE {' AND '.join(where)}"
            ") due WHERE rank_in_account <= ? ORDER BY next_attempt_at, id LIMIT ?")
     return fetch_all(cx, sql, (*args, per_account, limit), json_columns=_JSON)
+
+
+def _due_campaigns(cx, now, per_account, limit, exclude_ids, exclude_accounts):
+    """A campaign's backlog can be 100k rows due at once: never scan it. The accounts with pending campaign
+    rows are found with one index seek each (a loose index scan), then each account's first due rows."""
+    if limit <= 0:
+        return []
+    accounts = [r[0] for r in cx.execute(
+        "WITH RECURSIVE due(account_id) AS ("
+        " SELECT MIN(account_id) FROM outbox INDEXED BY outbox_campaign_due WHERE status = 'pending' AND campaign_id IS NOT NULL"
+        " UNION ALL SELECT (SELECT MIN(account_id) FROM outbox INDEXED BY outbox_campaign_due WHERE status = 'pending' AND campaign_id IS NOT NULL"
+        " AND account_id > due.account_id) FROM due WHERE due.account_id IS NOT NULL"
+        ") SELECT account_id FROM due WHERE account_id IS NOT NULL")
+        if r[0] not in exclude_accounts]
+    rows = []
+    for account_id in accounts:
+        where, args = ["status = 'pending'", "campaign_id IS NOT NULL", "account_id = ?", "next_attempt_at <= ?"], \
+            [account_id, now]
+        _excluding(where, args, exclude_ids, ())
+        rows += fetch_all(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox INDEXED BY outbox_campaign_due WHERE {' AND '.join(where)}"
+                              " ORDER BY next_attempt_at, id LIMIT ?", (*args, per_account), json_columns=_JSON)
+    rows.sort(key=lambda r: (r["next_attempt_at"], r["id"]))
+    return rows[:limit]
 
 
 @reads
@@ -51,6 +89,10 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
                " duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                (row["id"], row["account_id"], attempt["at"], attempt["http_status"], attempt["error"],
                 attempt["response_excerpt"], attempt["duration_ms"]))
+    if row.get("campaign_id"):
+        status, next_attempt_at = campaigns.attempt_ended_in_tx(cx, row, status, next_attempt_at, error)
+        if error is not None:
+            error = {**error, "nextAttemptAt": None if next_attempt_at == campaigns.HELD else next_attempt_at}
     error_json = json.dumps(error) if error is not None else None
     cx.execute("UPDATE outbox SET status = ?, attempts = attempts + 1,"
                " next_attempt_at = COALESCE(?, next_attempt_at), last_error = ?,"
@@ -60,6 +102,26 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
     if row["message_id"]:
         cx.execute("UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ? AND direction = 'outbound'",
                    ("Sent" if status == "sent" else "Failed", error_json, row["account_id"], row["message_id"]))
+
+
+@writes
+def record_attempts(cx, outcomes):
+    """Several attempts' outcomes (each the arguments of record_attempt) in one write, each in its own
+    SAVEPOINT so that one that fails rolls back alone. Returns None or the exception, per outcome."""
+    results = []
+    for row, attempt, status, next_attempt_at, error in outcomes:
+        cx.execute("SAVEPOINT attempt")
+        try:
+            record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
+            cx.execute("RELEASE attempt")
+            results.append(None)
+        except Exception as exc:
+            if not cx.in_transaction:
+                raise
+            cx.execute("ROLLBACK TO attempt")
+            cx.execute("RELEASE attempt")
+            results.append(exc)
+    return results
 
 
 @writes

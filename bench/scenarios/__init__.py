@@ -11,6 +11,7 @@ import importlib
 
 MODULES = [
     "bench.scenarios.contact_import",
+    "bench.scenarios.campaigns",
 ]
 
 

@@ -29,6 +29,22 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest JSON body accepted by API endpoints (413 above).")
     max_media_bytes: int = Field(16_777_216, ge=1024,
                                  description="Largest decoded media file in a custom-channel message (413 above).")
+    max_import_bytes: int = Field(209_715_200, ge=1024,
+                                  description="Largest CSV file accepted by Contacts > Import (413 above; nothing "
+                                              "of it is kept).")
+    max_buffered_body_bytes: int = Field(134_217_728, ge=65536,
+                                         description="Request bodies held in memory at once, across all "
+                                                     "connections (503 with Retry-After above).")
+    max_header_bytes: int = Field(16384, ge=1024, description="Largest request line plus headers (431 above).")
+    max_connections: int = Field(1000, ge=1, description="Open connections at most (kept below the file "
+                                                         "limit); at the cap the longest-idle one is closed.")
+    tls_handshake_timeout_seconds: float = Field(10.0, gt=0, description="A connection that has not "
+                                                                         "completed TLS by then is closed.")
+    idle_timeout_seconds: float = Field(30.0, gt=0, description="A connection that sends no complete request "
+                                                                "headers for this long is closed (idle "
+                                                                "keep-alive, or headers that never finish).")
+    body_timeout_seconds: float = Field(60.0, gt=0, description="A request body that has not fully arrived "
+                                                                "by then is abandoned and the connection closed.")
     media_url_ttl_seconds: int = Field(604_800, ge=60, description="How long a signed media URL (GET /v1/media/…) "
                                                                    "stays valid after it is issued.")
     shutdown_grace_seconds: float = Field(10.0, ge=0, description="How long shutdown waits for requests in flight.")

@@ -13,6 +13,7 @@ from handlers.schemas import ChannelError, ErrorBody
 OPENAPI_VERSION = "3.1.0"
 REF = "#/components/schemas/{model}"
 BINARY = "binary"  # a response body that is the file itself (media), not JSON
+CSV = "csv"  # a response body that is a CSV text (exports)
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,8 @@ def _operation(components, handler, method, op, path_params, path_label):
         model, description = model if isinstance(model, tuple) else (model, "Success.")
         if model is BINARY:
             content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+        elif model is CSV:
+            content = {"text/csv": {"schema": {"type": "string"}}}
         elif model is dict:
             content = _json({"type": "object"})
         elif model is None:
@@ -204,7 +207,7 @@ def _operation(components, handler, method, op, path_params, path_label):
             headers[extra] = _header(text)
 
     parameters = [{"name": name, "in": "path", "required": True, "description": text,
-                   "schema": {"type": "string", "pattern": f"^{regex}$"}} for name, text, regex in path_params]
+                   "schema": {"type": "string", "pattern": f"^(?:{regex})$"}} for name, text, regex in path_params]
     if op.query is not None:
         parameters += _query_parameters(op.query)
     parameters += [{"name": name, "in": "header", "required": False, "description": text,

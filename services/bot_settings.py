@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints,
+                      field_validator)
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, validation_message
@@ -34,6 +35,14 @@ def _not_blank(value):
     return value.strip() if value is not None else value
 
 
+def _a_number(value):
+    """JSON numbers only: pydantic's lax mode would read true as 1 and "30" as 30."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be a number")
+    return value
+
+
+Number = BeforeValidator(_a_number)
 Keyword = Annotated[str, StringConstraints(max_length=100), AfterValidator(_not_blank),
                     Field(json_schema_extra=NOT_BLANK)]
 CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -66,7 +75,7 @@ class Provider(_Strict):
         "the stored key is kept; null removes it."))
     apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
     systemPrompt: Optional[str] = Field(None, max_length=MAX_SYSTEM_PROMPT)
-    timeoutSeconds: Optional[float] = Field(None, ge=1, le=120, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
+    timeoutSeconds: Optional[Annotated[float, Number]] = Field(None, ge=1, le=120, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
 
     @field_validator("model")
     @classmethod
@@ -76,7 +85,7 @@ class Provider(_Strict):
 
 class BotConfig(_Strict):
     """One configuration: the account's, or a campaign's override of some of its keys."""
-    active: Optional[bool] = Field(None, description="Off (false) by default: an inactive bot is silent.")
+    active: Optional[StrictBool] = Field(None, description="Off (false) by default: an inactive bot is silent.")
     greeting: Optional[str] = Field(None, max_length=MAX_TEXT, description="Sent on a contact's first message.")
     fallback: Optional[str] = Field(None, max_length=MAX_TEXT,
                                     description="Sent when no rule matches and the provider is absent or failed.")
@@ -84,14 +93,14 @@ class BotConfig(_Strict):
     handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
                                                      description="Pause the bot for the contact that writes one.")
     provider: Optional[Provider] = None
-    pauseMinutesAfterHumanReply: Optional[int] = Field(None, ge=0, le=525600, description="Default 30.")
-    creditsPerReply: Optional[float] = Field(None, ge=0, le=1000, description=(
+    pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
+    creditsPerReply: Optional[Annotated[float, Number]] = Field(None, ge=0, le=1000, description=(
         "Default 1; spent by sub-accounts on each bot reply (at most 2 decimals)."))
 
     @field_validator("creditsPerReply", mode="before")
     @classmethod
     def _credits(cls, value):
-        if value is not None and value != 0 and not isinstance(value, bool):
+        if value is not None and value != 0 and not isinstance(value, (bool, str)):
             try:
                 to_hundredths(value, field="creditsPerReply")
             except Invalid as exc:

@@ -1,14 +1,15 @@
 """Credits: agencies grant them to their sub-accounts (spec §4.6), with optional Idempotency-Key retries;
-spend_credits takes them away (never below zero); balances are exact integer hundredths underneath."""
+spend_credits takes them away (never below zero, auto-recharge notification included); balances are exact
+integer hundredths underneath."""
 import hashlib
 import json
 import math
+import re
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from common.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import iso, utcnow
-from services.lists import decode_cursor, encode_cursor, parse_limit
 from storage import credits as store
 
 MAX_GRANT = 10 ** 9  # credits in one grant or spend
@@ -42,6 +43,21 @@ def to_hundredths(amount, field="amount"):
     if scaled != scaled.to_integral_value():
         raise Invalid(f"{field} must have at most 2 decimal places")
     return int(scaled)
+
+
+_TYPED_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def number_from_text(text, field="amount"):
+    """A number of credits typed into a form ("12", "12.50") as a Decimal for to_hundredths; Invalid naming
+    the field unless it is plain ASCII digits with an optional decimal point (a minus sign passes, for
+    to_hundredths to say "greater than 0")."""
+    text = (text or "").strip()
+    if not text:
+        raise Invalid(f"{field} is required")
+    if not _TYPED_NUMBER.fullmatch(text):
+        raise Invalid(f"{field} must be a number such as 10 or 2.50")
+    return Decimal(text)
 
 
 def require_agency(caller_type):
@@ -112,13 +128,18 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
     return result["response"], False
 
 
-async def spend_credits(db, account_id, amount, reason, now=None):
+async def spend_credits(db, account_id, amount, reason, now=None, *, delivery=None):
     """Take ``amount`` credits from the account (a bot reply's cost) and record why, in one transaction.
     Never goes below zero: a spend larger than the balance raises InsufficientCredits and spends nothing.
+    A spend that leaves a sub-account below its auto-recharge threshold queues the agency's
+    subaccount.auto_recharge notification in the same transaction; ``delivery`` (the DeliveryWorker, when
+    this process runs one) is woken for it after the commit.
     Returns the new balance as a number. Raises Invalid (bad amount or reason) or NotFound (no account)."""
     hundredths = to_hundredths(amount)
     reason = _clean_description(reason, field="reason")
     result = await store.spend(db, account_id, hundredths, reason, iso(now or utcnow()))
+    if result.get("auto_recharge") and delivery is not None:
+        delivery.notify()
     if result["outcome"] == "not_found":
         raise NotFound("account not found")
     if result["outcome"] == "insufficient":
@@ -130,19 +151,3 @@ async def spend_credits(db, account_id, amount, reason, now=None):
 async def get_balance(db, account_id):
     """The account's credit balance as a number (0 for an unknown account)."""
     return as_number(await store.get_balance(db, account_id) or 0)
-
-
-def public_subaccount(row):
-    return {"id": row["id"], "name": row["name"], "email": row["email"],
-            "credits": as_number(row["credit_hundredths"]), "createdAt": row["created_at"]}
-
-
-async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
-    """The agency's sub-accounts with their balances, oldest first, as {data, nextCursor}."""
-    require_agency(caller_type)
-    limit = parse_limit(limit)
-    rows = await store.page_subaccounts(db, agency_id, decode_cursor(cursor), limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {"data": [public_subaccount(r) for r in rows],
-            "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}

@@ -2,12 +2,15 @@
 mapping, outbound messages queued for delivery in the same transaction, and reading messages back."""
 import logging
 import sqlite3
+import time
 
-from services import bot_context, media
+from services import bot_context, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
+from services.lists import decode_cursor, encode_cursor
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import accounts as account_store
+from storage import campaigns as campaign_store
 from storage import contacts as contact_store
 from storage import messages as store
 from storage import outbox
@@ -20,6 +23,10 @@ MAX_PAGE = 200
 # Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
 # user, an API client (POST send_custom_channel_message) or a campaign.
 AUTHORS = ("contact", "bot", "user", "api", "campaign")
+# An inbound message without customData.campaignId from a contact that got a campaign message this recently
+# is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
+# bot.campaigns[campaignId] (README "Campaigns").
+CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
 
 
 def _blank_to_none(value):
@@ -91,8 +98,10 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "media_content_type": content_type, "error": None, "author": "contact", "author_user_id": None,
                "created_at": now_iso()}
 
+    answers_since = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - CAMPAIGN_ANSWER_WINDOW_SECONDS))
     try:
-        first, contact_id, contact_created, context = await db.write(_record_inbound, message, identity)
+        first, contact_id, contact_created, campaign_id, keyword, context = await db.write(
+            _record_inbound, message, identity, answers_since)
     except sqlite3.IntegrityError:
         # Backstop: another process (or connection) inserted the same messageSid first.
         first = await store.find_by_external_id(db, account_id, message_sid)
@@ -101,29 +110,41 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         return first, False
     if first is not None:
         return first, False
-    message["contact_id"] = contact_id
-    message["bot_context"] = context  # for after_inbound: what the bot needs, read in this same write
+    # bot_context: what the bot needs, read in this same write (for after_inbound).
+    message.update(contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword, bot_context=context)
     if contact_created:
         _wake_delivery(services)  # a contact.created notification may be queued
     return message, True
 
 
-def _record_inbound(cx, message, identity):
+def _record_inbound(cx, message, identity, answers_since):
     """In the writer: store an inbound message unless its messageSid was stored before. The single
-    writer serializes this check-then-insert against every other write. Returns (the first message or
-    None, the contact id, whether the contact was created, the bot's context or None): only what the
-    caller lacks crosses back. The bot's context (services/bot_context.py) is read only for a text
-    message of an account whose bot is active for it; reactions are never answered (DESIGN §3)."""
-    first = store.find_by_external_id_in_tx(cx, message["account_id"], message["external_id"])
+    writer serializes this check-then-insert against every other write. A message without a campaignId
+    from a contact with a campaign message since answers_since gets that campaign's; a text whose whole
+    body is an opt-out (opt-in) keyword opts the contact out (in). Returns (the first message or None, the
+    contact id, whether the contact was created, the campaignId, True/False/None for an opt-out/opt-in/no
+    keyword, the bot's context or None): only what the caller lacks crosses back. The bot's context
+    (services/bot_context.py) is read only for a text message, not a keyword, of an account whose bot is
+    active for it; reactions are never answered (DESIGN §3)."""
+    account_id = message["account_id"]
+    first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
     if first is not None:
-        return first, first["contact_id"], False, None
+        return first, first["contact_id"], False, first["campaign_id"], None, None
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
-    store.insert_message_in_tx(cx, {**message, "contact_id": contact_id})
+    campaign_id = message["campaign_id"]
+    if campaign_id is None and not contact_created:
+        campaign_id = campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)
+    keyword = None
+    if message["message_type"] == "text" and opt_out.might_be_keyword(message["body"]):
+        # Only short bodies read the account's keywords: the common message pays nothing.
+        keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
+        if keyword is not None:
+            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
+    store.insert_message_in_tx(cx, {**message, "contact_id": contact_id, "campaign_id": campaign_id})
     context = None
-    if message["message_type"] == "text":
-        context = bot_context.context_in_tx(cx, message["account_id"], contact_id, message["campaign_id"],
-                                            message["id"])
-    return None, contact_id, contact_created, context
+    if message["message_type"] == "text" and keyword is None:
+        context = bot_context.context_in_tx(cx, account_id, contact_id, campaign_id, message["id"])
+    return None, contact_id, contact_created, campaign_id, keyword, context
 
 
 def _wake_delivery(services):
@@ -135,7 +156,8 @@ def _wake_delivery(services):
 
 def after_inbound(services, message):
     """Once the 200 is sent: hand a new inbound message to the bot when its write found the bot active for
-    it (services.bot, a BotRunner, answers off the request path with bounded concurrency)."""
+    it (services.bot, a BotRunner, answers off the request path with bounded concurrency). Reactions and
+    opt-out or opt-in keywords never reach it."""
     context = message.pop("bot_context", None)
     if context is not None:
         services.bot.submit(message, context)
@@ -159,33 +181,64 @@ def _check_body(body, field):
 
 
 def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, campaign_id, media_url,
-                          content_type, shown_media, author, author_user_id=None):
+                          content_type, shown_media, author, author_user_id=None, contact=None,
+                          outbox_campaign_id=None, user_id=None):
     """Store an outbound message as Pending and its delivery in the outbox, in this one transaction; a
     reply written by a person (author 'user' or 'api') also pauses the bot for the contact (the inbox
-    relies on it). Invalid (nothing stored) when the account has no Custom Channel Webhook URL.
+    relies on it). user_id: the payload's userId when the caller has it (a campaign's batch); without it,
+    it is read here, and the write is Invalid (nothing stored) when the account has no Custom Channel
+    Webhook URL.
     shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
-    author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'."""
-    account = account_store.delivery_context_in_tx(cx, account_id)
-    if account is None or not account["settings"].get("customChannelWebhookUrl"):
-        raise Invalid(NO_WEBHOOK)
-    # The payload's userId (spec §6): the account's owner, or the account itself when it has no user.
-    user_id = account["owner_user_id"] or account_id
+    author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'.
+    contact: the contact's row when the caller has it (else it is read). outbox_campaign_id: the campaign
+    (campaigns.id) the message belongs to, whose counts its delivery moves.
+
+    The payload is the spec's six fields (§6) plus, per DESIGN §3 "Reply payload, extended", campaignId
+    (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
+    channel has no fromId (toId is null), and the receiver needs an address to reach it."""
+    settings = None
+    if user_id is None:
+        account = account_store.delivery_context_in_tx(cx, account_id)
+        if account is None or not account["settings"].get("customChannelWebhookUrl"):
+            raise Invalid(NO_WEBHOOK)
+        # The payload's userId (spec §6): the account's owner, or the account itself when it has no user.
+        settings, user_id = account["settings"], account["owner_user_id"] or account_id
     message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
                "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
                "author": author, "author_user_id": author_user_id, "created_at": now_iso()}
     store.insert_message_in_tx(cx, message)
+    if contact is None:
+        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
                "toId": to_id, "channel": channel}
-    if campaign_id:  # DESIGN §3 "Reply payload, extended"
+    if campaign_id:
         payload["campaignId"] = campaign_id
+    payload["contact"] = {"firstName": contact["first_name"], "lastName": contact["last_name"],
+                          "phone": contact["phone"], "email": contact["email"]}
     if shown_media:
         payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
-    outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload)
-    bot_context.pause_after_human_reply_in_tx(cx, account["settings"], account_id=account_id, contact_id=contact_id,
-                                              campaign_id=campaign_id, author=author)
+    outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload,
+                         campaign_id=outbox_campaign_id)
+    if author in bot_context.HUMAN_AUTHORS:
+        if settings is None:
+            settings = account_store.get_settings_in_tx(cx, account_id)
+        bot_context.pause_after_human_reply_in_tx(cx, settings, account_id=account_id, contact_id=contact_id,
+                                                  campaign_id=campaign_id, author=author)
     return message
+
+
+def queue_campaign_message_in_tx(cx, *, account_id, contact, user_id, body, channel, campaign_key, campaign_id):
+    """A campaign's message to one recipient (contact: its row), through the one outbound path: to where the
+    contact last wrote from, or, for a contact that never wrote on a custom channel, with toId null (the
+    payload's contact carries its phone and email). Returns the message."""
+    target = store.reply_target_in_tx(cx, account_id, contact["id"])
+    to_id, last_channel = target if target else (None, None)
+    return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact["id"], user_id=user_id, body=body,
+                                 channel=channel or last_channel, to_id=to_id, campaign_id=campaign_key,
+                                 media_url=None, content_type=None, shown_media=None, author="campaign",
+                                 contact=contact, outbox_campaign_id=campaign_id)
 
 
 async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,
@@ -241,7 +294,8 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
 
 def _record_reply(cx, *, account_id, contact_id, to_id, channel, in_tx=None, **outbound):
     """In the writer: a reply to a known contact, by default where it last wrote from."""
-    if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
+    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
     if to_id is None:
         target = store.reply_target_in_tx(cx, account_id, contact_id)
@@ -249,7 +303,7 @@ def _record_reply(cx, *, account_id, contact_id, to_id, channel, in_tx=None, **o
             raise Invalid("this contact has never written on a custom channel, so there is no fromId to reply to")
         to_id, channel = target[0], channel or target[1]
     message = _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, to_id=to_id, channel=channel,
-                                    **outbound)
+                                    contact=contact, **outbound)
     if in_tx is not None:
         fn, kwargs = in_tx
         fn(cx, message, **kwargs)
@@ -285,9 +339,10 @@ async def list_contact_messages(services, account_id, contact_id, cursor=None, l
     """GET /v1/contacts/{id}/messages: oldest first, {data, nextCursor}."""
     if not 1 <= limit <= MAX_PAGE:
         raise Invalid(f"limit must be between 1 and {MAX_PAGE}")
+    after = decode_cursor(cursor)  # before any read: a bad cursor is 400, as on the list endpoints
     if await contact_store.get_contact(services.db, account_id, contact_id) is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
-    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=cursor, limit=limit)
+    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=after, limit=limit)
     page = rows[:limit]
     return {"data": [public_message(services, m) for m in page],
-            "nextCursor": page[-1]["id"] if len(rows) > limit else None}
+            "nextCursor": encode_cursor(page[-1]["id"]) if len(rows) > limit else None}

@@ -1,7 +1,8 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
-from storage.db import fetch_all, fetch_one, reads, writes
+from storage.db import fetch_one, reads, writes
+from storage.sessions import end_account_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
                     "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
@@ -12,7 +13,13 @@ _JSON = ("settings",)  # columns stored as JSON text
 
 @writes
 def insert_account(cx, account, user, key_row):
-    """Insert an account with its owner user (optional) and its first API key, in one transaction."""
+    """Insert an account with its owner user (optional) and its first API key, in one transaction. Returns
+    False, writing nothing, when an account or a UI user already has the email (checked here, in the
+    writer, so that concurrent creations with one email give one account and no IntegrityError)."""
+    emails = (account["email"], user["email"] if user else account["email"])
+    if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
+                  emails).fetchone():
+        return False
     cx.execute(
         "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
         " webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -24,6 +31,7 @@ def insert_account(cx, account, user, key_row):
                    " VALUES (?, ?, ?, ?, 1, ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
+    return True
 
 
 def _insert_key(cx, account_id, key_row):
@@ -32,10 +40,20 @@ def _insert_key(cx, account_id, key_row):
 
 
 @writes
-def replace_api_key(cx, account_id, key_row):
-    """Delete every key of the account and insert the new one: the old key is dead at commit."""
+def replace_api_key(cx, account_id, key_row, keep_session_hash=None):
+    """Delete every key of the account and insert the new one: the old key is dead at commit. The
+    account's UI sessions end with it, but for the one that asked (keep_session_hash)."""
     cx.execute("DELETE FROM api_keys WHERE account_id = ?", (account_id,))
     _insert_key(cx, account_id, key_row)
+    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
+
+
+@writes
+def set_password(cx, user_id, password_hash, keep_session_hash):
+    """A new password for the UI user; the account's other sessions end in the same transaction."""
+    account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+    cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
 
 
 @reads
@@ -47,14 +65,6 @@ def count_accounts(cx):
 def get_account(cx, account_id):
     return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = ?",
                      (account_id,), json_columns=_JSON)
-
-
-def get_accounts_in_tx(cx, account_ids):
-    """The accounts with these ids, {id: account} (unknown ids are left out)."""
-    ids = list(account_ids)
-    rows = fetch_all(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id IN ({', '.join('?' * len(ids))})",
-                     ids, json_columns=_JSON) if ids else []
-    return {row["id"]: row for row in rows}
 
 
 @reads
@@ -76,13 +86,28 @@ def get_key_prefix(cx, account_id):
 
 
 @reads
+def get_owner_user_id(cx, account_id):
+    row = cx.execute("SELECT id FROM users WHERE account_id = ? ORDER BY is_owner DESC, created_at LIMIT 1",
+                     (account_id,)).fetchone()
+    return row[0] if row else None
+
+
+@reads
 def get_user_by_email(cx, email):
     return fetch_one(cx, "SELECT id, account_id, email, password_hash FROM users WHERE email = ?", (email,))
 
 
 @reads
 def get_user(cx, user_id):
-    return fetch_one(cx, "SELECT id, account_id, email FROM users WHERE id = ?", (user_id,))
+    """{id, account_id, email, account_type}: the account's type decides which UI pages it has (Agency)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM users u"
+                     " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
+
+
+@reads
+def get_password_hash(cx, user_id):
+    row = cx.execute("SELECT password_hash FROM users WHERE id = ?", (user_id,)).fetchone()
+    return row[0] if row else None
 
 
 def get_settings_in_tx(cx, account_id):
@@ -114,3 +139,10 @@ def set_webhook_secret(cx, account_id, secret, previous_secret, previous_expires
 @writes
 def set_rate_limit(cx, account_id, per_minute):
     cx.execute("UPDATE accounts SET rate_limit_per_minute = ? WHERE id = ?", (per_minute, account_id))
+
+
+def opt_keywords_in_tx(cx, account_id):
+    """(optOutKeywords, optInKeywords) as stored in the account's settings; None where not set."""
+    row = cx.execute("SELECT json_extract(settings, '$.optOutKeywords'), json_extract(settings, '$.optInKeywords')"
+                     " FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    return tuple(json.loads(value) if value else None for value in (row or (None, None)))

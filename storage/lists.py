@@ -54,20 +54,26 @@ def count_memberships(cx, list_id, contact_id):
 @writes
 def add_member(cx, account_id, list_id, contact_id, now):
     """Add the contact to the list unless already there. Returns {list, contact, added}; list or contact
-    is None (and nothing is written) when it is not this account's. A new membership bumps the list's
-    count and queues contact.tagged, all in this transaction."""
+    is None (and nothing is written) when it is not this account's."""
     lst = get_list.sync(cx, account_id, list_id)
     contact = get_contact.sync(cx, account_id, contact_id) if lst else None
     if lst is None or contact is None:
         return {"list": lst, "contact": contact, "added": False}
+    added, lst = add_member_in_tx(cx, account_id, lst, contact, now)
+    return {"list": lst, "contact": contact, "added": added}
+
+
+def add_member_in_tx(cx, account_id, lst, contact, now):
+    """Add a contact row to a list row, both this account's, unless already there: a new membership bumps
+    the list's count and queues contact.tagged, in this transaction. Returns (added, the list now)."""
     inserted = cx.execute("INSERT INTO list_members (list_id, contact_id, added_at) VALUES (?, ?, ?)"
                           " ON CONFLICT (list_id, contact_id) DO NOTHING",
-                          (list_id, contact_id, now)).rowcount == 1
+                          (lst["id"], contact["id"], now)).rowcount == 1
     if inserted:
         cx.execute("UPDATE lists SET contact_count = contact_count + 1 WHERE account_id = ? AND id = ?",
-                   (account_id, list_id))
+                   (account_id, lst["id"]))
         lst = {**lst, "contact_count": lst["contact_count"] + 1}
         enqueue_notification_in_tx(cx, account_id, "contact.tagged", {
             "contact": public_contact(contact), "list": {"id": lst["id"], "name": lst["name"]},
             "addedAt": now})
-    return {"list": lst, "contact": contact, "added": inserted}
+    return inserted, lst

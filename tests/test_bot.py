@@ -11,11 +11,11 @@ import tornado.web
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tornado.testing import bind_unused_port
 
-from services import bot, bot_provider, messaging
+from services import accounts, bot, bot_provider, messaging
 from services.netguard import CheckedResolver
 from settings import Settings
 from storage.db import connect_sync, writes
-from tests.test_credits import agency, grant as credit_grant, sub  # noqa: F401 (agency, sub: fixtures)
+from tests.test_auto_recharge import grant
 from tests.test_custom_channel import get_message, post_inbound
 
 SETTINGS = "/v1/account/settings"
@@ -113,11 +113,6 @@ def bot_replies(services, account_id):
     return rows(services, "SELECT m.id, m.body, m.campaign_id, m.to_id, m.channel, o.payload FROM messages m"
                           " JOIN outbox o ON o.message_id = m.id WHERE m.account_id = ? AND m.author = 'bot'"
                           " ORDER BY m.id", account_id)
-
-
-async def grant(api, agency, sub, amount):
-    r = await credit_grant(api, agency["api_key"], {"email": sub["email"], "amount": amount})
-    assert r.code == 200, r.body
 
 
 @writes
@@ -524,3 +519,22 @@ async def test_a_flood_beyond_the_waiting_bound_is_recorded_busy(api, account, s
     await services.bot.idle()
     outcomes = [(await get_message(api, key, i))["bot"]["outcome"] for i in ids]
     assert outcomes == ["provider", "provider", "busy"]
+
+
+async def test_a_bot_reply_that_crosses_the_threshold_queues_the_auto_recharge_notification(api, agency, sub,
+                                                                                           services):
+    """DESIGN §3 "Auto-recharge": a spend that takes a sub-account below its threshold queues one
+    subaccount.auto_recharge notification in the spend's transaction; the bot's spends go through that one
+    path (storage.credits.spend), so a bot reply does it too."""
+    from storage.outbox import list_outbox
+    from tests.recharge import EVENT
+    from tests.test_auto_recharge import set_auto_recharge
+    await accounts.update_settings(services.db, agency["account_id"],
+                                   {"notificationUrls": {EVENT: "http://127.0.0.1:9/recharge"}})
+    await grant(api, agency, sub, 2)
+    await set_auto_recharge(api, agency, sub, 2, 10)
+    await configure(api, sub["api_key"], {"active": True, "rules": RULES})
+    assert (await say(api, services, sub["api_key"], "price?"))["bot"]["outcome"] == "rule"
+    [notification] = [r for r in await list_outbox(services.db, agency["account_id"]) if r["event_type"] == EVENT]
+    data = json.loads(notification["payload"])["data"]
+    assert (data["sub_account_id"], data["balance"]) == (sub["account_id"], 1)

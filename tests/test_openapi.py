@@ -165,6 +165,11 @@ SEMANTIC_VALIDATION = {
     "GET /v1/lists": "cursor is opaque: only a nextCursor the server issued is valid",
     "GET /v1/lists/{listId}/contacts": "cursor is opaque: only a nextCursor the server issued is valid",
     "GET /v1/subaccounts": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/contacts/{contactId}/messages": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/campaigns": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/campaigns/{campaignId}/recipients": "cursor is opaque: only a nextCursor the server issued is valid",
+    "POST /v1/campaigns": "a {{name}} in body other than the four placeholders is refused, and the body needs "
+                          "text besides them",
     "POST /v1/incoming_custom_channel_message": "media bytes must match mediaContentType (sniffed), email is "
                                                 "checked by email-validator",
     "POST /incomingCustomChannelMessage": "as POST /v1/incoming_custom_channel_message",
@@ -173,6 +178,10 @@ SEMANTIC_VALIDATION = {
     "POST /v1/sendCustomChannelMessage": "as POST /v1/send_custom_channel_message",
     "POST /v1/subaccounts/credits": "amount has at most 2 decimals and a grant may not push the balance past "
                                     "its ceiling",
+    "POST /v1/subaccounts": "emails are checked by email-validator, and one taken by any account is 409",
+    "PATCH /v1/subaccounts/{subAccountId}": "threshold and amount have at most 2 decimals",
+    "GET /v1/subaccounts/{subAccountId}/transactions": "cursor is opaque: only a nextCursor the server issued is "
+                                                       "valid",
 }
 
 

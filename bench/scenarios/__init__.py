@@ -10,6 +10,8 @@ A scenario is a module listed in MODULES with:
 import importlib
 
 MODULES = [
+    "bench.scenarios.contact_import",
+    "bench.scenarios.campaigns",
     "bench.scenarios.bot",
 ]
 

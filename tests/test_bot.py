@@ -538,3 +538,14 @@ async def test_a_bot_reply_that_crosses_the_threshold_queues_the_auto_recharge_n
     [notification] = [r for r in await list_outbox(services.db, agency["account_id"]) if r["event_type"] == EVENT]
     data = json.loads(notification["payload"])["data"]
     assert (data["sub_account_id"], data["balance"]) == (sub["account_id"], 1)
+
+
+async def test_an_opt_out_keyword_is_not_answered_and_the_contact_stays_unanswered(api, account, services):
+    """DESIGN §3 "Campaigns": an inbound message whose whole body is an opt-out keyword opts the contact out;
+    the bot does not answer it (nor, then, the contact), until START opts it back in."""
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "rules": RULES, "fallback": "Hmm."})
+    assert (await say(api, services, key, "stop"))["bot"] is None
+    assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "opted_out"
+    assert (await say(api, services, key, "START"))["bot"] is None
+    assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "rule"

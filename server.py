@@ -52,7 +52,8 @@ class Services:
 
 async def open_services(settings):
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = await Database(settings.db_path).open()
+    db = await Database(settings.db_path, max_pending=settings.write_queue_limit,
+                        stall_seconds=settings.writer_stall_seconds).open()
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)

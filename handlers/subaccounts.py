@@ -1,5 +1,5 @@
 """Sub-accounts API (agencies only): POST /v1/subaccounts/credits (spec §4.6), GET /v1/subaccounts."""
-from handlers.base import ApiHandler
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import CreditGrant, CreditGrantResult, PageQuery, SubAccountPage
 from services import credits
@@ -10,24 +10,24 @@ class SubaccountCreditsHandler(ApiHandler):
     operations = {"post": Operation(
         "Grant credits to a sub-account (agencies only)", {200: CreditGrantResult}, body=CreditGrant,
         tags=("subaccounts",),
-        headers={"Idempotency-Key": "Optional: a retry with the same key within 24 h returns the first answer."},
-        response_headers={200: {"Idempotent-Replayed": "\"true\" when this is the stored answer of an earlier "
-                                                       "request with the same Idempotency-Key."}},
+        description="Without an Idempotency-Key every call grants (spec §4.6: the service does not itself "
+                    "deduplicate grants); send the auto-recharge notification's idempotency_key as one.",
         errors={400: "Invalid email or amount, or the balance would exceed its ceiling.",
                 403: "The key is not an agency's (FORBIDDEN).",
-                404: "No sub-account with this email under the agency (SUBACCOUNT_NOT_FOUND).",
-                422: "The Idempotency-Key was used with other parameters (IDEMPOTENCY_KEY_REUSED)."})}
+                404: "No sub-account with this email under the agency (SUBACCOUNT_NOT_FOUND)."})}
 
+    @idempotent
     async def post(self):
         credits.require_agency(self.principal.type)  # 403 before any body error: the endpoint is not theirs
         body = self.json_body(CreditGrant)
-        result, replayed = await credits.grant_credits(
+        self.respond(await credits.grant_credits(
             self.services.db, self.principal.account_id, self.principal.type, email=body.email,
             amount=body.amount, description=body.description,
-            idempotency_key=self.request.headers.get("Idempotency-Key"))
-        if replayed:
-            self.set_header("Idempotent-Replayed", "true")
-        self.respond(result)
+            idempotency_key=self.request.headers.get("Idempotency-Key")))
+
+    async def request_fingerprint(self):
+        body = self.parsed_body  # the same grant spelled differently (email case, 10 or 10.0) is the same
+        return credits.grant_fingerprint(body.email, body.amount, body.description)
 
 
 class SubaccountsHandler(ApiHandler):

@@ -11,6 +11,7 @@ from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
 from storage import credits as credit_store
+from storage.db import StoredResultLost
 
 ACCOUNT_TYPES = ("standard", "agency", "subaccount")
 # After a rotation the previous signing secret keeps signing (alongside the new one) this long,
@@ -113,7 +114,10 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         # scrypt is CPU-heavy: keep it off the event loop.
         password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
-    await store.insert_account(db, account, user, _key_row(key_hash, prefix))
+    try:
+        await store.insert_account(db, account, user, _key_row(key_hash, prefix))
+    except StoredResultLost:
+        pass  # committed, only the writer's answer was lost: the account and key made here are stored
     registry.changed()
     return {"account_id": account["id"], "email": email, "api_key": api_key, "type": account_type,
             "password": password if with_user else None}
@@ -122,7 +126,10 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
 async def rotate_key(db, registry, account_id):
     """Generate a new API key; the previous key is invalid from the commit on."""
     api_key, key_hash, prefix = keys.new_api_key()
-    await store.replace_api_key(db, account_id, _key_row(key_hash, prefix))
+    try:
+        await store.replace_api_key(db, account_id, _key_row(key_hash, prefix))
+    except StoredResultLost:
+        pass  # committed, only the writer's answer was lost: the old key is dead and this one is live
     registry.changed()
     return api_key
 
@@ -202,11 +209,14 @@ async def get_webhook_secret(db, box, account_id):
 
 
 async def rotate_webhook_secret(db, box, account_id):
-    account = await get_account(db, account_id)
-    new_secret = keys.new_webhook_secret()
-    expires = iso(utcnow() + SECRET_OVERLAP)
-    await store.set_webhook_secret(db, account_id, box.encrypt(new_secret), account["webhook_secret"], expires)
-    return {"secret": new_secret, "previousSecretExpiresAt": expires}
+    """A new signing secret; the previous one keeps signing beside it until previousSecretExpiresAt."""
+    secret, expires = box.encrypt(keys.new_webhook_secret()), iso(utcnow() + SECRET_OVERLAP)
+    try:
+        # The result (the secret encrypted, as stored) is what an Idempotency-Key retry is answered from.
+        rotated = await store.rotate_webhook_secret(db, account_id, secret, expires)
+    except StoredResultLost:  # committed, only the writer's answer was lost: the secret made here is live
+        rotated = {"secret": secret, "previous_expires_at": expires}
+    return {"secret": box.decrypt(rotated["secret"]), "previousSecretExpiresAt": rotated["previous_expires_at"]}
 
 
 async def ensure_owner(db, box, registry, public_url):

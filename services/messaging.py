@@ -5,7 +5,7 @@ import sqlite3
 
 from tornado.ioloop import IOLoop
 
-from services import bot, media
+from services import bot, idempotency, media
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
@@ -13,6 +13,7 @@ from storage import accounts as account_store
 from storage import contacts as contact_store
 from storage import messages as store
 from storage import outbox
+from storage.db import StoredResultLost
 
 log = logging.getLogger("parley.messaging")
 
@@ -78,9 +79,10 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
     changes nothing (created False), also when the repeats arrive concurrently."""
     db = services.db
-    if media_url:
+    if media_url and not idempotency.claim_pending():
         # A retry must not decode and store its media again; without media the write's own check
-        # (below) is enough, and skipping this read saves a thread hop on the hot path.
+        # (below) is enough, and skipping this read saves a thread hop on the hot path. (With an
+        # Idempotency-Key the write answers, so that the key's rules apply to the repeat too.)
         existing = await store.find_by_external_id(db, account_id, message_sid)
         if existing is not None:
             return existing, False
@@ -94,31 +96,37 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "created_at": now_iso()}
 
     try:
-        first, contact_id, contact_created = await db.write(_record_inbound, message, identity)
-    except sqlite3.IntegrityError:
-        # Backstop: another process (or connection) inserted the same messageSid first.
+        first, message_id, contact_id, contact_created = await db.write(_record_inbound, message, identity)
+    except (sqlite3.IntegrityError, StoredResultLost):
+        # Another process (or connection) inserted the same messageSid first; or the write committed
+        # but the writer stopped before answering: the stored message says which it was.
         first = await store.find_by_external_id(db, account_id, message_sid)
         if first is None:
             raise
-        return first, False
+        if first["id"] == message["id"]:
+            _wake_delivery(services)
+        return first, first["id"] == message["id"]
     if first is not None:
         return first, False
-    message["contact_id"] = contact_id
     if contact_created:
         _wake_delivery(services)  # a contact.created notification may be queued
+    # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
+    # request's message (the handler then does nothing more with it).
+    message["id"], message["contact_id"] = message_id, contact_id
     return message, True
 
 
 def _record_inbound(cx, message, identity):
     """In the writer: store an inbound message unless its messageSid was stored before. The single
     writer serializes this check-then-insert against every other write. Returns (the first message or
-    None, the contact id, whether the contact was created): only what the caller lacks crosses back."""
+    None, the stored message's id, the contact id, whether the contact was created): only what the
+    caller lacks crosses back."""
     first = store.find_by_external_id_in_tx(cx, message["account_id"], message["external_id"])
     if first is not None:
-        return first, first["contact_id"], False
+        return first, first["id"], first["contact_id"], False
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
     store.insert_message_in_tx(cx, {**message, "contact_id": contact_id})
-    return None, contact_id, contact_created
+    return None, message["id"], contact_id, contact_created
 
 
 def _wake_delivery(services):

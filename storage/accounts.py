@@ -1,6 +1,7 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
+from common.errors import NotFound
 from storage.db import fetch_one, reads, writes
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
@@ -100,10 +101,15 @@ def merge_settings(cx, account_id, changes):
 
 
 @writes
-def set_webhook_secret(cx, account_id, secret, previous_secret, previous_expires_at):
-    cx.execute("UPDATE accounts SET webhook_secret = ?, previous_webhook_secret = ?,"
-               " previous_secret_expires_at = ? WHERE id = ?",
-               (secret, previous_secret, previous_expires_at, account_id))
+def rotate_webhook_secret(cx, account_id, secret, previous_expires_at):
+    """``secret`` (encrypted) becomes the signing secret; the current one becomes the previous one, which
+    signs too until previous_expires_at. Returns {secret, previous_expires_at} as stored; NotFound for
+    an unknown account."""
+    if not cx.execute("UPDATE accounts SET previous_webhook_secret = webhook_secret, webhook_secret = ?,"
+                      " previous_secret_expires_at = ? WHERE id = ?",
+                      (secret, previous_expires_at, account_id)).rowcount:
+        raise NotFound("account not found")
+    return {"secret": secret, "previous_expires_at": previous_expires_at}
 
 
 @writes

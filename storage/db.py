@@ -155,10 +155,10 @@ def resolve(module, qualname):
 class _Batch:
     """One transaction's worth of writes sent to the writer process: its number (recorded inside the
     transaction, see writer_batches), the callers' futures in call order, and its watchdog timer."""
-    __slots__ = ("number", "futures", "watchdog")
+    __slots__ = ("number", "futures", "watchdog", "limit")
 
-    def __init__(self, number, futures):
-        self.number, self.futures, self.watchdog = number, futures, None
+    def __init__(self, number, futures, limit):
+        self.number, self.futures, self.limit, self.watchdog = number, futures, limit, None
 
 
 async def _exited(process, timeout):
@@ -366,8 +366,8 @@ class Database:
             frame = self._encode_picklable(number, futures, calls)
             if frame is None:
                 return self._send_batch()
-        self._in_flight = batch = _Batch(number, futures)
-        batch.watchdog = asyncio.get_running_loop().call_later(self.stall_seconds, self._stalled, batch)
+        self._in_flight = batch = _Batch(number, futures, self.stall_seconds)
+        batch.watchdog = asyncio.get_running_loop().call_later(batch.limit, self._stalled, batch)
         self._connection.transport.write(frame)
 
     @staticmethod
@@ -412,7 +412,7 @@ class Database:
         another process, a stopped process). Replace it; its batch is settled like a lost writer's."""
         if self._in_flight is batch and self._connection is not None:
             log.error("the writer process has been running one batch of %d writes for %g s; replacing it",
-                      len(batch.futures), self.stall_seconds)
+                      len(batch.futures), batch.limit)
             self._replace_writer()
 
     def _replace_writer(self):

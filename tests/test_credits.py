@@ -8,7 +8,7 @@ import httpx
 import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from services import credits
+from services import credits, idempotency
 from common.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import utcnow
 from storage import credits as credit_store
@@ -290,15 +290,21 @@ async def test_idempotency_key_expires_after_24_hours(api, agency, sub, services
     with an injected clock through the service)."""
     r = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 2}, headers={"Idempotency-Key": "k"})
     assert r.code == 200
-    args = dict(email=sub["email"], amount=2, idempotency_key="k")
-    body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
-                                                 now=utcnow() + timedelta(hours=23, minutes=59))
+
+    async def grant_at(when, amount=2):
+        """The service under the request's claim, as the handler runs it, with the clock at `when`."""
+        async def fingerprint():
+            return credits.grant_fingerprint(sub["email"], amount, None)
+        with idempotency.claim(agency["account_id"], "k", fingerprint, now=when) as claim:
+            body = await credits.grant_credits(services.db, agency["account_id"], "agency", email=sub["email"],
+                                               amount=amount, idempotency_key="k", now=when)
+        return body, claim.replayed
+
+    body, replayed = await grant_at(utcnow() + timedelta(hours=23, minutes=59))
     assert replayed and body == r.json
     with pytest.raises(IdempotencyKeyReused):
-        await credits.grant_credits(services.db, agency["account_id"], "agency", **{**args, "amount": 9},
-                                    now=utcnow() + timedelta(hours=23))
-    body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
-                                                 now=utcnow() + timedelta(hours=24, minutes=1))
+        await grant_at(utcnow() + timedelta(hours=23), amount=9)
+    body, replayed = await grant_at(utcnow() + timedelta(hours=24, minutes=1))
     assert not replayed and body["new_balance"] == 4
     assert await balance(api, sub) == 4
 
@@ -407,10 +413,8 @@ def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
 def test_grant_and_listing_use_indexes(services, agency, sub):
     """DESIGN §4: queries are scoped and cheap: the grant's lookups and the sub-account page are index
     searches (EXPLAIN QUERY PLAN), never table scans."""
-    idempotency = {"key": "k", "request_hash": "h", "not_before": "2000-01-01T00:00:00.000Z"}
     plans = query_plans(services.db.path, lambda cx: (
-        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z",
-                                idempotency),
+        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z", "k"),
         credit_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
     assert len(plans) >= 3, plans
     for sql, plan in plans.items():

@@ -321,13 +321,17 @@ async def test_a_stopped_writer_is_replaced_by_the_watchdog_and_writes_go_on(tmp
     watchdog limit (here 1 s) with what became of it (nothing: the writer never read it), the writer
     is replaced, and the writes queued behind it commit on the new one. (The deadline of wait_for is
     a bound against hanging for ever, not a timing assertion.)"""
-    db = await Database(tmp_path / "parley.db", stall_seconds=1.0).open()
+    db = await _open(tmp_path)
     try:
-        await _insert_probe(db, 1)
+        await _insert_probe(db, 1)  # the writer has started and imported this module: its batches are quick
+        db.stall_seconds = 1.0
         stopped = db.writer_pid
         os.kill(stopped, signal.SIGSTOP)
         held = asyncio.ensure_future(_insert_probe(db, 2))
-        await asyncio.sleep(0)  # sent: the stopped writer holds this batch
+        await _wait_until(lambda: db._in_flight is not None)  # sent: the stopped writer holds it, 1 s watchdog
+        # The next batches go to a new writer, whose first one waits for its interpreter to start: on a
+        # busy machine that can take longer than the 1 s that was right for the stopped one.
+        db.stall_seconds = 30.0
         queued = [asyncio.ensure_future(_insert_probe(db, v)) for v in range(3, 8)]
         with pytest.raises(StorageUnavailable) as refused:
             await asyncio.wait_for(held, 20)

@@ -23,6 +23,7 @@ from handlers import routes
 from handlers.base import NotFoundHandler, log_request
 from services import accounts
 from services.delivery import DeliveryWorker
+from services.retention import RetentionWorker
 from common.errors import DomainError
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
@@ -43,8 +44,11 @@ class Services:
     keys: accounts.KeyRegistry
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
+    retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
 
     async def close(self):
+        if self.retention is not None:
+            await self.retention.stop()
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         await self.db.close()
@@ -57,6 +61,7 @@ async def open_services(settings):
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
+    services.retention = RetentionWorker(services)
     return services
 
 
@@ -138,6 +143,7 @@ async def main(settings):
     for task in tasks:
         task.start()
     services.delivery.start()  # picks up rows left pending by a previous run at once
+    services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

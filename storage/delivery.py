@@ -101,3 +101,17 @@ def list_attempts(cx, account_id, outbox_id):
         "SELECT id, outbox_id, at, http_status, error, response_excerpt, duration_ms FROM delivery_attempts"
         " WHERE account_id = ? AND outbox_id = ? ORDER BY id", (account_id, outbox_id))]
 
+
+
+@writes
+def prune_finished(cx, before, limit):
+    """Delete up to ``limit`` outbox rows that are done (sent, or failed for good) and whose last attempt
+    was scheduled before ``before``, with their delivery attempts; pending rows are never touched. The
+    messages keep their status and last error. Returns how many outbox rows were deleted."""
+    ids = [row[0] for row in cx.execute(
+        "SELECT id FROM outbox WHERE status IN ('sent', 'failed') AND next_attempt_at < ? LIMIT ?",
+        (before, limit))]
+    if not ids:
+        return 0
+    cx.execute(f"DELETE FROM delivery_attempts WHERE outbox_id IN ({_placeholders(ids)})", ids)
+    return cx.execute(f"DELETE FROM outbox WHERE id IN ({_placeholders(ids)})", ids).rowcount

@@ -19,27 +19,6 @@ from tests.test_contacts import query_plans
 PATH = "/v1/subaccounts/credits"
 
 
-@pytest.fixture
-def agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def sub(make_account, agency):
-    return make_account(agency_email=agency["email"])
-
-
-@pytest.fixture
-def other_agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def other_sub(make_account, other_agency):
-    """A sub-account of another agency: the first agency must not reach it."""
-    return make_account(agency_email=other_agency["email"])
-
-
 async def grant(api, key, body, headers=None):
     """POST the grant with the key in the x-api-key header (spec §5.3)."""
     return await api.post(PATH, body, key=key, query_key=False, headers=headers)

@@ -21,8 +21,9 @@ INBOUND = "/v1/incoming_custom_channel_message"
 SEND = "/v1/send_custom_channel_message"
 
 
-def start(data_dir, first_run=None):
-    parley = ParleyProcess(data_dir, "--rate-limit", "100000000", "--allow-private-webhooks", http=False).start()
+def start(data_dir, first_run=None, *extra_args):
+    parley = ParleyProcess(data_dir, "--rate-limit", "100000000", "--allow-private-webhooks", *extra_args,
+                           http=False).start()
     parley.first_run = parley.first_run or first_run
     return parley
 
@@ -256,8 +257,7 @@ def test_a_stopped_writer_cannot_stall_the_server(tmp_path, resume):
     requests are answered 200. Stopped for less than the limit and continued, every request ends 200.
     The slowest answer is printed (a figure, not an assertion)."""
     data = tmp_path / "data"
-    parley = ParleyProcess(data, "--rate-limit", "100000000", "--writer-stall-seconds",
-                           "2" if resume == "replaced" else "30", http=False).start()
+    parley = start(data, None, "--writer-stall-seconds", "2" if resume == "replaced" else "30")
     db_path = data / "parley.db"
     try:
         [writer] = child_pids(parley.proc.pid)

@@ -118,16 +118,6 @@ def test_every_mutating_post_takes_an_idempotency_key_and_the_document_says_so()
 
 
 @pytest.fixture
-def agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def sub(make_account, agency):
-    return make_account(agency_email=agency["email"])
-
-
-@pytest.fixture
 def world(io_loop, api, services, account, agency, sub):
     return io_loop.run_sync(World(api, services, account, agency, sub).setup)
 
@@ -243,11 +233,19 @@ async def test_a_replayed_inbound_message_is_not_handed_to_the_bot_again(world, 
         calls.append(message["id"])
     monkeypatch.setattr(bot_module, "on_inbound_message", record)
     first = await world.api.post(INBOUND, _inbound("bot-once"), key=world.key, headers={KEY: "b1"})
+    await _until(lambda: calls)  # the bot runs as a task spawned before the answer is sent
     again = await world.api.post(INBOUND, _inbound("bot-once"), key=world.key, headers={KEY: "b1"})
     assert first.json == again.json and again.headers["Idempotent-Replayed"] == "true"
-    for _ in range(20):
-        await asyncio.sleep(0.01)  # the bot runs as a task after the answer
+    await asyncio.sleep(0)  # a task the replay spawned would have run by now (and by the answer already)
     assert calls == [first.json["messageId"]]
+
+
+async def _until(predicate, timeout=10):
+    """Wait until predicate() is true; a deadline against hanging, not a timing assertion."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
 
 
 async def test_a_key_is_remembered_for_24_hours(world):
@@ -331,8 +329,7 @@ async def test_an_inbound_message_whose_writer_died_after_commit_is_answered_fro
     r = await api.post(INBOUND, _inbound("crash-1"), key=account["api_key"])
     assert r.code == 200, r.body
     assert await _count(services.db, "SELECT COUNT(*) FROM messages WHERE id = ?", r.json["messageId"]) == 1
-    for _ in range(20):
-        await asyncio.sleep(0.01)
+    await _until(lambda: calls)
     assert calls == [r.json["messageId"]]
 
 

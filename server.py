@@ -21,10 +21,11 @@ import tornado.web
 import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, log_request
-from services import accounts
+from services import accounts, contact_import, import_runner
 from services.delivery import DeliveryWorker
+from services.import_runner import ImportWorker
 from services.retention import RetentionWorker
-from common.errors import DomainError
+from common.errors import DomainError, NotFound
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
@@ -44,11 +45,14 @@ class Services:
     keys: accounts.KeyRegistry
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
+    imports: "ImportWorker" = None  # runs and resumes contact imports; main() starts it, close() stops it
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
 
     async def close(self):
         if self.retention is not None:
             await self.retention.stop()
+        if self.imports is not None:
+            await self.imports.stop()  # running imports stop after their current batch, resumed at next start
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         await self.db.close()
@@ -61,6 +65,7 @@ async def open_services(settings):
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
+    services.imports = ImportWorker(services)
     services.retention = RetentionWorker(services)
     return services
 
@@ -143,6 +148,7 @@ async def main(settings):
     for task in tasks:
         task.start()
     services.delivery.start()  # picks up rows left pending by a previous run at once
+    services.imports.start()  # resumes imports a previous run left running
     services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
 
     stop = asyncio.Event()
@@ -219,6 +225,61 @@ def cmd_backup(settings, args):
     return {"backup": str(out), "bytes": out.stat().st_size, "schema_version": version}
 
 
+class ProgressBar:
+    """import-contacts' progress on a terminal (stderr), redrawn at most 5 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self, stream):
+        self.stream, self.drawn = stream, 0.0
+
+    def __call__(self, job):
+        p = contact_import.progress(job)
+        if p["status"] == "running" and time.monotonic() - self.drawn < 0.2:
+            return
+        self.drawn = time.monotonic()
+        filled = int(p["percent"] * self.WIDTH / 100)
+        rate = f"  {p['rowsPerSecond']:.0f} rows/s" if p["rowsPerSecond"] else ""
+        left = f", {p['secondsLeft']} s left" if p["secondsLeft"] is not None else ""
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p['percent']:5.1f} %  {p['rowsRead']} rows: "
+                          f"{p['created']} created, {p['matched']} matched, {p['failed']} failed{rate}{left}\x1b[K")
+        self.stream.flush()
+
+    def close(self):
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def cmd_import_contacts(settings, args):
+    """The Contacts > Import job for operators, run in this process (its writer process shares the database
+    with a running server's); the summary's status says whether it completed."""
+    async def run(s):
+        account = await accounts.get_account_by_email(s.db, args.email)
+        if account is None:
+            raise NotFound(f"no account with email {args.email}")
+        runner = import_runner.cli_runner()
+        job = await contact_import.create_for_cli(s, account["id"], args.file, runner, list_id=args.list,
+                                                  region=args.default_country, overrides=args.map or ())
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
+        try:
+            job = await import_runner.run_job(s, job, runner, should_stop=stop.is_set, on_progress=bar,
+                                              pause=import_runner.CLI_PAUSE_SECONDS)
+        finally:
+            if bar:
+                bar.close()
+        if job["status"] == "running":  # stopped by a signal: what is committed stays
+            job = await contact_import.interrupt(s, job, f"stopped by the operator after row {job['row_number']}")
+        report = contact_import.report_path(settings.data_dir, job["id"])
+        return {"import_id": job["id"], "status": job["status"], "rows": job["rows_read"], "created": job["created"],
+                "matched": job["matched"], "failed": job["failed"],
+                "error_report": str(report.resolve()) if job["errors_bytes"] else None, "message": job["message"]}
+    return asyncio.run(_with_services(settings, run))
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="server.py", description="Parley: self-hosted customer messaging.")
     sub = parser.add_subparsers(dest="command")
@@ -227,6 +288,7 @@ def build_parser():
         "create-account": sub.add_parser("create-account", help="create an account; prints its API key once"),
         "rotate-key": sub.add_parser("rotate-key", help="generate a new API key; the old one dies at once"),
         "backup": sub.add_parser("backup", help="online backup of the database to OUT"),
+        "import-contacts": sub.add_parser("import-contacts", help="import contacts from a CSV file into an account"),
     }
     c = commands["create-account"]
     c.add_argument("--name", required=True)
@@ -236,6 +298,14 @@ def build_parser():
     c.add_argument("--password", help="UI password (generated and printed when omitted)")
     commands["rotate-key"].add_argument("--email", required=True)
     commands["backup"].add_argument("out", metavar="OUT")
+    c = commands["import-contacts"]
+    c.add_argument("--email", required=True, help="the account's email")
+    c.add_argument("file", metavar="FILE.csv", help="UTF-8 CSV with a header row; comma or semicolon separated")
+    c.add_argument("--list", metavar="LIST_ID", help="add every imported contact to this list of the account")
+    c.add_argument("--default-country", metavar="CC", help="ISO country code for phone numbers without +")
+    c.add_argument("--map", action="append", metavar="FIELD=COLUMN",
+                   help="firstName, lastName, phone or email = a column's name or 1-based number (empty: skip "
+                        "the field); repeatable; the rest is guessed from the header")
     for p in commands.values():
         settings_module.add_arguments(p)
     return parser
@@ -255,14 +325,15 @@ def cli(argv=None):
     if args.command == "serve":
         asyncio.run(main(settings))
         return 0
-    runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup}
+    runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup,
+              "import-contacts": cmd_import_contacts}
     try:
         result = runner[args.command](settings, args)
     except DomainError as exc:
         print(json.dumps({"error": str(exc)}))
         return 1
     print(json.dumps(result))
-    return 0
+    return 0 if result.get("status", "completed") == "completed" else 1  # an import that did not complete
 
 
 if __name__ == "__main__":

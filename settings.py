@@ -29,6 +29,9 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest JSON body accepted by API endpoints (413 above).")
     max_media_bytes: int = Field(16_777_216, ge=1024,
                                  description="Largest decoded media file in a custom-channel message (413 above).")
+    max_import_bytes: int = Field(209_715_200, ge=1024,
+                                  description="Largest CSV file accepted by Contacts > Import (413 above; nothing "
+                                              "of it is kept).")
     media_url_ttl_seconds: int = Field(604_800, ge=60, description="How long a signed media URL (GET /v1/media/…) "
                                                                    "stays valid after it is issued.")
     shutdown_grace_seconds: float = Field(10.0, ge=0, description="How long shutdown waits for requests in flight.")

@@ -51,6 +51,9 @@ def validation_message(error: pydantic.ValidationError):
     message = message.removeprefix("Value error, ")
     if first["type"] == "value_error" and message.startswith(field):
         return message
+    last = str(first["loc"][-1]) if first["loc"] else ""
+    if first["type"] == "value_error" and last and message.startswith(last + " "):
+        return field + message[len(last):]  # a nested field's own message, named by its whole path
     return f"{field}: {message}" if field else message
 
 

@@ -3,6 +3,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
+
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
 
 
@@ -54,11 +56,11 @@ class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    phone: Optional[str] = Field(None, max_length=64,
+    firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
-    email: Optional[str] = Field(None, max_length=320, description="Stored case-folded.")
+    email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
 
 
 class Contact(BaseModel):
@@ -242,15 +244,18 @@ class MessagePage(BaseModel):
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
 
-def _credit_amount(value):
+def _credit_amount(value, info):
     """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
     from services.credits import to_hundredths
     from common.errors import Invalid
     try:
-        to_hundredths(value)
+        to_hundredths(value, field=info.field_name)
     except Invalid as exc:
         raise ValueError(exc.message) from None
     return value
+
+
+CREDITS = dict(gt=0, le=1_000_000_000)  # the schema's half of services.credits.to_hundredths (+ 2 decimals)
 
 
 class CreditGrant(Strict):
@@ -258,7 +263,7 @@ class CreditGrant(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"email": "sub@example.com", "amount": 100, "description": "Monthly top-up"}]})
     email: str = Field(max_length=320, description="Email of a sub-account under the calling agency.")
-    amount: float = Field(gt=0, le=1_000_000_000, description="Credits to grant: a number > 0, at most 2 decimals.")
+    amount: float = Field(description="Credits to grant: a number > 0, at most 2 decimals.", **CREDITS)
     description: Optional[str] = Field(None, max_length=500, description="Note stored in the credit history.")
 
     _check_amount = field_validator("amount", mode="before")(_credit_amount)
@@ -271,16 +276,71 @@ class CreditGrantResult(BaseModel):
     new_balance: float
 
 
+class AutoRechargeSetting(Strict):
+    """When a spend leaves the balance below threshold, the agency gets one subaccount.auto_recharge
+    notification asking for amount (DESIGN §3 "Auto-recharge")."""
+    threshold: float = Field(description="Credits: a number > 0, at most 2 decimals.", **CREDITS)
+    amount: float = Field(description="Credits the notification asks the agency to grant: a number > 0, at most "
+                                      "2 decimals.", **CREDITS)
+
+    _check_amounts = field_validator("threshold", "amount", mode="before")(_credit_amount)
+
+
+class AutoRecharge(BaseModel):
+    threshold: float
+    amount: float
+    pendingIdempotencyKey: Optional[str] = Field(
+        description="idempotency_key of the notification sent for the current low balance; null once a grant "
+                    "brought the balance back to the threshold (or before any).")
+    notifiedAt: Optional[str] = Field(description="When that notification was queued.")
+
+
 class SubAccount(BaseModel):
     id: str
     name: str
     email: str
     credits: float
+    autoRecharge: Optional[AutoRecharge] = Field(description="null: auto-recharge is off.")
     createdAt: str
 
 
 class SubAccountPage(BaseModel):
     data: list[SubAccount]
+    nextCursor: Optional[str]
+
+
+class SubAccountCreate(Strict):
+    """POST /v1/subaccounts (agency accounts only)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Bakery Rossi", "email": "ops@rossi.example"}]})
+    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    email: str = Field(max_length=320, description="Unique among all accounts; the sub-account's login and the "
+                                                   "email grants name.")
+
+
+class SubAccountCreated(SubAccount):
+    apiKey: str = Field(description="The sub-account's API key, shown only in this answer.")
+    password: str = Field(description="Password of the sub-account's UI user (login: email), shown only in this "
+                                      "answer.")
+
+
+class SubAccountPatch(Strict):
+    """PATCH /v1/subaccounts/{id}: autoRecharge {threshold, amount} sets it, null turns it off."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}}]})
+    autoRecharge: Optional[AutoRechargeSetting]
+
+
+class CreditTransaction(BaseModel):
+    id: int = Field(description="Increases in commit order.")
+    kind: Literal["grant", "spend"]
+    amount: float = Field(description="Signed: grants > 0, spends < 0.")
+    balanceAfter: float = Field(description="The balance right after this transaction.")
+    description: Optional[str] = Field(description="A grant's description, or why credits were spent.")
+    idempotencyKey: Optional[str] = Field(description="The Idempotency-Key a grant was made with.")
+    createdAt: str
+
+
+class CreditTransactionPage(BaseModel):
+    data: list[CreditTransaction]
     nextCursor: Optional[str]
 
 

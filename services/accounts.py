@@ -1,12 +1,13 @@
 """Accounts: creation, API-key authentication and rotation, settings, webhook signing secrets."""
 import asyncio
+import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import keys
-from common.errors import Conflict, Invalid, NotFound, Unauthorized
+from services import idempotency, keys
+from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
@@ -86,24 +87,28 @@ def _key_row(key_hash, prefix):
 
 
 async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,
-                         password=None, with_user=True):
+                         parent_agency_id=None, password=None, with_user=True):
     """Create an account (and its owner user for the UI). Returns the account and, once, the API key
-    and the password."""
+    and the password. agency_email (the CLI) or parent_agency_id (an agency's API call) makes a
+    sub-account of that agency. Conflict when the email is taken."""
     email = (email or "").strip().lower()
     if not name or not name.strip():
         raise Invalid("name is required")
     if "@" not in email:
         raise Invalid("email must be an email address")
-    parent_id = None
-    if agency_email:
+    parent_id = parent_agency_id
+    if parent_id:
+        account_type = "subaccount"
+    elif agency_email:
         agency = await store.get_account_by_email(db, agency_email.strip().lower())
         if agency is None or agency["type"] != "agency":
             raise NotFound(f"no agency account with email {agency_email}", code="NOT_FOUND")
         parent_id, account_type = agency["id"], "subaccount"
     if account_type not in ACCOUNT_TYPES:
         raise Invalid(f"type must be one of {', '.join(ACCOUNT_TYPES)}")
-    if await store.get_account_by_email(db, email) is not None:
-        raise Conflict(f"an account with email {email} already exists", code="CONFLICT")
+    if await store.get_account_by_email(db, email) is not None and not idempotency.claim_pending():
+        raise store.email_taken(email)  # before scrypt; the writer checks again (insert_account). With an
+        # Idempotency-Key the write answers: a retry finds the account its first request made.
     api_key, key_hash, prefix = keys.new_api_key()
     account = {"id": new_id("acc"), "name": name.strip(), "email": email, "type": account_type,
                "parent_agency_id": parent_id, "webhook_secret": box.encrypt(keys.new_webhook_secret()),
@@ -114,13 +119,16 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         # scrypt is CPU-heavy: keep it off the event loop.
         password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
+    shown = box.encrypt(json.dumps({"api_key": api_key, "password": password if with_user else None}))
     try:
-        await store.insert_account(db, account, user, _key_row(key_hash, prefix))
-    except StoredResultLost:
-        pass  # committed, only the writer's answer was lost: the account and key made here are stored
+        created = await store.insert_account(db, account, user, _key_row(key_hash, prefix), shown)
+    except StoredResultLost:  # committed, only the writer's answer was lost: what was made here is stored
+        created = {**account, "shown": shown}
     registry.changed()
-    return {"account_id": account["id"], "email": email, "api_key": api_key, "type": account_type,
-            "password": password if with_user else None}
+    secrets = json.loads(box.decrypt(created["shown"]))  # an Idempotency-Key retry: the first request's
+    return {"account_id": created["id"], "name": created["name"], "email": created["email"],
+            "api_key": secrets["api_key"], "type": created["type"], "password": secrets["password"],
+            "created_at": created["created_at"]}
 
 
 async def rotate_key(db, registry, account_id):
@@ -148,7 +156,7 @@ async def get_key_prefix(db, account_id):
 
 
 async def get_user(db, user_id):
-    """The UI user {id, account_id, email}, or None."""
+    """The UI user {id, account_id, email, account_type}, or None."""
     return await store.get_user(db, user_id)
 
 

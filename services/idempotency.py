@@ -42,6 +42,21 @@ def claim(account_id, key, request_fingerprint, now=None):
         idempotency_claim.reset(token)
 
 
+@contextlib.contextmanager
+def covering(account_id, key, request_fingerprint, now=None):
+    """The claim a service call runs under, for services that callers outside an API request also use
+    with a key (the agency UI's grant form, tests with a clock): the request's own claim when @idempotent
+    opened one, else a new claim for ``key``, else (no key) None."""
+    current = idempotency_claim.get()
+    if current is not None and current.open:
+        yield current
+    elif key is None:
+        yield None
+    else:
+        with claim(account_id, key, request_fingerprint, now) as new:
+            yield new
+
+
 def claim_pending():
     """True while the request being served has an Idempotency-Key its write has not used yet (a service
     that would answer a repeat without writing lets the write answer it instead)."""

@@ -47,13 +47,20 @@ def parse_limit(text):
     return limit
 
 
-async def _page(fetch, limit_text, cursor, shape):
-    """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit."""
+async def keyset_page(fetch, limit_text, cursor, shape, *, integer_ids=False):
+    """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit.
+    integer_ids: the rows' ids are integers (a cursor that does not hold one is Invalid)."""
     limit = parse_limit(limit_text)
-    rows = await fetch(decode_cursor(cursor), limit + 1)
+    after = decode_cursor(cursor)
+    if integer_ids and after is not None:
+        if not (after.isascii() and after.isdigit() and len(after) < 19):
+            raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged")
+        after = int(after)
+    rows = await fetch(after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
-    return {"data": [shape(r) for r in rows], "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}
+    return {"data": [shape(r) for r in rows],
+            "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None}
 
 
 async def create_list(db, account_id, name):
@@ -75,12 +82,12 @@ async def get_list(db, account_id, list_id):
 
 
 async def list_lists(db, account_id, *, limit=None, cursor=None):
-    return await _page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
+    return await keyset_page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
 
 
 async def list_members(db, account_id, list_id, *, limit=None, cursor=None):
     await get_list(db, account_id, list_id)
-    return await _page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
+    return await keyset_page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
                        limit, cursor, public_contact)
 
 

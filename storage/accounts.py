@@ -1,7 +1,7 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
-from common.errors import NotFound
+from common.errors import Conflict, NotFound
 from storage.db import fetch_one, reads, writes
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
@@ -11,9 +11,22 @@ _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_min
 _JSON = ("settings",)  # columns stored as JSON text
 
 
+def email_taken(email):
+    return Conflict(f"an account with email {email} already exists", code="CONFLICT")
+
+
 @writes
-def insert_account(cx, account, user, key_row):
-    """Insert an account with its owner user (optional) and its first API key, in one transaction."""
+def insert_account(cx, account, user, key_row, shown=None):
+    """Insert an account with its owner user (optional) and its first API key, in one transaction.
+    Conflict, writing nothing, when an account or a UI user already has the email (checked here, in the
+    writer, so that concurrent creations with one email give one account and no IntegrityError).
+    shown: what the answer shows once (the key, the password), encrypted by the caller; it is not stored
+    with the account, only returned, so that an Idempotency-Key retry is answered with the same.
+    Returns {id, name, email, type, parent_agency_id, created_at, shown}."""
+    emails = (account["email"], user["email"] if user else account["email"])
+    if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
+                  emails).fetchone():
+        raise email_taken(account["email"])
     cx.execute(
         "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
         " webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -25,6 +38,8 @@ def insert_account(cx, account, user, key_row):
                    " VALUES (?, ?, ?, ?, 1, ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
+    return {**{k: account[k] for k in ("id", "name", "email", "type", "parent_agency_id", "created_at")},
+            "shown": shown}
 
 
 def _insert_key(cx, account_id, key_row):
@@ -82,7 +97,9 @@ def get_user_by_email(cx, email):
 
 @reads
 def get_user(cx, user_id):
-    return fetch_one(cx, "SELECT id, account_id, email FROM users WHERE id = ?", (user_id,))
+    """{id, account_id, email, account_type}: the account's type decides which UI pages it has (Agency)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM users u"
+                     " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
 
 
 @writes

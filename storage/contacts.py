@@ -83,3 +83,19 @@ def find_or_create_in_tx(cx, contact):
 
 
 find_or_create = writes(find_or_create_in_tx)
+
+
+@reads
+def existing_phones_and_emails(cx, account_id, phones, emails):
+    """(phones, emails): those of the given E.164 phones and case-folded emails that contacts of the account
+    already have (the import's preview counts what would be matched)."""
+    found = []
+    for column, values in (("phone", sorted(set(phones))), ("email", sorted(set(emails)))):
+        hits = set()
+        for start in range(0, len(values), 500):
+            chunk = values[start:start + 500]
+            hits.update(r[0] for r in cx.execute(
+                f"SELECT {column} FROM contacts WHERE account_id = ? AND {column} IN ({', '.join('?' * len(chunk))})",
+                (account_id, *chunk)))
+        found.append(hits)
+    return tuple(found)

@@ -59,21 +59,27 @@ def count_memberships(cx, list_id, contact_id):
 @writes
 def add_member(cx, account_id, list_id, contact_id, now):
     """Add the contact to the list unless already there; returns whether it was added. NotFound
-    (LIST_NOT_FOUND, CONTACT_NOT_FOUND) when either is not this account's: nothing is written. A new
-    membership bumps the list's count and queues contact.tagged, all in this transaction."""
+    (LIST_NOT_FOUND, CONTACT_NOT_FOUND) when either is not this account's: nothing is written."""
     lst = get_list.sync(cx, account_id, list_id)
     if lst is None:
         raise list_not_found(list_id)
     contact = get_contact.sync(cx, account_id, contact_id)
     if contact is None:
         raise contact_not_found(contact_id)
+    return add_member_in_tx(cx, account_id, lst, contact, now)[0]
+
+
+def add_member_in_tx(cx, account_id, lst, contact, now):
+    """Add a contact row to a list row, both this account's, unless already there: a new membership bumps
+    the list's count and queues contact.tagged, in this transaction. Returns (added, the list now)."""
     inserted = cx.execute("INSERT INTO list_members (list_id, contact_id, added_at) VALUES (?, ?, ?)"
                           " ON CONFLICT (list_id, contact_id) DO NOTHING",
-                          (list_id, contact_id, now)).rowcount == 1
+                          (lst["id"], contact["id"], now)).rowcount == 1
     if inserted:
         cx.execute("UPDATE lists SET contact_count = contact_count + 1 WHERE account_id = ? AND id = ?",
-                   (account_id, list_id))
+                   (account_id, lst["id"]))
+        lst = {**lst, "contact_count": lst["contact_count"] + 1}
         enqueue_notification_in_tx(cx, account_id, "contact.tagged", {
             "contact": public_contact(contact), "list": {"id": lst["id"], "name": lst["name"]},
             "addedAt": now})
-    return inserted
+    return inserted, lst

@@ -8,10 +8,11 @@ import httpx
 import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from services import credits, idempotency
+from services import credits
 from common.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import utcnow
 from storage import credits as credit_store
+from storage import subaccounts as subaccount_store
 from storage.db import connect_sync
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount
 from tests.test_contacts import query_plans
@@ -269,21 +270,15 @@ async def test_idempotency_key_expires_after_24_hours(api, agency, sub, services
     with an injected clock through the service)."""
     r = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 2}, headers={"Idempotency-Key": "k"})
     assert r.code == 200
-
-    async def grant_at(when, amount=2):
-        """The service under the request's claim, as the handler runs it, with the clock at `when`."""
-        async def fingerprint():
-            return credits.grant_fingerprint(sub["email"], amount, None)
-        with idempotency.claim(agency["account_id"], "k", fingerprint, now=when) as claim:
-            body = await credits.grant_credits(services.db, agency["account_id"], "agency", email=sub["email"],
-                                               amount=amount, idempotency_key="k", now=when)
-        return body, claim.replayed
-
-    body, replayed = await grant_at(utcnow() + timedelta(hours=23, minutes=59))
+    args = dict(email=sub["email"], amount=2, idempotency_key="k")
+    body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
+                                                 now=utcnow() + timedelta(hours=23, minutes=59))
     assert replayed and body == r.json
     with pytest.raises(IdempotencyKeyReused):
-        await grant_at(utcnow() + timedelta(hours=23), amount=9)
-    body, replayed = await grant_at(utcnow() + timedelta(hours=24, minutes=1))
+        await credits.grant_credits(services.db, agency["account_id"], "agency", **{**args, "amount": 9},
+                                    now=utcnow() + timedelta(hours=23))
+    body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
+                                                 now=utcnow() + timedelta(hours=24, minutes=1))
     assert not replayed and body["new_balance"] == 4
     assert await balance(api, sub) == 4
 
@@ -301,7 +296,7 @@ async def test_list_subaccounts_shows_only_this_agencys_with_balances(api, agenc
     r = await api.get("/v1/subaccounts", key=agency["api_key"])
     assert r.code == 200, r.body
     assert [(s["id"], s["email"], s["credits"]) for s in r.json["data"]] == expected
-    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "createdAt"}
+    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "autoRecharge", "createdAt"}
     assert r.json["nextCursor"] is None
     page = await api.get("/v1/subaccounts?limit=1", key=agency["api_key"])
     assert [s["id"] for s in page.json["data"]] == [expected[0][0]]
@@ -394,7 +389,7 @@ def test_grant_and_listing_use_indexes(services, agency, sub):
     searches (EXPLAIN QUERY PLAN), never table scans."""
     plans = query_plans(services.db.path, lambda cx: (
         credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z", "k"),
-        credit_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
+        subaccount_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
     assert len(plans) >= 3, plans
     for sql, plan in plans.items():
         assert not any(d.startswith("SCAN") for d in plan), (sql, plan)

@@ -82,6 +82,10 @@ EXAMPLES = {
     ("/v1/account/webhook-secret/rotate", "post"): lambda w, n: (
         "/v1/account/webhook-secret/rotate", None, None,
         lambda: w.count("SELECT webhook_secret FROM accounts WHERE id = ?", w.account["account_id"]), "standard"),
+    ("/v1/subaccounts", "post"): lambda w, n: (
+        "/v1/subaccounts", {"name": f"Client {n}", "email": f"client{n}@example.com"},
+        {"name": f"Client {n}", "email": f"other{n}@example.com"},
+        lambda: w.count("SELECT COUNT(*) FROM accounts WHERE parent_agency_id = ?", w.agency["account_id"]), "agency"),
     ("/v1/subaccounts/credits", "post"): lambda w, n: (
         "/v1/subaccounts/credits", {"email": w.sub["email"], "amount": 5}, {"email": w.sub["email"], "amount": 6},
         lambda: w.count("SELECT credit_hundredths FROM accounts WHERE id = ?", w.sub["account_id"]), "agency"),
@@ -151,6 +155,8 @@ async def test_every_idempotent_operation_replays_its_first_answer(world, path, 
     if target.endswith("/rotate"):  # the replayed secret is the one that signs
         live = await world.api.get("/v1/account/webhook-secret", key=world.key)
         assert live.json["secret"] == first.json["secret"]
+    if target == "/v1/subaccounts":  # the key shown once, shown again to the retry, is the live one
+        assert (await world.api.get("/v1/account", key=first.json["apiKey"])).json["id"] == first.json["id"]
     if other is not None:
         reused = await _post(world, target, other, key, auth)
         assert reused.code == 422, reused.body

@@ -173,6 +173,10 @@ SEMANTIC_VALIDATION = {
     "POST /v1/sendCustomChannelMessage": "as POST /v1/send_custom_channel_message",
     "POST /v1/subaccounts/credits": "amount has at most 2 decimals and a grant may not push the balance past "
                                     "its ceiling",
+    "POST /v1/subaccounts": "emails are checked by email-validator, and one taken by any account is 409",
+    "PATCH /v1/subaccounts/{subAccountId}": "threshold and amount have at most 2 decimals",
+    "GET /v1/subaccounts/{subAccountId}/transactions": "cursor is opaque: only a nextCursor the server issued is "
+                                                       "valid",
 }
 
 

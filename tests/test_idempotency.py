@@ -40,6 +40,8 @@ class World:
         assert r.code == 200, r.body
         self.contact = (await self.api.post("/v1/contacts", {"email": "member@example.com"}, key=self.key)).json
         self.list = (await self.api.post("/v1/lists", {"name": "Members"}, key=self.key)).json
+        self.campaign = (await self.api.post("/v1/campaigns", {"name": "Later", "listId": self.list["id"], "body": "Hi",
+                                                                "startAt": "2099-01-01T00:00:00Z"}, key=self.key)).json
         return self
 
     def count(self, sql, *params):
@@ -82,6 +84,14 @@ EXAMPLES = {
     ("/v1/account/webhook-secret/rotate", "post"): lambda w, n: (
         "/v1/account/webhook-secret/rotate", None, None,
         lambda: w.count("SELECT webhook_secret FROM accounts WHERE id = ?", w.account["account_id"]), "standard"),
+    ("/v1/campaigns", "post"): lambda w, n: (
+        "/v1/campaigns", {"name": f"Campaign {n}", "listId": w.list["id"], "body": "Hi {{firstName}}",
+                          "startAt": "2099-01-01T00:00:00Z"},
+        {"name": f"Other {n}", "listId": w.list["id"], "body": "Hi", "startAt": "2099-01-01T00:00:00Z"},
+        lambda: w.count("SELECT COUNT(*) FROM campaigns WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/campaigns/{campaignId}/{action}", "post"): lambda w, n: (
+        f"/v1/campaigns/{w.campaign['id']}/cancel", None, None,
+        lambda: w.count("SELECT status FROM campaigns WHERE id = ?", w.campaign["id"]), "standard"),
     ("/v1/subaccounts", "post"): lambda w, n: (
         "/v1/subaccounts", {"name": f"Client {n}", "email": f"client{n}@example.com"},
         {"name": f"Client {n}", "email": f"other{n}@example.com"},

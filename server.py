@@ -28,6 +28,7 @@ from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
 from services.import_runner import ImportWorker
+from services.retention import RetentionWorker
 from common.errors import DomainError, NotFound
 from common.ids import new_id
 from services.ratelimit import RateLimiter
@@ -52,11 +53,14 @@ class Services:
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
     imports: "ImportWorker" = None  # runs and resumes contact imports; main() starts it, close() stops it
     campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
+    retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
 
     async def close(self):
         if self.bot is not None:
             await self.bot.stop()  # first: its replies are outbox rows the delivery worker sends
+        if self.retention is not None:
+            await self.retention.stop()
         if self.campaigns is not None:
             await self.campaigns.stop()  # its last batch commits before the db closes
         if self.imports is not None:
@@ -79,12 +83,14 @@ def secure_data_dir(settings):
 
 async def open_services(settings):
     secure_data_dir(settings)
-    db = await Database(settings.db_path).open()
+    db = await Database(settings.db_path, max_pending=settings.write_queue_limit,
+                        stall_seconds=settings.writer_stall_seconds).open()
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
     services.campaigns = CampaignRunner(services)
+    services.retention = RetentionWorker(services)
     services.bot = BotRunner(services)
     return services
 
@@ -197,6 +203,7 @@ async def main(settings):
         services.delivery.start()  # picks up rows left pending by a previous run at once
         services.imports.start()  # resumes imports a previous run left running
         services.campaigns.start()  # resumes running campaigns after their last committed batch
+        services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
 
         stop = asyncio.Event()

@@ -51,6 +51,19 @@ class Settings(BaseModel):
     log_level: str = Field("info", description="Log level: debug, info, warning or error.")
     webhook_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one webhook delivery "
                                                                    "attempt (connect + answer).")
+    write_queue_limit: int = Field(10_000, ge=1, description="Writes that may wait for the SQLite writer at once; "
+                                                             "beyond that a write answers 503 at once.")
+    writer_stall_seconds: float = Field(15.0, gt=0, description="A write transaction that runs longer than this "
+                                                                "gets the writer process replaced; its writes "
+                                                                "answer 503 saying whether they were stored.")
+    retention_interval_seconds: float = Field(3600.0, gt=0, description="How often the cleanup runs (see "
+                                                                        "README \"Retention\").")
+    retention_webhook_days: int = Field(30, ge=0, description="Days to keep delivered and finally failed webhooks "
+                                                              "and their delivery attempts; 0 keeps them for ever.")
+    retention_orphan_media_hours: float = Field(24.0, gt=0, description="Hours before a media file that no "
+                                                                        "message names is deleted.")
+    retention_batch_size: int = Field(200, ge=1, description="Rows the cleanup deletes per write transaction "
+                                                             "(small, so requests never wait long behind it).")
     delivery_concurrency: int = Field(16, ge=1, description="Webhook deliveries in flight at once, overall.")
     delivery_concurrency_per_account: int = Field(4, ge=1, description="Webhook deliveries in flight at once "
                                                                        "per account, so that one slow receiver "

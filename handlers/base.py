@@ -1,6 +1,7 @@
 """Handler bases: request ids and error envelopes (BaseHandler), API auth and bodies (ApiHandler),
 the custom channel's own error shape (CustomChannelHandler), the admin UI's session, XSRF and pages
 (UiHandler)."""
+import asyncio
 import functools
 import html
 import json
@@ -17,7 +18,7 @@ from tornado import httputil
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
 from common.validation import validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import sessions
+from services import idempotency, sessions
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -28,6 +29,7 @@ CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "N
          422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 431: "HEADERS_TOO_LARGE", 500: "INTERNAL",
          503: "UNAVAILABLE"}
 SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
+_HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
 _SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
@@ -107,7 +109,17 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
     def services(self):
         return self.application.services
 
+    idempotency = None  # the request's Idempotency-Key claim (@idempotent), when it sent one
+
+    @property
+    def replayed(self):
+        """True when this answer is the stored one of an earlier request with the same Idempotency-Key:
+        the handler then skips what follows a first write (e.g. handing a new message to the bot)."""
+        return self.idempotency is not None and self.idempotency.replayed
+
     def respond(self, obj, status=200):
+        if self.replayed:
+            self.set_header("Idempotent-Replayed", "true")
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(json.dumps(obj, separators=(",", ":")))
@@ -175,11 +187,29 @@ def _implemented_methods(handler_class):
             if getattr(handler_class, m.lower()) is not getattr(base, m.lower())]
 
 
+def idempotent(method):
+    """For an API handler's mutating method: an Idempotency-Key header (DESIGN §3) makes the request's
+    write exactly-once for the calling account: a retry within 24 h with the same key and parameters
+    (request_fingerprint) is answered from the first write's result, with Idempotent-Replayed: true;
+    other parameters are 422 IDEMPOTENCY_KEY_REUSED; a malformed key is 400. The OpenAPI document shows
+    the header on every method that has this. What the method must keep to: storage/idempotency.py."""
+    @functools.wraps(method)
+    async def run(self, *args, **kwargs):
+        key = self.request.headers.get(idempotency.HEADER)
+        if key is None:
+            return await method(self, *args, **kwargs)
+        with idempotency.claim(self.principal.account_id, key, self.request_fingerprint) as self.idempotency:
+            return await method(self, *args, **kwargs)
+    run.idempotent = True
+    return run
+
+
 class ApiHandler(BaseHandler):
     """Authenticated JSON API endpoint: method check, size limit, rate limit, API key, JSON body."""
 
     key_in_header_only = False  # /v1/subaccounts/credits: x-api-key only, per spec §5.3
     requires_auth = True
+    parsed_body = None  # what json_body() parsed (Idempotency-Key fingerprints use it)
 
     def implemented_methods(self):
         return _implemented_methods(type(self))
@@ -235,9 +265,19 @@ class ApiHandler(BaseHandler):
         if not isinstance(data, dict):
             raise Invalid("request body must be a JSON object")
         try:
-            return model.model_validate(data)
+            self.parsed_body = model.model_validate(data)
         except pydantic.ValidationError as exc:
             raise Invalid(validation_message(exc)) from None
+        return self.parsed_body
+
+    async def request_fingerprint(self):
+        """What a retry with the same Idempotency-Key must repeat: the endpoint, the ids in its path and
+        the parsed body (hashed in an executor when the body is big, e.g. embedded media)."""
+        params = {"endpoint": type(self).__name__, "method": self.request.method, "path": list(self.path_args),
+                  "body": self.parsed_body.model_dump(mode="json") if self.parsed_body is not None else None}
+        if len(self.request.body) <= _HASH_INLINE_BYTES:
+            return idempotency.fingerprint(params)
+        return await asyncio.get_running_loop().run_in_executor(None, idempotency.fingerprint, params)
 
 
 class UnsupportedMediaType(DomainError):

@@ -1,6 +1,6 @@
 """Campaigns API: POST/GET /v1/campaigns, GET /v1/campaigns/{id}, its pause/resume/cancel/retry-failed
 actions, and its recipients (JSON pages, or the whole list as CSV)."""
-from handlers.base import ApiHandler
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import CSV, Operation
 from handlers.schemas import Campaign, CampaignCreate, CampaignPage, PageQuery, RecipientCsvQuery, RecipientPage, RecipientQuery
 from services import campaigns
@@ -22,6 +22,7 @@ class CampaignsHandler(ApiHandler):
                          tags=("campaigns",), errors={400: "Invalid limit or cursor."}),
     }
 
+    @idempotent
     async def post(self):
         body = self.json_body(CampaignCreate)
         self.respond(await campaigns.create_campaign(
@@ -57,6 +58,7 @@ class CampaignActionHandler(ApiHandler):
                     "-> cancelled (pending recipients and queued messages are dropped; sent ones stay). "
                     "retry-failed: the failed recipients' messages are sent again at the campaign's rate.")}
 
+    @idempotent
     async def post(self, campaign_id, action):
         self.respond(await self.ACTIONS[action](self.services.db, self.principal.account_id, campaign_id))
         if action == "resume":

@@ -9,6 +9,7 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from handlers.base import ApiHandler, CustomChannelHandler, UiHandler
 from handlers.schemas import ChannelError, ErrorBody
+from services import idempotency
 
 OPENAPI_VERSION = "3.1.0"
 REF = "#/components/schemas/{model}"
@@ -155,17 +156,27 @@ ERROR_DESCRIPTIONS = {
     429: "Rate limit exceeded; retry after Retry-After seconds.",
     500: "Internal error (logged with the request id in X-Request-Id).",
 }
+IDEMPOTENCY_KEY = {"name": idempotency.HEADER, "in": "header", "required": False, "schema": {
+    "type": "string", "pattern": idempotency.KEY_PATTERN}, "description": (
+    "Optional (DESIGN §3): a retry with the same key and the same parameters within 24 h is answered "
+    "with the first answer, and writes nothing again; keys are per account.")}
+REPLAYED = {"Idempotent-Replayed": "\"true\" when this is the stored answer of an earlier request with "
+                                   "the same Idempotency-Key."}
 
 
 def _operation(components, handler, method, op, path_params, path_label):
     error_model = ChannelError if issubclass(handler, CustomChannelHandler) else ErrorBody
     is_api = issubclass(handler, ApiHandler)
     authenticated = is_api and handler.requires_auth
+    idempotent = getattr(getattr(handler, method), "idempotent", False)  # handlers.base.idempotent
     errors = {}
     if op.body is not None:
         errors.update({400: ERROR_DESCRIPTIONS[400], 413: ERROR_DESCRIPTIONS[413], 415: ERROR_DESCRIPTIONS[415]})
     if authenticated:
         errors.update({401: ERROR_DESCRIPTIONS[401], 429: ERROR_DESCRIPTIONS[429]})
+    if idempotent:
+        errors.setdefault(400, "A malformed Idempotency-Key.")
+        errors[422] = "The Idempotency-Key was used with other parameters in the last 24 h (IDEMPOTENCY_KEY_REUSED)."
     errors.update(op.errors)
     errors[500] = ERROR_DESCRIPTIONS[500]
 
@@ -185,6 +196,8 @@ def _operation(components, handler, method, op, path_params, path_label):
             content = _json(components.ref(model, "serialization"))
         headers = dict(request_id)
         headers.update({name: _header(text) for name, text in op.response_headers.get(status, {}).items()})
+        if idempotent:
+            headers.update({name: _header(text) for name, text in REPLAYED.items()})
         responses[str(status)] = {"description": description, "headers": headers}
         if content:
             responses[str(status)]["content"] = content
@@ -212,6 +225,8 @@ def _operation(components, handler, method, op, path_params, path_label):
         parameters += _query_parameters(op.query)
     parameters += [{"name": name, "in": "header", "required": False, "description": text,
                     "schema": {"type": "string"}} for name, text in op.headers.items()]
+    if idempotent:
+        parameters.append(IDEMPOTENCY_KEY)
 
     result = {"operationId": operation_id(method, path_label), "summary": op.summary,
               "tags": list(op.tags) or [_tag(path_label)], "responses": responses}

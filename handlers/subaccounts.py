@@ -1,6 +1,6 @@
 """Sub-accounts API (agencies only): POST /v1/subaccounts/credits (spec §4.6), create, list, read and set
 auto-recharge on sub-accounts, and their credit history (DESIGN §3 "Sub-accounts")."""
-from handlers.base import ApiHandler
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import (CreditGrant, CreditGrantResult, CreditTransactionPage, PageQuery, SubAccount,
                               SubAccountCreate, SubAccountCreated, SubAccountPage, SubAccountPatch)
@@ -16,24 +16,25 @@ class SubaccountCreditsHandler(ApiHandler):
     operations = {"post": Operation(
         "Grant credits to a sub-account (agencies only)", {200: CreditGrantResult}, body=CreditGrant,
         tags=("subaccounts",),
-        headers={"Idempotency-Key": "Optional: a retry with the same key within 24 h returns the first answer."},
-        response_headers={200: {"Idempotent-Replayed": "\"true\" when this is the stored answer of an earlier "
-                                                       "request with the same Idempotency-Key."}},
+        description="Without an Idempotency-Key every call grants (spec §4.6: the service does not itself "
+                    "deduplicate grants); send the auto-recharge notification's idempotency_key as one.",
         errors={400: "Invalid email or amount, or the balance would exceed its ceiling.",
                 403: "The key is not an agency's (FORBIDDEN).",
-                404: "No sub-account with this email under the agency (SUBACCOUNT_NOT_FOUND).",
-                422: "The Idempotency-Key was used with other parameters (IDEMPOTENCY_KEY_REUSED)."})}
+                404: "No sub-account with this email under the agency (SUBACCOUNT_NOT_FOUND)."})}
 
+    @idempotent
     async def post(self):
         credits.require_agency(self.principal.type)  # 403 before any body error: the endpoint is not theirs
         body = self.json_body(CreditGrant)
-        result, replayed = await credits.grant_credits(
+        granted, _ = await credits.grant_credits(
             self.services.db, self.principal.account_id, self.principal.type, email=body.email,
             amount=body.amount, description=body.description,
             idempotency_key=self.request.headers.get("Idempotency-Key"))
-        if replayed:
-            self.set_header("Idempotent-Replayed", "true")
-        self.respond(result)
+        self.respond(granted)
+
+    async def request_fingerprint(self):
+        body = self.parsed_body  # the same grant spelled differently (email case, 10 or 10.0) is the same
+        return credits.grant_fingerprint(body.email, body.amount, body.description)
 
 
 class SubaccountsHandler(ApiHandler):
@@ -58,6 +59,7 @@ class SubaccountsHandler(ApiHandler):
                                                         limit=self.get_query_argument("limit", None),
                                                         cursor=self.get_query_argument("cursor", None)))
 
+    @idempotent
     async def post(self):
         credits.require_agency(self.principal.type)  # 403 before any body error
         body = self.json_body(SubAccountCreate)

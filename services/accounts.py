@@ -1,17 +1,19 @@
 """Accounts: creation, API-key authentication and rotation, settings, webhook signing secrets."""
 import asyncio
 import copy
+import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_settings, keys, opt_out, sessions
-from common.errors import Conflict, Invalid, NotFound, Unauthorized
+from services import bot_settings, idempotency, keys, opt_out, sessions
+from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
 from storage import credits as credit_store
+from storage.db import StoredResultLost
 
 ACCOUNT_TYPES = ("standard", "agency", "subaccount")
 # After a rotation the previous signing secret keeps signing (alongside the new one) this long,
@@ -116,9 +118,9 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         parent_id, account_type = agency["id"], "subaccount"
     if account_type not in ACCOUNT_TYPES:
         raise Invalid(f"type must be one of {', '.join(ACCOUNT_TYPES)}")
-    taken = Conflict(f"an account with email {email} already exists", code="CONFLICT")
-    if await store.get_account_by_email(db, email) is not None:
-        raise taken  # before scrypt; the writer checks again (insert_account)
+    if await store.get_account_by_email(db, email) is not None and not idempotency.claim_pending():
+        raise store.email_taken(email)  # before scrypt; the writer checks again (insert_account). With an
+        # Idempotency-Key the write answers: a retry finds the account its first request made.
     api_key, key_hash, prefix = keys.new_api_key()
     account = {"id": new_id("acc"), "name": name.strip(), "email": email, "type": account_type,
                "parent_agency_id": parent_id, "webhook_secret": box.encrypt(keys.new_webhook_secret()),
@@ -129,18 +131,26 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         # scrypt is CPU-heavy: keep it off the event loop.
         password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
-    if not await store.insert_account(db, account, user, _key_row(key_hash, prefix)):
-        raise taken
+    shown = box.encrypt(json.dumps({"api_key": api_key, "password": password if with_user else None}))
+    try:
+        created = await store.insert_account(db, account, user, _key_row(key_hash, prefix), shown)
+    except StoredResultLost:  # committed, only the writer's answer was lost: what was made here is stored
+        created = {**account, "shown": shown}
     registry.changed()
-    return {"account_id": account["id"], "email": email, "api_key": api_key, "type": account_type,
-            "password": password if with_user else None, "created_at": account["created_at"]}
+    secrets = json.loads(box.decrypt(created["shown"]))  # an Idempotency-Key retry: the first request's
+    return {"account_id": created["id"], "name": created["name"], "email": created["email"],
+            "api_key": secrets["api_key"], "type": created["type"], "password": secrets["password"],
+            "created_at": created["created_at"]}
 
 
 async def rotate_key(db, registry, account_id, keep_session=None):
     """Generate a new API key; the previous key is invalid from the commit on, and so is every UI session
     of the account but keep_session (the one that asked, from the UI)."""
     api_key, key_hash, prefix = keys.new_api_key()
-    await store.replace_api_key(db, account_id, _key_row(key_hash, prefix), sessions.session_hash(keep_session))
+    try:
+        await store.replace_api_key(db, account_id, _key_row(key_hash, prefix), sessions.session_hash(keep_session))
+    except StoredResultLost:
+        pass  # committed, only the writer's answer was lost: the old key is dead and this one is live
     registry.changed()
     return api_key
 
@@ -283,11 +293,14 @@ async def get_webhook_secret(db, box, account_id):
 
 
 async def rotate_webhook_secret(db, box, account_id):
-    account = await get_account(db, account_id)
-    new_secret = keys.new_webhook_secret()
-    expires = iso(utcnow() + SECRET_OVERLAP)
-    await store.set_webhook_secret(db, account_id, box.encrypt(new_secret), account["webhook_secret"], expires)
-    return {"secret": new_secret, "previousSecretExpiresAt": expires}
+    """A new signing secret; the previous one keeps signing beside it until previousSecretExpiresAt."""
+    secret, expires = box.encrypt(keys.new_webhook_secret()), iso(utcnow() + SECRET_OVERLAP)
+    try:
+        # The result (the secret encrypted, as stored) is what an Idempotency-Key retry is answered from.
+        rotated = await store.rotate_webhook_secret(db, account_id, secret, expires)
+    except StoredResultLost:  # committed, only the writer's answer was lost: the secret made here is live
+        rotated = {"secret": secret, "previous_expires_at": expires}
+    return {"secret": box.decrypt(rotated["secret"]), "previousSecretExpiresAt": rotated["previous_expires_at"]}
 
 
 async def ensure_owner(db, box, registry, public_url):

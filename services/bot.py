@@ -21,9 +21,10 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from common.errors import Invalid, NotFound
 from common import ids as common_ids
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_provider, bot_settings, messaging
+from services import bot_context, bot_provider, bot_settings, messaging, opt_out
 from services.credits import to_hundredths
 from services.netguard import CheckedResolver
+from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store
@@ -263,7 +264,8 @@ def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
 
 
 async def on_inbound_message(services, message, context):
-    """Answer one new inbound text message (the stored row) whose write found the bot active for it."""
+    """Answer one new inbound text message (the stored row), given its context (bot_context.context_in_tx,
+    read when the bot starts on it)."""
     decision = await decide(services, message["account_id"], context, message["body"],
                             contact_id=message["contact_id"], message_id=message["id"])
     return await apply(services, message, context, decision)
@@ -300,13 +302,13 @@ async def resume(services, account_id, contact_id):
 
 
 def _recoverable(cx, since_id, before_id, limit):
-    """(message, context) of each undecided recent message whose bot is active for it."""
+    """The undecided messages of the window, but for opt-out and opt-in keywords (never the bot's)."""
     found = []
     for message in bot_state.undecided_inbound.sync(cx, since_id, before_id, limit):
-        context = bot_context.context_in_tx(cx, message["account_id"], message["contact_id"],
-                                            message["campaign_id"], message["id"])
-        if context is not None:
-            found.append(({**message, "message_type": "text"}, context))
+        if opt_out.might_be_keyword(message["body"]) and opt_out.match(
+                message["body"], *account_store.opt_keywords_in_tx(cx, message["account_id"])) is not None:
+            continue
+        found.append(message)
     return found
 
 
@@ -324,7 +326,7 @@ class BotRunner:
         self._http = None
         self._stopping = False
 
-    def submit(self, message, context):
+    def submit(self, message):
         """Answer this stored inbound message soon (call on the event loop, after the 200)."""
         if self._stopping:
             log.warning("bot: shutting down, message %s is left to the next start", message["id"])
@@ -336,14 +338,18 @@ class BotRunner:
             task = asyncio.ensure_future(self.services.db.write(
                 _record_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, False))
         else:
-            task = asyncio.ensure_future(self._answer(message, context))
+            task = asyncio.ensure_future(self._answer(message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, message, context):
+    async def _answer(self, message):
         async with self._slots:
             try:
-                await on_inbound_message(self.services, message, context)
+                # Read now, not when the message came in: a pause, an opt-out or a new balance since counts.
+                context = await self.services.db.read(bot_context.context_in_tx, message["account_id"],
+                                                      message["contact_id"], message["campaign_id"], message["id"])
+                if context is not None:  # None: the bot is off for it (now)
+                    await on_inbound_message(self.services, message, context)
             except Exception:
                 log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
 
@@ -356,8 +362,8 @@ class BotRunner:
         except Exception:
             log.exception("bot: looking for messages left undecided by the previous run failed")
             return 0
-        for message, context in pending:
-            self.submit(message, context)
+        for message in pending:
+            self.submit(message)
         if pending:
             log.info("bot: answering %d message(s) left undecided by the previous run", len(pending))
         return len(pending)

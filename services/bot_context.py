@@ -1,6 +1,7 @@
-"""The bot's part of other transactions: what it needs to answer a message, read inside the inbound
-message's own write (no extra read on the way to an answer), and the pause a human reply sets inside
-the outbound message's write (so the inbox pauses the bot just by sending a reply)."""
+"""The bot's state read and written inside transactions: whether it answers a message (asked by the
+inbound message's own write), what it needs to decide (read when it starts on the message), and the pause
+a human reply sets inside the outbound message's write (so the inbox pauses the bot just by sending one)."""
+import json
 from datetime import timedelta
 
 from common.ids import iso, now_iso, utcnow
@@ -8,6 +9,13 @@ from services import bot_settings
 from storage import bot_state
 
 HUMAN_AUTHORS = ("user", "api")  # replies written by a person: they pause the bot for the contact
+
+
+def active_in_tx(cx, account_id, campaign_id):
+    """Whether the account's bot is active for a message of this campaign (None: no campaign). SQLite
+    extracts the bot from the settings: an account without one costs no parsing."""
+    row = cx.execute("SELECT json_extract(settings, '$.bot') FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    return bool(row and row[0]) and bool(bot_settings.effective(json.loads(row[0]), campaign_id)["active"])
 
 
 def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, require_active=True):

@@ -66,10 +66,7 @@ async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=No
            "channel": channel or None, "rate_per_minute": rate, "created_at": now,
            "start_at": max(iso(start_at), now) if start_at else now}
     row["campaign_key"] = campaign_id or row["id"]
-    created = await store.create_campaign(db, row, now)
-    if created is None:
-        raise lists.list_not_found(list_id)
-    return public_campaign(created)
+    return public_campaign(await store.create_campaign(db, row, now))
 
 
 async def get_campaign(db, account_id, campaign_id):

@@ -143,7 +143,7 @@ class DeliveryWorker:
             self._loop_task = None
         if self._tasks:
             grace = self.settings.shutdown_grace_seconds if grace is None else grace
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)  # 0: cancel at once
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -342,7 +342,8 @@ class DeliveryWorker:
 
     async def retry_now(self, account_id, message_id):
         """Send a message's reply again now (the inbox's Retry). One more attempt; if it fails with a
-        retryable error the schedule continues from where the attempts count stands."""
+        retryable error the schedule continues from where the attempts count stands. Asked while an
+        attempt is in flight, the retry still happens: record_attempt keeps it (see there)."""
         before = await store.schedule_retry_now(self.services.db, account_id, message_id, iso(self.clock()))
         if before is None:
             raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")

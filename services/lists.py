@@ -2,8 +2,7 @@
 import base64
 import binascii
 
-from services.contacts import not_found as contact_not_found
-from common.errors import Invalid, NotFound
+from common.errors import Invalid
 from common.ids import new_id, now_iso
 from storage import lists as store
 from storage.contacts import public_contact
@@ -14,10 +13,7 @@ MAX_NAME_LENGTH = 200
 _CURSOR_PREFIX = "k1:"  # versioned so the cursor's content can change without breaking old clients
 
 public_list = store.public_list
-
-
-def list_not_found(list_id):
-    return NotFound(f"no list with id {list_id}", code="LIST_NOT_FOUND")
+list_not_found = store.list_not_found
 
 
 def encode_cursor(last_id):
@@ -100,9 +96,5 @@ async def add_contact(db, account_id, list_id, contact_id):
     contact_id = (contact_id or "").strip()
     if not contact_id:
         raise Invalid("contactId is required")
-    result = await store.add_member(db, account_id, list_id, contact_id, now_iso())
-    if result["list"] is None:
-        raise list_not_found(list_id)
-    if result["contact"] is None:
-        raise contact_not_found(f"no contact with id {contact_id}")
-    return {"success": True, "listId": list_id, "contactId": contact_id, "added": result["added"]}
+    added = await store.add_member(db, account_id, list_id, contact_id, now_iso())
+    return {"success": True, "listId": list_id, "contactId": contact_id, "added": added}

@@ -4,7 +4,7 @@ import logging
 import sqlite3
 import time
 
-from services import bot_context, media, opt_out
+from services import bot_context, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common.errors import Invalid, NotFound
@@ -14,6 +14,7 @@ from storage import campaigns as campaign_store
 from storage import contacts as contact_store
 from storage import messages as store
 from storage import outbox
+from storage.db import StoredResultLost
 
 log = logging.getLogger("parley.messaging")
 
@@ -83,9 +84,10 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
     changes nothing (created False), also when the repeats arrive concurrently."""
     db = services.db
-    if media_url:
+    if media_url and not idempotency.claim_pending():
         # A retry must not decode and store its media again; without media the write's own check
-        # (below) is enough, and skipping this read saves a thread hop on the hot path.
+        # (below) is enough, and skipping this read saves a thread hop on the hot path. (With an
+        # Idempotency-Key the write answers, so that the key's rules apply to the repeat too.)
         existing = await store.find_by_external_id(db, account_id, message_sid)
         if existing is not None:
             return existing, False
@@ -100,20 +102,26 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
 
     answers_since = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - CAMPAIGN_ANSWER_WINDOW_SECONDS))
     try:
-        first, contact_id, contact_created, campaign_id, keyword, context = await db.write(
+        first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted = await db.write(
             _record_inbound, message, identity, answers_since)
-    except sqlite3.IntegrityError:
-        # Backstop: another process (or connection) inserted the same messageSid first.
+    except (sqlite3.IntegrityError, StoredResultLost):
+        # Another process (or connection) inserted the same messageSid first; or the write committed
+        # but the writer stopped before answering: the stored message says which it was.
         first = await store.find_by_external_id(db, account_id, message_sid)
         if first is None:
             raise
-        return first, False
+        if first["id"] == message["id"]:
+            _wake_delivery(services)
+            first["bot_wanted"] = True  # unknown: the bot reads its context first and skips it if off
+        return first, first["id"] == message["id"]
     if first is not None:
         return first, False
-    # bot_context: what the bot needs, read in this same write (for after_inbound).
-    message.update(contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword, bot_context=context)
     if contact_created:
         _wake_delivery(services)  # a contact.created notification may be queued
+    # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
+    # request's message (the handler then does nothing more with it).
+    message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword,
+                   bot_wanted=bot_wanted)
     return message, True
 
 
@@ -122,14 +130,14 @@ def _record_inbound(cx, message, identity, answers_since):
     writer serializes this check-then-insert against every other write. A message without a campaignId
     from a contact with a campaign message since answers_since gets that campaign's; a text whose whole
     body is an opt-out (opt-in) keyword opts the contact out (in). Returns (the first message or None, the
-    contact id, whether the contact was created, the campaignId, True/False/None for an opt-out/opt-in/no
-    keyword, the bot's context or None): only what the caller lacks crosses back. The bot's context
-    (services/bot_context.py) is read only for a text message, not a keyword, of an account whose bot is
-    active for it; reactions are never answered (DESIGN §3)."""
+    stored message's id, the contact id, whether the contact was created, the campaignId, True/False/None
+    for an opt-out/opt-in/no keyword, whether the bot is to answer it): only what the caller lacks crosses
+    back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
+    account whose bot is active for it; reactions never (DESIGN §3)."""
     account_id = message["account_id"]
     first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
     if first is not None:
-        return first, first["contact_id"], False, first["campaign_id"], None, None
+        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
     campaign_id = message["campaign_id"]
     if campaign_id is None and not contact_created:
@@ -141,10 +149,9 @@ def _record_inbound(cx, message, identity, answers_since):
         if keyword is not None:
             contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
     store.insert_message_in_tx(cx, {**message, "contact_id": contact_id, "campaign_id": campaign_id})
-    context = None
-    if message["message_type"] == "text" and keyword is None:
-        context = bot_context.context_in_tx(cx, account_id, contact_id, campaign_id, message["id"])
-    return None, contact_id, contact_created, campaign_id, keyword, context
+    bot_wanted = message["message_type"] == "text" and keyword is None and \
+        bot_context.active_in_tx(cx, account_id, campaign_id)
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
 
 
 def _wake_delivery(services):
@@ -158,9 +165,8 @@ def after_inbound(services, message):
     """Once the 200 is sent: hand a new inbound message to the bot when its write found the bot active for
     it (services.bot, a BotRunner, answers off the request path with bounded concurrency). Reactions and
     opt-out or opt-in keywords never reach it."""
-    context = message.pop("bot_context", None)
-    if context is not None:
-        services.bot.submit(message, context)
+    if message.pop("bot_wanted", False):
+        services.bot.submit(message)
 
 
 # ---- outbound --------------------------------------------------------------------------------

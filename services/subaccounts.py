@@ -60,7 +60,9 @@ async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, 
     normalize_email(email)  # validates; accounts keep the email as given, lower-cased (grants look it up so)
     created = await accounts.create_account(db, box, registry, name=name, email=email,
                                             parent_agency_id=agency_id)
-    row = await store.get_subaccount(db, agency_id, created["account_id"])
+    # As it was made (an Idempotency-Key retry gets this same answer, whatever changed since).
+    row = {"id": created["account_id"], "name": created["name"], "email": created["email"],
+           "credit_hundredths": 0, "auto_recharge_threshold": None, "created_at": created["created_at"]}
     return {**public_subaccount(row), "apiKey": created["api_key"], "password": created["password"]}
 
 

@@ -1,6 +1,7 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
+from common.errors import Conflict, NotFound
 from storage.db import fetch_one, reads, writes
 from storage.sessions import end_account_sessions_in_tx
 
@@ -11,15 +12,22 @@ _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_min
 _JSON = ("settings",)  # columns stored as JSON text
 
 
+def email_taken(email):
+    return Conflict(f"an account with email {email} already exists", code="CONFLICT")
+
+
 @writes
-def insert_account(cx, account, user, key_row):
-    """Insert an account with its owner user (optional) and its first API key, in one transaction. Returns
-    False, writing nothing, when an account or a UI user already has the email (checked here, in the
-    writer, so that concurrent creations with one email give one account and no IntegrityError)."""
+def insert_account(cx, account, user, key_row, shown=None):
+    """Insert an account with its owner user (optional) and its first API key, in one transaction.
+    Conflict, writing nothing, when an account or a UI user already has the email (checked here, in the
+    writer, so that concurrent creations with one email give one account and no IntegrityError).
+    shown: what the answer shows once (the key, the password), encrypted by the caller; it is not stored
+    with the account, only returned, so that an Idempotency-Key retry is answered with the same.
+    Returns {id, name, email, type, parent_agency_id, created_at, shown}."""
     emails = (account["email"], user["email"] if user else account["email"])
     if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
                   emails).fetchone():
-        return False
+        raise email_taken(account["email"])
     cx.execute(
         "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
         " webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -31,7 +39,8 @@ def insert_account(cx, account, user, key_row):
                    " VALUES (?, ?, ?, ?, 1, ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
-    return True
+    return {**{k: account[k] for k in ("id", "name", "email", "type", "parent_agency_id", "created_at")},
+            "shown": shown}
 
 
 def _insert_key(cx, account_id, key_row):
@@ -130,10 +139,15 @@ def delivery_context_in_tx(cx, account_id):
 
 
 @writes
-def set_webhook_secret(cx, account_id, secret, previous_secret, previous_expires_at):
-    cx.execute("UPDATE accounts SET webhook_secret = ?, previous_webhook_secret = ?,"
-               " previous_secret_expires_at = ? WHERE id = ?",
-               (secret, previous_secret, previous_expires_at, account_id))
+def rotate_webhook_secret(cx, account_id, secret, previous_expires_at):
+    """``secret`` (encrypted) becomes the signing secret; the current one becomes the previous one, which
+    signs too until previous_expires_at. Returns {secret, previous_expires_at} as stored; NotFound for
+    an unknown account."""
+    if not cx.execute("UPDATE accounts SET previous_webhook_secret = webhook_secret, webhook_secret = ?,"
+                      " previous_secret_expires_at = ? WHERE id = ?",
+                      (secret, previous_expires_at, account_id)).rowcount:
+        raise NotFound("account not found")
+    return {"secret": secret, "previous_expires_at": previous_expires_at}
 
 
 @writes

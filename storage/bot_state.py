@@ -80,7 +80,8 @@ def undecided_inbound(cx, from_id, before_id, limit):
     """Inbound text messages with from_id <= id < before_id on which the bot recorded nothing (every decision
     records an outcome, with its reply in the same transaction), oldest first; the newest `limit` of them.
     Ids are time-ordered, so the range is a seek in the primary key."""
-    rows = cx.execute("SELECT id, account_id, contact_id, body, channel, campaign_id, from_id FROM messages"
+    rows = cx.execute("SELECT id, account_id, contact_id, body, channel, campaign_id, from_id, message_type"
+                      " FROM messages"
                       " WHERE id >= ? AND id < ? AND direction = 'inbound' AND message_type = 'text'"
                       " AND bot_outcome IS NULL ORDER BY id DESC LIMIT ?", (from_id, before_id, limit))
     return [dict(r) for r in rows][::-1]

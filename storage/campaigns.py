@@ -6,6 +6,7 @@ from datetime import timedelta
 from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.lists import list_not_found
 
 _COLUMNS = ("id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
             " start_at, started_at, finished_at, created_at, cursor, total, pending, queued, sent, failed, skipped,"
@@ -71,10 +72,10 @@ get_campaign = reads(get_campaign_in_tx)
 
 @writes
 def create_campaign(cx, row, now):
-    """Insert a campaign of an existing list of this account (None when the list is not), and start it at
-    once (the snapshot) unless it is scheduled for later."""
+    """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
+    not), and start it at once (the snapshot) unless it is scheduled for later."""
     if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ?", (row["account_id"], row["list_id"])).fetchone():
-        return None
+        raise list_not_found(row["list_id"])
     cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute,"
                " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)",
                (row["id"], row["account_id"], row["name"], row["list_id"], row["campaign_key"], row["body"],

@@ -1,4 +1,5 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
+from common.errors import NotFound
 from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
@@ -6,6 +7,10 @@ _COLUMNS = "id, account_id, first_name, last_name, phone, email, opted_out, crea
 FILLABLE = ("first_name", "last_name", "phone", "email")
 
 
+
+
+def contact_not_found(contact_id):
+    return NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
 
 
 def public_contact(row):

@@ -1,8 +1,8 @@
-"""SQL for credit balances (integer hundredths on accounts), their history, Idempotency-Key answers, and the
-auto-recharge trigger that runs inside every spend."""
-import json
+"""SQL for credit balances (integer hundredths on accounts), their history, and the auto-recharge trigger
+that runs inside every spend."""
 from decimal import Decimal
 
+from common.errors import Invalid, NotFound
 from common.ids import new_id
 from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
@@ -71,49 +71,25 @@ def _auto_recharge_in_tx(cx, account, now):
     return {"webhook_id": webhook_id, "idempotency_key": key}
 
 
-def _remembered(cx, account_id, key, not_before):
-    """The live Idempotency-Key row {request_hash, response}, or None. Rows older than not_before are
-    forgotten here (this account's only), so the table holds at most a day of keys per account."""
-    cx.execute("DELETE FROM idempotency_keys WHERE account_id = ? AND created_at < ?", (account_id, not_before))
-    row = cx.execute("SELECT request_hash, response FROM idempotency_keys WHERE account_id = ? AND key = ?",
-                     (account_id, key)).fetchone()
-    return {"request_hash": row["request_hash"], "response": json.loads(row["response"])} if row else None
-
-
 @writes
-def grant(cx, agency_id, email, amount, description, now, idempotency=None):
+def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
     """Add ``amount`` hundredths to the agency's sub-account with this email and record the grant, in this
     one transaction (the single writer serializes it: concurrent grants never lose an update).
-
-    idempotency: None, or {"key", "request_hash", "not_before"}; a live row for the key is answered
-    instead of granting, and a grant remembers its answer under the key.
-    Returns {"outcome": "replayed", "request_hash", "response"} | {"outcome": "not_found"} |
-    {"outcome": "over_limit", "balance"} | {"outcome": "granted", "response"}; nothing is written unless
-    granted."""
-    if idempotency is not None:
-        seen = _remembered(cx, agency_id, idempotency["key"], idempotency["not_before"])
-        if seen is not None:
-            return {"outcome": "replayed", **seen}
+    idempotency_key: the request's key, kept in the history. Returns the body of the answer (spec §4.6);
+    raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance would pass its ceiling), writing nothing."""
     sub = _find_subaccount(cx, agency_id, email)
     if sub is None:
-        return {"outcome": "not_found"}
-    balance = sub["credit_hundredths"] + amount
-    if balance > MAX_BALANCE:
-        return {"outcome": "over_limit", "balance": sub["credit_hundredths"]}
+        raise NotFound(f"no sub-account with email {email} under this agency", code="SUBACCOUNT_NOT_FOUND")
+    if sub["credit_hundredths"] + amount > MAX_BALANCE:
+        raise Invalid(f"the balance would exceed {as_number(MAX_BALANCE)} credits")
     # Relative update (not "SET = computed"): correct even if a future writer runs beside this one.
     cx.execute("UPDATE accounts SET credit_hundredths = credit_hundredths + ? WHERE id = ?", (amount, sub["id"]))
     balance = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (sub["id"],)).fetchone()[0]
     close_recharge_episode_in_tx(cx, sub["id"])
-    key = idempotency["key"] if idempotency else None
     _insert_transaction(cx, {"account_id": sub["id"], "kind": "grant", "amount": amount,
                              "balance_after": balance, "description": description, "granted_by": agency_id,
-                             "idempotency_key": key, "created_at": now})
-    response = grant_response(sub["id"], amount, balance)
-    if idempotency is not None:
-        cx.execute("INSERT INTO idempotency_keys (account_id, key, request_hash, response, created_at)"
-                   " VALUES (?, ?, ?, ?, ?)",
-                   (agency_id, key, idempotency["request_hash"], json.dumps(response), now))
-    return {"outcome": "granted", "response": response}
+                             "idempotency_key": idempotency_key, "created_at": now})
+    return grant_response(sub["id"], amount, balance)
 
 
 @writes

@@ -64,10 +64,14 @@ def next_due_at(cx):
 def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
     """One delivery attempt and its consequences, in one transaction.
 
-    row: the outbox row attempted. attempt: {at, http_status, error, response_excerpt, duration_ms}.
-    status: the outbox's new status: 'sent', 'pending' (a retry is scheduled at next_attempt_at) or
-    'failed' (final). error: the error object stored with the row and its message, or None on success
-    (a success clears the message's error; the attempts keep the history).
+    row: the outbox row attempted, as read before the attempt. attempt: {at, http_status, error,
+    response_excerpt, duration_ms}. status: the outbox's new status: 'sent', 'pending' (a retry is
+    scheduled at next_attempt_at) or 'failed' (final). error: the error object stored with the row and
+    its message, or None on success (a success clears the message's error; the attempts keep the history).
+
+    A manual retry (schedule_retry_now) asked while this attempt was in flight moved next_attempt_at away
+    from the value in ``row``: unless this attempt delivered the webhook, the row then stays pending at
+    the time the retry asked for, rather than taking this attempt's schedule (or final failure).
     """
     cx.execute("INSERT INTO delivery_attempts (outbox_id, account_id, at, http_status, error, response_excerpt,"
                " duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -78,14 +82,20 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
         if error is not None:
             error = {**error, "nextAttemptAt": None if next_attempt_at == campaigns.HELD else next_attempt_at}
     error_json = json.dumps(error) if error is not None else None
-    cx.execute("UPDATE outbox SET status = ?, attempts = attempts + 1,"
-               " next_attempt_at = COALESCE(?, next_attempt_at), last_error = ?,"
+    retried = "(? <> 'sent' AND next_attempt_at IS NOT ?)"  # a manual retry came in meanwhile
+    cx.execute(f"UPDATE outbox SET attempts = attempts + 1,"
+               f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
+               f" last_error = CASE WHEN {retried} THEN json_set(?, '$.nextAttemptAt', next_attempt_at) ELSE ? END,"
+               f" next_attempt_at = CASE WHEN {retried} THEN next_attempt_at ELSE COALESCE(?, next_attempt_at) END,"
                " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
                " WHERE id = ? AND account_id = ?",
-               (status, next_attempt_at, error_json, status, attempt["at"], row["id"], row["account_id"]))
+               (status, row["next_attempt_at"], status, status, row["next_attempt_at"], error_json, error_json,
+                status, row["next_attempt_at"], next_attempt_at, status, attempt["at"], row["id"],
+                row["account_id"]))
     if row["message_id"]:
-        cx.execute("UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ? AND direction = 'outbound'",
-                   ("Sent" if status == "sent" else "Failed", error_json, row["account_id"], row["message_id"]))
+        cx.execute("UPDATE messages SET status = ?, error = (SELECT last_error FROM outbox WHERE id = ?)"
+                   " WHERE account_id = ? AND id = ? AND direction = 'outbound'",
+                   ("Sent" if status == "sent" else "Failed", row["id"], row["account_id"], row["message_id"]))
 
 
 @writes
@@ -137,3 +147,17 @@ def list_attempts(cx, account_id, outbox_id):
         "SELECT id, outbox_id, at, http_status, error, response_excerpt, duration_ms FROM delivery_attempts"
         " WHERE account_id = ? AND outbox_id = ? ORDER BY id", (account_id, outbox_id))]
 
+
+
+@writes
+def prune_finished(cx, before, limit):
+    """Delete up to ``limit`` outbox rows that are done (sent, or failed for good) and whose last attempt
+    was scheduled before ``before``, with their delivery attempts; pending rows are never touched. The
+    messages keep their status and last error. Returns how many outbox rows were deleted."""
+    ids = [row[0] for row in cx.execute(
+        "SELECT id FROM outbox WHERE status IN ('sent', 'failed') AND next_attempt_at < ? LIMIT ?",
+        (before, limit))]
+    if not ids:
+        return 0
+    cx.execute(f"DELETE FROM delivery_attempts WHERE outbox_id IN ({_placeholders(ids)})", ids)
+    return cx.execute(f"DELETE FROM outbox WHERE id IN ({_placeholders(ids)})", ids).rowcount

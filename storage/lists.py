@@ -1,5 +1,6 @@
 """SQL for contact lists and their members; adding a member queues contact.tagged in the same transaction."""
-from storage.contacts import get_contact, public_contact
+from common.errors import NotFound
+from storage.contacts import contact_not_found, get_contact, public_contact
 from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
@@ -7,6 +8,10 @@ _COLUMNS = "id, account_id, name, contact_count, created_at"
 _CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.opted_out, c.created_at"
 
 
+
+
+def list_not_found(list_id):
+    return NotFound(f"no list with id {list_id}", code="LIST_NOT_FOUND")
 
 
 def public_list(row):
@@ -53,14 +58,15 @@ def count_memberships(cx, list_id, contact_id):
 
 @writes
 def add_member(cx, account_id, list_id, contact_id, now):
-    """Add the contact to the list unless already there. Returns {list, contact, added}; list or contact
-    is None (and nothing is written) when it is not this account's."""
+    """Add the contact to the list unless already there; returns whether it was added. NotFound
+    (LIST_NOT_FOUND, CONTACT_NOT_FOUND) when either is not this account's: nothing is written."""
     lst = get_list.sync(cx, account_id, list_id)
-    contact = get_contact.sync(cx, account_id, contact_id) if lst else None
-    if lst is None or contact is None:
-        return {"list": lst, "contact": contact, "added": False}
-    added, lst = add_member_in_tx(cx, account_id, lst, contact, now)
-    return {"list": lst, "contact": contact, "added": added}
+    if lst is None:
+        raise list_not_found(list_id)
+    contact = get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
+        raise contact_not_found(contact_id)
+    return add_member_in_tx(cx, account_id, lst, contact, now)[0]
 
 
 def add_member_in_tx(cx, account_id, lst, contact, now):

@@ -80,3 +80,13 @@ def list_delivery_attempts(cx, account_id, message_id):
                       " ON a.outbox_id = o.id WHERE o.account_id = ? AND o.message_id = ?"
                       " ORDER BY a.at, a.id", (account_id, message_id))
     return [dict(r) for r in rows]
+
+
+@reads
+def referenced_media(cx, media_urls):
+    """The ones among ``media_urls`` (media:<sha256>) that some message names (any account's)."""
+    if not media_urls:
+        return set()
+    return {row[0] for row in cx.execute(
+        f"SELECT DISTINCT media_url FROM messages WHERE media_url IN ({', '.join('?' * len(media_urls))})",
+        list(media_urls))}

@@ -387,10 +387,8 @@ def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
 def test_grant_and_listing_use_indexes(services, agency, sub):
     """DESIGN §4: queries are scoped and cheap: the grant's lookups and the sub-account page are index
     searches (EXPLAIN QUERY PLAN), never table scans."""
-    idempotency = {"key": "k", "request_hash": "h", "not_before": "2000-01-01T00:00:00.000Z"}
     plans = query_plans(services.db.path, lambda cx: (
-        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z",
-                                idempotency),
+        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z", "k"),
         subaccount_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
     assert len(plans) >= 3, plans
     for sql, plan in plans.items():

@@ -11,6 +11,10 @@ _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, pa
 _JSON = ("last_error",)  # columns stored as JSON text
 
 
+def _placeholders(values):
+    return ", ".join("?" for _ in values)
+
+
 @reads
 def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=()):
     """Pending rows due at ``now``, at most ``per_account`` per account so that one account's backlog

@@ -102,8 +102,8 @@ EXAMPLES = {
 }
 
 
-# POSTs that write nothing (none yet; e.g. a dry run such as POST /v1/bot/test): they need no example.
-READ_ONLY_POSTS = set()
+# POSTs that write nothing (the bot's dry run): they need no example.
+READ_ONLY_POSTS = {"/v1/bot/test"}
 
 
 def idempotent_operations():
@@ -250,15 +250,19 @@ async def test_a_replayed_inbound_message_is_not_handed_to_the_bot_again(world, 
     so the bot is not run again (also when the key's replay arrives while the first is answered)."""
     calls = []
 
-    async def record(services, message):
+    async def record(services, message, context):
         calls.append(message["id"])
     monkeypatch.setattr(bot_module, "on_inbound_message", record)
+    await accounts.update_settings(world.services.db, world.account["account_id"], {"bot": {"active": True}},
+                                   box=world.services.box)
     first = await world.api.post(INBOUND, _inbound("bot-once"), key=world.key, headers={KEY: "b1"})
     await _until(lambda: calls)  # the bot runs as a task spawned before the answer is sent
     again = await world.api.post(INBOUND, _inbound("bot-once"), key=world.key, headers={KEY: "b1"})
     assert first.json == again.json and again.headers["Idempotent-Replayed"] == "true"
-    await asyncio.sleep(0)  # a task the replay spawned would have run by now (and by the answer already)
-    assert calls == [first.json["messageId"]]
+    # A task the replay spawned would start before the next message's (the bot takes them in order).
+    sentinel = await world.api.post(INBOUND, _inbound("bot-after"), key=world.key)
+    await world.services.bot.idle()
+    assert calls == [first.json["messageId"], sentinel.json["messageId"]]
 
 
 async def _until(predicate, timeout=10):
@@ -344,9 +348,10 @@ async def test_an_inbound_message_whose_writer_died_after_commit_is_answered_fro
     bot is handed the new message once."""
     calls = []
 
-    async def record(services, message):
+    async def record(services, message, context):
         calls.append(message["id"])
     monkeypatch.setattr(bot_module, "on_inbound_message", record)
+    await accounts.update_settings(services.db, account["account_id"], {"bot": {"active": True}}, box=services.box)
     r = await api.post(INBOUND, _inbound("crash-1"), key=account["api_key"])
     assert r.code == 200, r.body
     assert await _count(services.db, "SELECT COUNT(*) FROM messages WHERE id = ?", r.json["messageId"]) == 1

@@ -302,9 +302,17 @@ class DeliveryWorker:
     # ---- manual retry -----------------------------------------------------------------------
 
     async def retry_now(self, account_id, message_id):
-        """Send a message's reply again now (the inbox's Retry). One more attempt; if it fails with a
-        retryable error the schedule continues from where the attempts count stands."""
-        before = await store.schedule_retry_now(self.services.db, account_id, message_id, iso(self.clock()))
+        """Send a Failed message's reply again now (the inbox's Retry, POST /v1/messages/{id}/retry): the
+        message is Pending until the attempt. One more attempt; if it fails with a retryable error the
+        schedule continues from where the attempts count stands. NotFound for another account's or an
+        unknown (or inbound) message, Conflict unless it is Failed."""
+        result = await store.retry_failed_message(self.services.db, account_id, message_id, iso(self.clock()))
+        if result["status"] is None:
+            raise NotFound(f"no outbound message with id {message_id}", code="NOT_FOUND")
+        if result["status"] != "Failed":
+            raise Conflict(f"message {message_id} is {result['status']}: only a Failed message can be retried",
+                           code="CONFLICT")
+        before = result["outbox"]
         if before is None:
             raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")
         if before["status"] == "sent":

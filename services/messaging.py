@@ -11,6 +11,8 @@ from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import accounts as account_store
 from storage import contacts as contact_store
+from storage import conversations
+from storage import events
 from storage import messages as store
 from storage import outbox
 
@@ -117,8 +119,18 @@ def _record_inbound(cx, message, identity):
     if first is not None:
         return first, first["contact_id"], False
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
-    store.insert_message_in_tx(cx, {**message, "contact_id": contact_id})
+    _store_message_in_tx(cx, {**message, "contact_id": contact_id})
     return None, contact_id, contact_created
+
+
+def _store_message_in_tx(cx, message):
+    """Every message insert: the row, its conversation (last activity, unread) and message.created for the
+    account's open pages, in the caller's transaction."""
+    store.insert_message_in_tx(cx, message)
+    conversations.on_message_in_tx(cx, message)
+    events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
+        "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
+        "author": message["author"], "status": message["status"]})
 
 
 def _wake_delivery(services):
@@ -171,7 +183,7 @@ def _queue_outbound_in_tx(cx, *, account_id, contact_id, user_id, body, channel,
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
                "author": author, "author_user_id": author_user_id, "created_at": now_iso()}
-    store.insert_message_in_tx(cx, message)
+    _store_message_in_tx(cx, message)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
                "toId": to_id, "channel": channel}
     if shown_media:

@@ -160,6 +160,7 @@ class Database:
         self._batches_since_start = 0
         self._failed_starts = 0  # writers in a row that died before answering a batch
         self._down = None  # while the writer is being restarted after a delay: why writes are refused
+        self._commit_listeners = []
 
     async def open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,6 +198,11 @@ class Database:
             ours.close()
             self._process.kill()
             raise
+
+    def add_commit_listener(self, callback):
+        """callback() after every transaction that committed a write (before its callers resume): the live
+        events hub reads what was committed. It must be quick and must not raise."""
+        self._commit_listeners.append(callback)
 
     @property
     def writer_pid(self):
@@ -292,6 +298,8 @@ class Database:
         else:
             if any(ok for ok, _ in value):  # a lone failed call was rolled back, not committed
                 self.transactions_committed += 1
+                for callback in self._commit_listeners:
+                    callback()
             self.writes_committed += sum(1 for ok, _ in value if ok)
             for future, (ok, result) in zip(futures, value):
                 if future.done():

@@ -1,7 +1,9 @@
 """SQL for webhook delivery: due outbox rows, attempts, and the outcome written back to outbox and message."""
 import json
 
+from storage import conversations
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.events import MESSAGE_STATUS, emit_in_tx
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
                    " next_attempt_at, last_error, sent_at, created_at")
@@ -58,8 +60,24 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
                " WHERE id = ? AND account_id = ?",
                (status, next_attempt_at, error_json, status, attempt["at"], row["id"], row["account_id"]))
     if row["message_id"]:
-        cx.execute("UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ? AND direction = 'outbound'",
-                   ("Sent" if status == "sent" else "Failed", error_json, row["account_id"], row["message_id"]))
+        set_message_status_in_tx(cx, row["account_id"], row["message_id"], "Sent" if status == "sent" else "Failed",
+                                 error_json)
+
+
+def set_message_status_in_tx(cx, account_id, message_id, status, error_json):
+    """An outbound message's new status (and its error, JSON text), with its conversation's failed count and a
+    message.status event for open pages, in this transaction. Returns the status before, or None when the
+    account has no such outbound message."""
+    before = cx.execute("SELECT contact_id, status FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
+                        (account_id, message_id)).fetchone()
+    if before is None:
+        return None
+    contact_id, old_status = before
+    cx.execute("UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ?",
+               (status, error_json, account_id, message_id))
+    conversations.on_status_in_tx(cx, account_id, contact_id, old_status, status)
+    emit_in_tx(cx, account_id, MESSAGE_STATUS, {"messageId": message_id, "contactId": contact_id, "status": status})
+    return old_status
 
 
 @writes
@@ -71,6 +89,22 @@ def schedule_retry_now(cx, account_id, message_id, now):
     if before is not None and before["status"] != "sent":
         cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
     return before
+
+
+@writes
+def retry_failed_message(cx, account_id, message_id, now):
+    """A manual retry of a Failed outbound message: its delivery is due at ``now`` and the message is Pending
+    again (its error kept until the next attempt). Returns {"status": the message's status before (None when
+    the account has no such outbound message), "outbox": the delivery row before (None when it has none)};
+    only a Failed message with a delivery is changed."""
+    row = cx.execute("SELECT status, error FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
+                     (account_id, message_id)).fetchone()
+    if row is None or row[0] != "Failed":
+        return {"status": row and row[0], "outbox": None}
+    before = schedule_retry_now.sync(cx, account_id, message_id, now)
+    if before is not None and before["status"] != "sent":
+        set_message_status_in_tx(cx, account_id, message_id, "Pending", row[1])
+    return {"status": "Failed", "outbox": before}
 
 
 @reads

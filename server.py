@@ -23,6 +23,7 @@ from handlers import routes
 from handlers.base import NotFoundHandler, log_request
 from services import accounts
 from services.delivery import DeliveryWorker
+from services.live import Hub, prune_events
 from common.errors import DomainError
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
@@ -43,8 +44,11 @@ class Services:
     keys: accounts.KeyRegistry
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
+    hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
 
     async def close(self):
+        if self.hub is not None:
+            await self.hub.stop()
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         await self.db.close()
@@ -56,6 +60,8 @@ async def open_services(settings):
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
+    services.hub = Hub(db)
+    db.add_commit_listener(services.hub.notify)
     return services
 
 
@@ -77,6 +83,10 @@ class ParleyApplication(tornado.web.Application):
             xsrf_cookies=True,
             xsrf_cookie_kwargs={"httponly": True, "secure": True, "samesite": "Lax"},
             cookie_secret=services.box.derive("cookie-secret"),
+            # /ws: pings find dead connections (and keep NAT mappings alive); pages send nothing big.
+            websocket_ping_interval=30,
+            websocket_ping_timeout=30,
+            websocket_max_message_size=4096,
         )
 
 
@@ -132,11 +142,18 @@ async def main(settings):
         if context is not None:
             https.ssl_options = context  # new connections get it; open ones keep theirs
 
+    def prune_live_events():
+        # LEAD: the retention registry (harden-store) replaces this task: register
+        # services.live.prune_events(db, settings.live_events_retention_hours) there.
+        asyncio.ensure_future(prune_events(services.db, settings.live_events_retention_hours))
+
     tasks = [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
-             tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000)]
+             tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000),
+             tornado.ioloop.PeriodicCallback(prune_live_events, 600_000)]
     for task in tasks:
         task.start()
     services.delivery.start()  # picks up rows left pending by a previous run at once
+    services.hub.start()
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -150,6 +167,7 @@ async def main(settings):
     log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
     for server in servers:
         server.stop()
+    await services.hub.stop()  # open pages reconnect to the next server and resume from their last event
     deadline = time.monotonic() + settings.shutdown_grace_seconds
     while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)

@@ -39,6 +39,9 @@ class Settings(BaseModel):
     delivery_concurrency_per_account: int = Field(4, ge=1, description="Webhook deliveries in flight at once "
                                                                        "per account, so that one slow receiver "
                                                                        "cannot hold every slot.")
+    live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept: an inbox "
+                                                                       "page offline for longer reloads instead of "
+                                                                       "resuming from its last event.")
 
     @property
     def base_url(self):

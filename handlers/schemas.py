@@ -240,6 +240,13 @@ class MessagePage(BaseModel):
     nextCursor: Optional[str]
 
 
+class RetryQueued(BaseModel):
+    """POST /v1/messages/{id}/retry: the Failed message is Pending again and its delivery is due now."""
+    success: bool
+    messageId: str
+    status: Literal["Pending"]
+
+
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
 
 def _credit_amount(value):

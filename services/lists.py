@@ -99,3 +99,8 @@ async def add_contact(db, account_id, list_id, contact_id):
     if result["contact"] is None:
         raise contact_not_found(f"no contact with id {contact_id}")
     return {"success": True, "listId": list_id, "contactId": contact_id, "added": result["added"]}
+
+
+async def lists_of_contact(db, account_id, contact_id):
+    """The account's lists this contact belongs to, as the API shows lists."""
+    return [public_list(row) for row in await store.lists_of_contact(db, account_id, contact_id)]

@@ -7,8 +7,6 @@ _COLUMNS = "id, account_id, name, contact_count, created_at"
 _CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.opted_out, c.created_at"
 
 
-
-
 def public_list(row):
     """The list as the API and notifications show it: {id, name, contactCount, createdAt}."""
     return {"id": row["id"], "name": row["name"], "contactCount": row["contact_count"],
@@ -43,6 +41,15 @@ def page_members(cx, account_id, list_id, after_contact_id, limit):
         f"SELECT {_CONTACT_COLUMNS} FROM list_members m JOIN contacts c ON c.id = m.contact_id"
         " WHERE m.list_id = ? AND m.contact_id > ? AND c.account_id = ? ORDER BY m.contact_id LIMIT ?",
         (list_id, after_contact_id or "", account_id, limit))]
+
+
+@reads
+def lists_of_contact(cx, account_id, contact_id):
+    """The account's lists the contact is a member of, oldest list first."""
+    return [dict(r) for r in cx.execute(
+        "SELECT l.id, l.account_id, l.name, l.contact_count, l.created_at FROM list_members m"
+        " JOIN lists l ON l.id = m.list_id WHERE m.contact_id = ? AND l.account_id = ? ORDER BY l.id",
+        (contact_id, account_id))]
 
 
 @reads

@@ -79,3 +79,35 @@ def list_delivery_attempts(cx, account_id, message_id):
                       " ON a.outbox_id = o.id WHERE o.account_id = ? AND o.message_id = ?"
                       " ORDER BY a.at, a.id", (account_id, message_id))
     return [dict(r) for r in rows]
+
+
+# ---- the inbox's thread ------------------------------------------------------------------------
+
+_THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, u.email AS author_email"
+                  " FROM messages m LEFT JOIN users u ON u.id = m.author_user_id AND u.account_id = m.account_id")
+_THREAD_JSON = ("error", "bot_outcome")
+
+
+@reads
+def thread_page(cx, account_id, contact_id, *, before=None, after=None, limit=50):
+    """A contact's messages for the thread, with the bot's outcome and the email of the user who wrote a
+    reply. With ``after``: up to limit + 1 messages after that id, oldest first (what a live page lacks).
+    Otherwise the newest up to limit + 1 before ``before`` (or the newest of all), newest first."""
+    sql, args = f"{_THREAD_SELECT} WHERE m.account_id = ? AND m.contact_id = ?", [account_id, contact_id]
+    if after is not None:
+        sql += " AND m.id > ? ORDER BY m.id LIMIT ?"
+        args += [after, limit + 1]
+    else:
+        if before is not None:
+            sql += " AND m.id < ?"
+            args.append(before)
+        sql += " ORDER BY m.id DESC LIMIT ?"
+        args.append(limit + 1)
+    return fetch_all(cx, sql, args, json_columns=_THREAD_JSON)
+
+
+@reads
+def get_thread_message(cx, account_id, message_id):
+    """One message shaped like thread_page's rows, or None."""
+    return fetch_one(cx, f"{_THREAD_SELECT} WHERE m.account_id = ? AND m.id = ?", (account_id, message_id),
+                     json_columns=_THREAD_JSON)

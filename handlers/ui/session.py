@@ -6,6 +6,7 @@ from handlers.base import UiHandler
 from services import accounts, keys
 
 WRONG_LOGIN = "Wrong email or password."
+HOME = "/inbox"  # where sign-in leads unless a page asked for sign-in
 # Per email and client address: a burst of this many attempts, then one every 60/N seconds.
 LOGIN_ATTEMPTS_PER_MINUTE = 10
 _dummy_hash = None
@@ -27,14 +28,14 @@ async def check_password(password, stored_hash):
 def safe_next(url):
     """Only a path on this site may follow sign-in (no open redirect to //evil.example)."""
     if not url or not url.startswith("/") or url.startswith("//") or "\\" in url:
-        return "/settings"
+        return HOME
     parts = urlsplit(url)
-    return url if not parts.scheme and not parts.netloc else "/settings"
+    return url if not parts.scheme and not parts.netloc else HOME
 
 
 class HomeHandler(UiHandler):
     def get(self):
-        self.redirect("/settings")
+        self.redirect(HOME)
 
 
 class LoginHandler(UiHandler):
@@ -68,6 +69,8 @@ class LoginHandler(UiHandler):
 
 class LogoutHandler(UiHandler):
     def post(self):
+        if self.current_user:
+            self.services.hub.disconnect_user(self.current_user["id"])  # its open pages stop updating
         self.end_session()
         self.flash("success", "You are signed out.")
         self.redirect("/login", status=303)

@@ -18,10 +18,6 @@ def notification_events(account):
 class SettingsPage(UiHandler):
     """Renders the settings page; the form handlers re-render it with the error and what was typed."""
 
-    @property
-    def account_id(self):
-        return self.current_user["account_id"]
-
     async def render_settings(self, status=200, error=None, form=None):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)

@@ -1,0 +1,68 @@
+// The inbox page: on any live event, fetch the conversation list again (at most a few times a second) and
+// swap it in. A page showing older conversations only says that there is new activity.
+(function () {
+  "use strict";
+  var list = document.getElementById("conversations");
+  if (!list) {
+    return;
+  }
+  var timer = null;
+  var inFlight = false;
+  var again = false;
+
+  function refresh() {
+    timer = null;
+    if (inFlight) {
+      again = true;
+      return;
+    }
+    inFlight = true;
+    window.fetch(list.dataset.src, {headers: {Accept: "text/html"}, credentials: "same-origin"})
+      .then(function (response) {
+        if (!response.ok) {
+          throw new Error("HTTP " + response.status);
+        }
+        return response.text();
+      })
+      .then(function (html) {
+        list.replaceChildren(window.Parley.fragment(html));
+        list.dataset.refreshed = String(Date.now());
+      })
+      .catch(function () {})
+      .finally(function () {
+        inFlight = false;
+        if (again) {
+          again = false;
+          schedule();
+        }
+      });
+  }
+
+  function schedule() {
+    if (timer === null) {
+      timer = window.setTimeout(refresh, 100);
+    }
+  }
+
+  document.addEventListener("parley:event", function (event) {
+    var type = event.detail.type;
+    if (type.indexOf("message.") !== 0 && type.indexOf("conversation.") !== 0) {
+      return;
+    }
+    if (list.dataset.paged) {
+      if (!document.getElementById("new-activity")) {
+        var note = document.createElement("p");
+        note.id = "new-activity";
+        note.className = "flash flash-success";
+        note.setAttribute("role", "status");
+        var link = document.createElement("a");
+        link.href = "/inbox";
+        link.textContent = "New activity: show the newest conversations";
+        note.appendChild(link);
+        list.parentNode.insertBefore(note, list);
+      }
+      return;
+    }
+    schedule();
+  });
+})();

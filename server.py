@@ -142,10 +142,13 @@ async def main(settings):
         if context is not None:
             https.ssl_options = context  # new connections get it; open ones keep theirs
 
-    def prune_live_events():
+    async def prune_live_events():
         # LEAD: the retention registry (harden-store) replaces this task: register
         # services.live.prune_events(db, settings.live_events_retention_hours) there.
-        asyncio.ensure_future(prune_events(services.db, settings.live_events_retention_hours))
+        try:
+            await prune_events(services.db, settings.live_events_retention_hours)
+        except Exception:
+            log.exception("pruning live events failed; trying again at the next run")
 
     tasks = [tornado.ioloop.PeriodicCallback(reload_certificate, 1000),
              tornado.ioloop.PeriodicCallback(services.limiter.prune, 60_000),

@@ -28,8 +28,9 @@ def _conversation_view(row):
             "paused_until": row["paused_until"]}
 
 
-async def list_conversations(services, account_id, *, filter="all", query=None, before=None, limit=PAGE_SIZE):
+async def list_conversations(services, account_id, *, filter="all", query=None, before=None, limit=None):
     """{items, next_before, filter, query}: conversations by last activity, newest first."""
+    limit = limit or PAGE_SIZE
     if filter not in FILTERS:
         raise Invalid(f"filter must be one of {', '.join(FILTERS)}")
     text_like, digits_like = search_patterns(query)
@@ -139,6 +140,7 @@ async def get_message(services, account_id, contact_id, message_id):
 
 async def mark_read(services, account_id, contact_id, through_message_id):
     """The thread was read up to this message: its unread count goes to 0 (unless a newer one arrived)."""
+    await _contact(services, account_id, contact_id)
     if through_message_id:
         await store.mark_read(services.db, account_id, contact_id, through_message_id)
 

@@ -141,7 +141,8 @@ class Hub:
             self._poller = None
         for subscriber in [s for group in self._subscribers.values() for s in group]:
             subscriber.close(CLOSE_GOING_AWAY, "server restarting")
-        if self._task is not None:
+        if self._task is not None:  # nobody is left to receive its round
+            self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     # ---- subscriptions ----------------------------------------------------------------------------

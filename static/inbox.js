@@ -1,5 +1,4 @@
-// The inbox page: on any live event, fetch the conversation list again (at most a few times a second) and
-// swap it in. A page showing older conversations only says that there is new activity.
+// The inbox page: on live events, fetch the conversation list again (one fetch at a time) and swap it in. A page showing older conversations only says that there is new activity.
 (function () {
   "use strict";
   var list = document.getElementById("conversations");
@@ -38,9 +37,11 @@
       });
   }
 
+  // At once when idle; while a fetch is out, events only ask for one more after it (a burst of events
+  // costs two fetches, not one each).
   function schedule() {
     if (timer === null) {
-      timer = window.setTimeout(refresh, 100);
+      timer = window.setTimeout(refresh, 0);
     }
   }
 

@@ -10,13 +10,16 @@ Design (after Zulip's event queues, docs/subsystems/events-system.md): events ar
 monotonic id (storage/events.py), so a page's "queue" is simply everything after its last id, and it
 survives a server restart; a position older than what is kept, or more missed events than are worth
 replaying, is answered with reload (Zulip's BAD_EVENT_QUEUE_ID). The request path never waits for the
-fan-out: a commit only sets a flag, and rounds run on the event loop at most every ``min_interval``, so
-under load one round carries many events in one frame per page. A page's unsent frames are bounded
+fan-out: a commit only sets a flag, and rounds run on the event loop at most every ``min_interval`` (longer
+when pushing to many pages takes more than ``fan_out_share`` of the loop), so under load one round carries
+many events in one frame per page. A page's unsent frames are bounded
 (``max_pending_bytes``): a browser that does not keep up is told to reload rather than buffered for ever.
 """
 import asyncio
 import json
 import logging
+import time
+import zlib
 from datetime import timedelta
 
 from common.ids import iso, utcnow
@@ -29,7 +32,6 @@ CLOSE_RELOAD = 4000        # the page must load again (a reload frame came first
 CLOSE_SIGNED_OUT = 4001    # the session ended
 CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
 
-_READY = b'{"type":"ready"}'
 PRUNE_CHUNK = 5000
 
 
@@ -40,16 +42,40 @@ def event_json(row):
     return f'{{"id":{event_id},"type":{json.dumps(event_type)},"data":{data},"at":"{created_at}"}}'
 
 
+class Frame:
+    """One message to pages: its JSON text as bytes and, made once on first use and then sent to every page
+    that negotiated permessage-deflate, the same deflated as a message of its own (no shared context, RFC
+    7692 §7.2.1): one compression per round rather than one per page."""
+    __slots__ = ("data", "_deflated")
+
+    def __init__(self, data):
+        self.data = data
+        self._deflated = None
+
+    def __len__(self):
+        return len(self.data)
+
+    @property
+    def deflated(self):
+        if self._deflated is None:
+            compressor = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+            self._deflated = (compressor.compress(self.data) + compressor.flush(zlib.Z_SYNC_FLUSH))[:-4]
+        return self._deflated
+
+
 def events_frame(texts):
-    return ('{"type":"events","events":[' + ",".join(texts) + "]}").encode()
+    return Frame(('{"type":"events","events":[' + ",".join(texts) + "]}").encode())
 
 
 def reload_frame(reason):
-    return json.dumps({"type": "reload", "reason": reason}).encode()
+    return Frame(json.dumps({"type": "reload", "reason": reason}).encode())
+
+
+_READY = Frame(b'{"type":"ready"}')
 
 
 class Subscriber:
-    """One open page of an account. transport: write(bytes) -> a future done once the frame left our buffer
+    """One open page of an account. transport: write(Frame) -> a future done once the frame left our buffer
     (raises once the connection is closed), close(code, reason). last_sent: the newest event id it was sent
     (or that its page had already seen)."""
 
@@ -105,10 +131,11 @@ class Hub:
     """Fans committed events out to the subscribers of their account. notify() is the database's commit
     listener; start()/stop() run it as one of the server's background tasks."""
 
-    def __init__(self, db, *, min_interval=0.02, round_limit=2000, catch_up_limit=1000,
+    def __init__(self, db, *, min_interval=0.02, fan_out_share=0.25, round_limit=2000, catch_up_limit=1000,
                  max_pending_bytes=512 * 1024, poll_seconds=2.0):
         self.db = db
         self.min_interval = min_interval          # seconds between two rounds under load
+        self.fan_out_share = fan_out_share        # at most this share of the event loop goes to pushing frames
         self.round_limit = round_limit            # events read per round
         self.catch_up_limit = catch_up_limit      # missed events replayed to a page; more: reload
         self.max_pending_bytes = max_pending_bytes
@@ -120,6 +147,7 @@ class Hub:
         self._wanted = False
         self._task = None
         self._last_round = 0.0
+        self._push_seconds = 0.0                  # how long the last round's pushing took (event-loop time)
         self._poller = None
 
     @property
@@ -196,7 +224,10 @@ class Hub:
         loop = asyncio.get_running_loop()
         try:
             while self._wanted and self._subscribers:
-                delay = self._last_round + self.min_interval - loop.time()
+                # Under load, many pages make a round costly: rounds then come less often (and carry more
+                # events each), so that pushing never takes more than fan_out_share of the loop from requests.
+                interval = max(self.min_interval, self._push_seconds / self.fan_out_share)
+                delay = self._last_round + interval - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)  # commits meanwhile join this round
                 self._wanted = False
@@ -221,12 +252,14 @@ class Hub:
                 return False
             self.position = rows[-1][0]
             self.rounds += 1
+            started = time.perf_counter()
             by_account = {}
             for row in rows:
                 if row[1] in self._subscribers:
                     by_account.setdefault(row[1], []).append(row)
             for account_id, account_rows in by_account.items():
                 self._push(account_rows, list(self._subscribers.get(account_id, ())))
+            self._push_seconds = time.perf_counter() - started
             return len(rows) == self.round_limit
 
     @staticmethod

@@ -44,7 +44,7 @@ class Socket:
         self.frames = []
 
     @classmethod
-    async def open(cls, client, cookies, after, origin="same"):
+    async def open(cls, client, cookies, after, origin="same", deflate=False):
         port = client.get_http_port()
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
         if origin == "same":
@@ -52,7 +52,7 @@ class Socket:
         if origin:
             headers["Origin"] = origin
         request = HTTPRequest(f"ws://127.0.0.1:{port}/ws?after={after}", headers=headers)
-        return cls(await websocket_connect(request))
+        return cls(await websocket_connect(request, compression_options={} if deflate else None))
 
     async def next(self):
         text = await asyncio.wait_for(self.connection.read_message(), TIMEOUT)
@@ -305,6 +305,25 @@ async def test_events_arrive_live_for_the_signed_in_account_only(services, http_
     other.close()
 
 
+async def test_pages_that_offer_compression_get_one_deflated_copy_of_each_frame(services, http_server_client,
+                                                                                signed_in):
+    """permessage-deflate with server_no_context_takeover: each frame is deflated once for every page, and
+    decodes on its own (a client's inflater sees valid messages, frame after frame)."""
+    mine, client = await signed_in("owner@live.example")
+    sockets = [await Socket.open(http_server_client, client.cookies, 0, deflate=True) for _ in range(2)]
+    for socket in sockets:
+        assert await socket.next() == {"type": "ready"}
+        assert socket.connection.headers["Sec-WebSocket-Extensions"] == "permessage-deflate; server_no_context_takeover"
+    sent = []
+    for n in range(3):  # three rounds, three frames
+        sent.append((await inbound(services, mine["account_id"], f"sid-{n}", body="x" * 500))["id"])
+        for socket in sockets:
+            [event] = await socket.events(1)
+            assert event["data"]["messageId"] == sent[-1]
+    for socket in sockets:
+        socket.close()
+
+
 async def test_a_page_resumes_from_its_last_event_id(services, http_server_client, signed_in):
     """A page that reconnects gets exactly the events it missed, in order, then live ones: none lost, none twice."""
     mine, client = await signed_in("owner@live.example")
@@ -394,7 +413,7 @@ class FakeTransport:
     def write(self, frame):
         if self.closed:
             raise RuntimeError("closed")
-        self.frames.append(frame)
+        self.frames.append(frame.data)
         future = asyncio.get_running_loop().create_future()
         if self.flushed:
             future.set_result(None)

@@ -10,6 +10,7 @@ A scenario is a module listed in MODULES with:
 import importlib
 
 MODULES = [
+    "bench.scenarios.inbox",
 ]
 
 

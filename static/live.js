@@ -1,30 +1,9 @@
 // Parley live updates: one WebSocket per page to /ws (session cookie, same origin), resumed from the last
 // event id it saw after a drop or a server restart. Pages listen for "parley:event" on document.
 // Frames: {"type":"events","events":[{id,type,data,at}]}, {"type":"ready"}, {"type":"reload","reason"}.
+// Needs parley.js (loaded by every page).
 (function () {
   "use strict";
-
-  // <time datetime> elements in the browser's own time zone (the server writes UTC).
-  function localize(root) {
-    (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
-      var when = new Date(el.getAttribute("datetime"));
-      if (!isNaN(when)) {
-        el.textContent = when.toLocaleString([], {dateStyle: "medium", timeStyle: "short"});
-        el.title = el.getAttribute("datetime");
-      }
-    });
-  }
-
-  // A server-rendered HTML fragment (escaped by the templates) as nodes.
-  function fragment(html) {
-    var template = document.createElement("template");
-    template.innerHTML = html;
-    localize(template.content);
-    return template.content;
-  }
-
-  window.Parley = {localize: localize, fragment: fragment};
-  localize();
 
   var after = document.body.dataset.liveAfter;
   var status = document.getElementById("live-status");

@@ -352,9 +352,9 @@ def test_browser_wrong_password_shows_the_error(page, parley):
 def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
     """Spec §5.1: "The key is generated in the account settings (Settings > Account > API Key, via a
     Generate action)." §5.5: "Generating a new key invalidates the previous key." """
-    response = page.goto(parley.base + "/settings")
     sign_in(page, parley)
-    assert page.url == parley.base + "/settings"
+    assert page.url == parley.base + "/inbox"  # sign-in leads to the inbox
+    response = page.goto(parley.base + "/settings")
     assert page.inner_text("#account").count(parley.first_run["login"]) == 1
     # The stylesheet loaded under the Content-Security-Policy (its background colour applies).
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"

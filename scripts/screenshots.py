@@ -10,20 +10,17 @@ or the Agency pages) and, if they need data, a few lines to seed().
 """
 import argparse
 import base64
-import json
 import struct
 import sys
-import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from storage import bot_state  # noqa: E402
 from storage.db import connect_sync  # noqa: E402
-from tests.parley_process import ParleyProcess  # noqa: E402
+from tests.parley_process import ParleyProcess, ThreadedReceiver  # noqa: E402
 
 PAGES = [
     ("inbox", "/inbox", False),
@@ -42,27 +39,10 @@ FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this con
 INBOUND = "/v1/incoming_custom_channel_message"
 
 
-class DemoReceiver:
+def demo_receiver():
     """The demo's Custom Channel Webhook: 200, except 503 (retry in an hour) for FAILING_TO_ID."""
-
-    def __init__(self):
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                failing = body.get("toId") == FAILING_TO_ID
-                self.send_response(503 if failing else 200)
-                if failing:
-                    self.send_header("Retry-After", "3600")
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/replies"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    return ThreadedReceiver(lambda body: (503, {"Retry-After": "3600"}) if body.get("toId") == FAILING_TO_ID
+                            else (200, {}))
 
 
 def demo_png(width=240, height=150):
@@ -79,7 +59,7 @@ def demo_png(width=240, height=150):
 def seed(parley, page):
     """Demo conversations, contacts and lists; returns the ids the PAGES paths use."""
     key = {"apiKey": parley.first_run["api_key"]}
-    receiver = DemoReceiver()
+    receiver = demo_receiver()
     sid = iter(range(1, 10_000))
     with parley.client() as api:
         def inbound(from_id, body, **custom):

@@ -16,13 +16,7 @@
       return;
     }
     inFlight = true;
-    window.fetch(list.dataset.src, {headers: {Accept: "text/html"}, credentials: "same-origin"})
-      .then(function (response) {
-        if (!response.ok) {
-          throw new Error("HTTP " + response.status);
-        }
-        return response.text();
-      })
+    window.Parley.getHTML(list.dataset.src)
       .then(function (html) {
         list.replaceChildren(window.Parley.fragment(html));
         list.dataset.refreshed = String(Date.now());

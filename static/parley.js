@@ -20,7 +20,17 @@
     return template.content;
   }
 
-  window.Parley = {localize: localize, fragment: fragment};
+  // GET a fragment as text (rejects on an error status).
+  function getHTML(url) {
+    return window.fetch(url, {headers: {Accept: "text/html"}, credentials: "same-origin"}).then(function (response) {
+      if (!response.ok) {
+        throw new Error("HTTP " + response.status);
+      }
+      return response.text();
+    });
+  }
+
+  window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML};
   document.addEventListener("DOMContentLoaded", function () {
     localize();
   });

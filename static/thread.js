@@ -13,14 +13,7 @@
   var appending = false;
   var appendAgain = false;
 
-  function get(url) {
-    return window.fetch(url, {headers: {Accept: "text/html"}, credentials: "same-origin"}).then(function (response) {
-      if (!response.ok) {
-        throw new Error("HTTP " + response.status);
-      }
-      return response.text();
-    });
-  }
+  var get = window.Parley.getHTML;
 
   function post(form) {
     return window.fetch(form.action, {
@@ -153,9 +146,17 @@
     event.preventDefault();
     var button = form.querySelector("button");
     button.disabled = true;
+    var shown = form.parentNode.querySelector(".form-error");
+    if (shown) {
+      shown.remove();
+    }
     post(form).catch(function (error) {
       button.disabled = false;
-      window.alert(error.message);
+      var note = document.createElement("p");
+      note.className = "form-error";
+      note.setAttribute("role", "alert");
+      note.textContent = error.message;
+      form.after(note);
     });
   });
 

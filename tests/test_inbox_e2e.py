@@ -8,10 +8,8 @@ import asyncio
 import json
 import ssl
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
@@ -19,41 +17,11 @@ from tornado.websocket import websocket_connect
 
 from storage import bot_state
 from storage.db import connect_sync
-from tests.parley_process import ParleyProcess, run_cli
+from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli
 from tests.test_ui import chromium, page, sign_in  # noqa: F401 (fixtures)
 
 INBOUND = "/v1/incoming_custom_channel_message"
 _sids = iter(range(1, 1_000_000))
-
-
-class ThreadedReceiver:
-    """A webhook receiver on 127.0.0.1 in a thread: records each POST, answers with ``status``."""
-
-    def __init__(self):
-        self.requests, self.status, self.headers = [], 200, {}
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.requests.append(json.loads(body))
-                self.send_response(receiver.status)
-                for name, value in receiver.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/replies"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +103,17 @@ def wait_live(page):
     wait_until(page, "!!(window.Parley && window.Parley.live && window.Parley.live.state === 'live')")
 
 
+def open_thread(page, parley, body, from_id, name):
+    """A conversation started by an inbound message, open and live in the signed-in page; its contact id."""
+    message_id, _ = post_inbound(parley, body, from_id=from_id, firstName=name)
+    contact_id = contact_of(parley, message_id)
+    sign_in(page, parley)
+    page.goto(parley.base + f"/inbox/{contact_id}")
+    wait_live(page)
+    mark_no_reload(page)
+    return contact_id
+
+
 def test_browser_inbound_messages_appear_in_the_open_inbox_and_thread_without_reload(page, parley):
     sign_in(page, parley)
     assert page.url == parley.base + "/inbox"
@@ -168,11 +147,7 @@ def test_browser_inbound_messages_appear_in_the_open_inbox_and_thread_without_re
 
 
 def test_browser_reply_reaches_the_receiver_and_turns_sent_live(page, parley, receiver):
-    message_id, _ = post_inbound(parley, "Do you ship to Canada?", from_id="+14155550101", firstName="Ann")
-    sign_in(page, parley)
-    page.goto(parley.base + f"/inbox/{contact_of(parley, message_id)}")
-    wait_live(page)
-    mark_no_reload(page)
+    open_thread(page, parley, "Do you ship to Canada?", "+14155550101", "Ann")
     receiver.status, receiver.headers = 200, {}
     before = len(receiver.requests)
     page.fill("#reply-body", "Yes, we do!")
@@ -188,11 +163,7 @@ def test_browser_reply_reaches_the_receiver_and_turns_sent_live(page, parley, re
 
 
 def test_browser_failed_delivery_shows_the_error_and_retry_sends_it(page, parley, receiver):
-    message_id, _ = post_inbound(parley, "Where is my order?", from_id="+14155550102", firstName="Ben")
-    sign_in(page, parley)
-    page.goto(parley.base + f"/inbox/{contact_of(parley, message_id)}")
-    wait_live(page)
-    mark_no_reload(page)
+    open_thread(page, parley, "Where is my order?", "+14155550102", "Ben")
     # The receiver is down for maintenance: 503 with a Retry-After of an hour, so no automatic retry runs
     # during the test and only the Retry button can send it.
     receiver.status, receiver.headers = 503, {"Retry-After": "3600"}
@@ -223,12 +194,7 @@ def record_pause(parley, contact_id, reason="handoff"):
 
 
 def test_browser_a_bot_pause_is_shown_live_filtered_and_resumed(page, parley):
-    message_id, _ = post_inbound(parley, "I want a human", from_id="+14155550103", firstName="Cleo")
-    contact_id = contact_of(parley, message_id)
-    sign_in(page, parley)
-    page.goto(parley.base + f"/inbox/{contact_id}")
-    wait_live(page)
-    mark_no_reload(page)
+    contact_id = open_thread(page, parley, "I want a human", "+14155550103", "Cleo")
     assert "Bot active" in page.inner_text("#bot-state")
     record_pause(parley, contact_id)
     page.wait_for_selector("#bot-state .is-paused")
@@ -248,10 +214,7 @@ def test_browser_a_bot_pause_is_shown_live_filtered_and_resumed(page, parley):
                                        "extend the test: post another inbound message and assert the bot sends "
                                        "no answer to it (the receiver gets nothing, the thread shows 'paused').")
 def test_browser_a_reply_pauses_the_bot(page, parley, receiver):
-    message_id, _ = post_inbound(parley, "Hello bot", from_id="+14155550104", firstName="Dan")
-    sign_in(page, parley)
-    page.goto(parley.base + f"/inbox/{contact_of(parley, message_id)}")
-    wait_live(page)
+    open_thread(page, parley, "Hello bot", "+14155550104", "Dan")
     receiver.status, receiver.headers = 200, {}
     page.fill("#reply-body", "A person here")
     page.click("button:has-text('Send reply')")

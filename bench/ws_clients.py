@@ -5,7 +5,8 @@ tabs on the inbox.
 
     python bench/ws_clients.py BASE CERT COOKIE N WATCH_CONTACT_ID
 
-Prints {"ready": N} once every socket is live, then, when stdin closes, one JSON line with what arrived:
+Prints {"ready": N} once every socket is live; then reads a message id from stdin (the last probe's) and,
+once every page received it (or after a minute), prints one JSON line with what arrived:
 frames and events per socket, reloads, and for every message.created of WATCH_CONTACT_ID (the probe's
 contact) the time.monotonic() at which each socket received it. Frames that do not mention the probe's
 contact are counted, not decoded: the clients must keep up with the whole account's events."""
@@ -91,7 +92,12 @@ async def main(base, cert, cookie, count, watch):
         await asyncio.sleep(0.002)
     await asyncio.wait_for(asyncio.gather(*(p.ready.wait() for p in pages)), 120)
     print(json.dumps({"ready": count}), flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the scenario closes stdin
+    # The scenario writes the last probe's message id and closes stdin: wait (up to a minute) until every
+    # page has it, so that a late event is counted late, not missing.
+    last = (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)).strip()
+    deadline = time.monotonic() + 60
+    while last and len(pool.arrivals.get(last, ())) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
     pool.stopping = True
     for task in tasks:
         task.cancel()

@@ -93,8 +93,8 @@ def measure(ctx, parley, cookie, watch, with_pages, rep):
     result = {"inbound": load, "probes": len(probe.answered)}
     if clients:
         result["client_cores"] = round((ctx.cpu_seconds(clients.pid) - client_cpu) / (load["seconds"] + 1), 2)
-        time.sleep(2)  # the last probes' events reach the pages
-        out, _ = clients.communicate("", timeout=120)
+        last = max(probe.answered, key=probe.answered.get)
+        out, _ = clients.communicate(last, timeout=120)  # returns once the pages have the last probe's event
         seen = json.loads(out.strip().splitlines()[-1])
         delays, missing = [], 0
         for message_id, answered in probe.answered.items():

@@ -42,7 +42,7 @@ screenshots: $(STAMP) chromium
 # Fault tests with larger counts than the CI-sized run inside `make test`.
 PARLEY_FAULT_SCALE ?= 10
 faults: $(STAMP)
-	PARLEY_FAULT_SCALE=$(PARLEY_FAULT_SCALE) $(BIN)/python -m pytest -v tests/test_faults.py $(ARGS)
+	PARLEY_FAULT_SCALE=$(PARLEY_FAULT_SCALE) $(BIN)/python -m pytest -v tests/test_faults.py tests/test_limits.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

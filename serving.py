@@ -1,33 +1,362 @@
-"""HTTP servers: the HTTPS server that drains on shutdown, and the plain-HTTP rejecter."""
+"""HTTP servers: the HTTPS server with connection limits (a cap, a TLS handshake deadline, lingering
+after early answers, 431 for oversized headers, accept() failures logged once per interval), draining
+on shutdown; and the plain-HTTP rejecter."""
+import collections
+import errno
+import logging
+import os
+import resource
+import ssl
+import time
+
 import tornado.httpserver
 import tornado.web
 from tornado import httputil
+from tornado.ioloop import IOLoop
+from tornado.iostream import IOStream, SSLIOStream, UnsatisfiableReadError
+from tornado.netutil import ssl_wrap_socket
 
-from handlers.base import BaseHandler, log_request
 from common.errors import Forbidden
+from handlers.base import BaseHandler, log_request, raw_error_response
+from handlers.bodies import StreamedBodyRouting
+
+log = logging.getLogger("parley.connections")
+
+ACCEPT_BATCH = 128  # connections accepted per wake-up at most, as Tornado does
+RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+ACCEPT_PAUSE_SECONDS = 0.1  # after accept() ran out of file descriptors
+RESUME_CHECK_SECONDS = 0.5  # while paused at the cap: how often to look for closed connections again
+DISCARD_BEFORE_CLOSE = 1 << 20  # bytes read and dropped before closing after a 431 (avoids a reset)
 
 
-class DrainingHTTPServer(tornado.httpserver.HTTPServer):
-    """An HTTPServer that knows how many requests are still being received.
+class ConnectionGuard:
+    """The open connections of every server of the process, at most ``cap``.
 
-    A request counts from its headers until its body is complete; from then on the handler counts
-    it (Application.inflight). Shutdown waits for both to reach zero, so a client that is halfway
-    through sending a body when SIGTERM arrives still gets its answer.
+    At the cap, the connection that has waited longest for a request (a TLS handshake or request headers
+    that never came, an idle keep-alive, or an early answer's lingering) is closed to make room; with none
+    such (every connection busy with a request), accepting pauses until one closes. When accept() itself
+    fails for lack of file descriptors, accepting pauses briefly and one waiting connection is closed.
     """
 
-    def initialize(self, *args, **kwargs):
+    def __init__(self, cap):
+        self.cap = cap
+        self.open = set()
+        self.waiting = collections.OrderedDict()  # streams waiting for a request, longest first
+        self.detached = set()  # handed over to a WebSocket: counted until they close
+        self.listeners = []
+        self.paused = False
+        self._resume_timer = None
+        self.evicted = 0
+        self.accept_failures = 0
+        self.handshake_timeouts = 0
+
+    # ---- connection states ---------------------------------------------------------------------
+
+    def opened(self, stream):
+        self.open.add(stream)
+        self.wait(stream)
+
+    def wait(self, stream):
+        if stream in self.open:
+            self.waiting[stream] = None
+            self.waiting.move_to_end(stream)
+
+    def busy(self, stream):
+        self.waiting.pop(stream, None)
+
+    def closed(self, stream):
+        self.waiting.pop(stream, None)
+        if not stream.closed():  # the HTTP layer let go of it (a WebSocket took it over)
+            self.detached.add(stream)
+            return
+        self.open.discard(stream)
+        self.detached.discard(stream)
+        if self.paused and len(self.open) < self.cap:
+            self.resume()
+
+    def _forget_closed_detached(self):
+        for stream in [s for s in self.detached if s.closed()]:
+            self.detached.discard(stream)
+            self.open.discard(stream)
+
+    def make_room(self):
+        """True when one more connection may be accepted (closing the longest-waiting one if need be)."""
+        if len(self.open) < self.cap:
+            return True
+        self._forget_closed_detached()
+        if self.waiting:
+            log.warning("connection limit (%d) reached: closing the connections that wait longest for a "
+                        "request", self.cap)
+        while len(self.open) >= self.cap and self.waiting:
+            self._evict()
+        return len(self.open) < self.cap
+
+    def abort_all(self):
+        """Close every connection now (shutdown, once the requests in flight were answered)."""
+        for stream in list(self.open):
+            if not stream.closed():
+                stream.abort()
+        self.open.clear()
+        self.waiting.clear()
+        self.detached.clear()
+
+    def _evict(self):
+        stream, _ = self.waiting.popitem(last=False)
+        self.open.discard(stream)
+        if not stream.closed():
+            self.evicted += 1
+            stream.abort()
+
+    # ---- accepting -----------------------------------------------------------------------------
+
+    def listen(self, sock, on_connection):
+        listener = _Listener(self, sock, on_connection)
+        self.listeners.append(listener)
+        if not self.paused:
+            listener.start()
+        return listener
+
+    def pause(self, seconds=RESUME_CHECK_SECONDS):
+        if not self.paused:
+            self.paused = True
+            for listener in self.listeners:
+                listener.stop()
+        if self._resume_timer is None:
+            self._resume_timer = IOLoop.current().call_later(seconds, self._try_resume)
+
+    def _try_resume(self):
+        self._resume_timer = None
+        self._forget_closed_detached()
+        if len(self.open) < self.cap or self.waiting:
+            self.resume()
+        else:
+            self.pause()
+
+    def resume(self):
+        if self._resume_timer is not None:
+            IOLoop.current().remove_timeout(self._resume_timer)
+            self._resume_timer = None
+        self.paused = False
+        for listener in self.listeners:
+            listener.start()
+
+    def accept_failed(self, exc):
+        self.accept_failures += 1
+        log.error("accept() failed: %s; accepting pauses for %.1f s", exc, ACCEPT_PAUSE_SECONDS)
+        if self.waiting:  # give a file descriptor back
+            self._evict()
+        self.pause(ACCEPT_PAUSE_SECONDS)
+
+
+class _Listener:
+    """One listening socket, accepted from on the IOLoop (instead of tornado.netutil.add_accept_handler,
+    which lets accept() errors escape: at EMFILE the loop logged a traceback for every retry)."""
+
+    def __init__(self, guard, sock, on_connection):
+        self.guard, self.sock, self.on_connection = guard, sock, on_connection
+        self.active = False
+
+    def start(self):
+        if not self.active and self.sock.fileno() >= 0:
+            IOLoop.current().add_handler(self.sock, self._ready, IOLoop.READ)
+            self.active = True
+
+    def stop(self):
+        if self.active:
+            IOLoop.current().remove_handler(self.sock)
+            self.active = False
+
+    def close(self):
+        self.stop()
+        if self in self.guard.listeners:
+            self.guard.listeners.remove(self)
+        self.sock.close()
+
+    def _ready(self, fd, events):
+        for _ in range(ACCEPT_BATCH):
+            if not self.guard.make_room():
+                self.guard.pause()
+                return
+            try:
+                connection, address = self.sock.accept()
+            except BlockingIOError:
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                if exc.errno in RESOURCE_ERRORS:
+                    self.guard.accept_failed(exc)
+                else:
+                    log.error("accept() failed: %s", exc)
+                return
+            self.on_connection(connection, address)
+
+
+class _ServerStream:
+    """What our server's streams add to Tornado's: an answer (431) instead of a cut connection when the
+    request headers outgrow --max-header-bytes, and lingering after an early answer (a handler refused
+    the request before reading its body: the client may still be sending it, and closing on unread data
+    would reset the connection before the client read the answer)."""
+
+    server = None
+    linger_on_close = False  # set by handlers/bodies.py when answering before the body was read
+    _lingering = False
+    _answering = False
+
+    def close(self, exc_info=False):
+        if self._answering:
+            return None  # the 431 is on its way; the stream closes once it is written
+        reading_headers = not self.closed() and self in self.server.guard.waiting
+        if isinstance(exc_info, UnsatisfiableReadError) and reading_headers:
+            return self._answer_headers_too_large()
+        if self.linger_on_close and not self._lingering and not exc_info and not self.closed():
+            # Tornado keeps draining the body it was reading (until its end, the body timeout, or the client
+            # closing); the next close() is the real one. Meanwhile the connection may be evicted.
+            self._lingering = True
+            self.server.guard.wait(self)
+            return None
+        return super().close(exc_info)
+
+    def abort(self):
+        """Close now: no answer pending, no lingering."""
+        self._answering = False
+        super().close()
+
+    def _answer_headers_too_large(self):
+        self._answering = True
+        buffered = bytes(getattr(self, "_read_buffer", b"")[:8192])
+        try:
+            written = self.write(self.server.headers_too_large(buffered))
+        except Exception:  # closed meanwhile, or the answer could not be made: just close
+            log.exception("no 431 answer could be sent")
+            self._discard_and_close()
+            return
+        written.add_done_callback(lambda f: (f.cancelled() or f.exception(), self._discard_and_close()))
+
+    def _discard_and_close(self):
+        """Read and drop what the client already sent (up to a bound), so that closing does not reset the
+        connection before the client read the answer."""
+        buffer, dropped = bytearray(65536), 0
+        try:
+            while dropped < DISCARD_BEFORE_CLOSE:
+                n = self.read_from_fd(buffer)
+                if not n:
+                    break
+                dropped += n
+        except (OSError, ssl.SSLError):
+            pass
+        self._answering = False
+        super().close()
+
+
+class _PlainStream(_ServerStream, IOStream):
+    pass
+
+
+class _TLSStream(_ServerStream, SSLIOStream):
+    pass
+
+
+class GuardedHTTPServer(tornado.httpserver.HTTPServer):
+    """Tornado's HTTPServer with the limits of the README: connections capped by ``guard`` (shared by every
+    server of the process), a TLS handshake deadline, request headers up to ``max_header_size`` (431
+    above), and the idle and body timeouts Tornado has. It also knows how many requests are still being
+    received: a request counts from its headers until its body is complete, the handler from then on
+    (Application.inflight); shutdown waits for both, so a client halfway through sending a body when
+    SIGTERM arrives still gets its answer."""
+
+    def initialize(self, *args, guard, handshake_timeout=None, **kwargs):
         super().initialize(*args, **kwargs)
+        self.guard = guard
+        self.handshake_timeout = handshake_timeout
         self.receiving = 0
+        self._listeners = []
+
+    def add_sockets(self, sockets):
+        for sock in sockets:
+            self._listeners.append(self.guard.listen(sock, self._accepted))
+
+    def stop(self):
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
+
+    def _accepted(self, connection, address):
+        try:
+            stream = self._stream(connection)
+        except Exception as exc:  # a client that went away at once, a TLS setup failure: not our problem
+            log.info("connection from %s dropped before it started: %s", address[0] if address else "?", exc)
+            connection.close()
+            return
+        if stream is None:
+            return
+        stream.server = self
+        self.guard.opened(stream)
+        if isinstance(stream, SSLIOStream) and self.handshake_timeout:
+            self._handshake_deadline(stream)
+        self.handle_stream(stream, address)
+
+    def _stream(self, connection):
+        params = dict(max_buffer_size=self.max_buffer_size, read_chunk_size=self.read_chunk_size)
+        if self.ssl_options is None:
+            return _PlainStream(connection, **params)
+        try:
+            connection = ssl_wrap_socket(connection, self.ssl_options, server_side=True,
+                                         do_handshake_on_connect=False)
+        except (ssl.SSLError, OSError) as exc:
+            # As tornado.tcpserver: a port scan's connection may be gone before it is wrapped.
+            if getattr(exc, "errno", None) in (errno.ECONNABORTED, errno.EINVAL) or (
+                    isinstance(exc, ssl.SSLError) and exc.args[0] == ssl.SSL_ERROR_EOF):
+                connection.close()
+                return None
+            raise
+        return _TLSStream(connection, **params)
+
+    def _handshake_deadline(self, stream):
+        loop = IOLoop.current()
+
+        def expired():
+            if not stream.closed():
+                self.guard.handshake_timeouts += 1
+                log.info("TLS handshake not completed within %g s: connection closed", self.handshake_timeout)
+                stream.abort()
+
+        timer = loop.call_later(self.handshake_timeout, expired)
+        handshake = stream.wait_for_handshake()
+        handshake.add_done_callback(lambda f: (loop.remove_timeout(timer), f.cancelled() or f.exception()))
 
     def start_request(self, server_conn, request_conn):
-        return _CountingDelegate(super().start_request(server_conn, request_conn), self)
+        self.guard.wait(server_conn.stream)
+        return _RequestDelegate(super().start_request(server_conn, request_conn), self, server_conn.stream)
+
+    def on_close(self, server_conn):
+        super().on_close(server_conn)
+        self.guard.closed(server_conn.stream)
+
+    def headers_too_large(self, buffered):
+        """The whole 431 answer for a request whose headers outgrew the limit, in its route's error shape."""
+        start_line = buffered.split(b"\n", 1)[0].decode("latin-1").strip()
+        method, _, rest = start_line.partition(" ")
+        uri = (rest.rpartition(" ")[0] or rest)[:2048]
+        handler_class, path = BaseHandler, "?"
+        try:  # the route's handler class decides the shape of the answer
+            request = httputil.HTTPServerRequest(method=method or "GET", uri=uri or "/")
+            path = request.path
+            handler_class = self.request_callback.find_handler(request).handler_class
+        except Exception:
+            pass  # a request line that is not one: the general shape
+        message = f"request line and headers are larger than {self.conn_params.max_header_size} bytes"
+        request_id = os.urandom(8).hex()
+        log.warning("431 %s %s rid=%s: %s", method[:16], path[:200], request_id, message)
+        return raw_error_response(handler_class, 431, message, request_id)
 
 
-class _CountingDelegate(httputil.HTTPMessageDelegate):
-    def __init__(self, inner, server):
-        self.inner, self.server, self.counted = inner, server, False
+class _RequestDelegate(httputil.HTTPMessageDelegate):
+    def __init__(self, inner, server, stream):
+        self.inner, self.server, self.stream, self.counted = inner, server, stream, False
 
     def headers_received(self, start_line, headers):
+        self.server.guard.busy(self.stream)
         self.counted = True
         self.server.receiving += 1
         return self.inner.headers_received(start_line, headers)
@@ -55,7 +384,10 @@ class _CountingDelegate(httputil.HTTPMessageDelegate):
 
 class HttpsRequiredHandler(BaseHandler):
     """Everything that arrives over plain HTTP: 403 HTTPS_REQUIRED, or a 301 for a browser page load.
-    Nothing else is processed: no authentication, no storage."""
+    Nothing else is processed: no authentication, no storage, no body."""
+
+    def max_body_bytes(self):
+        return 0  # nothing that arrives here is read
 
     def prepare(self):
         path = self.request.path
@@ -68,7 +400,71 @@ class HttpsRequiredHandler(BaseHandler):
         raise Forbidden(f"HTTPS is required: use {https_base}{path}", code="HTTPS_REQUIRED")
 
 
-class RejecterApplication(tornado.web.Application):
+class RejecterApplication(StreamedBodyRouting, tornado.web.Application):
     def __init__(self, https_base):
         self.inflight = 0
         super().__init__([(r".*", HttpsRequiredHandler)], log_function=log_request, https_base=https_base)
+
+
+class LogThrottle(logging.Filter):
+    """At most one record per ``interval`` seconds for each message of the loggers it filters (floods of
+    refused connections, TLS errors, accept() failures); the next one let through, or flush(), says how
+    many were left out."""
+
+    def __init__(self, interval=10.0, clock=time.monotonic):
+        super().__init__()
+        self.interval, self.clock = interval, clock
+        self._windows = {}  # (logger, message template) -> [window start, records left out, the last one]
+
+    def filter(self, record):
+        if getattr(record, "throttle_summary", False):
+            return True
+        key = (record.name, str(record.msg))
+        now = self.clock()
+        window = self._windows.get(key)
+        if window is not None and now - window[0] < self.interval:
+            window[1] += 1
+            window[2] = record
+            return False
+        if window is not None and window[1]:
+            record.msg = f"{record.msg} [and {window[1]} more like this in the last {now - window[0]:.0f} s]"
+        if len(self._windows) > 1000:  # templates are few; this only bounds a pathological caller
+            self._windows.clear()
+        self._windows[key] = [now, 0, None]
+        return True
+
+    def flush(self):
+        """Report what was left out in windows that are over (call periodically)."""
+        now = self.clock()
+        for key, window in list(self._windows.items()):
+            if window[1] and now - window[0] >= self.interval:
+                record = window[2]
+                summary = logging.makeLogRecord({**record.__dict__, "throttle_summary": True, "exc_info": None,
+                                                 "exc_text": None})
+                summary.msg = "%d more like this in the last %.0f s; the last one: %s"
+                summary.args = (window[1], now - window[0], record.getMessage())
+                del self._windows[key]
+                logging.getLogger(record.name).handle(summary)
+
+
+def raise_file_limit():
+    """The soft limit on open files raised to the hard one (connections are file descriptors); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, hard, exc)
+    return soft
+
+
+def connection_cap(wanted, file_limit, reserve):
+    """--max-connections, lowered to what the file limit leaves after ``reserve`` descriptors for the rest
+    (the database, the writer, media files, webhook deliveries)."""
+    cap = max(1, min(wanted, file_limit - reserve))
+    if cap < wanted:
+        log.warning("the open-file limit (%d) allows %d connections, not --max-connections %d",
+                    file_limit, cap, wanted)
+    return cap
+

@@ -29,19 +29,49 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest JSON body accepted by API endpoints (413 above).")
     max_media_bytes: int = Field(16_777_216, ge=1024,
                                  description="Largest decoded media file in a custom-channel message (413 above).")
+    max_import_bytes: int = Field(209_715_200, ge=1024,
+                                  description="Largest CSV file accepted by Contacts > Import (413 above; nothing "
+                                              "of it is kept).")
+    max_buffered_body_bytes: int = Field(134_217_728, ge=65536,
+                                         description="Request bodies held in memory at once, across all "
+                                                     "connections (503 with Retry-After above).")
+    max_header_bytes: int = Field(16384, ge=1024, description="Largest request line plus headers (431 above).")
+    max_connections: int = Field(1000, ge=1, description="Open connections at most (kept below the file "
+                                                         "limit); at the cap the longest-idle one is closed.")
+    tls_handshake_timeout_seconds: float = Field(10.0, gt=0, description="A connection that has not "
+                                                                         "completed TLS by then is closed.")
+    idle_timeout_seconds: float = Field(30.0, gt=0, description="A connection that sends no complete request "
+                                                                "headers for this long is closed (idle "
+                                                                "keep-alive, or headers that never finish).")
+    body_timeout_seconds: float = Field(60.0, gt=0, description="A request body that has not fully arrived "
+                                                                "by then is abandoned and the connection closed.")
     media_url_ttl_seconds: int = Field(604_800, ge=60, description="How long a signed media URL (GET /v1/media/…) "
                                                                    "stays valid after it is issued.")
     shutdown_grace_seconds: float = Field(10.0, ge=0, description="How long shutdown waits for requests in flight.")
     log_level: str = Field("info", description="Log level: debug, info, warning or error.")
     webhook_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one webhook delivery "
                                                                    "attempt (connect + answer).")
+    write_queue_limit: int = Field(10_000, ge=1, description="Writes that may wait for the SQLite writer at once; "
+                                                             "beyond that a write answers 503 at once.")
+    writer_stall_seconds: float = Field(15.0, gt=0, description="A write transaction that runs longer than this "
+                                                                "gets the writer process replaced; its writes "
+                                                                "answer 503 saying whether they were stored.")
+    retention_interval_seconds: float = Field(3600.0, gt=0, description="How often the cleanup runs (see "
+                                                                        "README \"Retention\").")
+    retention_webhook_days: int = Field(30, ge=0, description="Days to keep delivered and finally failed webhooks "
+                                                              "and their delivery attempts; 0 keeps them for ever.")
+    retention_orphan_media_hours: float = Field(24.0, gt=0, description="Hours before a media file that no "
+                                                                        "message names is deleted.")
+    retention_batch_size: int = Field(200, ge=1, description="Rows the cleanup deletes per write transaction "
+                                                             "(small, so requests never wait long behind it).")
     delivery_concurrency: int = Field(16, ge=1, description="Webhook deliveries in flight at once, overall.")
     delivery_concurrency_per_account: int = Field(4, ge=1, description="Webhook deliveries in flight at once "
                                                                        "per account, so that one slow receiver "
                                                                        "cannot hold every slot.")
-    live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept: an inbox "
-                                                                       "page offline for longer reloads instead of "
-                                                                       "resuming from its last event.")
+    live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept (deleted by "
+                                                                       "the retention cleanup): an inbox page offline "
+                                                                       "for longer reloads instead of resuming from "
+                                                                       "its last event.")
 
     @property
     def base_url(self):

@@ -5,12 +5,13 @@ class DomainError(Exception):
     status = 400
     code = "VALIDATION_ERROR"
 
-    def __init__(self, message, code=None, headers=None):
+    def __init__(self, message, code=None, headers=None, field=None):
         super().__init__(message)
         self.message = message
         if code:
             self.code = code
         self.headers = headers or {}
+        self.field = field  # the input field at fault, when one is (the import's error report names it)
 
 
 class Invalid(DomainError):

@@ -4,11 +4,12 @@
 def routes():
     """The whole URL table."""
     from handlers import account
+    from handlers import campaigns
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
-    from handlers.ui import contacts as ui_contacts, inbox, session, settings as ui_settings
+    from handlers.ui import agency, contact_import, contacts as ui_contacts, inbox, session, settings as ui_settings
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -29,6 +30,13 @@ def routes():
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
         (r"/v1/subaccounts", subaccounts.SubaccountsHandler),
         (r"/v1/subaccounts/credits", subaccounts.SubaccountCreditsHandler),
+        (r"/v1/subaccounts/([^/]+)", subaccounts.SubaccountHandler),
+        (r"/v1/subaccounts/([^/]+)/transactions", subaccounts.SubaccountTransactionsHandler),
+        (r"/v1/campaigns", campaigns.CampaignsHandler),
+        (r"/v1/campaigns/([^/]+)", campaigns.CampaignHandler),
+        (r"/v1/campaigns/([^/]+)/(pause|resume|cancel|retry-failed)", campaigns.CampaignActionHandler),
+        (r"/v1/campaigns/([^/]+)/recipients", campaigns.RecipientsHandler),
+        (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
@@ -40,6 +48,21 @@ def routes():
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
+        (r"/settings/password", ui_settings.PasswordHandler),
+        (r"/agency", agency.AgencyHandler),
+        (r"/agency/subaccounts", agency.SubaccountCreateHandler),
+        (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),
+        (r"/agency/subaccounts/([^/]+)/grant", agency.SubaccountGrantHandler),
+        (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
+        (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
+        (r"/contacts/import", contact_import.ImportsHandler),
+        (r"/contacts/import/upload", contact_import.ImportUploadHandler),
+        (r"/contacts/import/([^/]+)", contact_import.ImportJobHandler),
+        (r"/contacts/import/([^/]+)/preview", contact_import.ImportOptionsHandler),
+        (r"/contacts/import/([^/]+)/start", contact_import.ImportStartHandler),
+        (r"/contacts/import/([^/]+)/cancel", contact_import.ImportCancelHandler),
+        (r"/contacts/import/([^/]+)/progress", contact_import.ImportProgressHandler),
+        (r"/contacts/import/([^/]+)/errors\.csv", contact_import.ImportErrorsHandler),
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),

@@ -1,5 +1,5 @@
 """Account API: the calling account, its settings and its webhook signing secret."""
-from handlers.base import ApiHandler
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import Account, AccountSettings, SettingsPatch, WebhookSecret
 from services import accounts
@@ -43,6 +43,7 @@ class WebhookSecretRotateHandler(ApiHandler):
         "Rotate the webhook signing secret", {200: WebhookSecret}, tags=("account",),
         description="The previous secret keeps signing too until previousSecretExpiresAt.")}
 
+    @idempotent
     async def post(self):
         self.respond(await accounts.rotate_webhook_secret(self.services.db, self.services.box,
                                                           self.principal.account_id))

@@ -1,7 +1,9 @@
 """Handler bases: request ids and error envelopes (BaseHandler), API auth and bodies (ApiHandler),
 the custom channel's own error shape (CustomChannelHandler), the admin UI's session, XSRF and pages
 (UiHandler)."""
+import asyncio
 import functools
+import html
 import json
 import logging
 import os
@@ -11,9 +13,11 @@ from http import HTTPStatus
 import pydantic
 import tornado.web
 from markupsafe import Markup
+from tornado import httputil
 
-from common.errors import DomainError, Forbidden, Invalid, PayloadTooLarge, RateLimited, Unauthorized
-from services.accounts import get_user
+from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
+from handlers.bodies import BODY_METHODS, StreamedBody
+from services import idempotency, sessions
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -21,8 +25,10 @@ access_log = logging.getLogger("parley.access")
 
 CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
          405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
-         422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 500: "INTERNAL", 503: "UNAVAILABLE"}
-BODY_METHODS = ("POST", "PUT", "PATCH")
+         422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 431: "HEADERS_TOO_LARGE", 500: "INTERNAL",
+         503: "UNAVAILABLE"}
+SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
+_HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
 _SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
@@ -48,11 +54,38 @@ def validation_message(error: pydantic.ValidationError):
     message = message.removeprefix("Value error, ")
     if first["type"] == "value_error" and message.startswith(field):
         return message
+    last = str(first["loc"][-1]) if first["loc"] else ""
+    if first["type"] == "value_error" and last and message.startswith(last + " "):
+        return field + message[len(last):]  # a nested field's own message, named by its whole path
     return f"{field}: {message}" if field else message
 
 
-class BaseHandler(tornado.web.RequestHandler):
-    """Request id, HSTS, JSON error envelope, in-flight accounting for graceful shutdown."""
+def _refuse_duplicate_keys(pairs):
+    """json.loads' object hook: {"a": 1, "a": 2} would silently keep the last value."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise Invalid(f"request body has the key {key!r} more than once")
+            seen.add(key)
+    return obj
+
+
+def parse_json(raw):
+    """A request body as JSON, or Invalid: not JSON, a key twice in one object, nested too deeply."""
+    try:
+        return json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
+    except RecursionError:
+        raise Invalid("request body is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("request body is not valid JSON") from None
+
+
+@tornado.web.stream_request_body
+class BaseHandler(StreamedBody, tornado.web.RequestHandler):
+    """Request id, HSTS, JSON error envelope, in-flight accounting for graceful shutdown; bodies streamed
+    (handlers/bodies.py): prepare() refuses before any byte is read, max_body_bytes() bounds each route."""
 
     def initialize(self):
         self.application.inflight += 1
@@ -62,6 +95,13 @@ class BaseHandler(tornado.web.RequestHandler):
         if self._counted:
             self._counted = False
             self.application.inflight -= 1
+        super().on_finish()
+
+    def max_body_bytes(self):
+        return self.application.settings_obj.max_body_bytes
+
+    def body_limit(self):
+        return self.max_body_bytes() if self.request.method in BODY_METHODS else None
 
     def on_connection_close(self):
         self.on_finish()
@@ -71,8 +111,8 @@ class BaseHandler(tornado.web.RequestHandler):
         if not hasattr(self, "request_id"):
             self.request_id = os.urandom(8).hex()
         self.set_header("X-Request-Id", self.request_id)
-        self.set_header("Strict-Transport-Security", "max-age=31536000")
-        self.set_header("X-Content-Type-Options", "nosniff")
+        for name, value in SECURITY_HEADERS.items():
+            self.set_header(name, value)
 
     def check_xsrf_cookie(self):
         """API requests authenticate with a key, not a cookie, so XSRF cannot apply; UiHandler checks."""
@@ -84,12 +124,23 @@ class BaseHandler(tornado.web.RequestHandler):
     def services(self):
         return self.application.services
 
+    idempotency = None  # the request's Idempotency-Key claim (@idempotent), when it sent one
+
+    @property
+    def replayed(self):
+        """True when this answer is the stored one of an earlier request with the same Idempotency-Key:
+        the handler then skips what follows a first write (e.g. handing a new message to the bot)."""
+        return self.idempotency is not None and self.idempotency.replayed
+
     def respond(self, obj, status=200):
+        if self.replayed:
+            self.set_header("Idempotent-Replayed", "true")
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(json.dumps(obj, separators=(",", ":")))
 
-    def error_body(self, code, message):
+    @classmethod
+    def error_body(cls, code, message):
         return {"error": {"code": code, "message": message}}
 
     def log_exception(self, typ, value, tb):
@@ -133,6 +184,17 @@ class NotFoundHandler(BaseHandler):
         raise tornado.web.HTTPError(404, "no such path: %s", self.request.path)
 
 
+class StaticHandler(BaseHandler, tornado.web.StaticFileHandler):
+    """A file under static/ (or, subclassed, media/): Tornado's file serving (ranges, ETags,
+    If-None-Match) with our headers (HSTS, nosniff, X-Request-Id) and error answers."""
+
+    def initialize(self, path, default_filename=None):
+        BaseHandler.initialize(self)
+        tornado.web.StaticFileHandler.initialize(self, path, default_filename)
+
+    compute_etag = tornado.web.StaticFileHandler.compute_etag  # BaseHandler's answers None
+
+
 @functools.cache  # per handler class: asked on every request
 def _implemented_methods(handler_class):
     base = tornado.web.RequestHandler
@@ -140,11 +202,29 @@ def _implemented_methods(handler_class):
             if getattr(handler_class, m.lower()) is not getattr(base, m.lower())]
 
 
+def idempotent(method):
+    """For an API handler's mutating method: an Idempotency-Key header (DESIGN §3) makes the request's
+    write exactly-once for the calling account: a retry within 24 h with the same key and parameters
+    (request_fingerprint) is answered from the first write's result, with Idempotent-Replayed: true;
+    other parameters are 422 IDEMPOTENCY_KEY_REUSED; a malformed key is 400. The OpenAPI document shows
+    the header on every method that has this. What the method must keep to: storage/idempotency.py."""
+    @functools.wraps(method)
+    async def run(self, *args, **kwargs):
+        key = self.request.headers.get(idempotency.HEADER)
+        if key is None:
+            return await method(self, *args, **kwargs)
+        with idempotency.claim(self.principal.account_id, key, self.request_fingerprint) as self.idempotency:
+            return await method(self, *args, **kwargs)
+    run.idempotent = True
+    return run
+
+
 class ApiHandler(BaseHandler):
     """Authenticated JSON API endpoint: method check, size limit, rate limit, API key, JSON body."""
 
     key_in_header_only = False  # /v1/subaccounts/credits: x-api-key only, per spec §5.3
     requires_auth = True
+    parsed_body = None  # what json_body() parsed (Idempotency-Key fingerprints use it)
 
     def implemented_methods(self):
         return _implemented_methods(type(self))
@@ -154,20 +234,17 @@ class ApiHandler(BaseHandler):
             self.set_header("Allow", ", ".join(self.implemented_methods()))
         super().write_error(status_code, **kwargs)
 
-    def max_body_bytes(self):
-        return self.application.settings_obj.max_body_bytes
-
     async def prepare(self):
-        # Cheap refusals first: nothing here touches storage.
+        # Cheap refusals first: nothing here touches storage, and no byte of the body has been read.
         allowed = self.implemented_methods()
         if self.request.method not in allowed:
             raise tornado.web.HTTPError(405, "%s is not allowed here; use %s", self.request.method,
                                         " or ".join(allowed))
         if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
-        if len(self.request.body) > self.max_body_bytes():
-            raise PayloadTooLarge(f"request body is larger than {self.max_body_bytes()} bytes")
+        self.refuse_oversized_body()
         self.principal = await self.authenticate() if self.requires_auth else None
+        self.reserve_body()
 
     def api_key(self):
         key = self.request.headers.get("x-api-key")
@@ -199,16 +276,23 @@ class ApiHandler(BaseHandler):
         content_type = self.request.headers.get("Content-Type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaType("Content-Type must be application/json")
-        try:
-            data = json.loads(self.request.body or b"null")
-        except (ValueError, UnicodeDecodeError):
-            raise Invalid("request body is not valid JSON") from None
+        data = parse_json(self.request.body)
         if not isinstance(data, dict):
             raise Invalid("request body must be a JSON object")
         try:
-            return model.model_validate(data)
+            self.parsed_body = model.model_validate(data)
         except pydantic.ValidationError as exc:
             raise Invalid(validation_message(exc)) from None
+        return self.parsed_body
+
+    async def request_fingerprint(self):
+        """What a retry with the same Idempotency-Key must repeat: the endpoint, the ids in its path and
+        the parsed body (hashed in an executor when the body is big, e.g. embedded media)."""
+        params = {"endpoint": type(self).__name__, "method": self.request.method, "path": list(self.path_args),
+                  "body": self.parsed_body.model_dump(mode="json") if self.parsed_body is not None else None}
+        if len(self.request.body) <= _HASH_INLINE_BYTES:
+            return idempotency.fingerprint(params)
+        return await asyncio.get_running_loop().run_in_executor(None, idempotency.fingerprint, params)
 
 
 class UnsupportedMediaType(DomainError):
@@ -218,29 +302,38 @@ class UnsupportedMediaType(DomainError):
 class CustomChannelHandler(ApiHandler):
     """The custom-channel endpoints answer every error as {"error": "text"} (spec §7)."""
 
-    def error_body(self, code, message):
+    @classmethod
+    def error_body(cls, code, message):
         return {"error": message}
 
 
+def _session_id(handler):
+    value = handler.get_signed_cookie(UiHandler.SESSION_COOKIE, max_age_days=sessions.SESSION_DAYS)
+    return value.decode() if value else None
+
+
+def session_key(handler):
+    """What the sessions store knows the request's UI session by (None without a session cookie): the live
+    events hub closes a session's pages by it."""
+    return sessions.session_hash(_session_id(handler))
+
+
 async def session_user(handler):
-    """The signed-in UI user {id, account_id, email} of a request's session cookie, or None. UI pages and the
-    live-events WebSocket both authenticate through this one function."""
-    value = handler.get_signed_cookie(UiHandler.SESSION_COOKIE, max_age_days=UiHandler.SESSION_DAYS)
-    user_id = value.decode() if value else None
-    return await get_user(handler.application.services.db, user_id) if user_id else None
+    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
+    UI pages and the live-events WebSocket both authenticate through this one function."""
+    return await sessions.user_for(handler.application.services.db, _session_id(handler))
 
 
 class UiHandler(BaseHandler):
     """Admin web UI page: cookie session, XSRF on every form, Jinja2 rendering, HTML error pages.
 
-    The session is a signed cookie holding the user id (Tornado signs it with the application's
-    cookie secret and refuses it after SESSION_DAYS); prepare() loads the user, because
-    get_current_user cannot await storage.
+    The session lives in the database (services/sessions.py), so that sign-out and a new API key or
+    password end it; the cookie carries its random id (signed by Tornado with the application's cookie
+    secret as well). prepare() loads the user, because get_current_user cannot await storage.
     """
 
-    SESSION_COOKIE = "parley_user"
+    SESSION_COOKIE = "parley_session"
     FLASH_COOKIE = "parley_flash"
-    SESSION_DAYS = 7
     MAX_FORM_BYTES = 65536
     COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
     CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -253,9 +346,28 @@ class UiHandler(BaseHandler):
         # Pages can show an API key or a signing secret: never keep them in a cache.
         self.set_header("Cache-Control", "no-store")
 
+    def max_body_bytes(self):
+        return self.MAX_FORM_BYTES
+
     def check_xsrf_cookie(self):
-        # BaseHandler turns the check off for the key-authenticated API; a browser session needs it.
-        return tornado.web.RequestHandler.check_xsrf_cookie(self)
+        # BaseHandler turns the check off for the key-authenticated API; a browser session needs it. The
+        # token is a form field, so the check waits for the body: Tornado asks before prepare(), with the
+        # body still unread, and body_received() asks again.
+        if self._body_done:
+            tornado.web.RequestHandler.check_xsrf_cookie(self)
+
+    async def body_received(self):
+        """The form fields (Tornado parses them only for bodies it buffers itself), then the XSRF check."""
+        await super().body_received()
+        content_type = self.request.headers.get("Content-Type", "")
+        try:
+            httputil.parse_body_arguments(content_type, bytes(self.request.body), self.request.body_arguments,
+                                          self.request.files, self.request.headers)
+        except httputil.HTTPInputError as exc:
+            raise tornado.web.HTTPError(400, "the form cannot be read: %s", exc) from None
+        for name, values in self.request.body_arguments.items():
+            self.request.arguments.setdefault(name, []).extend(values)
+        self.check_xsrf_cookie()
 
     def get_login_url(self):
         return "/login"
@@ -263,10 +375,14 @@ class UiHandler(BaseHandler):
     def get_current_user(self):
         return None  # prepare() sets current_user from the session cookie
 
-    def start_session(self, user_id):
-        self.set_signed_cookie(self.SESSION_COOKIE, user_id, expires_days=self.SESSION_DAYS, **self.COOKIE_FLAGS)
+    async def start_session(self, user):
+        self.session_id = await sessions.start(self.services.db, user)
+        self.set_signed_cookie(self.SESSION_COOKIE, self.session_id, expires_days=sessions.SESSION_DAYS,
+                               **self.COOKIE_FLAGS)
 
-    def end_session(self):
+    async def end_session(self):
+        await sessions.end(self.services.db, self.session_id)
+        self.session_id = None
         self.clear_cookie(self.SESSION_COOKIE, **self.COOKIE_FLAGS)
 
     def flash(self, kind, text):
@@ -291,9 +407,10 @@ class UiHandler(BaseHandler):
                 self.redirect(settings.base_url + self.request.uri, permanent=True)
                 return
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
-        if len(self.request.body) > self.MAX_FORM_BYTES:
-            raise PayloadTooLarge(f"the form is larger than {self.MAX_FORM_BYTES} bytes")
-        self.current_user = await session_user(self)
+        self.refuse_oversized_body()
+        self.session_id = _session_id(self)
+        self.current_user = await sessions.user_for(self.services.db, self.session_id)
+        self.reserve_body()
 
     @property
     def account_id(self):
@@ -343,3 +460,21 @@ class UiHandler(BaseHandler):
             log.exception("error page failed to render rid=%s", self.request_id)
             self.set_header("Content-Type", "text/plain; charset=UTF-8")
             self.finish(f"{status_code} {message} (request id {self.request_id})")
+
+
+def raw_error_response(handler_class, status, message, request_id):
+    """A whole HTTP/1.1 answer for a request no handler could take (its headers were too large to read):
+    the route's error shape (a page for the UI), our headers, and Connection: close."""
+    phrase = HTTPStatus(status).phrase
+    if issubclass(handler_class, UiHandler):
+        content_type = "text/html; charset=UTF-8"
+        body = (f"<!doctype html><title>{status} {phrase}</title><h1>{phrase}</h1><p>{html.escape(message)}</p>"
+                f"<p>Request id {request_id}</p>").encode()
+    else:
+        content_type = "application/json; charset=UTF-8"
+        error = handler_class.error_body(CODES.get(status, "ERROR"), message)
+        body = json.dumps(error, separators=(",", ":")).encode()
+    headers = {"Content-Type": content_type, "Content-Length": str(len(body)), "Connection": "close",
+               "X-Request-Id": request_id, **SECURITY_HEADERS}
+    head = f"HTTP/1.1 {status} {phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return (head + "\r\n").encode("latin-1") + body

@@ -1,5 +1,5 @@
 """Contacts API: POST /v1/contacts, GET /v1/contacts?phoneNumber=|email=, GET /v1/contacts/{id}."""
-from handlers.base import ApiHandler
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import Contact, ContactCreate, ContactLookup
 from services import contacts
@@ -21,6 +21,7 @@ class ContactsHandler(ApiHandler):
             errors={400: "Neither parameter, or an invalid value.", 404: "No such contact (CONTACT_NOT_FOUND)."}),
     }
 
+    @idempotent
     async def post(self):
         body = self.json_body(ContactCreate)
         contact, created = await contacts.create_contact(

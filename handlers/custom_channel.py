@@ -2,7 +2,7 @@
 error is {"error": "text"}; any method but POST is 405 with Allow: POST."""
 import asyncio
 
-from handlers.base import CustomChannelHandler
+from handlers.base import CustomChannelHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import InboundAccepted, InboundMessage, OutboundMessage, OutboundQueued
 from services import messaging
@@ -34,6 +34,7 @@ class IncomingMessageHandler(_CustomChannelPost):
         description="Creates or updates the contact identified by fromId and stores the message; the bot "
                     "answers after the response.")}
 
+    @idempotent
     async def post(self):
         request = await self.parse(InboundMessage)
         data = request.customData
@@ -43,7 +44,7 @@ class IncomingMessageHandler(_CustomChannelPost):
             campaign_id=data.campaignId, first_name=data.firstName, last_name=data.lastName, email=data.email,
             media_url=data.mediaUrl, media_content_type=data.mediaContentType, message_type=request.messageType)
         self.respond({"success": True, "messageId": message["id"]})
-        if created:
+        if created and not self.replayed:
             messaging.after_inbound(self.services, message)
 
 
@@ -58,6 +59,7 @@ class SendMessageHandler(_CustomChannelPost):
         errors={400: "A required field is missing or empty, invalid media, or no Custom Channel Webhook URL "
                      "is configured.", 413: "Request body or decoded media too large."})}
 
+    @idempotent
     async def post(self):
         data = (await self.parse(OutboundMessage)).customData
         queued = await messaging.send_custom_channel_message(

@@ -1,5 +1,5 @@
 """Lists API: POST/GET /v1/lists, GET /v1/lists/{id}, GET/POST /v1/lists/{id}/contacts."""
-from handlers.base import ApiHandler
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import AddToList, AddToListResult, ContactPage, ListCreate, ListOut, ListPage, PageQuery
 from services import lists
@@ -15,6 +15,7 @@ class ListsHandler(ApiHandler):
                          errors={400: "Invalid limit or cursor."}),
     }
 
+    @idempotent
     async def post(self):
         body = self.json_body(ListCreate)
         self.respond(await lists.create_list(self.services.db, self.principal.account_id, body.name), 201)
@@ -48,6 +49,7 @@ class ListContactsHandler(ApiHandler):
                                               limit=self.get_query_argument("limit", None),
                                               cursor=self.get_query_argument("cursor", None)))
 
+    @idempotent
     async def post(self, list_id):
         body = self.json_body(AddToList)
         self.respond(await lists.add_contact(self.services.db, self.principal.account_id, list_id,

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import tornado.web
 import tornado.websocket
 
-from handlers.base import CODES, session_user
+from handlers.base import CODES, session_key, session_user
 
 
 def _origin(url):
@@ -89,7 +89,8 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
 
     async def open(self):
         hub = self.application.services.hub
-        subscriber = await hub.subscribe(self.user["account_id"], self.user["id"], self.after, _Transport(self))
+        subscriber = await hub.subscribe(self.user["account_id"], self.user["id"], self.after, _Transport(self),
+                                         session_key(self))
         if subscriber is not None and self.ws_connection is None:  # the page left while it was subscribing
             hub.unsubscribe(subscriber)
             return

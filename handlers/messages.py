@@ -4,11 +4,11 @@ import time
 
 import tornado.web
 
-from handlers.base import ApiHandler, BaseHandler
+from handlers.base import ApiHandler, StaticHandler, idempotent
 from handlers.openapi import BINARY, Operation
 from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery, RetryQueued
-from services import inbox, media, messaging
-from common.errors import Forbidden, Invalid
+from services import inbox, lists, media, messaging
+from common.errors import Forbidden
 
 
 class MessageHandler(ApiHandler):
@@ -31,6 +31,7 @@ class MessageRetryHandler(ApiHandler):
         description="The inbox's Retry: one more delivery attempt to the Custom Channel Webhook, with the same "
                     "webhook-id. If it fails with a retryable error the schedule continues.")}
 
+    @idempotent
     async def post(self, message_id):
         await inbox.retry(self.services, self.principal.account_id, message_id)
         self.respond({"success": True, "messageId": message_id, "status": "Pending"}, status=202)
@@ -39,24 +40,17 @@ class MessageRetryHandler(ApiHandler):
 class ContactMessagesHandler(ApiHandler):
     path_params = {"contactId": "The contact's id."}
     operations = {"get": Operation("A contact's messages, oldest first", {200: MessagePage}, query=PageQuery,
-                                   tags=("messages",), errors={400: "Invalid limit.",
+                                   tags=("messages",), errors={400: "Invalid limit or cursor.",
                                                                404: "No such contact (CONTACT_NOT_FOUND)."})}
 
     async def get(self, contact_id):
-        text = self.get_query_argument("limit", "50")
-        try:
-            # ASCII digits only: int() would also take "+5", "1_0" or "٣".
-            limit = int(text) if text.isascii() and text.isdigit() else None
-        except ValueError:  # more digits than int() converts
-            limit = None
-        if limit is None:
-            raise Invalid("limit must be an integer")
+        limit = lists.parse_limit(self.get_query_argument("limit", None))
         self.respond(await messaging.list_contact_messages(
             self.services, self.principal.account_id, contact_id,
-            cursor=self.get_query_argument("cursor", None) or None, limit=limit))
+            cursor=self.get_query_argument("cursor", None), limit=limit))
 
 
-class MediaHandler(BaseHandler, tornado.web.StaticFileHandler):
+class MediaHandler(StaticHandler):
     """A stored media file. No API key: the URL's signature (over the file, its type and the expiry)
     is the authorization, so the inbox and webhook receivers can fetch it. Range requests work."""
     path_params = {"sha256": "SHA-256 of the file's content (lower-case hex)."}
@@ -69,8 +63,7 @@ class MediaHandler(BaseHandler, tornado.web.StaticFileHandler):
                   "head": Operation("A stored media file's headers (signed link)", **_media)}
 
     def initialize(self):
-        BaseHandler.initialize(self)
-        tornado.web.StaticFileHandler.initialize(self, str(media.media_dir(self.application.settings_obj)))
+        super().initialize(str(media.media_dir(self.application.settings_obj)))
 
     def prepare(self):
         if self.request.method not in ("GET", "HEAD"):

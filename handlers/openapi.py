@@ -10,10 +10,12 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from handlers.base import ApiHandler, CustomChannelHandler, UiHandler
 from handlers.schemas import ChannelError, ErrorBody
+from services import idempotency
 
 OPENAPI_VERSION = "3.1.0"
 REF = "#/components/schemas/{model}"
 BINARY = "binary"  # a response body that is the file itself (media), not JSON
+CSV = "csv"  # a response body that is a CSV text (exports)
 
 
 @dataclass(frozen=True)
@@ -155,17 +157,27 @@ ERROR_DESCRIPTIONS = {
     429: "Rate limit exceeded; retry after Retry-After seconds.",
     500: "Internal error (logged with the request id in X-Request-Id).",
 }
+IDEMPOTENCY_KEY = {"name": idempotency.HEADER, "in": "header", "required": False, "schema": {
+    "type": "string", "pattern": idempotency.KEY_PATTERN}, "description": (
+    "Optional (DESIGN §3): a retry with the same key and the same parameters within 24 h is answered "
+    "with the first answer, and writes nothing again; keys are per account.")}
+REPLAYED = {"Idempotent-Replayed": "\"true\" when this is the stored answer of an earlier request with "
+                                   "the same Idempotency-Key."}
 
 
 def _operation(components, handler, method, op, path_params, path_label):
     error_model = ChannelError if issubclass(handler, CustomChannelHandler) else ErrorBody
     is_api = issubclass(handler, ApiHandler)
     authenticated = is_api and handler.requires_auth
+    idempotent = getattr(getattr(handler, method), "idempotent", False)  # handlers.base.idempotent
     errors = {}
     if op.body is not None:
         errors.update({400: ERROR_DESCRIPTIONS[400], 413: ERROR_DESCRIPTIONS[413], 415: ERROR_DESCRIPTIONS[415]})
     if authenticated:
         errors.update({401: ERROR_DESCRIPTIONS[401], 429: ERROR_DESCRIPTIONS[429]})
+    if idempotent:
+        errors.setdefault(400, "A malformed Idempotency-Key.")
+        errors[422] = "The Idempotency-Key was used with other parameters in the last 24 h (IDEMPOTENCY_KEY_REUSED)."
     errors.update(op.errors)
     errors[500] = ERROR_DESCRIPTIONS[500]
 
@@ -175,6 +187,8 @@ def _operation(components, handler, method, op, path_params, path_label):
         model, description = model if isinstance(model, tuple) else (model, "Success.")
         if model is BINARY:
             content = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+        elif model is CSV:
+            content = {"text/csv": {"schema": {"type": "string"}}}
         elif model is dict:
             content = _json({"type": "object"})
         elif model is None:
@@ -183,6 +197,8 @@ def _operation(components, handler, method, op, path_params, path_label):
             content = _json(components.ref(model, "serialization"))
         headers = dict(request_id)
         headers.update({name: _header(text) for name, text in op.response_headers.get(status, {}).items()})
+        if idempotent:
+            headers.update({name: _header(text) for name, text in REPLAYED.items()})
         responses[str(status)] = {"description": description, "headers": headers}
         if content:
             responses[str(status)]["content"] = content
@@ -205,11 +221,13 @@ def _operation(components, handler, method, op, path_params, path_label):
             headers[extra] = _header(text)
 
     parameters = [{"name": name, "in": "path", "required": True, "description": text,
-                   "schema": {"type": "string", "pattern": f"^{regex}$"}} for name, text, regex in path_params]
+                   "schema": {"type": "string", "pattern": f"^(?:{regex})$"}} for name, text, regex in path_params]
     if op.query is not None:
         parameters += _query_parameters(op.query)
     parameters += [{"name": name, "in": "header", "required": False, "description": text,
                     "schema": {"type": "string"}} for name, text in op.headers.items()]
+    if idempotent:
+        parameters.append(IDEMPOTENCY_KEY)
 
     result = {"operationId": operation_id(method, path_label), "summary": op.summary,
               "tags": list(op.tags) or [_tag(path_label)], "responses": responses}

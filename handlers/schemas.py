@@ -1,7 +1,9 @@
 """Pydantic request and response models; also the source of /v1/openapi.json."""
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
 
@@ -20,6 +22,11 @@ class SettingsPatch(Strict):
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed (spec §6).")
     notificationUrls: Optional[dict[NotificationEvent, str]] = Field(
         None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
+    optOutKeywords: Optional[list[str]] = Field(
+        None, min_length=1, max_length=20, description="An inbound message whose whole body (trimmed, any case) "
+        "is one of these opts the contact out (default [\"STOP\", \"UNSUBSCRIBE\"]; null restores it).")
+    optInKeywords: Optional[list[str]] = Field(
+        None, min_length=1, max_length=20, description="Likewise opts the contact back in (default [\"START\"]).")
 
 
 class Account(BaseModel):
@@ -54,11 +61,11 @@ class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    phone: Optional[str] = Field(None, max_length=64,
+    firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
-    email: Optional[str] = Field(None, max_length=320, description="Stored case-folded.")
+    email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
 
 
 class Contact(BaseModel):
@@ -219,7 +226,8 @@ class DeliveryAttempt(BaseModel):
 class Message(BaseModel):
     id: str
     direction: Literal["inbound", "outbound"]
-    status: str = Field(description="Inbound: as sent (default received). Outbound: Pending, Sent or Failed.")
+    status: str = Field(description="Inbound: as sent (default received). Outbound: Pending, Sent, Failed, or "
+                                    "Cancelled (its campaign was cancelled before it was sent).")
     body: str
     channel: Optional[str]
     contactId: str
@@ -249,15 +257,18 @@ class RetryQueued(BaseModel):
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
 
-def _credit_amount(value):
+def _credit_amount(value, info):
     """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
     from services.credits import to_hundredths
     from common.errors import Invalid
     try:
-        to_hundredths(value)
+        to_hundredths(value, field=info.field_name)
     except Invalid as exc:
         raise ValueError(exc.message) from None
     return value
+
+
+CREDITS = dict(gt=0, le=1_000_000_000)  # the schema's half of services.credits.to_hundredths (+ 2 decimals)
 
 
 class CreditGrant(Strict):
@@ -265,7 +276,7 @@ class CreditGrant(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"email": "sub@example.com", "amount": 100, "description": "Monthly top-up"}]})
     email: str = Field(max_length=320, description="Email of a sub-account under the calling agency.")
-    amount: float = Field(gt=0, le=1_000_000_000, description="Credits to grant: a number > 0, at most 2 decimals.")
+    amount: float = Field(description="Credits to grant: a number > 0, at most 2 decimals.", **CREDITS)
     description: Optional[str] = Field(None, max_length=500, description="Note stored in the credit history.")
 
     _check_amount = field_validator("amount", mode="before")(_credit_amount)
@@ -278,17 +289,161 @@ class CreditGrantResult(BaseModel):
     new_balance: float
 
 
+class AutoRechargeSetting(Strict):
+    """When a spend leaves the balance below threshold, the agency gets one subaccount.auto_recharge
+    notification asking for amount (DESIGN §3 "Auto-recharge")."""
+    threshold: float = Field(description="Credits: a number > 0, at most 2 decimals.", **CREDITS)
+    amount: float = Field(description="Credits the notification asks the agency to grant: a number > 0, at most "
+                                      "2 decimals.", **CREDITS)
+
+    _check_amounts = field_validator("threshold", "amount", mode="before")(_credit_amount)
+
+
+class AutoRecharge(BaseModel):
+    threshold: float
+    amount: float
+    pendingIdempotencyKey: Optional[str] = Field(
+        description="idempotency_key of the notification sent for the current low balance; null once a grant "
+                    "brought the balance back to the threshold (or before any).")
+    notifiedAt: Optional[str] = Field(description="When that notification was queued.")
+
+
 class SubAccount(BaseModel):
     id: str
     name: str
     email: str
     credits: float
+    autoRecharge: Optional[AutoRecharge] = Field(description="null: auto-recharge is off.")
     createdAt: str
 
 
 class SubAccountPage(BaseModel):
     data: list[SubAccount]
     nextCursor: Optional[str]
+
+
+class SubAccountCreate(Strict):
+    """POST /v1/subaccounts (agency accounts only)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Bakery Rossi", "email": "ops@rossi.example"}]})
+    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    email: str = Field(max_length=320, description="Unique among all accounts; the sub-account's login and the "
+                                                   "email grants name.")
+
+
+class SubAccountCreated(SubAccount):
+    apiKey: str = Field(description="The sub-account's API key, shown only in this answer.")
+    password: str = Field(description="Password of the sub-account's UI user (login: email), shown only in this "
+                                      "answer.")
+
+
+class SubAccountPatch(Strict):
+    """PATCH /v1/subaccounts/{id}: autoRecharge {threshold, amount} sets it, null turns it off."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}}]})
+    autoRecharge: Optional[AutoRechargeSetting]
+
+
+class CreditTransaction(BaseModel):
+    id: int = Field(description="Increases in commit order.")
+    kind: Literal["grant", "spend"]
+    amount: float = Field(description="Signed: grants > 0, spends < 0.")
+    balanceAfter: float = Field(description="The balance right after this transaction.")
+    description: Optional[str] = Field(description="A grant's description, or why credits were spent.")
+    idempotencyKey: Optional[str] = Field(description="The Idempotency-Key a grant was made with.")
+    createdAt: str
+
+
+class CreditTransactionPage(BaseModel):
+    data: list[CreditTransaction]
+    nextCursor: Optional[str]
+
+
+# --- Campaigns (DESIGN §3 "Campaigns") ---
+
+CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
+RecipientStatus = Literal["pending", "queued", "sent", "failed", "skipped", "cancelled"]
+
+
+class CampaignCreate(Strict):
+    """POST /v1/campaigns."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"name": "Spring sale", "listId": "lst_0000000000aaaaaaaaaaaaaaaa",
+         "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600}]})
+    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    listId: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description=(
+        "The message; {{firstName}}, {{lastName}}, {{email}} and {{phone}} are replaced by the contact's "
+        "(empty when missing). Any other {{name}} is refused (400)."))
+    campaignId: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK, description=(
+        "Goes into every message and its reply payload, and routes the answers to bot.campaigns[campaignId]. "
+        "Default: the campaign's id."))
+    channel: Optional[str] = Field(None, max_length=200, description="Channel label of the messages (default: "
+                                                                      "where each contact last wrote from).")
+    startAt: Optional[AwareDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
+                                                               "campaign is scheduled, else it starts now.")
+    ratePerMinute: Optional[int] = Field(None, ge=1, le=1_000_000, description="Messages handed to delivery per "
+                                                                              "minute (default 600).")
+
+
+class CampaignCounts(BaseModel):
+    total: int = Field(description="Contacts of the list when the campaign started.")
+    pending: int = Field(description="Not handed over yet.")
+    queued: int = Field(description="Message made, delivery not attempted yet.")
+    sent: int
+    failed: int = Field(description="The last attempt failed (a retry may be scheduled: see the recipient's error).")
+    skipped: int = Field(description="Opted out when their turn came.")
+    cancelled: int = Field(description="Never sent: the campaign was cancelled first.")
+
+
+class Campaign(BaseModel):
+    id: str
+    name: str
+    listId: str
+    campaignId: str
+    status: CampaignStatus
+    pausedReason: Optional[str] = Field(description="Why it is paused (a person, or the auto-pause rule).")
+    body: str
+    channel: Optional[str]
+    ratePerMinute: int
+    counts: CampaignCounts
+    startAt: str
+    startedAt: Optional[str]
+    createdAt: str
+    finishedAt: Optional[str] = Field(description="When it completed (every recipient handed over or skipped) "
+                                                  "or was cancelled; counts keep moving as deliveries end.")
+
+
+class CampaignPage(BaseModel):
+    data: list[Campaign]
+    nextCursor: Optional[str]
+
+
+class Recipient(BaseModel):
+    contactId: str
+    messageId: Optional[str]
+    status: RecipientStatus
+    error: Optional[dict] = Field(description="The last failed attempt: {at, httpStatus, error, response, "
+                                              "nextAttemptAt}.")
+    firstName: Optional[str]
+    lastName: Optional[str]
+    phone: Optional[str]
+    email: Optional[str]
+
+
+class RecipientPage(BaseModel):
+    data: list[Recipient]
+    nextCursor: Optional[str]
+
+
+class RecipientQuery(BaseModel):
+    """GET /v1/campaigns/{id}/recipients."""
+    status: Optional[RecipientStatus] = Field(None, description="Only recipients with this status.")
+    limit: Optional[int] = Field(None, ge=1, le=200, description="Page size, 1-200 (default 50).")
+    cursor: Optional[str] = Field(None, description="nextCursor of the previous page, unchanged.")
+
+
+class RecipientCsvQuery(BaseModel):
+    """GET /v1/campaigns/{id}/recipients.csv."""
+    status: Optional[RecipientStatus] = Field(None, description="Only recipients with this status.")
 
 
 # --- OpenAPI document only (handlers/openapi.py): shapes the handlers produce or read by hand ---
@@ -303,6 +458,8 @@ class AccountSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
     customChannelWebhookUrl: Optional[str] = None
     notificationUrls: Optional[dict[str, str]] = None
+    optOutKeywords: list[str]
+    optInKeywords: list[str]
 
 
 class ContactLookup(BaseModel):

@@ -1,8 +1,14 @@
-"""Sub-accounts API (agencies only): POST /v1/subaccounts/credits (spec §4.6), GET /v1/subaccounts."""
-from handlers.base import ApiHandler
+"""Sub-accounts API (agencies only): POST /v1/subaccounts/credits (spec §4.6), create, list, read and set
+auto-recharge on sub-accounts, and their credit history (DESIGN §3 "Sub-accounts")."""
+from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import CreditGrant, CreditGrantResult, PageQuery, SubAccountPage
-from services import credits
+from handlers.schemas import (CreditGrant, CreditGrantResult, CreditTransactionPage, PageQuery, SubAccount,
+                              SubAccountCreate, SubAccountCreated, SubAccountPage, SubAccountPatch)
+from services import credits, subaccounts
+
+FORBIDDEN = "The key is not an agency's (FORBIDDEN)."
+NOT_FOUND = "No such sub-account under this agency (SUBACCOUNT_NOT_FOUND)."
+BY_ID = {"subAccountId": "$response.body#/id"}
 
 
 class SubaccountCreditsHandler(ApiHandler):
@@ -10,34 +16,93 @@ class SubaccountCreditsHandler(ApiHandler):
     operations = {"post": Operation(
         "Grant credits to a sub-account (agencies only)", {200: CreditGrantResult}, body=CreditGrant,
         tags=("subaccounts",),
-        headers={"Idempotency-Key": "Optional: a retry with the same key within 24 h returns the first answer."},
-        response_headers={200: {"Idempotent-Replayed": "\"true\" when this is the stored answer of an earlier "
-                                                       "request with the same Idempotency-Key."}},
+        description="Without an Idempotency-Key every call grants (spec §4.6: the service does not itself "
+                    "deduplicate grants); send the auto-recharge notification's idempotency_key as one.",
         errors={400: "Invalid email or amount, or the balance would exceed its ceiling.",
                 403: "The key is not an agency's (FORBIDDEN).",
-                404: "No sub-account with this email under the agency (SUBACCOUNT_NOT_FOUND).",
-                422: "The Idempotency-Key was used with other parameters (IDEMPOTENCY_KEY_REUSED)."})}
+                404: "No sub-account with this email under the agency (SUBACCOUNT_NOT_FOUND)."})}
 
+    @idempotent
     async def post(self):
         credits.require_agency(self.principal.type)  # 403 before any body error: the endpoint is not theirs
         body = self.json_body(CreditGrant)
-        result, replayed = await credits.grant_credits(
+        granted, _ = await credits.grant_credits(
             self.services.db, self.principal.account_id, self.principal.type, email=body.email,
             amount=body.amount, description=body.description,
             idempotency_key=self.request.headers.get("Idempotency-Key"))
-        if replayed:
-            self.set_header("Idempotent-Replayed", "true")
-        self.respond(result)
+        self.respond(granted)
+
+    async def request_fingerprint(self):
+        body = self.parsed_body  # the same grant spelled differently (email case, 10 or 10.0) is the same
+        return credits.grant_fingerprint(body.email, body.amount, body.description)
 
 
 class SubaccountsHandler(ApiHandler):
-    operations = {"get": Operation("The agency's sub-accounts with their balances", {200: SubAccountPage},
-                                   query=PageQuery, tags=("subaccounts",),
-                                   errors={400: "Invalid limit or cursor.",
-                                           403: "The key is not an agency's (FORBIDDEN)."})}
+    operations = {
+        "get": Operation("The agency's sub-accounts with their balances", {200: SubAccountPage}, query=PageQuery,
+                         tags=("subaccounts",), errors={400: "Invalid limit or cursor.", 403: FORBIDDEN}),
+        "post": Operation(
+            "Create a sub-account", {201: (SubAccountCreated, "Created; apiKey and password are shown only here.")},
+            body=SubAccountCreate, tags=("subaccounts",),
+            description="The sub-account gets an API key and a UI user (login: its email) whose password is "
+                        "generated; both are in this answer only.",
+            errors={400: "Invalid name or email (VALIDATION_ERROR, INVALID_EMAIL).", 403: FORBIDDEN,
+                    409: "An account with this email exists (CONFLICT)."},
+            links={"GetSubAccount": ("/v1/subaccounts/{subAccountId}", "get", BY_ID),
+                   "SetAutoRecharge": ("/v1/subaccounts/{subAccountId}", "patch", BY_ID),
+                   "GetTransactions": ("/v1/subaccounts/{subAccountId}/transactions", "get", BY_ID)}),
+    }
 
     async def get(self):
-        self.respond(await credits.list_subaccounts(self.services.db, self.principal.account_id,
-                                                    self.principal.type,
-                                                    limit=self.get_query_argument("limit", None),
-                                                    cursor=self.get_query_argument("cursor", None)))
+        self.respond(await subaccounts.list_subaccounts(self.services.db, self.principal.account_id,
+                                                        self.principal.type,
+                                                        limit=self.get_query_argument("limit", None),
+                                                        cursor=self.get_query_argument("cursor", None)))
+
+    @idempotent
+    async def post(self):
+        credits.require_agency(self.principal.type)  # 403 before any body error
+        body = self.json_body(SubAccountCreate)
+        self.respond(await subaccounts.create_subaccount(
+            self.services.db, self.services.box, self.services.keys, self.principal.account_id,
+            self.principal.type, name=body.name, email=body.email), 201)
+
+
+class SubaccountHandler(ApiHandler):
+    path_params = {"subAccountId": "The sub-account's id."}
+    operations = {
+        "get": Operation("A sub-account by id", {200: SubAccount}, tags=("subaccounts",),
+                         errors={403: FORBIDDEN, 404: NOT_FOUND}),
+        "patch": Operation(
+            "Set or turn off a sub-account's auto-recharge", {200: SubAccount}, body=SubAccountPatch,
+            tags=("subaccounts",), errors={403: FORBIDDEN, 404: NOT_FOUND},
+            description="When a spend leaves the balance below threshold, one subaccount.auto_recharge "
+                        "notification (data: idempotency_key, sub_account_id, email, balance, threshold, amount) "
+                        "goes to the agency's notificationUrls; none again until a grant brings the balance "
+                        "back to at least the threshold."),
+    }
+
+    async def get(self, sub_id):
+        self.respond(await subaccounts.get_subaccount(self.services.db, self.principal.account_id,
+                                                      self.principal.type, sub_id))
+
+    async def patch(self, sub_id):
+        credits.require_agency(self.principal.type)
+        body = self.json_body(SubAccountPatch)
+        setting = body.autoRecharge.model_dump() if body.autoRecharge is not None else None
+        self.respond(await subaccounts.set_auto_recharge(self.services.db, self.principal.account_id,
+                                                         self.principal.type, sub_id, setting))
+
+
+class SubaccountTransactionsHandler(ApiHandler):
+    path_params = {"subAccountId": "The sub-account's id."}
+    operations = {"get": Operation(
+        "A sub-account's credit history (grants and spends), newest first", {200: CreditTransactionPage},
+        query=PageQuery, tags=("subaccounts",),
+        errors={400: "Invalid limit or cursor.", 403: FORBIDDEN, 404: NOT_FOUND})}
+
+    async def get(self, sub_id):
+        self.respond(await subaccounts.list_transactions(self.services.db, self.principal.account_id,
+                                                         self.principal.type, sub_id,
+                                                         limit=self.get_query_argument("limit", None),
+                                                         cursor=self.get_query_argument("cursor", None)))

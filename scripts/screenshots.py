@@ -2,9 +2,10 @@
 """`make screenshots`: the admin UI's pages as PNGs in docs/screenshots/, taken with Debian's Chromium from a
 real server (HTTPS, a fresh data directory) filled with demo data.
 
-PAGES is the list of shots: (file name, path, phone width?). A path may use the demo's ids as
-{ada}, {ben}, {leads} (see seed()). Pages built by other branches add a line here (e.g. the Bot settings
-or the Agency pages) and, if they need data, a few lines to seed().
+PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
+{ada}, {ben}, {leads}, {rossi} (see seed() and seed_agency()); "agency" shoots it signed in as the demo
+agency rather than the first-run owner. Pages built by other branches add a line here (e.g. the Bot
+settings) and, if they need data, a few lines to seed().
 
     python scripts/screenshots.py [--out docs/screenshots] [--only inbox,thread]
 """
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from storage import bot_state  # noqa: E402
 from storage.db import connect_sync  # noqa: E402
-from tests.parley_process import ParleyProcess, ThreadedReceiver  # noqa: E402
+from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli  # noqa: E402
 
 PAGES = [
     ("inbox", "/inbox", False),
@@ -32,11 +33,18 @@ PAGES = [
     ("contact", "/contacts/{ada}", False),
     ("lists", "/lists", False),
     ("list", "/lists/{leads}", False),
+    ("import", "/contacts/import", False),
+    ("import-phone", "/contacts/import", True),
+    ("agency", "/agency", False, "agency"),
+    ("agency-phone", "/agency", True, "agency"),
+    ("subaccount", "/agency/subaccounts/{rossi}", False, "agency"),
+    ("subaccount-phone", "/agency/subaccounts/{rossi}", True, "agency"),
 ]
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
 INBOUND = "/v1/incoming_custom_channel_message"
+AGENCY = {"email": "ops@northwind.example", "password": "demo agency password"}
 
 
 def demo_receiver():
@@ -118,6 +126,47 @@ def seed(parley, page):
     return {"ada": ada, "ben": ben, "cleo": cleo, "leads": lists["Leads"]}
 
 
+def seed_imports(parley, work):
+    """One finished import in the owner's history (the ops command, as an operator would run it)."""
+    path = Path(work) / "spring-fair-leads.csv"
+    path.write_text("First name,Last name,Mobile,E-mail\n" + "".join(
+        f"Guest,{n},+1 646 555 {1000 + n:04d},guest{n}@example.com\n" for n in range(40)) + "Bad,Row,12345,\n")
+    run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path))
+
+
+def seed_agency(parley):
+    """A demo agency (through the ops command) with sub-accounts, grants and an auto-recharge setting."""
+    agency = run_cli(parley.data_dir, "create-account", "--name", "Northwind Agency", "--email", AGENCY["email"],
+                     "--agency", "--password", AGENCY["password"])
+    headers = {"x-api-key": agency["api_key"]}
+    ids = {}
+    with parley.client() as api:
+        for name, email, grants, recharge in (
+                ("Rossi Bakery", "orders@rossi-bakery.example", (250, 40), {"threshold": 50, "amount": 200}),
+                ("Corner Shop", "hello@corner-shop.example", (30,), None),
+                ("Lakeside Dental", "front-desk@lakeside-dental.example", (500,), {"threshold": 100, "amount": 500})):
+            r = api.post("/v1/subaccounts", headers=headers, json={"name": name, "email": email})
+            r.raise_for_status()
+            ids[name] = r.json()["id"]
+            for amount in grants:
+                api.post("/v1/subaccounts/credits", headers=headers, json={
+                    "email": email, "amount": amount, "description": "Monthly top-up"}).raise_for_status()
+            if recharge:
+                api.patch(f"/v1/subaccounts/{ids[name]}", headers=headers,
+                          json={"autoRecharge": recharge}).raise_for_status()
+    return {"rossi": ids["Rossi Bakery"]}
+
+
+def sign_in(context, parley, email, password):
+    page = context.new_page()
+    page.goto(parley.base + "/login")
+    page.fill("#email", email)
+    page.fill("#password", password)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url("**/inbox")
+    return page
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -133,16 +182,21 @@ def main(argv=None):
             sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
                                              args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
-        context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US", timezone_id="UTC")
-        page = context.new_page()
-        page.goto(parley.base + "/login")
-        page.fill("#email", parley.first_run["login"])
-        page.fill("#password", parley.first_run["password"])
-        page.click("button:has-text('Sign in')")
-        ids = seed(parley, page)
-        for name, path, phone in PAGES:
+        pages, ids = {}, {}
+        for who, email, password in (("owner", parley.first_run["login"], parley.first_run["password"]),
+                                     ("agency", AGENCY["email"], AGENCY["password"])):
+            if who == "agency":
+                ids.update(seed_agency(parley))
+            context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US",
+                                          timezone_id="UTC")
+            pages[who] = sign_in(context, parley, email, password)
+            if who == "owner":
+                ids.update(seed(parley, pages[who]))
+                seed_imports(parley, work)
+        for name, path, phone, *who in PAGES:
             if only and name not in only:
                 continue
+            page = pages[who[0] if who else "owner"]
             page.set_viewport_size(PHONE if phone else DESKTOP)
             page.goto(parley.base + path.format(**ids))
             if page.locator("#live-status").count():

@@ -1,21 +1,24 @@
 """Accounts: creation, API-key authentication and rotation, settings, webhook signing secrets."""
 import asyncio
+import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import keys
-from common.errors import Conflict, Invalid, NotFound, Unauthorized
+from services import idempotency, keys, opt_out, sessions
+from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
 from storage import credits as credit_store
+from storage.db import StoredResultLost
 
 ACCOUNT_TYPES = ("standard", "agency", "subaccount")
 # After a rotation the previous signing secret keeps signing (alongside the new one) this long,
 # so receivers can switch without dropping deliveries.
 SECRET_OVERLAP = timedelta(hours=24)
+MIN_PASSWORD, MAX_PASSWORD = 10, 1024
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,9 @@ class KeyRegistry:
     Ops commands run in their own process; after changing a key they touch ``keys.stamp`` in the
     data directory, and every lookup compares that file's mtime (one stat, no thread hop) before
     trusting the cache. So a key rotated anywhere fails on the server's very next request.
+
+    Every emptying bumps a generation number: a lookup whose read started before a change (and may
+    have seen the old key) answers its own request but is not cached.
     """
 
     def __init__(self, db, data_dir):
@@ -40,6 +46,7 @@ class KeyRegistry:
         self.stamp = Path(data_dir) / "keys.stamp"
         self._stamp_path = str(self.stamp)
         self._cache = {}
+        self._generation = 0
         self._stamp_seen = self._read_stamp()
 
     def _read_stamp(self):
@@ -50,7 +57,7 @@ class KeyRegistry:
 
     def changed(self):
         """Call after any key or account change: empties this cache and tells other processes."""
-        self._cache.clear()
+        self._forget()
         self.stamp.parent.mkdir(parents=True, exist_ok=True)
         self.stamp.touch()
         # Some filesystems have coarse mtimes: force a visible change.
@@ -61,22 +68,28 @@ class KeyRegistry:
     def cached(self, key_hash):
         stamp = self._read_stamp()
         if stamp != self._stamp_seen:
-            self._cache.clear()
+            self._forget()
             self._stamp_seen = stamp
         return self._cache.get(key_hash)
+
+    def _forget(self):
+        self._cache.clear()
+        self._generation += 1
 
     async def principal_for(self, key_hash):
         """The account behind a key's hash (cached), or Unauthorized."""
         principal = self.cached(key_hash)
         if principal is None:
+            generation = self._generation
             account = await store.get_account_by_key_hash(self.db, key_hash)
             if account is None:
                 raise Unauthorized("invalid API key")
             principal = Principal(account["id"], account["type"], account["parent_agency_id"],
                                   account["rate_limit_per_minute"])
-            if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
-                self._cache.clear()
-            self._cache[key_hash] = principal
+            if self.cached(key_hash) is None and generation == self._generation:
+                if len(self._cache) > 100_000:  # bound memory against floods of distinct keys
+                    self._cache.clear()
+                self._cache[key_hash] = principal
         return principal
 
 
@@ -85,24 +98,28 @@ def _key_row(key_hash, prefix):
 
 
 async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,
-                         password=None, with_user=True):
+                         parent_agency_id=None, password=None, with_user=True):
     """Create an account (and its owner user for the UI). Returns the account and, once, the API key
-    and the password."""
+    and the password. agency_email (the CLI) or parent_agency_id (an agency's API call) makes a
+    sub-account of that agency. Conflict when the email is taken."""
     email = (email or "").strip().lower()
     if not name or not name.strip():
         raise Invalid("name is required")
     if "@" not in email:
         raise Invalid("email must be an email address")
-    parent_id = None
-    if agency_email:
+    parent_id = parent_agency_id
+    if parent_id:
+        account_type = "subaccount"
+    elif agency_email:
         agency = await store.get_account_by_email(db, agency_email.strip().lower())
         if agency is None or agency["type"] != "agency":
             raise NotFound(f"no agency account with email {agency_email}", code="NOT_FOUND")
         parent_id, account_type = agency["id"], "subaccount"
     if account_type not in ACCOUNT_TYPES:
         raise Invalid(f"type must be one of {', '.join(ACCOUNT_TYPES)}")
-    if await store.get_account_by_email(db, email) is not None:
-        raise Conflict(f"an account with email {email} already exists", code="CONFLICT")
+    if await store.get_account_by_email(db, email) is not None and not idempotency.claim_pending():
+        raise store.email_taken(email)  # before scrypt; the writer checks again (insert_account). With an
+        # Idempotency-Key the write answers: a retry finds the account its first request made.
     api_key, key_hash, prefix = keys.new_api_key()
     account = {"id": new_id("acc"), "name": name.strip(), "email": email, "type": account_type,
                "parent_agency_id": parent_id, "webhook_secret": box.encrypt(keys.new_webhook_secret()),
@@ -113,18 +130,55 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         # scrypt is CPU-heavy: keep it off the event loop.
         password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
-    await store.insert_account(db, account, user, _key_row(key_hash, prefix))
+    shown = box.encrypt(json.dumps({"api_key": api_key, "password": password if with_user else None}))
+    try:
+        created = await store.insert_account(db, account, user, _key_row(key_hash, prefix), shown)
+    except StoredResultLost:  # committed, only the writer's answer was lost: what was made here is stored
+        created = {**account, "shown": shown}
     registry.changed()
-    return {"account_id": account["id"], "email": email, "api_key": api_key, "type": account_type,
-            "password": password if with_user else None}
+    secrets = json.loads(box.decrypt(created["shown"]))  # an Idempotency-Key retry: the first request's
+    return {"account_id": created["id"], "name": created["name"], "email": created["email"],
+            "api_key": secrets["api_key"], "type": created["type"], "password": secrets["password"],
+            "created_at": created["created_at"]}
 
 
-async def rotate_key(db, registry, account_id):
-    """Generate a new API key; the previous key is invalid from the commit on."""
+async def rotate_key(db, registry, account_id, keep_session=None):
+    """Generate a new API key; the previous key is invalid from the commit on, and so is every UI session
+    of the account but keep_session (the one that asked, from the UI)."""
     api_key, key_hash, prefix = keys.new_api_key()
-    await store.replace_api_key(db, account_id, _key_row(key_hash, prefix))
+    try:
+        await store.replace_api_key(db, account_id, _key_row(key_hash, prefix), sessions.session_hash(keep_session))
+    except StoredResultLost:
+        pass  # committed, only the writer's answer was lost: the old key is dead and this one is live
     registry.changed()
     return api_key
+
+
+_dummy_hash = None
+
+
+async def verify_password(password, stored_hash):
+    """scrypt is CPU-heavy: verify in an executor. A missing user (stored_hash None) is checked against a
+    dummy hash so that the answer takes as long as for a known one (no probing which emails exist)."""
+    global _dummy_hash
+    loop = asyncio.get_running_loop()
+    if stored_hash is None:
+        if _dummy_hash is None:
+            _dummy_hash = await loop.run_in_executor(None, keys.hash_password, "no such user")
+        await loop.run_in_executor(None, keys.verify_password, password, _dummy_hash)
+        return False
+    return await loop.run_in_executor(None, keys.verify_password, password, stored_hash)
+
+
+async def change_password(db, user_id, current, new, keep_session=None):
+    """Set a UI user's password after checking the current one; the account's other sessions end.
+    Invalid naming the field for a wrong current password or a new one that is too short or long."""
+    if not await verify_password(current or "", await store.get_password_hash(db, user_id)):
+        raise Invalid("current password is not right")
+    if not MIN_PASSWORD <= len(new or "") <= MAX_PASSWORD:
+        raise Invalid(f"new password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters")
+    password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, new)
+    await store.set_password(db, user_id, password_hash, sessions.session_hash(keep_session))
 
 
 async def get_account(db, account_id):
@@ -141,7 +195,7 @@ async def get_key_prefix(db, account_id):
 
 
 async def get_user(db, user_id):
-    """The UI user {id, account_id, email}, or None."""
+    """The UI user {id, account_id, email, account_type}, or None."""
     return await store.get_user(db, user_id)
 
 
@@ -160,7 +214,8 @@ def public_account(account, key_prefix=None):
     return {"id": account["id"], "name": account["name"], "email": account["email"], "type": account["type"],
             "parentAgencyId": account["parent_agency_id"],
             "rateLimitPerMinute": account["rate_limit_per_minute"],
-            "apiKeyPrefix": key_prefix, "settings": account["settings"], "createdAt": account["created_at"],
+            "apiKeyPrefix": key_prefix, "settings": opt_out.with_defaults(account["settings"]),
+            "createdAt": account["created_at"],
             "credits": credit_store.as_number(account.get("credit_hundredths", 0))}
 
 
@@ -180,8 +235,12 @@ async def validate_settings_changes(changes, allow_private):
 
 
 async def update_settings(db, account_id, changes):
-    """changes: already validated top-level settings; returns the whole settings object."""
-    return await store.merge_settings(db, account_id, changes)
+    """changes: validated top-level settings (the opt-out keywords are checked here, against the account's
+    other list); returns the whole settings object as the API shows it."""
+    if any(name in changes for name in opt_out.SETTINGS):
+        current = await store.get_account(db, account_id)
+        changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
+    return opt_out.with_defaults(await store.merge_settings(db, account_id, changes))
 
 
 def signing_secrets(box, account, now=None):
@@ -202,11 +261,14 @@ async def get_webhook_secret(db, box, account_id):
 
 
 async def rotate_webhook_secret(db, box, account_id):
-    account = await get_account(db, account_id)
-    new_secret = keys.new_webhook_secret()
-    expires = iso(utcnow() + SECRET_OVERLAP)
-    await store.set_webhook_secret(db, account_id, box.encrypt(new_secret), account["webhook_secret"], expires)
-    return {"secret": new_secret, "previousSecretExpiresAt": expires}
+    """A new signing secret; the previous one keeps signing beside it until previousSecretExpiresAt."""
+    secret, expires = box.encrypt(keys.new_webhook_secret()), iso(utcnow() + SECRET_OVERLAP)
+    try:
+        # The result (the secret encrypted, as stored) is what an Idempotency-Key retry is answered from.
+        rotated = await store.rotate_webhook_secret(db, account_id, secret, expires)
+    except StoredResultLost:  # committed, only the writer's answer was lost: the secret made here is live
+        rotated = {"secret": secret, "previous_expires_at": expires}
+    return {"secret": box.decrypt(rotated["secret"]), "previousSecretExpiresAt": rotated["previous_expires_at"]}
 
 
 async def ensure_owner(db, box, registry, public_url):

@@ -1,4 +1,5 @@
-"""Normalizing contact fields with the field's own libraries: phonenumbers (E.164), email-validator."""
+"""Normalizing contact fields with the field's own libraries: phonenumbers (E.164), email-validator.
+The API (POST /v1/contacts) and the bulk import both go through normalize_contact."""
 import functools
 
 import phonenumbers
@@ -6,23 +7,39 @@ from email_validator import EmailNotValidError, validate_email
 
 from common.errors import Invalid
 
+# Longest accepted values (the API's request model declares the same limits from these).
+MAX_NAME_LENGTH = 200
+MAX_PHONE_LENGTH = 64
+MAX_EMAIL_LENGTH = 320
 
-def normalize_phone(raw, field="phone"):
-    """E.164 or Invalid(INVALID_PHONE). A country code is required: the number must start with "+".
+
+def normalize_phone(raw, field="phone", region=None):
+    """E.164 or Invalid(INVALID_PHONE). A country code is required: the number must start with "+",
+    unless a default region (ISO 3166 code, e.g. "DE") says which country a national number is in.
     A leading space stands for a "+" that arrived unencoded in a query string."""
     text = (raw or "").strip()
     if raw and raw.startswith(" ") and text[:1].isdigit():
         text = "+" + text
-    if not text.startswith("+"):
+    if not text.startswith("+") and region is None:
         raise Invalid(f"{field} must include the country code in international form, e.g. +14155552671",
-                      code="INVALID_PHONE")
+                      code="INVALID_PHONE", field=field)
     try:
-        number = phonenumbers.parse(text, None)
+        number = phonenumbers.parse(text, None if text.startswith("+") else region)
     except phonenumbers.NumberParseException:
         number = None
     if number is None or not phonenumbers.is_valid_number(number):
-        raise Invalid(f"{field} is not a valid phone number with a country code", code="INVALID_PHONE")
+        where = "with a country code" if region is None else f"with a country code or for region {region}"
+        raise Invalid(f"{field} is not a valid phone number {where}", code="INVALID_PHONE", field=field)
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def region_code(text):
+    """A default region for national numbers ("de" -> "DE"), or Invalid unless phonenumbers knows it."""
+    code = (text or "").strip().upper()
+    if code not in phonenumbers.SUPPORTED_REGIONS:
+        raise Invalid(f"default country {text!r} is not an ISO 3166 country code phonenumbers knows, e.g. US, DE",
+                      field="defaultCountry")
+    return code
 
 
 @functools.lru_cache(maxsize=4096)  # the same fromIds arrive again and again; parsing is the cost
@@ -38,7 +55,7 @@ def normalize_email(raw, field="email"):
     try:
         result = validate_email((raw or "").strip(), check_deliverability=False)
     except EmailNotValidError as exc:
-        raise Invalid(f"{field} is not a valid email address: {exc}", code="INVALID_EMAIL") from None
+        raise Invalid(f"{field} is not a valid email address: {exc}", code="INVALID_EMAIL", field=field) from None
     return result.normalized.casefold()
 
 
@@ -48,3 +65,29 @@ def looks_like_email(text):
         return normalize_email(text) if text and "@" in text else None
     except Invalid:
         return None
+
+
+def blank_to_none(value):
+    value = value.strip() if isinstance(value, str) else value
+    return value or None
+
+
+def _check_length(value, field, limit):
+    if value is not None and len(value) > limit:
+        raise Invalid(f"{field} is longer than {limit} characters", field=field)
+
+
+def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None, region=None):
+    """The contact fields as stored ({first_name, last_name, phone, email}: blanks as None, the phone E.164,
+    the email case-folded), or Invalid naming the field (spec §2 rule 1: phone or email required).
+    region: a default region for phones without "+" (the import's option; the API passes none)."""
+    first_name, last_name = blank_to_none(first_name), blank_to_none(last_name)
+    phone, email = blank_to_none(phone), blank_to_none(email)
+    if phone is None and email is None:
+        raise Invalid("phone or email is required: give at least one of them")
+    for value, field, limit in ((first_name, "firstName", MAX_NAME_LENGTH), (last_name, "lastName", MAX_NAME_LENGTH),
+                                (phone, "phone", MAX_PHONE_LENGTH), (email, "email", MAX_EMAIL_LENGTH)):
+        _check_length(value, field, limit)
+    return {"first_name": first_name, "last_name": last_name,
+            "phone": normalize_phone(phone, region=region) if phone else None,
+            "email": normalize_email(email) if email else None}

@@ -2,7 +2,7 @@
 search by name, phone or email."""
 import re
 
-from services.contact_fields import normalize_email, normalize_phone
+from services.contact_fields import blank_to_none, normalize_contact, normalize_email, normalize_phone
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import contacts as store
@@ -12,11 +12,6 @@ MAX_QUERY = 100
 _PHONE_CHARS = re.compile(r"^[\d\s+().\-/]+$")
 
 
-def _blank_to_none(value):
-    value = value.strip() if isinstance(value, str) else value
-    return value or None
-
-
 def not_found(message="contact not found"):
     return NotFound(message, code="CONTACT_NOT_FOUND")
 
@@ -24,13 +19,8 @@ def not_found(message="contact not found"):
 async def create_contact(db, account_id, *, first_name=None, last_name=None, phone=None, email=None):
     """Spec §2 rules 1-2: phone or email required; an existing phone (or, without a phone, email) is
     returned rather than duplicated, its blank fields filled. Returns (contact, created)."""
-    phone, email = _blank_to_none(phone), _blank_to_none(email)
-    if phone is None and email is None:
-        raise Invalid("phone or email is required: give at least one of them")
     row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
-           "first_name": _blank_to_none(first_name), "last_name": _blank_to_none(last_name),
-           "phone": normalize_phone(phone) if phone else None,
-           "email": normalize_email(email) if email else None}
+           **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email)}
     contact, created = await store.find_or_create(db, row)
     return public_contact(contact), created
 
@@ -47,7 +37,7 @@ async def lookup_contact(db, account_id, *, phone_number=None, email=None):
     is tried first, then the email."""
     # A "+" sent unencoded arrives as a space; normalize_phone reads a leading space as "+".
     phone_number = phone_number if phone_number and phone_number.strip() else None
-    email = _blank_to_none(email)
+    email = blank_to_none(email)
     if phone_number is None and email is None:
         raise Invalid("phoneNumber or email query parameter is required")
     phone = normalize_phone(phone_number, field="phoneNumber") if phone_number else None

@@ -1,21 +1,18 @@
-"""Credits: agencies grant them to their sub-accounts (spec §4.6), with optional Idempotency-Key retries;
-spend_credits takes them away (never below zero); balances are exact integer hundredths underneath."""
-import hashlib
-import json
+"""Credits: agencies grant them to their sub-accounts (spec §4.6; an Idempotency-Key makes a grant
+exactly-once, services/idempotency.py); spend_credits takes them away (never below zero, auto-recharge
+notification included); balances are exact integer hundredths underneath."""
 import math
-from datetime import timedelta
+import re
 from decimal import Decimal, InvalidOperation
 
-from common.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
+from common.errors import Forbidden, InsufficientCredits, Invalid, NotFound
 from common.ids import iso, utcnow
-from services.lists import decode_cursor, encode_cursor, parse_limit
+from services import idempotency
 from storage import credits as store
 
 MAX_GRANT = 10 ** 9  # credits in one grant or spend
 MAX_DESCRIPTION = 500
-MAX_IDEMPOTENCY_KEY = 255
-IDEMPOTENCY_WINDOW = timedelta(hours=24)
-GRANT_ENDPOINT = "POST /v1/subaccounts/credits"  # part of the request hash: keys stay per endpoint
+GRANT_ENDPOINT = "POST /v1/subaccounts/credits"  # part of the request's fingerprint: keys stay per endpoint
 
 as_number = store.as_number
 
@@ -44,6 +41,21 @@ def to_hundredths(amount, field="amount"):
     return int(scaled)
 
 
+_TYPED_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def number_from_text(text, field="amount"):
+    """A number of credits typed into a form ("12", "12.50") as a Decimal for to_hundredths; Invalid naming
+    the field unless it is plain ASCII digits with an optional decimal point (a minus sign passes, for
+    to_hundredths to say "greater than 0")."""
+    text = (text or "").strip()
+    if not text:
+        raise Invalid(f"{field} is required")
+    if not _TYPED_NUMBER.fullmatch(text):
+        raise Invalid(f"{field} must be a number such as 10 or 2.50")
+    return Decimal(text)
+
+
 def require_agency(caller_type):
     """Spec §5.7: the credit endpoint is available to agency accounts only."""
     if caller_type != "agency":
@@ -61,64 +73,60 @@ def _clean_description(description, field="description"):
     return description or None
 
 
-def _check_idempotency_key(key):
-    if key is None:
-        return None
-    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not all(" " <= ch <= "~" for ch in key):
-        raise Invalid(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters")
-    return key
+def _grant_parameters(email, amount, description):
+    """(email, hundredths, description) as a grant uses them; Invalid for a bad one."""
+    if not isinstance(email, str) or not email.strip():
+        raise Invalid("email is required")
+    # accounts store their email case-folded
+    return email.strip().lower(), to_hundredths(amount), _clean_description(description)
 
 
-def request_hash(email, amount, description):
-    canonical = json.dumps({"endpoint": GRANT_ENDPOINT, "email": email, "amount": amount,
-                            "description": description}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def grant_fingerprint(email, amount, description):
+    """An Idempotency-Key's fingerprint of a grant: its parameters as the grant uses them, so the same
+    grant spelled differently (email case, 10 or 10.0) is the same request."""
+    return _fingerprint(*_grant_parameters(email, amount, description))
+
+
+def _fingerprint(email, hundredths, description):
+    return idempotency.fingerprint({"endpoint": GRANT_ENDPOINT, "email": email, "amount": hundredths,
+                                    "description": description})
 
 
 async def grant_credits(db, agency_id, caller_type, *, email, amount, description=None, idempotency_key=None,
                         now=None):
     """Spec §4.6: add ``amount`` credits to the calling agency's sub-account with this email and record the
-    grant (with ``description``) in its history, in one transaction.
+    grant (with ``description`` and the request's Idempotency-Key) in its history, in one transaction.
 
     Returns (body, replayed): body is {"success", "sub_account_id", "credits_added", "new_balance"};
-    replayed is True when an Idempotency-Key seen in the last 24 h with the same parameters answered
-    instead (nothing granted). Raises Forbidden (not an agency), Invalid, NotFound SUBACCOUNT_NOT_FOUND
-    (also for another agency's sub-account: nothing is revealed), IdempotencyKeyReused (same key, other
-    parameters). Without a key every call grants: "The service does not itself deduplicate grants."
+    replayed is True when an Idempotency-Key seen in the last 24 h with the same grant answered instead
+    (nothing granted; services/idempotency.py, the request's claim under @idempotent, else one opened
+    here for the key). Raises Forbidden (not an agency), Invalid, NotFound SUBACCOUNT_NOT_FOUND (also for
+    another agency's sub-account: nothing is revealed), IdempotencyKeyReused (same key, another grant).
+    Without a key every call grants: "The service does not itself deduplicate grants."
     """
     require_agency(caller_type)
-    if not isinstance(email, str) or not email.strip():
-        raise Invalid("email is required")
-    email = email.strip().lower()  # accounts store their email case-folded
-    hundredths = to_hundredths(amount)
-    description = _clean_description(description)
-    key = _check_idempotency_key(idempotency_key)
-    now = now or utcnow()
-    idempotency = None
-    fingerprint = request_hash(email, hundredths, description)
-    if key is not None:
-        idempotency = {"key": key, "request_hash": fingerprint, "not_before": iso(now - IDEMPOTENCY_WINDOW)}
-    result = await store.grant(db, agency_id, email, hundredths, description, iso(now), idempotency)
-    outcome = result["outcome"]
-    if outcome == "replayed":
-        if result["request_hash"] != fingerprint:
-            raise IdempotencyKeyReused("this Idempotency-Key was already used with other parameters in the "
-                                       "last 24 hours; use a new key for a new grant")
-        return result["response"], True
-    if outcome == "not_found":
-        raise NotFound(f"no sub-account with email {email} under this agency", code="SUBACCOUNT_NOT_FOUND")
-    if outcome == "over_limit":
-        raise Invalid(f"the balance would exceed {as_number(store.MAX_BALANCE)} credits")
-    return result["response"], False
+    email, hundredths, description = _grant_parameters(email, amount, description)
+
+    async def fingerprint():
+        return _fingerprint(email, hundredths, description)
+    with idempotency.covering(agency_id, idempotency_key, fingerprint, now) as claim:
+        body = await store.grant(db, agency_id, email, hundredths, description, iso(now or utcnow()),
+                                 idempotency_key)
+    return body, claim is not None and claim.replayed
 
 
-async def spend_credits(db, account_id, amount, reason, now=None):
+async def spend_credits(db, account_id, amount, reason, now=None, *, delivery=None):
     """Take ``amount`` credits from the account (a bot reply's cost) and record why, in one transaction.
     Never goes below zero: a spend larger than the balance raises InsufficientCredits and spends nothing.
+    A spend that leaves a sub-account below its auto-recharge threshold queues the agency's
+    subaccount.auto_recharge notification in the same transaction; ``delivery`` (the DeliveryWorker, when
+    this process runs one) is woken for it after the commit.
     Returns the new balance as a number. Raises Invalid (bad amount or reason) or NotFound (no account)."""
     hundredths = to_hundredths(amount)
     reason = _clean_description(reason, field="reason")
     result = await store.spend(db, account_id, hundredths, reason, iso(now or utcnow()))
+    if result.get("auto_recharge") and delivery is not None:
+        delivery.notify()
     if result["outcome"] == "not_found":
         raise NotFound("account not found")
     if result["outcome"] == "insufficient":
@@ -130,19 +138,3 @@ async def spend_credits(db, account_id, amount, reason, now=None):
 async def get_balance(db, account_id):
     """The account's credit balance as a number (0 for an unknown account)."""
     return as_number(await store.get_balance(db, account_id) or 0)
-
-
-def public_subaccount(row):
-    return {"id": row["id"], "name": row["name"], "email": row["email"],
-            "credits": as_number(row["credit_hundredths"]), "createdAt": row["created_at"]}
-
-
-async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
-    """The agency's sub-accounts with their balances, oldest first, as {data, nextCursor}."""
-    require_agency(caller_type)
-    limit = parse_limit(limit)
-    rows = await store.page_subaccounts(db, agency_id, decode_cursor(cursor), limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {"data": [public_subaccount(r) for r in rows],
-            "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}

@@ -20,13 +20,11 @@ from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-from tornado.httpclient import HTTPRequest
 from tornado.netutil import Resolver
-from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
 from services import netguard, signing
 from services.accounts import signing_secrets
-from common.errors import Conflict, NotFound
+from services.webhook_client import KeepAliveClient
 from common.ids import iso, utcnow
 from storage import accounts as account_store
 from storage import delivery as store
@@ -43,6 +41,7 @@ USER_AGENT = "Parley-Webhooks/1"
 # back this long so the receiver is not sent the same webhook at every poll while the database fails.
 UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
+ACCOUNT_TTL = 1.0  # seconds an account read for a delivery round is reused
 
 
 class CheckedResolver(Resolver):
@@ -118,8 +117,13 @@ class DeliveryWorker:
         self.poll_seconds = poll_seconds
         self._http = http_client
         self._own_http = http_client is None
-        self._in_flight = {}          # outbox id -> account id
+        self._in_flight = {}          # outbox id -> account id: sending, or its outcome being written
+        self._sending = set()         # outbox ids whose request holds a concurrency slot
+        self._accounts = {}           # account id -> (monotonic time read, account row)
+        self._secrets = {}            # (account id, secrets as stored, previous one live) -> signing secrets
+        self._outcomes = []           # attempts to record in the next write: (arguments, future)
         self._load = Counter()        # account id -> attempts in flight
+        self._campaign_load = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
         self._tasks = set()
         self._held = {}               # outbox id -> not before (an unrecorded attempt)
         self._wake = asyncio.Event()
@@ -127,15 +131,18 @@ class DeliveryWorker:
         self._stopping = False
 
     @property
+    def campaign_slots(self):
+        """Per account, campaign deliveries leave one slot free (when there is more than one), so that the
+        account's bot and inbox replies go out promptly during a long campaign."""
+        return max(1, self.per_account - 1)
+
+    @property
     def timeout(self):
         return self.settings.webhook_timeout_seconds
 
     def _client(self):
         if self._http is None:
-            # max_clients matches our own bound: tornado's queue would count waiting time as timeout.
-            self._http = SimpleAsyncHTTPClient(
-                force_instance=True, max_clients=self.concurrency,
-                resolver=CheckedResolver(allow_private=self.settings.allow_private_webhooks))
+            self._http = KeepAliveClient(CheckedResolver(allow_private=self.settings.allow_private_webhooks))
         return self._http
 
     # ---- server loop ------------------------------------------------------------------------
@@ -159,7 +166,7 @@ class DeliveryWorker:
             self._loop_task = None
         if self._tasks:
             grace = self.settings.shutdown_grace_seconds if grace is None else grace
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)  # 0: cancel at once
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -188,7 +195,7 @@ class DeliveryWorker:
         return len(tasks)
 
     async def _dispatch(self, now):
-        free = self.concurrency - len(self._in_flight)
+        free = self.concurrency - len(self._sending)
         if free <= 0:
             return []
         saturated = [a for a, n in self._load.items() if n >= self.per_account]
@@ -196,39 +203,56 @@ class DeliveryWorker:
         rows = await store.due_rows(self.services.db, iso(now), per_account=self.per_account,
                                     limit=free + self.concurrency,
                                     exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated)
+        accounts = {account_id: await self._account(account_id) for account_id in {row["account_id"] for row in rows}}
         tasks = []
         for row in rows:  # re-checked after the await: another dispatch may have started some
-            if len(self._in_flight) >= self.concurrency:
+            if len(self._sending) >= self.concurrency:
                 break
             if row["id"] in self._in_flight or self._load[row["account_id"]] >= self.per_account:
                 continue
-            tasks.append(self._start(row, now))
+            if row["campaign_id"] and self._campaign_load[row["account_id"]] >= self.campaign_slots:
+                continue
+            tasks.append(self._start(row, now, accounts[row["account_id"]]))
         return tasks
 
-    def _start(self, row, now):
+    def _start(self, row, now, account):
         self._in_flight[row["id"]] = row["account_id"]
+        self._sending.add(row["id"])
         self._load[row["account_id"]] += 1
-        task = asyncio.ensure_future(self._attempt(row, now))
+        if row["campaign_id"]:
+            self._campaign_load[row["account_id"]] += 1
+        task = asyncio.ensure_future(self._attempt(row, now, account))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(row, now, t))
         return task
 
-    def _finished(self, row, now, task):
-        self._tasks.discard(task)
-        self._in_flight.pop(row["id"], None)
+    def _release(self, row):
+        """The request is over: its concurrency slot is free (the row stays in flight until recorded)."""
+        if row["id"] not in self._sending:
+            return
+        self._sending.discard(row["id"])
         self._load[row["account_id"]] -= 1
         if self._load[row["account_id"]] <= 0:
             del self._load[row["account_id"]]
+        if row["campaign_id"]:
+            self._campaign_load[row["account_id"]] -= 1
+            if self._campaign_load[row["account_id"]] <= 0:
+                del self._campaign_load[row["account_id"]]
+        self._wake.set()  # a slot is free
+
+    def _finished(self, row, now, task):
+        self._tasks.discard(task)
+        self._release(row)
+        self._in_flight.pop(row["id"], None)
         if not task.cancelled() and task.exception() is not None:
             log.error("delivery: recording attempt for outbox %s failed: %s", row["id"], task.exception())
             self._held[row["id"]] = now + UNRECORDED_HOLD
         else:
             self._wake.set()  # a slot is free
 
-    async def _attempt(self, row, now):
+    async def _attempt(self, row, now, account):
         started = time.monotonic()
         try:
-            account = await account_store.get_account(self.services.db, row["account_id"])
             outcome = await self._send(row, account, now) if account else Outcome(error="account not found")
         except Exception as exc:
             log.exception("delivery: attempt for outbox %s raised", row["id"])
@@ -254,9 +278,30 @@ class DeliveryWorker:
                      "response": outcome.response, "nextAttemptAt": next_attempt_at}
             log.info("delivery: %s %s attempt %d failed (%s)%s", row["kind"], row["webhook_id"], number,
                      outcome.error, f", retry at {next_attempt_at}" if next_attempt_at else ", final")
-        await store.record_attempt(self.services.db, row, attempt, status=status,
-                                   next_attempt_at=next_attempt_at, error=error)
+        self._release(row)
+        await self._record(row, attempt, status, next_attempt_at, error)
         return status
+
+    def _record(self, *outcome):
+        """Write an attempt's outcome; the outcomes of the attempts that end in the same loop iteration share
+        one write (store.record_attempts). Resolves once committed; raises what the write of this one raised."""
+        future = asyncio.get_running_loop().create_future()
+        if not self._outcomes:
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._write_outcomes()))
+        self._outcomes.append((outcome, future))
+        return future
+
+    async def _write_outcomes(self):
+        batch, self._outcomes = self._outcomes, []
+        try:
+            results = await store.record_attempts(self.services.db, [outcome for outcome, _ in batch])
+        except Exception as exc:
+            results = [exc] * len(batch)
+        for (_, future), result in zip(batch, results):
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result(None)
 
     async def _send(self, row, account, now):
         url = webhook_url(row, account)
@@ -268,8 +313,7 @@ class DeliveryWorker:
             return Outcome(error="webhook URL refused: it must be an https:// URL with a host name")
         body = row["payload"].encode()
         # The timestamp is the real sending time: receivers compare it with their own clock.
-        headers = signing.headers(signing_secrets(self.services.box, account, now), row["webhook_id"],
-                                  time.time(), body)
+        headers = signing.headers(self._signing_secrets(account, now), row["webhook_id"], time.time(), body)
         headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT})
         excerpt = bytearray()
 
@@ -277,14 +321,11 @@ class DeliveryWorker:
             if len(excerpt) < RESPONSE_EXCERPT_BYTES:
                 excerpt.extend(chunk[:RESPONSE_EXCERPT_BYTES - len(excerpt)])
 
-        request = HTTPRequest(url, method="POST", body=body, headers=headers, follow_redirects=False,
-                              connect_timeout=self.timeout, request_timeout=self.timeout,
-                              streaming_callback=keep_excerpt)
         try:
-            response = await self._client().fetch(request, raise_error=False)
+            response = await self._client().post(url, headers, body, timeout=self.timeout, on_chunk=keep_excerpt)
         except netguard.BlockedAddress as exc:
             return Outcome(error=f"webhook URL refused: {exc}")
-        except HTTPTimeoutError:
+        except asyncio.TimeoutError:
             return Outcome(error=f"timeout: no answer within {self.timeout:g} s", retryable=True)
         except Exception as exc:  # refused, reset, DNS failure, TLS failure: worth another try
             return Outcome(error=f"connection error: {exc.__class__.__name__}: {exc}", retryable=True)
@@ -299,23 +340,38 @@ class DeliveryWorker:
         return Outcome(http_status=code, error=error, response=text, retryable=retryable,
                        retry_after=parse_retry_after(response.headers.get("Retry-After")) if retryable else None)
 
+    async def _account(self, account_id):
+        """The account, read at most once per ACCOUNT_TTL (not per attempt): a changed webhook URL or secret
+        applies to attempts that start after that."""
+        cached = self._accounts.get(account_id)
+        if cached is None or time.monotonic() - cached[0] > ACCOUNT_TTL:
+            if len(self._accounts) > 10_000:
+                self._accounts.clear()
+            cached = self._accounts[account_id] = (time.monotonic(),
+                                                   await account_store.get_account(self.services.db, account_id))
+        return cached[1]
+
+    def _signing_secrets(self, account, now):
+        """signing_secrets(), decrypted once per secret rather than per attempt."""
+        previous_live = bool(account["previous_webhook_secret"] and account["previous_secret_expires_at"]
+                             and account["previous_secret_expires_at"] > iso(now))
+        key = (account["id"], account["webhook_secret"], account["previous_webhook_secret"], previous_live)
+        secrets = self._secrets.get(key)
+        if secrets is None:
+            if len(self._secrets) > 10_000:
+                self._secrets.clear()
+            secrets = self._secrets[key] = signing_secrets(self.services.box, account, now)
+        return secrets
+
     # ---- manual retry -----------------------------------------------------------------------
 
     async def retry_now(self, account_id, message_id):
         """Send a Failed message's reply again now (the inbox's Retry, POST /v1/messages/{id}/retry): the
         message is Pending until the attempt. One more attempt; if it fails with a retryable error the
         schedule continues from where the attempts count stands. NotFound for another account's or an
-        unknown (or inbound) message, Conflict unless it is Failed."""
-        result = await store.retry_failed_message(self.services.db, account_id, message_id, iso(self.clock()))
-        if result["status"] is None:
-            raise NotFound(f"no outbound message with id {message_id}", code="NOT_FOUND")
-        if result["status"] != "Failed":
-            raise Conflict(f"message {message_id} is {result['status']}: only a Failed message can be retried",
-                           code="CONFLICT")
-        before = result["outbox"]
-        if before is None:
-            raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")
-        if before["status"] == "sent":
-            raise Conflict(f"message {message_id} was already delivered", code="CONFLICT")
+        unknown (or inbound) message, Conflict unless it is Failed: raised inside the write (so an
+        Idempotency-Key does not remember them). Asked while an attempt is in flight, the retry still
+        happens: record_attempt keeps it (see there)."""
+        before = await store.schedule_retry_now(self.services.db, account_id, message_id, iso(self.clock()))
         self.notify()
         return {"messageId": message_id, "status": "queued", "attempts": before["attempts"]}

@@ -17,9 +17,18 @@ def new_api_key():
     return key, hash_api_key(key), key[:10]
 
 
-def hash_api_key(key):
-    # A 256-bit random key needs no slow hash: SHA-256 is what makes a stolen table useless.
-    return hashlib.sha256(key.encode()).hexdigest()
+def hash_token(token):
+    """Random tokens (API keys, session ids) are stored as this. A 256-bit random token needs no slow
+    hash: SHA-256 is what makes a stolen table useless."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+hash_api_key = hash_token
+
+
+def new_session_id():
+    """The id a UI session cookie carries (stored as hash_token of it)."""
+    return secrets.token_urlsafe(32)
 
 
 def new_password():

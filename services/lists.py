@@ -2,8 +2,7 @@
 import base64
 import binascii
 
-from services.contacts import not_found as contact_not_found
-from common.errors import Invalid, NotFound
+from common.errors import Invalid
 from common.ids import new_id, now_iso
 from storage import lists as store
 from storage.contacts import public_contact
@@ -14,10 +13,7 @@ MAX_NAME_LENGTH = 200
 _CURSOR_PREFIX = "k1:"  # versioned so the cursor's content can change without breaking old clients
 
 public_list = store.public_list
-
-
-def list_not_found(list_id):
-    return NotFound(f"no list with id {list_id}", code="LIST_NOT_FOUND")
+list_not_found = store.list_not_found
 
 
 def encode_cursor(last_id):
@@ -51,13 +47,20 @@ def parse_limit(text):
     return limit
 
 
-async def _page(fetch, limit_text, cursor, shape):
-    """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit."""
+async def keyset_page(fetch, limit_text, cursor, shape, *, integer_ids=False):
+    """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit.
+    integer_ids: the rows' ids are integers (a cursor that does not hold one is Invalid)."""
     limit = parse_limit(limit_text)
-    rows = await fetch(decode_cursor(cursor), limit + 1)
+    after = decode_cursor(cursor)
+    if integer_ids and after is not None:
+        if not (after.isascii() and after.isdigit() and len(after) < 19):
+            raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged")
+        after = int(after)
+    rows = await fetch(after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
-    return {"data": [shape(r) for r in rows], "nextCursor": encode_cursor(rows[-1]["id"]) if more else None}
+    return {"data": [shape(r) for r in rows],
+            "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None}
 
 
 async def create_list(db, account_id, name):
@@ -79,12 +82,12 @@ async def get_list(db, account_id, list_id):
 
 
 async def list_lists(db, account_id, *, limit=None, cursor=None):
-    return await _page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
+    return await keyset_page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
 
 
 async def list_members(db, account_id, list_id, *, limit=None, cursor=None):
     await get_list(db, account_id, list_id)
-    return await _page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
+    return await keyset_page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
                        limit, cursor, public_contact)
 
 
@@ -93,12 +96,8 @@ async def add_contact(db, account_id, list_id, contact_id):
     contact_id = (contact_id or "").strip()
     if not contact_id:
         raise Invalid("contactId is required")
-    result = await store.add_member(db, account_id, list_id, contact_id, now_iso())
-    if result["list"] is None:
-        raise list_not_found(list_id)
-    if result["contact"] is None:
-        raise contact_not_found(f"no contact with id {contact_id}")
-    return {"success": True, "listId": list_id, "contactId": contact_id, "added": result["added"]}
+    added = await store.add_member(db, account_id, list_id, contact_id, now_iso())
+    return {"success": True, "listId": list_id, "contactId": contact_id, "added": added}
 
 
 async def lists_of_contact(db, account_id, contact_id):

@@ -20,10 +20,10 @@ import json
 import logging
 import time
 import zlib
-from datetime import timedelta
 
 from common.ids import iso, utcnow
 from storage import events as store
+from storage import sessions as session_store
 
 log = logging.getLogger("parley.live")
 
@@ -31,8 +31,6 @@ log = logging.getLogger("parley.live")
 CLOSE_RELOAD = 4000        # the page must load again (a reload frame came first)
 CLOSE_SIGNED_OUT = 4001    # the session ended
 CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
-
-PRUNE_CHUNK = 5000
 
 
 def event_json(row):
@@ -76,11 +74,13 @@ _READY = Frame(b'{"type":"ready"}')
 
 class Subscriber:
     """One open page of an account. transport: write(Frame) -> a future done once the frame left our buffer
-    (raises once the connection is closed), close(code, reason). last_sent: the newest event id it was sent
-    (or that its page had already seen)."""
+    (raises once the connection is closed), close(code, reason). session: what the sessions store knows the
+    page's UI session by (services.sessions.session_hash). last_sent: the newest event id it was sent (or
+    that its page had already seen)."""
 
-    def __init__(self, hub, account_id, user_id, transport):
+    def __init__(self, hub, account_id, user_id, transport, session=None):
         self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
+        self.session = session
         self.last_sent = 0
         self.pending_bytes = 0
         self.closed = False
@@ -132,7 +132,7 @@ class Hub:
     listener; start()/stop() run it as one of the server's background tasks."""
 
     def __init__(self, db, *, min_interval=0.02, fan_out_share=0.25, round_limit=2000, catch_up_limit=1000,
-                 max_pending_bytes=512 * 1024, poll_seconds=2.0):
+                 max_pending_bytes=512 * 1024, poll_seconds=2.0, session_check_seconds=60.0):
         self.db = db
         self.min_interval = min_interval          # seconds between two rounds under load
         self.fan_out_share = fan_out_share        # at most this share of the event loop goes to pushing frames
@@ -140,6 +140,7 @@ class Hub:
         self.catch_up_limit = catch_up_limit      # missed events replayed to a page; more: reload
         self.max_pending_bytes = max_pending_bytes
         self.poll_seconds = poll_seconds          # backstop for events committed by another process
+        self.session_check_seconds = session_check_seconds  # backstop for sessions ended elsewhere
         self.position = None                      # the newest event id read; None while nobody listens
         self.rounds = 0
         self._subscribers = {}                    # account id -> set of Subscriber
@@ -149,6 +150,7 @@ class Hub:
         self._last_round = 0.0
         self._push_seconds = 0.0                  # the event loop's CPU time the last round's pushing took
         self._poller = None
+        self._session_checker = None
 
     @property
     def subscriber_count(self):
@@ -161,12 +163,16 @@ class Hub:
         if self._poller is None:
             self._poller = PeriodicCallback(self.notify, self.poll_seconds * 1000)
             self._poller.start()
+        if self._session_checker is None:
+            self._session_checker = PeriodicCallback(self.check_sessions, self.session_check_seconds * 1000)
+            self._session_checker.start()
 
     async def stop(self):
         """Close every page's socket as "going away": their scripts reconnect and resume after a restart."""
-        if self._poller is not None:
-            self._poller.stop()
-            self._poller = None
+        for timer in (self._poller, self._session_checker):
+            if timer is not None:
+                timer.stop()
+        self._poller = self._session_checker = None
         for subscriber in [s for group in self._subscribers.values() for s in group]:
             subscriber.close(CLOSE_GOING_AWAY, "server restarting")
         if self._task is not None:  # nobody is left to receive its round
@@ -175,10 +181,10 @@ class Hub:
 
     # ---- subscriptions ----------------------------------------------------------------------------
 
-    async def subscribe(self, account_id, user_id, after, transport):
+    async def subscribe(self, account_id, user_id, after, transport, session=None):
         """A page of the account that has seen events up to ``after`` (its render's position) opens: replay
         what it missed, then keep it live. Returns the Subscriber, or None when the page was told to reload."""
-        subscriber = Subscriber(self, account_id, user_id, transport)
+        subscriber = Subscriber(self, account_id, user_id, transport, session)
         async with self._lock:  # no round runs while the replay is read and the page joins
             if not self._subscribers:
                 self.position = await store.last_id(self.db)
@@ -205,10 +211,27 @@ class Hub:
             if not group:
                 del self._subscribers[subscriber.account_id]
 
-    def disconnect_user(self, user_id):
-        """Close the pages of a user whose session ended (sign-out); their scripts find the session gone."""
-        for subscriber in [s for group in self._subscribers.values() for s in group if s.user_id == user_id]:
+    def disconnect(self, account_id, *, session=None, keep_session=None):
+        """Close the account's pages whose UI session was ended here: the one ``session`` (sign-out), or every
+        one but ``keep_session`` (a new API key or password ends the account's other sessions). Their scripts
+        reload and find the session gone. Sessions ended elsewhere (the rotate-key command, expiry) are found
+        by check_sessions."""
+        for subscriber in list(self._subscribers.get(account_id, ())):
+            if (session is None or subscriber.session == session) and subscriber.session != keep_session:
+                subscriber.close(CLOSE_SIGNED_OUT, "signed out")
+
+    async def check_sessions(self, now=None):
+        """Close the pages whose session is no longer live (ended by another process, or expired). Returns
+        how many were closed."""
+        subscribers = [s for group in self._subscribers.values() for s in group]
+        if not subscribers:
+            return 0
+        live = await session_store.live_sessions(self.db, sorted({s.session for s in subscribers if s.session}),
+                                                 iso(now or utcnow()))
+        ended = [s for s in subscribers if s.session is not None and s.session not in live]
+        for subscriber in ended:
             subscriber.close(CLOSE_SIGNED_OUT, "signed out")
+        return len(ended)
 
     # ---- fan-out ----------------------------------------------------------------------------------
 
@@ -278,15 +301,3 @@ class Hub:
             else:
                 subscriber.send(events_frame([event_json(r) for r in rows if r[0] > subscriber.last_sent]))
             subscriber.last_sent = last
-
-
-async def prune_events(db, retention_hours, now=None):
-    """Delete events older than retention_hours, a chunk per transaction (the writer never holds a long one);
-    a page that last saw a deleted event reloads. Returns how many were deleted. Run periodically."""
-    horizon = iso((now or utcnow()) - timedelta(hours=retention_hours))
-    total = 0
-    while True:
-        deleted = await store.prune(db, horizon, PRUNE_CHUNK)
-        total += deleted
-        if deleted < PRUNE_CHUNK:
-            return total

@@ -192,6 +192,7 @@ def store_bytes(directory, data):
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / digest
     if target.exists() and target.stat().st_size == len(data):
+        os.utime(target)  # recent again: retention leaves a file alone while a message may be about to name it
         return digest
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".incoming-")
     try:

@@ -2,19 +2,23 @@
 mapping, outbound messages queued for delivery in the same transaction, and reading messages back."""
 import logging
 import sqlite3
+import time
 
 from tornado.ioloop import IOLoop
 
-from services import bot, media
+from services import bot, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
+from services.lists import decode_cursor, encode_cursor
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import accounts as account_store
+from storage import campaigns as campaign_store
 from storage import contacts as contact_store
 from storage import conversations
 from storage import events
 from storage import messages as store
 from storage import outbox
+from storage.db import StoredResultLost
 
 log = logging.getLogger("parley.messaging")
 
@@ -24,6 +28,10 @@ MAX_PAGE = 200
 # Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
 # user, an API client (POST send_custom_channel_message) or a campaign.
 AUTHORS = ("contact", "bot", "user", "api", "campaign")
+# An inbound message without customData.campaignId from a contact that got a campaign message this recently
+# is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
+# bot.campaigns[campaignId] (README "Campaigns").
+CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
 
 
 def _blank_to_none(value):
@@ -80,9 +88,10 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
     changes nothing (created False), also when the repeats arrive concurrently."""
     db = services.db
-    if media_url:
+    if media_url and not idempotency.claim_pending():
         # A retry must not decode and store its media again; without media the write's own check
-        # (below) is enough, and skipping this read saves a thread hop on the hot path.
+        # (below) is enough, and skipping this read saves a thread hop on the hot path. (With an
+        # Idempotency-Key the write answers, so that the key's rules apply to the repeat too.)
         existing = await store.find_by_external_id(db, account_id, message_sid)
         if existing is not None:
             return existing, False
@@ -95,42 +104,64 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "media_content_type": content_type, "error": None, "author": "contact", "author_user_id": None,
                "created_at": now_iso()}
 
+    answers_since = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - CAMPAIGN_ANSWER_WINDOW_SECONDS))
     try:
-        first, contact_id, contact_created = await db.write(_record_inbound, message, identity)
-    except sqlite3.IntegrityError:
-        # Backstop: another process (or connection) inserted the same messageSid first.
+        first, message_id, contact_id, contact_created, campaign_id, keyword = await db.write(
+            _record_inbound, message, identity, answers_since)
+    except (sqlite3.IntegrityError, StoredResultLost):
+        # Another process (or connection) inserted the same messageSid first; or the write committed
+        # but the writer stopped before answering: the stored message says which it was.
         first = await store.find_by_external_id(db, account_id, message_sid)
         if first is None:
             raise
-        return first, False
+        if first["id"] == message["id"]:
+            _wake_delivery(services)
+        return first, first["id"] == message["id"]
     if first is not None:
         return first, False
-    message["contact_id"] = contact_id
     if contact_created:
         _wake_delivery(services)  # a contact.created notification may be queued
+    # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
+    # request's message (the handler then does nothing more with it).
+    message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword)
     return message, True
 
 
-def _record_inbound(cx, message, identity):
+def _record_inbound(cx, message, identity, answers_since):
     """In the writer: store an inbound message unless its messageSid was stored before. The single
-    writer serializes this check-then-insert against every other write. Returns (the first message or
-    None, the contact id, whether the contact was created): only what the caller lacks crosses back."""
-    first = store.find_by_external_id_in_tx(cx, message["account_id"], message["external_id"])
+    writer serializes this check-then-insert against every other write. A message without a campaignId
+    from a contact with a campaign message since answers_since gets that campaign's; a text whose whole
+    body is an opt-out (opt-in) keyword opts the contact out (in). Returns (the first message or None, the
+    stored message's id, the contact id, whether the contact was created, the campaignId, True/False/None
+    for an opt-out/opt-in/no keyword): only what the caller lacks crosses back."""
+    account_id = message["account_id"]
+    first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
     if first is not None:
-        return first, first["contact_id"], False
+        return first, first["id"], first["contact_id"], False, first["campaign_id"], None
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
-    _store_message_in_tx(cx, {**message, "contact_id": contact_id})
-    return None, contact_id, contact_created
+    campaign_id = message["campaign_id"]
+    if campaign_id is None and not contact_created:
+        campaign_id = campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)
+    keyword = None
+    if message["message_type"] == "text" and opt_out.might_be_keyword(message["body"]):
+        # Only short bodies read the account's keywords: the common message pays nothing.
+        keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
+        if keyword is not None:
+            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
+    _store_message_in_tx(cx, {**message, "contact_id": contact_id, "campaign_id": campaign_id})
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword
 
 
-def _store_message_in_tx(cx, message):
-    """Every message insert: the row, its conversation (last activity, unread) and message.created for the
+def _store_message_in_tx(cx, message, announce=True):
+    """Every message insert: the row, its conversation (last activity, unread) and, unless announce is False
+    (a campaign batch announces its messages with one messages.created event), message.created for the
     account's open pages, in the caller's transaction."""
     store.insert_message_in_tx(cx, message)
     conversations.on_message_in_tx(cx, message)
-    events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
-        "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
-        "author": message["author"], "status": message["status"]})
+    if announce:
+        events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
+            "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
+            "author": message["author"], "status": message["status"]})
 
 
 def _wake_delivery(services):
@@ -142,8 +173,8 @@ def _wake_delivery(services):
 
 def after_inbound(services, message):
     """Once the 200 is sent: hand a new inbound text message to the bot, off the request path.
-    Reactions are stored and never answered (DESIGN §3)."""
-    if message["message_type"] != "text":
+    Reactions are stored and never answered (DESIGN §3), nor is an opt-out or opt-in keyword."""
+    if message["message_type"] != "text" or message.get("opt_out_keyword") is not None:
         return
     IOLoop.current().spawn_callback(_run_bot, services, message)
 
@@ -174,22 +205,50 @@ def _check_body(body, field):
 
 
 def _queue_outbound_in_tx(cx, *, account_id, contact_id, user_id, body, channel, to_id, campaign_id, media_url,
-                          content_type, shown_media, author, author_user_id=None):
+                          content_type, shown_media, author, author_user_id=None, contact=None,
+                          outbox_campaign_id=None, announce=True):
     """Store an outbound message as Pending and its delivery in the outbox, in this one transaction.
     shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
-    author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'."""
+    author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'.
+    contact: the contact's row when the caller has it (else it is read). outbox_campaign_id: the campaign
+    (campaigns.id) the message belongs to, whose counts its delivery moves. announce: False when the caller
+    emits one event for a batch of messages (_store_message_in_tx).
+
+    The payload is the spec's six fields (§6) plus, per DESIGN §3 "Reply payload, extended", campaignId
+    (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
+    channel has no fromId (toId is null), and the receiver needs an address to reach it."""
     message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
                "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
                "author": author, "author_user_id": author_user_id, "created_at": now_iso()}
-    _store_message_in_tx(cx, message)
+    _store_message_in_tx(cx, message, announce)
+    if contact is None:
+        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
                "toId": to_id, "channel": channel}
+    if campaign_id:
+        payload["campaignId"] = campaign_id
+    payload["contact"] = {"firstName": contact["first_name"], "lastName": contact["last_name"],
+                          "phone": contact["phone"], "email": contact["email"]}
     if shown_media:
         payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
-    outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload)
+    outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload,
+                         campaign_id=outbox_campaign_id)
     return message
+
+
+def queue_campaign_message_in_tx(cx, *, account_id, contact, user_id, body, channel, campaign_key, campaign_id):
+    """A campaign's message to one recipient (contact: its row), through the one outbound path: to where the
+    contact last wrote from, or, for a contact that never wrote on a custom channel, with toId null (the
+    payload's contact carries its phone and email). Returns the message. Its live event is the batch's:
+    the caller emits events.MESSAGES_CREATED once for the messages of its transaction."""
+    target = store.reply_target_in_tx(cx, account_id, contact["id"])
+    to_id, last_channel = target if target else (None, None)
+    return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact["id"], user_id=user_id, body=body,
+                                 channel=channel or last_channel, to_id=to_id, campaign_id=campaign_key,
+                                 media_url=None, content_type=None, shown_media=None, author="campaign",
+                                 contact=contact, outbox_campaign_id=campaign_id, announce=False)
 
 
 async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,
@@ -240,7 +299,8 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
 
 def _record_reply(cx, *, account_id, contact_id, to_id, channel, **outbound):
     """In the writer: a reply to a known contact, by default where it last wrote from."""
-    if contact_store.get_contact.sync(cx, account_id, contact_id) is None:
+    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
     if to_id is None:
         target = store.reply_target_in_tx(cx, account_id, contact_id)
@@ -248,7 +308,7 @@ def _record_reply(cx, *, account_id, contact_id, to_id, channel, **outbound):
             raise Invalid("this contact has never written on a custom channel, so there is no fromId to reply to")
         to_id, channel = target[0], channel or target[1]
     return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, to_id=to_id, channel=channel,
-                                 **outbound)
+                                 contact=contact, **outbound)
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -280,9 +340,10 @@ async def list_contact_messages(services, account_id, contact_id, cursor=None, l
     """GET /v1/contacts/{id}/messages: oldest first, {data, nextCursor}."""
     if not 1 <= limit <= MAX_PAGE:
         raise Invalid(f"limit must be between 1 and {MAX_PAGE}")
+    after = decode_cursor(cursor)  # before any read: a bad cursor is 400, as on the list endpoints
     if await contact_store.get_contact(services.db, account_id, contact_id) is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
-    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=cursor, limit=limit)
+    rows = await store.list_contact_messages(services.db, account_id, contact_id, after=after, limit=limit)
     page = rows[:limit]
     return {"data": [public_message(services, m) for m in page],
-            "nextCursor": page[-1]["id"] if len(rows) > limit else None}
+            "nextCursor": encode_cursor(page[-1]["id"]) if len(rows) > limit else None}

@@ -41,7 +41,8 @@
 
   document.addEventListener("parley:event", function (event) {
     var type = event.detail.type;
-    if (type.indexOf("message.") !== 0 && type.indexOf("conversation.") !== 0) {
+    // message.*, messages.* (a campaign's batch) and conversation.*: the list may have changed.
+    if (type.indexOf("message") !== 0 && type.indexOf("conversation.") !== 0) {
       return;
     }
     if (list.dataset.paged) {

@@ -105,12 +105,29 @@
     }).catch(function () {});
   }
 
+  // A campaign's batch events name many contacts: act on the part that is this thread's.
+  function batchPart(type, data) {
+    if (type === "messages.created" && !body.dataset.static && (data.contactIds || []).indexOf(contact) >= 0) {
+      appendNew();
+    } else if (type === "messages.status") {
+      (data.messages || []).forEach(function (pair) {
+        if (pair[0] === contact) {
+          replaceMessage(pair[1]);
+        }
+      });
+    }
+  }
+
   document.addEventListener("parley:event", function (event) {
     var data = event.detail.data || {};
+    var type = event.detail.type;
+    if (type.indexOf("messages.") === 0) {
+      batchPart(type, data);
+      return;
+    }
     if (data.contactId !== contact) {
       return;
     }
-    var type = event.detail.type;
     if (type === "message.created" && !body.dataset.static) {
       appendNew();
     } else if (type === "message.status" || type === "message.updated") {

@@ -1,7 +1,9 @@
 """SQL for accounts, UI users and API keys."""
 import json
 
+from common.errors import Conflict, NotFound
 from storage.db import fetch_one, reads, writes
+from storage.sessions import end_account_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
                     "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
@@ -10,9 +12,22 @@ _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_min
 _JSON = ("settings",)  # columns stored as JSON text
 
 
+def email_taken(email):
+    return Conflict(f"an account with email {email} already exists", code="CONFLICT")
+
+
 @writes
-def insert_account(cx, account, user, key_row):
-    """Insert an account with its owner user (optional) and its first API key, in one transaction."""
+def insert_account(cx, account, user, key_row, shown=None):
+    """Insert an account with its owner user (optional) and its first API key, in one transaction.
+    Conflict, writing nothing, when an account or a UI user already has the email (checked here, in the
+    writer, so that concurrent creations with one email give one account and no IntegrityError).
+    shown: what the answer shows once (the key, the password), encrypted by the caller; it is not stored
+    with the account, only returned, so that an Idempotency-Key retry is answered with the same.
+    Returns {id, name, email, type, parent_agency_id, created_at, shown}."""
+    emails = (account["email"], user["email"] if user else account["email"])
+    if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
+                  emails).fetchone():
+        raise email_taken(account["email"])
     cx.execute(
         "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
         " webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -24,6 +39,8 @@ def insert_account(cx, account, user, key_row):
                    " VALUES (?, ?, ?, ?, 1, ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
+    return {**{k: account[k] for k in ("id", "name", "email", "type", "parent_agency_id", "created_at")},
+            "shown": shown}
 
 
 def _insert_key(cx, account_id, key_row):
@@ -32,10 +49,20 @@ def _insert_key(cx, account_id, key_row):
 
 
 @writes
-def replace_api_key(cx, account_id, key_row):
-    """Delete every key of the account and insert the new one: the old key is dead at commit."""
+def replace_api_key(cx, account_id, key_row, keep_session_hash=None):
+    """Delete every key of the account and insert the new one: the old key is dead at commit. The
+    account's UI sessions end with it, but for the one that asked (keep_session_hash)."""
     cx.execute("DELETE FROM api_keys WHERE account_id = ?", (account_id,))
     _insert_key(cx, account_id, key_row)
+    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
+
+
+@writes
+def set_password(cx, user_id, password_hash, keep_session_hash):
+    """A new password for the UI user; the account's other sessions end in the same transaction."""
+    account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+    cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
 
 
 @reads
@@ -81,7 +108,15 @@ def get_user_by_email(cx, email):
 
 @reads
 def get_user(cx, user_id):
-    return fetch_one(cx, "SELECT id, account_id, email FROM users WHERE id = ?", (user_id,))
+    """{id, account_id, email, account_type}: the account's type decides which UI pages it has (Agency)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM users u"
+                     " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
+
+
+@reads
+def get_password_hash(cx, user_id):
+    row = cx.execute("SELECT password_hash FROM users WHERE id = ?", (user_id,)).fetchone()
+    return row[0] if row else None
 
 
 @writes
@@ -100,12 +135,24 @@ def merge_settings(cx, account_id, changes):
 
 
 @writes
-def set_webhook_secret(cx, account_id, secret, previous_secret, previous_expires_at):
-    cx.execute("UPDATE accounts SET webhook_secret = ?, previous_webhook_secret = ?,"
-               " previous_secret_expires_at = ? WHERE id = ?",
-               (secret, previous_secret, previous_expires_at, account_id))
+def rotate_webhook_secret(cx, account_id, secret, previous_expires_at):
+    """``secret`` (encrypted) becomes the signing secret; the current one becomes the previous one, which
+    signs too until previous_expires_at. Returns {secret, previous_expires_at} as stored; NotFound for
+    an unknown account."""
+    if not cx.execute("UPDATE accounts SET previous_webhook_secret = webhook_secret, webhook_secret = ?,"
+                      " previous_secret_expires_at = ? WHERE id = ?",
+                      (secret, previous_expires_at, account_id)).rowcount:
+        raise NotFound("account not found")
+    return {"secret": secret, "previous_expires_at": previous_expires_at}
 
 
 @writes
 def set_rate_limit(cx, account_id, per_minute):
     cx.execute("UPDATE accounts SET rate_limit_per_minute = ? WHERE id = ?", (per_minute, account_id))
+
+
+def opt_keywords_in_tx(cx, account_id):
+    """(optOutKeywords, optInKeywords) as stored in the account's settings; None where not set."""
+    row = cx.execute("SELECT json_extract(settings, '$.optOutKeywords'), json_extract(settings, '$.optInKeywords')"
+                     " FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    return tuple(json.loads(value) if value else None for value in (row or (None, None)))

@@ -1,9 +1,14 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
+from common.errors import NotFound
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, first_name, last_name, phone, email, opted_out, created_at"
 FILLABLE = ("first_name", "last_name", "phone", "email")
+
+
+def contact_not_found(contact_id):
+    return NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
 
 
 def public_contact(row):
@@ -106,3 +111,25 @@ def page_contacts(cx, account_id, *, text_like=None, digits_like=None, before=No
     columns = ", ".join("c." + c.strip() for c in _COLUMNS.split(","))
     return fetch_all(cx, f"SELECT {columns} FROM contacts c WHERE {' AND '.join(where)} ORDER BY c.id DESC LIMIT ?",
                      (*args, limit + 1))
+
+
+@reads
+def existing_phones_and_emails(cx, account_id, phones, emails):
+    """(phones, emails): those of the given E.164 phones and case-folded emails that contacts of the account
+    already have (the import's preview counts what would be matched)."""
+    found = []
+    for column, values in (("phone", sorted(set(phones))), ("email", sorted(set(emails)))):
+        hits = set()
+        for start in range(0, len(values), 500):
+            chunk = values[start:start + 500]
+            hits.update(r[0] for r in cx.execute(
+                f"SELECT {column} FROM contacts WHERE account_id = ? AND {column} IN ({', '.join('?' * len(chunk))})",
+                (account_id, *chunk)))
+        found.append(hits)
+    return tuple(found)
+
+
+def set_opted_out_in_tx(cx, account_id, contact_id, opted_out):
+    """Mark the contact opted out (True) or back in (False); True when that changed it."""
+    return cx.execute("UPDATE contacts SET opted_out = ? WHERE account_id = ? AND id = ? AND opted_out != ?",
+                      (int(opted_out), account_id, contact_id, int(opted_out))).rowcount == 1

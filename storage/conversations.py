@@ -43,6 +43,13 @@ def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):
                    (delta, account_id, contact_id))
 
 
+def on_statuses_in_tx(cx, account_id, contacts_and_old_statuses, new_status):
+    """Many outbound messages changed to new_status in this transaction (a campaign's cancel): one
+    on_status_in_tx per message whose failed count moves; pairs are (contact id, status before)."""
+    for contact_id, old_status in contacts_and_old_statuses:
+        on_status_in_tx(cx, account_id, contact_id, old_status, new_status)
+
+
 @writes
 def mark_read(cx, account_id, contact_id, through_message_id):
     """The conversation was read up to through_message_id (the newest message the page showed): unread goes

@@ -1,8 +1,11 @@
-"""SQL for credit balances (integer hundredths on accounts), their history and Idempotency-Key answers."""
-import json
+"""SQL for credit balances (integer hundredths on accounts), their history, and the auto-recharge trigger
+that runs inside every spend."""
 from decimal import Decimal
 
+from common.errors import Invalid, NotFound
+from common.ids import new_id
 from storage.db import fetch_one, reads, writes
+from storage.outbox import enqueue_notification_in_tx
 
 SCALE = 100  # balances and amounts are stored as integer hundredths of a credit
 MAX_BALANCE = 10 ** 12 * SCALE  # the migration's CHECK; < 2^53, so every balance is an exact JSON number
@@ -33,66 +36,84 @@ def _find_subaccount(cx, agency_id, email):
                      " AND parent_agency_id = ?", (email, agency_id))
 
 
-def _remembered(cx, account_id, key, not_before):
-    """The live Idempotency-Key row {request_hash, response}, or None. Rows older than not_before are
-    forgotten here (this account's only), so the table holds at most a day of keys per account."""
-    cx.execute("DELETE FROM idempotency_keys WHERE account_id = ? AND created_at < ?", (account_id, not_before))
-    row = cx.execute("SELECT request_hash, response FROM idempotency_keys WHERE account_id = ? AND key = ?",
-                     (account_id, key)).fetchone()
-    return {"request_hash": row["request_hash"], "response": json.loads(row["response"])} if row else None
+AUTO_RECHARGE_EVENT = "subaccount.auto_recharge"
+
+
+def close_recharge_episode_in_tx(cx, account_id):
+    """End the account's auto-recharge episode (no notification outstanding) when its balance is at least
+    the threshold again, or auto-recharge is off; the next spend below the threshold notifies anew."""
+    cx.execute("UPDATE accounts SET auto_recharge_key = NULL, auto_recharge_notified_at = NULL"
+               " WHERE id = ? AND auto_recharge_key IS NOT NULL"
+               " AND (auto_recharge_threshold IS NULL OR credit_hundredths >= auto_recharge_threshold)",
+               (account_id,))
+
+
+def _auto_recharge_in_tx(cx, account, now):
+    """After a spend (account: its row as it is now): when the balance is below the sub-account's
+    threshold and no notification of this episode is outstanding, queue subaccount.auto_recharge to the
+    agency's notificationUrls with a fresh idempotency_key and open the episode. A spend that takes the
+    balance from >= threshold to < threshold is such a spend; so is the first spend of a sub-account that
+    was already below the threshold when auto-recharge was set. Returns {webhook_id, idempotency_key} or
+    None (nothing to do, or the agency has no URL for the event: then the next spend asks again)."""
+    threshold = account["auto_recharge_threshold"]
+    if (threshold is None or account["credit_hundredths"] >= threshold or account["auto_recharge_key"]
+            or account["type"] != "subaccount" or not account["parent_agency_id"]):
+        return None
+    key = new_id("rch")
+    webhook_id = enqueue_notification_in_tx(cx, account["parent_agency_id"], AUTO_RECHARGE_EVENT, {
+        "idempotency_key": key, "sub_account_id": account["id"], "email": account["email"],
+        "balance": as_number(account["credit_hundredths"]), "threshold": as_number(threshold),
+        "amount": as_number(account["auto_recharge_amount"])})
+    if webhook_id is None:
+        return None
+    cx.execute("UPDATE accounts SET auto_recharge_key = ?, auto_recharge_notified_at = ? WHERE id = ?",
+               (key, now, account["id"]))
+    return {"webhook_id": webhook_id, "idempotency_key": key}
 
 
 @writes
-def grant(cx, agency_id, email, amount, description, now, idempotency=None):
+def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
     """Add ``amount`` hundredths to the agency's sub-account with this email and record the grant, in this
     one transaction (the single writer serializes it: concurrent grants never lose an update).
-
-    idempotency: None, or {"key", "request_hash", "not_before"}; a live row for the key is answered
-    instead of granting, and a grant remembers its answer under the key.
-    Returns {"outcome": "replayed", "request_hash", "response"} | {"outcome": "not_found"} |
-    {"outcome": "over_limit", "balance"} | {"outcome": "granted", "response"}; nothing is written unless
-    granted."""
-    if idempotency is not None:
-        seen = _remembered(cx, agency_id, idempotency["key"], idempotency["not_before"])
-        if seen is not None:
-            return {"outcome": "replayed", **seen}
+    idempotency_key: the request's key, kept in the history. Returns the body of the answer (spec §4.6);
+    raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance would pass its ceiling), writing nothing."""
     sub = _find_subaccount(cx, agency_id, email)
     if sub is None:
-        return {"outcome": "not_found"}
-    balance = sub["credit_hundredths"] + amount
-    if balance > MAX_BALANCE:
-        return {"outcome": "over_limit", "balance": sub["credit_hundredths"]}
+        raise NotFound(f"no sub-account with email {email} under this agency", code="SUBACCOUNT_NOT_FOUND")
+    if sub["credit_hundredths"] + amount > MAX_BALANCE:
+        raise Invalid(f"the balance would exceed {as_number(MAX_BALANCE)} credits")
     # Relative update (not "SET = computed"): correct even if a future writer runs beside this one.
     cx.execute("UPDATE accounts SET credit_hundredths = credit_hundredths + ? WHERE id = ?", (amount, sub["id"]))
     balance = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (sub["id"],)).fetchone()[0]
-    key = idempotency["key"] if idempotency else None
+    close_recharge_episode_in_tx(cx, sub["id"])
     _insert_transaction(cx, {"account_id": sub["id"], "kind": "grant", "amount": amount,
                              "balance_after": balance, "description": description, "granted_by": agency_id,
-                             "idempotency_key": key, "created_at": now})
-    response = grant_response(sub["id"], amount, balance)
-    if idempotency is not None:
-        cx.execute("INSERT INTO idempotency_keys (account_id, key, request_hash, response, created_at)"
-                   " VALUES (?, ?, ?, ?, ?)",
-                   (agency_id, key, idempotency["request_hash"], json.dumps(response), now))
-    return {"outcome": "granted", "response": response}
+                             "idempotency_key": idempotency_key, "created_at": now})
+    return grant_response(sub["id"], amount, balance)
 
 
 @writes
 def spend(cx, account_id, amount, reason, now):
     """Take ``amount`` hundredths from the account's balance unless that would go below zero, and record
-    it, in one transaction. Returns {"outcome": "spent", "balance"} | {"outcome": "insufficient",
-    "balance"} | {"outcome": "not_found"}; nothing is written unless spent. Compose it into a larger write
-    (a bot reply and its cost) with ``spend.sync(cx, ...)``."""
+    it, in one transaction; a spend that leaves a sub-account below its auto-recharge threshold queues the
+    agency's notification in the same transaction (_auto_recharge_in_tx).
+
+    Returns {"outcome": "spent", "balance", "auto_recharge": None | {"webhook_id", "idempotency_key"}}
+    | {"outcome": "insufficient", "balance"} | {"outcome": "not_found"}; nothing is written unless spent.
+    Compose it into a larger write (a bot reply and its cost) with ``spend.sync(cx, ...)``; when
+    auto_recharge is set, wake the delivery worker after the commit (it also polls every second)."""
     updated = cx.execute("UPDATE accounts SET credit_hundredths = credit_hundredths - ?"
                          " WHERE id = ? AND credit_hundredths >= ?", (amount, account_id, amount)).rowcount
-    row = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    row = fetch_one(cx, "SELECT id, email, type, parent_agency_id, credit_hundredths, auto_recharge_threshold,"
+                    " auto_recharge_amount, auto_recharge_key FROM accounts WHERE id = ?", (account_id,))
     if row is None:
         return {"outcome": "not_found"}
+    balance = row["credit_hundredths"]
     if not updated:
-        return {"outcome": "insufficient", "balance": row[0]}
+        return {"outcome": "insufficient", "balance": balance}
     _insert_transaction(cx, {"account_id": account_id, "kind": "spend", "amount": -amount,
-                             "balance_after": row[0], "description": reason, "created_at": now})
-    return {"outcome": "spent", "balance": row[0]}
+                             "balance_after": balance, "description": reason, "created_at": now})
+    return {"outcome": "spent", "balance": balance, "auto_recharge": _auto_recharge_in_tx(cx, row, now)}
 
 
 @reads
@@ -100,20 +121,3 @@ def get_balance(cx, account_id):
     """The account's balance in hundredths, or None for an unknown account."""
     row = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (account_id,)).fetchone()
     return row[0] if row else None
-
-
-@reads
-def page_subaccounts(cx, agency_id, after_id, limit):
-    """Up to ``limit`` sub-accounts of the agency with id > after_id (keyset on the time-ordered id)."""
-    return [dict(r) for r in cx.execute(
-        "SELECT id, name, email, credit_hundredths, created_at FROM accounts WHERE parent_agency_id = ?"
-        " AND type = 'subaccount' AND id > ? ORDER BY id LIMIT ?", (agency_id, after_id or "", limit))]
-
-
-@reads
-def list_transactions(cx, account_id, limit=100):
-    """The account's most recent credit transactions, newest first."""
-    return [dict(r) for r in cx.execute(
-        "SELECT id, account_id, kind, amount, balance_after, description, granted_by, idempotency_key,"
-        " created_at FROM credit_transactions WHERE account_id = ? ORDER BY id DESC LIMIT ?",
-        (account_id, limit))]

@@ -2,7 +2,9 @@
 reader connection."""
 import asyncio
 import collections
+import contextvars
 import functools
+import importlib
 import json
 import logging
 import os
@@ -23,19 +25,42 @@ log = logging.getLogger("parley.db")
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Upper bound on the writes folded into one transaction; keeps a batch's latency bounded.
 MAX_BATCH = 256
+# After the writer process is lost: how long to wait for it to be gone, and for its batch record.
+SETTLE_SECONDS = 5.0
 
 
 class StorageUnavailable(Unavailable):
-    """503 UNAVAILABLE: the disk is full, the database read-only or failing; nothing was written."""
+    """503 UNAVAILABLE: nothing of this write was stored (the disk is full, the database read-only,
+    locked or failing, too many writes are waiting, the writer stopped before its COMMIT, the database
+    is closing); the client may retry it as it is."""
 
+
+class StoredResultLost(Unavailable):
+    """503 UNAVAILABLE: the write IS stored (its transaction committed), but the writer process stopped
+    before its answer arrived, so its result is unknown. A retry with the same Idempotency-Key returns
+    the stored answer; services that can re-read the result catch this and answer normally."""
+
+
+class WriteOutcomeUnknown(Unavailable):
+    """503 UNAVAILABLE: whether the write is stored cannot be known (the writer process could not be
+    confirmed gone, or its batch record could not be read). DESIGN §3 "Idempotency"."""
+
+
+NOT_WRITTEN = "the storage writer stopped before this write was committed; nothing was written, retry it"
+STORED = ("the write is stored, but its answer was lost when the storage writer stopped; "
+          "a retry with the same Idempotency-Key returns it")
+UNKNOWN = "the write may or may not be stored; retry with the same Idempotency-Key"
+QUEUE_FULL = "storage is busy: too many writes are waiting; nothing was written, retry later"
+CLOSING = "the database is closing; nothing was written"
 
 _UNAVAILABLE = {sqlite3.SQLITE_FULL: "storage is full", sqlite3.SQLITE_READONLY: "storage is read-only",
-                sqlite3.SQLITE_IOERR: "storage I/O error"}
+                sqlite3.SQLITE_IOERR: "storage I/O error",
+                sqlite3.SQLITE_BUSY: "storage is locked by another process"}
 
 
 def as_unavailable(exc):
-    """SQLite's disk-full, read-only and I/O errors as StorageUnavailable (the client may retry once the
-    operator fixed the disk); any other exception unchanged."""
+    """SQLite's disk-full, read-only, I/O and busy errors as StorageUnavailable (the client may retry once
+    the operator fixed the disk, or the lock is free); any other exception unchanged."""
     code = getattr(exc, "sqlite_errorcode", None)
     reason = _UNAVAILABLE.get(code & 0xFF) if isinstance(code, int) else None
     if reason is None:
@@ -108,6 +133,48 @@ def function_reference(fn):
 
 
 _references = {}
+_functions = {}
+# The Idempotency-Key claim of the request being served, if any (storage/idempotency.py sets it; write()
+# hands the request's first write to it). Tasks copy the context, so it never leaks across requests.
+idempotency_claim = contextvars.ContextVar("idempotency_claim", default=None)
+
+
+def resolve(module, qualname):
+    """The sync function a (module, qualname) reference names (function_reference's inverse, used in the
+    writer process); a @writes/@reads wrapper gives its .sync."""
+    key = (module, qualname)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+        fn = _functions[key] = getattr(fn, "sync", fn)
+    return fn
+
+
+class _Batch:
+    """One transaction's worth of writes sent to the writer process: its number (recorded inside the
+    transaction, see writer_batches), the callers' futures in call order, and its watchdog timer."""
+    __slots__ = ("number", "futures", "watchdog", "limit")
+
+    def __init__(self, number, futures, limit):
+        self.number, self.futures, self.limit, self.watchdog = number, futures, limit, None
+
+
+async def _exited(process, timeout):
+    """True once the process has exited (reaped), False if it still runs after timeout seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while process.poll() is None:
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+def _batch_record(cx, writer):
+    row = cx.execute("SELECT batch, failed FROM writer_batches WHERE writer = ?", (writer,)).fetchone()
+    return (row[0], json.loads(row[1]) if row[1] else []) if row else (0, [])
 
 
 class _WriterConnection(asyncio.Protocol):
@@ -133,7 +200,7 @@ class _WriterConnection(asyncio.Protocol):
             self.on_reply(reply)
 
     def connection_lost(self, exc):
-        self.on_lost()
+        self.on_lost(self)
 
 
 class Database:
@@ -143,23 +210,34 @@ class Database:
     data, since both cross to the writer process. Every call queued while a transaction is in flight
     goes into the next one (group commit), each inside a SAVEPOINT so one failing call rolls back
     alone, and each caller's future resolves only after COMMIT returned: an answered write is durable.
+
+    What a failure means is always known and said: every transaction also records its batch number
+    (writer_batches), so when the writer process dies (or is replaced by the watchdog) before answering,
+    the callers of its batch learn whether their write is stored (StoredResultLost) or not
+    (StorageUnavailable); WriteOutcomeUnknown only when even that cannot be read. At most ``max_pending``
+    writes wait (503 at once beyond), and a batch that runs longer than ``stall_seconds`` gets its writer
+    replaced, so a hung writer (a stuck disk, a lock held elsewhere) cannot hold requests for ever.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, *, max_pending=10_000, stall_seconds=15.0):
         self.path = Path(path).resolve()
+        self.max_pending, self.stall_seconds = max_pending, stall_seconds
+        self.token = os.urandom(8).hex()  # names this Database's rows in writer_batches
         self.transactions_committed = 0
         self.writes_committed = 0
         self._reader = None
         self._process = None
         self._connection = None
         self._pending = collections.deque()  # (future, call) not yet sent
-        self._in_flight = None  # the futures of the batch the writer process is running
+        self._in_flight = None  # the _Batch the writer process is running
+        self._batches_sent = 0
         self._send_scheduled = False
         self._closing = False
         self._idle = None
         self._batches_since_start = 0
         self._failed_starts = 0  # writers in a row that died before answering a batch
         self._down = None  # while the writer is being restarted after a delay: why writes are refused
+        self._recovery = None  # the task settling a lost writer's batch and starting the next writer
         self._commit_listeners = []
 
     async def open(self):
@@ -182,7 +260,7 @@ class Database:
             # The parent's sys.path, so that every module a write function lives in imports there too.
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno())],
+                [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno()), self.token],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
                 start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
         except BaseException:
@@ -209,21 +287,33 @@ class Database:
         """The writer process's pid (None when closed)."""
         return self._process.pid if self._process is not None else None
 
-    async def close(self):
-        """Flush queued writes, stop the writer process, close the reader."""
+    async def close(self, timeout=30.0):
+        """Flush queued writes (for at most ``timeout`` seconds: then the writes still waiting are
+        refused and a batch still running is settled like a lost writer's), stop the writer process,
+        close the reader."""
         if self._process is not None:
             self._closing = True
-            await self._idle.wait()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout)
+            except asyncio.TimeoutError:
+                log.error("closing: writes still queued after %g s are refused", timeout)
+                self._fail_pending(StorageUnavailable(CLOSING))
+                if self._in_flight is not None and self._connection is not None:
+                    self._replace_writer()
+            if self._recovery is not None and not self._recovery.done():
+                try:  # settling takes seconds at most; a restart backing off is cut short
+                    await asyncio.wait_for(asyncio.shield(self._recovery), timeout)
+                except asyncio.TimeoutError:
+                    self._recovery.cancel()
+                self._fail_pending(StorageUnavailable(CLOSING))
             if self._connection is not None:  # None: the writer died and could not be restarted
                 self._connection.transport.write(encode_frame(None))
                 self._connection.transport.close()
             process, self._process = self._process, None
-            loop = asyncio.get_running_loop()
-            try:
-                await asyncio.wait_for(loop.run_in_executor(None, process.wait), 30)
-            except asyncio.TimeoutError:
+            if not await _exited(process, timeout):
                 log.error("the writer process did not stop; killing it")
                 process.kill()
+                await _exited(process, SETTLE_SECONDS)
         if self._reader is not None:
             await self._reader.close()
             self._reader = None
@@ -233,11 +323,18 @@ class Database:
         return await self._reader._execute(fn, self._reader._conn, *args, **kwargs)
 
     async def write(self, fn, *args, **kwargs):
-        """Queue ``fn(cx, *args)`` for the writer process; returns its result once committed."""
+        """Queue ``fn(cx, *args)`` for the writer process; returns its result once committed. Inside a
+        request that carries an Idempotency-Key (storage/idempotency.py), the request's first write is
+        run under that key instead."""
+        claim = idempotency_claim.get()
+        if claim is not None and claim.open:
+            return await claim.run(self, fn, args, kwargs)
         if self._process is None or self._closing:
             raise RuntimeError("database is closed")
         if self._down is not None:
             raise self._down
+        if len(self._pending) >= self.max_pending:
+            raise StorageUnavailable(QUEUE_FULL)
         future = asyncio.get_running_loop().create_future()
         self._pending.append((future, (*function_reference(fn), args, kwargs)))
         self._idle.clear()
@@ -267,17 +364,20 @@ class Database:
         if not calls:
             self._idle.set()
             return
+        self._batches_sent += 1
+        number = self._batches_sent
         try:
-            frame = encode_frame(calls)
+            frame = encode_frame((number, calls))
         except Exception:  # some call's arguments cannot be pickled: fail those, send the rest
-            frame = self._encode_picklable(futures, calls)
+            frame = self._encode_picklable(number, futures, calls)
             if frame is None:
                 return self._send_batch()
-        self._in_flight = futures
+        self._in_flight = batch = _Batch(number, futures, self.stall_seconds)
+        batch.watchdog = asyncio.get_running_loop().call_later(batch.limit, self._stalled, batch)
         self._connection.transport.write(frame)
 
     @staticmethod
-    def _encode_picklable(futures, calls):
+    def _encode_picklable(number, futures, calls):
         kept = []
         for future, call in zip(list(futures), calls):
             try:
@@ -286,20 +386,20 @@ class Database:
             except Exception as exc:
                 futures.remove(future)
                 future.set_exception(TypeError(f"the arguments of {call[1]} cannot be sent to the writer: {exc}"))
-        return encode_frame(kept) if kept else None
+        return encode_frame((number, kept)) if kept else None
 
     def _on_reply(self, reply):
         self._batches_since_start += 1
-        futures, self._in_flight = self._in_flight, None
+        batch, self._in_flight = self._in_flight, None
+        batch.watchdog.cancel()
+        futures = batch.futures
         kind, value = reply
         if kind == "failed":  # COMMIT itself failed: nobody's write is durable.
             log.error("write transaction failed, %d writes rejected: %s", len(futures), value)
             _fail(futures, as_unavailable(value))
         else:
             if any(ok for ok, _ in value):  # a lone failed call was rolled back, not committed
-                self.transactions_committed += 1
-                for callback in self._commit_listeners:
-                    callback()
+                self._committed()
             self.writes_committed += sum(1 for ok, _ in value if ok)
             for future, (ok, result) in zip(futures, value):
                 if future.done():
@@ -313,16 +413,77 @@ class Database:
                     future.set_exception(unavailable)
         self._send_batch()
 
-    def _on_writer_lost(self):
-        if self._closing and self._in_flight is None:
+    def _committed(self):
+        """A transaction with at least one stored write committed (answered, or settled after its writer
+        was lost): count it and call the commit listeners, before its callers resume."""
+        self.transactions_committed += 1
+        for callback in self._commit_listeners:
+            callback()
+
+    def _stalled(self, batch):
+        """The watchdog: the writer has run one batch for stall_seconds (a stuck disk, a lock held by
+        another process, a stopped process). Replace it; its batch is settled like a lost writer's."""
+        if self._in_flight is batch and self._connection is not None:
+            log.error("the writer process has been running one batch of %d writes for %g s; replacing it",
+                      len(batch.futures), batch.limit)
+            self._replace_writer()
+
+    def _replace_writer(self):
+        self._process.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+        # Let go of it now, even if the process cannot die yet (blocked in the kernel): its batch is
+        # settled and the next writer started; its late connection_lost is then ignored.
+        connection = self._connection
+        connection.transport.close()
+        self._on_writer_lost(connection)
+
+    def _on_writer_lost(self, connection):
+        if connection is not self._connection or self._closing and self._in_flight is None:
             return
         self._connection = None  # until the restarted writer is connected, writes only queue
-        futures, self._in_flight = self._in_flight or [], None
-        log.error("the writer process stopped unexpectedly (exit code %s); %d writes in flight failed",
-                  self._process and self._process.poll(), len(futures))
-        _fail(futures, StorageUnavailable("the storage writer stopped; the write may not be stored, retry it"))
+        batch, self._in_flight = self._in_flight, None
+        if batch is not None:
+            batch.watchdog.cancel()
+        process = self._process
+        log.error("the writer process stopped unexpectedly (exit code %s); %d writes were in flight",
+                  process and process.poll(), len(batch.futures) if batch else 0)
         self._failed_starts = 0 if self._batches_since_start else self._failed_starts + 1
-        asyncio.ensure_future(self._restart_writer())
+        self._recovery = asyncio.ensure_future(self._recover(batch, process))
+
+    async def _recover(self, batch, process):
+        """Settle the lost writer's batch (before any new batch can overwrite its record), then start
+        the next writer."""
+        if batch is not None:
+            await self._settle(batch, process)
+        await self._restart_writer()
+
+    async def _settle(self, batch, process):
+        """Tell each caller of the batch the lost writer was running what became of its write: once the
+        process is gone, its record in writer_batches says whether the batch committed and which of its
+        calls rolled back."""
+        record = None
+        if await _exited(process, SETTLE_SECONDS):
+            try:
+                record = await asyncio.wait_for(self.read(_batch_record, self.token), SETTLE_SECONDS)
+            except Exception as exc:
+                log.error("could not read what the lost writer committed: %r", exc)
+        else:
+            log.error("the lost writer process (pid %s) is still running; its batch's outcome is unknown",
+                      process.pid)
+        committed = record is not None and record[0] >= batch.number
+        failed = set(record[1]) if committed and record[0] == batch.number else set()
+        log.error("the lost writer's batch of %d writes %s", len(batch.futures),
+                  "is unknown" if record is None else "was committed" if committed else "was not committed")
+        if committed and len(failed) < len(batch.futures):  # some call's write is stored: like a reply
+            self._committed()
+        for index, future in enumerate(batch.futures):
+            if future.done():
+                continue
+            if record is None:
+                future.set_exception(WriteOutcomeUnknown(UNKNOWN))
+            elif committed and index not in failed:
+                future.set_exception(StoredResultLost(STORED))
+            else:
+                future.set_exception(StorageUnavailable(NOT_WRITTEN))
 
     async def _restart_writer(self):
         """A writer that served is replaced at once (queued writes wait for it). Writers that keep dying
@@ -337,7 +498,7 @@ class Database:
                 await asyncio.sleep(delay)
             if self._closing:
                 self._down = None
-                self._fail_pending(StorageUnavailable("the database is closing; nothing was written"))
+                self._fail_pending(StorageUnavailable(CLOSING))
                 return
             try:
                 await self._start_writer()

@@ -1,12 +1,13 @@
 """SQL for webhook delivery: due outbox rows, attempts, and the outcome written back to outbox and message."""
 import json
 
-from storage import conversations
+from common.errors import Conflict, NotFound
+from storage import campaigns, conversations
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import MESSAGE_STATUS, emit_in_tx
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
-                   " next_attempt_at, last_error, sent_at, created_at")
+                   " next_attempt_at, last_error, sent_at, created_at, campaign_id")
 
 
 _JSON = ("last_error",)  # columns stored as JSON text
@@ -18,20 +19,57 @@ def _placeholders(values):
 
 @reads
 def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=()):
-    """Pending rows due at ``now``, oldest first, at most ``per_account`` per account so that one
-    account's backlog cannot fill the batch; rows already in flight and saturated accounts left out."""
-    where, args = ["status = 'pending'", "next_attempt_at <= ?"], [now]
+    """Pending rows due at ``now``, at most ``per_account`` per account so that one account's backlog
+    cannot fill the batch; rows already in flight and saturated accounts left out. Two lanes: replies
+    and notifications first (oldest first), then campaign deliveries (DESIGN §3: a campaign shares the
+    account's delivery concurrency without starving its other replies)."""
+    direct = _due_direct(cx, now, per_account, limit, exclude_ids, exclude_accounts)
+    return direct + _due_campaigns(cx, now, per_account, limit - len(direct), exclude_ids, exclude_accounts)
+
+
+def _excluding(where, args, exclude_ids, exclude_accounts, prefix=""):
     if exclude_ids:
-        where.append(f"id NOT IN ({_placeholders(exclude_ids)})")
+        where.append(f"{prefix}id NOT IN ({_placeholders(exclude_ids)})")
         args += list(exclude_ids)
     if exclude_accounts:
-        where.append(f"account_id NOT IN ({_placeholders(exclude_accounts)})")
+        where.append(f"{prefix}account_id NOT IN ({_placeholders(exclude_accounts)})")
         args += list(exclude_accounts)
+
+
+# INDEXED BY (SQLite's; a PostgreSQL backend drops it): with a campaign's backlog pending, SQLite's planner
+# prefers outbox_due (status, next_attempt_at) and walks the whole backlog on every round (9 ms for 20k rows,
+# which starved delivery); each lane's partial index answers in microseconds.
+def _due_direct(cx, now, per_account, limit, exclude_ids, exclude_accounts):
+    where, args = ["status = 'pending'", "campaign_id IS NULL", "next_attempt_at <= ?"], [now]
+    _excluding(where, args, exclude_ids, exclude_accounts)
     sql = (f"SELECT {_OUTBOX_COLUMNS} FROM ("
            f" SELECT {_OUTBOX_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY next_attempt_at, id)"
-           f" AS rank_in_account FROM outbox WHERE {' AND '.join(where)}"
+           f" AS rank_in_account FROM outbox INDEXED BY outbox_direct_due WHERE {' AND '.join(where)}"
            ") due WHERE rank_in_account <= ? ORDER BY next_attempt_at, id LIMIT ?")
     return fetch_all(cx, sql, (*args, per_account, limit), json_columns=_JSON)
+
+
+def _due_campaigns(cx, now, per_account, limit, exclude_ids, exclude_accounts):
+    """A campaign's backlog can be 100k rows due at once: never scan it. The accounts with pending campaign
+    rows are found with one index seek each (a loose index scan), then each account's first due rows."""
+    if limit <= 0:
+        return []
+    accounts = [r[0] for r in cx.execute(
+        "WITH RECURSIVE due(account_id) AS ("
+        " SELECT MIN(account_id) FROM outbox INDEXED BY outbox_campaign_due WHERE status = 'pending' AND campaign_id IS NOT NULL"
+        " UNION ALL SELECT (SELECT MIN(account_id) FROM outbox INDEXED BY outbox_campaign_due WHERE status = 'pending' AND campaign_id IS NOT NULL"
+        " AND account_id > due.account_id) FROM due WHERE due.account_id IS NOT NULL"
+        ") SELECT account_id FROM due WHERE account_id IS NOT NULL")
+        if r[0] not in exclude_accounts]
+    rows = []
+    for account_id in accounts:
+        where, args = ["status = 'pending'", "campaign_id IS NOT NULL", "account_id = ?", "next_attempt_at <= ?"], \
+            [account_id, now]
+        _excluding(where, args, exclude_ids, ())
+        rows += fetch_all(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox INDEXED BY outbox_campaign_due WHERE {' AND '.join(where)}"
+                              " ORDER BY next_attempt_at, id LIMIT ?", (*args, per_account), json_columns=_JSON)
+    rows.sort(key=lambda r: (r["next_attempt_at"], r["id"]))
+    return rows[:limit]
 
 
 @reads
@@ -44,24 +82,59 @@ def next_due_at(cx):
 def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
     """One delivery attempt and its consequences, in one transaction.
 
-    row: the outbox row attempted. attempt: {at, http_status, error, response_excerpt, duration_ms}.
-    status: the outbox's new status: 'sent', 'pending' (a retry is scheduled at next_attempt_at) or
-    'failed' (final). error: the error object stored with the row and its message, or None on success
-    (a success clears the message's error; the attempts keep the history).
+    row: the outbox row attempted, as read before the attempt. attempt: {at, http_status, error,
+    response_excerpt, duration_ms}. status: the outbox's new status: 'sent', 'pending' (a retry is
+    scheduled at next_attempt_at) or 'failed' (final). error: the error object stored with the row and
+    its message, or None on success (a success clears the message's error; the attempts keep the history).
+
+    A manual retry (schedule_retry_now) asked while this attempt was in flight moved next_attempt_at away
+    from the value in ``row``: unless this attempt delivered the webhook, the row then stays pending at
+    the time the retry asked for, rather than taking this attempt's schedule (or final failure).
     """
     cx.execute("INSERT INTO delivery_attempts (outbox_id, account_id, at, http_status, error, response_excerpt,"
                " duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                (row["id"], row["account_id"], attempt["at"], attempt["http_status"], attempt["error"],
                 attempt["response_excerpt"], attempt["duration_ms"]))
+    if row.get("campaign_id"):
+        status, next_attempt_at = campaigns.attempt_ended_in_tx(cx, row, status, next_attempt_at, error)
+        if error is not None:
+            error = {**error, "nextAttemptAt": None if next_attempt_at == campaigns.HELD else next_attempt_at}
     error_json = json.dumps(error) if error is not None else None
-    cx.execute("UPDATE outbox SET status = ?, attempts = attempts + 1,"
-               " next_attempt_at = COALESCE(?, next_attempt_at), last_error = ?,"
+    retried = "(? <> 'sent' AND next_attempt_at IS NOT ?)"  # a manual retry came in meanwhile
+    cx.execute(f"UPDATE outbox SET attempts = attempts + 1,"
+               f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
+               f" last_error = CASE WHEN {retried} THEN json_set(?, '$.nextAttemptAt', next_attempt_at) ELSE ? END,"
+               f" next_attempt_at = CASE WHEN {retried} THEN next_attempt_at ELSE COALESCE(?, next_attempt_at) END,"
                " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
                " WHERE id = ? AND account_id = ?",
-               (status, next_attempt_at, error_json, status, attempt["at"], row["id"], row["account_id"]))
+               (status, row["next_attempt_at"], status, status, row["next_attempt_at"], error_json, error_json,
+                status, row["next_attempt_at"], next_attempt_at, status, attempt["at"], row["id"],
+                row["account_id"]))
     if row["message_id"]:
+        # The message's error is the row's last_error as just written (a retry asked meanwhile dated it).
+        error_json = cx.execute("SELECT last_error FROM outbox WHERE id = ?", (row["id"],)).fetchone()[0]
         set_message_status_in_tx(cx, row["account_id"], row["message_id"], "Sent" if status == "sent" else "Failed",
                                  error_json)
+
+
+@writes
+def record_attempts(cx, outcomes):
+    """Several attempts' outcomes (each the arguments of record_attempt) in one write, each in its own
+    SAVEPOINT so that one that fails rolls back alone. Returns None or the exception, per outcome."""
+    results = []
+    for row, attempt, status, next_attempt_at, error in outcomes:
+        cx.execute("SAVEPOINT attempt")
+        try:
+            record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
+            cx.execute("RELEASE attempt")
+            results.append(None)
+        except Exception as exc:
+            if not cx.in_transaction:
+                raise
+            cx.execute("ROLLBACK TO attempt")
+            cx.execute("RELEASE attempt")
+            results.append(exc)
+    return results
 
 
 def set_message_status_in_tx(cx, account_id, message_id, status, error_json):
@@ -82,29 +155,26 @@ def set_message_status_in_tx(cx, account_id, message_id, status, error_json):
 
 @writes
 def schedule_retry_now(cx, account_id, message_id, now):
-    """Make the message's delivery due at ``now`` (a manual retry). Returns the outbox row as it was
-    before, or None when the message has no delivery; a row already sent is left alone."""
+    """A manual retry of a Failed outbound message (the inbox's Retry): its delivery is due at ``now`` and the
+    message is Pending again (its error kept until the next attempt). Raises inside the write, so that nothing
+    is written (nor remembered under an Idempotency-Key): NotFound for an unknown, inbound or another
+    account's message or one without a delivery, Conflict unless it is Failed. Returns the delivery row as it
+    was before."""
+    message = cx.execute("SELECT status, error FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
+                         (account_id, message_id)).fetchone()
+    if message is None:
+        raise NotFound(f"no outbound message with id {message_id}", code="NOT_FOUND")
+    if message[0] != "Failed":
+        raise Conflict(f"message {message_id} is {message[0]}: only a Failed message can be retried", code="CONFLICT")
     before = fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
                        " ORDER BY id DESC LIMIT 1", (account_id, message_id), json_columns=_JSON)
-    if before is not None and before["status"] != "sent":
-        cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
+    if before is None:
+        raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")
+    if before["status"] == "sent":
+        raise Conflict(f"message {message_id} was already delivered", code="CONFLICT")
+    cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
+    set_message_status_in_tx(cx, account_id, message_id, "Pending", message[1])
     return before
-
-
-@writes
-def retry_failed_message(cx, account_id, message_id, now):
-    """A manual retry of a Failed outbound message: its delivery is due at ``now`` and the message is Pending
-    again (its error kept until the next attempt). Returns {"status": the message's status before (None when
-    the account has no such outbound message), "outbox": the delivery row before (None when it has none)};
-    only a Failed message with a delivery is changed."""
-    row = cx.execute("SELECT status, error FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
-                     (account_id, message_id)).fetchone()
-    if row is None or row[0] != "Failed":
-        return {"status": row and row[0], "outbox": None}
-    before = schedule_retry_now.sync(cx, account_id, message_id, now)
-    if before is not None and before["status"] != "sent":
-        set_message_status_in_tx(cx, account_id, message_id, "Pending", row[1])
-    return {"status": "Failed", "outbox": before}
 
 
 @reads
@@ -125,3 +195,17 @@ def list_attempts(cx, account_id, outbox_id):
         "SELECT id, outbox_id, at, http_status, error, response_excerpt, duration_ms FROM delivery_attempts"
         " WHERE account_id = ? AND outbox_id = ? ORDER BY id", (account_id, outbox_id))]
 
+
+
+@writes
+def prune_finished(cx, before, limit):
+    """Delete up to ``limit`` outbox rows that are done (sent, or failed for good) and whose last attempt
+    was scheduled before ``before``, with their delivery attempts; pending rows are never touched. The
+    messages keep their status and last error. Returns how many outbox rows were deleted."""
+    ids = [row[0] for row in cx.execute(
+        "SELECT id FROM outbox WHERE status IN ('sent', 'failed') AND next_attempt_at < ? LIMIT ?",
+        (before, limit))]
+    if not ids:
+        return 0
+    cx.execute(f"DELETE FROM delivery_attempts WHERE outbox_id IN ({_placeholders(ids)})", ids)
+    return cx.execute(f"DELETE FROM outbox WHERE id IN ({_placeholders(ids)})", ids).rowcount

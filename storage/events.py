@@ -10,6 +10,10 @@ MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction,
 MESSAGE_STATUS = "message.status"            # {messageId, contactId, status}: Pending, Sent or Failed
 MESSAGE_UPDATED = "message.updated"          # {messageId, contactId}: something else changed (the bot's outcome)
 CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused or resumed
+# A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
+MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message
+MESSAGES_STATUS = "messages.status"          # {campaignId, status, messages: [[contactId, messageId], ...]}
+BATCH_EVENT_SIZE = 500                       # contacts per batch event at most (a cancel may touch 100,000)
 
 
 def emit_in_tx(cx, account_id, type, data):
@@ -17,6 +21,13 @@ def emit_in_tx(cx, account_id, type, data):
     the change commits, and never when it rolls back. data: a JSON-able dict. Returns the event id."""
     return cx.execute("INSERT INTO events (account_id, type, data, created_at) VALUES (?, ?, ?, ?)",
                       (account_id, type, json.dumps(data, separators=(",", ":")), now_iso())).lastrowid
+
+
+def emit_batches_in_tx(cx, account_id, type, data, key, items):
+    """Emit ``type`` for many messages in as few events as BATCH_EVENT_SIZE allows: each is data with ``key``
+    set to a chunk of the list items. Nothing when items is empty."""
+    for start in range(0, len(items), BATCH_EVENT_SIZE):
+        emit_in_tx(cx, account_id, type, {**data, key: items[start:start + BATCH_EVENT_SIZE]})
 
 
 def message_updated_in_tx(cx, account_id, message_id):
@@ -60,10 +71,11 @@ def catch_up(cx, account_id, after_id, through_id, limit):
 
 
 @writes
-def prune(cx, older_than, limit=5000):
+def prune(cx, older_than, limit):
     """Delete up to ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), never the
-    newest event (its id is where the next one counts from). Returns how many were deleted: call again
-    while it returns ``limit``. A page that last saw a deleted event is told to reload."""
+    newest event (its id is where the next one counts from). Returns how many were deleted: the retention
+    cleanup (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a
+    deleted event is told to reload."""
     return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?)"
                       " AND created_at < ? AND id < (SELECT MAX(id) FROM events)",
                       (limit, older_than)).rowcount

@@ -1,10 +1,17 @@
 """SQL for contact lists and their members; adding a member queues contact.tagged in the same transaction."""
-from storage.contacts import get_contact, public_contact
+from common.errors import NotFound
+from storage.contacts import contact_not_found, get_contact, public_contact
 from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, name, contact_count, created_at"
 _CONTACT_COLUMNS = "c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.opted_out, c.created_at"
+
+
+
+
+def list_not_found(list_id):
+    return NotFound(f"no list with id {list_id}", code="LIST_NOT_FOUND")
 
 
 def public_list(row):
@@ -60,21 +67,28 @@ def count_memberships(cx, list_id, contact_id):
 
 @writes
 def add_member(cx, account_id, list_id, contact_id, now):
-    """Add the contact to the list unless already there. Returns {list, contact, added}; list or contact
-    is None (and nothing is written) when it is not this account's. A new membership bumps the list's
-    count and queues contact.tagged, all in this transaction."""
+    """Add the contact to the list unless already there; returns whether it was added. NotFound
+    (LIST_NOT_FOUND, CONTACT_NOT_FOUND) when either is not this account's: nothing is written."""
     lst = get_list.sync(cx, account_id, list_id)
-    contact = get_contact.sync(cx, account_id, contact_id) if lst else None
-    if lst is None or contact is None:
-        return {"list": lst, "contact": contact, "added": False}
+    if lst is None:
+        raise list_not_found(list_id)
+    contact = get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
+        raise contact_not_found(contact_id)
+    return add_member_in_tx(cx, account_id, lst, contact, now)[0]
+
+
+def add_member_in_tx(cx, account_id, lst, contact, now):
+    """Add a contact row to a list row, both this account's, unless already there: a new membership bumps
+    the list's count and queues contact.tagged, in this transaction. Returns (added, the list now)."""
     inserted = cx.execute("INSERT INTO list_members (list_id, contact_id, added_at) VALUES (?, ?, ?)"
                           " ON CONFLICT (list_id, contact_id) DO NOTHING",
-                          (list_id, contact_id, now)).rowcount == 1
+                          (lst["id"], contact["id"], now)).rowcount == 1
     if inserted:
         cx.execute("UPDATE lists SET contact_count = contact_count + 1 WHERE account_id = ? AND id = ?",
-                   (account_id, list_id))
+                   (account_id, lst["id"]))
         lst = {**lst, "contact_count": lst["contact_count"] + 1}
         enqueue_notification_in_tx(cx, account_id, "contact.tagged", {
             "contact": public_contact(contact), "list": {"id": lst["id"], "name": lst["name"]},
             "addedAt": now})
-    return {"list": lst, "contact": contact, "added": inserted}
+    return inserted, lst

@@ -112,3 +112,13 @@ def get_thread_message(cx, account_id, message_id):
     """One message shaped like thread_page's rows, or None."""
     return fetch_one(cx, f"{_THREAD_SELECT} WHERE m.account_id = ? AND m.id = ?", (account_id, message_id),
                      json_columns=_THREAD_JSON)
+
+
+@reads
+def referenced_media(cx, media_urls):
+    """The ones among ``media_urls`` (media:<sha256>) that some message names (any account's)."""
+    if not media_urls:
+        return set()
+    return {row[0] for row in cx.execute(
+        f"SELECT DISTINCT media_url FROM messages WHERE media_url IN ({', '.join('?' * len(media_urls))})",
+        list(media_urls))}

@@ -5,12 +5,14 @@ from common.ids import new_id, now_iso
 from storage.db import reads
 
 
-def enqueue_in_tx(cx, *, account_id, kind, payload, event_type=None, message_id=None, webhook_id=None):
+def enqueue_in_tx(cx, *, account_id, kind, payload, event_type=None, message_id=None, webhook_id=None,
+                  campaign_id=None):
+    """campaign_id: the campaign (campaigns.id) a reply belongs to: its delivery goes in the campaign lane."""
     webhook_id = webhook_id or new_id("wh")
     now = now_iso()
     cx.execute("INSERT INTO outbox (account_id, kind, event_type, message_id, webhook_id, payload,"
-               " next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-               (account_id, kind, event_type, message_id, webhook_id, json.dumps(payload), now, now))
+               " next_attempt_at, created_at, campaign_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               (account_id, kind, event_type, message_id, webhook_id, json.dumps(payload), now, now, campaign_id))
     return webhook_id
 
 

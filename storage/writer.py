@@ -5,13 +5,19 @@ Why a process and not a thread: the event loop and a writer thread share one GIL
 the writer ran (and every hand-off of the GIL around it) came out of the loop's one core. A child
 process runs SQLite on the machine's other core (measurements in bench/README.md).
 
-    python -m storage.writer DB_PATH FD
+    python -m storage.writer DB_PATH FD TOKEN
 
 FD is this process's end of a socketpair (Database in storage/db.py holds the other). Both ways a
 frame is a 4-byte big-endian length and a pickle:
-  parent -> child  a list of calls, each (module, qualname, args, kwargs), or None to stop;
+  parent -> child  (batch number, a list of calls, each (module, qualname, args, kwargs)), or None to stop;
   child -> parent  ("done", [(ok, result or exception), ...]) after COMMIT, one outcome per call, or
                    ("failed", exception) when the transaction as a whole failed (nothing committed).
+Each committed transaction also records (TOKEN, batch number, the calls that rolled back) in
+writer_batches, so that the parent can tell what a writer that died before answering had committed.
+
+PARLEY_WRITER_FAULT=kill-after-commit:MODULE.FUNCTION[,...] (tests only; read once at start) makes the
+writer kill itself with SIGKILL after committing a batch that calls one of those functions, before
+its answer is sent: the fault the batch records exist for.
 """
 import signal
 
@@ -22,21 +28,29 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-import importlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
 import pickle  # noqa: E402
 import socket  # noqa: E402
 import sqlite3  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 import traceback  # noqa: E402
 
 from common.errors import DomainError  # noqa: E402
-from storage.db import FRAME_HEADER, connect_sync, encode_frame  # noqa: E402
+from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve  # noqa: E402
+
+_RECORD_BATCH = ("INSERT INTO writer_batches (writer, batch, failed, at) VALUES (?, ?, ?, ?)"
+                 " ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch, failed = excluded.failed,"
+                 " at = excluded.at")
 
 
-def run_batch(cx, calls):
+def run_batch(cx, calls, mark=None):
     """One transaction for all calls; each call inside its own SAVEPOINT so a failure rolls back alone.
-    A lone call needs no SAVEPOINT (two statements saved on the common, uncontended path). Returns
-    [(ok, result or exception)]; raises when the transaction as a whole cannot commit."""
+    A lone call needs no SAVEPOINT (two statements saved on the common, uncontended path). mark:
+    (writer token, batch number), recorded in writer_batches inside the transaction with the indexes
+    of the calls that rolled back. Returns [(ok, result or exception)]; raises when the transaction as
+    a whole cannot commit."""
     isolate = len(calls) > 1
     outcomes = []
     cx.execute("BEGIN IMMEDIATE")
@@ -59,27 +73,15 @@ def run_batch(cx, calls):
                 cx.execute("ROLLBACK TO write")
                 cx.execute("RELEASE write")
                 outcomes.append((False, exc))
+        if mark is not None:
+            failed = [i for i, (ok, _) in enumerate(outcomes) if not ok]
+            cx.execute(_RECORD_BATCH, (*mark, json.dumps(failed) if failed else None, int(time.time())))
         cx.execute("COMMIT")
     except BaseException:
         if cx.in_transaction:
             cx.execute("ROLLBACK")
         raise
     return outcomes
-
-
-_functions = {}
-
-
-def resolve(module, qualname):
-    """The sync function a (module, qualname) reference names; a @writes/@reads wrapper gives its .sync."""
-    key = (module, qualname)
-    fn = _functions.get(key)
-    if fn is None:
-        fn = importlib.import_module(module)
-        for part in qualname.split("."):
-            fn = getattr(fn, part)
-        fn = _functions[key] = getattr(fn, "sync", fn)
-    return fn
 
 
 def _bound(module, qualname, args, kwargs):
@@ -117,7 +119,15 @@ def answer(outcomes):
         return encode_frame(("done", checked))
 
 
-def serve(path, sock):
+def fault_targets(spec):
+    """The functions named by PARLEY_WRITER_FAULT=kill-after-commit:MODULE.FUNCTION,... (tests only)."""
+    kind, _, names = (spec or "").partition(":")
+    if kind != "kill-after-commit":
+        return None
+    return {name.strip() for name in names.split(",") if name.strip()}
+
+
+def serve(path, sock, token, kill_after_commit=None):
     cx = connect_sync(path)
     stream = sock.makefile("rb")
     try:
@@ -125,13 +135,17 @@ def serve(path, sock):
             header = stream.read(FRAME_HEADER.size)
             if len(header) < FRAME_HEADER.size:
                 return  # the parent is gone: nothing is in flight, so nothing is lost
-            calls = pickle.loads(stream.read(FRAME_HEADER.unpack(header)[0]))
-            if calls is None:
+            frame = pickle.loads(stream.read(FRAME_HEADER.unpack(header)[0]))
+            if frame is None:
                 return
+            number, calls = frame
             try:
-                reply = answer(run_batch(cx, [_bound(*call) for call in calls]))
+                reply = answer(run_batch(cx, [_bound(*call) for call in calls], (token, number)))
             except Exception as exc:  # nothing of the batch committed
                 reply = encode_frame(("failed", portable(exc)))
+            else:
+                if kill_after_commit and any(f"{m}.{q}" in kill_after_commit for m, q, *_ in calls):
+                    os.kill(os.getpid(), signal.SIGKILL)
             try:
                 sock.sendall(reply)
             except OSError:
@@ -141,8 +155,8 @@ def serve(path, sock):
 
 
 def main(argv):
-    path, fd = argv
-    serve(path, socket.socket(fileno=int(fd)))
+    path, fd, token = argv
+    serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get("PARLEY_WRITER_FAULT")))
     return 0
 
 

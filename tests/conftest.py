@@ -50,6 +50,30 @@ def other_account(make_account):
     return make_account()
 
 
+# ---- agencies and sub-accounts (the credits, sub-accounts and auto-recharge tests) ----------------
+
+@pytest.fixture
+def agency(make_account):
+    return make_account("agency")
+
+
+@pytest.fixture
+def sub(make_account, agency):
+    """A sub-account of ``agency``."""
+    return make_account(agency_email=agency["email"])
+
+
+@pytest.fixture
+def other_agency(make_account):
+    return make_account("agency")
+
+
+@pytest.fixture
+def other_sub(make_account, other_agency):
+    """A sub-account of another agency: ``agency`` must not reach it."""
+    return make_account(agency_email=other_agency["email"])
+
+
 class Api:
     """JSON calls against the in-process server: api.post("/v1/contacts", {...}, key=...)."""
 

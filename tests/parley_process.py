@@ -62,8 +62,9 @@ def pid_alive(pid):
 
 
 class ParleyProcess:
-    def __init__(self, data_dir, *extra_args, http=True):
+    def __init__(self, data_dir, *extra_args, http=True, preexec_fn=None):
         self.data_dir = Path(data_dir)
+        self.preexec_fn = preexec_fn  # run in the child before server.py starts (e.g. to set rlimits)
         self.port = free_port()
         self.http_port = free_port() if http else 0
         self.extra_args = list(extra_args)
@@ -85,7 +86,7 @@ class ParleyProcess:
             [sys.executable, str(ROOT / "server.py"), "serve", "--data-dir", str(self.data_dir),
              "--host", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
              *self.extra_args],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT)
+            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT, preexec_fn=self.preexec_fn)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()

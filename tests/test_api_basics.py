@@ -83,6 +83,10 @@ async def test_oversized_body_is_413(api, account, settings):
     assert r.code == 413 and r.json["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
+# The opt-out keywords are shown with their defaults until an account sets its own (README "Campaigns").
+KEYWORD_DEFAULTS = {"optOutKeywords": ["STOP", "UNSUBSCRIBE"], "optInKeywords": ["START"]}
+
+
 async def test_patch_settings_validates_and_names_the_field(api, account):
     key = account["api_key"]
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "ftp://example.com/x"}, key=key)
@@ -92,18 +96,18 @@ async def test_patch_settings_validates_and_names_the_field(api, account):
     r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.deleted": "http://127.0.0.1/x"}}, key=key)
     assert r.code == 400 and "notificationUrls" in r.json["error"]["message"]
     # Nothing changed by the bad requests.
-    assert (await api.get("/v1/account", key=key)).json["settings"] == {}
+    assert (await api.get("/v1/account", key=key)).json["settings"] == KEYWORD_DEFAULTS
 
 
 async def test_patch_settings_merges_and_null_removes(api, account):
     key = account["api_key"]
     url = "http://127.0.0.1:9/hook"  # the test settings allow private webhooks
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=key)
-    assert r.code == 200 and r.json == {"customChannelWebhookUrl": url}
+    assert r.code == 200 and r.json == {"customChannelWebhookUrl": url, **KEYWORD_DEFAULTS}
     r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.created": url}}, key=key)
-    assert r.json == {"customChannelWebhookUrl": url, "notificationUrls": {"contact.created": url}}
+    assert r.json == {"customChannelWebhookUrl": url, "notificationUrls": {"contact.created": url}, **KEYWORD_DEFAULTS}
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": None}, key=key)
-    assert r.json == {"notificationUrls": {"contact.created": url}}
+    assert r.json == {"notificationUrls": {"contact.created": url}, **KEYWORD_DEFAULTS}
     assert (await api.get("/v1/account", key=key)).json["settings"] == r.json
 
 
@@ -112,7 +116,7 @@ async def test_settings_are_per_account(api, account, other_account):
     a, b = account, other_account
     await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://127.0.0.1:9/a"}, key=a["api_key"])
     rb = await api.get("/v1/account", key=b["api_key"])
-    assert rb.json["id"] == b["account_id"] and rb.json["settings"] == {}
+    assert rb.json["id"] == b["account_id"] and rb.json["settings"] == KEYWORD_DEFAULTS
 
 
 async def test_webhook_secret_rotation_keeps_previous_for_overlap(api, account, services, io_loop):
@@ -137,3 +141,23 @@ async def test_keys_are_stored_hashed(services, account, io_loop):
     assert account["api_key"] not in dump
     from services.keys import hash_api_key
     assert hash_api_key(account["api_key"]) in dump
+
+
+async def test_a_key_read_just_before_a_rotation_is_not_cached(services, account):
+    """Issue 9: a lookup that read the account before a rotation committed must not cache it, or the old
+    key would keep working until the next key change. (The rotation here is the registry's signal;
+    the read in flight started before it.)"""
+    import asyncio
+
+    from services.keys import hash_api_key
+
+    key_hash = hash_api_key(account["api_key"])
+    registry = services.keys
+    registry.changed()  # an empty cache: the lookup must read
+    lookup = asyncio.ensure_future(registry.principal_for(key_hash))
+    await asyncio.sleep(0)  # the lookup is now waiting for its read
+    registry.changed()  # a rotation commits meanwhile
+    assert (await lookup).account_id == account["account_id"]  # its own request was already under way
+    assert registry.cached(key_hash) is None
+    assert (await registry.principal_for(key_hash)).account_id == account["account_id"]  # the next reads again
+    assert registry.cached(key_hash) is not None

@@ -12,32 +12,12 @@ from services import credits
 from common.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import utcnow
 from storage import credits as credit_store
+from storage import subaccounts as subaccount_store
 from storage.db import connect_sync
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount
 from tests.test_contacts import query_plans
 
 PATH = "/v1/subaccounts/credits"
-
-
-@pytest.fixture
-def agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def sub(make_account, agency):
-    return make_account(agency_email=agency["email"])
-
-
-@pytest.fixture
-def other_agency(make_account):
-    return make_account("agency")
-
-
-@pytest.fixture
-def other_sub(make_account, other_agency):
-    """A sub-account of another agency: the first agency must not reach it."""
-    return make_account(agency_email=other_agency["email"])
 
 
 async def grant(api, key, body, headers=None):
@@ -316,7 +296,7 @@ async def test_list_subaccounts_shows_only_this_agencys_with_balances(api, agenc
     r = await api.get("/v1/subaccounts", key=agency["api_key"])
     assert r.code == 200, r.body
     assert [(s["id"], s["email"], s["credits"]) for s in r.json["data"]] == expected
-    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "createdAt"}
+    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "autoRecharge", "createdAt"}
     assert r.json["nextCursor"] is None
     page = await api.get("/v1/subaccounts?limit=1", key=agency["api_key"])
     assert [s["id"] for s in page.json["data"]] == [expected[0][0]]
@@ -407,11 +387,9 @@ def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
 def test_grant_and_listing_use_indexes(services, agency, sub):
     """DESIGN §4: queries are scoped and cheap: the grant's lookups and the sub-account page are index
     searches (EXPLAIN QUERY PLAN), never table scans."""
-    idempotency = {"key": "k", "request_hash": "h", "not_before": "2000-01-01T00:00:00.000Z"}
     plans = query_plans(services.db.path, lambda cx: (
-        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z",
-                                idempotency),
-        credit_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
+        credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z", "k"),
+        subaccount_store.page_subaccounts.sync(cx, agency["account_id"], None, 10)))
     assert len(plans) >= 3, plans
     for sql, plan in plans.items():
         assert not any(d.startswith("SCAN") for d in plan), (sql, plan)

@@ -364,7 +364,8 @@ async def test_send_without_webhook_url_is_400(api, account):
 
 async def test_send_stores_pending_message_and_queues_its_delivery(api, account, services):
     """Spec §4.5: "Response body: success (boolean), messageId (string), contactId (string), message";
-    §6 payload {contactId, messageId, userId, body, toId, channel}, toId "equals the fromId"."""
+    §6 payload {contactId, messageId, userId, body, toId, channel}, toId "equals the fromId"; DESIGN §3
+    "Reply payload, extended": plus campaignId (when set) and contact {firstName, lastName, phone, email}."""
     key, account_id = account["api_key"], account["account_id"]
     await set_webhook(api, key)
     inbound = await get_message(api, key, (await post_inbound(api, key, fromId="user-1")).json["messageId"])
@@ -379,7 +380,8 @@ async def test_send_stores_pending_message_and_queues_its_delivery(api, account,
     assert row["message_id"] == m["id"]
     assert json.loads(row["payload"]) == {
         "contactId": inbound["contactId"], "messageId": m["id"], "userId": account_id,  # no user: the account
-        "body": "Hi from us", "toId": "user-1", "channel": "webchat"}
+        "body": "Hi from us", "toId": "user-1", "channel": "webchat", "campaignId": "c1",
+        "contact": {"firstName": None, "lastName": None, "phone": None, "email": None}}
 
 
 async def test_send_alias_and_new_contact_from_from_id(api, account, services):

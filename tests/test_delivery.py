@@ -16,7 +16,7 @@ import server
 from services import accounts, netguard
 from services.delivery import RETRY_SCHEDULE, CheckedResolver, DeliveryWorker, parse_retry_after
 from common.errors import Conflict, NotFound
-from common.ids import iso, new_id, now_iso, utcnow
+from common.ids import iso, new_id, now_iso, parse_iso, utcnow
 from services.signing import sign
 from settings import Settings
 from storage import delivery as store
@@ -36,7 +36,8 @@ def settings(tmp_path):
 
 class Receiver:
     """A real HTTP server on 127.0.0.1 that records every request and answers from a script:
-    each answer is (status, headers, body) or "hang" (wait until released); then 200 by default."""
+    each answer is (status, headers, body), "hang" (wait until released, then 200) or ("hang", status,
+    headers, body) (wait until released, then that answer); then 200 by default."""
 
     def __init__(self, port=None):
         self.requests = []
@@ -65,13 +66,13 @@ class Receiver:
                 receiver.requests.append({"path": self.request.path, "headers": dict(self.request.headers),
                                           "body": self.request.body})
                 answer = receiver.answers.pop(0) if receiver.answers else (200, {}, b"ok")
-                if answer == "hang":
+                if answer == "hang" or answer[0] == "hang":
                     receiver.in_flight += 1
                     try:
                         await asyncio.wait_for(receiver.release.wait(), 30)
                     finally:
                         receiver.in_flight -= 1
-                    answer = (200, {}, b"late ok")
+                    answer = (200, {}, b"late ok") if answer == "hang" else answer[1:]
                 status, headers, body = answer
                 self.set_status(status)
                 for name, value in headers.items():
@@ -463,6 +464,54 @@ async def test_manual_retry_sends_a_final_failure_again(services, account, recei
     assert message["status"] == "Sent" and outbox["status"] == "sent" and len(attempts) == 2
     with pytest.raises(Conflict):
         await worker.retry_now(account["account_id"], message_id)
+
+
+@pytest.mark.parametrize("late_answer", [(410, {}, b"gone"), (503, {}, b"busy")])
+async def test_a_manual_retry_asked_during_an_attempt_is_kept(services, account, receiver, workers, late_answer):
+    """A Retry asked while an attempt is in flight is not overwritten by that attempt's outcome: a Failed
+    reply's scheduled retry is being attempted when the Retry comes; when that attempt fails (finally, 410,
+    or with a retry scheduled 5 s later, 503) the row stays due at the time the Retry asked for, and the
+    next step sends it."""
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    receiver.answers = [(503, {}, b"busy"), ("hang", *late_answer)]
+    worker = workers(dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"webhook_timeout_seconds": 30.0})))
+    assert await worker.run_due(utcnow()) == 1
+    message, outbox, _ = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed" and outbox["status"] == "pending"  # its retry is scheduled
+    due = parse_iso(outbox["next_attempt_at"])
+    attempt = asyncio.ensure_future(worker.run_due(due))
+    await wait_for(lambda: _true(receiver.in_flight == 1))
+    worker.clock = lambda: later(due, 1)
+    assert (await worker.retry_now(account["account_id"], message_id))["status"] == "queued"
+    receiver.release.set()
+    assert await attempt == 1
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert (outbox["status"], outbox["next_attempt_at"], len(attempts)) == ("pending", iso(later(due, 1)), 2)
+    assert message["status"] == "Failed" and message["error"]["nextAttemptAt"] == iso(later(due, 1))
+    assert await worker.run_due(later(due, 1)) == 1
+    message, outbox, attempts = await delivery_state(services, account, message_id)
+    assert message["status"] == "Sent" and outbox["status"] == "sent" and len(attempts) == 3
+
+
+async def _true(value):
+    return value
+
+
+async def test_stop_without_grace_cancels_the_attempts_in_flight_at_once(services, account, receiver, workers):
+    """stop(grace=0) cancels attempts in flight at once (it waited for them without a limit): the
+    attempt cut short is not recorded, so the row is still due and is sent again after a restart."""
+    await set_reply_url(services, account, receiver.url)
+    message_id, _ = await queue_reply(services, account)
+    receiver.answers = ["hang"]
+    worker = workers(dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"webhook_timeout_seconds": 30.0})))
+    worker.start()
+    await wait_for(lambda: _true(receiver.in_flight == 1))
+    await asyncio.wait_for(worker.stop(grace=0), 10)  # the receiver would hold it for 30 s
+    _, outbox, attempts = await delivery_state(services, account, message_id)
+    assert outbox["status"] == "pending" and outbox["attempts"] == 0 and attempts == []
 
 
 # ---- restarts, wake-ups, fairness --------------------------------------------------------------

@@ -11,11 +11,14 @@ from tornado.websocket import websocket_connect
 
 from common.ids import new_id, now_iso
 from services import accounts, messaging
-from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, Hub, Subscriber, prune_events
+from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, Hub, Subscriber
+from services.retention import RetentionWorker
 from storage import bot_state, conversations, events
 from storage import delivery as delivery_store
-from storage.db import fetch_all
-from tests.test_delivery import Receiver
+from storage.db import fetch_all, reads
+from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
+                                  set_webhook, worker)
+from tests.test_delivery import Receiver, receiver  # noqa: F401 (fixtures)
 from tests.test_ui import PASSWORD, FormClient
 
 TIMEOUT = 10
@@ -353,7 +356,8 @@ async def test_a_page_older_than_the_events_kept_is_told_to_reload(services, htt
     for n in range(4):
         await inbound(services, account_id, f"sid-{n}")
     await services.db.write(_age_events, "2000-01-01T00:00:00.000Z")
-    assert await prune_events(services.db, retention_hours=1) == 3  # the newest one is always kept
+    deleted = await RetentionWorker(services).run_once()  # the "live events" rule, after 24 h by default
+    assert deleted["live events"] == 3  # the newest one is always kept
     for after in (1, 99):  # pruned since; and an id this database never had (a restored backup)
         socket = await Socket.open(http_server_client, client.cookies, after)
         frame = await socket.next()
@@ -476,12 +480,74 @@ async def test_a_page_that_joins_ahead_of_the_hub_gets_no_event_twice(services, 
     assert [e["id"] for e in json.loads(late.frames[-1])["events"]] == [3]
 
 
-def test_pages_of_a_signed_out_user_are_closed():
+def test_pages_of_an_ended_session_are_closed():
+    """Sign-out closes that session's pages only; a new key or password closes all but the asking session's."""
     hub = Hub(db=None)
-    transport = FakeTransport()
-    subscriber = Subscriber(hub, "acc_1", "usr_1", transport)
-    hub._subscribers["acc_1"] = {subscriber}
-    hub.disconnect_user("usr_2")
-    assert transport.closed is None
-    hub.disconnect_user("usr_1")
-    assert transport.closed == (4001, "signed out") and hub.subscriber_count == 0
+    transports = {name: FakeTransport() for name in ("a", "b", "c")}
+    hub._subscribers["acc_1"] = {Subscriber(hub, "acc_1", "usr_1", transports[name], session=name) for name in "abc"}
+    hub.disconnect("acc_2", session="a")  # another account's session of that name: nothing here
+    hub.disconnect("acc_1", session="a")
+    assert [transports[n].closed for n in "abc"] == [(4001, "signed out"), None, None]
+    hub.disconnect("acc_1", keep_session="b")
+    assert transports["b"].closed is None and transports["c"].closed == (4001, "signed out")
+    assert hub.subscriber_count == 1
+
+
+async def test_pages_of_sessions_ended_elsewhere_are_closed_by_the_session_check(services, signed_in):
+    """The rotate-key command runs in another process, and sessions expire: the hub's periodic check finds
+    the pages whose session is gone."""
+    mine, _ = await signed_in("owner@live.example")
+    account_id, hub = mine["account_id"], services.hub
+    live_session = next(iter(await _session_hashes(services.db)))
+    live, stale = FakeTransport(), FakeTransport()
+    await hub.subscribe(account_id, "usr_1", 0, live, session=live_session)
+    await hub.subscribe(account_id, "usr_1", 0, stale, session="no-such-session")
+    assert await hub.check_sessions() == 1
+    assert stale.closed == (4001, "signed out") and live.closed is None
+    await accounts.rotate_key(services.db, services.keys, account_id)  # what the rotate-key command runs
+    assert await hub.check_sessions() == 1 and live.closed == (4001, "signed out")
+
+
+@reads
+def _session_hashes(cx):
+    return {r[0] for r in cx.execute("SELECT id_hash FROM sessions")}
+
+
+# ---- campaigns: batched events, exact counts --------------------------------------------------
+
+async def test_a_campaign_announces_its_batches_and_keeps_the_conversations_exact(services, api, account, runner,
+                                                                                  worker, receiver):
+    """The runner's batch announces its messages in one messages.created event (not one per message); their
+    final failures count in the conversations; retry-failed then cancel makes them Cancelled, which leaves
+    the failed counts, announced by messages.status with each contact's message."""
+    account_id = account["account_id"]
+    await set_webhook(api, account, receiver.url)
+    list_id, contact_ids = await make_list(services, account, people(3))
+    receiver.answers = [(410, {}, b"gone")] * 3
+    first_event = await events.last_id(services.db)
+    created = await create(api, account, list_id)
+    await run_all(runner)
+    rows = await services.db.read(fetch_all, "SELECT type, data FROM events WHERE id > ? ORDER BY id", (first_event,))
+    batches = [json.loads(r["data"]) for r in rows]  # one event per batch (the runner paced these 3 in 2)
+    assert {r["type"] for r in rows} == {"messages.created"} and len(batches) < len(contact_ids)
+    assert [c for b in batches for c in b["contactIds"]] == contact_ids
+    assert {b["campaignId"] for b in batches} == {created.json["id"]}
+    await deliver_all(worker)
+    assert await _failed_counts(services.db, account_id) == {c: 1 for c in contact_ids}
+    assert (await api.post(f"/v1/campaigns/{created.json['id']}/retry-failed", key=account["api_key"])).code == 200
+    before_cancel = await events.last_id(services.db)
+    assert (await api.post(f"/v1/campaigns/{created.json['id']}/cancel", key=account["api_key"])).code == 200
+    messages = await services.db.read(fetch_all, "SELECT contact_id, id, status FROM messages WHERE account_id = ?"
+                                                 " AND author = 'campaign' ORDER BY contact_id", (account_id,))
+    assert {m["status"] for m in messages} == {"Cancelled"}
+    assert await _failed_counts(services.db, account_id) == {c: 0 for c in contact_ids}
+    rows = await services.db.read(fetch_all, "SELECT type, data FROM events WHERE id > ? ORDER BY id", (before_cancel,))
+    assert [(r["type"], json.loads(r["data"])) for r in rows] == [
+        ("messages.status", {"campaignId": created.json["id"], "status": "Cancelled",
+                             "messages": [[m["contact_id"], m["id"]] for m in messages]})]
+
+
+async def _failed_counts(db, account_id):
+    rows = await db.read(fetch_all, "SELECT contact_id, failed_count FROM conversations WHERE account_id = ?",
+                         (account_id,))
+    return {r["contact_id"]: r["failed_count"] for r in rows}

@@ -1,5 +1,8 @@
 """The SSRF guard when webhook URLs are saved: https and public only, checked after DNS, unless
 --allow-private-webhooks. (The same guard at delivery time is in test_delivery.py.)"""
+import ipaddress
+import socket
+
 import pytest
 
 from services import netguard
@@ -86,3 +89,101 @@ async def test_a_host_resolving_to_any_private_address_is_blocked():
     with pytest.raises(netguard.BlockedAddress):
         await netguard.resolve_checked("localhost", 443, allow_private=False)
     assert "127.0.0.1" in await netguard.resolve_checked("localhost", 443, allow_private=True)
+
+
+# ---- IPv6 forms that carry an IPv4 address (issue 9: "SSRF address forms") ---------------------
+
+# (address, public, what it is). An IPv6 address that embeds an IPv4 one reaches it through a
+# translator or a tunnel, so it is public only when the IPv4 inside is.
+EMBEDDED_FORMS = [
+    ("::ffff:7f00:1", False, "IPv4-mapped loopback"),
+    ("::ffff:808:808", True, "IPv4-mapped public"),
+    ("64:ff9b::7f00:1", False, "NAT64 well-known prefix, loopback inside"),
+    ("64:ff9b::a00:1", False, "NAT64, 10.0.0.1 inside"),
+    ("64:ff9b::a9fe:a9fe", False, "NAT64, link-local 169.254.169.254 inside"),
+    ("64:ff9b::808:808", True, "NAT64, public 8.8.8.8 inside"),
+    ("64:ff9b:1::7f00:1", False, "NAT64 local-use prefix (RFC 8215), loopback inside"),
+    ("64:ff9b:1::808:808", False, "NAT64 local-use prefix: local by definition, refused whatever is inside"),
+    ("2002:7f00:1::1", False, "6to4, loopback inside"),
+    ("2002:c0a8:101::1", False, "6to4, 192.168.1.1 inside"),
+    ("2002:a9fe:a9fe::1", False, "6to4, link-local inside"),
+    ("2002:808:808::1", True, "6to4, public inside"),
+    ("::7f00:1", False, "IPv4-compatible loopback"),
+    ("::a00:1", False, "IPv4-compatible 10.0.0.1"),
+    ("::808:808", True, "IPv4-compatible public"),
+    ("::ffff:0:7f00:1", False, "IPv4-translated (SIIT) loopback"),
+    ("2001:0:4136:e378:8000:63bf:f5ff:fffe", False, "Teredo, client 10.0.0.1"),
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", False, "Teredo, client 127.0.0.1"),
+    ("2001:0:a00:1:8000:63bf:f7f7:f7f7", False, "Teredo, server 10.0.0.1"),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False, "Teredo, client 192.0.2.45 (documentation range)"),
+    ("::", False, "unspecified"),
+    ("::1", False, "loopback"),
+]
+
+
+@pytest.mark.parametrize("address,public,what", EMBEDDED_FORMS, ids=[row[2] for row in EMBEDDED_FORMS])
+def test_is_public_unwraps_every_ipv6_form_that_embeds_ipv4(address, public, what):
+    assert netguard.is_public(address) is public, what
+
+
+@pytest.mark.parametrize("address,public,what", EMBEDDED_FORMS, ids=[row[2] for row in EMBEDDED_FORMS])
+async def test_embedded_ipv4_forms_are_checked_when_saved(api, account, address, public, what):
+    """DESIGN §3: private targets "are refused at save and at connect time"."""
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": f"https://[{address}]/hook"},
+                        key=account["api_key"])
+    assert r.code == (200 if public else 400), (what, r.body)
+    if not public:
+        assert "customChannelWebhookUrl must be publicly reachable" in r.json["error"]["message"]
+
+
+@pytest.mark.parametrize("address,public,what", EMBEDDED_FORMS, ids=[row[2] for row in EMBEDDED_FORMS])
+async def test_embedded_ipv4_forms_are_checked_when_connecting(address, public, what):
+    """The delivery worker's resolver: what it returns is what the HTTP client connects to."""
+    from services.delivery import CheckedResolver
+
+    resolver = CheckedResolver(allow_private=False)
+    if public:
+        [(family, (host, port, _, _))] = await resolver.resolve(address, 443)
+        assert (family, ipaddress.ip_address(host), port) == (socket.AF_INET6, ipaddress.ip_address(address), 443)
+    else:
+        with pytest.raises(netguard.BlockedAddress):
+            await resolver.resolve(address, 443)
+
+
+# ---- URLs that would have been stored raw or answered 500 (issue 9) ---------------------------
+
+@pytest.mark.parametrize("url,fragment", [
+    ("https://a..b/hook", "is not a valid host name"),                     # IDNA: empty label
+    ("https://" + "x" * 64 + ".example.com/hook", "is not a valid host name"),  # IDNA: label too long
+    ("https://\udcff.example.com/hook", "is not a valid host name"),        # a lone surrogate
+    ("https://1.1.1.1/a\r\nX-Injected: 1", "must not contain spaces or control characters"),
+    ("https://1.1.1.1/a b", "must not contain spaces or control characters"),
+    ("https://1.1.1.1/a\tb", "must not contain spaces or control characters"),
+    ("https://1.1.1.1/\x00", "must not contain spaces or control characters"),
+    ("https://1.1.1.1:0/hook", "invalid port"),
+    ("https://1.1.1.1:99999/hook", "invalid port"),
+    ("https://1.1.1.1/caf\u00e9", "must be percent-encoded"),
+])
+async def test_malformed_webhook_urls_are_400_naming_the_field(api, account, url, fragment):
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.created": url}},
+                        key=account["api_key"])
+    assert r.code == 400, r.body
+    assert r.json["error"]["code"] == "VALIDATION_ERROR"
+    message = r.json["error"]["message"]
+    assert message.startswith("notificationUrls.contact.created") and fragment in message, message
+    assert "notificationUrls" not in (await api.get("/v1/account", key=account["api_key"])).json["settings"]
+
+
+def test_hosts_are_checked_and_converted_with_idna_2008():
+    """The idna library (IDNA 2008, UTS 46), so the stored URL is the one DNS, TLS and Host use."""
+    assert netguard.ascii_host("b\u00fccher.example") == "xn--bcher-kva.example"
+    assert netguard.ascii_host("2001:db8::1") == "2001:db8::1"
+    for bad in ("a..b", "x" * 64 + ".example", "\udcff.example"):
+        with pytest.raises(ValueError):
+            netguard.ascii_host(bad)
+
+
+async def test_a_host_idna_refuses_is_refused_at_connect_time_too():
+    """A URL stored before these checks existed still never reaches getaddrinfo's UnicodeError."""
+    with pytest.raises(netguard.BlockedAddress):
+        await netguard.resolve_checked("a..b", 443, allow_private=True)

@@ -165,6 +165,11 @@ SEMANTIC_VALIDATION = {
     "GET /v1/lists": "cursor is opaque: only a nextCursor the server issued is valid",
     "GET /v1/lists/{listId}/contacts": "cursor is opaque: only a nextCursor the server issued is valid",
     "GET /v1/subaccounts": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/contacts/{contactId}/messages": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/campaigns": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/campaigns/{campaignId}/recipients": "cursor is opaque: only a nextCursor the server issued is valid",
+    "POST /v1/campaigns": "a {{name}} in body other than the four placeholders is refused, and the body needs "
+                          "text besides them",
     "POST /v1/incoming_custom_channel_message": "media bytes must match mediaContentType (sniffed), email is "
                                                 "checked by email-validator",
     "POST /incomingCustomChannelMessage": "as POST /v1/incoming_custom_channel_message",
@@ -173,7 +178,20 @@ SEMANTIC_VALIDATION = {
     "POST /v1/sendCustomChannelMessage": "as POST /v1/send_custom_channel_message",
     "POST /v1/subaccounts/credits": "amount has at most 2 decimals and a grant may not push the balance past "
                                     "its ceiling",
+    "POST /v1/subaccounts": "emails are checked by email-validator, and one taken by any account is 409",
+    "PATCH /v1/subaccounts/{subAccountId}": "threshold and amount have at most 2 decimals",
+    "GET /v1/subaccounts/{subAccountId}/transactions": "cursor is opaque: only a nextCursor the server issued is "
+                                                       "valid",
 }
+
+
+def excluded_checks(case):
+    """positive_data_acceptance is left out where validity depends on what JSON Schema cannot say
+    (SEMANTIC_VALIDATION), and for a request with an Idempotency-Key: the fuzzer repeats keys across
+    requests, and a key already used with other parameters is 422 IDEMPOTENCY_KEY_REUSED (DESIGN §3)."""
+    if case.operation.label in SEMANTIC_VALIDATION or "Idempotency-Key" in (case.headers or {}):
+        return [positive_data_acceptance]
+    return []
 
 
 @pytest.fixture(scope="module")
@@ -191,8 +209,7 @@ def fuzz_target(parley):
                      suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.filter_too_much])
 def test_schemathesis_finds_nothing(case, fuzz_target):
     """Every default check, positive and negative data, over HTTPS against server.py."""
-    excluded = [positive_data_acceptance] if case.operation.label in SEMANTIC_VALIDATION else []
-    case.call_and_validate(base_url=fuzz_target.base, verify=fuzz_target.cert, excluded_checks=excluded)
+    case.call_and_validate(base_url=fuzz_target.base, verify=fuzz_target.cert, excluded_checks=excluded_checks(case))
 
 
 def test_schemathesis_stateful_links_find_nothing(fuzz_target):
@@ -205,9 +222,8 @@ def test_schemathesis_stateful_links_find_nothing(fuzz_target):
             return {"base_url": fuzz_target.base, "verify": fuzz_target.cert}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
-            excluded = [positive_data_acceptance] if case.operation.label in SEMANTIC_VALIDATION else []
-            case.validate_response(response, additional_checks=additional_checks, excluded_checks=excluded,
-                                   transport_kwargs=kwargs)
+            case.validate_response(response, additional_checks=additional_checks,
+                                   excluded_checks=excluded_checks(case), transport_kwargs=kwargs)
 
     Workflow.run(settings=hypothesis.settings(
         max_examples=max(15, EXAMPLES // 2), stateful_step_count=6, deadline=None,

@@ -5,13 +5,16 @@ import signal
 import socket
 import sqlite3
 import ssl
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from services.tls import write_self_signed
-from tests.parley_process import ParleyProcess, create_agency_with_subaccount, run_cli
+from tests.parley_process import ROOT, ParleyProcess, create_agency_with_subaccount, run_cli
 
 
 @pytest.fixture
@@ -191,3 +194,28 @@ def test_api_key_is_masked_in_the_access_log(parley):
     text = open(log).read()
     assert "apiKey=***" in text
     assert key not in text
+
+
+def test_a_port_in_use_ends_the_server_cleanly_with_one_line(tmp_path):
+    """Issue 9: main() had no try/finally, so a failed listen skipped closing the services. Now the writer
+    process is stopped before the server exits, and the log says why in one line."""
+    data = tmp_path / "data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, str(ROOT / "server.py"), "serve", "--data-dir", str(data),
+                               "--host", "127.0.0.1", "--port", str(port), "--http-port", "0"],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, str(data))]
+    assert done.returncode == 1, done.stderr
+    assert "cannot serve" in done.stderr and "Address already in use" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert leftovers == [], "the writer process outlived the server"
+
+
+def _cmdline_has(proc_dir, text):
+    try:
+        return text in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False

@@ -112,7 +112,7 @@ async def test_login_page_has_xsrf_field_and_security_headers(browser):
 async def test_sign_in_sets_a_secure_seven_day_session(browser, ui_account):
     r = await browser.login(ui_account["email"].upper())
     assert (r.code, r.headers["Location"]) == (303, "/inbox")
-    session = browser.set_cookies["parley_user"]
+    session = browser.set_cookies["parley_session"]
     assert session["httponly"] and session["secure"] and session["samesite"] == "Lax"
     days = (parsedate_to_datetime(session["expires"]) - datetime.now(timezone.utc)).total_seconds() / 86400
     assert 6.9 < days < 7.1
@@ -126,7 +126,7 @@ async def test_wrong_password_and_unknown_email_get_the_same_generic_message(bro
         r = await browser.login(email, password)
         assert r.code == 401
         assert "Wrong email or password." in r.text
-        assert "parley_user" not in browser.cookies
+        assert "parley_session" not in browser.cookies
     assert (await browser.get("/settings")).code == 302
 
 
@@ -147,7 +147,7 @@ async def test_repeated_sign_in_attempts_are_slowed_down(browser, ui_account):
     assert r.code == 429
     assert int(r.headers["Retry-After"]) >= 1
     assert "Too many sign-in attempts" in r.text
-    assert "parley_user" not in browser.cookies
+    assert "parley_session" not in browser.cookies
 
 
 async def test_a_form_post_without_the_xsrf_field_is_rejected(signed_in, api, ui_account):
@@ -156,11 +156,11 @@ async def test_a_form_post_without_the_xsrf_field_is_rejected(signed_in, api, ui
     assert r.headers["Content-Type"].startswith("text/html")
     assert "did not come from this site" in r.text
     account = await api.get("/v1/account", key=ui_account["api_key"])
-    assert account.json["settings"] == {}
+    assert "customChannelWebhookUrl" not in account.json["settings"]
 
 
 async def test_forged_session_cookie_is_not_a_session(browser, ui_account):
-    browser.cookies["parley_user"] = "usr_made_up"
+    browser.cookies["parley_session"] = "usr_made_up"
     assert (await browser.get("/settings")).code == 302
 
 
@@ -194,7 +194,7 @@ async def test_webhook_url_form_validates_like_the_api(signed_in, api, ui_accoun
     message = api_r.json["error"]["message"]
     assert message in r.text
     assert f'value="{bad}"' in r.text  # what was typed stays in the field
-    assert (await api.get("/v1/account", key=ui_account["api_key"])).json["settings"] == {}
+    assert (await api.get("/v1/account", key=ui_account["api_key"])).json["settings"].get("customChannelWebhookUrl") is None
 
 
 async def test_webhook_url_form_saves_and_removes(signed_in, api, ui_account):
@@ -251,7 +251,7 @@ async def test_signing_secret_shown_on_demand_and_rotated(signed_in, api, ui_acc
 async def test_sign_out_ends_the_session(signed_in):
     r = await signed_in.post("/logout")
     assert (r.code, r.headers["Location"]) == (303, "/login")
-    assert "parley_user" not in signed_in.cookies
+    assert "parley_session" not in signed_in.cookies
     assert "You are signed out." in (await signed_in.get("/login")).text
     assert (await signed_in.get("/settings")).code == 302
 
@@ -346,7 +346,7 @@ def test_browser_wrong_password_shows_the_error(page, parley):
     sign_in(page, parley, password="not the password")
     assert page.inner_text(".flash-error") == "Wrong email or password."
     assert page.url.endswith("/login")
-    assert not [c for c in page.context.cookies() if c["name"] == "parley_user"]
+    assert not [c for c in page.context.cookies() if c["name"] == "parley_session"]
 
 
 def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
@@ -359,7 +359,7 @@ def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
     # The stylesheet loaded under the Content-Security-Policy (its background colour applies).
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"
     assert "default-src 'self'" in response.headers["content-security-policy"]
-    session = [c for c in page.context.cookies() if c["name"] == "parley_user"][0]
+    session = [c for c in page.context.cookies() if c["name"] == "parley_session"][0]
     assert session["httpOnly"] and session["secure"] and session["sameSite"] == "Lax"
 
     with parley.client() as api:

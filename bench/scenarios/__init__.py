@@ -10,6 +10,9 @@ A scenario is a module listed in MODULES with:
 import importlib
 
 MODULES = [
+    "bench.scenarios.contact_import",
+    "bench.scenarios.campaigns",
+    "bench.scenarios.retention",
     "bench.scenarios.inbox",
 ]
 

@@ -1,36 +1,25 @@
 """Sign in, sign out, and the home page redirect."""
-import asyncio
-from urllib.parse import urlsplit
+import re
 
-from handlers.base import UiHandler
-from services import accounts, keys
+from handlers.base import UiHandler, session_key
+from services import accounts
 
 WRONG_LOGIN = "Wrong email or password."
 HOME = "/inbox"  # where sign-in leads unless a page asked for sign-in
-# Per email and client address: a burst of this many attempts, then one every 60/N seconds.
+# Sign-in attempts per email and client address, and per client address whatever the email (so that
+# trying many emails is limited too): a burst of this many, then one every 60/N seconds.
 LOGIN_ATTEMPTS_PER_MINUTE = 10
-_dummy_hash = None
+LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE = 30
 
 
-async def check_password(password, stored_hash):
-    """scrypt is CPU-heavy: verify in an executor. Unknown users are checked against a dummy hash so
-    that the answer takes as long as for a known one (no probing which emails exist)."""
-    global _dummy_hash
-    loop = asyncio.get_running_loop()
-    if stored_hash is None:
-        if _dummy_hash is None:
-            _dummy_hash = await loop.run_in_executor(None, keys.hash_password, "no such user")
-        await loop.run_in_executor(None, keys.verify_password, password, _dummy_hash)
-        return False
-    return await loop.run_in_executor(None, keys.verify_password, password, stored_hash)
+# A path on this site in plain printable ASCII: no scheme, no "//host", no backslash, no whitespace or
+# control character (a browser may read "/\v/evil" as "//evil", and Location cannot carry it anyway).
+_SAFE_NEXT = re.compile(r"/(?![/\\])[!#-\[\]-~]*")
 
 
 def safe_next(url):
     """Only a path on this site may follow sign-in (no open redirect to //evil.example)."""
-    if not url or not url.startswith("/") or url.startswith("//") or "\\" in url:
-        return HOME
-    parts = urlsplit(url)
-    return url if not parts.scheme and not parts.netloc else HOME
+    return url if url and _SAFE_NEXT.fullmatch(url) else HOME
 
 
 class HomeHandler(UiHandler):
@@ -50,8 +39,10 @@ class LoginHandler(UiHandler):
         email = self.get_body_argument("email", "").strip().lower()
         password = self.get_body_argument("password", "")
         next_url = safe_next(self.get_body_argument("next", ""))
-        allowed, headers = self.services.limiter.hit(f"login:{email}|{self.request.remote_ip}",
-                                                     LOGIN_ATTEMPTS_PER_MINUTE)
+        limiter, address = self.services.limiter, self.request.remote_ip
+        allowed, headers = limiter.hit(f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE)
+        if allowed:
+            allowed, headers = limiter.hit(f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE)
         if not allowed:
             self.set_header("Retry-After", headers["Retry-After"])
             self.render("login.html", status=429, email=email, next_url=next_url, flashes=[{
@@ -59,18 +50,18 @@ class LoginHandler(UiHandler):
                 "text": f"Too many sign-in attempts. Try again in {headers['Retry-After']} seconds."}])
             return
         user = await accounts.get_user_for_login(self.services.db, email) if email else None
-        if not await check_password(password, user and user["password_hash"]):
+        if not await accounts.verify_password(password, user and user["password_hash"]):
             self.render("login.html", status=401, email=email, next_url=next_url,
                         flashes=[{"kind": "error", "text": WRONG_LOGIN}])
             return
-        self.start_session(user["id"])
+        await self.start_session(user)
         self.redirect(next_url, status=303)
 
 
 class LogoutHandler(UiHandler):
-    def post(self):
-        if self.current_user:
-            self.services.hub.disconnect_user(self.current_user["id"])  # its open pages stop updating
-        self.end_session()
+    async def post(self):
+        if self.current_user:  # this session's open pages stop updating (the user's other sessions go on)
+            self.services.hub.disconnect(self.account_id, session=session_key(self))
+        await self.end_session()
         self.flash("success", "You are signed out.")
         self.redirect("/login", status=303)

@@ -1,14 +1,16 @@
-"""Settings > Account: the account, its API key (Generate), Custom Channel Webhook, notification URLs
-and the webhook signing secret. The same services as the API and the CLI do the work."""
+"""Settings > Account: the account, its API key (Generate), Custom Channel Webhook, notification URLs,
+the webhook signing secret and the password. The same services as the API and the CLI do the work."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.base import UiHandler, session_key
 from services import accounts
 from common.errors import Invalid
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.tagged")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
+# Password changes per user: each checks the current password, so they are limited like sign-ins.
+PASSWORD_CHANGES_PER_MINUTE = 10
 
 
 def notification_events(account):
@@ -28,6 +30,7 @@ class SettingsPage(UiHandler):
         values.update(form or {})
         self.render("settings.html", status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     values=values, events=notification_events(account),
+                    password_min=accounts.MIN_PASSWORD, password_max=accounts.MAX_PASSWORD,
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
     async def save(self, changes, form, done):
@@ -54,7 +57,9 @@ class ApiKeyHandler(SettingsPage):
 
     @authenticated
     async def post(self):
-        api_key = await accounts.rotate_key(self.services.db, self.services.keys, self.account_id)
+        api_key = await accounts.rotate_key(self.services.db, self.services.keys, self.account_id,
+                                            keep_session=self.session_id)
+        self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         key = await accounts.get_key_prefix(self.services.db, self.account_id)
         self.render("api_key.html", api_key=api_key, key=key)
 
@@ -80,6 +85,33 @@ class NotificationUrlsHandler(SettingsPage):
             else:
                 urls.pop(event, None)
         await self.save({"notificationUrls": urls or None}, form, "Notification URLs saved.")
+
+
+class PasswordHandler(SettingsPage):
+    """Change password: the current one, the new one twice. The account's other sessions end; this one stays."""
+
+    @authenticated
+    async def post(self):
+        allowed, headers = self.services.limiter.hit(f"password:{self.current_user['id']}",
+                                                     PASSWORD_CHANGES_PER_MINUTE)
+        if not allowed:
+            self.set_header("Retry-After", headers["Retry-After"])
+            await self.render_settings(status=429, error="Too many password changes. Try again in "
+                                                         f"{headers['Retry-After']} seconds.")
+            return
+        new = self.get_body_argument("new_password", "")
+        try:
+            if new != self.get_body_argument("new_password_again", ""):
+                raise Invalid("new password and its repetition differ")
+            await accounts.change_password(self.services.db, self.current_user["id"],
+                                           self.get_body_argument("current_password", ""), new,
+                                           keep_session=self.session_id)
+        except Invalid as exc:
+            await self.render_settings(status=400, error=exc.message[:1].upper() + exc.message[1:] + ".")
+            return
+        self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
+        self.flash("success", "Password changed. Every other session of this account is signed out.")
+        self.redirect("/settings", status=303)
 
 
 class WebhookSecretHandler(UiHandler):

@@ -1,0 +1,102 @@
+"""Campaigns API: POST/GET /v1/campaigns, GET /v1/campaigns/{id}, its pause/resume/cancel/retry-failed
+actions, and its recipients (JSON pages, or the whole list as CSV)."""
+from handlers.base import ApiHandler, idempotent
+from handlers.openapi import CSV, Operation
+from handlers.schemas import Campaign, CampaignCreate, CampaignPage, PageQuery, RecipientCsvQuery, RecipientPage, RecipientQuery
+from services import campaigns
+
+_NOT_FOUND = {404: "No such campaign (NOT_FOUND)."}
+_LINKS = {"GetCampaign": ("/v1/campaigns/{campaignId}", "get", {"campaignId": "$response.body#/id"}),
+          "GetRecipients": ("/v1/campaigns/{campaignId}/recipients", "get", {"campaignId": "$response.body#/id"})}
+
+
+class CampaignsHandler(ApiHandler):
+    operations = {
+        "post": Operation("Create a campaign", {201: (Campaign, "Created: running (its recipients snapshotted), "
+                                                                "or scheduled for startAt.")},
+                          body=CampaignCreate, links=_LINKS, tags=("campaigns",),
+                          errors={400: "Invalid field (the message names it), an unknown placeholder, or no "
+                                       "Custom Channel Webhook URL configured.",
+                                  404: "No such list (LIST_NOT_FOUND)."}),
+        "get": Operation("The account's campaigns, oldest first", {200: CampaignPage}, query=PageQuery,
+                         tags=("campaigns",), errors={400: "Invalid limit or cursor."}),
+    }
+
+    @idempotent
+    async def post(self):
+        body = self.json_body(CampaignCreate)
+        self.respond(await campaigns.create_campaign(
+            self.services.db, self.principal.account_id, name=body.name, list_id=body.listId, body=body.body,
+            campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
+            rate_per_minute=body.ratePerMinute), 201)
+        self.services.campaigns.notify()
+
+    async def get(self):
+        self.respond(await campaigns.list_campaigns(self.services.db, self.principal.account_id,
+                                                    limit=self.get_query_argument("limit", None),
+                                                    cursor=self.get_query_argument("cursor", None)))
+
+
+class CampaignHandler(ApiHandler):
+    path_params = {"campaignId": "The campaign's id."}
+    operations = {"get": Operation("A campaign with its counts", {200: Campaign}, tags=("campaigns",),
+                                   errors=_NOT_FOUND)}
+
+    async def get(self, campaign_id):
+        self.respond(await campaigns.get_campaign(self.services.db, self.principal.account_id, campaign_id))
+
+
+class CampaignActionHandler(ApiHandler):
+    """POST /v1/campaigns/{id}/(pause|resume|cancel|retry-failed)."""
+    path_params = {"campaignId": "The campaign's id.", "action": "pause, resume, cancel or retry-failed."}
+    ACTIONS = {"pause": campaigns.pause, "resume": campaigns.resume, "cancel": campaigns.cancel,
+               "retry-failed": campaigns.retry_failed}
+    operations = {"post": Operation(
+        "Pause, resume, cancel a campaign or retry its failed recipients", {200: (Campaign, "The campaign after it.")},
+        tags=("campaigns",), errors={**_NOT_FOUND, 409: "Not allowed in the campaign's status (CONFLICT)."},
+        description="pause: running -> paused (queued messages are held). resume: paused -> running. cancel: "
+                    "-> cancelled (pending recipients and queued messages are dropped; sent ones stay). "
+                    "retry-failed: the failed recipients' messages are sent again at the campaign's rate.")}
+
+    @idempotent
+    async def post(self, campaign_id, action):
+        self.respond(await self.ACTIONS[action](self.services.db, self.principal.account_id, campaign_id))
+        if action == "resume":
+            self.services.campaigns.notify()
+        elif action == "retry-failed":
+            self.services.delivery.notify()
+
+
+class RecipientsHandler(ApiHandler):
+    path_params = {"campaignId": "The campaign's id."}
+    operations = {"get": Operation("A campaign's recipients with their status and error", {200: RecipientPage},
+                                   query=RecipientQuery, tags=("campaigns",),
+                                   errors={**_NOT_FOUND, 400: "Invalid status, limit or cursor."})}
+
+    async def get(self, campaign_id):
+        self.respond(await campaigns.list_recipients(
+            self.services.db, self.principal.account_id, campaign_id, status=self.get_query_argument("status", None),
+            limit=self.get_query_argument("limit", None), cursor=self.get_query_argument("cursor", None)))
+
+
+class RecipientsCsvHandler(ApiHandler):
+    path_params = {"campaignId": "The campaign's id."}
+    operations = {"get": Operation("A campaign's recipients as CSV", {200: (CSV, "contactId, firstName, lastName, "
+                                                                               "phone, email, messageId, status, "
+                                                                               "httpStatus, error, errorAt")},
+                                   query=RecipientCsvQuery, tags=("campaigns",),
+                                   errors={**_NOT_FOUND, 400: "Invalid status."},
+                                   description="Cells that a spreadsheet would run as a formula (=, +, -, @) "
+                                               "start with a quote.")}
+
+    async def get(self, campaign_id):
+        chunks = campaigns.recipients_csv(self.services.db, self.principal.account_id, campaign_id,
+                                          status=self.get_query_argument("status", None))
+        first = await anext(chunks)  # errors (404, 400) are answered before any CSV is sent
+        self.set_header("Content-Type", "text/csv; charset=UTF-8")
+        self.set_header("Content-Disposition", f'attachment; filename="{campaign_id}-recipients.csv"')
+        self.write(first)
+        async for chunk in chunks:
+            await self.flush()
+            self.write(chunk)
+        self.finish()

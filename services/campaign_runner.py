@@ -1,0 +1,176 @@
+"""The campaign runner, a background task on the IOLoop: starts scheduled campaigns when their time comes
+(the snapshot), and hands each running campaign's recipients to the outbox in batches at its rate.
+
+Pacing: a token bucket per campaign, filled at ratePerMinute / 60 per second and holding at most one
+second's worth (at least one message): a message is created only when a token is there, and the delivery
+worker sends it once it exists, so in any window of T seconds a campaign hands over at most
+1 s × rate + T × rate messages. A campaign is also never more than a minute of its rate (at least
+BACKLOG_MIN messages) ahead of its deliveries. The bucket lives in memory: after a restart or a resume
+a campaign starts again with one token.
+
+Exactly once: a batch is one write transaction (services.messaging.queue_campaign_message_in_tx for each
+recipient, the recipients' rows and the campaign's counts and cursor), so a restart resumes after the
+last committed batch and a contact never gets a second message (storage/campaigns.py record_batch_in_tx).
+"""
+import asyncio
+import logging
+import time
+
+from common.ids import now_iso
+from services import campaigns, messaging
+from storage import accounts as account_store
+from storage import campaigns as store
+from storage import events
+
+log = logging.getLogger("parley.campaigns")
+
+BATCH_MAX = 500        # recipients per write transaction at most
+BATCH_MIN = 20
+# A batch shares the single writer with every request's write: its size adapts so that one batch keeps the
+# writer about this long (every write queued behind it waits that much), however fast the disk and CPU are.
+BATCH_SECONDS = 0.05
+BACKLOG_MIN = 100
+
+
+class Bucket:
+    """Tokens for one campaign: rate per minute, capacity one second's worth (at least 1)."""
+
+    def __init__(self, rate_per_minute, now):
+        self.rate, self.tokens, self.at = rate_per_minute / 60.0, 1.0, now
+
+    def capacity(self):
+        return max(1.0, self.rate)
+
+    def available(self, now):
+        self.tokens = min(self.capacity(), self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        return int(self.tokens)
+
+    def seconds_until_next(self):
+        return max(0.0, (1.0 - self.tokens) / self.rate)
+
+
+class CampaignRunner:
+    """step() does one round (tests drive it); start()/stop() run it as the server's background task,
+    woken by notify() when a campaign is created or resumed, and polling every poll_seconds."""
+
+    def __init__(self, services, *, clock=time.monotonic, poll_seconds=1.0, batch_size=None):
+        self.services = services
+        self.clock = clock
+        self.poll_seconds = poll_seconds
+        self._buckets = {}
+        self.adaptive = batch_size is None  # tests fix the size
+        self.batch_size = batch_size or BATCH_MAX // 5
+        self._wake = asyncio.Event()
+        self._task = None
+        self._stopping = False
+
+    def notify(self):
+        self._wake.set()
+
+    def start(self):
+        if self._task is None:
+            self._stopping = False
+            self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self):
+        """Stop after the batch in progress (a batch is one transaction: it commits whole or not at all)."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self):
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                wait = await self.step()
+            except Exception:
+                log.exception("campaigns: a round failed")
+                wait = self.poll_seconds
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(0)  # let requests in between batches
+
+    async def step(self):
+        """Start the campaigns whose time has come and give each running one a batch if its bucket allows.
+        Returns the seconds until there is something to do (0: at once)."""
+        db = self.services.db
+        wait = self.poll_seconds
+        running = set()
+        for campaign in await store.due_campaigns(db, now_iso()):
+            if campaign["status"] == "scheduled":
+                campaign = await store.start(db, campaign["id"], now_iso())
+                if campaign is None or campaign["status"] != "running":
+                    continue
+                log.info("campaign %s started: %d recipients", campaign["id"], campaign["total"])
+            running.add(campaign["id"])
+            now = self.clock()
+            bucket = self._buckets.get(campaign["id"])
+            if bucket is None:
+                bucket = self._buckets[campaign["id"]] = Bucket(campaign["rate_per_minute"], now)
+            allowed = min(bucket.available(now), int(self.batch_size))
+            if allowed == 0:
+                wait = min(wait, bucket.seconds_until_next())
+                continue
+            result = await db.write(hand_over, campaign["id"], allowed, now_iso())
+            if self.adaptive:
+                self._adapt(allowed, result["seconds"])
+            bucket.tokens -= result["queued"]
+            if result["queued"] and self.services.delivery is not None:
+                self.services.delivery.notify()
+            if result["status"] == "running" and not result["backlogged"]:
+                wait = min(wait, bucket.seconds_until_next())
+        for campaign_id in set(self._buckets) - running:  # paused, completed or cancelled: start afresh later
+            del self._buckets[campaign_id]
+        return wait
+
+
+    def _adapt(self, size, seconds):
+        """Grow the batch while a full one keeps the writer less than BATCH_SECONDS, shrink it when longer."""
+        if seconds > BATCH_SECONDS:
+            self.batch_size = max(BATCH_MIN, self.batch_size * 0.7)
+        elif size >= int(self.batch_size) and seconds < BATCH_SECONDS / 2:
+            self.batch_size = min(BATCH_MAX, self.batch_size * 1.2)
+
+
+def hand_over(cx, campaign_id, limit, now):
+    """In the writer: the next ``limit`` pending recipients of a running campaign get their personalised
+    message (or are skipped: opted out), in this one transaction. Returns {status, queued, skipped,
+    backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its deliveries;
+    seconds: how long this kept the writer (the runner sizes its batches by it)."""
+    started = time.perf_counter()
+    campaign = store.get_campaign_in_tx(cx, None, campaign_id)
+    if campaign is None or campaign["status"] != "running":
+        return {"status": campaign and campaign["status"], "queued": 0, "skipped": 0, "backlogged": False,
+                "seconds": 0.0}
+    limit = min(limit, max(campaign["rate_per_minute"], BACKLOG_MIN) - campaign["queued"])
+    if limit <= 0:
+        return {"status": "running", "queued": 0, "skipped": 0, "backlogged": True, "seconds": 0.0}
+    recipients = store.next_pending_in_tx(cx, campaign, limit)
+    parts = campaigns.compile_body(campaign["body"])
+    account_id = campaign["account_id"]
+    user_id = account_store.get_owner_user_id.sync(cx, account_id) or account_id
+    queued, skipped = [], []
+    for contact in recipients:
+        if contact["opted_out"]:
+            skipped.append(contact["id"])
+            continue
+        message = messaging.queue_campaign_message_in_tx(
+            cx, account_id=account_id, contact=contact, user_id=user_id, body=campaigns.render(parts, contact),
+            channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=campaign_id)
+        queued.append((contact["id"], message["id"]))
+    if not recipients and campaign["pending"] > 0:
+        raise RuntimeError(f"campaign {campaign_id}: {campaign['pending']} recipients pending but none found")
+    cursor = recipients[-1]["id"] if recipients else campaign["cursor"]
+    campaign = store.record_batch_in_tx(cx, campaign, queued, skipped, cursor, now)
+    # One live event for the batch's messages: open inboxes refresh, and threads of these contacts fetch theirs.
+    events.emit_batches_in_tx(cx, account_id, events.MESSAGES_CREATED, {"campaignId": campaign_id}, "contactIds",
+                              [contact_id for contact_id, _ in queued])
+    return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False,
+            "seconds": time.perf_counter() - started}

@@ -1,0 +1,147 @@
+"""Campaigns (DESIGN §3): creation with a personalised body, reading, pause/resume/cancel/retry-failed, and
+the per-recipient listing and CSV export. The sending itself is services/campaign_runner.py."""
+import csv
+import io
+import re
+
+from common.errors import Invalid
+from common.ids import iso, new_id, now_iso
+from services import lists
+from services.messaging import NO_WEBHOOK
+from storage import accounts as account_store
+from storage import campaigns as store
+
+DEFAULT_RATE_PER_MINUTE = 600
+MAX_RATE_PER_MINUTE = 1_000_000
+MAX_BODY_LENGTH = 65536
+# {{firstName}}, {{ lastName }} ...: a missing value is empty. Any other {{name}} is refused (400) at
+# creation, so that a typo such as {{firstname}} is caught before thousands of messages carry it;
+# single braces are plain text.
+PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+FIELDS = {"firstName": "first_name", "lastName": "last_name", "email": "email", "phone": "phone"}
+CSV_COLUMNS = ("contactId", "firstName", "lastName", "phone", "email", "messageId", "status", "httpStatus", "error",
+               "errorAt")
+
+public_campaign = store.public_campaign
+
+
+def compile_body(body):
+    """The body as [text, field, text, field, ..., text] (fields are contact columns); Invalid naming the
+    field for an unknown placeholder or a body that is only placeholders and blanks."""
+    parts = PLACEHOLDER.split(body)
+    for i in range(1, len(parts), 2):
+        if parts[i] not in FIELDS:
+            raise Invalid(f"body has an unknown placeholder {{{{{parts[i]}}}}}; the placeholders are "
+                          + ", ".join(f"{{{{{name}}}}}" for name in FIELDS))
+        parts[i] = FIELDS[parts[i]]
+    if not "".join(parts[0::2]).strip():
+        raise Invalid("body needs some text besides its placeholders")
+    return parts
+
+
+def render(parts, contact):
+    """The body personalised for one contact (a row with first_name, last_name, email, phone)."""
+    return "".join(part if i % 2 == 0 else (contact[part] or "") for i, part in enumerate(parts))
+
+
+async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=None, channel=None, start_at=None,
+                          rate_per_minute=None):
+    """POST /v1/campaigns. start_at: an aware datetime (None or past: now). Starts at once unless scheduled."""
+    name, campaign_id, channel = (v.strip() if isinstance(v, str) else v for v in (name, campaign_id, channel))
+    if not name:
+        raise Invalid("name is required and cannot be blank")
+    if body is None or not body.strip():
+        raise Invalid("body is required and cannot be blank")
+    compile_body(body)
+    if campaign_id == "":
+        raise Invalid("campaignId cannot be blank")
+    rate = DEFAULT_RATE_PER_MINUTE if rate_per_minute is None else rate_per_minute
+    if not 1 <= rate <= MAX_RATE_PER_MINUTE:
+        raise Invalid(f"ratePerMinute must be an integer from 1 to {MAX_RATE_PER_MINUTE}")
+    account = await account_store.get_account(db, account_id)
+    if not account["settings"].get("customChannelWebhookUrl"):
+        raise Invalid(NO_WEBHOOK)
+    now = now_iso()
+    row = {"id": new_id("cmp"), "account_id": account_id, "name": name, "list_id": list_id, "body": body,
+           "channel": channel or None, "rate_per_minute": rate, "created_at": now,
+           "start_at": max(iso(start_at), now) if start_at else now}
+    row["campaign_key"] = campaign_id or row["id"]
+    return public_campaign(await store.create_campaign(db, row, now))
+
+
+async def get_campaign(db, account_id, campaign_id):
+    campaign = await store.get_campaign(db, account_id, campaign_id)
+    if campaign is None:
+        raise store.campaign_not_found(campaign_id)
+    return public_campaign(campaign)
+
+
+async def list_campaigns(db, account_id, *, limit=None, cursor=None):
+    return await lists.keyset_page(lambda after, n: store.page_campaigns(db, account_id, after, n), limit, cursor,
+                                   public_campaign)
+
+
+async def pause(db, account_id, campaign_id):
+    return public_campaign(await store.pause(db, account_id, campaign_id, "paused by a person"))
+
+
+async def resume(db, account_id, campaign_id):
+    return public_campaign(await store.resume(db, account_id, campaign_id, now_iso()))
+
+
+async def cancel(db, account_id, campaign_id):
+    return public_campaign(await store.cancel(db, account_id, campaign_id, now_iso()))
+
+
+async def retry_failed(db, account_id, campaign_id):
+    return public_campaign(await store.retry_failed(db, account_id, campaign_id, now_iso()))
+
+
+def _status_filter(status):
+    if status and status not in store.RECIPIENT_STATUSES:
+        raise Invalid(f"status must be one of {', '.join(store.RECIPIENT_STATUSES)}")
+    return status or None
+
+
+def public_recipient(row):
+    return {"contactId": row["id"], "messageId": row["message_id"], "status": row["status"], "error": row["error"],
+            "firstName": row["first_name"], "lastName": row["last_name"], "phone": row["phone"],
+            "email": row["email"]}
+
+
+async def list_recipients(db, account_id, campaign_id, *, status=None, limit=None, cursor=None):
+    """GET /v1/campaigns/{id}/recipients?status=: {data: [...], nextCursor}, in contact-id order."""
+    status = _status_filter(status)
+    await get_campaign(db, account_id, campaign_id)
+    return await lists.keyset_page(
+        lambda after, n: store.page_recipients(db, account_id, campaign_id, status, after, n), limit, cursor,
+        public_recipient)
+
+
+def _cell(value):
+    """A CSV cell a spreadsheet shows as text: a leading =, +, -, @ (a formula) gets a quote before it."""
+    text = "" if value is None else str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+async def recipients_csv(db, account_id, campaign_id, *, status=None, page_size=2000):
+    """The recipients as CSV, yielded a page at a time (a 100k-recipient export never sits in memory)."""
+    status = _status_filter(status)
+    await get_campaign(db, account_id, campaign_id)
+    after = None
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    while True:
+        rows = await store.page_recipients(db, account_id, campaign_id, status, after, page_size)
+        for row in rows:
+            error = row["error"] or {}
+            writer.writerow([_cell(v) for v in (row["id"], row["first_name"], row["last_name"], row["phone"],
+                                                row["email"], row["message_id"], row["status"],
+                                                error.get("httpStatus"), error.get("error"), error.get("at"))])
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
+        if len(rows) < page_size:
+            return
+        after = rows[-1]["id"]

@@ -1,0 +1,348 @@
+"""Contact import jobs as the UI and the CLI see them: drafts made from an upload or a file, their options
+(column mapping, default country, list), the preview, start, cancel, progress, files and retention.
+Running a job is services/import_runner.py; reading the CSV is services/csv_import.py."""
+import asyncio
+import functools
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import phonenumbers
+
+from common.errors import Invalid, NotFound
+from common.ids import iso, new_id, now_iso, parse_iso, utcnow
+from services import csv_import, lists
+from services.contact_fields import region_code
+from services.import_reader import ReaderProcess
+from storage import contact_imports as store
+from storage import contacts as contact_store
+from storage import lists as list_store
+
+BATCH_ROWS = 500            # rows per transaction: 20-50 ms of the writer, so API writes never wait long
+PREVIEW_ROWS = 1000         # the preview's sample: the file's first rows
+PREVIEW_SHOWN = 10          # of which the page shows this many, as mapped
+RECENT_JOBS = 20
+DRAFT_TTL = timedelta(hours=24)      # an upload nobody started is deleted after this
+FINISHED_TTL = timedelta(days=30)    # a finished job and its error report are deleted this long after it ended
+STRAY_FILE_AGE = timedelta(hours=1)  # partial uploads and files no job names, older than this, are deleted
+MAX_FILE_NAME = 200
+FIELD_LABELS = {"firstName": "First name", "lastName": "Last name", "phone": "Phone", "email": "Email"}
+RUNNING = ("queued", "running")
+
+
+def imports_dir(data_dir):
+    """data/imports (0700, made by the first file written there): uploads and error reports, each 0600."""
+    return Path(data_dir) / "imports"
+
+
+def upload_path(data_dir, import_id):
+    return imports_dir(data_dir) / f"{import_id}.csv"
+
+
+def report_path(data_dir, import_id):
+    return imports_dir(data_dir) / f"{import_id}.errors.csv"
+
+
+def not_found(import_id):
+    return NotFound(f"no import with id {import_id}")
+
+
+@functools.cache
+def region_choices():
+    """(code, label) of every region phonenumbers knows, e.g. ("DE", "DE +49"), sorted by code."""
+    return [(code, f"{code} +{phonenumbers.country_code_for_region(code)}")
+            for code in sorted(phonenumbers.SUPPORTED_REGIONS)]
+
+
+async def run_blocking(fn, *args):
+    """fn(*args) in the default executor: file I/O and parsing stay off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+# ---- drafts ------------------------------------------------------------------------------------
+
+async def create_from_upload(services, account_id, user_id, temp_path, file_name, size):
+    """A draft job for an uploaded file (already on disk at temp_path, 0600): the file is checked (UTF-8 CSV
+    with a header), moved to imports/<id>.csv, and the mapping guessed. Invalid (and the file deleted) when
+    it cannot be imported."""
+    try:
+        sniffed = await run_blocking(csv_import.sniff, temp_path)
+        import_id = new_id("imp")
+        target = upload_path(services.settings.data_dir, import_id)
+        await run_blocking(os.replace, temp_path, target)
+    except BaseException:
+        await run_blocking(remove_file, temp_path)
+        raise
+    try:
+        return await _insert_draft(services.db, account_id, import_id, sniffed, runner="server",
+                                   file_name=file_name, file_path=f"imports/{target.name}", size=size,
+                                   created_by=user_id)
+    except BaseException:
+        await run_blocking(remove_file, target)
+        raise
+
+
+async def create_for_cli(services, account_id, path, runner, *, list_id=None, region=None, overrides=()):
+    """A queued job for the operator's file (read in place, never copied or deleted), with the mapping
+    guessed from its header and changed by overrides ("field=Column name or number")."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise Invalid(f"no such file: {path}")
+    sniffed = await run_blocking(csv_import.sniff, path)
+    mapping = apply_overrides(sniffed["header"], csv_import.guess_mapping(sniffed["header"]), overrides)
+    options = await check_options(services.db, account_id, sniffed["header"], mapping, region or "",
+                                  list_id or "", "")
+    return await _insert_draft(services.db, account_id, new_id("imp"), sniffed, runner=runner, file_name=path.name,
+                               file_path=str(path), size=path.stat().st_size, status="queued",
+                               mapping=options["mapping"], default_region=options["default_region"],
+                               list_id=options["list_id"])
+
+
+async def _insert_draft(db, account_id, import_id, sniffed, *, runner, file_name, file_path, size, status="uploaded",
+                        created_by=None, mapping=None, default_region=None, list_id=None):
+    now = now_iso()
+    return await store.insert_import(db, {
+        "id": import_id, "account_id": account_id, "status": status, "runner": runner,
+        "file_name": (file_name or "upload.csv")[:MAX_FILE_NAME], "file_path": file_path, "file_bytes": size,
+        "delimiter": sniffed["delimiter"], "header": sniffed["header"], "data_start": sniffed["data_start"],
+        "mapping": mapping or csv_import.guess_mapping(sniffed["header"]), "default_region": default_region,
+        "list_id": list_id, "position": sniffed["data_start"], "created_by": created_by, "created_at": now,
+        "updated_at": now})
+
+
+def apply_overrides(header, mapping, overrides):
+    """The CLI's --map field=Column (a header name, case-insensitive, or a 1-based number; empty: skip it)."""
+    mapping = dict(mapping)
+    names = [cell.casefold() for cell in header]
+    for override in overrides:
+        field, _, column = override.partition("=")
+        field, column = field.strip(), column.strip()
+        if field not in csv_import.FIELDS:
+            raise Invalid(f"--map {override}: the field must be one of {', '.join(csv_import.FIELDS)}")
+        if not column:
+            mapping[field] = None
+        elif column.isdigit() and 1 <= int(column) <= len(header):
+            mapping[field] = int(column) - 1
+        elif column.casefold() in names:
+            mapping[field] = names.index(column.casefold())
+        else:
+            raise Invalid(f"--map {override}: the file has no column {column!r} (its columns: {', '.join(header)})")
+    return mapping
+
+
+async def check_options(db, account_id, header, mapping, region, list_choice, new_list_name):
+    """The options of a job, checked: {mapping, default_region, list_id, new_list_name}. mapping: field ->
+    column index or None; region "" for none; list_choice "" (none), "new" (new_list_name) or a list id."""
+    clean = {}
+    for field in csv_import.FIELDS:
+        index = mapping.get(field)
+        if index is not None and not (isinstance(index, int) and 0 <= index < len(header)):
+            raise Invalid(f"{FIELD_LABELS[field]}: choose one of the file's columns", field=field)
+        if index is not None and index in clean.values():
+            raise Invalid(f"column {csv_import.column_name(header, index)!r} is chosen for two fields", field=field)
+        clean[field] = index
+    if clean["phone"] is None and clean["email"] is None:
+        raise Invalid("choose the column with the phone number or the email (a contact needs one of them)",
+                      field="phone")
+    options = {"mapping": clean, "default_region": region_code(region) if region else None, "list_id": None,
+               "new_list_name": None}
+    list_choice = (list_choice or "").strip()
+    if list_choice == "new":
+        name = (new_list_name or "").strip()
+        if not name or len(name) > lists.MAX_NAME_LENGTH:
+            raise Invalid(f"the new list needs a name of 1 to {lists.MAX_NAME_LENGTH} characters", field="newListName")
+        options["new_list_name"] = name
+    elif list_choice:
+        options["list_id"] = (await lists.get_list(db, account_id, list_choice))["id"]
+    return options
+
+
+def parse_mapping(form_values):
+    """{field: "" or a column index as text} from a form -> {field: int or None}; Invalid for junk."""
+    mapping = {}
+    for field in csv_import.FIELDS:
+        text = (form_values.get(field) or "").strip()
+        if text and not (text.isascii() and text.isdigit()):
+            raise Invalid(f"{FIELD_LABELS[field]}: choose one of the file's columns", field=field)
+        mapping[field] = int(text) if text else None
+    return mapping
+
+
+async def save_options(services, account_id, import_id, options, *, start=False):
+    """Store a draft's options; with start, create the new list if one was asked for and queue the job.
+    NotFound unless it is this account's draft."""
+    job = await get_job(services.db, account_id, import_id)
+    if job["status"] != "uploaded":
+        raise Invalid("this import has already started; its options cannot change")
+    if start and options["new_list_name"]:
+        options = {**options, "list_id": (await lists.create_list(services.db, account_id,
+                                                                   options["new_list_name"]))["id"],
+                   "new_list_name": None}
+    job = await store.save_draft(services.db, account_id, import_id, options, queue=start)
+    if job is None:
+        raise Invalid("this import has already started or was discarded")
+    if start and services.imports is not None:
+        services.imports.notify()
+    return job
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+async def get_job(db, account_id, import_id):
+    job = await store.get_import(db, account_id, import_id)
+    if job is None:
+        raise not_found(import_id)
+    return job
+
+
+async def recent_jobs(db, account_id):
+    return await store.recent_imports(db, account_id, RECENT_JOBS)
+
+
+async def list_choices(db, account_id):
+    """The account's lists for the list menu (at most 1,000, oldest first)."""
+    return [list_store.public_list(row) for row in await list_store.page_lists(db, account_id, None, 1000)]
+
+
+def progress(job, now=None):
+    """What the progress bar shows: counts, percent of the file, rows per second and seconds left in this
+    run. created + matched + failed = rowsRead at every moment (one transaction moves them all)."""
+    total = max(0, job["file_bytes"] - job["data_start"])
+    done = max(0, job["position"] - job["data_start"])
+    finished = job["status"] in store.FINISHED
+    percent = 100.0 if job["status"] == "completed" or total == 0 else min(100.0, round(100 * done / total, 1))
+    rate = seconds_left = None
+    if job["run_started_at"] and job["status"] != "queued":
+        end = parse_iso(job["finished_at"] or job["updated_at"]) if finished else (now or utcnow())
+        elapsed = (end - parse_iso(job["run_started_at"])).total_seconds()
+        if elapsed > 0.5:
+            rate = round((job["rows_read"] - job["run_start_rows"]) / elapsed, 1)
+            bytes_rate = (job["position"] - job["run_start_position"]) / elapsed
+            if job["status"] == "running" and bytes_rate > 0:
+                seconds_left = round((job["file_bytes"] - job["position"]) / bytes_rate)
+    return {"id": job["id"], "status": job["status"], "fileName": job["file_name"], "fileBytes": job["file_bytes"],
+            "percent": percent, "rowsRead": job["rows_read"], "created": job["created"], "matched": job["matched"],
+            "failed": job["failed"], "rowsPerSecond": rate, "secondsLeft": seconds_left, "resumed": job["resumed"],
+            "message": job["message"], "listId": job["list_id"],
+            "errorReport": f"/contacts/import/{job['id']}/errors.csv" if job["errors_bytes"] else None,
+            "createdAt": job["created_at"], "updatedAt": job["updated_at"], "finishedAt": job["finished_at"]}
+
+
+async def preview(services, job):
+    """The job's first PREVIEW_ROWS rows read with its options, nothing written: the first rows as mapped,
+    the first errors, and how many rows of the sample would be created, matched and fail (against the
+    contacts stored now, and earlier rows of the sample: a phone seen twice is matched the second time)."""
+    rows, errors, failed, whole_file = [], [], 0, True
+    reader = await ReaderProcess.start(**reader_request(services.settings.data_dir, job, PREVIEW_ROWS,
+                                                        limit_rows=PREVIEW_ROWS))
+    try:
+        async for batch in reader.batches():
+            rows += batch["rows"]
+            errors += batch["errors"]
+            failed += batch["failed"]
+            whole_file = batch["position"] >= job["file_bytes"]
+    finally:
+        await reader.close()
+    phones, emails = await contact_store.existing_phones_and_emails(
+        services.db, job["account_id"], [v["phone"] for _, v in rows if v["phone"]],
+        [v["email"] for _, v in rows if v["email"] and not v["phone"]])
+    seen_phones, seen_emails, outcomes = set(), set(), []
+    for _, values in rows:  # the same decision find_or_create_in_tx makes: the phone first, else the email
+        if values["phone"]:
+            matched = values["phone"] in phones or values["phone"] in seen_phones
+            seen_phones.add(values["phone"])
+        else:
+            matched = values["email"] in emails or values["email"] in seen_emails
+        if values["email"]:
+            seen_emails.add(values["email"])
+        outcomes.append("matched" if matched else "created")
+    shown = sorted([(number, values, outcome, None) for (number, values), outcome in zip(rows, outcomes)] +
+                   [(number, None, "failed", f"{column}: {reason}" if column else reason)
+                    for number, column, reason in errors], key=lambda item: item[0])[:PREVIEW_SHOWN]
+    return {"rows": shown, "errors": errors[:PREVIEW_SHOWN], "sample": len(rows) + failed, "wholeFile": whole_file,
+            "created": outcomes.count("created"), "matched": outcomes.count("matched"), "failed": failed}
+
+
+def reader_request(data_dir, job, batch_size, limit_rows=None):
+    """The reader process's request for the job's file from its committed position."""
+    path = Path(job["file_path"])
+    return {"path": str(path if path.is_absolute() else Path(data_dir) / path), "position": job["position"],
+            "row_number": job["row_number"], "delimiter": job["delimiter"], "header": job["header"],
+            "mapping": job["mapping"], "region": job["default_region"], "batch_size": batch_size,
+            "limit_rows": limit_rows}
+
+
+# ---- stopping and files ------------------------------------------------------------------------
+
+async def cancel(services, account_id, import_id):
+    """Cancel a draft, a queued or a running job: rows already committed stay imported; a running job stops
+    before its next batch. NotFound for another account's id; Invalid when it has already ended."""
+    job = await get_job(services.db, account_id, import_id)
+    after = await store.finish(services.db, account_id, import_id, "cancelled", "cancelled by a user",
+                               from_statuses=("uploaded", *RUNNING))
+    if after["status"] != "cancelled" or job["status"] == "cancelled":
+        raise Invalid(f"this import has already ended ({after['status']})")
+    if job["status"] != "running":  # a running job's runner deletes the upload when it stops
+        await delete_upload(services.settings.data_dir, after)
+    return after
+
+
+async def interrupt(services, job, message):
+    """Mark a running job interrupted (its runner stopped before the end); rows committed stay imported."""
+    return await store.finish(services.db, job["account_id"], job["id"], "interrupted", message,
+                              from_statuses=RUNNING)
+
+
+def remove_file(path):
+    """Delete path if it exists; returns 1 if it did."""
+    try:
+        os.unlink(path)
+        return 1
+    except FileNotFoundError:
+        return 0
+
+
+async def delete_upload(data_dir, job):
+    """The uploaded file of a job (never a CLI job's own file)."""
+    if job["runner"] == "server":
+        await run_blocking(remove_file, upload_path(data_dir, job["id"]))
+
+
+async def open_report(data_dir, account_id, job):
+    """The error report file of this account's job, opened for reading, or NotFound."""
+    if job["account_id"] != account_id or not job["errors_bytes"]:
+        raise NotFound(f"import {job['id']} has no error report")
+    try:
+        return await run_blocking(open, report_path(data_dir, job["id"]), "rb")
+    except FileNotFoundError:
+        raise NotFound(f"import {job['id']} has no error report any more") from None
+
+
+async def cleanup(db, data_dir, now=None):
+    """Retention: drafts nobody started (after DRAFT_TTL) and finished jobs with their error reports (after
+    FINISHED_TTL) are deleted, rows and files; so are partial uploads and files no job names (after
+    STRAY_FILE_AGE). Returns {"jobs", "files"} deleted. Safe to run at any time, from any process."""
+    now = now or utcnow()
+    expired = await store.expired_imports(db, iso(now - DRAFT_TTL), iso(now - FINISHED_TTL))
+    files = 0
+    for job in expired:
+        files += await run_blocking(remove_file, report_path(data_dir, job["id"]))
+        if job["runner"] == "server":
+            files += await run_blocking(remove_file, upload_path(data_dir, job["id"]))
+    if expired:
+        await store.delete_imports(db, [job["id"] for job in expired])
+    known = await store.import_ids(db)
+    files += await run_blocking(_delete_strays, imports_dir(data_dir), known, (now - STRAY_FILE_AGE).timestamp())
+    return {"jobs": len(expired), "files": files}
+
+
+def _delete_strays(directory, known, before):
+    if not directory.is_dir():
+        return 0
+    deleted = 0
+    for entry in os.scandir(directory):
+        job_id = entry.name.split(".", 1)[0]
+        stray = entry.name.startswith(".upload-") or job_id not in known
+        if stray and entry.is_file() and entry.stat().st_mtime < before:
+            deleted += remove_file(entry.path)
+    return deleted

@@ -1,0 +1,231 @@
+"""Running contact import jobs: one job's batches from the reader process to the writer, each batch
+committed together with the job's position and counts (run_job); and the server's worker, which runs
+queued jobs, resumes the ones a restart interrupted, marks import-contacts commands that died as
+interrupted, and runs the imports' retention."""
+import asyncio
+import logging
+import os
+import socket
+import time
+
+from common.errors import Invalid, Unavailable
+from services import csv_import
+from services.contact_import import (BATCH_ROWS, RUNNING, cleanup, delete_upload, reader_request, remove_file,
+                                     report_path, run_blocking)
+from services.import_reader import ReaderProcess
+from storage import contact_imports as store
+
+log = logging.getLogger("parley.imports")
+
+SERVER = "server"          # the runner of jobs uploaded in the UI
+# import-contacts runs its own writer process beside the server's: SQLite lets one write at a time and a
+# waiting writer polls (busy_timeout), so the command leaves the database free this long after each batch.
+CLI_PAUSE_SECONDS = 0.05
+WRITE_ATTEMPTS = 5         # a batch whose write failed (writer restarting) is tried again, idempotently
+
+
+def cli_runner():
+    """The runner name of this import-contacts command: its host and process id."""
+    return f"cli:{socket.gethostname()}:{os.getpid()}"
+
+
+def runner_gone(runner):
+    """True when runner is an import-contacts command on this host whose process has ended."""
+    kind, _, rest = runner.partition(":")
+    host, _, pid = rest.rpartition(":")
+    if kind != "cli" or host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+class ErrorReport:
+    """A job's error report (CSV, 0600): cut back to the length committed with the job when a run starts
+    (a crashed run may have written lines for a batch that never committed), and appended, flushed and
+    fsynced before each batch's commit, so that the committed length is always on disk."""
+
+    def __init__(self, path, committed, header):
+        self.path, self.length, self.header, self.fd = path, committed, header, None
+
+    async def open(self):
+        await run_blocking(self._open)
+
+    def _open(self):
+        if self.length == 0:
+            remove_file(self.path)
+            return
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.ftruncate(self.fd, self.length)
+
+    async def append(self, data):
+        """Append a batch's lines; returns the report's length with them."""
+        return await run_blocking(self._append, data) if data else self.length
+
+    def _append(self, data):
+        if self.fd is None:
+            os.makedirs(self.path.parent, mode=0o700, exist_ok=True)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            data, self.length = self.header + data, 0
+        view = memoryview(data)
+        offset = self.length
+        while view:
+            written = os.pwrite(self.fd, view, offset)
+            view, offset = view[written:], offset + written
+        os.fsync(self.fd)
+        self.length = offset
+        return self.length
+
+    async def close(self):
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            await run_blocking(os.close, fd)
+
+
+async def _write_batch(db, job, batch, errors_bytes):
+    payload = {"start": batch["start"], "position": batch["position"], "row_number": batch["row_number"],
+               "rows": [values for _, values in batch["rows"]], "failed": batch["failed"],
+               "errors_bytes": errors_bytes}
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            return await store.apply_batch(db, job["account_id"], job["id"], payload, job["list_id"])
+        except Unavailable:
+            # Nothing, or this very batch, was committed: apply_batch tells which by the job's position.
+            if attempt == WRITE_ATTEMPTS:
+                raise
+            await asyncio.sleep(attempt)
+
+
+async def run_job(services, job, runner, *, should_stop=lambda: False, on_progress=None, pause=0.0,
+                  batch_rows=BATCH_ROWS):
+    """Run (or resume) a queued or running job to its end from its committed position; returns the job as
+    it is then. Stops early, the job still running (to be resumed), when should_stop() turns true; stops
+    when the job is cancelled meanwhile. on_progress(job) after every batch; pause: seconds to leave the
+    database to others between batches (the CLI's writer shares it with the server's); batch_rows: rows per
+    transaction."""
+    db, data_dir = services.db, services.settings.data_dir
+    started = await store.start_run(db, job["account_id"], job["id"], runner)
+    if started is None:
+        return await store.get_import(db, job["account_id"], job["id"])
+    job = started
+    report = ErrorReport(report_path(data_dir, job["id"]), job["errors_bytes"], csv_import.report_header(job["header"]))
+    reader = None
+    try:
+        await report.open()
+        reader = await ReaderProcess.start(**reader_request(data_dir, job, batch_rows))
+        async for batch in reader.batches():
+            if should_stop():
+                return job
+            result = await _write_batch(db, job, batch, await report.append(batch["report"]))
+            job = result["job"]
+            if not result["applied"]:
+                break  # cancelled (or taken over) meanwhile
+            if on_progress:
+                on_progress(job)
+            if pause:
+                await asyncio.sleep(pause)
+        else:
+            job = await store.finish(db, job["account_id"], job["id"], "completed")
+    except Invalid as exc:  # the reader cannot go on: a line too long, the file gone
+        job = await store.finish(db, job["account_id"], job["id"], "failed", exc.message)
+    except Unavailable as exc:
+        log.error("import %s: storage unavailable, the job stays running and resumes later: %s", job["id"], exc)
+        return job
+    finally:
+        if reader is not None:
+            await reader.close()
+        await report.close()
+    if job["status"] in store.FINISHED:
+        await delete_upload(data_dir, job)
+    if on_progress:
+        on_progress(job)
+    return job
+
+
+class ImportWorker:
+    """The server's background task: runs queued UI jobs (at most `concurrency` at once), resumes the ones a
+    restart interrupted, marks jobs of import-contacts commands that died as interrupted (polling every
+    poll_seconds, and at once after notify()), and runs the retention (cleanup) every cleanup_seconds."""
+
+    def __init__(self, services, *, concurrency=2, poll_seconds=5.0, cleanup_seconds=3600.0):
+        self.services, self.concurrency = services, concurrency
+        self.poll_seconds, self.cleanup_seconds = poll_seconds, cleanup_seconds
+        self._jobs = {}  # job id -> task
+        self._wake = asyncio.Event()
+        self._task = None
+        self._stopping = False
+
+    def start(self):
+        if self._task is None:
+            self._stopping = False
+            self._task = asyncio.ensure_future(self._run())
+
+    def notify(self):
+        """A job was queued: look now."""
+        self._wake.set()
+
+    async def stop(self):
+        """Each running job stops after its current batch and stays running, to be resumed by the next start."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        await asyncio.gather(*self._jobs.values(), return_exceptions=True)
+
+    async def _run(self):
+        next_cleanup = 0.0
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                await self.step()
+                if time.monotonic() >= next_cleanup:
+                    next_cleanup = time.monotonic() + self.cleanup_seconds
+                    removed = await cleanup(self.services.db, self.services.settings.data_dir)
+                    if any(removed.values()):
+                        log.info("imports retention: %(jobs)d jobs and %(files)d files deleted", removed)
+            except Exception:
+                log.exception("imports: looking for jobs failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+            except asyncio.TimeoutError:
+                pass
+
+    async def step(self):
+        """Start the active server jobs not running here yet; mark dead commands' jobs interrupted."""
+        db = self.services.db
+        for job in await store.active_imports(db):
+            if job["runner"] == SERVER:
+                if job["id"] not in self._jobs and len(self._jobs) < self.concurrency and not self._stopping:
+                    self._jobs[job["id"]] = asyncio.ensure_future(self._run_one(job))
+            elif runner_gone(job["runner"]):
+                await store.finish(db, job["account_id"], job["id"], "interrupted",
+                                   f"the import-contacts command stopped before the end, after row {job['row_number']};"
+                                   " run it again on the same file: rows already imported count as matched",
+                                   from_statuses=RUNNING)
+
+    async def drain(self):
+        """Run every queued job to its end (tests; the server's loop does this by itself)."""
+        while True:
+            await self.step()
+            if not self._jobs:
+                return
+            await asyncio.gather(*self._jobs.values(), return_exceptions=True)
+
+    async def _run_one(self, job):
+        try:
+            await run_job(self.services, job, SERVER, should_stop=lambda: self._stopping)
+        except Exception:
+            log.exception("import %s failed", job["id"])
+            try:  # not resumed in a loop: an operator looks at the log, a user at the message
+                await store.finish(self.services.db, job["account_id"], job["id"], "failed",
+                                   "the import stopped on an internal error (the server log has it)")
+            except Exception:
+                log.exception("import %s: could not mark it failed", job["id"])
+        finally:
+            del self._jobs[job["id"]]
+            self._wake.set()  # the next queued job may start

@@ -1,0 +1,117 @@
+"""An agency's sub-accounts (DESIGN §3 "Sub-accounts", "Auto-recharge"): create, read, list, set the
+auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
+sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
+from common.errors import Invalid, NotFound
+from services import accounts
+from services.contact_fields import normalize_email
+from services.credits import as_number, require_agency, to_hundredths
+from services.lists import keyset_page
+from storage import subaccounts as store
+
+MAX_NAME = 200
+MAX_EMAIL = 320
+
+
+def not_found(sub_id):
+    return NotFound(f"no sub-account with id {sub_id} under this agency", code="SUBACCOUNT_NOT_FOUND")
+
+
+def public_auto_recharge(row):
+    """{threshold, amount, pendingIdempotencyKey, notifiedAt} or None (off). pendingIdempotencyKey is the
+    idempotency_key of the notification sent for the current low balance (null when none is outstanding)."""
+    if row["auto_recharge_threshold"] is None:
+        return None
+    return {"threshold": as_number(row["auto_recharge_threshold"]), "amount": as_number(row["auto_recharge_amount"]),
+            "pendingIdempotencyKey": row["auto_recharge_key"], "notifiedAt": row["auto_recharge_notified_at"]}
+
+
+def public_subaccount(row):
+    return {"id": row["id"], "name": row["name"], "email": row["email"],
+            "credits": as_number(row["credit_hundredths"]), "autoRecharge": public_auto_recharge(row),
+            "createdAt": row["created_at"]}
+
+
+def public_transaction(row):
+    """A credit history row; amount is signed (grants > 0, spends < 0), so the amounts add up to the balance."""
+    return {"id": row["id"], "kind": row["kind"], "amount": as_number(row["amount"]),
+            "balanceAfter": as_number(row["balance_after"]), "description": row["description"],
+            "idempotencyKey": row["idempotency_key"], "createdAt": row["created_at"]}
+
+
+def _clean_name(name):
+    name = name.strip() if isinstance(name, str) else ""
+    if not name:
+        raise Invalid("name is required and cannot be blank")
+    if len(name) > MAX_NAME:
+        raise Invalid(f"name is longer than {MAX_NAME} characters")
+    return name
+
+
+async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, email):
+    """A new sub-account of the agency, with its API key and a UI user (its login is the email) whose
+    generated password is returned once, like the key. Invalid (name, email: INVALID_EMAIL), Conflict
+    (the email belongs to an account already)."""
+    require_agency(caller_type)
+    name = _clean_name(name)
+    if not isinstance(email, str) or not email.strip():
+        raise Invalid("email is required")
+    if len(email.strip()) > MAX_EMAIL:
+        raise Invalid(f"email is longer than {MAX_EMAIL} characters", code="INVALID_EMAIL")
+    normalize_email(email)  # validates; accounts keep the email as given, lower-cased (grants look it up so)
+    created = await accounts.create_account(db, box, registry, name=name, email=email,
+                                            parent_agency_id=agency_id)
+    # As it was made (an Idempotency-Key retry gets this same answer, whatever changed since).
+    row = {"id": created["account_id"], "name": created["name"], "email": created["email"],
+           "credit_hundredths": 0, "auto_recharge_threshold": None, "created_at": created["created_at"]}
+    return {**public_subaccount(row), "apiKey": created["api_key"], "password": created["password"]}
+
+
+async def get_subaccount(db, agency_id, caller_type, sub_id):
+    require_agency(caller_type)
+    row = await store.get_subaccount(db, agency_id, sub_id)
+    if row is None:
+        raise not_found(sub_id)
+    return public_subaccount(row)
+
+
+async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
+    """The agency's sub-accounts with their balances and auto-recharge, oldest first, as {data, nextCursor}."""
+    require_agency(caller_type)
+    return await keyset_page(lambda after, n: store.page_subaccounts(db, agency_id, after, n), limit, cursor,
+                             public_subaccount)
+
+
+def parse_auto_recharge(value):
+    """{"threshold", "amount"} (credits, the grant amount rules) -> (threshold, amount) in hundredths;
+    None -> (None, None), turning auto-recharge off."""
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        raise Invalid("autoRecharge must be an object {threshold, amount} or null")
+    unknown = sorted(set(value) - {"threshold", "amount"})
+    if unknown:
+        raise Invalid(f"autoRecharge.{unknown[0]} is not a known field")
+    for field in ("threshold", "amount"):
+        if value.get(field) is None:
+            raise Invalid(f"autoRecharge.{field} is required")
+    return (to_hundredths(value["threshold"], field="autoRecharge.threshold"),
+            to_hundredths(value["amount"], field="autoRecharge.amount"))
+
+
+async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
+    """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account.
+    Below the threshold, a spend queues one subaccount.auto_recharge notification per episode
+    (storage.credits.spend)."""
+    require_agency(caller_type)
+    threshold, amount = parse_auto_recharge(auto_recharge)
+    row = await store.set_auto_recharge(db, agency_id, sub_id, threshold, amount)
+    if row is None:
+        raise not_found(sub_id)
+    return public_subaccount(row)
+
+
+async def list_transactions(db, agency_id, caller_type, sub_id, *, limit=None, cursor=None):
+    """The sub-account's grants and spends, newest first, as {data, nextCursor}."""
+    await get_subaccount(db, agency_id, caller_type, sub_id)
+    return await keyset_page(lambda before, n: store.page_transactions(db, sub_id, before, n), limit, cursor,
+                             public_transaction, integer_ids=True)

@@ -1,0 +1,330 @@
+"""SQL for campaigns and their recipients: the snapshot, the counts (kept in the transaction of every
+change they count, through progress_in_tx), the state changes, and a delivery's outcome per recipient."""
+import json
+from datetime import timedelta
+
+from common.errors import Conflict, NotFound
+from common.ids import iso, parse_iso
+from storage import conversations, events
+from storage.db import fetch_all, fetch_one, reads, writes
+from storage.lists import list_not_found
+
+_COLUMNS = ("id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
+            " start_at, started_at, finished_at, created_at, cursor, total, pending, queued, sent, failed, skipped,"
+            " cancelled, probe_attempts, probe_failures, failure_streak")
+COUNTS = ("total", "pending", "queued", "sent", "failed", "skipped", "cancelled")
+RECIPIENT_STATUSES = COUNTS[1:]
+# A held delivery (its campaign is paused) is pending but never due; resume makes it due again.
+HELD = "9999-12-31T23:59:59.999Z"
+
+# The auto-pause rule (README "Campaigns"): since the start or the last resume, of the first PROBE_SIZE
+# first attempts that ended at least PROBE_FAILURES failed, or FAILURE_STREAK first attempts in a row failed.
+PROBE_SIZE, PROBE_FAILURES, FAILURE_STREAK = 20, 16, 20
+
+NOT_FOUND = "no campaign with id {}"
+
+
+def campaign_not_found(campaign_id):
+    return NotFound(NOT_FOUND.format(campaign_id), code="NOT_FOUND")
+
+
+def public_campaign(row):
+    """The campaign as the API shows it (DESIGN §3 "Campaigns", plus what the UI needs to show progress)."""
+    return {"id": row["id"], "name": row["name"], "listId": row["list_id"], "campaignId": row["campaign_key"],
+            "status": row["status"], "pausedReason": row["paused_reason"], "body": row["body"],
+            "channel": row["channel"], "ratePerMinute": row["rate_per_minute"],
+            "counts": {name: row[name] for name in COUNTS}, "startAt": row["start_at"],
+            "startedAt": row["started_at"], "createdAt": row["created_at"], "finishedAt": row["finished_at"]}
+
+
+# ---- the one place where a campaign's progress changes ----------------------------------------
+
+def progress_in_tx(cx, campaign_id, deltas=None, **changes):
+    """Apply count deltas ({count name: +n/-n}) and column changes (status, paused_reason, finished_at,
+    cursor, the auto-pause counters ...) to one campaign, in the caller's transaction. Every change of a
+    campaign's counts or status goes through here, so its progress can be published from this one place
+    (the live `campaign.progress` event belongs here). Returns the campaign row after the change."""
+    assignments, args = [], []
+    for name, delta in (deltas or {}).items():
+        if delta:
+            assignments.append(f"{name} = {name} + ?")
+            args.append(delta)
+    for name, value in changes.items():
+        assignments.append(f"{name} = ?")
+        args.append(value)
+    if not assignments:
+        return get_campaign_in_tx(cx, None, campaign_id)
+    return fetch_one(cx, f"UPDATE campaigns SET {', '.join(assignments)} WHERE id = ? RETURNING {_COLUMNS}",
+                     (*args, campaign_id))
+
+
+# ---- creating and reading -----------------------------------------------------------------------
+
+def get_campaign_in_tx(cx, account_id, campaign_id):
+    """The campaign row; account_id None only for internal callers that hold an id they read themselves."""
+    if account_id is None:
+        return fetch_one(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE id = ?", (campaign_id,))
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id = ?",
+                     (account_id, campaign_id))
+
+
+get_campaign = reads(get_campaign_in_tx)
+
+
+@writes
+def create_campaign(cx, row, now):
+    """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
+    not), and start it at once (the snapshot) unless it is scheduled for later."""
+    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ?", (row["account_id"], row["list_id"])).fetchone():
+        raise list_not_found(row["list_id"])
+    cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute,"
+               " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)",
+               (row["id"], row["account_id"], row["name"], row["list_id"], row["campaign_key"], row["body"],
+                row["channel"], row["rate_per_minute"], row["start_at"], row["created_at"]))
+    if row["start_at"] <= now:
+        return start_in_tx(cx, row["id"], now)
+    return get_campaign_in_tx(cx, None, row["id"])
+
+
+def start_in_tx(cx, campaign_id, now):
+    """scheduled -> running: snapshot the list's members as pending recipients (one statement, so the
+    snapshot is the list as this transaction sees it). Contacts added to the list later are not included."""
+    campaign = get_campaign_in_tx(cx, None, campaign_id)
+    if campaign is None or campaign["status"] != "scheduled":
+        return campaign
+    total = cx.execute("INSERT INTO campaign_recipients (campaign_id, contact_id, status)"
+                       " SELECT ?, contact_id, 'pending' FROM list_members WHERE list_id = ?",
+                       (campaign_id, campaign["list_id"])).rowcount
+    status = "running" if total else "completed"
+    return progress_in_tx(cx, campaign_id, {"total": total, "pending": total}, status=status, started_at=now,
+                          finished_at=None if total else now)
+
+
+start = writes(start_in_tx)
+
+
+@reads
+def page_campaigns(cx, account_id, after_id, limit):
+    """Up to ``limit`` campaigns with id > after_id, oldest first."""
+    return fetch_all(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id > ? ORDER BY id LIMIT ?",
+                     (account_id, after_id or "", limit))
+
+
+@reads
+def due_campaigns(cx, now):
+    """Every running campaign and every scheduled one whose start has come: (id, account_id, status,
+    rate_per_minute) rows, for the runner."""
+    return fetch_all(cx, "SELECT id, account_id, status, rate_per_minute FROM campaigns"
+                         " WHERE status = 'running' OR (status = 'scheduled' AND start_at <= ?) ORDER BY id", (now,))
+
+
+@reads
+def page_recipients(cx, account_id, campaign_id, status, after_contact_id, limit):
+    """Recipients in contact-id order (keyset), optionally of one status, with the contact's fields."""
+    where, args = ["r.campaign_id = ?", "r.contact_id > ?"], [campaign_id, after_contact_id or ""]
+    if status:
+        where.append("r.status = ?")
+        args.append(status)
+    return fetch_all(cx, "SELECT r.contact_id AS id, r.message_id, r.status, r.error, c.first_name, c.last_name,"
+                         " c.phone, c.email FROM campaign_recipients r JOIN contacts c ON c.id = r.contact_id"
+                         f" AND c.account_id = ? WHERE {' AND '.join(where)} ORDER BY r.contact_id LIMIT ?",
+                     (account_id, *args, limit), json_columns=("error",))
+
+
+# ---- the runner's batches -----------------------------------------------------------------------
+
+def next_pending_in_tx(cx, campaign, limit):
+    """The next ``limit`` pending recipients after the campaign's cursor, with their contact's fields."""
+    return fetch_all(cx, "SELECT c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.opted_out,"
+                         " c.created_at FROM campaign_recipients r JOIN contacts c ON c.id = r.contact_id"
+                         " WHERE r.campaign_id = ? AND r.status = 'pending' AND r.contact_id > ?"
+                         " ORDER BY r.contact_id LIMIT ?", (campaign["id"], campaign["cursor"], limit))
+
+
+def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
+    """Mark recipients queued ([(contact id, message id)], their messages made in this transaction) or
+    skipped ([contact id]); the campaign completes once none is pending. A recipient that is not pending
+    any more fails the whole transaction, so a contact can never get a second message."""
+    campaign_id = campaign["id"]
+    changed = 0
+    for contact_id, message_id in queued:
+        changed += cx.execute("UPDATE campaign_recipients SET status = 'queued', message_id = ?"
+                              " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
+                              (message_id, campaign_id, contact_id)).rowcount
+    for contact_id in skipped:
+        changed += cx.execute("UPDATE campaign_recipients SET status = 'skipped'"
+                              " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
+                              (campaign_id, contact_id)).rowcount
+    if changed != len(queued) + len(skipped):
+        raise RuntimeError(f"campaign {campaign_id}: a recipient of this batch was not pending any more")
+    done = len(queued) + len(skipped)
+    changes = {"cursor": cursor}
+    if campaign["pending"] - done <= 0:
+        changes.update(status="completed", finished_at=now)
+    return progress_in_tx(cx, campaign_id, {"pending": -done, "queued": len(queued), "skipped": len(skipped)},
+                          **changes)
+
+
+# ---- state changes ------------------------------------------------------------------------------
+
+def _for_change(cx, account_id, campaign_id, allowed, action):
+    campaign = get_campaign_in_tx(cx, account_id, campaign_id)
+    if campaign is None:
+        raise campaign_not_found(campaign_id)
+    if campaign["status"] not in allowed:
+        raise Conflict(f"campaign {campaign_id} is {campaign['status']}; it can be {action} only when "
+                       f"{' or '.join(allowed)}", code="CONFLICT")
+    return campaign
+
+
+def _hold_in_tx(cx, campaign_id):
+    """Hold the campaign's deliveries that have not gone out (queued, or failed and waiting for a retry)."""
+    cx.execute("UPDATE outbox SET next_attempt_at = ? WHERE campaign_id = ? AND status = 'pending'",
+               (HELD, campaign_id))
+
+
+def _release_in_tx(cx, campaign, outbox_ids, now):
+    """Make these deliveries due again, spaced at the campaign's rate from now, in the order given."""
+    start, step = parse_iso(now), 60.0 / campaign["rate_per_minute"]
+    cx.executemany("UPDATE outbox SET next_attempt_at = ? WHERE id = ?",
+                   ((iso(start + timedelta(seconds=i * step)), outbox_id) for i, outbox_id in enumerate(outbox_ids)))
+
+
+def _pause_in_tx(cx, campaign_id, reason):
+    _hold_in_tx(cx, campaign_id)
+    return progress_in_tx(cx, campaign_id, status="paused", paused_reason=reason)
+
+
+@writes
+def pause(cx, account_id, campaign_id, reason):
+    """running -> paused: no new messages, and the queued ones (and scheduled retries) are held."""
+    _for_change(cx, account_id, campaign_id, ("running",), "paused")
+    return _pause_in_tx(cx, campaign_id, reason)
+
+
+@writes
+def resume(cx, account_id, campaign_id, now):
+    """paused -> running (or completed, when every recipient was handed over before the pause): the held
+    deliveries go out again at the campaign's rate, and the auto-pause rule starts counting afresh."""
+    campaign = _for_change(cx, account_id, campaign_id, ("paused",), "resumed")
+    held = [r[0] for r in cx.execute("SELECT id FROM outbox WHERE campaign_id = ? AND status = 'pending'"
+                                     " AND next_attempt_at = ? ORDER BY id", (campaign_id, HELD))]
+    _release_in_tx(cx, campaign, held, now)
+    done = campaign["pending"] == 0
+    return progress_in_tx(cx, campaign_id, status="completed" if done else "running", paused_reason=None,
+                          finished_at=now if done else None, probe_attempts=0, probe_failures=0, failure_streak=0)
+
+
+@writes
+def cancel(cx, account_id, campaign_id, now):
+    """-> cancelled: recipients still pending and messages not yet attempted are dropped (their message
+    becomes Cancelled), scheduled retries are stopped; what was sent stays sent. A completed campaign
+    can be cancelled while some of its messages are still queued."""
+    campaign = _for_change(cx, account_id, campaign_id, ("scheduled", "running", "paused", "completed"), "cancelled")
+    if campaign["status"] == "completed" and campaign["queued"] == 0:
+        raise Conflict(f"campaign {campaign_id} is completed and has no queued message left to cancel",
+                       code="CONFLICT")
+    dropped = cx.execute("UPDATE campaign_recipients SET status = 'cancelled' WHERE campaign_id = ?"
+                         " AND status = 'pending'", (campaign_id,)).rowcount
+    queued = cx.execute("SELECT r.message_id, o.id, m.contact_id, m.status FROM campaign_recipients r JOIN outbox o"
+                        " ON o.account_id = ? AND o.message_id = r.message_id"
+                        " JOIN messages m ON m.account_id = o.account_id AND m.id = r.message_id"
+                        " WHERE r.campaign_id = ? AND r.status = 'queued'", (account_id, campaign_id)).fetchall()
+    cancelled = json.dumps({"at": now, "httpStatus": None, "error": "cancelled with its campaign",
+                            "response": None, "nextAttemptAt": None})
+    cx.executemany("UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ? AND status = 'pending'",
+                   ((cancelled, outbox_id) for _, outbox_id, _, _ in queued))
+    cx.executemany("UPDATE messages SET status = 'Cancelled' WHERE account_id = ? AND id = ?",
+                   ((account_id, message_id) for message_id, _, _, _ in queued))
+    # A queued message is Pending, or Failed when retry_failed queued it again: those leave the failed counts.
+    conversations.on_statuses_in_tx(cx, account_id, [(contact_id, status) for _, _, contact_id, status in queued],
+                                    "Cancelled")
+    cx.execute("UPDATE campaign_recipients SET status = 'cancelled' WHERE campaign_id = ? AND status = 'queued'",
+               (campaign_id,))
+    # Failed deliveries waiting for a retry stay failed, with no further attempt.
+    retrying = cx.execute("SELECT o.message_id, m.contact_id FROM outbox o JOIN messages m"
+                          " ON m.account_id = o.account_id AND m.id = o.message_id"
+                          " WHERE o.campaign_id = ? AND o.status = 'pending'", (campaign_id,)).fetchall()
+    cx.execute("UPDATE outbox SET status = 'failed', last_error = json_set(last_error, '$.nextAttemptAt', NULL)"
+               " WHERE campaign_id = ? AND status = 'pending'", (campaign_id,))
+    cx.executemany("UPDATE messages SET error = json_set(error, '$.nextAttemptAt', NULL) WHERE account_id = ? AND id = ?",
+                   ((account_id, row[0]) for row in retrying))
+    # Open threads of these contacts show the messages' new state (batched: a cancel may touch 100,000).
+    for status, rows in (("Cancelled", [(r[2], r[0]) for r in queued]), ("Failed", [(r[1], r[0]) for r in retrying])):
+        events.emit_batches_in_tx(cx, account_id, events.MESSAGES_STATUS, {"campaignId": campaign_id, "status": status},
+                                  "messages", [list(pair) for pair in rows])
+    return progress_in_tx(cx, campaign_id, {"pending": -dropped, "queued": -len(queued),
+                                            "cancelled": dropped + len(queued)},
+                          status="cancelled", paused_reason=None, finished_at=now)
+
+
+@writes
+def retry_failed(cx, account_id, campaign_id, now):
+    """Send the failed recipients' messages again (the same message ids), spaced at the campaign's rate;
+    they count as queued until their next attempt ends."""
+    campaign = _for_change(cx, account_id, campaign_id, ("running", "completed"), "retried")
+    if campaign["failed"] == 0:
+        raise Conflict(f"campaign {campaign_id} has no failed recipient to retry", code="CONFLICT")
+    rows = cx.execute("SELECT r.contact_id, o.id FROM campaign_recipients r JOIN outbox o"
+                      " ON o.account_id = ? AND o.message_id = r.message_id"
+                      " WHERE r.campaign_id = ? AND r.status = 'failed' ORDER BY r.contact_id",
+                      (account_id, campaign_id)).fetchall()
+    cx.executemany("UPDATE outbox SET status = 'pending' WHERE id = ?", ((outbox_id,) for _, outbox_id in rows))
+    _release_in_tx(cx, campaign, [outbox_id for _, outbox_id in rows], now)
+    cx.execute("UPDATE campaign_recipients SET status = 'queued' WHERE campaign_id = ? AND status = 'failed'",
+               (campaign_id,))
+    return progress_in_tx(cx, campaign_id, {"failed": -len(rows), "queued": len(rows)})
+
+
+# ---- a delivery's outcome -----------------------------------------------------------------------
+
+def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
+    """Called by storage.delivery.record_attempt, in its transaction, for an outbox row of a campaign:
+    the recipient's status and error follow the attempt, the counts move with it, and the auto-pause
+    rule is applied. Returns the outbox row's (status, next_attempt_at), adjusted when the campaign is
+    paused (a retry is held) or cancelled (no retry)."""
+    campaign_id = row["campaign_id"]
+    recipient = cx.execute("SELECT status FROM campaign_recipients WHERE campaign_id = ? AND message_id = ?",
+                           (campaign_id, row["message_id"])).fetchone()
+    campaign = get_campaign_in_tx(cx, None, campaign_id)
+    if recipient is None or campaign is None:
+        return status, next_attempt_at
+    old, new = recipient[0], "sent" if status == "sent" else "failed"
+    cx.execute("UPDATE campaign_recipients SET status = ?, error = ? WHERE campaign_id = ? AND message_id = ?",
+               (new, json.dumps(error) if error is not None else None, campaign_id, row["message_id"]))
+    deltas = {old: -1, new: 1} if old != new else {}
+    changes = {}
+    if row["attempts"] == 0:  # a first attempt: what the auto-pause rule looks at
+        failed = new == "failed"
+        if campaign["probe_attempts"] < PROBE_SIZE:
+            changes["probe_attempts"] = campaign["probe_attempts"] + 1
+            changes["probe_failures"] = campaign["probe_failures"] + failed
+        changes["failure_streak"] = campaign["failure_streak"] + 1 if failed else 0
+    campaign = progress_in_tx(cx, campaign_id, deltas, **changes)
+    if campaign["status"] == "running":
+        reason = auto_pause_reason(campaign, error)
+        if reason:
+            campaign = _pause_in_tx(cx, campaign_id, reason)
+    if status == "pending" and campaign["status"] == "paused":
+        next_attempt_at = HELD
+    elif status == "pending" and campaign["status"] == "cancelled":
+        status, next_attempt_at = "failed", None
+    return status, next_attempt_at
+
+
+def auto_pause_reason(campaign, error):
+    """Why the campaign pauses itself now, or None (the rule is PROBE_SIZE/PROBE_FAILURES/FAILURE_STREAK)."""
+    last = f" (last error: {error['error']})" if error else ""
+    if campaign["probe_attempts"] == PROBE_SIZE and campaign["probe_failures"] >= PROBE_FAILURES:
+        return (f"paused automatically: {campaign['probe_failures']} of the first {PROBE_SIZE} deliveries "
+                f"failed{last}")
+    if campaign["failure_streak"] >= FAILURE_STREAK:
+        return f"paused automatically: {campaign['failure_streak']} deliveries in a row failed{last}"
+    return None
+
+
+def latest_campaign_key_in_tx(cx, account_id, contact_id, since):
+    """The campaignId of the contact's latest campaign message made at or after ``since``, or None."""
+    row = cx.execute("SELECT campaign_id, created_at FROM messages WHERE account_id = ? AND contact_id = ?"
+                     " AND author = 'campaign' ORDER BY id DESC LIMIT 1", (account_id, contact_id)).fetchone()
+    return row[0] if row and row[1] >= since else None

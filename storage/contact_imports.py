@@ -1,0 +1,144 @@
+"""SQL for bulk contact imports: the job rows, and the batch write that imports rows and moves the job's
+position and counts in one transaction (contacts through find_or_create_in_tx, lists through add_member)."""
+import json
+
+from common.ids import new_id, now_iso
+from storage.contacts import find_or_create_in_tx
+from storage.db import fetch_all, fetch_one, reads, writes
+from storage.lists import add_member_in_tx, get_list
+
+_COLUMNS = ("id, account_id, status, runner, file_name, file_path, file_bytes, delimiter, header, data_start,"
+            " mapping, default_region, list_id, new_list_name, position, row_number, rows_read, created,"
+            " matched, failed, errors_bytes, run_started_at, run_start_rows, run_start_position, resumed,"
+            " message, created_by, created_at, updated_at, finished_at")
+_JSON = ("header", "mapping")
+ACTIVE = ("queued", "running")            # a runner owns the job, or will
+FINISHED = ("completed", "cancelled", "failed", "interrupted")
+
+
+def _select(where):
+    return f"SELECT {_COLUMNS} FROM contact_imports WHERE {where}"
+
+
+@writes
+def insert_import(cx, row):
+    columns = list(row)
+    values = [json.dumps(row[c]) if c in _JSON else row[c] for c in columns]
+    cx.execute(f"INSERT INTO contact_imports ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+               values)
+    return get_import.sync(cx, row["account_id"], row["id"])
+
+
+@reads
+def get_import(cx, account_id, import_id):
+    return fetch_one(cx, _select("account_id = ? AND id = ?"), (account_id, import_id), _JSON)
+
+
+@reads
+def recent_imports(cx, account_id, limit):
+    return fetch_all(cx, _select("account_id = ? ORDER BY id DESC LIMIT ?"), (account_id, limit), _JSON)
+
+
+def _one_of(values):
+    return f"({', '.join('?' * len(values))})"
+
+
+@reads
+def active_imports(cx):
+    """Every queued or running job, of every account (the server's import worker resumes them)."""
+    return fetch_all(cx, _select(f"status IN {_one_of(ACTIVE)} ORDER BY id"), ACTIVE, _JSON)
+
+
+def update_in_tx(cx, account_id, import_id, changes, *, increments=None):
+    """The one place a job's row changes: its status, position and counts (increments are added to the
+    stored values). Returns the row as it is now. A live `import.progress` event belongs here (emitted in
+    this transaction), once the events table exists."""
+    changes = {**changes, "updated_at": now_iso()}
+    assignments = [f"{c} = ?" for c in changes] + [f"{c} = {c} + ?" for c in (increments or {})]
+    values = [json.dumps(v) if c in _JSON else v for c, v in changes.items()] + list((increments or {}).values())
+    cx.execute(f"UPDATE contact_imports SET {', '.join(assignments)} WHERE account_id = ? AND id = ?",
+               (*values, account_id, import_id))
+    return get_import.sync(cx, account_id, import_id)
+
+
+@writes
+def save_draft(cx, account_id, import_id, changes, queue=False):
+    """Store the mapping and options of an uploaded job (and, with queue, hand it to the runner).
+    Returns the job, or None unless it is this account's and still a draft."""
+    job = get_import.sync(cx, account_id, import_id)
+    if job is None or job["status"] != "uploaded":
+        return None
+    return update_in_tx(cx, account_id, import_id, {**changes, **({"status": "queued"} if queue else {})})
+
+
+@writes
+def start_run(cx, account_id, import_id, runner):
+    """Claim a queued job, or resume a running one, for runner: (re)starts its rate clock. Returns the job,
+    or None when it is no longer active (cancelled meanwhile) or belongs to another runner."""
+    job = get_import.sync(cx, account_id, import_id)
+    if job is None or job["status"] not in ACTIVE or job["runner"] != runner:
+        return None
+    now = now_iso()
+    return update_in_tx(cx, account_id, import_id, {
+        "status": "running", "run_started_at": now, "run_start_rows": job["rows_read"],
+        "run_start_position": job["position"]}, increments={"resumed": int(job["status"] == "running")})
+
+
+@writes
+def apply_batch(cx, account_id, import_id, batch, list_id):
+    """Import one batch of rows (batch: {start, position, row_number, rows: [contact fields], failed,
+    errors_bytes}) and move the job past it, all in this transaction. Each row is found or created as by
+    POST /v1/contacts (phone first, blanks filled, contact.created) and added to the list (contact.tagged
+    once per membership). Returns {"applied": bool, "status", "created", "matched"}; applied is True
+    also when this very batch was committed before (a retry after an unknown outcome)."""
+    job = get_import.sync(cx, account_id, import_id)
+    if job is None or job["status"] != "running" or job["position"] != batch["start"]:
+        done = job is not None and job["position"] == batch["position"] and job["position"] != batch["start"]
+        return {"applied": done, "status": job and job["status"], "created": 0, "matched": 0, "job": job}
+    now = now_iso()
+    lst = get_list.sync(cx, account_id, list_id) if list_id else None
+    created = 0
+    for values in batch["rows"]:
+        contact, was_created = find_or_create_in_tx(cx, {**values, "id": new_id("ct"), "account_id": account_id,
+                                                         "created_at": now})
+        created += was_created
+        if lst is not None:
+            _, lst = add_member_in_tx(cx, account_id, lst, contact, now)
+    matched = len(batch["rows"]) - created
+    job = update_in_tx(cx, account_id, import_id, {
+        "position": batch["position"], "row_number": batch["row_number"], "errors_bytes": batch["errors_bytes"]},
+        increments={"rows_read": len(batch["rows"]) + batch["failed"], "created": created, "matched": matched,
+                    "failed": batch["failed"]})
+    return {"applied": True, "status": "running", "created": created, "matched": matched, "job": job}
+
+
+@writes
+def finish(cx, account_id, import_id, status, message=None, *, from_statuses=("running",)):
+    """Move a job to a final status (completed, failed, interrupted, cancelled) unless another change got
+    there first. Returns the job as it is now, or None for another account's id."""
+    job = get_import.sync(cx, account_id, import_id)
+    if job is None or job["status"] not in from_statuses:
+        return job
+    return update_in_tx(cx, account_id, import_id, {"status": status, "message": message,
+                                                     "finished_at": now_iso()})
+
+
+@reads
+def expired_imports(cx, drafts_before, finished_before):
+    """Jobs the retention removes: drafts never started, uploaded before drafts_before; finished jobs
+    (and their error reports) that ended before finished_before."""
+    return fetch_all(cx, "SELECT id, account_id, status, runner FROM contact_imports WHERE"
+                         " (status = 'uploaded' AND created_at < ?)"
+                         f" OR (status IN {_one_of(FINISHED)} AND finished_at < ?)",
+                     (drafts_before, *FINISHED, finished_before))
+
+
+@writes
+def delete_imports(cx, ids):
+    cx.executemany("DELETE FROM contact_imports WHERE id = ?", [(i,) for i in ids])
+    return len(ids)
+
+
+@reads
+def import_ids(cx):
+    return {row[0] for row in cx.execute("SELECT id FROM contact_imports")}

@@ -1,0 +1,48 @@
+"""SQL for an agency's sub-accounts: lookup by id, listing, the auto-recharge setting, and credit-history pages."""
+from storage.credits import close_recharge_episode_in_tx
+from storage.db import fetch_all, fetch_one, reads, writes
+
+_COLUMNS = ("id, name, email, credit_hundredths, auto_recharge_threshold, auto_recharge_amount, auto_recharge_key,"
+            " auto_recharge_notified_at, created_at")
+
+
+def _get_in_tx(cx, agency_id, sub_id):
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM accounts WHERE id = ? AND parent_agency_id = ?"
+                     " AND type = 'subaccount'", (sub_id, agency_id))
+
+
+@reads
+def get_subaccount(cx, agency_id, sub_id):
+    """The agency's sub-account with this id, or None (also for another agency's)."""
+    return _get_in_tx(cx, agency_id, sub_id)
+
+
+@reads
+def page_subaccounts(cx, agency_id, after_id, limit):
+    """Up to ``limit`` sub-accounts of the agency with id > after_id (keyset on the time-ordered id)."""
+    return fetch_all(cx, f"SELECT {_COLUMNS} FROM accounts WHERE parent_agency_id = ? AND type = 'subaccount'"
+                     " AND id > ? ORDER BY id LIMIT ?", (agency_id, after_id or "", limit))
+
+
+@writes
+def set_auto_recharge(cx, agency_id, sub_id, threshold, amount):
+    """Set (threshold and amount in hundredths) or clear (both None) the sub-account's auto-recharge; returns
+    the sub-account as it is now, or None when the agency has no such sub-account. An outstanding
+    notification's episode ends when the balance is not below the new threshold (or auto-recharge is off);
+    otherwise it stays open, so changing the numbers never sends a second notification for the same low
+    balance."""
+    updated = cx.execute("UPDATE accounts SET auto_recharge_threshold = ?, auto_recharge_amount = ?"
+                         " WHERE id = ? AND parent_agency_id = ? AND type = 'subaccount'",
+                         (threshold, amount, sub_id, agency_id)).rowcount
+    if not updated:
+        return None
+    close_recharge_episode_in_tx(cx, sub_id)
+    return _get_in_tx(cx, agency_id, sub_id)
+
+
+@reads
+def page_transactions(cx, account_id, before_id, limit):
+    """Up to ``limit`` of the account's credit transactions with id < before_id, newest first."""
+    return fetch_all(cx, "SELECT id, kind, amount, balance_after, description, idempotency_key, created_at"
+                     " FROM credit_transactions WHERE account_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+                     (account_id, before_id if before_id is not None else 2 ** 63 - 1, limit))

@@ -1,0 +1,51 @@
+"""Helpers for the auto-recharge tests, written to be reused when the rule bot makes the spends: verified
+subaccount.auto_recharge notifications out of a receiver's requests, and spends made the way the bot
+makes them (storage.credits.spend.sync inside a larger write transaction)."""
+from standardwebhooks import Webhook
+
+from common.ids import now_iso
+from storage import credits as credit_store
+from storage.db import connect_sync
+
+EVENT = "subaccount.auto_recharge"
+DATA_FIELDS = {"idempotency_key", "sub_account_id", "email", "balance", "threshold", "amount"}
+
+
+def recharge_notifications(requests, secret):
+    """The subaccount.auto_recharge bodies among a receiver's requests ([{"headers", "body"}]), in arrival
+    order, each verified with standardwebhooks (WebhookVerificationError on a bad signature). A
+    redelivery appears again with the same id."""
+    payloads = [Webhook(secret).verify(r["body"], r["headers"]) for r in requests]
+    return [p for p in payloads if p["event"] == EVENT]
+
+
+def distinct(payloads):
+    """One payload per notification id (drops redeliveries), first arrival order."""
+    seen = {}
+    for payload in payloads:
+        seen.setdefault(payload["id"], payload)
+    return list(seen.values())
+
+
+def spend_in_reply_tx(cx, account_id, hundredths, reason, now=None):
+    """(In the writer.) A spend as a bot reply makes it: spend.sync inside the reply's own transaction,
+    returning its outcome (the bot branch's contract). Run it with ``db.write(spend_in_reply_tx, ...)``."""
+    return credit_store.spend.sync(cx, account_id, hundredths, reason, now or now_iso())
+
+
+def spend_from_outside(db_path, account_id, hundredths, reason):
+    """One spend committed on a connection of this process to a running server's database file (the
+    end-to-end tests' stand-in for a bot reply inside server.py); SQLite's lock serializes it with the
+    server's writer. Returns the spend's outcome."""
+    cx = connect_sync(db_path)
+    try:
+        cx.execute("BEGIN IMMEDIATE")
+        try:
+            outcome = spend_in_reply_tx(cx, account_id, hundredths, reason)
+            cx.execute("COMMIT")
+        except BaseException:
+            cx.execute("ROLLBACK")
+            raise
+        return outcome
+    finally:
+        cx.close()

@@ -1,0 +1,438 @@
+"""Bulk contact import (issue 14; spec §8.4: "High-volume bulk imports use a separate import feature, not the
+API."): the CSV upload streamed to disk, column mapping and preview, the job in batches with the API's
+normalization and phone-first dedupe, exact counts, the error report, the list, cancel, resume, tenancy,
+the size limit and the retention. In-process tests drive the app over HTTP; test_contact_import_e2e.py
+drives the real server (kill -9, the CLI, the browser)."""
+import asyncio
+import codecs
+import csv
+import io
+import json
+import os
+from datetime import timedelta
+from urllib.parse import quote
+
+import pytest
+
+from services import accounts, contact_import, csv_import, import_runner
+from common.ids import utcnow
+from settings import Settings
+from storage.db import connect_sync
+from tests.test_ui import PASSWORD, FormClient
+
+BOM = codecs.BOM_UTF8
+HEADER = "Vorname;Nachname;Mobil;E-Mail"
+# Spreadsheet row numbers (the header is row 1) and what each row is.
+ROWS = [
+    'Ada;Lovelace;+1 415 555 2671;ada@example.com',      # 2 created
+    'Ada L.;;+1 (415) 555-2671;',                       # 3 matched: the same phone, spelled otherwise
+    ';"Byron; Lord";+1-415-555-2671;byron@example.com',  # 4 matched: a quoted semicolon; nothing overwritten
+    'Grace;Hopper;+44 20 7183 8750;grace@example.com',   # 5 created
+    'Grace;;+442071838750;',                            # 6 matched
+    '',                                                 # 7 blank: skipped, not counted
+    'Alan;Turing;4155550000;alan@example.com',          # 8 failed: no country code
+    'Bad;Phone;+1 555;bad@example.com',                 # 9 failed: not a number
+    'Bob;Bad;+1 212 555 2671;bob@',                     # 10 failed: email
+    'Eve;;;not-an-email',                               # 11 failed: email
+    'Nobody;Here;;',                                    # 12 failed: neither phone nor email
+    'Lin;;;Lin@Example.com',                            # 13 created: email only
+    ';Lin;;LIN@example.com',                            # 14 matched by the case-folded email
+    'Kim;Existing;+33 1 42 68 53 00;kim@example.com',   # 15 matched: existed before the import
+    '=HYPERLINK("http://evil.example");;+1 415;',       # 16 failed: phone; a formula in the report is text
+]
+GOOD_FILE = BOM + ("\r\n".join([HEADER, *ROWS]) + "\r\n").encode()
+FAILED_ROWS = {8: "Mobil", 9: "Mobil", 10: "E-Mail", 11: "E-Mail", 12: "Mobil / E-Mail", 16: "Mobil"}
+MAPPING = {"firstName": "0", "lastName": "1", "phone": "2", "email": "3"}
+MAX_IMPORT_BYTES = 8192
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+                    max_import_bytes=MAX_IMPORT_BYTES)
+
+
+class ImportBrowser(FormClient):
+    async def upload(self, data, name="contacts.csv", xsrf=True, headers=None):
+        headers = {"Content-Type": "text/csv", **(headers or {})}
+        if xsrf:
+            headers["X-XSRFToken"] = self.cookies["_xsrf"]
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        response = await self.client.fetch(f"/contacts/import/upload?name={quote(name)}", method="POST", body=data,
+                                           headers=headers, raise_error=False)
+        response.json = json.loads(response.body) if response.body else None
+        return response
+
+    async def progress(self, import_id):
+        response = await self.get(f"/contacts/import/{import_id}/progress")
+        return json.loads(response.body) if response.code == 200 else response
+
+
+def make_user(io_loop, services, email):
+    return io_loop.run_sync(lambda: accounts.create_account(services.db, services.box, services.keys, name=email,
+                                                            email=email, password=PASSWORD))
+
+
+@pytest.fixture
+def owner(io_loop, services):
+    return make_user(io_loop, services, "owner@import.example")
+
+
+@pytest.fixture
+def stranger(io_loop, services):
+    return make_user(io_loop, services, "stranger@other.example")
+
+
+@pytest.fixture
+def browser(io_loop, http_server_client, owner):
+    b = ImportBrowser(http_server_client)
+    assert io_loop.run_sync(lambda: b.login(owner["email"])).code == 303
+    return b
+
+
+@pytest.fixture
+def other_browser(io_loop, http_server_client, stranger):
+    b = ImportBrowser(http_server_client)
+    assert io_loop.run_sync(lambda: b.login(stranger["email"])).code == 303
+    return b
+
+
+def rows(services, sql, *params):
+    cx = connect_sync(services.db.path)
+    try:
+        return [tuple(r) for r in cx.execute(sql, params)]
+    finally:
+        cx.close()
+
+
+def imports_files(services):
+    directory = contact_import.imports_dir(services.settings.data_dir)
+    return sorted(os.listdir(directory)) if directory.exists() else []
+
+
+async def queued_job(browser, services, owner, data, **mapping):
+    """Upload data and start it with the given column numbers, without running it; returns the job."""
+    import_id = (await browser.upload(data)).json["id"]
+    form = {"firstName": "", "lastName": "", "phone": "", "email": "", "defaultCountry": "", "list": "",
+            "newListName": "", **{field: str(column) for field, column in mapping.items()}}
+    assert (await browser.post(f"/contacts/import/{import_id}/start", form)).code == 303
+    return await contact_import.get_job(services.db, owner["account_id"], import_id)
+
+
+async def upload_and_start(browser, services, data, form=None):
+    """Upload through the UI, start with the form, run the job to its end; returns (import id, progress)."""
+    r = await browser.upload(data)
+    assert r.code == 201, r.body
+    import_id = r.json["id"]
+    r = await browser.post(f"/contacts/import/{import_id}/start", {**MAPPING, "defaultCountry": "", "list": "",
+                                                                   "newListName": "", **(form or {})})
+    assert (r.code, r.headers.get("Location")) == (303, f"/contacts/import/{import_id}"), r.text
+    await services.imports.drain()
+    return import_id, await browser.progress(import_id)
+
+
+async def test_a_messy_file_gives_exact_counts_an_error_report_and_one_list_membership_each(
+        browser, services, api, owner):
+    """Issue 14: a CSV with a BOM and semicolons, good rows, duplicate phones in several spellings, invalid
+    phones and emails -> exact created/matched/failed, an error report naming each bad row, the list gets
+    every good contact once. Spec §2 rule 2 ("A contact with a phone number that already exists is not
+    duplicated") holds inside the file too, and for a contact that existed before."""
+    key = owner["api_key"]
+    await api.patch("/v1/account/settings", {"notificationUrls": {
+        "contact.created": "http://127.0.0.1:9/created", "contact.tagged": "http://127.0.0.1:9/tagged"}}, key=key)
+    kim = await api.post("/v1/contacts", {"phone": "+33142685300"}, key=key)
+    assert kim.code == 201
+    outbox_before = rows(services, "SELECT COUNT(*) FROM outbox")[0][0]
+
+    import_id, p = await upload_and_start(browser, services, GOOD_FILE,
+                                          {"list": "new", "newListName": "Spreadsheet leads"})
+    assert p["status"] == "completed", p
+    assert (p["rowsRead"], p["created"], p["matched"], p["failed"]) == (14, 3, 5, 6)
+    assert p["created"] + p["matched"] + p["failed"] == p["rowsRead"]
+    assert p["percent"] == 100.0
+
+    contacts = {r[0]: r[1:] for r in rows(services, "SELECT coalesce(phone, email), first_name, last_name, email"
+                                                    " FROM contacts WHERE account_id = ?", owner["account_id"])}
+    assert contacts == {"+14155552671": ("Ada", "Lovelace", "ada@example.com"),     # nothing overwritten
+                        "+442071838750": ("Grace", "Hopper", "grace@example.com"),
+                        "lin@example.com": ("Lin", "Lin", "lin@example.com"),         # blank filled
+                        "+33142685300": ("Kim", "Existing", "kim@example.com")}       # blanks filled
+    [(list_id, count)] = rows(services, "SELECT id, contact_count FROM lists WHERE name = 'Spreadsheet leads'")
+    members = rows(services, "SELECT contact_id FROM list_members WHERE list_id = ?", list_id)
+    assert count == len(members) == 4  # every good contact once, the matched ones too
+    events = [r[0] for r in rows(services, "SELECT event_type FROM outbox WHERE id > ?", outbox_before)]
+    assert sorted(events) == ["contact.created"] * 3 + ["contact.tagged"] * 4
+
+    report = await browser.get(p["errorReport"])
+    assert report.code == 200
+    assert report.headers["Content-Type"].startswith("text/csv")
+    assert "attachment" in report.headers["Content-Disposition"]
+    assert report.body.startswith(BOM)
+    lines = list(csv.reader(io.StringIO(report.body.decode("utf-8-sig"))))
+    assert lines[0] == ["row", "column", "reason", "Vorname", "Nachname", "Mobil", "E-Mail"]
+    assert {int(line[0]): line[1] for line in lines[1:]} == FAILED_ROWS
+    by_row = {int(line[0]): line for line in lines[1:]}
+    assert "country code" in by_row[8][2] and by_row[8][3:] == ["Alan", "Turing", "4155550000", "alan@example.com"]
+    assert by_row[10][2].startswith("email is not a valid email address")
+    assert "phone or email is required" in by_row[12][2]
+    assert by_row[16][3] == "'=HYPERLINK(\"http://evil.example\")"
+    assert imports_files(services) == [f"{import_id}.errors.csv"]  # the upload is gone once imported
+    assert oct(os.stat(contact_import.report_path(services.settings.data_dir, import_id)).st_mode & 0o777) == "0o600"
+
+
+async def test_importing_the_same_file_twice_creates_nothing_new(browser, services, owner):
+    _, first = await upload_and_start(browser, services, GOOD_FILE)
+    before = rows(services, "SELECT COUNT(*) FROM contacts")[0][0]
+    _, second = await upload_and_start(browser, services, GOOD_FILE)
+    assert (second["created"], second["matched"], second["failed"]) == (0, first["created"] + first["matched"], 6)
+    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == before
+
+
+async def test_the_preview_shows_the_mapped_rows_and_the_counts_and_writes_nothing(browser, services):
+    """Issue 14: "A preview before anything is written: the first rows as mapped, and how many rows would be
+    created, matched and fail"; the mapping is guessed from the header names."""
+    r = await browser.upload(GOOD_FILE, name="leads <b>.csv")
+    page = await browser.get(r.json["url"])
+    assert page.code == 200
+    for field, column in MAPPING.items():  # guessed from Vorname, Nachname, Mobil, E-Mail
+        assert f'<option value="{column}" selected>' in page.text.split(f'id="map-{field}"')[1].split("</select>")[0]
+    assert "leads &lt;b&gt;.csv" in page.text
+    assert "The whole file: 14 rows" in page.text
+    assert 'id="preview-created">4<' in page.text and 'id="preview-matched">4<' in page.text  # Kim is new here
+    assert 'id="preview-failed">6<' in page.text
+    assert "+14155552671" in page.text and "ada@example.com" in page.text
+    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == 0
+    assert rows(services, "SELECT COUNT(*) FROM outbox")[0][0] == 0
+    # A wrong mapping is visible before anything is imported: email read as the phone fails every row.
+    r2 = await browser.post(f"{r.json['url']}/preview", {**MAPPING, "phone": "3", "email": "", "defaultCountry": "",
+                                                         "list": "", "newListName": ""})
+    assert r2.code == 303
+    page = await browser.get(r.json["url"])
+    assert 'id="preview-created">0<' in page.text and 'id="preview-failed">14<' in page.text
+    assert rows(services, "SELECT status FROM contact_imports") == [("uploaded",)]
+
+
+async def test_the_preview_of_a_big_file_is_a_labelled_sample(browser, services, monkeypatch):
+    monkeypatch.setattr(contact_import, "PREVIEW_ROWS", 5)
+    r = await browser.upload(GOOD_FILE)
+    page = await browser.get(r.json["url"])
+    assert "A sample: the first 5 rows" in page.text
+    assert 'id="preview-created">2<' in page.text and 'id="preview-matched">3<' in page.text
+
+
+async def test_options_are_checked(browser, services, api, stranger):
+    r = await browser.upload(GOOD_FILE)
+    url = r.json["url"]
+    base = {**MAPPING, "defaultCountry": "", "list": "", "newListName": ""}
+    foreign_list = (await api.post("/v1/lists", {"name": "Theirs"}, key=stranger["api_key"])).json["id"]
+    for form, message in (({"phone": "", "email": ""}, "phone number or the email"),
+                          ({"lastName": "0"}, "chosen for two fields"),
+                          ({"phone": "9"}, "choose one of the file"),
+                          ({"defaultCountry": "XX"}, "not an ISO 3166 country code"),
+                          ({"list": "new"}, "new list needs a name"),
+                          ({"list": foreign_list}, f"no list with id {foreign_list}")):
+        page = await browser.post(f"{url}/start", {**base, **form})
+        assert page.code in (400, 404) and message in page.text, (form, page.code)
+    assert rows(services, "SELECT status FROM contact_imports") == [("uploaded",)]
+    assert rows(services, "SELECT COUNT(*) FROM lists WHERE account_id != ?", stranger["account_id"])[0][0] == 0
+
+
+async def test_a_default_country_reads_national_numbers(browser, services):
+    data = BOM + "Name,Telefon\r\nHans,030 901820\r\nJo,+1 415 555 2671\r\nX,12\r\n".encode()
+    _, p = await upload_and_start(browser, services, data, {"firstName": "0", "lastName": "", "phone": "1",
+                                                            "email": "", "defaultCountry": "DE"})
+    assert (p["created"], p["failed"]) == (2, 1)
+    assert sorted(r[0] for r in rows(services, "SELECT phone FROM contacts")) == ["+14155552671", "+4930901820"]
+    _, p = await upload_and_start(browser, services, data, {"firstName": "0", "lastName": "", "phone": "1",
+                                                            "email": ""})
+    assert (p["matched"], p["failed"]) == (1, 2)  # without one, the API's rule: "+" is required
+
+
+async def test_duplicates_across_batches_are_matched_and_a_stopped_run_resumes_where_it_ended(
+        io_loop, browser, services, owner):
+    """Batches of 2 rows: the second spelling of a phone comes in a later batch and is matched; a run stopped
+    after two batches (a restart) resumes at its committed position: nothing twice, counts add up."""
+    phones = [f"+1 415 555 {2600 + i:04d}" for i in range(7)]
+    lines = [f"P{i},+1415555{2600 + i:04d},p{i}@example.com" for i in range(7)] + \
+            [f"Q{i},{phones[i]}," for i in range(7)] + ["bad,123,", "worse,,x@"]
+    data = ("first,phone,email\n" + "\n".join(lines) + "\n").encode()
+    job = await queued_job(browser, services, owner, data, firstName=0, phone=1, email=2)
+    import_id = job["id"]
+    batches = []
+
+    def stop_after_two():
+        return len(batches) >= 2
+
+    job = await import_runner.run_job(services, job, import_runner.SERVER, should_stop=stop_after_two,
+                                      on_progress=batches.append, batch_rows=2)
+    assert job["status"] == "running" and job["rows_read"] == 4
+    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == 4
+    job = await import_runner.run_job(services, job, import_runner.SERVER, batch_rows=2)
+    assert job["status"] == "completed" and job["resumed"] == 1
+    assert (job["rows_read"], job["created"], job["matched"], job["failed"]) == (16, 7, 7, 2)
+    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == 7
+    report = (await browser.get(f"/contacts/import/{import_id}/errors.csv")).body.decode("utf-8-sig")
+    assert [line[0] for line in csv.reader(io.StringIO(report))][1:] == ["16", "17"]
+
+
+async def test_report_lines_of_a_batch_that_never_committed_are_cut_back(browser, services, owner):
+    """The error report is appended before its batch commits; a crash in between leaves lines the job never
+    counted. The next run cuts the file back to the committed length, so each bad row is reported once."""
+    job = await queued_job(browser, services, owner, b"phone\n+14155552671\nbad\n+14155552672\nworse\n", phone=0)
+    import_id = job["id"]
+    done = []
+    job = await import_runner.run_job(services, job, import_runner.SERVER, should_stop=lambda: bool(done),
+                                      on_progress=done.append, batch_rows=2)
+    path = contact_import.report_path(services.settings.data_dir, import_id)
+    assert job["failed"] == 1 and path.stat().st_size == job["errors_bytes"]
+    with open(path, "ab") as f:  # the next batch's lines, written before a crash cut its commit short
+        f.write(b"5,phone,written but never committed\r\n")
+    job = await import_runner.run_job(services, job, import_runner.SERVER, batch_rows=2)
+    assert (job["status"], job["failed"]) == ("completed", 2)
+    lines = path.read_bytes().decode("utf-8-sig").splitlines()
+    assert [line.split(",")[0] for line in lines] == ["row", "3", "5"]
+    assert "never committed" not in lines[2]
+    assert path.stat().st_size == job["errors_bytes"]
+
+
+async def test_cancel_stops_after_the_current_batch_and_keeps_what_was_imported(browser, services, owner):
+    data = ("phone\n" + "\n".join(f"+1415555{3000 + i:04d}" for i in range(10)) + "\n").encode()
+    job = await queued_job(browser, services, owner, data, phone=0)
+    import_id = job["id"]
+    cancelled = []
+
+    def cancel_once(job):
+        if not cancelled:
+            cancelled.append(asyncio.ensure_future(browser.post(f"/contacts/import/{import_id}/cancel")))
+
+    job = await import_runner.run_job(services, job, import_runner.SERVER, on_progress=cancel_once, batch_rows=2,
+                                      pause=0.05)
+    assert (await cancelled[0]).code == 303
+    p = await browser.progress(import_id)
+    assert p["status"] == "cancelled" and 2 <= p["rowsRead"] < 10, p
+    assert p["created"] + p["matched"] + p["failed"] == p["rowsRead"]
+    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == p["created"]
+    assert imports_files(services) == []  # the upload is deleted
+    page = await browser.get(f"/contacts/import/{import_id}")
+    assert "Cancelled" in page.text and "cancelled by a user" in page.text
+    again = await browser.post(f"/contacts/import/{import_id}/cancel")
+    assert "already ended" in (await browser.get(again.headers["Location"])).text
+
+
+async def test_discarding_a_draft_deletes_its_upload(browser, services):
+    r = await browser.upload(GOOD_FILE)
+    assert imports_files(services) == [f"{r.json['id']}.csv"]
+    assert (await browser.post(f"{r.json['url']}/cancel")).code == 303
+    assert imports_files(services) == []
+    assert (await browser.progress(r.json["id"]))["status"] == "cancelled"
+
+
+async def test_another_account_cannot_see_or_touch_an_import(browser, other_browser, services):
+    """House rule: another account's id is a 404, like an unknown id; it learns nothing, changes nothing."""
+    import_id, p = await upload_and_start(browser, services, GOOD_FILE)
+    draft = (await browser.upload(GOOD_FILE)).json["id"]
+    for job_id in (import_id, draft, "imp_nonexistent"):
+        for path in ("", "/progress", "/errors.csv"):
+            r = await other_browser.get(f"/contacts/import/{job_id}{path}")
+            assert r.code == 404, (job_id, path, r.code)
+            assert "owner@import.example" not in r.text and "Vorname" not in r.text
+        for action in ("cancel", "start", "preview"):
+            r = await other_browser.post(f"/contacts/import/{job_id}/{action}", {**MAPPING, "defaultCountry": "",
+                                                                               "list": "", "newListName": ""})
+            assert r.code == 404, (job_id, action, r.code)
+    assert "contacts.csv" not in (await other_browser.get("/contacts/import")).text
+    assert (await browser.progress(draft))["status"] == "uploaded"
+    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == p["created"]
+
+
+async def test_an_upload_above_max_import_bytes_is_413_and_nothing_is_kept(browser, services):
+    r = await browser.upload(b"phone\n" + b"+14155552671\n" * (MAX_IMPORT_BYTES // 13 + 1))
+    assert r.code == 413 and r.json["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert imports_files(services) == []
+    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+    page = await browser.get("/contacts/import")  # the page says the limit, which import.js also checks
+    assert f'data-max-bytes="{MAX_IMPORT_BYTES}"' in page.text
+
+
+async def test_a_chunked_upload_is_cut_off_at_max_import_bytes_and_nothing_is_kept(browser, services):
+    """Without a Content-Length the size is known only while it arrives: the connection is closed at the
+    limit, and the part received is deleted."""
+    async def produce(write):
+        for _ in range(4):
+            await write(b"+14155552671\n" * 300)  # 3,900 bytes a chunk, 15,600 in all
+
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in browser.cookies.items()),
+               "X-XSRFToken": browser.cookies["_xsrf"], "Content-Type": "text/csv"}
+    r = await browser.client.fetch("/contacts/import/upload", method="POST", body_producer=produce, headers=headers,
+                                   raise_error=False)
+    assert r.code != 201
+    for _ in range(100):  # the handler deletes the part when it sees the connection close
+        if imports_files(services) == []:
+            break
+        await asyncio.sleep(0.05)
+    assert imports_files(services) == []
+    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+
+
+async def test_an_upload_needs_the_session_and_the_xsrf_header_before_any_byte_is_stored(
+        http_server_client, browser, services):
+    r = await browser.upload(GOOD_FILE, xsrf=False)
+    assert r.code == 403
+    stranger = ImportBrowser(http_server_client)
+    await stranger.get("/login")  # an XSRF cookie, but no session
+    r = await stranger.upload(GOOD_FILE)
+    assert r.code == 403 and r.json["error"]["code"] == "FORBIDDEN"
+    assert imports_files(services) == []
+    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+
+
+async def test_files_that_are_not_a_utf8_csv_are_refused_with_the_reason(browser, services):
+    for data, reason in (("phone\n+14155552671\n".encode("utf-16"), "not UTF-8 text"),
+                         ("Téléphone\n+14155552671\n".encode("latin-1"), "not UTF-8 text"),
+                         (b"PK\x03\x04\x14\x00\x06\x00" + b"\x00" * 40, "not UTF-8 text"),
+                         (b"\r\n \r\n", "the file is empty"),
+                         (b"", "the file is empty")):
+        r = await browser.upload(data)
+        assert r.code == 400 and reason in r.json["error"]["message"], (data[:10], r.body)
+    assert imports_files(services) == []
+
+
+def test_column_names_are_recognized_in_several_languages():
+    guess = csv_import.guess_mapping
+    assert guess(["First name", "Last name", "Mobile", "E-mail"]) == {"firstName": 0, "lastName": 1, "phone": 2, "email": 3}
+    assert guess(["Prénom", "Nom", "Téléphone portable", "Courriel"]) == {"firstName": 0, "lastName": 1, "phone": 2,
+                                                                          "email": 3}
+    assert guess(["Nombre", "Apellidos", "Teléfono", "Correo electrónico"]) == {"firstName": 0, "lastName": 1,
+                                                                                 "phone": 2, "email": 3}
+    assert guess(["E-Mail-Adresse", "Handynummer", "Nachname", "Vorname", "Firma"]) == {
+        "firstName": 3, "lastName": 2, "phone": 1, "email": 0}
+    assert guess(["id", "Company", "Notes"]) == {"firstName": None, "lastName": None, "phone": None, "email": None}
+
+
+def test_a_file_with_an_endless_line_fails_the_job_without_reading_it_into_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(csv_import, "MAX_LINE_BYTES", 1024)
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"phone\n" + b"1" * 5000)
+    with pytest.raises(Exception, match="longer than"):
+        list(csv_import.read_batches(path, position=6, row_number=1, delimiter=",", header=["phone"],
+                                     mapping={"phone": 0}, region=None, batch_size=10))
+
+
+async def test_retention_deletes_old_jobs_their_files_and_stray_uploads(browser, services, owner):
+    data_dir = services.settings.data_dir
+    finished, _ = await upload_and_start(browser, services, GOOD_FILE)
+    draft = (await browser.upload(GOOD_FILE)).json["id"]
+    directory = contact_import.imports_dir(data_dir)
+    stray = directory / ".upload-abandoned"
+    stray.write_bytes(b"half an upload")
+    orphan = directory / "imp_gone.csv"
+    orphan.write_bytes(b"phone\n")
+    assert await contact_import.cleanup(services.db, data_dir) == {"jobs": 0, "files": 0}  # all too young
+    removed = await contact_import.cleanup(services.db, data_dir, now=utcnow() + timedelta(hours=25))
+    assert removed == {"jobs": 1, "files": 3}  # the draft and its upload, the stray upload, the orphan
+    assert imports_files(services) == [f"{finished}.errors.csv"]
+    assert [r[0] for r in rows(services, "SELECT id FROM contact_imports")] == [finished]
+    removed = await contact_import.cleanup(services.db, data_dir, now=utcnow() + timedelta(days=31))
+    assert removed == {"jobs": 1, "files": 1} and imports_files(services) == []
+    assert draft  # (deleted above)

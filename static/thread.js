@@ -12,6 +12,7 @@
   var newest = body.dataset.newest || "";
   var appending = false;
   var appendAgain = false;
+  var changedWhileAppending = {};  // ids whose change came before the append that brings them
 
   var get = window.Parley.getHTML;
 
@@ -79,6 +80,10 @@
       .catch(function () {})
       .finally(function () {
         appending = false;
+        // The append may have been rendered before that change: fetch those messages again.
+        var changed = Object.keys(changedWhileAppending);
+        changedWhileAppending = {};
+        changed.forEach(replaceMessage);
         if (appendAgain) {
           appendAgain = false;
           appendNew();
@@ -88,6 +93,9 @@
 
   function replaceMessage(id) {
     if (!document.getElementById("m-" + id)) {
+      if (appending) {
+        changedWhileAppending[id] = true;
+      }
       return;
     }
     get("/inbox/" + contact + "/messages/" + id).then(function (html) {

@@ -130,7 +130,7 @@ def seed_imports(parley, work):
     """One finished import in the owner's history (the ops command, as an operator would run it)."""
     path = Path(work) / "spring-fair-leads.csv"
     path.write_text("First name,Last name,Mobile,E-mail\n" + "".join(
-        f"Guest,{n},+1 646 555 {1000 + n:04d},guest{n}@example.com\n" for n in range(40)) + "Bad,Row,12345,\n")
+        f"Guest,{n},+1 646 555 {1000 + n:04d},guest{n}@example.com\n" for n in range(6)) + "Bad,Row,12345,\n")
     run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path))
 
 

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test install clean bench faults chromium
+.PHONY: run test install clean bench faults chromium screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ bench: $(STAMP)
 	command -v wrk >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk)
 	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy || echo "py-spy unavailable: the profile is skipped"
 	$(BIN)/python bench/run.py $(ARGS)
+
+# The UI's pages as PNGs in docs/screenshots/ (scripts/screenshots.py lists them), from a server with demo data.
+screenshots: $(STAMP) chromium
+	$(BIN)/python scripts/screenshots.py $(ARGS)
 
 # Fault tests with larger counts than the CI-sized run inside `make test`.
 PARLEY_FAULT_SCALE ?= 10

@@ -28,6 +28,7 @@ from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
 from services.import_runner import ImportWorker
+from services.live import Hub
 from services.retention import RetentionWorker
 from common.errors import DomainError, NotFound
 from common.ids import new_id
@@ -55,10 +56,13 @@ class Services:
     campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
+    hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
 
     async def close(self):
         if self.bot is not None:
             await self.bot.stop()  # first: its replies are outbox rows the delivery worker sends
+        if self.hub is not None:
+            await self.hub.stop()
         if self.retention is not None:
             await self.retention.stop()
         if self.campaigns is not None:
@@ -92,6 +96,8 @@ async def open_services(settings):
     services.campaigns = CampaignRunner(services)
     services.retention = RetentionWorker(services)
     services.bot = BotRunner(services)
+    services.hub = Hub(db)
+    db.add_commit_listener(services.hub.notify)
     return services
 
 
@@ -115,6 +121,10 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
             xsrf_cookies=True,
             xsrf_cookie_kwargs={"httponly": True, "secure": True, "samesite": "Lax"},
             cookie_secret=services.box.derive("cookie-secret"),
+            # /ws: pings find dead connections (and keep NAT mappings alive); pages send nothing big.
+            websocket_ping_interval=30,
+            websocket_ping_timeout=30,
+            websocket_max_message_size=4096,
         )
 
 
@@ -205,6 +215,7 @@ async def main(settings):
         services.campaigns.start()  # resumes running campaigns after their last committed batch
         services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
+        services.hub.start()
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -219,6 +230,7 @@ async def main(settings):
         log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
         for server in servers:
             server.stop()
+        await services.hub.stop()  # open pages reconnect to the next server and resume from their last event
         deadline = time.monotonic() + settings.shutdown_grace_seconds
         while (app.inflight > 0 or any(s.receiving for s in servers)) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

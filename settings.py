@@ -75,6 +75,10 @@ class Settings(BaseModel):
     bot_history_chars: int = Field(8000, ge=10, description="At most this many characters of the conversation "
                                                              "are sent to the bot's AI provider (older messages "
                                                              "are left out first).")
+    live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept (deleted by "
+                                                                       "the retention cleanup): an inbox page offline "
+                                                                       "for longer reloads instead of resuming from "
+                                                                       "its last event.")
 
     @property
     def base_url(self):

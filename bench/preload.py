@@ -76,6 +76,12 @@ def preload(db_path, account_id, *, contacts, messages=0, message_contacts=100_0
                                  f"Preloaded message {i}: is the blue one still in stock?", "bench", "text",
                                  f"preload-{i}", f"bench-preload-{k}", "parley-bench", now))
                 cx.executemany(f"INSERT INTO messages ({', '.join(message_cols)}) VALUES ({', '.join('?' * len(message_cols))})", rows)
+            # The inbox's conversation per contact, as the inbound path keeps it (all unread); SQLite takes the
+            # bare columns from the row with MAX(id).
+            cx.execute("INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at,"
+                       " last_direction, last_author, last_preview, channel, unread_count, failed_count)"
+                       " SELECT account_id, contact_id, MAX(id), created_at, direction, 'contact', substr(body, 1, 140),"
+                       " channel, COUNT(*), 0 FROM messages WHERE account_id = ? GROUP BY contact_id", (account_id,))
         cx.execute("COMMIT")
     except BaseException:
         cx.execute("ROLLBACK")

@@ -8,8 +8,9 @@ def routes():
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
-    from handlers import openapi
-    from handlers.ui import agency, bot as ui_bot, contact_import, session, settings as ui_settings
+    from handlers import live, openapi
+    from handlers.ui import (agency, bot as ui_bot, contact_import, contacts as ui_contacts, inbox, session,
+                             settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -25,6 +26,7 @@ def routes():
         (r"/v1/send_custom_channel_message", custom_channel.SendMessageHandler),
         (r"/v1/sendCustomChannelMessage", custom_channel.SendMessageHandler),
         (r"/v1/messages/([^/]+)", messages.MessageHandler),
+        (r"/v1/messages/([^/]+)/retry", messages.MessageRetryHandler),
         (r"/v1/contacts/([^/]+)/messages", messages.ContactMessagesHandler),
         (r"/v1/media/([0-9a-f]{64})", messages.MediaHandler),
         (r"/v1/subaccounts", subaccounts.SubaccountsHandler),
@@ -67,4 +69,21 @@ def routes():
         (r"/bot/account", ui_bot.BotAccountHandler),
         (r"/bot/campaign", ui_bot.BotCampaignHandler),
         (r"/bot/test", ui_bot.BotTryHandler),
+        (r"/inbox", inbox.InboxHandler),
+        (r"/inbox/conversations", inbox.ConversationListHandler),
+        (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/messages/(msg_[0-9a-z]+)", inbox.ThreadMessageHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/messages/(msg_[0-9a-z]+)/retry", inbox.RetryHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/reply", inbox.ReplyHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/read", inbox.ReadHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/resume-bot", inbox.ResumeBotHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/bot", inbox.BotStateHandler),
+        (r"/contacts", ui_contacts.ContactsHandler),
+        (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
+        (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),
+        (r"/lists", ui_contacts.ListsHandler),
+        (r"/lists/(lst_[0-9a-z]+)", ui_contacts.ListHandler),
+        # The UI's live events (session cookie, same origin): see handlers/live.py.
+        (r"/ws", live.LiveEventsHandler),
     ]

@@ -297,6 +297,12 @@ def _session_id(handler):
     return value.decode() if value else None
 
 
+def session_key(handler):
+    """What the sessions store knows the request's UI session by (None without a session cookie): the live
+    events hub closes a session's pages by it."""
+    return sessions.session_hash(_session_id(handler))
+
+
 async def session_user(handler):
     """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
     UI pages and the live-events WebSocket both authenticate through this one function."""
@@ -391,17 +397,42 @@ class UiHandler(BaseHandler):
         self.current_user = await sessions.user_for(self.services.db, self.session_id)
         self.reserve_body()
 
+    @property
+    def account_id(self):
+        """The signed-in user's account: every page and action is scoped by it."""
+        return self.current_user["account_id"]
+
+    def wants_json(self):
+        """A page's script made this request (fetch with Accept: application/json): it gets 204 or a JSON error
+        rather than a redirect or an HTML page."""
+        return "application/json" in self.request.headers.get("Accept", "")
+
+    def action_done(self, next_url, message=None):
+        """Answer a form action: 204 to a page's script (the live events show the result), else a redirect back
+        with the message."""
+        if self.wants_json():
+            self.set_status(204)
+            self.finish()
+            return
+        if message:
+            self.flash("success", message)
+        self.redirect(next_url, status=303)
+
     def render(self, template_name, status=200, flashes=None, **context):
         """Render templates/<template_name> with Jinja2 (autoescaped) and finish the response."""
         template = self.application.jinja.get_template(template_name)
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
+            path=self.request.path,
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.finish(html)
 
     def write_error(self, status_code, **kwargs):
+        if self.wants_json():
+            super().write_error(status_code, **kwargs)
+            return
         exc = kwargs.get("exc_info", (None, None, None))[1]
         status_code, _, message = self.describe_error(status_code, exc)
         if status_code >= 500 and not isinstance(exc, DomainError):

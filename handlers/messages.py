@@ -1,13 +1,13 @@
-"""Reading messages (GET /v1/messages/{id}, GET /v1/contacts/{id}/messages) and serving stored media
-by signed, expiring URLs (GET /v1/media/{sha256})."""
+"""Reading messages (GET /v1/messages/{id}, GET /v1/contacts/{id}/messages), retrying a failed reply
+(POST /v1/messages/{id}/retry) and serving stored media by signed, expiring URLs (GET /v1/media/{sha256})."""
 import time
 
 import tornado.web
 
-from handlers.base import ApiHandler, StaticHandler
+from handlers.base import ApiHandler, StaticHandler, idempotent
 from handlers.openapi import BINARY, Operation
-from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery
-from services import lists, media, messaging
+from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery, RetryQueued
+from services import inbox, lists, media, messaging
 from common.errors import Forbidden
 
 
@@ -18,6 +18,23 @@ class MessageHandler(ApiHandler):
 
     async def get(self, message_id):
         self.respond(await messaging.get_message(self.services, self.principal.account_id, message_id))
+
+
+class MessageRetryHandler(ApiHandler):
+    path_params = {"messageId": "The message's id."}
+    operations = {"post": Operation(
+        "Retry a Failed reply now", {202: (RetryQueued, "The message is Pending; its delivery is attempted now.")},
+        tags=("messages",),
+        links={"GetMessage": ("/v1/messages/{messageId}", "get", {"messageId": "$response.body#/messageId"})},
+        errors={404: "No such outbound message (NOT_FOUND).",
+                409: "The message is not Failed (CONFLICT): Pending and Sent messages are not retried."},
+        description="The inbox's Retry: one more delivery attempt to the Custom Channel Webhook, with the same "
+                    "webhook-id. If it fails with a retryable error the schedule continues.")}
+
+    @idempotent
+    async def post(self, message_id):
+        await inbox.retry(self.services, self.principal.account_id, message_id)
+        self.respond({"success": True, "messageId": message_id, "status": "Pending"}, status=202)
 
 
 class ContactMessagesHandler(ApiHandler):

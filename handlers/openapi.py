@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import tornado.web
+import tornado.websocket
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from handlers.base import ApiHandler, CustomChannelHandler, UiHandler
@@ -59,8 +60,8 @@ _GROUP = re.compile(r"\((?!\?)((?:[^()\\]|\\.)*)\)")
 
 
 def is_api_route(handler):
-    """Routes in the document: everything but the HTML admin UI."""
-    return not issubclass(handler, UiHandler)
+    """Routes in the document: everything but the HTML admin UI and its live-events WebSocket."""
+    return not issubclass(handler, (UiHandler, tornado.websocket.WebSocketHandler))
 
 
 def implemented_methods(handler):

@@ -238,7 +238,8 @@ class BotOutcome(BaseModel):
 class Message(BaseModel):
     id: str
     direction: Literal["inbound", "outbound"]
-    status: str = Field(description="Inbound: as sent (default received). Outbound: Pending, Sent or Failed.")
+    status: str = Field(description="Inbound: as sent (default received). Outbound: Pending, Sent, Failed, or "
+                                    "Cancelled (its campaign was cancelled before it was sent).")
     body: str
     channel: Optional[str]
     contactId: str
@@ -288,6 +289,13 @@ class BotTestResult(BaseModel):
     detail: str
     handoff: bool = Field(description="True when it would pause the bot for the contact.")
     active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")
+
+
+class RetryQueued(BaseModel):
+    """POST /v1/messages/{id}/retry: the Failed message is Pending again and its delivery is due now."""
+    success: bool
+    messageId: str
+    status: Literal["Pending"]
 
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---

@@ -20,6 +20,7 @@ from common.ids import now_iso
 from services import campaigns, messaging
 from storage import accounts as account_store
 from storage import campaigns as store
+from storage import events
 
 log = logging.getLogger("parley.campaigns")
 
@@ -168,5 +169,8 @@ def hand_over(cx, campaign_id, limit, now):
         raise RuntimeError(f"campaign {campaign_id}: {campaign['pending']} recipients pending but none found")
     cursor = recipients[-1]["id"] if recipients else campaign["cursor"]
     campaign = store.record_batch_in_tx(cx, campaign, queued, skipped, cursor, now)
+    # One live event for the batch's messages: open inboxes refresh, and threads of these contacts fetch theirs.
+    events.emit_batches_in_tx(cx, account_id, events.MESSAGES_CREATED, {"campaignId": campaign_id}, "contactIds",
+                              [contact_id for contact_id, _ in queued])
     return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False,
             "seconds": time.perf_counter() - started}

@@ -1,10 +1,15 @@
-"""Contacts: create-or-return by normalized phone (else case-folded email), lookups by phone, email or id."""
+"""Contacts: create-or-return by normalized phone (else case-folded email), lookups by phone, email or id,
+search by name, phone or email."""
+import re
+
 from services.contact_fields import blank_to_none, normalize_contact, normalize_email, normalize_phone
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import contacts as store
 
 public_contact = store.public_contact
+MAX_QUERY = 100
+_PHONE_CHARS = re.compile(r"^[\d\s+().\-/]+$")
 
 
 def not_found(message="contact not found"):
@@ -44,3 +49,55 @@ async def lookup_contact(db, account_id, *, phone_number=None, email=None):
         raise not_found("no contact with " + " or ".join(
             f"{name} {value}" for name, value in (("phone", phone), ("email", email)) if value))
     return public_contact(contact)
+
+
+def display_name(contact):
+    """How the UI names a contact (a storage row): its name, else its phone, else its email."""
+    name = " ".join(p for p in (contact.get("first_name"), contact.get("last_name")) if p)
+    return name or contact.get("phone") or contact.get("email") or "Unnamed contact"
+
+
+def _like(text):
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def search_patterns(query):
+    """(text_like, digits_like): LIKE patterns matching a contact by name or email, and by the digits of its
+    phone when the query is made of phone characters with at least three digits (+1 (415) 555 finds
+    +14155552671)."""
+    query = (query or "").strip()[:MAX_QUERY]
+    if not query:
+        return None, None
+    digits = re.sub(r"\D", "", query)
+    digits_like = _like(digits) if len(digits) >= 3 and _PHONE_CHARS.match(query) else None
+    return _like(query), digits_like
+
+
+async def search_contacts(db, account_id, query=None, *, before=None, limit=50):
+    """{items (storage rows with a display name), next_before}: newest first, matching the query if any."""
+    text_like, digits_like = search_patterns(query)
+    rows = await store.page_contacts(db, account_id, text_like=text_like, digits_like=digits_like,
+                                     before=before or None, limit=limit)
+    items = [{**row, "name": display_name(row)} for row in rows[:limit]]
+    return {"items": items, "next_before": items[-1]["id"] if len(rows) > limit else None}
+
+
+async def get_contact_row(db, account_id, contact_id):
+    """The storage row of the account's contact (with its display name), or CONTACT_NOT_FOUND."""
+    contact = await store.get_contact(db, account_id, contact_id)
+    if contact is None:
+        raise not_found(f"no contact with id {contact_id}")
+    return {**contact, "name": display_name(contact)}
+
+
+async def resolve_contact_id(db, account_id, text):
+    """The id of the account's contact named by its id (ct_…), its phone or its email; Invalid when the text is
+    none of these, CONTACT_NOT_FOUND when no contact matches."""
+    text = (text or "").strip()
+    if not text:
+        raise Invalid("give the contact's phone, email or id")
+    if text.startswith("ct_"):
+        return (await get_contact_row(db, account_id, text))["id"]
+    if "@" in text:
+        return (await lookup_contact(db, account_id, email=text))["id"]
+    return (await lookup_contact(db, account_id, phone_number=text))["id"]

@@ -23,7 +23,6 @@ from services import netguard, signing
 from services.netguard import CheckedResolver
 from services.accounts import signing_secrets
 from services.webhook_client import KeepAliveClient
-from common.errors import Conflict, NotFound
 from common.ids import iso, utcnow
 from storage import accounts as account_store
 from storage import delivery as store
@@ -341,13 +340,12 @@ class DeliveryWorker:
     # ---- manual retry -----------------------------------------------------------------------
 
     async def retry_now(self, account_id, message_id):
-        """Send a message's reply again now (the inbox's Retry). One more attempt; if it fails with a
-        retryable error the schedule continues from where the attempts count stands. Asked while an
-        attempt is in flight, the retry still happens: record_attempt keeps it (see there)."""
+        """Send a Failed message's reply again now (the inbox's Retry, POST /v1/messages/{id}/retry): the
+        message is Pending until the attempt. One more attempt; if it fails with a retryable error the
+        schedule continues from where the attempts count stands. NotFound for another account's or an
+        unknown (or inbound) message, Conflict unless it is Failed: raised inside the write (so an
+        Idempotency-Key does not remember them). Asked while an attempt is in flight, the retry still
+        happens: record_attempt keeps it (see there)."""
         before = await store.schedule_retry_now(self.services.db, account_id, message_id, iso(self.clock()))
-        if before is None:
-            raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")
-        if before["status"] == "sent":
-            raise Conflict(f"message {message_id} was already delivered", code="CONFLICT")
         self.notify()
         return {"messageId": message_id, "status": "queued", "attempts": before["attempts"]}

@@ -98,3 +98,8 @@ async def add_contact(db, account_id, list_id, contact_id):
         raise Invalid("contactId is required")
     added = await store.add_member(db, account_id, list_id, contact_id, now_iso())
     return {"success": True, "listId": list_id, "contactId": contact_id, "added": added}
+
+
+async def lists_of_contact(db, account_id, contact_id):
+    """The account's lists this contact belongs to, as the API shows lists."""
+    return [public_list(row) for row in await store.lists_of_contact(db, account_id, contact_id)]

@@ -12,6 +12,8 @@ from common.ids import new_id, now_iso
 from storage import accounts as account_store
 from storage import campaigns as campaign_store
 from storage import contacts as contact_store
+from storage import conversations
+from storage import events
 from storage import messages as store
 from storage import outbox
 from storage.db import StoredResultLost
@@ -148,10 +150,22 @@ def _record_inbound(cx, message, identity, answers_since):
         keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
         if keyword is not None:
             contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
-    store.insert_message_in_tx(cx, {**message, "contact_id": contact_id, "campaign_id": campaign_id})
+    _store_message_in_tx(cx, {**message, "contact_id": contact_id, "campaign_id": campaign_id})
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_in_tx(cx, account_id, campaign_id)
     return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
+
+
+def _store_message_in_tx(cx, message, announce=True):
+    """Every message insert: the row, its conversation (last activity, unread) and, unless announce is False
+    (a campaign batch announces its messages with one messages.created event), message.created for the
+    account's open pages, in the caller's transaction."""
+    store.insert_message_in_tx(cx, message)
+    conversations.on_message_in_tx(cx, message)
+    if announce:
+        events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
+            "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
+            "author": message["author"], "status": message["status"]})
 
 
 def _wake_delivery(services):
@@ -188,7 +202,7 @@ def _check_body(body, field):
 
 def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, campaign_id, media_url,
                           content_type, shown_media, author, author_user_id=None, contact=None,
-                          outbox_campaign_id=None, user_id=None):
+                          outbox_campaign_id=None, user_id=None, announce=True):
     """Store an outbound message as Pending and its delivery in the outbox, in this one transaction; a
     reply written by a person (author 'user' or 'api') also pauses the bot for the contact (the inbox
     relies on it). user_id: the payload's userId when the caller has it (a campaign's batch); without it,
@@ -197,7 +211,8 @@ def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, c
     shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
     author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'.
     contact: the contact's row when the caller has it (else it is read). outbox_campaign_id: the campaign
-    (campaigns.id) the message belongs to, whose counts its delivery moves.
+    (campaigns.id) the message belongs to, whose counts its delivery moves. announce: False when the caller
+    emits one event for a batch of messages (_store_message_in_tx).
 
     The payload is the spec's six fields (§6) plus, per DESIGN §3 "Reply payload, extended", campaignId
     (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
@@ -214,7 +229,7 @@ def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, c
                "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
                "author": author, "author_user_id": author_user_id, "created_at": now_iso()}
-    store.insert_message_in_tx(cx, message)
+    _store_message_in_tx(cx, message, announce)
     if contact is None:
         contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
@@ -238,13 +253,14 @@ def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, c
 def queue_campaign_message_in_tx(cx, *, account_id, contact, user_id, body, channel, campaign_key, campaign_id):
     """A campaign's message to one recipient (contact: its row), through the one outbound path: to where the
     contact last wrote from, or, for a contact that never wrote on a custom channel, with toId null (the
-    payload's contact carries its phone and email). Returns the message."""
+    payload's contact carries its phone and email). Returns the message. Its live event is the batch's:
+    the caller emits events.MESSAGES_CREATED once for the messages of its transaction."""
     target = store.reply_target_in_tx(cx, account_id, contact["id"])
     to_id, last_channel = target if target else (None, None)
     return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact["id"], user_id=user_id, body=body,
                                  channel=channel or last_channel, to_id=to_id, campaign_id=campaign_key,
                                  media_url=None, content_type=None, shown_media=None, author="campaign",
-                                 contact=contact, outbox_campaign_id=campaign_id)
+                                 contact=contact, outbox_campaign_id=campaign_id, announce=False)
 
 
 async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,

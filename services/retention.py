@@ -1,11 +1,11 @@
 """Retention: what is kept how long (README "Retention"), and the periodic cleanup that deletes the rest
 in small batches through the writer, so that it never holds up a request for long.
 
-RULES is the registry: one Rule per kind of row. A table joins with one entry, e.g. live events kept
-for --retention-events-days:
+RULES is the registry: one Rule per kind of row. A table joins with one entry, e.g. a log kept for
+--retention-log-days:
 
-    Rule("live events", lambda s: timedelta(days=s.retention_events_days), retention_store.prune_older,
-         ("events", "created_at"))
+    Rule("log entries", lambda s: timedelta(days=s.retention_log_days), retention_store.prune_older,
+         ("log", "created_at"))
 
 prune is a storage write function prune(cx, before, limit, *args) -> rows deleted (storage/retention.py
 has prune_older for a rowid table with an indexed ISO time column). Media files are not rows: the
@@ -21,6 +21,7 @@ from typing import Callable, Optional
 from common.ids import iso, utcnow
 from services import media
 from storage import delivery as delivery_store
+from storage import events as events_store
 from storage import idempotency as idempotency_store
 from storage import messages as message_store
 from storage import retention as store
@@ -47,6 +48,8 @@ RULES = (
     Rule("Idempotency-Key answers", lambda s: idempotency_store.WINDOW, store.prune_older,
          ("idempotency_keys", "created_at")),
     Rule("batch records of writers that ended", lambda s: timedelta(days=7), store.prune_writer_batches),
+    # Never the newest event (ids count on from it); an inbox page offline for longer reloads.
+    Rule("live events", lambda s: timedelta(hours=s.live_events_retention_hours), events_store.prune),
 )
 
 # Between two batches the cleanup yields this long, so its writes stay a small share of the writer's.

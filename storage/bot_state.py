@@ -3,6 +3,7 @@ what answering needs to read (the account's bot, the contact's state, the recent
 import json
 
 from storage.db import fetch_one, reads, writes
+from storage.events import CONVERSATION_UPDATED, emit_in_tx, message_updated_in_tx
 
 # Sorts after every id (ids are ASCII, "msg_…"): "up to this id" with no id means "all".
 _AFTER_EVERY_ID = "\uffff"
@@ -16,13 +17,17 @@ def pause_in_tx(cx, account_id, contact_id, until, reason, now):
                " reason = CASE WHEN excluded.paused_until >= paused_until THEN excluded.reason ELSE reason END,"
                " created_at = excluded.created_at",
                (account_id, contact_id, until, reason, now))
+    emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id})  # open pages show the pause
 
 
 @writes
 def clear_pause(cx, account_id, contact_id):
     """Resume the bot for this contact; True when a pause was removed."""
-    return cx.execute("DELETE FROM bot_pauses WHERE account_id = ? AND contact_id = ?",
-                      (account_id, contact_id)).rowcount > 0
+    removed = cx.execute("DELETE FROM bot_pauses WHERE account_id = ? AND contact_id = ?",
+                         (account_id, contact_id)).rowcount > 0
+    if removed:
+        emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id})
+    return removed
 
 
 def get_pause_in_tx(cx, account_id, contact_id, now):
@@ -38,6 +43,7 @@ def set_outcome_in_tx(cx, account_id, message_id, outcome):
     """Record what the bot did with an inbound message: {outcome, detail}."""
     cx.execute("UPDATE messages SET bot_outcome = ? WHERE account_id = ? AND id = ? AND direction = 'inbound'",
                (json.dumps(outcome), account_id, message_id))
+    message_updated_in_tx(cx, account_id, message_id)  # an open thread shows the outcome
 
 
 def account_bot_in_tx(cx, account_id):

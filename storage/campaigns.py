@@ -5,6 +5,7 @@ from datetime import timedelta
 
 from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
+from storage import conversations, events
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.lists import list_not_found
 
@@ -225,24 +226,33 @@ def cancel(cx, account_id, campaign_id, now):
                        code="CONFLICT")
     dropped = cx.execute("UPDATE campaign_recipients SET status = 'cancelled' WHERE campaign_id = ?"
                          " AND status = 'pending'", (campaign_id,)).rowcount
-    queued = cx.execute("SELECT r.message_id, o.id FROM campaign_recipients r JOIN outbox o"
+    queued = cx.execute("SELECT r.message_id, o.id, m.contact_id, m.status FROM campaign_recipients r JOIN outbox o"
                         " ON o.account_id = ? AND o.message_id = r.message_id"
+                        " JOIN messages m ON m.account_id = o.account_id AND m.id = r.message_id"
                         " WHERE r.campaign_id = ? AND r.status = 'queued'", (account_id, campaign_id)).fetchall()
     cancelled = json.dumps({"at": now, "httpStatus": None, "error": "cancelled with its campaign",
                             "response": None, "nextAttemptAt": None})
     cx.executemany("UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ? AND status = 'pending'",
-                   ((cancelled, outbox_id) for _, outbox_id in queued))
+                   ((cancelled, outbox_id) for _, outbox_id, _, _ in queued))
     cx.executemany("UPDATE messages SET status = 'Cancelled' WHERE account_id = ? AND id = ?",
-                   ((account_id, message_id) for message_id, _ in queued))
+                   ((account_id, message_id) for message_id, _, _, _ in queued))
+    # A queued message is Pending, or Failed when retry_failed queued it again: those leave the failed counts.
+    conversations.on_statuses_in_tx(cx, account_id, [(contact_id, status) for _, _, contact_id, status in queued],
+                                    "Cancelled")
     cx.execute("UPDATE campaign_recipients SET status = 'cancelled' WHERE campaign_id = ? AND status = 'queued'",
                (campaign_id,))
     # Failed deliveries waiting for a retry stay failed, with no further attempt.
-    retrying = cx.execute("SELECT message_id FROM outbox WHERE campaign_id = ? AND status = 'pending'",
-                          (campaign_id,)).fetchall()
+    retrying = cx.execute("SELECT o.message_id, m.contact_id FROM outbox o JOIN messages m"
+                          " ON m.account_id = o.account_id AND m.id = o.message_id"
+                          " WHERE o.campaign_id = ? AND o.status = 'pending'", (campaign_id,)).fetchall()
     cx.execute("UPDATE outbox SET status = 'failed', last_error = json_set(last_error, '$.nextAttemptAt', NULL)"
                " WHERE campaign_id = ? AND status = 'pending'", (campaign_id,))
     cx.executemany("UPDATE messages SET error = json_set(error, '$.nextAttemptAt', NULL) WHERE account_id = ? AND id = ?",
                    ((account_id, row[0]) for row in retrying))
+    # Open threads of these contacts show the messages' new state (batched: a cancel may touch 100,000).
+    for status, rows in (("Cancelled", [(r[2], r[0]) for r in queued]), ("Failed", [(r[1], r[0]) for r in retrying])):
+        events.emit_batches_in_tx(cx, account_id, events.MESSAGES_STATUS, {"campaignId": campaign_id, "status": status},
+                                  "messages", [list(pair) for pair in rows])
     return progress_in_tx(cx, campaign_id, {"pending": -dropped, "queued": -len(queued),
                                             "cancelled": dropped + len(queued)},
                           status="cancelled", paused_reason=None, finished_at=now)

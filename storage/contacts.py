@@ -1,12 +1,10 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
 from common.errors import NotFound
-from storage.db import fetch_one, reads, writes
+from storage.db import fetch_all, fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 _COLUMNS = "id, account_id, first_name, last_name, phone, email, opted_out, created_at"
 FILLABLE = ("first_name", "last_name", "phone", "email")
-
-
 
 
 def contact_not_found(contact_id):
@@ -85,6 +83,36 @@ def find_or_create_in_tx(cx, contact):
 find_or_create = writes(find_or_create_in_tx)
 
 
+def search_clause(alias, text_like, digits_like):
+    """SQL (and its arguments) matching a contact by name or email (text_like) or phone digits (digits_like):
+    LIKE patterns made by the caller, with backslash as the escape character."""
+    parts, args = [], []
+    if text_like:
+        parts += [f"(COALESCE({alias}.first_name, '') || ' ' || COALESCE({alias}.last_name, '')) LIKE ? ESCAPE '\\'",
+                  f"{alias}.email LIKE ? ESCAPE '\\'"]
+        args += [text_like, text_like]
+    if digits_like:
+        parts.append(f"{alias}.phone LIKE ? ESCAPE '\\'")
+        args.append(digits_like)
+    return ("(" + " OR ".join(parts) + ")", args) if parts else ("", [])
+
+
+@reads
+def page_contacts(cx, account_id, *, text_like=None, digits_like=None, before=None, limit=50):
+    """Up to limit + 1 contacts, newest first, created before the contact ``before``, matching the search."""
+    where, args = ["c.account_id = ?"], [account_id]
+    if before:
+        where.append("c.id < ?")
+        args.append(before)
+    search, search_args = search_clause("c", text_like, digits_like)
+    if search:
+        where.append(search)
+        args += search_args
+    columns = ", ".join("c." + c.strip() for c in _COLUMNS.split(","))
+    return fetch_all(cx, f"SELECT {columns} FROM contacts c WHERE {' AND '.join(where)} ORDER BY c.id DESC LIMIT ?",
+                     (*args, limit + 1))
+
+
 @reads
 def existing_phones_and_emails(cx, account_id, phones, emails):
     """(phones, emails): those of the given E.164 phones and case-folded emails that contacts of the account
@@ -99,6 +127,8 @@ def existing_phones_and_emails(cx, account_id, phones, emails):
                 (account_id, *chunk)))
         found.append(hits)
     return tuple(found)
+
+
 def set_opted_out_in_tx(cx, account_id, contact_id, opted_out):
     """Mark the contact opted out (True) or back in (False); True when that changed it."""
     return cx.execute("UPDATE contacts SET opted_out = ? WHERE account_id = ? AND id = ? AND opted_out != ?",

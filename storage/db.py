@@ -238,6 +238,7 @@ class Database:
         self._failed_starts = 0  # writers in a row that died before answering a batch
         self._down = None  # while the writer is being restarted after a delay: why writes are refused
         self._recovery = None  # the task settling a lost writer's batch and starting the next writer
+        self._commit_listeners = []
 
     async def open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -275,6 +276,11 @@ class Database:
             ours.close()
             self._process.kill()
             raise
+
+    def add_commit_listener(self, callback):
+        """callback() after every transaction that committed a write (before its callers resume): the live
+        events hub reads what was committed. It must be quick and must not raise."""
+        self._commit_listeners.append(callback)
 
     @property
     def writer_pid(self):
@@ -393,7 +399,7 @@ class Database:
             _fail(futures, as_unavailable(value))
         else:
             if any(ok for ok, _ in value):  # a lone failed call was rolled back, not committed
-                self.transactions_committed += 1
+                self._committed()
             self.writes_committed += sum(1 for ok, _ in value if ok)
             for future, (ok, result) in zip(futures, value):
                 if future.done():
@@ -406,6 +412,13 @@ class Database:
                         log.error("write rejected: %s", result)
                     future.set_exception(unavailable)
         self._send_batch()
+
+    def _committed(self):
+        """A transaction with at least one stored write committed (answered, or settled after its writer
+        was lost): count it and call the commit listeners, before its callers resume."""
+        self.transactions_committed += 1
+        for callback in self._commit_listeners:
+            callback()
 
     def _stalled(self, batch):
         """The watchdog: the writer has run one batch for stall_seconds (a stuck disk, a lock held by
@@ -460,6 +473,8 @@ class Database:
         failed = set(record[1]) if committed and record[0] == batch.number else set()
         log.error("the lost writer's batch of %d writes %s", len(batch.futures),
                   "is unknown" if record is None else "was committed" if committed else "was not committed")
+        if committed and len(failed) < len(batch.futures):  # some call's write is stored: like a reply
+            self._committed()
         for index, future in enumerate(batch.futures):
             if future.done():
                 continue

@@ -1,8 +1,10 @@
 """SQL for webhook delivery: due outbox rows, attempts, and the outcome written back to outbox and message."""
 import json
 
-from storage import campaigns
+from common.errors import Conflict, NotFound
+from storage import campaigns, conversations
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.events import MESSAGE_STATUS, emit_in_tx
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
                    " next_attempt_at, last_error, sent_at, created_at, campaign_id")
@@ -97,9 +99,10 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
                 status, row["next_attempt_at"], next_attempt_at, status, attempt["at"], row["id"],
                 row["account_id"]))
     if row["message_id"]:
-        cx.execute("UPDATE messages SET status = ?, error = (SELECT last_error FROM outbox WHERE id = ?)"
-                   " WHERE account_id = ? AND id = ? AND direction = 'outbound'",
-                   ("Sent" if status == "sent" else "Failed", row["id"], row["account_id"], row["message_id"]))
+        # The message's error is the row's last_error as just written (a retry asked meanwhile dated it).
+        error_json = cx.execute("SELECT last_error FROM outbox WHERE id = ?", (row["id"],)).fetchone()[0]
+        set_message_status_in_tx(cx, row["account_id"], row["message_id"], "Sent" if status == "sent" else "Failed",
+                                 error_json)
 
 
 @writes
@@ -122,14 +125,43 @@ def record_attempts(cx, outcomes):
     return results
 
 
+def set_message_status_in_tx(cx, account_id, message_id, status, error_json):
+    """An outbound message's new status (and its error, JSON text), with its conversation's failed count and a
+    message.status event for open pages, in this transaction. Returns the status before, or None when the
+    account has no such outbound message."""
+    before = cx.execute("SELECT contact_id, status FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
+                        (account_id, message_id)).fetchone()
+    if before is None:
+        return None
+    contact_id, old_status = before
+    cx.execute("UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ?",
+               (status, error_json, account_id, message_id))
+    conversations.on_status_in_tx(cx, account_id, contact_id, old_status, status)
+    emit_in_tx(cx, account_id, MESSAGE_STATUS, {"messageId": message_id, "contactId": contact_id, "status": status})
+    return old_status
+
+
 @writes
 def schedule_retry_now(cx, account_id, message_id, now):
-    """Make the message's delivery due at ``now`` (a manual retry). Returns the outbox row as it was
-    before, or None when the message has no delivery; a row already sent is left alone."""
+    """A manual retry of a Failed outbound message (the inbox's Retry): its delivery is due at ``now`` and the
+    message is Pending again (its error kept until the next attempt). Raises inside the write, so that nothing
+    is written (nor remembered under an Idempotency-Key): NotFound for an unknown, inbound or another
+    account's message or one without a delivery, Conflict unless it is Failed. Returns the delivery row as it
+    was before."""
+    message = cx.execute("SELECT status, error FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
+                         (account_id, message_id)).fetchone()
+    if message is None:
+        raise NotFound(f"no outbound message with id {message_id}", code="NOT_FOUND")
+    if message[0] != "Failed":
+        raise Conflict(f"message {message_id} is {message[0]}: only a Failed message can be retried", code="CONFLICT")
     before = fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
                        " ORDER BY id DESC LIMIT 1", (account_id, message_id), json_columns=_JSON)
-    if before is not None and before["status"] != "sent":
-        cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
+    if before is None:
+        raise NotFound(f"message {message_id} has no webhook delivery", code="NOT_FOUND")
+    if before["status"] == "sent":
+        raise Conflict(f"message {message_id} was already delivered", code="CONFLICT")
+    cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
+    set_message_status_in_tx(cx, account_id, message_id, "Pending", message[1])
     return before
 
 

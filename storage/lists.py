@@ -51,6 +51,15 @@ def page_members(cx, account_id, list_id, after_contact_id, limit):
 
 
 @reads
+def lists_of_contact(cx, account_id, contact_id):
+    """The account's lists the contact is a member of, oldest list first."""
+    return [dict(r) for r in cx.execute(
+        "SELECT l.id, l.account_id, l.name, l.contact_count, l.created_at FROM list_members m"
+        " JOIN lists l ON l.id = m.list_id WHERE m.contact_id = ? AND l.account_id = ? ORDER BY l.id",
+        (contact_id, account_id))]
+
+
+@reads
 def count_memberships(cx, list_id, contact_id):
     return cx.execute("SELECT COUNT(*) FROM list_members WHERE list_id = ? AND contact_id = ?",
                       (list_id, contact_id)).fetchone()[0]

@@ -63,14 +63,24 @@ def get_message(cx, account_id, message_id):
 def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
     """Oldest first; ``after`` is the last id of the previous page. Returns limit + 1 rows at most,
     so the caller can tell whether another page exists."""
-    sql = f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND contact_id = ?"
-    args = [account_id, contact_id]
-    if after:
-        sql += " AND id > ?"
-        args.append(after)
-    sql += " ORDER BY id LIMIT ?"
-    args.append(limit + 1)
-    return fetch_all(cx, sql, args, json_columns=_JSON)
+    return _contact_messages(cx, f"SELECT {_COLUMNS} FROM messages m", _JSON, account_id, contact_id,
+                             after=after or "", limit=limit)
+
+
+def _contact_messages(cx, select, json_columns, account_id, contact_id, *, before=None, after=None, limit):
+    """A page of a contact's messages: with ``after``, up to limit + 1 after that id, oldest first; otherwise
+    the newest up to limit + 1 before ``before`` (or of all), newest first."""
+    sql, args = f"{select} WHERE m.account_id = ? AND m.contact_id = ?", [account_id, contact_id]
+    if after is not None:
+        sql += " AND m.id > ? ORDER BY m.id LIMIT ?"
+        args += [after, limit + 1]
+    else:
+        if before is not None:
+            sql += " AND m.id < ?"
+            args.append(before)
+        sql += " ORDER BY m.id DESC LIMIT ?"
+        args.append(limit + 1)
+    return fetch_all(cx, sql, args, json_columns=json_columns)
 
 
 @reads
@@ -80,6 +90,29 @@ def list_delivery_attempts(cx, account_id, message_id):
                       " ON a.outbox_id = o.id WHERE o.account_id = ? AND o.message_id = ?"
                       " ORDER BY a.at, a.id", (account_id, message_id))
     return [dict(r) for r in rows]
+
+
+# ---- the inbox's thread ------------------------------------------------------------------------
+
+_THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, u.email AS author_email"
+                  " FROM messages m LEFT JOIN users u ON u.id = m.author_user_id AND u.account_id = m.account_id")
+_THREAD_JSON = ("error", "bot_outcome")
+
+
+@reads
+def thread_page(cx, account_id, contact_id, *, before=None, after=None, limit=50):
+    """A contact's messages for the thread, with the bot's outcome and the email of the user who wrote a
+    reply. With ``after``: up to limit + 1 messages after that id, oldest first (what a live page lacks).
+    Otherwise the newest up to limit + 1 before ``before`` (or the newest of all), newest first."""
+    return _contact_messages(cx, _THREAD_SELECT, _THREAD_JSON, account_id, contact_id, before=before, after=after,
+                             limit=limit)
+
+
+@reads
+def get_thread_message(cx, account_id, message_id):
+    """One message shaped like thread_page's rows, or None."""
+    return fetch_one(cx, f"{_THREAD_SELECT} WHERE m.account_id = ? AND m.id = ?", (account_id, message_id),
+                     json_columns=_THREAD_JSON)
 
 
 @reads

@@ -21,6 +21,18 @@ def get_session_user(cx, id_hash, now):
                          " WHERE s.id_hash = ? AND s.expires_at > ?", (id_hash, now))
 
 
+@reads
+def live_sessions(cx, id_hashes, now):
+    """The ones among id_hashes that are sessions still live at ``now``."""
+    live = set()
+    for start in range(0, len(id_hashes), 500):
+        chunk = id_hashes[start:start + 500]
+        live.update(r[0] for r in cx.execute(
+            f"SELECT id_hash FROM sessions WHERE id_hash IN ({', '.join('?' * len(chunk))}) AND expires_at > ?",
+            (*chunk, now)))
+    return live
+
+
 @writes
 def delete_session(cx, id_hash):
     cx.execute("DELETE FROM sessions WHERE id_hash = ?", (id_hash,))

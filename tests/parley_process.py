@@ -1,11 +1,14 @@
-"""The real server.py as a child process over HTTPS, for end-to-end tests."""
+"""The real server.py as a child process over HTTPS, and a webhook receiver in a thread, for end-to-end
+tests (and the screenshots script)."""
 import json
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -120,3 +123,36 @@ class ParleyProcess:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class ThreadedReceiver:
+    """A webhook receiver on 127.0.0.1 in a thread (for tests that are not async): records each POSTed JSON
+    body; answers with answer(body) -> (status, headers), by default ``status`` and ``headers``."""
+
+    def __init__(self, answer=None):
+        self.requests, self.status, self.headers = [], 200, {}
+        self.answer = answer or (lambda body: (self.status, self.headers))
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                receiver.requests.append(body)
+                status, headers = receiver.answer(body)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/replies"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -279,7 +279,7 @@ def test_browser_agency_manages_a_sub_account(page, agency_server, shots):
 
 def test_browser_non_agency_user_gets_404(page, agency_server):
     sign_in(page, agency_server, agency_server.shop["email"])
-    assert page.url == agency_server.base + "/settings"
+    assert page.url == agency_server.base + "/inbox"  # the home page
     assert page.locator("nav >> text=Sub-accounts").count() == 0
     response = page.goto(agency_server.base + "/agency")
     assert response.status == 404

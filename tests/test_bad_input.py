@@ -76,6 +76,6 @@ async def test_the_ui_webhook_form_answers_400_with_the_reason_not_something_wen
 
 
 @pytest.mark.parametrize("next_url", ["%2F%0B%2Fevil", "%2F%09%2Fevil", "%2F%5C%2Fevil", "%2Fa%0D%0AX:1"])
-async def test_a_next_with_control_characters_while_signed_in_goes_to_settings(signed_in, next_url):
+async def test_a_next_with_control_characters_while_signed_in_goes_home(signed_in, next_url):
     r = await signed_in.get(f"/login?next={next_url}")
-    assert (r.code, r.headers["Location"]) == (302, "/settings")
+    assert (r.code, r.headers["Location"]) == (302, "/inbox")

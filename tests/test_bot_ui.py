@@ -41,7 +41,7 @@ async def test_the_page_needs_a_session_and_every_form_an_xsrf_token(browser_cli
     r = await browser_client.get("/bot")
     assert (r.code, r.headers["Location"]) == (302, "/login?next=%2Fbot")
     page = await signed_in.get("/bot")
-    assert page.code == 200 and '<a href="/bot">Bot</a>' in page.text
+    assert page.code == 200 and '<a href="/bot" aria-current="page">Bot</a>' in page.text
     assert page.text.count('name="_xsrf"') == page.text.count("<form")
     r = await signed_in.post("/bot/account", account_form(), xsrf=False)
     assert r.code == 403

@@ -17,7 +17,7 @@ from services import accounts, netguard
 from services.delivery import RETRY_SCHEDULE, DeliveryWorker, parse_retry_after
 from services.netguard import CheckedResolver
 from common.errors import Conflict, NotFound
-from common.ids import iso, new_id, now_iso, utcnow
+from common.ids import iso, new_id, now_iso, parse_iso, utcnow
 from services.signing import sign
 from settings import Settings
 from storage import delivery as store
@@ -469,27 +469,31 @@ async def test_manual_retry_sends_a_final_failure_again(services, account, recei
 
 @pytest.mark.parametrize("late_answer", [(410, {}, b"gone"), (503, {}, b"busy")])
 async def test_a_manual_retry_asked_during_an_attempt_is_kept(services, account, receiver, workers, late_answer):
-    """A Retry asked while an attempt is in flight is not overwritten by that attempt's outcome: when
-    the attempt fails (finally, 410, or with a retry scheduled 5 s later, 503) the row stays due at the
-    time the Retry asked for, and the next step sends it."""
+    """A Retry asked while an attempt is in flight is not overwritten by that attempt's outcome: a Failed
+    reply's scheduled retry is being attempted when the Retry comes; when that attempt fails (finally, 410,
+    or with a retry scheduled 5 s later, 503) the row stays due at the time the Retry asked for, and the
+    next step sends it."""
     await set_reply_url(services, account, receiver.url)
     message_id, _ = await queue_reply(services, account)
-    receiver.answers = [("hang", *late_answer)]
+    receiver.answers = [(503, {}, b"busy"), ("hang", *late_answer)]
     worker = workers(dataclasses.replace(services, settings=services.settings.model_copy(
         update={"webhook_timeout_seconds": 30.0})))
-    now = utcnow()
-    attempt = asyncio.ensure_future(worker.run_due(now))
+    assert await worker.run_due(utcnow()) == 1
+    message, outbox, _ = await delivery_state(services, account, message_id)
+    assert message["status"] == "Failed" and outbox["status"] == "pending"  # its retry is scheduled
+    due = parse_iso(outbox["next_attempt_at"])
+    attempt = asyncio.ensure_future(worker.run_due(due))
     await wait_for(lambda: _true(receiver.in_flight == 1))
-    worker.clock = lambda: later(now, 1)
+    worker.clock = lambda: later(due, 1)
     assert (await worker.retry_now(account["account_id"], message_id))["status"] == "queued"
     receiver.release.set()
     assert await attempt == 1
     message, outbox, attempts = await delivery_state(services, account, message_id)
-    assert (outbox["status"], outbox["next_attempt_at"], len(attempts)) == ("pending", iso(later(now, 1)), 1)
-    assert message["status"] == "Failed" and message["error"]["nextAttemptAt"] == iso(later(now, 1))
-    assert await worker.run_due(later(now, 1)) == 1
+    assert (outbox["status"], outbox["next_attempt_at"], len(attempts)) == ("pending", iso(later(due, 1)), 2)
+    assert message["status"] == "Failed" and message["error"]["nextAttemptAt"] == iso(later(due, 1))
+    assert await worker.run_due(later(due, 1)) == 1
     message, outbox, attempts = await delivery_state(services, account, message_id)
-    assert message["status"] == "Sent" and outbox["status"] == "sent" and len(attempts) == 2
+    assert message["status"] == "Sent" and outbox["status"] == "sent" and len(attempts) == 3
 
 
 async def _true(value):

@@ -13,6 +13,7 @@ from handlers.base import ApiHandler
 from handlers.openapi import build_document, implemented_methods, path_template
 from services import accounts, idempotency
 from services import bot as bot_module
+from storage import delivery as delivery_store
 from storage.db import reads
 
 INBOUND = "/v1/incoming_custom_channel_message"
@@ -42,6 +43,14 @@ class World:
         self.list = (await self.api.post("/v1/lists", {"name": "Members"}, key=self.key)).json
         self.campaign = (await self.api.post("/v1/campaigns", {"name": "Later", "listId": self.list["id"], "body": "Hi",
                                                                 "startAt": "2099-01-01T00:00:00Z"}, key=self.key)).json
+        self.failed_message = (await self.api.post(SEND, _send("Will fail"), key=self.key)).json["messageId"]
+        row = await delivery_store.get_outbox_for_message(self.services.db, self.account["account_id"],
+                                                          self.failed_message)
+        await delivery_store.record_attempt(  # a final failure: what the inbox's Retry is for
+            self.services.db, row, {"at": row["created_at"], "http_status": 410, "error": "HTTP 410 Gone",
+                                    "response_excerpt": None, "duration_ms": 1},
+            status="failed", next_attempt_at=None, error={"at": row["created_at"], "httpStatus": 410,
+                                                          "error": "HTTP 410 Gone", "nextAttemptAt": None})
         return self
 
     def count(self, sql, *params):
@@ -92,6 +101,9 @@ EXAMPLES = {
     ("/v1/campaigns/{campaignId}/{action}", "post"): lambda w, n: (
         f"/v1/campaigns/{w.campaign['id']}/cancel", None, None,
         lambda: w.count("SELECT status FROM campaigns WHERE id = ?", w.campaign["id"]), "standard"),
+    ("/v1/messages/{messageId}/retry", "post"): lambda w, n: (
+        f"/v1/messages/{w.failed_message}/retry", None, None,
+        lambda: w.count("SELECT status FROM messages WHERE id = ?", w.failed_message), "standard"),
     ("/v1/subaccounts", "post"): lambda w, n: (
         "/v1/subaccounts", {"name": f"Client {n}", "email": f"client{n}@example.com"},
         {"name": f"Client {n}", "email": f"other{n}@example.com"},

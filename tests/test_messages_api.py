@@ -151,3 +151,41 @@ async def test_bad_limit_is_400(api, account, limit):
     r = await api.get(f"/v1/contacts/{contact_id}/messages?limit={limit}", key=account["api_key"])
     assert r.code == 400 and r.json["error"]["code"] == "VALIDATION_ERROR"
     assert json.dumps(r.json).count("limit") >= 1
+
+
+# ---- POST /v1/messages/{id}/retry (DESIGN §3: "202, 409 CONFLICT unless Failed") ----------------
+
+async def test_retry_sends_a_failed_reply_again(api, account, other_account, services):
+    from tests.test_delivery import Receiver
+    key = account["api_key"]
+    receiver = Receiver().start()
+    try:
+        receiver.answers = [(410, {}, b"gone")]
+        r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": receiver.url}, key=key)
+        assert r.code == 200
+        queued = await api.post(SEND, {"customData": {"fromId": "+14155552671", "customChannel": "webchat",
+                                                      "body": "Hello"}}, key=key)
+        message_id = queued.json["messageId"]
+        r = await api.post(f"/v1/messages/{message_id}/retry", key=key)
+        assert (r.code, r.json["error"]["code"]) == (409, "CONFLICT")  # Pending: not retried
+        await services.delivery.run_due()
+        assert (await api.get(f"/v1/messages/{message_id}", key=key)).json["status"] == "Failed"
+
+        for unknown in (f"/v1/messages/{message_id}/retry", "/v1/messages/msg_unknown/retry"):
+            r = await api.post(unknown, key=other_account["api_key"] if message_id in unknown else key)
+            assert (r.code, r.json["error"]["code"]) == (404, "NOT_FOUND")
+        r = await api.post(f"/v1/messages/{message_id}/retry", key=key)
+        assert r.code == 202 and r.json == {"success": True, "messageId": message_id, "status": "Pending"}
+        assert (await api.get(f"/v1/messages/{message_id}", key=key)).json["status"] == "Pending"
+        await services.delivery.run_due()
+        message = (await api.get(f"/v1/messages/{message_id}", key=key)).json
+        assert message["status"] == "Sent" and len(message["attempts"]) == 2
+        r = await api.post(f"/v1/messages/{message_id}/retry", key=key)
+        assert (r.code, r.json["error"]["code"]) == (409, "CONFLICT")  # Sent
+        inbound_id = await inbound(api, key)
+        r = await api.post(f"/v1/messages/{inbound_id}/retry", key=key)
+        assert r.code == 404  # inbound messages have no delivery
+        r = await api.get(f"/v1/messages/{message_id}/retry", key=key)
+        assert r.code == 405 and r.headers["Allow"] == "POST"
+    finally:
+        await receiver.close()

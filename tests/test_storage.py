@@ -171,6 +171,8 @@ async def test_a_killed_writer_fails_its_batch_with_503_and_a_new_writer_takes_o
     monkeypatch.setattr(Database, "_start_writer", start_slowly)
     try:
         await _insert_probe(db, 1)
+        commits = []
+        db.add_commit_listener(lambda: commits.append(1))
         first_pid = db.writer_pid
         started = tmp_path / "started"
         slow = asyncio.ensure_future(_slow_insert(db, 2, 30, str(started)))
@@ -179,6 +181,7 @@ async def test_a_killed_writer_fails_its_batch_with_503_and_a_new_writer_takes_o
         with pytest.raises(StorageUnavailable) as refused:
             await asyncio.wait_for(slow, 10)
         assert refused.value.status == 503 and refused.value.message == dbmod.NOT_WRITTEN
+        assert commits == []  # the commit listeners (the live events hub) hear of committed batches only
         # Queued while the new writer starts: they wait for it, then commit.
         later = await asyncio.wait_for(asyncio.gather(*(_insert_probe(db, v) for v in range(3, 13))), 10)
         assert later == list(range(3, 13))
@@ -277,10 +280,13 @@ async def test_a_writer_killed_after_commit_tells_each_caller_the_truth(tmp_path
     db = await _open(tmp_path)
     try:
         await _insert_probe(db, 1)
+        commits = []
+        db.add_commit_listener(lambda: commits.append(db.transactions_committed))
         first_pid = db.writer_pid
         outcomes = await asyncio.wait_for(asyncio.gather(
             _insert_then_die(db, 2), _insert_probe(db, 3), _insert_probe(db, 1), return_exceptions=True), 20)
         assert [type(o) for o in outcomes] == [StoredResultLost, StoredResultLost, StorageUnavailable], outcomes
+        assert len(commits) == 1  # the batch settled as stored is a commit: the live events hub reads it
         assert outcomes[0].status == 503 and outcomes[0].message == dbmod.STORED
         assert "Idempotency-Key" in outcomes[0].message and "stored" in outcomes[0].message
         assert outcomes[2].message == dbmod.NOT_WRITTEN  # the duplicate rolled back inside the batch

@@ -94,7 +94,7 @@ async def test_unauthenticated_settings_redirects_to_login(browser):
     assert r.code == 302
     assert r.headers["Location"] == "/login?next=%2Fsettings"
     r = await browser.get("/")
-    assert (r.code, r.headers["Location"]) == (302, "/settings")
+    assert (r.code, r.headers["Location"]) == (302, "/inbox")  # the home page is the inbox
 
 
 async def test_login_page_has_xsrf_field_and_security_headers(browser):
@@ -111,7 +111,7 @@ async def test_login_page_has_xsrf_field_and_security_headers(browser):
 
 async def test_sign_in_sets_a_secure_seven_day_session(browser, ui_account):
     r = await browser.login(ui_account["email"].upper())
-    assert (r.code, r.headers["Location"]) == (303, "/settings")
+    assert (r.code, r.headers["Location"]) == (303, "/inbox")
     session = browser.set_cookies["parley_session"]
     assert session["httponly"] and session["secure"] and session["samesite"] == "Lax"
     days = (parsedate_to_datetime(session["expires"]) - datetime.now(timezone.utc)).total_seconds() / 86400
@@ -132,9 +132,9 @@ async def test_wrong_password_and_unknown_email_get_the_same_generic_message(bro
 
 async def test_next_after_sign_in_stays_on_this_site(browser, ui_account):
     r = await browser.login(ui_account["email"], next_url="//evil.example/steal")
-    assert r.headers["Location"] == "/settings"
+    assert r.headers["Location"] == "/inbox"
     r = await browser.login(ui_account["email"], next_url="https://evil.example/")
-    assert r.headers["Location"] == "/settings"
+    assert r.headers["Location"] == "/inbox"
     r = await browser.login(ui_account["email"], next_url="/settings/webhook-secret")
     assert r.headers["Location"] == "/settings/webhook-secret"
 
@@ -359,9 +359,9 @@ def test_browser_wrong_password_shows_the_error(page, parley):
 def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
     """Spec §5.1: "The key is generated in the account settings (Settings > Account > API Key, via a
     Generate action)." §5.5: "Generating a new key invalidates the previous key." """
-    response = page.goto(parley.base + "/settings")
     sign_in(page, parley)
-    assert page.url == parley.base + "/settings"
+    assert page.url == parley.base + "/inbox"  # sign-in leads to the inbox
+    response = page.goto(parley.base + "/settings")
     assert page.inner_text("#account").count(parley.first_run["login"]) == 1
     # The stylesheet loaded under the Content-Security-Policy (its background colour applies).
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"

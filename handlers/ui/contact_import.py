@@ -19,11 +19,8 @@ UPLOAD_MIN_BYTES_PER_SECOND = 256 * 1024  # the slowest upload given time to fin
 
 
 class ImportPage(UiHandler):
-    """The import pages' shared parts: the signed-in account, and the job page's rendering."""
-
-    @property
-    def account_id(self):
-        return self.current_user["account_id"]
+    """The import pages' shared parts: the data directory, and the job page's rendering (the signed-in
+    account is UiHandler.account_id)."""
 
     @property
     def data_dir(self):

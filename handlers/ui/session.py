@@ -1,10 +1,11 @@
 """Sign in, sign out, and the home page redirect."""
 import re
 
-from handlers.base import UiHandler
+from handlers.base import UiHandler, session_key
 from services import accounts
 
 WRONG_LOGIN = "Wrong email or password."
+HOME = "/inbox"  # where sign-in leads unless a page asked for sign-in
 # Sign-in attempts per email and client address, and per client address whatever the email (so that
 # trying many emails is limited too): a burst of this many, then one every 60/N seconds.
 LOGIN_ATTEMPTS_PER_MINUTE = 10
@@ -18,12 +19,12 @@ _SAFE_NEXT = re.compile(r"/(?![/\\])[!#-\[\]-~]*")
 
 def safe_next(url):
     """Only a path on this site may follow sign-in (no open redirect to //evil.example)."""
-    return url if url and _SAFE_NEXT.fullmatch(url) else "/settings"
+    return url if url and _SAFE_NEXT.fullmatch(url) else HOME
 
 
 class HomeHandler(UiHandler):
     def get(self):
-        self.redirect("/settings")
+        self.redirect(HOME)
 
 
 class LoginHandler(UiHandler):
@@ -59,6 +60,8 @@ class LoginHandler(UiHandler):
 
 class LogoutHandler(UiHandler):
     async def post(self):
+        if self.current_user:  # this session's open pages stop updating (the user's other sessions go on)
+            self.services.hub.disconnect(self.account_id, session=session_key(self))
         await self.end_session()
         self.flash("success", "You are signed out.")
         self.redirect("/login", status=303)

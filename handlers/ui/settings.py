@@ -2,7 +2,7 @@
 the webhook signing secret and the password. The same services as the API and the CLI do the work."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.base import UiHandler, session_key
 from services import accounts
 from common.errors import Invalid
 
@@ -19,10 +19,6 @@ def notification_events(account):
 
 class SettingsPage(UiHandler):
     """Renders the settings page; the form handlers re-render it with the error and what was typed."""
-
-    @property
-    def account_id(self):
-        return self.current_user["account_id"]
 
     async def render_settings(self, status=200, error=None, form=None):
         db = self.services.db
@@ -63,6 +59,7 @@ class ApiKeyHandler(SettingsPage):
     async def post(self):
         api_key = await accounts.rotate_key(self.services.db, self.services.keys, self.account_id,
                                             keep_session=self.session_id)
+        self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         key = await accounts.get_key_prefix(self.services.db, self.account_id)
         self.render("api_key.html", api_key=api_key, key=key)
 
@@ -112,6 +109,7 @@ class PasswordHandler(SettingsPage):
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message[:1].upper() + exc.message[1:] + ".")
             return
+        self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         self.flash("success", "Password changed. Every other session of this account is signed out.")
         self.redirect("/settings", status=303)
 

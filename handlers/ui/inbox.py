@@ -1,0 +1,110 @@
+"""Inbox pages: conversations by last activity, a contact's thread, and the thread's actions (reply, retry,
+mark read, resume bot). Pages carry the live event id they were rendered at (static/live.js resumes from it);
+the fragments below are what their scripts fetch when an event arrives."""
+from tornado.web import authenticated
+
+from handlers.base import UiHandler
+from services import inbox
+
+
+class InboxPage(UiHandler):
+    async def conversations(self):
+        return await inbox.list_conversations(
+            self.services, self.account_id, filter=self.get_query_argument("filter", "all"),
+            query=self.get_query_argument("q", ""), before=self.get_query_argument("before", None))
+
+
+class InboxHandler(InboxPage):
+    """GET /inbox?filter=&q=&before=: the inbox page."""
+
+    @authenticated
+    async def get(self):
+        event_id = await inbox.current_event_id(self.services)  # first: events after it may already show
+        self.render("inbox.html", page=await self.conversations(), filters=inbox.FILTERS, event_id=event_id,
+                    paged=bool(self.get_query_argument("before", None)))
+
+
+class ConversationListHandler(InboxPage):
+    """GET /inbox/conversations?filter=&q=&before=: the list alone, for the inbox's live refresh."""
+
+    @authenticated
+    async def get(self):
+        self.render("_conversations.html", page=await self.conversations())
+
+
+class ThreadHandler(UiHandler):
+    """GET /inbox/{contactId}[?before=]: a contact's messages, newest at the bottom; opening it marks it read."""
+
+    @authenticated
+    async def get(self, contact_id):
+        event_id = await inbox.current_event_id(self.services)
+        thread = await inbox.get_thread(self.services, self.account_id, contact_id,
+                                        before=self.get_query_argument("before", None))
+        await inbox.mark_read(self.services, self.account_id, contact_id, thread["newest_id"])
+        self.render("thread.html", thread=thread, event_id=event_id)
+
+
+class ThreadMessagesHandler(UiHandler):
+    """GET /inbox/{contactId}/messages?after=: the messages a live thread lacks, as HTML to append."""
+
+    @authenticated
+    async def get(self, contact_id):
+        messages = await inbox.messages_after(self.services, self.account_id, contact_id,
+                                              self.get_query_argument("after", ""))
+        self.render("_messages.html", messages=messages, contact_id=contact_id)
+
+
+class ThreadMessageHandler(UiHandler):
+    """GET /inbox/{contactId}/messages/{messageId}: one message as HTML, to replace it after a change."""
+
+    @authenticated
+    async def get(self, contact_id, message_id):
+        message = await inbox.get_message(self.services, self.account_id, contact_id, message_id)
+        self.render("_messages.html", messages=[message], contact_id=contact_id)
+
+
+class BotStateHandler(UiHandler):
+    """GET /inbox/{contactId}/bot: whether the bot is paused for the contact, as HTML (live refresh)."""
+
+    @authenticated
+    async def get(self, contact_id):
+        self.render("_bot_state.html", thread=await inbox.get_bot_state(self.services, self.account_id, contact_id))
+
+
+class ReplyHandler(UiHandler):
+    """POST /inbox/{contactId}/reply: body. Sent through the outbox to the Custom Channel Webhook."""
+
+    @authenticated
+    async def post(self, contact_id):
+        await inbox.reply(self.services, self.account_id, self.current_user, contact_id,
+                          self.get_body_argument("body", ""))
+        self.action_done(f"/inbox/{contact_id}", "Reply queued for delivery.")
+
+
+class ReadHandler(UiHandler):
+    """POST /inbox/{contactId}/read: through=<the newest message id the page shows>."""
+
+    @authenticated
+    async def post(self, contact_id):
+        await inbox.mark_read(self.services, self.account_id, contact_id, self.get_body_argument("through", ""))
+        self.action_done(f"/inbox/{contact_id}")
+
+
+class RetryHandler(UiHandler):
+    """POST /inbox/{contactId}/messages/{messageId}/retry: send a Failed reply again now."""
+
+    @authenticated
+    async def post(self, contact_id, message_id):
+        await inbox.get_message(self.services, self.account_id, contact_id, message_id)  # 404 unless in this thread
+        await inbox.retry(self.services, self.account_id, message_id)
+        self.action_done(f"/inbox/{contact_id}", "Retrying the delivery now.")
+
+
+class ResumeBotHandler(UiHandler):
+    """POST /inbox/{contactId}/resume-bot: end the bot's pause for this contact."""
+
+    @authenticated
+    async def post(self, contact_id):
+        resumed = await inbox.resume_bot(self.services, self.account_id, contact_id)
+        self.action_done(f"/inbox/{contact_id}", "The bot answers this contact again." if resumed
+                         else "The bot was not paused for this contact.")

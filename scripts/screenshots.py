@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""`make screenshots`: the admin UI's pages as PNGs in docs/screenshots/, taken with Debian's Chromium from a
+real server (HTTPS, a fresh data directory) filled with demo data.
+
+PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
+{ada}, {ben}, {leads}, {rossi} (see seed() and seed_agency()); "agency" shoots it signed in as the demo
+agency rather than the first-run owner. Pages built by other branches add a line here (e.g. the Bot
+settings) and, if they need data, a few lines to seed().
+
+    python scripts/screenshots.py [--out docs/screenshots] [--only inbox,thread]
+"""
+import argparse
+import base64
+import struct
+import sys
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from storage import bot_state  # noqa: E402
+from storage.db import connect_sync  # noqa: E402
+from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli  # noqa: E402
+
+PAGES = [
+    ("inbox", "/inbox", False),
+    ("inbox-phone", "/inbox", True),
+    ("thread", "/inbox/{ada}", False),
+    ("thread-failed", "/inbox/{ben}", False),
+    ("thread-phone", "/inbox/{ada}", True),
+    ("contacts", "/contacts", False),
+    ("contact", "/contacts/{ada}", False),
+    ("lists", "/lists", False),
+    ("list", "/lists/{leads}", False),
+    ("import", "/contacts/import", False),
+    ("import-phone", "/contacts/import", True),
+    ("agency", "/agency", False, "agency"),
+    ("agency-phone", "/agency", True, "agency"),
+    ("subaccount", "/agency/subaccounts/{rossi}", False, "agency"),
+    ("subaccount-phone", "/agency/subaccounts/{rossi}", True, "agency"),
+]
+DESKTOP = {"width": 1100, "height": 820}
+PHONE = {"width": 390, "height": 844}
+FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
+INBOUND = "/v1/incoming_custom_channel_message"
+AGENCY = {"email": "ops@northwind.example", "password": "demo agency password"}
+
+
+def demo_receiver():
+    """The demo's Custom Channel Webhook: 200, except 503 (retry in an hour) for FAILING_TO_ID."""
+    return ThreadedReceiver(lambda body: (503, {"Retry-After": "3600"}) if body.get("toId") == FAILING_TO_ID
+                            else (200, {}))
+
+
+def demo_png(width=240, height=150):
+    """A small gradient picture for the image attachment (a real PNG, made here)."""
+    rows = b"".join(b"\x00" + bytes(v for x in range(width) for v in (40 + x * 180 // width, 90 + y, 200 - y // 2))
+                    for y in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+
+
+def seed(parley, page):
+    """Demo conversations, contacts and lists; returns the ids the PAGES paths use."""
+    key = {"apiKey": parley.first_run["api_key"]}
+    receiver = demo_receiver()
+    sid = iter(range(1, 10_000))
+    with parley.client() as api:
+        def inbound(from_id, body, **custom):
+            r = api.post(INBOUND, params=key, json={"customData": {"messageSid": f"demo-{next(sid)}", "fromId": from_id,
+                                                                   "toId": "shop", "body": body, **custom}})
+            r.raise_for_status()
+            message_id = r.json()["messageId"]
+            return message_id, api.get(f"/v1/messages/{message_id}", params=key).json()["contactId"]
+
+        def send(from_id, channel, body):
+            api.post("/v1/send_custom_channel_message", params=key, json={"customData": {
+                "fromId": from_id, "customChannel": channel, "body": body}}).raise_for_status()
+
+        api.patch("/v1/account/settings", params=key, json={"customChannelWebhookUrl": receiver.url}).raise_for_status()
+        picture = "data:image/png;base64," + base64.b64encode(demo_png()).decode()
+        ada_first, ada = inbound("+14155552671", "Hi! Is the blue lamp still in stock?", channel="webchat",
+                                 firstName="Ada", lastName="Lovelace", email="ada@example.com")
+        inbound("+14155552671", "This one, from your catalogue:", channel="webchat", mediaUrl=picture,
+                mediaContentType="image/png")
+        send("+14155552671", "webchat", "Yes, we have 4 left. Shall I put one aside for you?")
+        _, ben = inbound(FAILING_TO_ID, "Where is my order #1042?", channel="whatsapp", firstName="Ben",
+                         lastName="Okafor")
+        send(FAILING_TO_ID, "whatsapp", "Let me check with the warehouse and get back to you.")
+        _, cleo = inbound("cleo@example.com", "Can I talk to a person, please?", channel="email-bridge",
+                          firstName="Cleo")
+        inbound("+33612345678", "Bonjour, vous livrez en France ?", channel="webchat", firstName="Dominique")
+        inbound("+14155550199", "Thanks, got it!", channel="sms", firstName="Eve", lastName="Martin")
+        lists = {}
+        for name in ("Leads", "Newsletter", "VIP customers"):
+            lists[name] = api.post("/v1/lists", params=key, json={"name": name}).json()["id"]
+        for contact in (ada, ben, cleo):
+            api.post(f"/v1/lists/{lists['Leads']}/contacts", params=key, json={"contactId": contact}).raise_for_status()
+        api.post(f"/v1/lists/{lists['VIP customers']}/contacts", params=key, json={"contactId": ada}).raise_for_status()
+        for n, (first, last) in enumerate((("Farah", "Haddad"), ("Gus", "Ivanov"), ("Hana", "Sato"))):
+            api.post("/v1/contacts", params=key, json={"firstName": first, "lastName": last,
+                                                       "phone": f"+1415555{3000 + n}"}).raise_for_status()
+
+    # What the bot branch records (its outcome on a message, a pause after a handoff), written the way it does.
+    cx = connect_sync(parley.data_dir / "parley.db")
+    try:
+        cx.execute("BEGIN IMMEDIATE")
+        bot_state.set_outcome_in_tx(cx, parley.first_run["account_id"], ada_first,
+                                    {"outcome": "no_rule", "detail": "no rule matched \"blue lamp\"; a person will answer"})
+        bot_state.pause_in_tx(cx, parley.first_run["account_id"], cleo, "2999-01-01T00:00:00.000Z", "handoff",
+                              "2026-01-01T00:00:00.000Z")
+        cx.execute("COMMIT")
+    finally:
+        cx.close()
+
+    # A reply typed in the inbox by the signed-in user.
+    page.goto(parley.base + f"/inbox/{ada}")
+    page.fill("#reply-body", "I have put one aside for you until Friday.")
+    page.click("button:has-text('Send reply')")
+    page.wait_for_selector(".message.outbound >> nth=1")
+    time.sleep(1.5)  # deliveries settle (the demo receiver answers at once)
+    return {"ada": ada, "ben": ben, "cleo": cleo, "leads": lists["Leads"]}
+
+
+def seed_imports(parley, work):
+    """One finished import in the owner's history (the ops command, as an operator would run it)."""
+    path = Path(work) / "spring-fair-leads.csv"
+    path.write_text("First name,Last name,Mobile,E-mail\n" + "".join(
+        f"Guest,{n},+1 646 555 {1000 + n:04d},guest{n}@example.com\n" for n in range(6)) + "Bad,Row,12345,\n")
+    run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path))
+
+
+def seed_agency(parley):
+    """A demo agency (through the ops command) with sub-accounts, grants and an auto-recharge setting."""
+    agency = run_cli(parley.data_dir, "create-account", "--name", "Northwind Agency", "--email", AGENCY["email"],
+                     "--agency", "--password", AGENCY["password"])
+    headers = {"x-api-key": agency["api_key"]}
+    ids = {}
+    with parley.client() as api:
+        for name, email, grants, recharge in (
+                ("Rossi Bakery", "orders@rossi-bakery.example", (250, 40), {"threshold": 50, "amount": 200}),
+                ("Corner Shop", "hello@corner-shop.example", (30,), None),
+                ("Lakeside Dental", "front-desk@lakeside-dental.example", (500,), {"threshold": 100, "amount": 500})):
+            r = api.post("/v1/subaccounts", headers=headers, json={"name": name, "email": email})
+            r.raise_for_status()
+            ids[name] = r.json()["id"]
+            for amount in grants:
+                api.post("/v1/subaccounts/credits", headers=headers, json={
+                    "email": email, "amount": amount, "description": "Monthly top-up"}).raise_for_status()
+            if recharge:
+                api.patch(f"/v1/subaccounts/{ids[name]}", headers=headers,
+                          json={"autoRecharge": recharge}).raise_for_status()
+    return {"rossi": ids["Rossi Bakery"]}
+
+
+def sign_in(context, parley, email, password):
+    page = context.new_page()
+    page.goto(parley.base + "/login")
+    page.fill("#email", email)
+    page.fill("#password", password)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url("**/inbox")
+    return page
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--only", help="comma-separated shot names")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    from playwright.sync_api import sync_playwright
+    import tempfile
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="parley-shots-") as work, \
+            ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False) as parley, \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+                                             args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        pages, ids = {}, {}
+        for who, email, password in (("owner", parley.first_run["login"], parley.first_run["password"]),
+                                     ("agency", AGENCY["email"], AGENCY["password"])):
+            if who == "agency":
+                ids.update(seed_agency(parley))
+            context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US",
+                                          timezone_id="UTC")
+            pages[who] = sign_in(context, parley, email, password)
+            if who == "owner":
+                ids.update(seed(parley, pages[who]))
+                seed_imports(parley, work)
+        for name, path, phone, *who in PAGES:
+            if only and name not in only:
+                continue
+            page = pages[who[0] if who else "owner"]
+            page.set_viewport_size(PHONE if phone else DESKTOP)
+            page.goto(parley.base + path.format(**ids))
+            if page.locator("#live-status").count():
+                page.wait_for_selector("#live-status[data-state=live]")
+            page.evaluate("document.querySelector('footer') && document.querySelector('footer').remove()")
+            target = args.out / f"{name}.png"
+            page.screenshot(path=str(target), full_page=phone)
+            print(f"{target.relative_to(ROOT)} ({target.stat().st_size // 1024} KB)")
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The inbox: conversations by last activity (filter, search, cursor pages), a contact's thread shaped for the
+page, marking read, replies typed by a user, manual retries and resuming the bot. No HTTP, no SQL."""
+from common.errors import Invalid, NotFound
+from common.ids import now_iso
+from services import bot, media, messaging
+from services.contacts import MAX_QUERY, display_name, search_patterns
+from storage import bot_state
+from storage import contacts as contact_store
+from storage import conversations as store
+from storage import events
+from storage import messages as message_store
+
+PAGE_SIZE = 30
+THREAD_PAGE_SIZE = 50
+FILTERS = {"all": "All", "unread": "Unread", "failed": "Failed deliveries", "paused": "Bot paused"}
+AUTHOR_LABELS = {"bot": "Bot", "api": "API", "campaign": "Campaign"}
+# messages.bot_outcome {outcome, detail} as the thread says it: one label for each of services.bot.OUTCOMES
+# (tests/test_inbox.py checks that none is missing).
+BOT_OUTCOMES = {"greeting": "Bot answered: greeting", "rule": "Bot answered: rule", "provider": "Bot answered: AI",
+                "fallback": "Bot answered: fallback", "handoff": "Bot handed off to a person",
+                "provider_failed": "Bot: AI provider failed", "no_answer": "Bot: no rule matched",
+                "no_credits": "Bot: no credits left", "paused": "Bot paused: not answered",
+                "opted_out": "Bot: contact opted out", "not_sent": "Bot: no webhook to send to",
+                "busy": "Bot: too busy, not answered"}
+
+
+def _conversation_view(row):
+    return {"contact_id": row["contact_id"], "name": display_name(row), "phone": row["phone"], "email": row["email"],
+            "last_message_id": row["last_message_id"], "last_message_at": row["last_message_at"],
+            "last_direction": row["last_direction"], "last_author": row["last_author"],
+            "preview": " ".join(row["last_preview"].split()), "channel": row["channel"],
+            "unread": row["unread_count"], "failed": row["failed_count"], "opted_out": bool(row["opted_out"]),
+            "paused_until": row["paused_until"]}
+
+
+async def list_conversations(services, account_id, *, filter="all", query=None, before=None, limit=None):
+    """{items, next_before, filter, query}: conversations by last activity, newest first."""
+    limit = limit or PAGE_SIZE
+    if filter not in FILTERS:
+        raise Invalid(f"filter must be one of {', '.join(FILTERS)}")
+    text_like, digits_like = search_patterns(query)
+    rows = await store.page(services.db, account_id, now_iso(), filter=filter, text_like=text_like,
+                            digits_like=digits_like, before=before or None, limit=limit)
+    items = [_conversation_view(r) for r in rows[:limit]]
+    return {"items": items, "next_before": items[-1]["last_message_id"] if len(rows) > limit else None,
+            "filter": filter, "query": (query or "").strip()[:MAX_QUERY]}
+
+
+async def current_event_id(services):
+    """The newest live event id: a page rendered now resumes its WebSocket from here."""
+    return await events.last_id(services.db)
+
+
+def media_view(services, media_url, content_type):
+    """A message's media for the page: stored files through a same-origin signed path (the page's CSP allows
+    only 'self'), shown inline when they are images; other URLs as links."""
+    if not media_url:
+        return None
+    if media_url.startswith(media.STORED_PREFIX):
+        url = media.signed_path(media.signing_key(services.box), media_url[len(media.STORED_PREFIX):],
+                                content_type, services.settings.media_url_ttl_seconds)
+        return {"url": url, "content_type": content_type, "inline": content_type.startswith("image/")}
+    return {"url": media_url, "content_type": content_type, "inline": False}
+
+
+def _bot_outcome_view(outcome):
+    if not outcome:
+        return None
+    key = outcome.get("outcome")
+    return {"key": key, "label": BOT_OUTCOMES.get(key, f"Bot: {outcome.get('outcome')}"),
+            "detail": outcome.get("detail")}
+
+
+def message_view(services, row, contact_name):
+    """A thread message shaped for the page: who wrote it, its delivery state and the bot's outcome."""
+    author = row["author"] or ("contact" if row["direction"] == "inbound" else "api")
+    if author == "contact":
+        author_label = contact_name
+    elif author == "user":
+        author_label = f"User {row['author_email']}" if row["author_email"] else "User"
+    elif author == "campaign" and row["campaign_id"]:
+        author_label = f"Campaign {row['campaign_id']}"
+    else:
+        author_label = AUTHOR_LABELS.get(author, author)
+    error = row["error"] or {}
+    outbound = row["direction"] == "outbound"
+    return {"id": row["id"], "direction": row["direction"], "author": author, "author_label": author_label,
+            "body": row["body"], "created_at": row["created_at"], "channel": row["channel"],
+            "message_type": row["message_type"], "status": row["status"],
+            "delivery": {"status": row["status"], "error": error.get("error") if row["status"] == "Failed" else None,
+                         "http_status": error.get("httpStatus") if row["status"] == "Failed" else None,
+                         "next_attempt_at": error.get("nextAttemptAt") if row["status"] == "Failed" else None,
+                         "can_retry": row["status"] == "Failed"} if outbound else None,
+            "media": media_view(services, row["media_url"], row["media_content_type"]),
+            "bot": _bot_outcome_view(row["bot_outcome"]) if not outbound else None}
+
+
+async def _contact(services, account_id, contact_id):
+    contact = await contact_store.get_contact(services.db, account_id, contact_id)
+    if contact is None:
+        raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+    return contact
+
+
+async def get_thread(services, account_id, contact_id, *, before=None):
+    """The thread page: {contact, name, messages (oldest first), earlier (cursor for older ones), pause,
+    newest_id}. Another account's contact is NotFound."""
+    contact = await _contact(services, account_id, contact_id)
+    name = display_name(contact)
+    rows = await message_store.thread_page(services.db, account_id, contact_id, before=before or None,
+                                           limit=THREAD_PAGE_SIZE)
+    shown = rows[:THREAD_PAGE_SIZE]
+    messages = [message_view(services, r, name) for r in reversed(shown)]
+    return {"contact": contact, "name": name, "messages": messages,
+            "earlier": shown[-1]["id"] if len(rows) > THREAD_PAGE_SIZE else None,
+            "newest_id": shown[0]["id"] if shown and not before else None,
+            "pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso()),
+            "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
+
+
+async def get_bot_state(services, account_id, contact_id):
+    """{contact, pause}: whether the bot is paused for this contact (the thread's banner)."""
+    contact = await _contact(services, account_id, contact_id)
+    return {"contact": contact, "pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso())}
+
+
+async def messages_after(services, account_id, contact_id, after):
+    """The thread's messages newer than ``after`` (a live page appends them; empty: from the first), oldest
+    first."""
+    contact = await _contact(services, account_id, contact_id)
+    name = display_name(contact)
+    rows = await message_store.thread_page(services.db, account_id, contact_id, after=after or "",
+                                           limit=THREAD_PAGE_SIZE)
+    return [message_view(services, r, name) for r in rows[:THREAD_PAGE_SIZE]]
+
+
+async def get_message(services, account_id, contact_id, message_id):
+    """One message of the thread (a live page replaces it after a status or bot change)."""
+    contact = await _contact(services, account_id, contact_id)
+    row = await message_store.get_thread_message(services.db, account_id, message_id)
+    if row is None or row["contact_id"] != contact_id:
+        raise NotFound(f"no message with id {message_id}")
+    return message_view(services, row, display_name(contact))
+
+
+async def mark_read(services, account_id, contact_id, through_message_id):
+    """The thread was read up to this message: its unread count goes to 0 (unless a newer one arrived)."""
+    await _contact(services, account_id, contact_id)
+    if through_message_id:
+        await store.mark_read(services.db, account_id, contact_id, through_message_id)
+
+
+async def reply(services, account_id, user, contact_id, body):
+    """A reply typed in the thread: an outbound message through the outbox to the Custom Channel Webhook,
+    written by this user (the bot branch pauses the bot for the contact in the same transaction)."""
+    await _contact(services, account_id, contact_id)
+    return await messaging.send_reply(services, account_id, contact_id, body, author="user",
+                                      author_user_id=user["id"])
+
+
+async def retry(services, account_id, message_id):
+    """Send a Failed message again now (the thread's Retry, POST /v1/messages/{id}/retry)."""
+    return await services.delivery.retry_now(account_id, message_id)
+
+
+async def resume_bot(services, account_id, contact_id):
+    """The thread's "Resume bot": end the contact's pause. True when there was one."""
+    await _contact(services, account_id, contact_id)
+    return await bot.resume(services, account_id, contact_id)

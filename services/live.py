@@ -1,0 +1,303 @@
+"""The live events hub: after commits it reads the new events in one query and pushes them to the open pages
+(subscribers) of their account; a page that reconnects resumes from the last event id it saw.
+
+Frames (JSON text) a page receives:
+  {"type": "events", "events": [{"id": 41, "type": "message.created", "data": {...}, "at": "…Z"}, ...]}
+  {"type": "ready"}                       after the missed events were replayed: live from here on
+  {"type": "reload", "reason": "…"}       the page cannot be brought up to date by events: load it again
+
+Design (after Zulip's event queues, docs/subsystems/events-system.md): events are durable rows with a
+monotonic id (storage/events.py), so a page's "queue" is simply everything after its last id, and it
+survives a server restart; a position older than what is kept, or more missed events than are worth
+replaying, is answered with reload (Zulip's BAD_EVENT_QUEUE_ID). The request path never waits for the
+fan-out: a commit only sets a flag, and rounds run on the event loop at most every ``min_interval`` (longer
+when pushing to many pages takes more than ``fan_out_share`` of the loop), so under load one round carries
+many events in one frame per page. A page's unsent frames are bounded
+(``max_pending_bytes``): a browser that does not keep up is told to reload rather than buffered for ever.
+"""
+import asyncio
+import json
+import logging
+import time
+import zlib
+
+from common.ids import iso, utcnow
+from storage import events as store
+from storage import sessions as session_store
+
+log = logging.getLogger("parley.live")
+
+# Close codes (4000-4999 are the application's): the page's script acts on them.
+CLOSE_RELOAD = 4000        # the page must load again (a reload frame came first)
+CLOSE_SIGNED_OUT = 4001    # the session ended
+CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
+
+
+def event_json(row):
+    """One event row (id, account_id, type, data JSON text, created_at) as the JSON text pages receive; the
+    stored data is spliced in as it is."""
+    event_id, _, event_type, data, created_at = row
+    return f'{{"id":{event_id},"type":{json.dumps(event_type)},"data":{data},"at":"{created_at}"}}'
+
+
+class Frame:
+    """One message to pages: its JSON text as bytes and, made once on first use and then sent to every page
+    that negotiated permessage-deflate, the same deflated as a message of its own (no shared context, RFC
+    7692 §7.2.1): one compression per round rather than one per page."""
+    __slots__ = ("data", "_deflated")
+
+    def __init__(self, data):
+        self.data = data
+        self._deflated = None
+
+    def __len__(self):
+        return len(self.data)
+
+    @property
+    def deflated(self):
+        if self._deflated is None:
+            compressor = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+            self._deflated = (compressor.compress(self.data) + compressor.flush(zlib.Z_SYNC_FLUSH))[:-4]
+        return self._deflated
+
+
+def events_frame(texts):
+    return Frame(('{"type":"events","events":[' + ",".join(texts) + "]}").encode())
+
+
+def reload_frame(reason):
+    return Frame(json.dumps({"type": "reload", "reason": reason}).encode())
+
+
+_READY = Frame(b'{"type":"ready"}')
+
+
+class Subscriber:
+    """One open page of an account. transport: write(Frame) -> a future done once the frame left our buffer
+    (raises once the connection is closed), close(code, reason). session: what the sessions store knows the
+    page's UI session by (services.sessions.session_hash). last_sent: the newest event id it was sent (or
+    that its page had already seen)."""
+
+    def __init__(self, hub, account_id, user_id, transport, session=None):
+        self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
+        self.session = session
+        self.last_sent = 0
+        self.pending_bytes = 0
+        self.closed = False
+
+    def send(self, frame):
+        """Queue a frame; a page whose unsent frames would pass the hub's bound is told to reload instead."""
+        if self.closed:
+            return
+        if self.pending_bytes + len(frame) > self.hub.max_pending_bytes:
+            self.reload("this page fell behind the live events")
+            return
+        self._write(frame)
+
+    def _write(self, frame):
+        try:
+            future = self.transport.write(frame)
+        except Exception:  # the connection closed under us
+            self.closed = True
+            self.hub.unsubscribe(self)
+            return
+        size = len(frame)
+        self.pending_bytes += size
+
+        def flushed(done):
+            self.pending_bytes -= size
+            if not done.cancelled():
+                done.exception()  # retrieved: a write cut short by a closed connection is not an error here
+        future.add_done_callback(flushed)
+
+    def reload(self, reason):
+        """Tell the page to load again, and close."""
+        if self.closed:
+            return
+        self._write(reload_frame(reason))
+        self.close(CLOSE_RELOAD, "reload")
+
+    def close(self, code, reason):
+        if not self.closed:
+            self.closed = True
+            try:
+                self.transport.close(code, reason)
+            except Exception:
+                pass
+        self.hub.unsubscribe(self)
+
+
+class Hub:
+    """Fans committed events out to the subscribers of their account. notify() is the database's commit
+    listener; start()/stop() run it as one of the server's background tasks."""
+
+    def __init__(self, db, *, min_interval=0.02, fan_out_share=0.25, round_limit=2000, catch_up_limit=1000,
+                 max_pending_bytes=512 * 1024, poll_seconds=2.0, session_check_seconds=60.0):
+        self.db = db
+        self.min_interval = min_interval          # seconds between two rounds under load
+        self.fan_out_share = fan_out_share        # at most this share of the event loop goes to pushing frames
+        self.round_limit = round_limit            # events read per round
+        self.catch_up_limit = catch_up_limit      # missed events replayed to a page; more: reload
+        self.max_pending_bytes = max_pending_bytes
+        self.poll_seconds = poll_seconds          # backstop for events committed by another process
+        self.session_check_seconds = session_check_seconds  # backstop for sessions ended elsewhere
+        self.position = None                      # the newest event id read; None while nobody listens
+        self.rounds = 0
+        self._subscribers = {}                    # account id -> set of Subscriber
+        self._lock = asyncio.Lock()               # a round and a subscription's catch-up never interleave
+        self._wanted = False
+        self._task = None
+        self._last_round = 0.0
+        self._push_seconds = 0.0                  # the event loop's CPU time the last round's pushing took
+        self._poller = None
+        self._session_checker = None
+
+    @property
+    def subscriber_count(self):
+        return sum(len(s) for s in self._subscribers.values())
+
+    # ---- life cycle -------------------------------------------------------------------------------
+
+    def start(self):
+        from tornado.ioloop import PeriodicCallback
+        if self._poller is None:
+            self._poller = PeriodicCallback(self.notify, self.poll_seconds * 1000)
+            self._poller.start()
+        if self._session_checker is None:
+            self._session_checker = PeriodicCallback(self.check_sessions, self.session_check_seconds * 1000)
+            self._session_checker.start()
+
+    async def stop(self):
+        """Close every page's socket as "going away": their scripts reconnect and resume after a restart."""
+        for timer in (self._poller, self._session_checker):
+            if timer is not None:
+                timer.stop()
+        self._poller = self._session_checker = None
+        for subscriber in [s for group in self._subscribers.values() for s in group]:
+            subscriber.close(CLOSE_GOING_AWAY, "server restarting")
+        if self._task is not None:  # nobody is left to receive its round
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # ---- subscriptions ----------------------------------------------------------------------------
+
+    async def subscribe(self, account_id, user_id, after, transport, session=None):
+        """A page of the account that has seen events up to ``after`` (its render's position) opens: replay
+        what it missed, then keep it live. Returns the Subscriber, or None when the page was told to reload."""
+        subscriber = Subscriber(self, account_id, user_id, transport, session)
+        async with self._lock:  # no round runs while the replay is read and the page joins
+            if not self._subscribers:
+                self.position = await store.last_id(self.db)
+            rows, resumable = await store.catch_up(self.db, account_id, after, self.position, self.catch_up_limit)
+            if not resumable:
+                subscriber.reload("the page is older than the live events kept")
+                return None
+            if len(rows) > self.catch_up_limit:
+                subscriber.reload("the page missed too many live events")
+                return None
+            if rows:
+                subscriber.send(events_frame([event_json(r) for r in rows]))
+            subscriber.last_sent = max(after, self.position)
+            subscriber.send(_READY)
+            if subscriber.closed:
+                return None
+            self._subscribers.setdefault(account_id, set()).add(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber):
+        group = self._subscribers.get(subscriber.account_id)
+        if group is not None:
+            group.discard(subscriber)
+            if not group:
+                del self._subscribers[subscriber.account_id]
+
+    def disconnect(self, account_id, *, session=None, keep_session=None):
+        """Close the account's pages whose UI session was ended here: the one ``session`` (sign-out), or every
+        one but ``keep_session`` (a new API key or password ends the account's other sessions). Their scripts
+        reload and find the session gone. Sessions ended elsewhere (the rotate-key command, expiry) are found
+        by check_sessions."""
+        for subscriber in list(self._subscribers.get(account_id, ())):
+            if (session is None or subscriber.session == session) and subscriber.session != keep_session:
+                subscriber.close(CLOSE_SIGNED_OUT, "signed out")
+
+    async def check_sessions(self, now=None):
+        """Close the pages whose session is no longer live (ended by another process, or expired). Returns
+        how many were closed."""
+        subscribers = [s for group in self._subscribers.values() for s in group]
+        if not subscribers:
+            return 0
+        live = await session_store.live_sessions(self.db, sorted({s.session for s in subscribers if s.session}),
+                                                 iso(now or utcnow()))
+        ended = [s for s in subscribers if s.session is not None and s.session not in live]
+        for subscriber in ended:
+            subscriber.close(CLOSE_SIGNED_OUT, "signed out")
+        return len(ended)
+
+    # ---- fan-out ----------------------------------------------------------------------------------
+
+    def notify(self):
+        """Something committed (or the backstop poll): run a round soon. Cheap when nobody listens."""
+        if not self._subscribers:
+            return
+        self._wanted = True
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self):
+        loop = asyncio.get_running_loop()
+        try:
+            while self._wanted and self._subscribers:
+                # Under load, many pages make a round costly: rounds then come less often (and carry more
+                # events each), so that pushing never takes more than fan_out_share of the loop from requests.
+                interval = max(self.min_interval, self._push_seconds / self.fan_out_share)
+                delay = self._last_round + interval - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)  # commits meanwhile join this round
+                self._wanted = False
+                self._last_round = loop.time()
+                try:
+                    if await self._round():
+                        self._wanted = True  # a full round: more are waiting
+                except Exception:
+                    log.exception("live events: a fan-out round failed")
+                    await asyncio.sleep(1)
+        finally:
+            self._task = None
+
+    async def _round(self):
+        """Read every event after our position in one query and push each account's to its subscribers.
+        True when the read was full (another round follows at once)."""
+        async with self._lock:
+            if not self._subscribers:
+                return False
+            rows = await store.read_after(self.db, self.position, self.round_limit)
+            if not rows:
+                return False
+            self.position = rows[-1][0]
+            self.rounds += 1
+            started = time.thread_time()  # the loop's CPU time: time the OS gave to others does not count
+            by_account = {}
+            for row in rows:
+                if row[1] in self._subscribers:
+                    by_account.setdefault(row[1], []).append(row)
+            for account_id, account_rows in by_account.items():
+                self._push(account_rows, list(self._subscribers.get(account_id, ())))
+            self._push_seconds = time.thread_time() - started
+            return len(rows) == self.round_limit
+
+    @staticmethod
+    def _push(rows, subscribers):
+        """One frame for every subscriber that lacks all of rows (the usual case); a subscriber that saw some
+        of them already (it joined with a newer position) gets only the rest."""
+        shared = None
+        first, last = rows[0][0], rows[-1][0]
+        for subscriber in subscribers:
+            if subscriber.last_sent >= last:
+                continue
+            if subscriber.last_sent < first:
+                if shared is None:
+                    shared = events_frame([event_json(r) for r in rows])
+                subscriber.send(shared)
+            else:
+                subscriber.send(events_frame([event_json(r) for r in rows if r[0] > subscriber.last_sent]))
+            subscriber.last_sent = last

@@ -1,0 +1,82 @@
+// Parley live updates: one WebSocket per page to /ws (session cookie, same origin), resumed from the last
+// event id it saw after a drop or a server restart. Pages listen for "parley:event" on document.
+// Frames: {"type":"events","events":[{id,type,data,at}]}, {"type":"ready"}, {"type":"reload","reason"}.
+// Needs parley.js (loaded by every page).
+(function () {
+  "use strict";
+
+  var after = document.body.dataset.liveAfter;
+  var status = document.getElementById("live-status");
+  if (after === undefined || !status) {
+    return;
+  }
+  var live = {lastEventId: Number(after), state: "connecting", events: 0};
+  window.Parley.live = live;
+  var delay = 500;
+  var failures = 0;
+  var finished = false;
+
+  function show(state, text) {
+    live.state = state;
+    status.dataset.state = state;
+    status.querySelector(".text").textContent = text;
+  }
+
+  function reload() {
+    finished = true;
+    show("reloading", "Reloading to catch up…");
+    window.location.reload();
+  }
+
+  function connect() {
+    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + window.location.host + "/ws?after=" + live.lastEventId);
+    socket.onmessage = function (message) {
+      var frame = JSON.parse(message.data);
+      if (frame.type === "events") {
+        frame.events.forEach(function (event) {
+          if (event.id > live.lastEventId) {  // never twice, even across a resume
+            live.lastEventId = event.id;
+            live.events += 1;
+            document.dispatchEvent(new CustomEvent("parley:event", {detail: event}));
+          }
+        });
+      } else if (frame.type === "ready") {
+        delay = 500;
+        failures = 0;
+        show("live", "Live");
+      } else if (frame.type === "reload") {
+        reload();
+      }
+    };
+    socket.onclose = function (event) {
+      if (finished) {
+        return;
+      }
+      if (event.code === 4001) {  // signed out: the reload shows the sign-in page
+        reload();
+        return;
+      }
+      failures += 1;
+      show("offline", "Offline: reconnecting…");
+      if (failures >= 3) {
+        checkSession();
+      }
+      window.setTimeout(connect, delay * (1 + Math.random() / 2));
+      delay = Math.min(delay * 2, 15000);
+    };
+  }
+
+  // A refused handshake looks like any network failure: if the session is gone, go and sign in again.
+  function checkSession() {
+    window.fetch(window.location.href, {redirect: "manual", headers: {Accept: "text/html"}})
+      .then(function (response) {
+        if (response.type === "opaqueredirect") {
+          reload();
+        }
+      })
+      .catch(function () {});
+  }
+
+  connect();
+})();

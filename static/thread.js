@@ -1,0 +1,189 @@
+// A conversation thread: new messages are appended, changed ones (delivery status, the bot's outcome)
+// replaced, the bot banner refreshed, all from live events; the reply, Retry and Resume bot forms post
+// without leaving the page (their results arrive as events too).
+(function () {
+  "use strict";
+  var body = document.body;
+  var contact = body.dataset.contact;
+  var list = document.getElementById("messages");
+  if (!contact || !list) {
+    return;
+  }
+  var newest = body.dataset.newest || "";
+  var appending = false;
+  var appendAgain = false;
+  var changedWhileAppending = {};  // ids whose change came before the append that brings them
+
+  var get = window.Parley.getHTML;
+
+  function post(form) {
+    return window.fetch(form.action, {
+      method: "POST", credentials: "same-origin",
+      headers: {Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded"},
+      body: new URLSearchParams(new FormData(form))
+    }).then(function (response) {
+      if (response.ok) {
+        return null;
+      }
+      return response.json().then(function (answer) {
+        throw new Error(answer.error.message);
+      }, function () {
+        throw new Error("The server answered " + response.status + ".");
+      });
+    });
+  }
+
+  function xsrf() {
+    return document.querySelector("#reply input[name=_xsrf]").value;
+  }
+
+  function markRead() {
+    var data = new URLSearchParams({_xsrf: xsrf(), through: newest});
+    window.fetch("/inbox/" + contact + "/read", {
+      method: "POST", credentials: "same-origin", body: data,
+      headers: {Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+    }).catch(function () {});
+  }
+
+  function scrollToEnd() {
+    var last = list.lastElementChild;
+    if (last) {
+      last.scrollIntoView({block: "end"});
+    }
+  }
+
+  // Everything after the newest message shown, in order; one fetch at a time.
+  function appendNew() {
+    if (appending) {
+      appendAgain = true;
+      return;
+    }
+    appending = true;
+    get("/inbox/" + contact + "/messages?after=" + encodeURIComponent(newest))
+      .then(function (html) {
+        var nodes = window.Parley.fragment(html);
+        Array.prototype.slice.call(nodes.children).forEach(function (item) {
+          if (!document.getElementById(item.id)) {
+            list.appendChild(item);
+          }
+          if (item.dataset.id > newest) {
+            newest = item.dataset.id;
+          }
+        });
+        var empty = document.getElementById("no-messages");
+        if (empty) {
+          empty.remove();
+        }
+        scrollToEnd();
+        markRead();
+      })
+      .catch(function () {})
+      .finally(function () {
+        appending = false;
+        // The append may have been rendered before that change: fetch those messages again.
+        var changed = Object.keys(changedWhileAppending);
+        changedWhileAppending = {};
+        changed.forEach(replaceMessage);
+        if (appendAgain) {
+          appendAgain = false;
+          appendNew();
+        }
+      });
+  }
+
+  function replaceMessage(id) {
+    if (!document.getElementById("m-" + id)) {
+      if (appending) {
+        changedWhileAppending[id] = true;
+      }
+      return;
+    }
+    get("/inbox/" + contact + "/messages/" + id).then(function (html) {
+      var item = window.Parley.fragment(html).firstElementChild;
+      var current = document.getElementById("m-" + id);
+      if (item && current) {
+        current.replaceWith(item);
+      }
+    }).catch(function () {});
+  }
+
+  function refreshBotState() {
+    get("/inbox/" + contact + "/bot").then(function (html) {
+      document.getElementById("bot-state").replaceChildren(window.Parley.fragment(html));
+    }).catch(function () {});
+  }
+
+  // A campaign's batch events name many contacts: act on the part that is this thread's.
+  function batchPart(type, data) {
+    if (type === "messages.created" && !body.dataset.static && (data.contactIds || []).indexOf(contact) >= 0) {
+      appendNew();
+    } else if (type === "messages.status") {
+      (data.messages || []).forEach(function (pair) {
+        if (pair[0] === contact) {
+          replaceMessage(pair[1]);
+        }
+      });
+    }
+  }
+
+  document.addEventListener("parley:event", function (event) {
+    var data = event.detail.data || {};
+    var type = event.detail.type;
+    if (type.indexOf("messages.") === 0) {
+      batchPart(type, data);
+      return;
+    }
+    if (data.contactId !== contact) {
+      return;
+    }
+    if (type === "message.created" && !body.dataset.static) {
+      appendNew();
+    } else if (type === "message.status" || type === "message.updated") {
+      replaceMessage(data.messageId);
+    } else if (type === "conversation.updated") {
+      refreshBotState();
+    }
+  });
+
+  var reply = document.getElementById("reply");
+  var replyError = document.getElementById("reply-error");
+  reply.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var button = reply.querySelector("button[type=submit]");
+    button.disabled = true;
+    replyError.hidden = true;
+    post(reply).then(function () {
+      reply.querySelector("textarea").value = "";
+    }).catch(function (error) {
+      replyError.textContent = error.message;
+      replyError.hidden = false;
+    }).finally(function () {
+      button.disabled = false;
+    });
+  });
+
+  // Retry and Resume bot: posted in place; the live events bring the new state.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.classList.contains("retry") && !form.classList.contains("resume-bot")) {
+      return;
+    }
+    event.preventDefault();
+    var button = form.querySelector("button");
+    button.disabled = true;
+    var shown = form.parentNode.querySelector(".form-error");
+    if (shown) {
+      shown.remove();
+    }
+    post(form).catch(function (error) {
+      button.disabled = false;
+      var note = document.createElement("p");
+      note.className = "form-error";
+      note.setAttribute("role", "alert");
+      note.textContent = error.message;
+      form.after(note);
+    });
+  });
+
+  scrollToEnd();
+})();

@@ -1,0 +1,91 @@
+"""SQL for the inbox's conversations (one per contact with messages): kept up to date inside the transaction
+of each message insert and outbound status change, listed by last activity without counting messages."""
+from storage.contacts import search_clause
+from storage.db import fetch_all, fetch_one, reads, writes
+from storage.events import CONVERSATION_UPDATED, emit_in_tx
+
+PREVIEW_CHARS = 140
+FILTERS = ("all", "unread", "failed", "paused")
+
+_SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
+           " v.last_preview, v.channel, v.unread_count, v.failed_count,"
+           " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
+           " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
+           " LEFT JOIN bot_pauses p ON p.account_id = v.account_id AND p.contact_id = v.contact_id"
+           " AND p.paused_until > ?")
+
+
+def on_message_in_tx(cx, message):
+    """A message was inserted in this transaction: it becomes its conversation's last message (unless a newer
+    one is there already), an inbound one counts as unread. One statement, no read."""
+    newer = "excluded.last_message_id > last_message_id"
+    cx.execute(
+        "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
+        " last_author, last_preview, channel, unread_count, failed_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
+        f" last_message_at = CASE WHEN {newer} THEN excluded.last_message_at ELSE last_message_at END,"
+        f" last_direction = CASE WHEN {newer} THEN excluded.last_direction ELSE last_direction END,"
+        f" last_author = CASE WHEN {newer} THEN excluded.last_author ELSE last_author END,"
+        f" last_preview = CASE WHEN {newer} THEN excluded.last_preview ELSE last_preview END,"
+        f" channel = CASE WHEN {newer} THEN COALESCE(excluded.channel, channel) ELSE channel END,"
+        f" last_message_id = CASE WHEN {newer} THEN excluded.last_message_id ELSE last_message_id END,"
+        " unread_count = unread_count + excluded.unread_count, failed_count = failed_count + excluded.failed_count",
+        (message["account_id"], message["contact_id"], message["id"], message["created_at"], message["direction"],
+         message.get("author"), message["body"][:PREVIEW_CHARS], message.get("channel"),
+         1 if message["direction"] == "inbound" else 0, 1 if message.get("status") == "Failed" else 0))
+
+
+def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):
+    """An outbound message's status changed in this transaction: keep the conversation's failed count."""
+    delta = (new_status == "Failed") - (old_status == "Failed")
+    if delta:
+        cx.execute("UPDATE conversations SET failed_count = failed_count + ? WHERE account_id = ? AND contact_id = ?",
+                   (delta, account_id, contact_id))
+
+
+def on_statuses_in_tx(cx, account_id, contacts_and_old_statuses, new_status):
+    """Many outbound messages changed to new_status in this transaction (a campaign's cancel): one
+    on_status_in_tx per message whose failed count moves; pairs are (contact id, status before)."""
+    for contact_id, old_status in contacts_and_old_statuses:
+        on_status_in_tx(cx, account_id, contact_id, old_status, new_status)
+
+
+@writes
+def mark_read(cx, account_id, contact_id, through_message_id):
+    """The conversation was read up to through_message_id (the newest message the page showed): unread goes
+    to 0 unless a newer message arrived meanwhile (the page will see it, and mark again). Emits
+    conversation.updated when something changed, so that other open inboxes update. True when it did."""
+    changed = cx.execute("UPDATE conversations SET unread_count = 0 WHERE account_id = ? AND contact_id = ?"
+                         " AND unread_count > 0 AND last_message_id <= ?",
+                         (account_id, contact_id, through_message_id)).rowcount > 0
+    if changed:
+        emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id})
+    return changed
+
+
+@reads
+def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None, before=None, limit=50):
+    """Conversations by last activity, newest first: at most limit + 1 rows with last_message_id < before.
+    filter: all, unread, failed (deliveries) or paused (the bot, per bot_pauses)."""
+    where, args = ["v.account_id = ?"], [now, account_id]
+    if filter == "unread":
+        where.append("v.unread_count > 0")
+    elif filter == "failed":
+        where.append("v.failed_count > 0")
+    elif filter == "paused":
+        where.append("p.paused_until IS NOT NULL")
+    search, search_args = search_clause("c", text_like, digits_like)
+    if search:
+        where.append(search)
+        args += search_args
+    if before:
+        where.append("v.last_message_id < ?")
+        args.append(before)
+    return fetch_all(cx, f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY v.last_message_id DESC LIMIT ?",
+                     (*args, limit + 1))
+
+
+@reads
+def get(cx, account_id, contact_id, now):
+    """One conversation shaped like page()'s rows, or None."""
+    return fetch_one(cx, f"{_SELECT} WHERE v.account_id = ? AND v.contact_id = ?", (now, account_id, contact_id))

@@ -1,0 +1,81 @@
+"""SQL for live events: appended in the transaction of a change (emit_in_tx), read by the hub after commits
+(read_after), replayed to a page that reconnects (catch_up), pruned by age (prune)."""
+import json
+
+from common.ids import now_iso
+from storage.db import reads, writes
+
+# Event types. Campaigns and import add their own (e.g. campaign.progress) through the same emit_in_tx.
+MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction, author, status}
+MESSAGE_STATUS = "message.status"            # {messageId, contactId, status}: Pending, Sent or Failed
+MESSAGE_UPDATED = "message.updated"          # {messageId, contactId}: something else changed (the bot's outcome)
+CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused or resumed
+# A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
+MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message
+MESSAGES_STATUS = "messages.status"          # {campaignId, status, messages: [[contactId, messageId], ...]}
+BATCH_EVENT_SIZE = 500                       # contacts per batch event at most (a cancel may touch 100,000)
+
+
+def emit_in_tx(cx, account_id, type, data):
+    """Append an event for the account's open pages, inside the caller's transaction: it is seen exactly when
+    the change commits, and never when it rolls back. data: a JSON-able dict. Returns the event id."""
+    return cx.execute("INSERT INTO events (account_id, type, data, created_at) VALUES (?, ?, ?, ?)",
+                      (account_id, type, json.dumps(data, separators=(",", ":")), now_iso())).lastrowid
+
+
+def emit_batches_in_tx(cx, account_id, type, data, key, items):
+    """Emit ``type`` for many messages in as few events as BATCH_EVENT_SIZE allows: each is data with ``key``
+    set to a chunk of the list items. Nothing when items is empty."""
+    for start in range(0, len(items), BATCH_EVENT_SIZE):
+        emit_in_tx(cx, account_id, type, {**data, key: items[start:start + BATCH_EVENT_SIZE]})
+
+
+def message_updated_in_tx(cx, account_id, message_id):
+    """message.updated for a message changed in this transaction (e.g. the bot's outcome on an inbound
+    message): open threads fetch it again. Nothing when the message is not the account's."""
+    row = cx.execute("SELECT contact_id FROM messages WHERE account_id = ? AND id = ?",
+                     (account_id, message_id)).fetchone()
+    if row is not None:
+        emit_in_tx(cx, account_id, MESSAGE_UPDATED, {"messageId": message_id, "contactId": row[0]})
+
+
+@reads
+def last_id(cx):
+    """The newest event id (0 before the first event)."""
+    return cx.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+
+
+@reads
+def read_after(cx, after_id, limit):
+    """Up to ``limit`` events of every account with id > after_id, oldest first, as (id, account_id, type,
+    data JSON text, created_at) tuples: the hub splices the JSON into its frames without decoding it."""
+    return cx.execute("SELECT id, account_id, type, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                      (after_id, limit)).fetchall()
+
+
+@reads
+def catch_up(cx, account_id, after_id, through_id, limit):
+    """What a page that saw events up to after_id missed, up to through_id (the hub's position): returns
+    (rows, resumable). resumable is False when after_id is older than the oldest event kept (pruned since)
+    or newer than the newest (another database, a restored backup). rows: at most ``limit`` + 1 events of
+    this account, shaped like read_after's, so the caller can tell when there are too many to replay."""
+    oldest, newest = cx.execute("SELECT MIN(id), MAX(id) FROM events").fetchone()
+    if newest is None:
+        return [], after_id == 0
+    if after_id < oldest - 1 or after_id > newest:
+        return [], False
+    rows = cx.execute("SELECT id, account_id, type, data, created_at FROM events"
+                      " WHERE account_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?",
+                      (account_id, after_id, through_id, limit + 1)).fetchall()
+    return rows, True
+
+
+@writes
+def prune(cx, older_than, limit):
+    """Delete up to ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), never the
+    newest event (its id is where the next one counts from). Returns how many were deleted: the retention
+    cleanup (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a
+    deleted event is told to reload."""
+    return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?)"
+                      " AND created_at < ? AND id < (SELECT MAX(id) FROM events)",
+                      (limit, older_than)).rowcount

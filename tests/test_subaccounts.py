@@ -314,13 +314,13 @@ def test_sub_account_reads_use_indexes(services, make_account):
 
 def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
     """Every status code of the sub-accounts API over HTTPS against server.py, then the issue's scenario:
-    3 credits, threshold 2; spends (committed on the database file as a bot reply's transaction commits them:
-    tests/recharge.spend_from_outside) cross the threshold; the server's delivery worker sends exactly one
-    notification to the agency's receiver, verified with standardwebhooks; granting with its
-    idempotency_key twice adds the amount once; spending below again sends a second one with a new key; the
-    transactions list shows every grant and spend with its balanceAfter."""
+    a sub-account with 3 credits, threshold 2 and a rule bot; inbound messages make the bot reply, each
+    reply spending creditsPerReply in its own transaction; the second reply crosses the threshold and the
+    agency's receiver gets exactly one notification, verified with standardwebhooks; granting with its
+    idempotency_key twice adds the amount once; a reply spending below again sends a second one with a new
+    key; the transactions list shows every grant and spend with its balanceAfter."""
     from tests.parley_process import ParleyProcess, free_port, run_cli
-    from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications, spend_from_outside
+    from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications
     from tests.test_delivery_e2e import ThreadedReceiver, wait_until
 
     data = tmp_path / "data"
@@ -362,23 +362,48 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
             assert response.status_code == 200, response.text
             return response
 
+        # The sub-account's rule bot answers "price" on its custom channel (replies to the same receiver).
+        sub_key = {"x-api-key": sub["apiKey"]}
+        r = c.patch("/v1/account/settings", headers=sub_key, json={
+            "customChannelWebhookUrl": f"http://127.0.0.1:{port}/replies",
+            "bot": {"active": True, "creditsPerReply": 1,
+                    "rules": [{"keywords": ["price"], "answer": "Plans start at $10."}]}})
+        assert r.status_code == 200, r.text
+
+        def notifications():
+            return recharge_notifications([q for q in receiver.requests if q["path"] == "/recharge"], secret)
+
+        def bot_replies():
+            return [q["payload"] for q in receiver.requests if q["path"] == "/replies"]
+
+        def ask_the_bot(n):
+            r = c.post("/v1/incoming_custom_channel_message", headers=sub_key, json={"customData": {
+                "messageSid": f"lead-{n}", "fromId": "+14155550100", "toId": "shop", "body": "What is the price?",
+                "channel": "webchat"}})
+            assert r.status_code == 200, r.text
+            wait_until(lambda: len(bot_replies()) == n)
+            assert bot_replies()[-1]["body"] == "Plans start at $10."
+
         grant(3)
-        for n in (1, 2, 3):
-            assert spend_from_outside(parley.data_dir / "parley.db", sub["id"], 100, f"reply {n}")["outcome"] == "spent"
-        [first] = wait_until(lambda: recharge_notifications(receiver.requests, secret))
+        ask_the_bot(1)
+        assert c.get(one, headers=key).json()["credits"] == 2 and not notifications()
+        ask_the_bot(2)  # balance 1: below the threshold
+        [first] = wait_until(notifications)
         assert first["accountId"] == agency["account_id"] and set(first["data"]) == DATA_FIELDS
         idempotency_key = first["data"]["idempotency_key"]
         assert first["data"] == {"idempotency_key": idempotency_key, "sub_account_id": sub["id"],
                                  "email": "rossi@example.com", "balance": 1, "threshold": 2, "amount": 100}
+        ask_the_bot(3)  # balance 0: still the same episode, no second notification
         once, twice = grant(100, idempotency_key), grant(100, idempotency_key)
         assert once.json()["new_balance"] == 100 and twice.json() == once.json()
         assert twice.headers["Idempotent-Replayed"] == "true"
         assert c.get(one, headers=key).json()["credits"] == 100
-        spend_from_outside(parley.data_dir / "parley.db", sub["id"], 9900, "reply 4")
-        notifications = wait_until(lambda: len(n := distinct(recharge_notifications(receiver.requests, secret)))
-                                   == 2 and n)
-        assert notifications[1]["data"]["idempotency_key"] != idempotency_key
-        assert notifications[1]["data"]["balance"] == 1
+        r = c.patch("/v1/account/settings", headers=sub_key, json={"bot": {"creditsPerReply": 99}})
+        assert r.status_code == 200, r.text
+        ask_the_bot(4)  # 100 - 99 = 1: a new episode
+        later_ones = wait_until(lambda: len(n := distinct(notifications())) == 2 and n)
+        assert later_ones[1]["data"]["idempotency_key"] != idempotency_key
+        assert later_ones[1]["data"]["balance"] == 1
         history = c.get(one + "/transactions", headers=key, params={"limit": 4})
         assert history.status_code == 200
         page = history.json()
@@ -387,7 +412,7 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
         assert [(t["kind"], t["amount"], t["balanceAfter"]) for t in page["data"] + later["data"]] == [
             ("spend", -99, 1), ("grant", 100, 100), ("spend", -1, 0), ("spend", -1, 1), ("spend", -1, 2),
             ("grant", 3, 3)]
-        assert len(recharge_notifications(receiver.requests, secret)) == 2  # nothing was sent twice
+        assert len(notifications()) == 2  # nothing was sent twice
 
 
 def readme_receiver(tmp_path):

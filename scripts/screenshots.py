@@ -4,8 +4,8 @@ real server (HTTPS, a fresh data directory) filled with demo data.
 
 PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
 {ada}, {ben}, {leads}, {rossi} (see seed() and seed_agency()); "agency" shoots it signed in as the demo
-agency rather than the first-run owner. Pages built by other branches add a line here (e.g. the Bot
-settings) and, if they need data, a few lines to seed().
+agency rather than the first-run owner. A new page adds a line here and, if it needs data, a few
+lines to seed().
 
     python scripts/screenshots.py [--out docs/screenshots] [--only inbox,thread]
 """
@@ -19,8 +19,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from storage import bot_state  # noqa: E402
-from storage.db import connect_sync  # noqa: E402
 from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli  # noqa: E402
 
 PAGES = [
@@ -35,6 +33,8 @@ PAGES = [
     ("list", "/lists/{leads}", False),
     ("import", "/contacts/import", False),
     ("import-phone", "/contacts/import", True),
+    ("bot", "/bot", False),
+    ("bot-phone", "/bot", True),
     ("agency", "/agency", False, "agency"),
     ("agency-phone", "/agency", True, "agency"),
     ("subaccount", "/agency/subaccounts/{rossi}", False, "agency"),
@@ -75,15 +75,21 @@ def seed(parley, page):
                                                                    "toId": "shop", "body": body, **custom}})
             r.raise_for_status()
             message_id = r.json()["messageId"]
+            _wait_for_the_bot(api, key, message_id)  # its answer comes before the next message, as in a chat
             return message_id, api.get(f"/v1/messages/{message_id}", params=key).json()["contactId"]
 
         def send(from_id, channel, body):
             api.post("/v1/send_custom_channel_message", params=key, json={"customData": {
                 "fromId": from_id, "customChannel": channel, "body": body}}).raise_for_status()
 
-        api.patch("/v1/account/settings", params=key, json={"customChannelWebhookUrl": receiver.url}).raise_for_status()
+        api.patch("/v1/account/settings", params=key, json={"customChannelWebhookUrl": receiver.url, "bot": {
+            "active": True, "handoffKeywords": ["person", "human"],
+            "rules": [{"keywords": ["in stock", "stock"], "answer": "Let me check the shelf for you: a person will "
+                                                                    "confirm in a minute."},
+                      {"keywords": ["livrez", "deliver", "shipping"], "answer": "We ship to the EU in 3-5 days."}]}}
+                  ).raise_for_status()
         picture = "data:image/png;base64," + base64.b64encode(demo_png()).decode()
-        ada_first, ada = inbound("+14155552671", "Hi! Is the blue lamp still in stock?", channel="webchat",
+        _, ada = inbound("+14155552671", "Hi! Is the blue lamp still in stock?", channel="webchat",
                                  firstName="Ada", lastName="Lovelace", email="ada@example.com")
         inbound("+14155552671", "This one, from your catalogue:", channel="webchat", mediaUrl=picture,
                 mediaContentType="image/png")
@@ -105,18 +111,6 @@ def seed(parley, page):
             api.post("/v1/contacts", params=key, json={"firstName": first, "lastName": last,
                                                        "phone": f"+1415555{3000 + n}"}).raise_for_status()
 
-    # What the bot branch records (its outcome on a message, a pause after a handoff), written the way it does.
-    cx = connect_sync(parley.data_dir / "parley.db")
-    try:
-        cx.execute("BEGIN IMMEDIATE")
-        bot_state.set_outcome_in_tx(cx, parley.first_run["account_id"], ada_first,
-                                    {"outcome": "no_rule", "detail": "no rule matched \"blue lamp\"; a person will answer"})
-        bot_state.pause_in_tx(cx, parley.first_run["account_id"], cleo, "2999-01-01T00:00:00.000Z", "handoff",
-                              "2026-01-01T00:00:00.000Z")
-        cx.execute("COMMIT")
-    finally:
-        cx.close()
-
     # A reply typed in the inbox by the signed-in user.
     page.goto(parley.base + f"/inbox/{ada}")
     page.fill("#reply-body", "I have put one aside for you until Friday.")
@@ -124,6 +118,15 @@ def seed(parley, page):
     page.wait_for_selector(".message.outbound >> nth=1")
     time.sleep(1.5)  # deliveries settle (the demo receiver answers at once)
     return {"ada": ada, "ben": ben, "cleo": cleo, "leads": lists["Leads"]}
+
+
+def _wait_for_the_bot(api, key, message_id, timeout=10):
+    """The bot answers after the 200: wait until it recorded its outcome on the message."""
+    deadline = time.monotonic() + timeout
+    while not api.get(f"/v1/messages/{message_id}", params=key).json()["bot"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the demo bot did not answer {message_id}")
+        time.sleep(0.05)
 
 
 def seed_imports(parley, work):

@@ -82,17 +82,38 @@ def connect_sync(path, *, timeout=10.0):
 
 
 def migrate(cx):
-    """Apply migrations/NNNN_*.sql newer than PRAGMA user_version, each in its own transaction."""
-    current = cx.execute("PRAGMA user_version").fetchone()[0]
-    for path in sorted(MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql")):
+    """Apply every migrations/NNNN_*.sql not yet applied, in number order, each in its own transaction.
+    Applied numbers are kept in schema_migrations, not only as PRAGMA user_version (still set to the
+    highest, for backups and tools): branches number their migrations in ranges of their own, so one
+    merged later may carry a number below one a database already has, and "newer than user_version"
+    would skip it for good."""
+    paths = sorted(MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    cx.execute("BEGIN IMMEDIATE")
+    try:
+        cx.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                   " applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))")
+        applied = {row[0] for row in cx.execute("SELECT version FROM schema_migrations")}
+        if not applied:
+            # A database from before the table: user_version is all it knows, every number up to it was applied.
+            current = cx.execute("PRAGMA user_version").fetchone()[0]
+            applied = {int(p.name[:4]) for p in paths if int(p.name[:4]) <= current}
+            cx.executemany("INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+                           [(int(p.name[:4]), p.name) for p in paths if int(p.name[:4]) in applied])
+        cx.execute("COMMIT")
+    except BaseException:
+        cx.execute("ROLLBACK")
+        raise
+    for path in paths:
         version = int(path.name[:4])
-        if version <= current:
+        if version in applied:
             continue
         cx.execute("BEGIN IMMEDIATE")
         try:
             for statement in _split_sql(path.read_text()):
                 cx.execute(statement)
-            cx.execute(f"PRAGMA user_version={version}")
+            cx.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, path.name))
+            highest = cx.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+            cx.execute(f"PRAGMA user_version={highest}")
             cx.execute("COMMIT")
         except BaseException:
             cx.execute("ROLLBACK")

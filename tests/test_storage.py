@@ -39,6 +39,41 @@ async def _open(tmp_path):
     return await Database(tmp_path / "parley.db").open()
 
 
+def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_path, monkeypatch):
+    """Branches number their migrations in ranges of their own (README "Development"): one merged later
+    can carry a number below one a database already has. It is applied at the next start, once."""
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    monkeypatch.setattr(dbmod, "MIGRATIONS", folder)
+    (folder / "0001_a.sql").write_text("CREATE TABLE a (x);\n")
+    (folder / "0060_c.sql").write_text("CREATE TABLE c (x);\n")
+    cx = dbmod.connect_sync(tmp_path / "t.db")
+    dbmod.migrate(cx)
+    (folder / "0050_b.sql").write_text("CREATE TABLE b (x);\n")  # merged later, numbered lower
+    dbmod.migrate(cx)
+    dbmod.migrate(cx)  # nothing twice (a second CREATE TABLE b would raise)
+    tables = {r[0] for r in cx.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"a", "b", "c"} <= tables
+    assert [r[0] for r in cx.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 50, 60]
+    assert cx.execute("PRAGMA user_version").fetchone()[0] == 60
+
+
+def test_a_database_from_before_schema_migrations_keeps_what_user_version_says(tmp_path, monkeypatch):
+    """A database migrated by the user_version-only runner: every number up to user_version counts as
+    applied (nothing re-runs), later ones are applied."""
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    monkeypatch.setattr(dbmod, "MIGRATIONS", folder)
+    (folder / "0001_a.sql").write_text("CREATE TABLE a (x);\n")
+    (folder / "0002_b.sql").write_text("CREATE TABLE b (x);\n")
+    cx = dbmod.connect_sync(tmp_path / "t.db")
+    cx.execute("CREATE TABLE a (x)")
+    cx.execute("PRAGMA user_version=1")
+    dbmod.migrate(cx)
+    assert [r[0] for r in cx.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 2]
+    assert cx.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
 async def test_migrations_applied_and_tracked_with_user_version(tmp_path):
     db = await _open(tmp_path)
     await db.close()

@@ -2,7 +2,7 @@
 // transaction left them, and they are written into the page as they are (no fetch per message). What else
 // depends on them is fetched again, at most once every REFETCH_MS: the campaign page's summary (buttons, paused
 // reason, times) when the status changes or a count becomes or stops being zero, its recipients table when
-// counts move, and the list's first page when a campaign it does not show yet appears.
+// counts move, and the list's first page when a campaign newer than those it shows appears.
 // The create form sends the local start time typed as UTC (startAtUtc); a cancel asks first.
 (function () {
   "use strict";
@@ -118,10 +118,11 @@
       refreshRecipients();
     } else if (rows) {
       latest[data.campaignId] = data;
+      var newest = rows.querySelector("[data-campaign]");
       if (document.querySelector('[data-campaign="' + data.campaignId + '"]')) {
         apply(data);
-      } else if (refreshRows) {
-        refreshRows();
+      } else if (refreshRows && (!newest || data.campaignId > newest.dataset.campaign)) {
+        refreshRows();  // a new campaign (ids sort by creation); an older one than the page shows is not here
       }
     }
   });

@@ -12,47 +12,14 @@
   var latest = {};  // campaign id -> the newest event data applied (re-applied over a fetched fragment)
   var shapes = {};  // campaign id -> status and which counts are zero: the summary is fetched when it changes
 
-  // fetch element.dataset.src into element, at most once every REFETCH_MS and one at a time; asked again
-  // meanwhile, it fetches once more afterwards. Then the newest counts known are written over it (the
-  // fragment may have been read before the last event committed).
+  // A fragment fetched again, then the newest counts known written over it (it may have been read before the
+  // last event committed).
   function refresher(element) {
-    var timer = null;
-    var inFlight = false;
-    var again = false;
-    var last = 0;
-
-    function run() {
-      timer = null;
-      if (inFlight) {
-        again = true;
-        return;
-      }
-      inFlight = true;
-      last = Date.now();
-      window.Parley.getHTML(element.dataset.src)
-        .then(function (html) {
-          element.replaceChildren(window.Parley.fragment(html));
-          Object.keys(latest).forEach(function (id) {
-            apply(latest[id]);
-          });
-          element.dataset.refreshed = String(Date.now());
-        })
-        .catch(function () {})
-        .finally(function () {
-          inFlight = false;
-          if (again) {
-            again = false;
-            schedule();
-          }
-        });
-    }
-
-    function schedule() {
-      if (timer === null) {
-        timer = window.setTimeout(run, Math.max(0, last + REFETCH_MS - Date.now()));
-      }
-    }
-    return schedule;
+    return window.Parley.refresher(element, REFETCH_MS, function () {
+      Object.keys(latest).forEach(function (id) {
+        apply(latest[id]);
+      });
+    });
   }
 
   function shape(status, counts) {

@@ -18,7 +18,7 @@ from handlers.ui import campaigns as ui_campaigns
 from storage import delivery as delivery_store
 from storage import events
 from storage.db import fetch_all
-from tests.parley_process import ParleyProcess, ThreadedReceiver
+from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.test_campaigns import (deliver_all, make_list, people, run_all, runner, set_webhook,  # noqa: F401
                                   worker)
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
@@ -391,13 +391,8 @@ def parley(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def e2e_receiver(parley):
-    r = ThreadedReceiver()
-    with parley.client() as client:
-        response = client.patch("/v1/account/settings", params={"apiKey": parley.first_run["api_key"]},
-                                json={"customChannelWebhookUrl": r.url})
-        assert response.status_code == 200, response.text
-    yield r
-    r.close()
+    with first_run_receiver(parley) as r:
+        yield r
 
 
 @pytest.fixture

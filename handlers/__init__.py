@@ -9,8 +9,8 @@ def routes():
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
-    from handlers.ui import (agency, bot as ui_bot, contact_import, contacts as ui_contacts, inbox, session,
-                             settings as ui_settings)
+    from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
+                             inbox, session, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -84,6 +84,13 @@ def routes():
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),
         (r"/lists", ui_contacts.ListsHandler),
         (r"/lists/(lst_[0-9a-z]+)", ui_contacts.ListHandler),
+        (r"/campaigns", ui_campaigns.CampaignsHandler),
+        (r"/campaigns/rows", ui_campaigns.CampaignRowsHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)", ui_campaigns.CampaignHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/summary", ui_campaigns.CampaignSummaryHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/recipients", ui_campaigns.CampaignRecipientsHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/recipients\.csv", ui_campaigns.CampaignRecipientsCsvHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/(pause|resume|cancel|retry-failed)", ui_campaigns.CampaignActionHandler),
         # The UI's live events (session cookie, same origin): see handlers/live.py.
         (r"/ws", live.LiveEventsHandler),
     ]

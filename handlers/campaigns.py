@@ -49,8 +49,6 @@ class CampaignHandler(ApiHandler):
 class CampaignActionHandler(ApiHandler):
     """POST /v1/campaigns/{id}/(pause|resume|cancel|retry-failed)."""
     path_params = {"campaignId": "The campaign's id.", "action": "pause, resume, cancel or retry-failed."}
-    ACTIONS = {"pause": campaigns.pause, "resume": campaigns.resume, "cancel": campaigns.cancel,
-               "retry-failed": campaigns.retry_failed}
     operations = {"post": Operation(
         "Pause, resume, cancel a campaign or retry its failed recipients", {200: (Campaign, "The campaign after it.")},
         tags=("campaigns",), errors={**_NOT_FOUND, 409: "Not allowed in the campaign's status (CONFLICT)."},
@@ -60,11 +58,7 @@ class CampaignActionHandler(ApiHandler):
 
     @idempotent
     async def post(self, campaign_id, action):
-        self.respond(await self.ACTIONS[action](self.services.db, self.principal.account_id, campaign_id))
-        if action == "resume":
-            self.services.campaigns.notify()
-        elif action == "retry-failed":
-            self.services.delivery.notify()
+        self.respond(await campaigns.act(self.services, self.principal.account_id, campaign_id, action))
 
 
 class RecipientsHandler(ApiHandler):
@@ -90,13 +84,18 @@ class RecipientsCsvHandler(ApiHandler):
                                                "start with a quote.")}
 
     async def get(self, campaign_id):
-        chunks = campaigns.recipients_csv(self.services.db, self.principal.account_id, campaign_id,
-                                          status=self.get_query_argument("status", None))
-        first = await anext(chunks)  # errors (404, 400) are answered before any CSV is sent
-        self.set_header("Content-Type", "text/csv; charset=UTF-8")
-        self.set_header("Content-Disposition", f'attachment; filename="{campaign_id}-recipients.csv"')
-        self.write(first)
-        async for chunk in chunks:
-            await self.flush()
-            self.write(chunk)
-        self.finish()
+        await send_recipients_csv(self, self.principal.account_id, campaign_id)
+
+
+async def send_recipients_csv(handler, account_id, campaign_id):
+    """Stream the campaign's recipients (?status=) as CSV: the API's export, and the UI's (session) one."""
+    chunks = campaigns.recipients_csv(handler.services.db, account_id, campaign_id,
+                                      status=handler.get_query_argument("status", None))
+    first = await anext(chunks)  # errors (404, 400) are answered before any CSV is sent
+    handler.set_header("Content-Type", "text/csv; charset=UTF-8")
+    handler.set_header("Content-Disposition", f'attachment; filename="{campaign_id}-recipients.csv"')
+    handler.write(first)
+    async for chunk in chunks:
+        await handler.flush()
+        handler.write(chunk)
+    handler.finish()

@@ -3,9 +3,9 @@
 real server (HTTPS, a fresh data directory) filled with demo data.
 
 PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
-{ada}, {ben}, {leads}, {rossi} (see seed() and seed_agency()); "agency" shoots it signed in as the demo
-agency rather than the first-run owner. A new page adds a line here and, if it needs data, a few
-lines to seed().
+{ada}, {ben}, {leads}, {rossi}, {spring} (see seed(), seed_agency() and seed_campaigns()); "agency" shoots
+it signed in as the demo agency rather than the first-run owner. A new page adds a line here and, if it
+needs data, a few lines to seed().
 
     python scripts/screenshots.py [--out docs/screenshots] [--only inbox,thread]
 """
@@ -39,18 +39,29 @@ PAGES = [
     ("agency-phone", "/agency", True, "agency"),
     ("subaccount", "/agency/subaccounts/{rossi}", False, "agency"),
     ("subaccount-phone", "/agency/subaccounts/{rossi}", True, "agency"),
+    ("campaigns", "/campaigns", False),
+    ("campaign", "/campaigns/{spring}", False),
+    ("campaign-phone", "/campaigns/{spring}", True),
 ]
+FULL_PAGE = {"campaign"}  # desktop shots taken whole: the recipients table is below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
+# The demo campaign's contacts whose messages the receiver refuses: for good (410), and for now (503, retry later).
+GONE_PHONE, BUSY_PHONE = "+16465550107", "+16465550104"
 INBOUND = "/v1/incoming_custom_channel_message"
 AGENCY = {"email": "ops@northwind.example", "password": "demo agency password"}
 
 
 def demo_receiver():
-    """The demo's Custom Channel Webhook: 200, except 503 (retry in an hour) for FAILING_TO_ID."""
-    return ThreadedReceiver(lambda body: (503, {"Retry-After": "3600"}) if body.get("toId") == FAILING_TO_ID
-                            else (200, {}))
+    """The demo's Custom Channel Webhook: 200, except 503 (retry in an hour) for FAILING_TO_ID and BUSY_PHONE,
+    and 410 for GONE_PHONE."""
+    def answer(body):
+        phone = (body.get("contact") or {}).get("phone")
+        if body.get("toId") == FAILING_TO_ID or phone == BUSY_PHONE:
+            return 503, {"Retry-After": "3600"}
+        return (410, {}) if phone == GONE_PHONE else (200, {})
+    return ThreadedReceiver(answer)
 
 
 def demo_png(width=240, height=150):
@@ -129,6 +140,43 @@ def _wait_for_the_bot(api, key, message_id, timeout=10):
         time.sleep(0.05)
 
 
+def seed_campaigns(parley):
+    """Campaigns to a list of their own (so the other pages' demo stays as it was): one finished with a skipped
+    (opted-out) contact and two failures, one paused, one scheduled next week."""
+    key = {"apiKey": parley.first_run["api_key"]}
+    names = ("Iris Novak", "Jonas Berg", "Kemal Aydin", "Lena Fischer", "Mateo Ruiz", "Nora Quinn", "Omar Haddad",
+             "Pia Lund", "Quentin Roy", "Rosa Diaz")
+    with parley.client() as api:
+        def make(path, fields):
+            r = api.post(path, params=key, json=fields)
+            r.raise_for_status()
+            return r.json()
+
+        fair = make("/v1/lists", {"name": "Spring fair visitors"})["id"]
+        for n, full in enumerate(names):
+            first, last = full.split()
+            contact = make("/v1/contacts", {"firstName": first, "lastName": last, "phone": f"+1646555{100 + n:04d}"})
+            make(f"/v1/lists/{fair}/contacts", {"contactId": contact["id"]})
+        make(INBOUND, {"customData": {"messageSid": "demo-stop", "fromId": "+16465550109", "toId": "shop",
+                                      "body": "STOP", "channel": "sms"}})  # Rosa opts out: skipped
+        spring = make("/v1/campaigns", {"name": "Spring fair thank-you", "listId": fair, "campaignId": "spring-fair",
+                                        "body": "Hi {{firstName}}, thanks for visiting our stand! 10% off with FAIR10."})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            counts = api.get(f"/v1/campaigns/{spring['id']}", params=key).json()["counts"]
+            if counts["pending"] == counts["queued"] == 0:
+                break
+            time.sleep(0.2)
+        paused = make("/v1/campaigns", {"name": "Loyalty card reminder", "listId": fair, "ratePerMinute": 2,
+                                        "body": "{{firstName}}, your loyalty card has 40 points waiting."})
+        time.sleep(1)
+        make(f"/v1/campaigns/{paused['id']}/pause", {})
+        week = time.strftime("%Y-%m-%dT10:00:00Z", time.gmtime(time.time() + 7 * 86400))
+        make("/v1/campaigns", {"name": "Summer preview", "listId": fair, "startAt": week,
+                               "body": "Hi {{firstName}}, the summer collection is here next week."})
+    return {"spring": spring["id"]}
+
+
 def seed_imports(parley, work):
     """One finished import in the owner's history (the ops command, as an operator would run it)."""
     path = Path(work) / "spring-fair-leads.csv"
@@ -196,6 +244,7 @@ def main(argv=None):
             if who == "owner":
                 ids.update(seed(parley, pages[who]))
                 seed_imports(parley, work)
+                ids.update(seed_campaigns(parley))
         for name, path, phone, *who in PAGES:
             if only and name not in only:
                 continue
@@ -206,7 +255,7 @@ def main(argv=None):
                 page.wait_for_selector("#live-status[data-state=live]")
             page.evaluate("document.querySelector('footer') && document.querySelector('footer').remove()")
             target = args.out / f"{name}.png"
-            page.screenshot(path=str(target), full_page=phone)
+            page.screenshot(path=str(target), full_page=phone or name in FULL_PAGE)
             print(f"{target.relative_to(ROOT)} ({target.stat().st_size // 1024} KB)")
         browser.close()
     return 0

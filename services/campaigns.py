@@ -23,6 +23,7 @@ CSV_COLUMNS = ("contactId", "firstName", "lastName", "phone", "email", "messageI
                "errorAt")
 
 public_campaign = store.public_campaign
+RECIPIENT_STATUSES = store.RECIPIENT_STATUSES
 
 
 def compile_body(body):
@@ -32,10 +33,10 @@ def compile_body(body):
     for i in range(1, len(parts), 2):
         if parts[i] not in FIELDS:
             raise Invalid(f"body has an unknown placeholder {{{{{parts[i]}}}}}; the placeholders are "
-                          + ", ".join(f"{{{{{name}}}}}" for name in FIELDS))
+                          + ", ".join(f"{{{{{name}}}}}" for name in FIELDS), field="body")
         parts[i] = FIELDS[parts[i]]
     if not "".join(parts[0::2]).strip():
-        raise Invalid("body needs some text besides its placeholders")
+        raise Invalid("body needs some text besides its placeholders", field="body")
     return parts
 
 
@@ -49,15 +50,15 @@ async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=No
     """POST /v1/campaigns. start_at: an aware datetime (None or past: now). Starts at once unless scheduled."""
     name, campaign_id, channel = (v.strip() if isinstance(v, str) else v for v in (name, campaign_id, channel))
     if not name:
-        raise Invalid("name is required and cannot be blank")
+        raise Invalid("name is required and cannot be blank", field="name")
     if body is None or not body.strip():
-        raise Invalid("body is required and cannot be blank")
+        raise Invalid("body is required and cannot be blank", field="body")
     compile_body(body)
     if campaign_id == "":
-        raise Invalid("campaignId cannot be blank")
+        raise Invalid("campaignId cannot be blank", field="campaignId")
     rate = DEFAULT_RATE_PER_MINUTE if rate_per_minute is None else rate_per_minute
     if not 1 <= rate <= MAX_RATE_PER_MINUTE:
-        raise Invalid(f"ratePerMinute must be an integer from 1 to {MAX_RATE_PER_MINUTE}")
+        raise Invalid(f"ratePerMinute must be an integer from 1 to {MAX_RATE_PER_MINUTE}", field="ratePerMinute")
     account = await account_store.get_account(db, account_id)
     if not account["settings"].get("customChannelWebhookUrl"):
         raise Invalid(NO_WEBHOOK)
@@ -81,6 +82,35 @@ async def list_campaigns(db, account_id, *, limit=None, cursor=None):
                                    public_campaign)
 
 
+async def recent_campaigns(db, account_id, *, before=None, limit=50):
+    """{items, next_before}: the account's campaigns newest first (the UI's Campaigns page), each as the API
+    shows it plus listName."""
+    rows = await store.page_campaigns_newest(db, account_id, before or None, limit + 1)
+    items = [{**public_campaign(row), "listName": row["list_name"]} for row in rows[:limit]]
+    return {"items": items, "next_before": items[-1]["id"] if len(rows) > limit else None}
+
+
+# What a person may do in each status, and the count that must be above 0 for it (None: none needed); the
+# state changes in storage/campaigns.py refuse anything else with 409. The UI shows only these buttons.
+ACTION_RULES = {
+    "pause": {"running": None},
+    "resume": {"paused": None},
+    "cancel": {"scheduled": None, "running": None, "paused": None, "completed": "queued"},
+    "retry-failed": {"running": "failed", "completed": "failed"},
+}
+
+
+def allowed_actions(campaign):
+    """The actions (ACTION_RULES' names) a campaign, as public_campaign shows it, allows now."""
+    allowed = []
+    for action, rule in ACTION_RULES.items():
+        if campaign["status"] in rule:
+            needs = rule[campaign["status"]]
+            if needs is None or campaign["counts"][needs] > 0:
+                allowed.append(action)
+    return allowed
+
+
 async def pause(db, account_id, campaign_id):
     return public_campaign(await store.pause(db, account_id, campaign_id, "paused by a person"))
 
@@ -97,9 +127,23 @@ async def retry_failed(db, account_id, campaign_id):
     return public_campaign(await store.retry_failed(db, account_id, campaign_id, now_iso()))
 
 
+ACTIONS = {"pause": pause, "resume": resume, "cancel": cancel, "retry-failed": retry_failed}
+
+
+async def act(services, account_id, campaign_id, action):
+    """One of ACTIONS (the API's POST /v1/campaigns/{id}/<action>, the UI's buttons): the campaign after it.
+    A resumed campaign wakes the runner, retried messages the delivery worker."""
+    campaign = await ACTIONS[action](services.db, account_id, campaign_id)
+    if action == "resume":
+        services.campaigns.notify()
+    elif action == "retry-failed":
+        services.delivery.notify()
+    return campaign
+
+
 def _status_filter(status):
-    if status and status not in store.RECIPIENT_STATUSES:
-        raise Invalid(f"status must be one of {', '.join(store.RECIPIENT_STATUSES)}")
+    if status and status not in RECIPIENT_STATUSES:
+        raise Invalid(f"status must be one of {', '.join(RECIPIENT_STATUSES)}")
     return status or None
 
 

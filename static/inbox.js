@@ -1,43 +1,12 @@
-// The inbox page: on live events, fetch the conversation list again (one fetch at a time) and swap it in. A page showing older conversations only says that there is new activity.
+// The inbox page: on live events, fetch the conversation list again (Parley.refresher: one fetch at a time) and
+// swap it in. A page showing older conversations only says that there is new activity.
 (function () {
   "use strict";
   var list = document.getElementById("conversations");
   if (!list) {
     return;
   }
-  var timer = null;
-  var inFlight = false;
-  var again = false;
-
-  function refresh() {
-    timer = null;
-    if (inFlight) {
-      again = true;
-      return;
-    }
-    inFlight = true;
-    window.Parley.getHTML(list.dataset.src)
-      .then(function (html) {
-        list.replaceChildren(window.Parley.fragment(html));
-        list.dataset.refreshed = String(Date.now());
-      })
-      .catch(function () {})
-      .finally(function () {
-        inFlight = false;
-        if (again) {
-          again = false;
-          schedule();
-        }
-      });
-  }
-
-  // At once when idle; while a fetch is out, events only ask for one more after it (a burst of events
-  // costs two fetches, not one each).
-  function schedule() {
-    if (timer === null) {
-      timer = window.setTimeout(refresh, 0);
-    }
-  }
+  var schedule = window.Parley.refresher(list, 0);  // at once when idle; one more after a fetch that is out
 
   document.addEventListener("parley:event", function (event) {
     var type = event.detail.type;

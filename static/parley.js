@@ -1,5 +1,5 @@
 // Shared by every page of the admin UI: times in the browser's own time zone, and server-rendered HTML
-// fragments (escaped by the templates) turned into nodes for the pages that update live.
+// fragments (escaped by the templates) turned into nodes, and fetched again, for the pages that update live.
 (function () {
   "use strict";
 
@@ -30,7 +30,50 @@
     });
   }
 
-  window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML};
+  // A part of a live page fetched again from element.dataset.src (a fragment) and swapped in: the returned
+  // function asks for it. One fetch at a time, at most one every minInterval ms; asked meanwhile, it fetches
+  // once more afterwards (a burst of events costs two fetches, not one each). swapped() runs after each swap.
+  function refresher(element, minInterval, swapped) {
+    var timer = null;
+    var inFlight = false;
+    var again = false;
+    var last = 0;
+
+    function run() {
+      timer = null;
+      if (inFlight) {
+        again = true;
+        return;
+      }
+      inFlight = true;
+      last = Date.now();
+      getHTML(element.dataset.src)
+        .then(function (html) {
+          element.replaceChildren(fragment(html));
+          element.dataset.refreshed = String(Date.now());
+          if (swapped) {
+            swapped();
+          }
+        })
+        .catch(function () {})
+        .finally(function () {
+          inFlight = false;
+          if (again) {
+            again = false;
+            schedule();
+          }
+        });
+    }
+
+    function schedule() {
+      if (timer === null) {
+        timer = window.setTimeout(run, Math.max(0, last + minInterval - Date.now()));
+      }
+    }
+    return schedule;
+  }
+
+  window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML, refresher: refresher};
   document.addEventListener("DOMContentLoaded", function () {
     localize();
   });

@@ -1,5 +1,6 @@
 """SQL for campaigns and their recipients: the snapshot, the counts (kept in the transaction of every
 change they count, through progress_in_tx), the state changes, and a delivery's outcome per recipient."""
+import contextlib
 import json
 from datetime import timedelta
 
@@ -42,8 +43,8 @@ def public_campaign(row):
 def progress_in_tx(cx, campaign_id, deltas=None, **changes):
     """Apply count deltas ({count name: +n/-n}) and column changes (status, paused_reason, finished_at,
     cursor, the auto-pause counters ...) to one campaign, in the caller's transaction. Every change of a
-    campaign's counts or status goes through here, so its progress can be published from this one place
-    (the live `campaign.progress` event belongs here). Returns the campaign row after the change."""
+    campaign's counts or status goes through here, so its progress is published from this one place: a
+    campaign.progress live event when a count or the status changed. Returns the campaign row after it."""
     assignments, args = [], []
     for name, delta in (deltas or {}).items():
         if delta:
@@ -54,8 +55,41 @@ def progress_in_tx(cx, campaign_id, deltas=None, **changes):
         args.append(value)
     if not assignments:
         return get_campaign_in_tx(cx, None, campaign_id)
-    return fetch_one(cx, f"UPDATE campaigns SET {', '.join(assignments)} WHERE id = ? RETURNING {_COLUMNS}",
-                     (*args, campaign_id))
+    campaign = fetch_one(cx, f"UPDATE campaigns SET {', '.join(assignments)} WHERE id = ? RETURNING {_COLUMNS}",
+                         (*args, campaign_id))
+    if campaign is not None and ("status" in changes or any((deltas or {}).values())):
+        if _held is None:
+            progress_event_in_tx(cx, campaign)
+        else:
+            _held.add(campaign_id)
+    return campaign
+
+
+def progress_event_in_tx(cx, campaign):
+    """campaign.progress for the account's open pages: the campaign's status and counts as this transaction
+    leaves them (pages apply them as they are, without fetching anything)."""
+    events.emit_in_tx(cx, campaign["account_id"], events.CAMPAIGN_PROGRESS,
+                      {"campaignId": campaign["id"], "status": campaign["status"],
+                       "counts": {name: campaign[name] for name in COUNTS}})
+
+
+# Inside one_progress_event_per_campaign: the campaigns whose event waits for its end (the writer process runs
+# one write at a time).
+_held = None
+
+
+@contextlib.contextmanager
+def one_progress_event_per_campaign(cx):
+    """For a write that changes campaigns many times (a batch of delivery outcomes): their campaign.progress
+    events are held, and each changed campaign gets one at the end, with its counts as they are then."""
+    global _held
+    _held = held = set()
+    try:
+        yield
+    finally:
+        _held = None
+    for campaign_id in sorted(held):
+        progress_event_in_tx(cx, get_campaign_in_tx(cx, None, campaign_id))
 
 
 # ---- creating and reading -----------------------------------------------------------------------
@@ -83,7 +117,9 @@ def create_campaign(cx, row, now):
                 row["channel"], row["rate_per_minute"], row["start_at"], row["created_at"]))
     if row["start_at"] <= now:
         return start_in_tx(cx, row["id"], now)
-    return get_campaign_in_tx(cx, None, row["id"])
+    campaign = get_campaign_in_tx(cx, None, row["id"])
+    progress_event_in_tx(cx, campaign)  # a scheduled one appears on open pages too
+    return campaign
 
 
 def start_in_tx(cx, campaign_id, now):
@@ -108,6 +144,16 @@ def page_campaigns(cx, account_id, after_id, limit):
     """Up to ``limit`` campaigns with id > after_id, oldest first."""
     return fetch_all(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id > ? ORDER BY id LIMIT ?",
                      (account_id, after_id or "", limit))
+
+
+@reads
+def page_campaigns_newest(cx, account_id, before_id, limit):
+    """Up to ``limit`` campaigns created before the campaign before_id (None: the newest), newest first, each
+    with its list's name as list_name (the UI's Campaigns page)."""
+    before, args = ("AND id < ?", (before_id,)) if before_id else ("", ())
+    return fetch_all(cx, f"SELECT {_COLUMNS}, (SELECT name FROM lists l WHERE l.account_id = campaigns.account_id"
+                         f" AND l.id = campaigns.list_id) AS list_name FROM campaigns WHERE account_id = ? {before}"
+                         " ORDER BY id DESC LIMIT ?", (account_id, *args, limit))
 
 
 @reads

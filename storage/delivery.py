@@ -108,20 +108,22 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
 @writes
 def record_attempts(cx, outcomes):
     """Several attempts' outcomes (each the arguments of record_attempt) in one write, each in its own
-    SAVEPOINT so that one that fails rolls back alone. Returns None or the exception, per outcome."""
+    SAVEPOINT so that one that fails rolls back alone. Returns None or the exception, per outcome. A campaign
+    whose counts these outcomes move gets one campaign.progress event for all of them."""
     results = []
-    for row, attempt, status, next_attempt_at, error in outcomes:
-        cx.execute("SAVEPOINT attempt")
-        try:
-            record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
-            cx.execute("RELEASE attempt")
-            results.append(None)
-        except Exception as exc:
-            if not cx.in_transaction:
-                raise
-            cx.execute("ROLLBACK TO attempt")
-            cx.execute("RELEASE attempt")
-            results.append(exc)
+    with campaigns.one_progress_event_per_campaign(cx):
+        for row, attempt, status, next_attempt_at, error in outcomes:
+            cx.execute("SAVEPOINT attempt")
+            try:
+                record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
+                cx.execute("RELEASE attempt")
+                results.append(None)
+            except Exception as exc:
+                if not cx.in_transaction:
+                    raise
+                cx.execute("ROLLBACK TO attempt")
+                cx.execute("RELEASE attempt")
+                results.append(exc)
     return results
 
 

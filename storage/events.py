@@ -5,7 +5,7 @@ import json
 from common.ids import now_iso
 from storage.db import reads, writes
 
-# Event types. Campaigns and import add their own (e.g. campaign.progress) through the same emit_in_tx.
+# Event types; a new feature adds its own here and emits it with emit_in_tx.
 MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction, author, status}
 MESSAGE_STATUS = "message.status"            # {messageId, contactId, status}: Pending, Sent or Failed
 MESSAGE_UPDATED = "message.updated"          # {messageId, contactId}: something else changed (the bot's outcome)
@@ -13,6 +13,8 @@ CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused o
 # A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
 MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message
 MESSAGES_STATUS = "messages.status"          # {campaignId, status, messages: [[contactId, messageId], ...]}
+# A campaign's counts or status changed (storage/campaigns.py progress_in_tx), as that transaction left them:
+CAMPAIGN_PROGRESS = "campaign.progress"      # {campaignId, status, counts: {total, pending, queued, sent, ...}}
 BATCH_EVENT_SIZE = 500                       # contacts per batch event at most (a cancel may touch 100,000)
 
 

@@ -1,5 +1,6 @@
 """The real server.py as a child process over HTTPS, and a webhook receiver in a thread, for end-to-end
 tests (and the screenshots script)."""
+import contextlib
 import json
 import signal
 import socket
@@ -156,3 +157,17 @@ class ThreadedReceiver:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def first_run_receiver(parley, answer=None):
+    """A ThreadedReceiver set as the Custom Channel Webhook of the server's first-run account."""
+    receiver = ThreadedReceiver(answer)
+    try:
+        with parley.client() as client:
+            response = client.patch("/v1/account/settings", params={"apiKey": parley.first_run["api_key"]},
+                                    json={"customChannelWebhookUrl": receiver.url})
+            assert response.status_code == 200, response.text
+        yield receiver
+    finally:
+        receiver.close()

@@ -17,7 +17,7 @@ from tornado.websocket import websocket_connect
 
 from storage import bot_state
 from storage.db import connect_sync
-from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli
+from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
 from tests.test_ui import chromium, page, sign_in  # noqa: F401 (fixtures)
 
 INBOUND = "/v1/incoming_custom_channel_message"
@@ -32,13 +32,8 @@ def parley(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def receiver(parley):
-    r = ThreadedReceiver()
-    with parley.client() as api:
-        response = api.patch("/v1/account/settings", params={"apiKey": parley.first_run["api_key"]},
-                             json={"customChannelWebhookUrl": r.url})
-        assert response.status_code == 200, response.text
-    yield r
-    r.close()
+    with first_run_receiver(parley) as r:
+        yield r
 
 
 def post_inbound(parley, body, from_id="+14155552671", key=None, **custom):

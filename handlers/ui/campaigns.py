@@ -1,0 +1,201 @@
+"""Campaigns pages: the account's campaigns (newest first) with the create form, a campaign's page (status,
+counts, progress, its recipients, the CSV export) and its actions. The API's services and request model do the
+work; counts and statuses move live from campaign.progress events (static/campaigns.js), and the fragments
+below are what that script fetches when more than the counts changed."""
+from datetime import datetime, timezone
+
+import pydantic
+from tornado.web import authenticated
+
+from common.errors import Conflict, DomainError, IdempotencyKeyReused, Invalid
+from common.ids import new_id
+from common.validation import validation_message
+from handlers.base import UiHandler
+from handlers.campaigns import send_recipients_csv
+from handlers.schemas import CampaignCreate
+from services import campaigns, idempotency, inbox, lists
+
+PAGE_SIZE = 50
+STATUS_LABELS = {"scheduled": "Scheduled", "running": "Sending", "paused": "Paused", "completed": "Completed",
+                 "cancelled": "Cancelled"}
+ACTION_LABELS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel campaign", "retry-failed": "Retry failed"}
+ACTION_DONE = {"pause": "Campaign paused: its queued messages are held.", "resume": "Campaign resumed.",
+               "cancel": "Campaign cancelled: nothing more is sent; sent messages stay sent.",
+               "retry-failed": "The failed recipients' messages are being sent again."}
+FORM_FIELDS = ("name", "listId", "body", "campaignId", "channel", "startAt", "ratePerMinute")
+# Errors raised by code rather than by a field's check, and the form field they belong to.
+FIELD_OF_CODE = {"LIST_NOT_FOUND": "listId"}
+
+
+def new_form(lists_shown):
+    """An empty create form; its Idempotency-Key is made now, so that the same form sent twice (a double click,
+    a browser resend) creates one campaign."""
+    return {"name": "", "listId": lists_shown[0]["id"] if len(lists_shown) == 1 else "", "body": "",
+            "campaignId": "", "channel": "", "startAt": "", "ratePerMinute": str(campaigns.DEFAULT_RATE_PER_MINUTE),
+            "idempotencyKey": new_id("uicmp")}
+
+
+def _start_at(form):
+    """startAt as the API takes it: the page's script sends the local time typed as UTC (startAtUtc); without
+    the script, the typed time is read as UTC. Text that is no time goes on as typed (the model names it)."""
+    if form["startAtUtc"].strip():
+        return form["startAtUtc"].strip()
+    typed = form["startAt"].strip()
+    if not typed:
+        return None
+    try:
+        when = datetime.fromisoformat(typed)
+    except ValueError:
+        return typed
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).isoformat()
+
+
+def request_body(form):
+    """The form as POST /v1/campaigns's body, validated by the API's own model (CampaignCreate): Invalid naming
+    the field (DomainError.field) as the API words it. Empty optional fields are left out."""
+    body = {name: form[name] for name in ("name", "listId", "body")}
+    for name in ("campaignId", "channel", "ratePerMinute"):
+        if form[name].strip():
+            body[name] = form[name].strip()
+    start_at = _start_at(form)
+    if start_at:
+        body["startAt"] = start_at
+    try:
+        return CampaignCreate.model_validate(body)
+    except pydantic.ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise Invalid(validation_message(exc), field=str(loc[0]) if loc else None) from None
+
+
+class CampaignsPage(UiHandler):
+    async def campaigns_page(self):
+        return await campaigns.recent_campaigns(self.services.db, self.account_id,
+                                                before=self.get_query_argument("before", None), limit=PAGE_SIZE)
+
+    async def render_list(self, status=200, form=None, error=None):
+        event_id = await inbox.current_event_id(self.services)  # first: events after it may already show
+        choices = (await lists.list_lists(self.services.db, self.account_id, limit=str(lists.MAX_LIMIT)))["data"]
+        self.render("campaigns.html", status=status, event_id=event_id, page=await self.campaigns_page(),
+                    lists=choices, form=form or new_form(choices), error=error, status_labels=STATUS_LABELS,
+                    placeholders=list(campaigns.FIELDS), paged=bool(self.get_query_argument("before", None)),
+                    max_rate=campaigns.MAX_RATE_PER_MINUTE)
+
+
+class CampaignsHandler(CampaignsPage):
+    """GET /campaigns?before=: the campaigns and the create form; POST /campaigns: create one."""
+
+    @authenticated
+    async def get(self):
+        await self.render_list()
+
+    @authenticated
+    async def post(self):
+        form = {name: self.get_body_argument(name, "") for name in (*FORM_FIELDS, "startAtUtc", "idempotencyKey")}
+        try:
+            created, replayed = await self.create(request_body(form), form["idempotencyKey"].strip() or None)
+        except IdempotencyKeyReused:
+            form["idempotencyKey"] = new_id("uicmp")
+            await self.render_list(422, form, {"field": None, "message": "This form already created a campaign with "
+                                                                         "other fields; nothing was created. Check "
+                                                                         "the fields and send it again."})
+            return
+        except DomainError as exc:
+            await self.render_list(exc.status, form, {"field": exc.field or FIELD_OF_CODE.get(exc.code),
+                                                      "message": exc.message})
+            return
+        self.services.campaigns.notify()
+        if replayed:
+            message = "This campaign was already created (the form was sent twice); nothing more was created."
+        elif created["status"] == "scheduled":
+            message = "Campaign scheduled."
+        else:
+            message = "Campaign created: sending."
+        self.action_done(f"/campaigns/{created['id']}", message)
+
+    async def create(self, body, key):
+        """(campaign, replayed) through the same service as POST /v1/campaigns, under the form's key."""
+        async def fingerprint():
+            return idempotency.fingerprint({"endpoint": "ui:campaigns", "body": body.model_dump(mode="json")})
+        with idempotency.covering(self.account_id, key, fingerprint) as claim:
+            created = await campaigns.create_campaign(
+                self.services.db, self.account_id, name=body.name, list_id=body.listId, body=body.body,
+                campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
+                rate_per_minute=body.ratePerMinute)
+        return created, bool(claim and claim.replayed)
+
+
+class CampaignRowsHandler(CampaignsPage):
+    """GET /campaigns/rows: the first page of the list alone, for the list page's live refresh."""
+
+    @authenticated
+    async def get(self):
+        self.render("_campaign_rows.html", page=await self.campaigns_page(), status_labels=STATUS_LABELS)
+
+
+class CampaignPage(UiHandler):
+    def status_filter(self):
+        return self.get_query_argument("status", "")
+
+    async def recipients(self, campaign_id):
+        return await campaigns.list_recipients(self.services.db, self.account_id, campaign_id,
+                                               status=self.status_filter() or None, limit=str(PAGE_SIZE),
+                                               cursor=self.get_query_argument("cursor", None))
+
+    async def summary(self, campaign_id):
+        """What the campaign's summary shows: the campaign, its list and the actions its status allows."""
+        campaign = await campaigns.get_campaign(self.services.db, self.account_id, campaign_id)
+        lst = await lists.get_list(self.services.db, self.account_id, campaign["listId"])
+        return {"c": campaign, "list": lst, "actions": campaigns.allowed_actions(campaign),
+                "action_labels": ACTION_LABELS, "status_labels": STATUS_LABELS}
+
+
+class CampaignHandler(CampaignPage):
+    """GET /campaigns/{id}?status=&cursor=: the campaign, its progress, its recipients and its actions."""
+
+    @authenticated
+    async def get(self, campaign_id):
+        event_id = await inbox.current_event_id(self.services)
+        summary = await self.summary(campaign_id)
+        self.render("campaign.html", event_id=event_id, recipients=await self.recipients(campaign_id),
+                    statuses=campaigns.RECIPIENT_STATUSES, filter_status=self.status_filter(),
+                    cursor=self.get_query_argument("cursor", ""), **summary)
+
+
+class CampaignSummaryHandler(CampaignPage):
+    """GET /campaigns/{id}/summary: the status, counts, facts and buttons alone (live refresh)."""
+
+    @authenticated
+    async def get(self, campaign_id):
+        self.render("_campaign_summary.html", **await self.summary(campaign_id))
+
+
+class CampaignRecipientsHandler(CampaignPage):
+    """GET /campaigns/{id}/recipients?status=&cursor=: the recipients table alone (live refresh)."""
+
+    @authenticated
+    async def get(self, campaign_id):
+        self.render("_recipients.html", c={"id": campaign_id}, recipients=await self.recipients(campaign_id),
+                    filter_status=self.status_filter())
+
+
+class CampaignRecipientsCsvHandler(UiHandler):
+    """GET /campaigns/{id}/recipients.csv?status=: the API's CSV export, for the signed-in user."""
+
+    @authenticated
+    async def get(self, campaign_id):
+        await send_recipients_csv(self, self.account_id, campaign_id)
+
+
+class CampaignActionHandler(UiHandler):
+    """POST /campaigns/{id}/(pause|resume|cancel|retry-failed): through the same service as the API's actions;
+    one the status does not allow (the page was behind) comes back as a message."""
+
+    @authenticated
+    async def post(self, campaign_id, action):
+        try:
+            await campaigns.act(self.services, self.account_id, campaign_id, action)
+        except Conflict as exc:
+            self.flash("error", exc.message)
+            self.redirect(f"/campaigns/{campaign_id}", status=303)
+            return
+        self.action_done(f"/campaigns/{campaign_id}", ACTION_DONE[action])

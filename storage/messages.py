@@ -17,13 +17,16 @@ def insert_messages_in_tx(cx, messages):
     """Insert messages (dicts with the columns as keys; a missing one is NULL), one statement for all. The
     statement names only the columns some message has a value for: sqlite3 binds each None parameter through
     its adapter lookup (~0.5 µs), and an outbound message leaves half of them NULL."""
-    columns = [f for f in _FIELDS if any(m.get(f) is not None for m in messages)]
-    rows = [[m.get(f) for f in columns] for m in messages]
-    for i, f in enumerate(columns):
-        if f in _JSON:
-            for row in rows:
-                row[i] = json.dumps(row[i]) if row[i] else None
-    cx.executemany(f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows)
+    if not messages:
+        return messages
+    values = zip(*[[m.get(f) for f in _FIELDS] for m in messages])  # column by column
+    columns, kept = [], []
+    for name, column in zip(_FIELDS, values):
+        if column.count(None) < len(column):
+            columns.append(name)
+            kept.append([json.dumps(v) if v else None for v in column] if name in _JSON else column)
+    cx.executemany(f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                   zip(*kept))
     return messages
 
 

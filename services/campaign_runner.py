@@ -8,8 +8,8 @@ worker sends it once it exists, so in any window of T seconds a campaign hands o
 BACKLOG_MIN messages) ahead of its deliveries. The bucket lives in memory: after a restart or a resume
 a campaign starts again with one token.
 
-Exactly once: a batch is one write transaction (services.messaging.queue_campaign_message_in_tx for each
-recipient, the recipients' rows and the campaign's counts and cursor), so a restart resumes after the
+Exactly once: a batch is one write transaction (services.messaging.queue_campaign_messages_in_tx for its
+recipients, the recipients' rows and the campaign's counts and cursor), so a restart resumes after the
 last committed batch and a contact never gets a second message (storage/campaigns.py record_batch_in_tx).
 """
 import asyncio
@@ -30,6 +30,7 @@ BATCH_MIN = 20
 # writer about this long (every write queued behind it waits that much), however fast the disk and CPU are.
 BATCH_SECONDS = 0.05
 BACKLOG_MIN = 100
+PIPELINE = 2           # batches of a campaign queued at once (one runs, the next waits its turn)
 
 
 class Bucket:
@@ -114,15 +115,21 @@ class CampaignRunner:
             bucket = self._buckets.get(campaign["id"])
             if bucket is None:
                 bucket = self._buckets[campaign["id"]] = Bucket(campaign["rate_per_minute"], now)
-            allowed = min(bucket.available(now), int(self.batch_size))
+            size = int(self.batch_size)
+            allowed = min(bucket.available(now), size * PIPELINE)
             if allowed == 0:
                 wait = min(wait, bucket.seconds_until_next())
                 continue
-            result = await db.write(hand_over, campaign["id"], allowed, now_iso())
-            if self.adaptive:
-                self._adapt(allowed, result["seconds"])
-            bucket.tokens -= result["queued"]
-            if result["queued"] and self.services.delivery is not None:
+            # The batches are queued together: while one runs, the next waits in the writer's queue (behind
+            # the other writes, see Database.write_background), so the writer never idles between them.
+            sizes = [min(size, allowed - start) for start in range(0, allowed, size)]
+            results = await asyncio.gather(*(db.write_background(hand_over, campaign["id"], n, now_iso())
+                                             for n in sizes))
+            for n, result in zip(sizes, results):
+                if self.adaptive:
+                    self._adapt(n, result["seconds"])
+                bucket.tokens -= result["queued"]
+            if any(result["queued"] for result in results) and self.services.delivery is not None:
                 self.services.delivery.notify()
             if result["status"] == "running" and not result["backlogged"]:
                 wait = min(wait, bucket.seconds_until_next())
@@ -141,9 +148,9 @@ class CampaignRunner:
 
 def hand_over(cx, campaign_id, limit, now):
     """In the writer: the next ``limit`` pending recipients of a running campaign get their personalised
-    message (or are skipped: opted out), in this one transaction. Returns {status, queued, skipped,
-    backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its deliveries;
-    seconds: how long this kept the writer (the runner sizes its batches by it)."""
+    message (or are skipped: opted out, or the contact is gone), in this one transaction. Returns {status,
+    queued, skipped, backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its
+    deliveries; seconds: how long this kept the writer (the runner sizes its batches by it)."""
     started = time.perf_counter()
     campaign = store.get_campaign_in_tx(cx, None, campaign_id)
     if campaign is None or campaign["status"] != "running":
@@ -156,15 +163,13 @@ def hand_over(cx, campaign_id, limit, now):
     parts = campaigns.compile_body(campaign["body"])
     account_id = campaign["account_id"]
     user_id = account_store.get_owner_user_id.sync(cx, account_id) or account_id
-    queued, skipped = [], []
-    for contact in recipients:
-        if contact["opted_out"]:
-            skipped.append(contact["id"])
-            continue
-        message = messaging.queue_campaign_message_in_tx(
-            cx, account_id=account_id, contact=contact, user_id=user_id, body=campaigns.render(parts, contact),
-            channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=campaign_id)
-        queued.append((contact["id"], message["id"]))
+    # Opted out when its turn came, or (no contact left) nobody to reach: skipped, without a message.
+    sending = [contact for contact in recipients if contact["contact_exists"] and not contact["opted_out"]]
+    skipped = [contact["id"] for contact in recipients if not contact["contact_exists"] or contact["opted_out"]]
+    messages = messaging.queue_campaign_messages_in_tx(
+        cx, [(contact, campaigns.render(parts, contact)) for contact in sending], account_id=account_id,
+        user_id=user_id, channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=campaign_id)
+    queued = [(message["contact_id"], message["id"]) for message in messages]
     if not recipients and campaign["pending"] > 0:
         raise RuntimeError(f"campaign {campaign_id}: {campaign['pending']} recipients pending but none found")
     cursor = recipients[-1]["id"] if recipients else campaign["cursor"]

@@ -8,7 +8,7 @@ from services import bot_context, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common.errors import Invalid, NotFound
-from common.ids import new_id, now_iso
+from common.ids import new_id, new_ids, now_iso
 from storage import accounts as account_store
 from storage import campaigns as campaign_store
 from storage import contacts as contact_store
@@ -150,22 +150,23 @@ def _record_inbound(cx, message, identity, answers_since):
         keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
         if keyword is not None:
             contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
-    _store_message_in_tx(cx, {**message, "contact_id": contact_id, "campaign_id": campaign_id})
+    _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id}])
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_in_tx(cx, account_id, campaign_id)
     return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
 
 
-def _store_message_in_tx(cx, message, announce=True):
-    """Every message insert: the row, its conversation (last activity, unread) and, unless announce is False
-    (a campaign batch announces its messages with one messages.created event), message.created for the
+def _store_messages_in_tx(cx, messages, announce=True):
+    """Every message insert: the rows, their conversations (last activity, unread) and, unless announce is
+    False (a campaign batch announces its messages with one messages.created event), message.created for the
     account's open pages, in the caller's transaction."""
-    store.insert_message_in_tx(cx, message)
-    conversations.on_message_in_tx(cx, message)
+    store.insert_messages_in_tx(cx, messages)
+    conversations.on_messages_in_tx(cx, messages)
     if announce:
-        events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
-            "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
-            "author": message["author"], "status": message["status"]})
+        for message in messages:
+            events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
+                "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
+                "author": message["author"], "status": message["status"]})
 
 
 def _wake_delivery(services):
@@ -200,19 +201,19 @@ def _check_body(body, field):
         raise Invalid(f"{field} cannot be empty")
 
 
-def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, campaign_id, media_url,
-                          content_type, shown_media, author, author_user_id=None, contact=None,
-                          outbox_campaign_id=None, user_id=None, announce=True):
-    """Store an outbound message as Pending and its delivery in the outbox, in this one transaction; a
-    reply written by a person (author 'user' or 'api') also pauses the bot for the contact (the inbox
-    relies on it). user_id: the payload's userId when the caller has it (a campaign's batch); without it,
-    it is read here, and the write is Invalid (nothing stored) when the account has no Custom Channel
-    Webhook URL.
+def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, content_type, shown_media, author,
+                          author_user_id=None, outbox_campaign_id=None, user_id=None, announce=True):
+    """Store outbound messages as Pending and their deliveries in the outbox, in this one transaction: one
+    message per reply, {contact (the contact's row), body, to_id, channel}; every other argument is common to
+    them. Every outbound message is made here, a lone reply as a batch of one (a campaign's batch holds
+    hundreds: a few statements for all of them). A reply written by a person (author 'user' or 'api') also
+    pauses the bot for the contact (the inbox relies on it). Returns the messages, in the order of replies.
+    user_id: the payload's userId when the caller has it (a campaign's batch); without it, it is read here,
+    and the write is Invalid (nothing stored) when the account has no Custom Channel Webhook URL.
     shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
     author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'.
-    contact: the contact's row when the caller has it (else it is read). outbox_campaign_id: the campaign
-    (campaigns.id) the message belongs to, whose counts its delivery moves. announce: False when the caller
-    emits one event for a batch of messages (_store_message_in_tx).
+    outbox_campaign_id: the campaign (campaigns.id) the messages belong to, whose counts their deliveries
+    move. announce: False when the caller emits one event for a batch of messages (_store_messages_in_tx).
 
     The payload is the spec's six fields (§6) plus, per DESIGN §3 "Reply payload, extended", campaignId
     (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
@@ -224,43 +225,52 @@ def _queue_outbound_in_tx(cx, *, account_id, contact_id, body, channel, to_id, c
             raise Invalid(NO_WEBHOOK)
         # The payload's userId (spec §6): the account's owner, or the account itself when it has no user.
         settings, user_id = account["settings"], account["owner_user_id"] or account_id
-    message = {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id,
-               "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
-               "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
-               "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
-               "author": author, "author_user_id": author_user_id, "created_at": now_iso()}
-    _store_message_in_tx(cx, message, announce)
-    if contact is None:
-        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
-    payload = {"contactId": contact_id, "messageId": message["id"], "userId": user_id, "body": body,
-               "toId": to_id, "channel": channel}
-    if campaign_id:
-        payload["campaignId"] = campaign_id
-    payload["contact"] = {"firstName": contact["first_name"], "lastName": contact["last_name"],
-                          "phone": contact["phone"], "email": contact["email"]}
-    if shown_media:
-        payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
-    outbox.enqueue_in_tx(cx, account_id=account_id, kind="reply", message_id=message["id"], payload=payload,
-                         campaign_id=outbox_campaign_id)
+    now = now_iso()  # one transaction, one time
+    messages, deliveries = [], []
+    for reply, message_id in zip(replies, new_ids("msg", len(replies))):
+        contact, body, to_id, channel = reply["contact"], reply["body"], reply["to_id"], reply["channel"]
+        message = {"id": message_id, "account_id": account_id, "contact_id": contact["id"],
+                   "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
+                   "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
+                   "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
+                   "author": author, "author_user_id": author_user_id, "created_at": now}
+        payload = {"contactId": contact["id"], "messageId": message["id"], "userId": user_id, "body": body,
+                   "toId": to_id, "channel": channel}
+        if campaign_id:
+            payload["campaignId"] = campaign_id
+        payload["contact"] = {"firstName": contact["first_name"], "lastName": contact["last_name"],
+                              "phone": contact["phone"], "email": contact["email"]}
+        if shown_media:
+            payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
+        messages.append(message)
+        deliveries.append({"account_id": account_id, "kind": "reply", "message_id": message["id"],
+                           "payload": payload, "campaign_id": outbox_campaign_id})
+    _store_messages_in_tx(cx, messages, announce)
+    outbox.enqueue_many_in_tx(cx, deliveries)
     if author in bot_context.HUMAN_AUTHORS:
         if settings is None:
             settings = account_store.get_settings_in_tx(cx, account_id)
-        bot_context.pause_after_human_reply_in_tx(cx, settings, account_id=account_id, contact_id=contact_id,
-                                                  campaign_id=campaign_id, author=author)
-    return message
+        for message in messages:
+            bot_context.pause_after_human_reply_in_tx(cx, settings, account_id=account_id,
+                                                      contact_id=message["contact_id"], campaign_id=campaign_id,
+                                                      author=author)
+    return messages
 
 
-def queue_campaign_message_in_tx(cx, *, account_id, contact, user_id, body, channel, campaign_key, campaign_id):
-    """A campaign's message to one recipient (contact: its row), through the one outbound path: to where the
-    contact last wrote from, or, for a contact that never wrote on a custom channel, with toId null (the
-    payload's contact carries its phone and email). Returns the message. Its live event is the batch's:
-    the caller emits events.MESSAGES_CREATED once for the messages of its transaction."""
-    target = store.reply_target_in_tx(cx, account_id, contact["id"])
-    to_id, last_channel = target if target else (None, None)
-    return _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact["id"], user_id=user_id, body=body,
-                                 channel=channel or last_channel, to_id=to_id, campaign_id=campaign_key,
+def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channel, campaign_key, campaign_id):
+    """A campaign's messages to a batch of recipients, [(contact row, personalised body)], through the one
+    outbound path: each to where its contact last wrote from, or, for a contact that never wrote on a custom
+    channel, with toId null (the payload's contact carries its phone and email). Returns the messages, in the
+    recipients' order. Their live event is the batch's: the caller emits events.MESSAGES_CREATED once for
+    the messages of its transaction."""
+    targets = store.reply_targets_in_tx(cx, account_id, [contact["id"] for contact, _ in recipients])
+    replies = []
+    for contact, body in recipients:
+        to_id, last_channel = targets.get(contact["id"], (None, None))
+        replies.append({"contact": contact, "body": body, "to_id": to_id, "channel": channel or last_channel})
+    return _queue_outbound_in_tx(cx, replies, account_id=account_id, user_id=user_id, campaign_id=campaign_key,
                                  media_url=None, content_type=None, shown_media=None, author="campaign",
-                                 contact=contact, outbox_campaign_id=campaign_id, announce=False)
+                                 outbox_campaign_id=campaign_id, announce=False)
 
 
 async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,
@@ -283,10 +293,13 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     return {"messageId": message["id"], "contactId": message["contact_id"]}
 
 
-def _record_outbound(cx, identity, **outbound):
+def _record_outbound(cx, identity, *, body, channel, to_id, **outbound):
     """In the writer: resolve or create the contact from fromId, then store and queue the message."""
     contact_id, _ = _resolve_contact_in_tx(cx, identity)
-    return _queue_outbound_in_tx(cx, contact_id=contact_id, **outbound)
+    contact = contact_store.get_contact.sync(cx, identity["account_id"], contact_id)
+    [message] = _queue_outbound_in_tx(cx, [{"contact": contact, "body": body, "to_id": to_id, "channel": channel}],
+                                      **outbound)
+    return message
 
 
 async def send_reply(services, account_id, contact_id, body, channel=None, *, author, author_user_id=None,
@@ -314,7 +327,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
     return {"messageId": message["id"], "contactId": contact_id}
 
 
-def _record_reply(cx, *, account_id, contact_id, to_id, channel, in_tx=None, **outbound):
+def _record_reply(cx, *, account_id, contact_id, body, to_id, channel, in_tx=None, **outbound):
     """In the writer: a reply to a known contact, by default where it last wrote from."""
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     if contact is None:
@@ -324,8 +337,8 @@ def _record_reply(cx, *, account_id, contact_id, to_id, channel, in_tx=None, **o
         if target is None:
             raise Invalid("this contact has never written on a custom channel, so there is no fromId to reply to")
         to_id, channel = target[0], channel or target[1]
-    message = _queue_outbound_in_tx(cx, account_id=account_id, contact_id=contact_id, to_id=to_id, channel=channel,
-                                    contact=contact, **outbound)
+    [message] = _queue_outbound_in_tx(cx, [{"contact": contact, "body": body, "to_id": to_id, "channel": channel}],
+                                      account_id=account_id, **outbound)
     if in_tx is not None:
         fn, kwargs = in_tx
         fn(cx, message, **kwargs)

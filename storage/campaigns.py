@@ -180,27 +180,31 @@ def page_recipients(cx, account_id, campaign_id, status, after_contact_id, limit
 # ---- the runner's batches -----------------------------------------------------------------------
 
 def next_pending_in_tx(cx, campaign, limit):
-    """The next ``limit`` pending recipients after the campaign's cursor, with their contact's fields."""
-    return fetch_all(cx, "SELECT c.id, c.account_id, c.first_name, c.last_name, c.phone, c.email, c.opted_out,"
-                         " c.created_at FROM campaign_recipients r JOIN contacts c ON c.id = r.contact_id"
+    """The next ``limit`` pending recipients after the campaign's cursor, with their contact's fields (id is
+    the recipient's contact id; the fields are None, and contact_exists false, for a contact that no longer
+    exists)."""
+    return fetch_all(cx, "SELECT r.contact_id AS id, c.account_id, c.first_name, c.last_name, c.phone, c.email,"
+                         " c.opted_out, c.created_at, c.id IS NOT NULL AS contact_exists FROM campaign_recipients r"
+                         " LEFT JOIN contacts c ON c.id = r.contact_id"
                          " WHERE r.campaign_id = ? AND r.status = 'pending' AND r.contact_id > ?"
                          " ORDER BY r.contact_id LIMIT ?", (campaign["id"], campaign["cursor"], limit))
 
 
 def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
     """Mark recipients queued ([(contact id, message id)], their messages made in this transaction) or
-    skipped ([contact id]); the campaign completes once none is pending. A recipient that is not pending
-    any more fails the whole transaction, so a contact can never get a second message."""
+    skipped ([contact id]), a statement for each kind; the campaign's counts and cursor move once for the
+    batch, and it completes once none is pending. A recipient that is not pending any more fails the whole
+    transaction, so a contact can never get a second message."""
     campaign_id = campaign["id"]
     changed = 0
-    for contact_id, message_id in queued:
-        changed += cx.execute("UPDATE campaign_recipients SET status = 'queued', message_id = ?"
-                              " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
-                              (message_id, campaign_id, contact_id)).rowcount
-    for contact_id in skipped:
-        changed += cx.execute("UPDATE campaign_recipients SET status = 'skipped'"
-                              " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
-                              (campaign_id, contact_id)).rowcount
+    if queued:
+        changed += cx.executemany("UPDATE campaign_recipients SET status = 'queued', message_id = ?"
+                                  " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
+                                  [(message_id, campaign_id, contact_id) for contact_id, message_id in queued]).rowcount
+    if skipped:
+        changed += cx.executemany("UPDATE campaign_recipients SET status = 'skipped'"
+                                  " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
+                                  [(campaign_id, contact_id) for contact_id in skipped]).rowcount
     if changed != len(queued) + len(skipped):
         raise RuntimeError(f"campaign {campaign_id}: a recipient of this batch was not pending any more")
     done = len(queued) + len(skipped)

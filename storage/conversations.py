@@ -15,11 +15,11 @@ _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_di
            " AND p.paused_until > ?")
 
 
-def on_message_in_tx(cx, message):
-    """A message was inserted in this transaction: it becomes its conversation's last message (unless a newer
-    one is there already), an inbound one counts as unread. One statement, no read."""
+def on_messages_in_tx(cx, messages):
+    """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
+    one is there already), an inbound one counts as unread. One statement for all, no read."""
     newer = "excluded.last_message_id > last_message_id"
-    cx.execute(
+    cx.executemany(
         "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
         " last_author, last_preview, channel, unread_count, failed_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
@@ -30,9 +30,9 @@ def on_message_in_tx(cx, message):
         f" channel = CASE WHEN {newer} THEN COALESCE(excluded.channel, channel) ELSE channel END,"
         f" last_message_id = CASE WHEN {newer} THEN excluded.last_message_id ELSE last_message_id END,"
         " unread_count = unread_count + excluded.unread_count, failed_count = failed_count + excluded.failed_count",
-        (message["account_id"], message["contact_id"], message["id"], message["created_at"], message["direction"],
-         message.get("author"), message["body"][:PREVIEW_CHARS], message.get("channel"),
-         1 if message["direction"] == "inbound" else 0, 1 if message.get("status") == "Failed" else 0))
+        [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
+          m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
+          1 if m.get("status") == "Failed" else 0) for m in messages])
 
 
 def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):

@@ -250,6 +250,8 @@ class Database:
         self._process = None
         self._connection = None
         self._pending = collections.deque()  # (future, call) not yet sent
+        self._background = collections.deque()  # the same, from write_background
+        self._background_last = False  # whether the last transaction sent was a background write
         self._in_flight = None  # the _Batch the writer process is running
         self._batches_sent = 0
         self._send_scheduled = False
@@ -350,20 +352,31 @@ class Database:
         claim = idempotency_claim.get()
         if claim is not None and claim.open:
             return await claim.run(self, fn, args, kwargs)
+        return await self._queue(self._pending, fn, args, kwargs)
+
+    async def write_background(self, fn, *args, **kwargs):
+        """Like write(), for a long write that can wait (a campaign's batch of hundreds of messages): it runs in
+        a transaction of its own, and such transactions alternate with those of the other writes, so that
+        neither waits for more than one of the other kind. A caller can keep the next one queued while one
+        runs: the writer then never idles between them, and the writes that arrive meanwhile still go first."""
+        return await self._queue(self._background, fn, args, kwargs)
+
+    def _queue(self, queue, fn, args, kwargs):
+        """Queue a call; returns the future its outcome resolves."""
         if self._process is None or self._closing:
             raise RuntimeError("database is closed")
         if self._down is not None:
             raise self._down
-        if len(self._pending) >= self.max_pending:
+        if len(self._pending) + len(self._background) >= self.max_pending:
             raise StorageUnavailable(QUEUE_FULL)
         future = asyncio.get_running_loop().create_future()
-        self._pending.append((future, (*function_reference(fn), args, kwargs)))
+        queue.append((future, (*function_reference(fn), args, kwargs)))
         self._idle.clear()
         if self._in_flight is None and not self._send_scheduled:
             # Sent at the end of this loop iteration: writes queued meanwhile share the transaction.
             self._send_scheduled = True
             asyncio.get_running_loop().call_soon(self._send_batch)
-        return await future
+        return future
 
     async def backup(self, target_path):
         target = sqlite3.connect(str(target_path))
@@ -376,12 +389,7 @@ class Database:
         self._send_scheduled = False
         if self._in_flight is not None or self._connection is None:
             return  # the reply (or the restarted writer) sends what is pending
-        futures, calls = [], []
-        while self._pending and len(calls) < MAX_BATCH:
-            future, call = self._pending.popleft()
-            if not future.cancelled():
-                futures.append(future)
-                calls.append(call)
+        futures, calls = self._next_calls()
         if not calls:
             self._idle.set()
             return
@@ -396,6 +404,23 @@ class Database:
         self._in_flight = batch = _Batch(number, futures, self.stall_seconds)
         batch.watchdog = asyncio.get_running_loop().call_later(batch.limit, self._stalled, batch)
         self._connection.transport.write(frame)
+
+    def _next_calls(self):
+        """The next transaction's (futures, calls): the writes waiting (up to MAX_BATCH), or one background
+        write, alternating while both kinds wait."""
+        while self._pending or self._background:
+            background = bool(self._background) and (not self._pending or not self._background_last)
+            queue, limit = (self._background, 1) if background else (self._pending, MAX_BATCH)
+            self._background_last = background
+            futures, calls = [], []
+            while queue and len(calls) < limit:
+                future, call = queue.popleft()
+                if not future.cancelled():
+                    futures.append(future)
+                    calls.append(call)
+            if calls:
+                return futures, calls
+        return [], []
 
     @staticmethod
     def _encode_picklable(number, futures, calls):
@@ -531,8 +556,9 @@ class Database:
         self._send_batch()
 
     def _fail_pending(self, exc):
-        _fail([future for future, _ in self._pending], exc)
+        _fail([future for queue in (self._pending, self._background) for future, _ in queue], exc)
         self._pending.clear()
+        self._background.clear()
         if self._in_flight is None:
             self._idle.set()
 

@@ -1,19 +1,32 @@
 """SQL for the outbox: every webhook delivery is a row written in the transaction that caused it."""
 import json
 
-from common.ids import new_id, now_iso
+from common.ids import new_id, new_ids, now_iso
 from storage.db import reads
 
 
 def enqueue_in_tx(cx, *, account_id, kind, payload, event_type=None, message_id=None, webhook_id=None,
                   campaign_id=None):
-    """campaign_id: the campaign (campaigns.id) a reply belongs to: its delivery goes in the campaign lane."""
-    webhook_id = webhook_id or new_id("wh")
+    """One delivery (enqueue_many_in_tx's keys as arguments); returns its webhook id."""
+    return enqueue_many_in_tx(cx, [{"account_id": account_id, "kind": kind, "payload": payload,
+                                    "event_type": event_type, "message_id": message_id, "webhook_id": webhook_id,
+                                    "campaign_id": campaign_id}])[0]
+
+
+def enqueue_many_in_tx(cx, deliveries):
+    """Queue deliveries, due now, in one statement: dicts with account_id, kind, payload (JSON-able) and
+    optionally event_type, message_id, webhook_id (made here when missing) and campaign_id (the campaign,
+    campaigns.id, a reply belongs to: its delivery goes in the campaign lane). Returns their webhook ids."""
     now = now_iso()
-    cx.execute("INSERT INTO outbox (account_id, kind, event_type, message_id, webhook_id, payload,"
-               " next_attempt_at, created_at, campaign_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               (account_id, kind, event_type, message_id, webhook_id, json.dumps(payload), now, now, campaign_id))
-    return webhook_id
+    rows, webhook_ids = [], []
+    for d, made in zip(deliveries, new_ids("wh", len(deliveries))):
+        webhook_id = d.get("webhook_id") or made
+        webhook_ids.append(webhook_id)
+        rows.append((d["account_id"], d["kind"], d.get("event_type"), d.get("message_id"), webhook_id,
+                     json.dumps(d["payload"]), now, now, d.get("campaign_id")))
+    cx.executemany("INSERT INTO outbox (account_id, kind, event_type, message_id, webhook_id, payload,"
+                   " next_attempt_at, created_at, campaign_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return webhook_ids
 
 
 def enqueue_notification_in_tx(cx, account_id, event_type, data):

@@ -7,13 +7,14 @@ import csv
 import io
 import json
 import random
+import sqlite3
 
 import pytest
 from standardwebhooks import Webhook
 
 from common.ids import now_iso, utcnow
 from services import contacts, lists
-from services.campaign_runner import BATCH_MAX, CampaignRunner
+from services.campaign_runner import BATCH_MAX, CampaignRunner, hand_over
 from services.delivery import DeliveryWorker
 from storage import campaigns as campaign_store
 from tests.test_delivery import Receiver, later, receiver, secret_of  # noqa: F401 (receiver: a fixture)
@@ -202,6 +203,111 @@ async def test_an_opted_out_contact_is_skipped_and_counted(api, services, accoun
     [skipped] = await recipients(api, account, c["id"], status="skipped")
     assert skipped["contactId"] == ids[2] and skipped["messageId"] is None
     assert len(receiver.requests) == 2
+
+
+
+def _delete_contact(db_path, contact_id):
+    """Remove a contact the way no endpoint does (there is no contact deletion), with foreign keys off, so that
+    a campaign's snapshot still names it: what a batch meets when a contact is gone."""
+    cx = sqlite3.connect(str(db_path), isolation_level=None)
+    try:
+        cx.execute("DELETE FROM contacts WHERE id = ?", (contact_id,))
+    finally:
+        cx.close()
+
+
+async def test_one_batch_of_mixed_recipients(api, services, account, receiver, worker):
+    """One batch holds a contact that never wrote (toId null), one that wrote (its fromId and channel), one
+    known only by a channel identity (a send_custom_channel_message to its phone: the identity's fromId), one
+    opted out and one whose contact is gone (both skipped, without a message); the counts are exact once the
+    batch commits, and each message's reply payload is the one outbound path's."""
+    await set_webhook(api, account, receiver.url)
+    list_id, ids = await make_list(services, account, people(5))
+    key = account["api_key"]
+    for sid, phone, body in (("s1", "+14155550001", "hello"), ("s2", "+14155550002", "STOP")):
+        r = await api.post(INBOUND, {"customData": {"messageSid": sid, "fromId": phone, "toId": "shop", "body": body,
+                                                    "channel": "whatsapp"}}, key=key)
+        assert r.code == 200
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": "+14155550004", "customChannel": "sms", "body": "An earlier reply"}}, key=key)
+    assert r.code == 200 and r.json["contactId"] == ids[4]
+    await deliver_all(worker)
+    receiver.requests.clear()
+    c = (await create(api, account, list_id, campaignId="mixed")).json
+    _delete_contact(services.db.path, ids[3])
+    result = await services.db.write_background(hand_over, c["id"], BATCH_MAX, now_iso())  # one batch: all 5
+    assert (result["status"], result["queued"], result["skipped"]) == ("completed", 3, 2)
+    after = await campaign(api, account, c["id"])
+    assert after["status"] == "completed"
+    assert after["counts"] == {"total": 5, "pending": 0, "queued": 3, "sent": 0, "failed": 0, "skipped": 2,
+                               "cancelled": 0}
+    assert await services.db.read(_statuses, c["id"]) == {"pending": 0, "queued": 3, "sent": 0, "failed": 0,
+                                                          "skipped": 2, "cancelled": 0}
+    await deliver_all(worker)
+    secret = await secret_of(services, account)
+    payloads = {p["contactId"]: p for p in (Webhook(secret).verify(q["body"], q["headers"]) for q in receiver.requests)}
+    assert sorted(payloads) == sorted([ids[0], ids[1], ids[4]])
+    assert (payloads[ids[0]]["toId"], payloads[ids[0]]["channel"]) == (None, None)
+    assert (payloads[ids[1]]["toId"], payloads[ids[1]]["channel"]) == ("+14155550001", "whatsapp")
+    assert (payloads[ids[4]]["toId"], payloads[ids[4]]["channel"]) == ("+14155550004", None)
+    assert {p["campaignId"] for p in payloads.values()} == {"mixed"}
+    assert payloads[ids[4]]["body"] == "Hi Ann4 Lee4!" and payloads[ids[4]]["userId"]
+    message = (await api.get(f"/v1/messages/{payloads[ids[1]]['messageId']}", key=key)).json
+    assert (message["author"], message["direction"], message["toId"]) == ("campaign", "outbound", "+14155550001")
+    skipped = {r["contactId"]: r for r in await recipients(api, account, c["id"], status="skipped")}
+    assert set(skipped) == {ids[2]} and skipped[ids[2]]["messageId"] is None  # a gone contact is not listed
+
+
+async def test_counts_are_exact_after_each_batch(api, services, account, receiver):
+    """Batches of 3: after each, the counts equal the recipients' statuses, exactly one batch more is handed
+    over, each queued contact's conversation shows the campaign's message, and the batch announced its
+    contacts with one messages.created event."""
+    await set_webhook(api, account, receiver.url)
+    list_id, ids = await make_list(services, account, people(10))
+    r = await api.post(INBOUND, {"customData": {"messageSid": "s1", "fromId": "+14155550004", "toId": "shop",
+                                                "body": "stop"}}, key=account["api_key"])
+    assert r.code == 200
+    c = (await create(api, account, list_id, ratePerMinute=1_000_000)).json
+    ordered = sorted(ids)
+    for step in range(1, 5):
+        await services.db.write_background(hand_over, c["id"], 3, now_iso())
+        counts = (await campaign(api, account, c["id"]))["counts"]
+        statuses = await services.db.read(_statuses, c["id"])
+        assert {k: counts[k] for k in statuses} == statuses
+        handed = ordered[:min(10, 3 * step)]
+        assert counts["pending"] == 10 - len(handed) and counts["queued"] + counts["skipped"] == len(handed)
+        assert counts["skipped"] == (1 if ids[4] in handed else 0)
+        queued = [i for i in handed if i != ids[4]]
+        assert await services.db.read(_campaign_conversations, account["account_id"]) == sorted(queued)
+        created = await services.db.read(_batch_events, account["account_id"])
+        assert created[-1] == [i for i in ordered[3 * (step - 1):3 * step] if i != ids[4]]
+    assert (await campaign(api, account, c["id"]))["status"] == "completed"
+
+
+def _campaign_conversations(cx, account_id):
+    return [r[0] for r in cx.execute("SELECT contact_id FROM conversations WHERE account_id = ?"
+                                     " AND last_author = 'campaign' ORDER BY contact_id", (account_id,))]
+
+
+def _batch_events(cx, account_id):
+    return [json.loads(r[0])["contactIds"] for r in cx.execute(
+        "SELECT data FROM events WHERE account_id = ? AND type = 'messages.created' ORDER BY id", (account_id,))]
+
+
+async def test_a_batch_of_opted_out_contacts_only_makes_no_message(api, services, account, receiver):
+    await set_webhook(api, account, receiver.url)
+    list_id, ids = await make_list(services, account, people(2))
+    for i, contact_id in enumerate(ids):
+        r = await api.post(INBOUND, {"customData": {"messageSid": f"s{i}", "fromId": f"+1415555000{i}",
+                                                    "toId": "shop", "body": "STOP"}}, key=account["api_key"])
+        assert r.code == 200
+    c = (await create(api, account, list_id)).json
+    result = await services.db.write_background(hand_over, c["id"], BATCH_MAX, now_iso())
+    assert (result["status"], result["queued"], result["skipped"]) == ("completed", 0, 2)
+    done = await campaign(api, account, c["id"])
+    assert done["status"] == "completed" and done["counts"]["skipped"] == 2 and done["counts"]["queued"] == 0
+    assert await services.db.read(_campaign_conversations, account["account_id"]) == []
+    assert await services.db.read(_batch_events, account["account_id"]) == []
 
 
 async def test_batches_follow_the_bucket_and_the_runner_resumes_after_its_last_batch(api, services, account, receiver,

@@ -142,6 +142,37 @@ async def test_failed_commit_rejects_the_batch_and_the_writer_keeps_going(tmp_pa
         await db.close()
 
 
+
+def _transaction_seen(cx, name):
+    """The number of the last committed batch as this write's transaction sees it: the same for the writes of
+    one transaction, larger for each later one (every transaction records its number in writer_batches)."""
+    cx.execute("CREATE TABLE IF NOT EXISTS probe (v INTEGER UNIQUE)")
+    row = cx.execute("SELECT MAX(batch) FROM writer_batches").fetchone()
+    return name, row[0] or 0
+
+
+async def test_background_writes_run_alone_and_alternate_with_the_others(tmp_path):
+    """Database.write_background (a campaign's batches): each runs in a transaction of its own, and such
+    transactions alternate with those of the other writes, so that a write queued behind a background one
+    waits for at most one of them, and a background write for at most one transaction of the others."""
+    db = await _open(tmp_path)
+    try:
+        await _insert_probe(db, 0)
+        started = tmp_path / "started"
+        held = asyncio.ensure_future(_slow_insert(db, 1, 0.5, str(started)))
+        await _wait_until(started.exists)  # the writer is busy: everything below queues
+        background = [asyncio.ensure_future(db.write_background(_transaction_seen, f"b{i}")) for i in range(3)]
+        others = [asyncio.ensure_future(db.write(_transaction_seen, f"w{i}")) for i in range(3)]
+        await held
+        seen = dict(await asyncio.gather(*background, *others))
+        assert seen["w0"] == seen["w1"] == seen["w2"]  # the others share one transaction
+        assert len({seen["b0"], seen["b1"], seen["b2"], seen["w0"]}) == 4  # each background one runs alone
+        # b0 right after the held transaction, then the others (queued before b1), then b1, then b2.
+        assert seen["b0"] < seen["w0"] < seen["b1"] < seen["b2"]
+    finally:
+        await db.close()
+
+
 # ---- the writer process (storage/writer.py) ---------------------------------------------------
 
 @writes

@@ -231,6 +231,8 @@ class Database:
     data, since both cross to the writer process. Every call queued while a transaction is in flight
     goes into the next one (group commit), each inside a SAVEPOINT so one failing call rolls back
     alone, and each caller's future resolves only after COMMIT returned: an answered write is durable.
+    ``write_background(fn, *args)`` is for long writes (a campaign's batch): each runs alone, taking turns
+    with the transactions of the others.
 
     What a failure means is always known and said: every transaction also records its batch number
     (writer_batches), so when the writer process dies (or is replaced by the watchdog) before answering,

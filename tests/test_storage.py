@@ -39,17 +39,24 @@ async def _open(tmp_path):
     return await Database(tmp_path / "parley.db").open()
 
 
-def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_path, monkeypatch):
-    """Branches number their migrations in ranges of their own (README "Development"): one merged later
-    can carry a number below one a database already has. It is applied at the next start, once."""
+@pytest.fixture
+def migration(tmp_path, monkeypatch):
+    """migration(number, table): a migration file NNNN_<table>.sql creating that table, in a folder of the
+    test's own that migrate() reads instead of storage/migrations."""
     folder = tmp_path / "migrations"
     folder.mkdir()
     monkeypatch.setattr(dbmod, "MIGRATIONS", folder)
-    (folder / "0001_a.sql").write_text("CREATE TABLE a (x);\n")
-    (folder / "0060_c.sql").write_text("CREATE TABLE c (x);\n")
+    return lambda number, table: (folder / f"{number:04d}_{table}.sql").write_text(f"CREATE TABLE {table} (x);\n")
+
+
+def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_path, migration):
+    """Branches number their migrations in ranges of their own (README "Development"): one merged later
+    can carry a number below one a database already has. It is applied at the next start, once."""
+    migration(1, "a")
+    migration(60, "c")
     cx = dbmod.connect_sync(tmp_path / "t.db")
     dbmod.migrate(cx)
-    (folder / "0050_b.sql").write_text("CREATE TABLE b (x);\n")  # merged later, numbered lower
+    migration(50, "b")  # merged later, numbered lower
     dbmod.migrate(cx)
     dbmod.migrate(cx)  # nothing twice (a second CREATE TABLE b would raise)
     tables = {r[0] for r in cx.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -58,14 +65,11 @@ def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_
     assert cx.execute("PRAGMA user_version").fetchone()[0] == 60
 
 
-def test_a_database_from_before_schema_migrations_keeps_what_user_version_says(tmp_path, monkeypatch):
+def test_a_database_from_before_schema_migrations_keeps_what_user_version_says(tmp_path, migration):
     """A database migrated by the user_version-only runner: every number up to user_version counts as
     applied (nothing re-runs), later ones are applied."""
-    folder = tmp_path / "migrations"
-    folder.mkdir()
-    monkeypatch.setattr(dbmod, "MIGRATIONS", folder)
-    (folder / "0001_a.sql").write_text("CREATE TABLE a (x);\n")
-    (folder / "0002_b.sql").write_text("CREATE TABLE b (x);\n")
+    migration(1, "a")
+    migration(2, "b")
     cx = dbmod.connect_sync(tmp_path / "t.db")
     cx.execute("CREATE TABLE a (x)")
     cx.execute("PRAGMA user_version=1")

@@ -6,11 +6,10 @@ import asyncio
 import logging
 import os
 import socket
-import time
 
 from common.errors import Invalid, Unavailable
 from services import csv_import
-from services.contact_import import (BATCH_ROWS, RUNNING, cleanup, delete_upload, reader_request, remove_file,
+from services.contact_import import (BATCH_ROWS, RUNNING, delete_upload, reader_request, remove_file,
                                      report_path, run_blocking)
 from services.import_reader import ReaderProcess
 from storage import contact_imports as store
@@ -149,11 +148,12 @@ async def run_job(services, job, runner, *, should_stop=lambda: False, on_progre
 class ImportWorker:
     """The server's background task: runs queued UI jobs (at most `concurrency` at once), resumes the ones a
     restart interrupted, marks jobs of import-contacts commands that died as interrupted (polling every
-    poll_seconds, and at once after notify()), and runs the retention (cleanup) every cleanup_seconds."""
+    poll_seconds, and at once after notify()). Old jobs and their files go with the retention cleanup
+    (services/retention.py)."""
 
-    def __init__(self, services, *, concurrency=2, poll_seconds=5.0, cleanup_seconds=3600.0):
+    def __init__(self, services, *, concurrency=2, poll_seconds=5.0):
         self.services, self.concurrency = services, concurrency
-        self.poll_seconds, self.cleanup_seconds = poll_seconds, cleanup_seconds
+        self.poll_seconds = poll_seconds
         self._jobs = {}  # job id -> task
         self._wake = asyncio.Event()
         self._task = None
@@ -178,16 +178,10 @@ class ImportWorker:
         await asyncio.gather(*self._jobs.values(), return_exceptions=True)
 
     async def _run(self):
-        next_cleanup = 0.0
         while not self._stopping:
             self._wake.clear()
             try:
                 await self.step()
-                if time.monotonic() >= next_cleanup:
-                    next_cleanup = time.monotonic() + self.cleanup_seconds
-                    removed = await cleanup(self.services.db, self.services.settings.data_dir)
-                    if any(removed.values()):
-                        log.info("imports retention: %(jobs)d jobs and %(files)d files deleted", removed)
             except Exception:
                 log.exception("imports: looking for jobs failed")
             try:

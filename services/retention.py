@@ -9,7 +9,8 @@ RULES is the registry: one Rule per kind of row. A table joins with one entry, e
 
 prune is a storage write function prune(cx, before, limit, *args) -> rows deleted (storage/retention.py
 has prune_older for a rowid table with an indexed ISO time column). Media files are not rows: the
-cleanup's last step deletes files of data/media that no message names (kept while one does).
+cleanup's last steps delete files of data/media that no message names (kept while one does), and
+contact imports with their files (services.contact_import.cleanup: drafts, finished jobs, stray uploads).
 """
 import asyncio
 import logging
@@ -19,7 +20,7 @@ from datetime import timedelta
 from typing import Callable, Optional
 
 from common.ids import iso, utcnow
-from services import media
+from services import contact_import, media
 from storage import delivery as delivery_store
 from storage import events as events_store
 from storage import idempotency as idempotency_store
@@ -104,6 +105,8 @@ class RetentionWorker:
                     break
                 await asyncio.sleep(self.pause)
         deleted["unreferenced media files"] = await self.prune_media(now)
+        imports = await contact_import.cleanup(self.services.db, self.settings.data_dir, now)
+        deleted["import jobs"], deleted["import files"] = imports["jobs"], imports["files"]
         return deleted
 
     async def prune_media(self, now):

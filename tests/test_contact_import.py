@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from services import accounts, contact_import, csv_import, import_runner
+from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
 from storage.db import connect_sync
@@ -433,6 +434,7 @@ async def test_retention_deletes_old_jobs_their_files_and_stray_uploads(browser,
     assert removed == {"jobs": 1, "files": 3}  # the draft and its upload, the stray upload, the orphan
     assert imports_files(services) == [f"{finished}.errors.csv"]
     assert [r[0] for r in rows(services, "SELECT id FROM contact_imports")] == [finished]
-    removed = await contact_import.cleanup(services.db, data_dir, now=utcnow() + timedelta(days=31))
-    assert removed == {"jobs": 1, "files": 1} and imports_files(services) == []
+    # The server runs it as part of the retention cleanup (services/retention.py).
+    deleted = await RetentionWorker(services, pause=0).run_once(utcnow() + timedelta(days=31))
+    assert (deleted["import jobs"], deleted["import files"]) == (1, 1) and imports_files(services) == []
     assert draft  # (deleted above)

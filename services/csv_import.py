@@ -8,6 +8,7 @@ import re
 import unicodedata
 
 from common.errors import Invalid
+from common.spreadsheet import safe_cell
 from services.contact_fields import normalize_contact
 
 FIELDS = ("firstName", "lastName", "phone", "email")
@@ -140,12 +141,6 @@ def _error_column(header, mapping, field):
     return " / ".join(names) or " / ".join(fields)
 
 
-def _cell_for_report(cell):
-    """A spreadsheet must show a cell as text, not run it as a formula ("=", "@", tab, CR). A leading "+" or
-    "-" is kept: phone numbers start with them."""
-    return "'" + cell if cell[:1] in ("=", "@", "\t", "\r") else cell
-
-
 def report_header(header):
     """The error report's first line: row, column, reason, then the file's own columns (UTF-8 with a BOM,
     which spreadsheet programs need to read UTF-8)."""
@@ -153,8 +148,10 @@ def report_header(header):
 
 
 def _csv_line(cells):
+    """One line of the error report, every cell as text (the file's own cells, its header and the column
+    names in "column" may all be formulas)."""
     out = io.StringIO()
-    csv.writer(out, lineterminator="\r\n").writerow(cells)
+    csv.writer(out, lineterminator="\r\n").writerow(map(safe_cell, cells))
     return out.getvalue().encode("utf-8")
 
 
@@ -185,7 +182,7 @@ def read_batches(path, *, position, row_number, delimiter, header, mapping, regi
                 batch["errors"].append((number, column, exc.message))
                 batch["failed"] += 1
                 batch["report"].append(_csv_line([number, column, exc.message,
-                                                  *map(_cell_for_report, cells or [])]))
+                                                  *(cells or [])]))
             seen += 1
             if seen == limit_rows:
                 yield _close(batch)

@@ -182,6 +182,35 @@ async def test_a_messy_file_gives_exact_counts_an_error_report_and_one_list_memb
     assert oct(os.stat(contact_import.report_path(services.settings.data_dir, import_id)).st_mode & 0o777) == "0o600"
 
 
+FORMULA_FILE = "=Phone;@Name;+Note;-Tag\n+1 415;=1+1;+SUM(A1);-2+3\n".encode()
+FORMULA_REPORT = [["row", "column", "reason", "'=Phone", "'@Name", "'+Note", "'-Tag"],
+                  ["2", "'=Phone", None, "'+1 415", "'=1+1", "'+SUM(A1)", "'-2+3"]]
+
+
+def report_lines(data):
+    """The error report's lines, the reason left out (None): what a spreadsheet would show as text."""
+    lines = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    return [lines[0]] + [[*line[:2], None, *line[3:]] for line in lines[1:]]
+
+
+async def test_the_error_report_escapes_formulas_in_the_header_and_the_cells_from_the_ui_and_the_cli(
+        browser, services, owner, tmp_path):
+    """Issue 18 item 6: the header row and every cell starting with =, +, -, @ get a quote before them, as
+    the campaign recipients' CSV does (common/spreadsheet.safe_cell), in both the UI's and the CLI's report."""
+    _, p = await upload_and_start(browser, services, FORMULA_FILE, {"firstName": "1", "lastName": "", "phone": "0",
+                                                                    "email": ""})
+    assert p["failed"] == 1
+    assert report_lines((await browser.get(p["errorReport"])).body) == FORMULA_REPORT
+    path = tmp_path / "formulas.csv"
+    path.write_bytes(FORMULA_FILE)
+    runner = import_runner.cli_runner()
+    job = await contact_import.create_for_cli(services, owner["account_id"], path, runner)
+    job = await import_runner.run_job(services, job, runner)
+    assert (job["status"], job["failed"]) == ("completed", 1)
+    report = contact_import.report_path(services.settings.data_dir, job["id"]).read_bytes()
+    assert report_lines(report) == FORMULA_REPORT
+
+
 async def test_importing_the_same_file_twice_creates_nothing_new(browser, services, owner):
     _, first = await upload_and_start(browser, services, GOOD_FILE)
     before = rows(services, "SELECT COUNT(*) FROM contacts")[0][0]

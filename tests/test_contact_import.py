@@ -19,6 +19,7 @@ from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
 from storage.db import connect_sync
+from tests.test_bodies import MB, Raw, head
 from tests.test_ui import PASSWORD, FormClient
 
 BOM = codecs.BOM_UTF8
@@ -48,9 +49,10 @@ MAX_IMPORT_BYTES = 8192
 
 
 @pytest.fixture
-def settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
-                    max_import_bytes=MAX_IMPORT_BYTES)
+def settings(tmp_path, request):
+    """A small max_import_bytes; a test parametrized indirectly gives other settings."""
+    return Settings(**{"data_dir": tmp_path / "data", "allow_private_webhooks": True, "http_port": 0,
+                       "max_import_bytes": MAX_IMPORT_BYTES, **getattr(request, "param", {})})
 
 
 class ImportBrowser(FormClient):
@@ -414,6 +416,27 @@ async def test_an_upload_needs_the_session_and_the_xsrf_header_before_any_byte_i
     r = await stranger.upload(GOOD_FILE)
     assert r.code == 403 and r.json["error"]["code"] == "FORBIDDEN"
     assert imports_files(services) == []
+    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+
+
+@pytest.mark.parametrize("settings", [{"max_import_bytes": 64 * MB}], indirect=True)
+async def test_a_wrong_xsrf_token_is_refused_before_a_byte_of_the_file_is_read(
+        browser, services, http_server_port, settings):
+    """Issue 18 item 8: the token is a header, so the 403 comes from prepare(), while the client is still
+    sending: no upload file is made, and none of the body is written (before, 28 MB went to disk first)."""
+    size = 28 * MB
+    raw = await Raw.open(http_server_port[1])
+    try:
+        cookies = "; ".join(f"{k}={v}" for k, v in browser.cookies.items())
+        await raw.send(head("POST", "/contacts/import/upload?name=big.csv", size,
+                            extra=(f"Cookie: {cookies}", "X-XSRFToken: 2|00000000|wrong|1700000000")))
+        await raw.send(b"phone\n" + b"+14155552671\n" * 20_000)  # 260 KB of it, then the answer
+        status, headers, body = await raw.response()
+    finally:
+        raw.close()
+    assert status == 403 and "xsrf" in json.loads(body)["error"]["message"].lower()
+    assert headers["connection"] == "close"
+    assert not contact_import.imports_dir(settings.data_dir).exists()  # no upload file was ever made
     assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
 
 

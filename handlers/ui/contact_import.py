@@ -70,10 +70,11 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
     header), streamed to a file in data/imports/ (handlers/bodies.FileBody) once the session is known;
     201 {id, url} of the new draft."""
 
+    upload_allowed = False  # prepare() sets it once every check passed: until then there is no sink
+
     def body_limit(self):
-        # Only a signed-in user may send a file: until the session is known there is no sink, and then
         # make_body_sink checks the announced size before the file exists.
-        return self.application.settings_obj.max_import_bytes if self.current_user else None
+        return self.application.settings_obj.max_import_bytes if self.upload_allowed else None
 
     def make_body_sink(self, limit):
         self.refuse_oversized_body()
@@ -90,6 +91,11 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
         await super().prepare()
         if self.current_user is None:
             raise Forbidden("sign in to upload a file")
+        # The token is a header, so it is checked now, before the first byte of the file (UiHandler checks
+        # a form's token once its body is read, which for a file would be after it is on disk).
+        tornado.web.RequestHandler.check_xsrf_cookie(self)
+        self.upload_allowed = True
+        self.reserve_body()
 
     async def post(self):
         path, size = self.keep_body_file()  # the job owns the file now

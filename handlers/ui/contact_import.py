@@ -5,7 +5,7 @@ import asyncio
 import tornado.web
 from tornado.web import authenticated
 
-from common.errors import Forbidden, Invalid
+from common.errors import Forbidden, Invalid, RateLimited, Unavailable
 from handlers.base import BaseHandler, UiHandler
 from handlers.bodies import FileBody
 from services import contact_import
@@ -40,6 +40,10 @@ class ImportPage(UiHandler):
                 context["preview"] = await contact_import.preview(self.services, job)
             except Invalid as exc:
                 error = error or f"The file cannot be read: {exc.message}"
+            except (RateLimited, Unavailable) as exc:  # no room to read it now: the page, without the preview
+                error = error or f"No preview: {exc.message}."
+                status = status if status != 200 else exc.status
+                self.set_header("Retry-After", exc.headers["Retry-After"])
         self.render_page("contact_import_job.html", status=status,
                          flashes=[{"kind": "error", "text": error}] if error else [], **context)
 
@@ -71,6 +75,7 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
     201 {id, url} of the new draft."""
 
     upload_allowed = False  # prepare() sets it once every check passed: until then there is no sink
+    upload_counted = False  # the upload counts against the account's drafts until it ends
 
     def body_limit(self):
         # make_body_sink checks the announced size before the file exists.
@@ -94,8 +99,15 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
         # The token is a header, so it is checked now, before the first byte of the file (UiHandler checks
         # a form's token once its body is read, which for a file would be after it is on disk).
         tornado.web.RequestHandler.check_xsrf_cookie(self)
-        self.upload_allowed = True
+        await contact_import.start_upload(self.services, self.account_id)
+        self.upload_counted = self.upload_allowed = True
         self.reserve_body()
+
+    def on_finish(self):
+        if self.upload_counted:  # also reached through on_connection_close: counted down once
+            self.upload_counted = False
+            contact_import.end_upload(self.services, self.account_id)
+        super().on_finish()
 
     async def post(self):
         path, size = self.keep_body_file()  # the job owns the file now

@@ -132,12 +132,14 @@ def sniff(path):
         except UnicodeDecodeError:
             raise Invalid("the file is not UTF-8 text: save it as \"CSV UTF-8\" (comma or semicolon separated)") from None
         delimiter = _delimiter(text.lstrip("\r\n").split("\n", 1)[0])
-        for cells, end, problem in RecordReader(f, delimiter):
+        # The header starts in the first SNIFF_BYTES: a file of empty rows (",,\n") is not read to its end
+        # while the upload's request waits (in a thread of the server's process).
+        for cells, end, problem in RecordReader(f, delimiter, max_bytes=SNIFF_BYTES):
             if cells is None or problem:
                 raise Invalid(f"the header row cannot be read: {problem}")
             if any(cell.strip() for cell in cells):
                 return {"delimiter": delimiter, "header": [cell.strip() for cell in cells], "data_start": end}
-    raise Invalid("the file has no header row")
+    raise Invalid(f"the file has no header row (in its first {SNIFF_BYTES // 1024} KB)")
 
 
 def column_name(header, index):

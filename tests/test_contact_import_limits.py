@@ -63,6 +63,16 @@ async def test_the_preview_reads_at_most_its_lines_even_when_they_are_blank(brow
     assert "+14155552671" not in page.text
 
 
+@pytest.mark.parametrize("settings", [{"max_import_bytes": MB}], indirect=True)
+async def test_the_header_is_looked_for_in_the_first_64_kb_only(browser, services):
+    """Empty rows before the header were all read while the upload's request waited (a thread of the
+    server's process): the header must start in the first 64 KB."""
+    r = await browser.upload(b",,\n" * 30_000 + b"phone\n+14155552671\n")
+    assert r.code == 400 and "no header row (in its first 64 KB)" in r.json["error"]["message"]
+    assert imports_files(services) == []
+    assert (await browser.upload(b",,\n" * 20_000 + b"phone\n+14155552671\n")).code == 201
+
+
 def test_the_preview_stops_at_its_bytes_before_a_record_the_cut_would_end(tmp_path):
     """A quoted field with line breaks that goes on past --import-preview-max-bytes is not a row of the
     sample (it would be half of one); the sample ends at the record before it."""

@@ -43,7 +43,8 @@ class ImportPage(UiHandler):
             except (RateLimited, Unavailable) as exc:  # no room to read it now: the page, without the preview
                 error = error or f"No preview: {exc.message}."
                 status = status if status != 200 else exc.status
-                self.set_header("Retry-After", exc.headers["Retry-After"])
+                for name, value in exc.headers.items():
+                    self.set_header(name, value)
         self.render_page("contact_import_job.html", status=status,
                          flashes=[{"kind": "error", "text": error}] if error else [], **context)
 

@@ -27,6 +27,7 @@ from services import accounts, contact_import, import_runner
 from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
+from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
 from services.retention import RetentionWorker
@@ -53,6 +54,7 @@ class Services:
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
     imports: "ImportWorker" = None  # runs and resumes contact imports; main() starts it, close() stops it
+    import_limits: "ImportLimits" = None  # preview readers and drafts an account may hold at once
     campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
@@ -93,6 +95,7 @@ async def open_services(settings):
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
+    services.import_limits = ImportLimits(settings)
     services.campaigns = CampaignRunner(services)
     services.retention = RetentionWorker(services)
     services.bot = BotRunner(services)

@@ -32,6 +32,18 @@ class Settings(BaseModel):
     max_import_bytes: int = Field(209_715_200, ge=1024,
                                   description="Largest CSV file accepted by Contacts > Import (413 above; nothing "
                                               "of it is kept).")
+    import_drafts_per_account: int = Field(5, ge=1, description="Contacts > Import uploads an account may have "
+                                                                "waiting to be started (uploads still arriving "
+                                                                "count); another is refused (409) until one is "
+                                                                "started or discarded.")
+    import_preview_max_bytes: int = Field(2_097_152, ge=1_048_576,
+                                          description="Bytes of a file the import preview reads at most (its "
+                                                      "sample: the first 1,000 rows in them).")
+    import_preview_max_lines: int = Field(20_000, ge=1000, description="Lines of a file the import preview reads "
+                                                                       "at most, blank ones included.")
+    import_preview_readers: int = Field(2, ge=1, description="Import previews read at once, over all accounts "
+                                                             "(and one per account); a page view beyond that "
+                                                             "shows no preview and says to reload.")
     max_buffered_body_bytes: int = Field(134_217_728, ge=65536,
                                          description="Request bodies held in memory at once, across all "
                                                      "connections (503 with Retry-After above).")

@@ -6,6 +6,7 @@ import re
 
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
+from common.spreadsheet import safe_cell
 from services import lists
 from services.messaging import NO_WEBHOOK
 from storage import accounts as account_store
@@ -162,12 +163,6 @@ async def list_recipients(db, account_id, campaign_id, *, status=None, limit=Non
         public_recipient)
 
 
-def _cell(value):
-    """A CSV cell a spreadsheet shows as text: a leading =, +, -, @ (a formula) gets a quote before it."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 async def recipients_csv(db, account_id, campaign_id, *, status=None, page_size=2000):
     """The recipients as CSV, yielded a page at a time (a 100k-recipient export never sits in memory)."""
     status = _status_filter(status)
@@ -180,7 +175,7 @@ async def recipients_csv(db, account_id, campaign_id, *, status=None, page_size=
         rows = await store.page_recipients(db, account_id, campaign_id, status, after, page_size)
         for row in rows:
             error = row["error"] or {}
-            writer.writerow([_cell(v) for v in (row["id"], row["first_name"], row["last_name"], row["phone"],
+            writer.writerow([safe_cell(v) for v in (row["id"], row["first_name"], row["last_name"], row["phone"],
                                                 row["email"], row["message_id"], row["status"],
                                                 error.get("httpStatus"), error.get("error"), error.get("at"))])
         yield out.getvalue()

@@ -48,9 +48,10 @@ MAX_IMPORT_BYTES = 8192
 
 
 @pytest.fixture
-def settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
-                    max_import_bytes=MAX_IMPORT_BYTES)
+def settings(tmp_path, request):
+    """A small max_import_bytes; a test parametrized indirectly gives other settings."""
+    return Settings(**{"data_dir": tmp_path / "data", "allow_private_webhooks": True, "http_port": 0,
+                       "max_import_bytes": MAX_IMPORT_BYTES, **getattr(request, "param", {})})
 
 
 class ImportBrowser(FormClient):

@@ -5,7 +5,7 @@ import asyncio
 import tornado.web
 from tornado.web import authenticated
 
-from common.errors import Forbidden, Invalid
+from common.errors import Forbidden, Invalid, RateLimited, Unavailable
 from handlers.base import BaseHandler, UiHandler
 from handlers.bodies import FileBody
 from services import contact_import
@@ -40,6 +40,11 @@ class ImportPage(UiHandler):
                 context["preview"] = await contact_import.preview(self.services, job)
             except Invalid as exc:
                 error = error or f"The file cannot be read: {exc.message}"
+            except (RateLimited, Unavailable) as exc:  # no room to read it now: the page, without the preview
+                error = error or f"No preview: {exc.message}."
+                status = status if status != 200 else exc.status
+                for name, value in exc.headers.items():
+                    self.set_header(name, value)
         self.render_page("contact_import_job.html", status=status,
                          flashes=[{"kind": "error", "text": error}] if error else [], **context)
 
@@ -70,10 +75,12 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
     header), streamed to a file in data/imports/ (handlers/bodies.FileBody) once the session is known;
     201 {id, url} of the new draft."""
 
+    upload_allowed = False  # prepare() sets it once every check passed: until then there is no sink
+    upload_counted = False  # the upload counts against the account's drafts until it ends
+
     def body_limit(self):
-        # Only a signed-in user may send a file: until the session is known there is no sink, and then
         # make_body_sink checks the announced size before the file exists.
-        return self.application.settings_obj.max_import_bytes if self.current_user else None
+        return self.application.settings_obj.max_import_bytes if self.upload_allowed else None
 
     def make_body_sink(self, limit):
         self.refuse_oversized_body()
@@ -90,6 +97,18 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
         await super().prepare()
         if self.current_user is None:
             raise Forbidden("sign in to upload a file")
+        # The token is a header, so it is checked now, before the first byte of the file (UiHandler checks
+        # a form's token once its body is read, which for a file would be after it is on disk).
+        tornado.web.RequestHandler.check_xsrf_cookie(self)
+        await contact_import.start_upload(self.services, self.account_id)
+        self.upload_counted = self.upload_allowed = True
+        self.reserve_body()
+
+    def on_finish(self):
+        if self.upload_counted:  # also reached through on_connection_close: counted down once
+            self.upload_counted = False
+            contact_import.end_upload(self.services, self.account_id)
+        super().on_finish()
 
     async def post(self):
         path, size = self.keep_body_file()  # the job owns the file now

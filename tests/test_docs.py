@@ -79,7 +79,7 @@ def test_the_settings_table_is_generated_from_settings_py():
     """docs/operations.md carries exactly what scripts/settings_table.py writes (run it after changing
     settings.py), so every setting is listed with its flag, variable, default and help text."""
     text = OPERATIONS.read_text()
-    assert text == settings_table.render(text), "run: python scripts/settings_table.py"
+    assert text == settings_table.render(text), "run: .venv/bin/python scripts/settings_table.py"
     for name, field in Settings.model_fields.items():
         assert f"| `{settings_module.flag(name)}` | `{settings_module.env_name(name)}` |" in text
         assert field.description in text

@@ -144,3 +144,22 @@ def test_each_command_of_the_docs_answers_help():
                              cwd=ROOT)
         assert out.returncode == 0, f"parley {name} --help: {out.stderr}"
         assert "example:" in out.stdout
+
+
+def api_routes():
+    from handlers import routes
+    patterns = [r[0] if isinstance(r, tuple) else r.regex.pattern for r in routes()]
+    out = []
+    for pattern in (p.rstrip("$") for p in patterns if p.startswith(("/v1/", "/incoming"))):
+        choice = re.search(r"\((\w[\w-]*(?:\|[\w-]+)+)\)", pattern)  # (pause|resume|…): each its own path
+        out += [pattern.replace(choice.group(0), c) for c in choice.group(1).split("|")] if choice else [pattern]
+    return out
+
+
+@pytest.mark.parametrize("pattern", api_routes())
+def test_the_api_reference_names_every_endpoint(pattern):
+    """docs/api.md has every API route (an id as {id}, $CONTACT or <sha256>), so a new endpoint needs its
+    section there."""
+    doc = re.escape(pattern).replace(re.escape("([^/]+)"), r"(\{\w+\}|\$\w+)")
+    doc = doc.replace(re.escape("([0-9a-f]{64})"), r"<sha256>").replace(re.escape("\\."), r"\.")
+    assert re.search(doc, (ROOT / "docs" / "api.md").read_text()), f"docs/api.md does not name {pattern}"

@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
-"""Parley's composition root: the CLI, make_app(), and main(), which opens storage, starts the
+"""Parley's composition root: make_app(), and main(), which opens storage, starts the
 background tasks, listens (HTTPS, plus the plain-HTTP rejecter), awaits a shutdown signal, drains
-and closes."""
-import argparse
+and closes. `python server.py COMMAND` is the `parley` command (parley_cli.py)."""
 import asyncio
 import json
 import logging
 import os
 import signal
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
-from services import accounts, contact_import, import_runner
+from services import accounts
 from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
@@ -31,14 +29,13 @@ from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
 from services.retention import RetentionWorker
-from common.errors import DomainError, NotFound
 from common.ids import new_id
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
 from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
                      raise_file_limit)
-from storage.db import Database, connect_sync
+from storage.db import Database
 
 log = logging.getLogger("parley")
 ROOT = Path(__file__).parent
@@ -255,171 +252,7 @@ async def main(settings):
     log.info("stopped")
 
 
-# ---- ops commands: each prints one JSON object on stdout -------------------------------------
-
-async def _with_services(settings, fn):
-    services = await open_services(settings)
-    try:
-        return await fn(services)
-    finally:
-        await services.close()
-
-
-def cmd_create_account(settings, args):
-    async def run(s):
-        created = await accounts.create_account(
-            s.db, s.box, s.keys, name=args.name, email=args.email,
-            account_type="agency" if args.agency else "standard", agency_email=args.agency_email,
-            password=args.password)
-        out = {k: created[k] for k in ("account_id", "email", "api_key", "type")}
-        if not args.password:
-            out["password"] = created["password"]
-        return out
-    return asyncio.run(_with_services(settings, run))
-
-
-def cmd_rotate_key(settings, args):
-    async def run(s):
-        account = await accounts.get_account_by_email(s.db, args.email)
-        if account is None:
-            raise SystemExit(json.dumps({"error": f"no account with email {args.email}"}))
-        return {"account_id": account["id"], "api_key": await accounts.rotate_key(s.db, s.keys, account["id"])}
-    return asyncio.run(_with_services(settings, run))
-
-
-def cmd_backup(settings, args):
-    """Online backup through SQLite's backup API: consistent even while the server writes."""
-    out = Path(args.out)
-    if not settings.db_path.exists():
-        raise SystemExit(json.dumps({"error": f"no database at {settings.db_path}"}))
-    source = connect_sync(settings.db_path)
-    os.close(os.open(out, os.O_WRONLY | os.O_CREAT, 0o600))  # a copy of everything: private like the original
-    os.chmod(out, 0o600)
-    target = sqlite3.connect(str(out))
-    try:
-        source.backup(target)
-        version = target.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        target.close()
-        source.close()
-    return {"backup": str(out), "bytes": out.stat().st_size, "schema_version": version}
-
-
-class ProgressBar:
-    """import-contacts' progress on a terminal (stderr), redrawn at most 5 times a second."""
-
-    WIDTH = 30
-
-    def __init__(self, stream):
-        self.stream, self.drawn = stream, 0.0
-
-    def __call__(self, job):
-        p = contact_import.progress(job)
-        if p["status"] == "running" and time.monotonic() - self.drawn < 0.2:
-            return
-        self.drawn = time.monotonic()
-        filled = int(p["percent"] * self.WIDTH / 100)
-        rate = f"  {p['rowsPerSecond']:.0f} rows/s" if p["rowsPerSecond"] else ""
-        left = f", {p['secondsLeft']} s left" if p["secondsLeft"] is not None else ""
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p['percent']:5.1f} %  {p['rowsRead']} rows: "
-                          f"{p['created']} created, {p['matched']} matched, {p['failed']} failed{rate}{left}\x1b[K")
-        self.stream.flush()
-
-    def close(self):
-        self.stream.write("\n")
-        self.stream.flush()
-
-
-def cmd_import_contacts(settings, args):
-    """The Contacts > Import job for operators, run in this process (its writer process shares the database
-    with a running server's); the summary's status says whether it completed."""
-    async def run(s):
-        account = await accounts.get_account_by_email(s.db, args.email)
-        if account is None:
-            raise NotFound(f"no account with email {args.email}")
-        runner = import_runner.cli_runner()
-        job = await contact_import.create_for_cli(s, account["id"], args.file, runner, list_id=args.list,
-                                                  region=args.default_country, overrides=args.map or ())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
-        try:
-            job = await import_runner.run_job(s, job, runner, should_stop=stop.is_set, on_progress=bar,
-                                              pause=import_runner.CLI_PAUSE_SECONDS)
-        finally:
-            if bar:
-                bar.close()
-        if job["status"] == "running":  # stopped by a signal: what is committed stays
-            job = await contact_import.interrupt(s, job, f"stopped by the operator after row {job['row_number']}")
-        report = contact_import.report_path(settings.data_dir, job["id"])
-        return {"import_id": job["id"], "status": job["status"], "rows": job["rows_read"], "created": job["created"],
-                "matched": job["matched"], "failed": job["failed"],
-                "error_report": str(report.resolve()) if job["errors_bytes"] else None, "message": job["message"]}
-    return asyncio.run(_with_services(settings, run))
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(prog="server.py", description="Parley: self-hosted customer messaging.")
-    sub = parser.add_subparsers(dest="command")
-    commands = {
-        "serve": sub.add_parser("serve", help="run the HTTPS server (the default)"),
-        "create-account": sub.add_parser("create-account", help="create an account; prints its API key once"),
-        "rotate-key": sub.add_parser("rotate-key", help="generate a new API key; the old one dies at once"),
-        "backup": sub.add_parser("backup", help="online backup of the database to OUT"),
-        "import-contacts": sub.add_parser("import-contacts", help="import contacts from a CSV file into an account"),
-    }
-    c = commands["create-account"]
-    c.add_argument("--name", required=True)
-    c.add_argument("--email", required=True)
-    c.add_argument("--agency", action="store_true", help="an agency account (may grant credits)")
-    c.add_argument("--agency-email", help="make a sub-account of the agency with this email")
-    c.add_argument("--password", help="UI password (generated and printed when omitted)")
-    commands["rotate-key"].add_argument("--email", required=True)
-    commands["backup"].add_argument("out", metavar="OUT")
-    c = commands["import-contacts"]
-    c.add_argument("--email", required=True, help="the account's email")
-    c.add_argument("file", metavar="FILE.csv", help="UTF-8 CSV with a header row; comma or semicolon separated")
-    c.add_argument("--list", metavar="LIST_ID", help="add every imported contact to this list of the account")
-    c.add_argument("--default-country", metavar="CC", help="ISO country code for phone numbers without +")
-    c.add_argument("--map", action="append", metavar="FIELD=COLUMN",
-                   help="firstName, lastName, phone or email = a column's name or 1-based number (empty: skip "
-                        "the field); repeatable; the rest is guessed from the header")
-    for p in commands.values():
-        settings_module.add_arguments(p)
-    return parser
-
-
-def cli(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        argv = ["serve", *argv]
-    args = parser.parse_args(argv)
-    try:
-        settings = settings_module.from_namespace(args)
-    except Exception as exc:
-        parser.error(str(exc))
-    configure_logging(settings.log_level)
-    os.umask(0o077)  # whatever this process and its writer create (media, certificates, backups) is private
-    if args.command == "serve":
-        try:
-            asyncio.run(main(settings))
-        except OSError as exc:  # a port in use, a certificate that cannot be read: one line, no traceback
-            log.error("cannot serve: %s", exc)
-            return 1
-        return 0
-    runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup,
-              "import-contacts": cmd_import_contacts}
-    try:
-        result = runner[args.command](settings, args)
-    except DomainError as exc:
-        print(json.dumps({"error": str(exc)}))
-        return 1
-    print(json.dumps(result))
-    return 0 if result.get("status", "completed") == "completed" else 1  # an import that did not complete
-
+from parley_cli import cli  # noqa: E402 (the CLI calls back into main() and open_services() above)
 
 if __name__ == "__main__":
     sys.exit(cli())

@@ -258,7 +258,7 @@ class _TLSStream(_ServerStream, SSLIOStream):
 
 
 class GuardedHTTPServer(tornado.httpserver.HTTPServer):
-    """Tornado's HTTPServer with the limits of the README: connections capped by ``guard`` (shared by every
+    """Tornado's HTTPServer with the limits of docs/operations.md "Limits": connections capped by ``guard`` (shared by every
     server of the process), a TLS handshake deadline, request headers up to ``max_header_size`` (431
     above), and the idle and body timeouts Tornado has. It also knows how many requests are still being
     received: a request counts from its headers until its body is complete, the handler from then on

@@ -69,7 +69,7 @@ class Settings(BaseModel):
                                                                 "gets the writer process replaced; its writes "
                                                                 "answer 503 saying whether they were stored.")
     retention_interval_seconds: float = Field(3600.0, gt=0, description="How often the cleanup runs (see "
-                                                                        "README \"Retention\").")
+                                                                        "docs/operations.md \"Retention\").")
     retention_webhook_days: int = Field(30, ge=0, description="Days to keep delivered and finally failed webhooks "
                                                               "and their delivery attempts; 0 keeps them for ever.")
     retention_orphan_media_hours: float = Field(24.0, gt=0, description="Hours before a media file that no "
@@ -130,3 +130,12 @@ def add_arguments(parser):
 def from_namespace(ns):
     values = {name: getattr(ns, name) for name in Settings.model_fields if getattr(ns, name, None) is not None}
     return Settings(**values)
+
+
+def markdown_table():
+    """The settings table of docs/operations.md (scripts/settings_table.py writes it there; a test compares)."""
+    rows = ["| flag | variable | default | what it does |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = "off" if field.default is False else "—" if field.default is None else field.default
+        rows.append(f"| `{flag(name)}` | `{env_name(name)}` | `{default}` | {field.description} |")
+    return "\n".join(rows) + "\n"

@@ -230,7 +230,7 @@ BotOutcomeName = Literal[tuple(OUTCOMES)]
 
 class BotOutcome(BaseModel):
     """What the bot did with an inbound message (README "Bot" lists the outcomes)."""
-    outcome: BotOutcomeName = Field(description="README \"Bot\" says when each is recorded.")
+    outcome: BotOutcomeName = Field(description="docs/api.md \"Bot\" says when each is recorded.")
     detail: str = Field(description="Why, in words (the keyword, the provider's error, the balance ...).")
     replyId: Optional[str] = Field(None, description="The bot's reply message, or null when it sent none.")
 
@@ -285,7 +285,7 @@ class BotTest(Strict):
 
 class BotTestResult(BaseModel):
     reply: Optional[str] = Field(description="What the bot would send; null when it would send nothing.")
-    reason: BotOutcomeName = Field(description="The outcome a real message would record (README \"Bot\").")
+    reason: BotOutcomeName = Field(description="The outcome a real message would record (docs/api.md \"Bot\").")
     detail: str
     handoff: bool = Field(description="True when it would pause the bot for the contact.")
     active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")

@@ -11,6 +11,7 @@ needs data, a few lines to seed().
 """
 import argparse
 import base64
+import os
 import struct
 import sys
 import time
@@ -231,7 +232,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="parley-shots-") as work, \
             ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False) as parley, \
             sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+        browser = playwright.chromium.launch(executable_path=os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium"),
                                              args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
         pages, ids = {}, {}
         for who, email, password in (("owner", parley.first_run["login"], parley.first_run["password"]),

@@ -1,7 +1,7 @@
 """The bot's settings object (DESIGN §3 "Bot"): its pydantic model, how a PATCH merges into the stored
 object, the public view (the provider key is write-only) and the effective configuration for a message.
 
-PATCH semantics (README "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
+PATCH semantics (docs/api.md "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
 (RFC 7386) of the stored one: objects merge key by key, null removes a key, arrays (rules,
 handoffKeywords) and scalars replace. So a PATCH that changes only the rules keeps the provider and its
 key, and `"bot": null` removes the whole bot. The stored object keeps the provider key encrypted under

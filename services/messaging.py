@@ -28,7 +28,7 @@ MAX_PAGE = 200
 AUTHORS = ("contact", "bot", "user", "api", "campaign")
 # An inbound message without customData.campaignId from a contact that got a campaign message this recently
 # is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
-# bot.campaigns[campaignId] (README "Campaigns").
+# bot.campaigns[campaignId] (docs/api.md "Campaigns").
 CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
 
 

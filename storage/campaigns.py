@@ -18,7 +18,7 @@ RECIPIENT_STATUSES = COUNTS[1:]
 # A held delivery (its campaign is paused) is pending but never due; resume makes it due again.
 HELD = "9999-12-31T23:59:59.999Z"
 
-# The auto-pause rule (README "Campaigns"): since the start or the last resume, of the first PROBE_SIZE
+# The auto-pause rule (docs/api.md "Campaigns"): since the start or the last resume, of the first PROBE_SIZE
 # first attempts that ended at least PROBE_FAILURES failed, or FAILURE_STREAK first attempts in a row failed.
 PROBE_SIZE, PROBE_FAILURES, FAILURE_STREAK = 20, 16, 20
 

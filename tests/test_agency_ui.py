@@ -11,7 +11,7 @@ from services import accounts, credits
 from tests.parley_process import ParleyProcess, run_cli
 from tests.test_ui import PASSWORD, FormClient, chromium, page  # noqa: F401 (chromium, page: fixtures)
 
-# Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh the README's).
+# Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh docs/guide.md's).
 SCREENSHOT_DIR = os.environ.get("PARLEY_SCREENSHOT_DIR")
 
 

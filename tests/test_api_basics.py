@@ -83,7 +83,7 @@ async def test_oversized_body_is_413(api, account, settings):
     assert r.code == 413 and r.json["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
-# The opt-out keywords are shown with their defaults until an account sets its own (README "Campaigns").
+# The opt-out keywords are shown with their defaults until an account sets its own (docs/api.md "Campaigns").
 KEYWORD_DEFAULTS = {"optOutKeywords": ["STOP", "UNSUBSCRIBE"], "optInKeywords": ["START"]}
 
 

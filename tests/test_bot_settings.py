@@ -66,7 +66,7 @@ async def test_an_invalid_bot_is_400_naming_the_field_and_changes_nothing(api, a
 
 
 async def test_a_patch_merges_into_the_stored_bot(api, account):
-    """README "Bot": `bot` is a JSON Merge Patch (RFC 7386): objects merge, null removes, arrays replace."""
+    """docs/api.md "Bot": `bot` is a JSON Merge Patch (RFC 7386): objects merge, null removes, arrays replace."""
     key = account["api_key"]
     await patch_bot(api, key, {"active": True, "greeting": "Hi", "rules": RULES, "provider": PROVIDER,
                                "campaigns": {"spring": {"greeting": "Spring!"}, "autumn": {"active": False}}})

@@ -438,7 +438,7 @@ async def test_retry_failed_resends_only_the_failed_ones(api, services, account,
 
 
 async def test_most_first_sends_failing_pauses_the_campaign(api, services, account, runner, worker):
-    """The auto-pause rule (README "Campaigns"): of the first 20 first attempts, 16 or more failed → the
+    """The auto-pause rule (docs/api.md "Campaigns"): of the first 20 first attempts, 16 or more failed → the
     campaign pauses itself with the reason recorded, and what it had queued is held."""
     closed = Receiver()  # nobody listens: every attempt is a connection error
     await set_webhook(api, account, closed.url)

@@ -132,7 +132,7 @@ def idempotent_operations():
 def test_every_mutating_post_takes_an_idempotency_key_and_the_document_says_so():
     """DESIGN §3: "Every POST of the API accepts an optional Idempotency-Key header"; the OpenAPI document
     shows the header, the 422 and Idempotent-Replayed on each. (PATCH /v1/account/settings does not take
-    one: it sets absolute values, so repeating it is already harmless; see README.)"""
+    one: it sets absolute values, so repeating it is already harmless; see docs/api.md.)"""
     posts = {(path_template(p, h)[0], "post") for p, h, *_ in routes()
              if issubclass(h, ApiHandler) and "post" in implemented_methods(h)}
     assert posts and posts == {(path, method) for path, method, _ in idempotent_operations()} | {

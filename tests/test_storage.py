@@ -50,7 +50,7 @@ def migration(tmp_path, monkeypatch):
 
 
 def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_path, migration):
-    """Branches number their migrations in ranges of their own (README "Development"): one merged later
+    """Branches number their migrations in ranges of their own (docs/architecture.md "Storage and the writer process"): one merged later
     can carry a number below one a database already has. It is applied at the next start, once."""
     migration(1, "a")
     migration(60, "c")

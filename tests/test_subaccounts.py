@@ -416,17 +416,17 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
 
 
 def readme_receiver(tmp_path):
-    """The example auto-recharge receiver of README.md, as a file."""
+    """The example auto-recharge receiver of docs/api.md, as a file."""
     import re
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     [code] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "class Recharge" in block]
     path = tmp_path / "recharge_receiver.py"
     path.write_text(code)
     return path
 
 
-def test_the_readme_receiver_grants_once_even_when_a_notification_is_redelivered(tmp_path):
-    """README's ten-line receiver, run as written against server.py over HTTPS: the notification of a spend
+def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(tmp_path):
+    """docs/api.md's ten-line receiver, run as written against server.py over HTTPS: the notification of a spend
     below the threshold makes it grant `amount` with Idempotency-Key: <idempotency_key>; the same
     notification delivered again (same webhook-id and body, signed anew, as Parley's retry sends it) makes it
     call again and nothing more is granted."""

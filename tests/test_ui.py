@@ -2,6 +2,7 @@
 signing secret). Fast tests drive the in-process app over HTTP with a cookie-keeping client; the
 end-to-end tests drive the real server.py over HTTPS with headless Chromium (Playwright)."""
 import json
+import os
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from http.cookies import SimpleCookie
@@ -14,7 +15,7 @@ from services import accounts
 from tests.parley_process import ParleyProcess
 
 PASSWORD = "correct horse battery staple"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")  # make test CHROMIUM=… sets it
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 

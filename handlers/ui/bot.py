@@ -1,5 +1,5 @@
 """Bot settings page (/bot): the account's bot and each campaign's override, the write-only provider key,
-and "Try it" (the dry run). Forms become a merge patch of the `bot` settings object (README "Bot"), saved
+and "Try it" (the dry run). Forms become a merge patch of the `bot` settings object (docs/api.md "Bot"), saved
 through the same services as PATCH /v1/account/settings."""
 from tornado.web import authenticated
 

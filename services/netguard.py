@@ -127,6 +127,8 @@ def scheme_refusal(parts, allow_private):
 def describe_connection_error(exc):
     """A connection failure as the client may read it: its kind, never the address connected to (an
     OSError's text often carries it, as in "Connect call failed ('10.1.2.3', 443)")."""
+    if getattr(exc, "real_error", None) is not None:  # Tornado's StreamClosedError wraps the cause
+        exc = exc.real_error
     if isinstance(exc, BlockedAddress):
         return str(exc)
     if isinstance(exc, socket.gaierror):

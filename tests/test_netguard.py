@@ -289,3 +289,12 @@ async def test_a_url_that_resolves_has_no_warnings(api, account):
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "https://1.1.1.1/hook"},
                         key=account["api_key"])
     assert r.code == 200 and "warnings" not in r.json
+
+
+async def test_a_private_provider_url_is_refused_with_the_way_out_too(api, account):
+    r = await api.patch("/v1/account/settings", {"bot": {"provider": {"baseUrl": "https://localhost/v1",
+                                                                      "model": "m"}}}, key=account["api_key"])
+    assert r.code == 400, r.body
+    assert r.json["error"]["message"] == (
+        "bot.provider.baseUrl must be publicly reachable: localhost is not a public address. "
+        "For local testing start Parley with --allow-private-webhooks.")

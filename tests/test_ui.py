@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from services import accounts
-from tests.parley_process import ParleyProcess
+from tests.parley_process import ParleyProcess, ThreadedReceiver
+from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 
 PASSWORD = "correct horse battery staple"
 CHROMIUM = "/usr/bin/chromium"
@@ -230,18 +231,6 @@ async def test_a_url_that_does_not_resolve_now_is_saved_with_a_note(signed_in, a
             "resolve now; it will be checked again at delivery.") in page
 
 
-@pytest.fixture
-def receiver(io_loop):
-    from tests.test_delivery import Receiver
-    r = Receiver()
-
-    async def start():
-        r.start()
-    io_loop.run_sync(start)
-    yield r
-    io_loop.run_sync(r.close)
-
-
 async def test_send_test_event_button_pings_the_saved_url_and_shows_the_answer(signed_in, api, ui_account,
                                                                                receiver):
     from standardwebhooks import Webhook
@@ -453,6 +442,25 @@ def test_browser_saves_the_custom_channel_webhook_url(page, parley):
     page.fill("#customChannelWebhookUrl", "ftp://example.com/x")
     page.click("button:has-text('Save webhook URL')")
     assert "must be an https:// URL" in page.inner_text(".flash-error")
+
+
+def test_browser_sends_a_test_event_and_shows_the_answer(page, parley):
+    """Issue 26 §3: the banner, and "Send test event" beside the URL: a real receiver gets the ping and the
+    page shows what it answered."""
+    receiver = ThreadedReceiver()
+    try:
+        sign_in(page, parley)
+        page.goto(parley.base + "/settings")
+        assert page.inner_text("#private-webhooks-banner") == BANNER
+        page.fill("#customChannelWebhookUrl", receiver.url)
+        page.click("button:has-text('Save webhook URL')")
+        page.click("#send-test-event")
+        result = page.inner_text("#webhook-test-result")
+        assert "Test event delivered" in result and "HTTP 200" in result, result
+        assert [r["event"] for r in receiver.requests] == ["ping"]
+        assert page.console_errors == []
+    finally:
+        receiver.close()
 
 
 def test_browser_session_post_without_xsrf_is_rejected(page, parley):

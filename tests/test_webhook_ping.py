@@ -9,7 +9,7 @@ from standardwebhooks import Webhook
 from services import accounts, webhook_ping
 from settings import Settings
 from storage.outbox import list_outbox
-from tests.test_delivery import Receiver
+from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 
 TEST = "/v1/account/webhook-test"
 
@@ -19,17 +19,6 @@ def settings(tmp_path):
     # --webhook-timeout-seconds 1: the ping keeps the deliveries' timeout (the default is 15 s).
     return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     webhook_timeout_seconds=1.0)
-
-
-@pytest.fixture
-def receiver(io_loop):
-    r = Receiver()
-
-    async def start():
-        r.start()
-    io_loop.run_sync(start)
-    yield r
-    io_loop.run_sync(r.close)
 
 
 async def _save_url(api, account, url):

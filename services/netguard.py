@@ -134,7 +134,7 @@ def describe_connection_error(exc):
     if isinstance(exc, socket.gaierror):
         return "the host name does not resolve"
     if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or exc.__class__.__name__}"
+        return f"TLS: {getattr(exc, 'verify_message', None) or exc.reason or exc.__class__.__name__}"
     if isinstance(exc, OSError) and exc.errno:
         return f"{exc.__class__.__name__}: {os.strerror(exc.errno)}"
     return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__

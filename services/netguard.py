@@ -134,7 +134,8 @@ def describe_connection_error(exc):
     if isinstance(exc, socket.gaierror):
         return "the host name does not resolve"
     if isinstance(exc, ssl.SSLError):
-        return f"TLS: {getattr(exc, 'verify_message', None) or exc.reason or exc.__class__.__name__}"
+        detail = getattr(exc, "verify_message", None) or getattr(exc, "reason", None)
+        return f"TLS: {detail or exc.__class__.__name__}"
     if isinstance(exc, OSError) and exc.errno:
         return f"{exc.__class__.__name__}: {os.strerror(exc.errno)}"
     return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__

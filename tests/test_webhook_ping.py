@@ -89,3 +89,30 @@ async def test_the_ping_goes_through_the_ssrf_guard_at_connect_time(services, ac
     assert result["error"] == ("webhook URL refused: localhost is not a public address. "
                                "For local testing start Parley with --allow-private-webhooks.")
     assert "127.0.0.1" not in json.dumps(result)
+
+
+async def test_a_tls_failure_says_what_failed(api, account, tmp_path):
+    """An https receiver whose certificate nobody signed: the answer says the verification failed."""
+    import ssl
+
+    import tornado.httpserver
+    import tornado.testing
+    import tornado.web
+
+    from services.tls import write_self_signed
+
+    write_self_signed(tmp_path / "cert.pem", tmp_path / "key.pem", ["localhost"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = tornado.httpserver.HTTPServer(tornado.web.Application([]), ssl_options=context)
+    sock, port = tornado.testing.bind_unused_port()
+    server.add_sockets([sock])
+    try:
+        await _save_url(api, account, f"https://localhost:{port}/hook")
+        r = await api.post(TEST, key=account["api_key"])
+    finally:
+        server.stop()
+        await server.close_all_connections()
+    assert r.json["httpStatus"] is None
+    assert r.json["error"].startswith("connection error: TLS: ") and "certificate" in r.json["error"], r.json
+    assert "127.0.0.1" not in r.json["error"]

@@ -164,6 +164,9 @@ def print_first_run(info):
 async def main(settings):
     """Open, listen, await SIGTERM/SIGINT, drain, close. Whatever fails once the services are open (a
     port already in use, an unreadable certificate) still closes them: the writer process stops cleanly."""
+    if settings.allow_private_webhooks:
+        log.warning("--allow-private-webhooks is on: webhook and AI provider URLs may be private, loopback or "
+                    "plain http addresses. For local testing only: never in production.")
     services = await open_services(settings)
     servers, tasks, guard, recovery = [], [], None, None
     try:

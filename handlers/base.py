@@ -374,6 +374,10 @@ class UiHandler(BaseHandler):
         """A message for the next page this browser loads (after a redirect): kind is "success" or "error"."""
         self.set_signed_cookie(self.FLASH_COOKIE, json.dumps([kind, text]), expires_days=None, **self.COOKIE_FLAGS)
 
+    def flash_saved(self, done, warnings=()):
+        """The success message of a settings form, with the save's warnings (a host that does not resolve now)."""
+        self.flash("success", " ".join([done, *(f"Note: {w}." for w in warnings)]))
+
     def pop_flashes(self):
         value = self.get_signed_cookie(self.FLASH_COOKIE, max_age_days=1)
         if value is None:

@@ -505,6 +505,17 @@ class AccountSettings(BaseModel):
                                                          "whether one is stored.")
     optOutKeywords: list[str]
     optInKeywords: list[str]
+    warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
+                                                            "now: it is saved, and checked again at delivery.")
+
+
+class WebhookTestResult(BaseModel):
+    """POST /v1/account/webhook-test: what the receiver answered a signed {"event": "ping", …}."""
+    httpStatus: Optional[int] = Field(description="The receiver's HTTP status; null when there was no answer.")
+    responseBody: Optional[str] = Field(description="The first 1 KB of the answer's body.")
+    durationMs: int
+    error: Optional[str] = Field(description="Why it failed (a non-2xx status, a timeout, a refused or "
+                                             "unreachable URL); null on a 2xx answer.")
 
 
 class ContactLookup(BaseModel):

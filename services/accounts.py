@@ -232,20 +232,28 @@ def public_settings(settings):
 async def validate_settings_changes(changes, allow_private):
     """Check setting changes (top-level name -> value, None removes) the same way for the API and the UI:
     webhook URLs (and the bot's provider URLs) must be https and public unless allow_private. Returns the
-    changes to store; raises Invalid naming the field. `bot` is a merge patch (services/bot_settings.py),
-    whose result is validated as a whole when it is stored."""
-    validated = {}
+    changes to store and a list of warnings (a host that does not resolve now); raises Invalid naming the
+    field. `bot` is a merge patch (services/bot_settings.py), whose result is validated as a whole when it
+    is stored."""
+    validated, warnings = {}, []
+
+    async def check(url, field):
+        url, warning = await check_webhook_url(url, allow_private=allow_private, field=field)
+        if warning:
+            warnings.append(warning)
+        return url
+
     for name, value in changes.items():
         if name == "customChannelWebhookUrl" and value is not None:
-            value = await check_webhook_url(value, allow_private=allow_private, field=name)
+            value = await check(value, name)
         elif name == "notificationUrls" and value is not None:
             for event, url in value.items():
-                await check_webhook_url(url, allow_private=allow_private, field=f"{name}.{event}")
+                await check(url, f"{name}.{event}")
         elif name == "bot":
             for field, url in bot_settings.provider_urls(value):
-                await check_webhook_url(url, allow_private=allow_private, field=field)
+                await check(url, field)
         validated[name] = value
-    return validated
+    return validated, warnings
 
 
 async def update_settings(db, account_id, changes, box=None):

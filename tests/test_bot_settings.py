@@ -128,7 +128,7 @@ async def test_provider_urls_are_checked_like_webhook_urls():
     with pytest.raises(Invalid, match=r"^bot\.provider\.baseUrl must be an https:// URL"):
         await accounts.validate_settings_changes({"bot": {"provider": {"baseUrl": "http://example.com/v1"}}},
                                                  allow_private=False)
-    assert await accounts.validate_settings_changes(changes, allow_private=True) == changes
+    assert await accounts.validate_settings_changes(changes, allow_private=True) == (changes, [])
 
 
 def test_a_campaign_overrides_the_accounts_keys():

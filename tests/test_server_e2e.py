@@ -45,6 +45,14 @@ def test_first_run_prints_credentials_once(tmp_path):
             assert _account(c, creds["api_key"]).status_code == 200
     log = "".join(p.read_text() for p in tmp_path.glob("server-*.log"))
     assert creds["api_key"] not in log and creds["password"] not in log
+    assert "--allow-private-webhooks" not in log  # the WARNING is for servers started with it only
+
+
+def test_allow_private_webhooks_logs_a_warning_at_start(parley):
+    """Issue 26 §3: started with --allow-private-webhooks, the server says at start that it is for local
+    testing only."""
+    log = Path(parley.log.name).read_text()
+    assert "WARNING parley: --allow-private-webhooks is on" in log and "For local testing only" in log
 
 
 def test_plain_http_is_rejected_with_https_required(parley):

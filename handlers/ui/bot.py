@@ -95,13 +95,13 @@ class BotPage(UiHandler):
         """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""
         try:
             patch = bot_settings.validate_patch(patch)
-            changes = await accounts.validate_settings_changes(
+            changes, warnings = await accounts.validate_settings_changes(
                 {"bot": patch}, allow_private=self.application.settings_obj.allow_private_webhooks)
             await accounts.update_settings(self.services.db, self.account_id, changes, box=self.services.box)
         except Invalid as exc:
             await self.render_page(status=400, error=exc.message, typed=typed)
             return
-        self.flash("success", done)
+        self.flash_saved(done, warnings)
         self.redirect(f"/bot#{anchor}", status=303)
 
 

@@ -63,6 +63,9 @@ def test_the_first_fifteen_minutes_work_as_written(tmp_path):
         try:
             time.sleep(0.5)  # the receiver binds its port
             assert "customChannelWebhookUrl" in bash(next(c for c in commands if "-X PATCH" in c), env)
+            ping = bash(next(c for c in commands if "/v1/account/webhook-test" in c), env)
+            assert '"httpStatus":204' in ping.replace(" ", ""), ping
+            assert receiver.stdout.readline().strip() == "verified test event"
             inbound = bash(next(c for c in commands if "incoming_custom_channel_message" in c), env)
             assert '"success":true' in inbound.replace(" ", "") and "msg_" in inbound
             reply = bash(next(c for c in commands if "send_custom_channel_message" in c), env)

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import re
+import sqlite3
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,13 +19,11 @@ from typing import Optional
 
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from common.errors import Invalid, NotFound
-from common import ids as common_ids
+from common.errors import Invalid, NotFound, Unavailable
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_provider, bot_settings, messaging, opt_out
+from services import bot_context, bot_provider, bot_settings, messaging
 from services.credits import to_hundredths
 from services.netguard import CheckedResolver
-from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store
@@ -49,10 +48,12 @@ OUTCOMES = {
 # Messages waiting for the bot at most (each holds its message and context in memory); more are recorded
 # `busy` rather than letting memory grow without bound while a slow AI provider falls behind.
 MAX_WAITING = 10_000
-# After a restart, messages of this recent past that the bot never decided on (the server stopped first)
-# are answered; older ones are left: an answer that late would be more confusing than none.
-RECOVER_WINDOW = timedelta(minutes=10)
+# After a restart, the messages the bot still owes a decision (bot_pending: the server stopped first, or a
+# decision's write kept failing) are answered, the oldest RECOVER_LIMIT of them: chosen by state, not by age.
 RECOVER_LIMIT = 1000
+# A decision whose write failed (the storage writer restarting, a full disk) is written again after each of
+# these pauses (seconds); the conditional outcome write makes a retry of a write that did commit a no-op.
+WRITE_RETRY_DELAYS = (1, 5, 30, 120)
 # A handoff pauses the bot this long for the contact (a person's reply pauses it for
 # pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
 HANDOFF_PAUSE = timedelta(hours=24)
@@ -65,6 +66,11 @@ class Decision:
     detail: str
     reply: Optional[str] = None
     handoff: bool = field(default=False)
+
+
+class AlreadyDecided(Exception):
+    """Raised inside a decision's write when the message has an outcome already (another run of the bot
+    decided it first): the write, and the reply with it, are rolled back."""
 
 
 class Skipped(Exception):
@@ -207,7 +213,22 @@ async def _ask_provider(services, account_id, provider, body, contact_id, messag
 async def apply(services, message, context, decision):
     """Carry out a decision on a stored inbound message: the reply (if any) through messaging.send_reply,
     its outcome, credits and handoff pause in the reply's transaction; else the outcome (and pause) alone.
-    Returns the outcome recorded."""
+    A write that fails is retried (WRITE_RETRY_DELAYS). Returns the outcome recorded, or None when the
+    message had one already (nothing was sent)."""
+    for delay in (*WRITE_RETRY_DELAYS, None):
+        try:
+            return await _apply_once(services, message, context, decision)
+        except AlreadyDecided:
+            return None
+        except (Unavailable, sqlite3.Error) as exc:
+            if delay is None:
+                raise
+            log.warning("bot: writing the decision on message %s failed (%s); retrying in %g s",
+                        message["id"], exc, delay)
+            await asyncio.sleep(delay)
+
+
+async def _apply_once(services, message, context, decision):
     account_id, contact_id = message["account_id"], message["contact_id"]
     if decision.reply:
         try:
@@ -222,9 +243,11 @@ async def apply(services, message, context, decision):
             decision = Decision(exc.outcome, exc.detail)
         except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
             decision = Decision("not_sent", exc.message)
-    await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
-                            {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
-                            decision.handoff)
+    won = await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
+                                  {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
+                                  decision.handoff)
+    if not won:
+        raise AlreadyDecided()
     return decision.outcome
 
 
@@ -234,10 +257,14 @@ def _handoff_pause_in_tx(cx, account_id, contact_id):
 
 
 def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
-    """In the reply's transaction (messaging.send_reply in_tx): check again that the contact may be answered
-    (a person may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend
-    path), pause on a handoff and record the outcome. Skipped rolls the reply back."""
+    """In the reply's transaction (messaging.send_reply in_tx): record the outcome unless the message has
+    one (AlreadyDecided: the reply is not queued), check again that the contact may be answered (a person
+    may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend path) and
+    pause on a handoff. Skipped rolls the reply back."""
     account_id, contact_id = reply["account_id"], reply["contact_id"]
+    if not bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
+                                                                    "replyId": reply["id"]}):
+        raise AlreadyDecided()
     now = now_iso()
     state = bot_state.contact_state_in_tx(cx, account_id, contact_id, now) or {}
     if state.get("opted_out"):
@@ -252,15 +279,16 @@ def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
                                         f"is below creditsPerReply {credit_store.as_number(charge)}")
     if handoff:
         _handoff_pause_in_tx(cx, account_id, contact_id)
-    bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
-                                                             "replyId": reply["id"]})
 
 
 def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
-    """In the writer: the outcome of a message the bot sent nothing for (and the pause of a handoff)."""
+    """In the writer: the outcome of a message the bot sent nothing for (and the pause of a handoff), unless
+    the message has one already. Returns whether it was recorded."""
+    if not bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome):
+        return False
     if handoff:
         _handoff_pause_in_tx(cx, account_id, contact_id)
-    bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome)
+    return True
 
 
 async def on_inbound_message(services, message, context):
@@ -301,17 +329,6 @@ async def resume(services, account_id, contact_id):
     return await bot_state.clear_pause(services.db, account_id, contact_id)
 
 
-def _recoverable(cx, since_id, before_id, limit):
-    """The undecided messages of the window, but for opt-out and opt-in keywords (never the bot's)."""
-    found = []
-    for message in bot_state.undecided_inbound.sync(cx, since_id, before_id, limit):
-        if opt_out.might_be_keyword(message["body"]) and opt_out.match(
-                message["body"], *account_store.opt_keywords_in_tx(cx, message["account_id"])) is not None:
-            continue
-        found.append(message)
-    return found
-
-
 # ---- the runner --------------------------------------------------------------------------------
 
 class BotRunner:
@@ -348,17 +365,18 @@ class BotRunner:
                 # Read now, not when the message came in: a pause, an opt-out or a new balance since counts.
                 context = await self.services.db.read(bot_context.context_in_tx, message["account_id"],
                                                       message["contact_id"], message["campaign_id"], message["id"])
-                if context is not None:  # None: the bot is off for it (now)
+                if context is None:  # the bot is off for it (now): it owes the message nothing
+                    await bot_state.release(self.services.db, message["account_id"], message["id"])
+                else:
                     await on_inbound_message(self.services, message, context)
             except Exception:
                 log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
 
-    async def recover(self, before_id, now=None):
-        """Submit the messages of the last RECOVER_WINDOW (ids below before_id: stored before this process
-        took requests) that the bot never decided on, e.g. because the server was killed. Returns how many."""
-        since = common_ids.first_id_at("msg", (now or utcnow()) - RECOVER_WINDOW)
+    async def recover(self, before_id):
+        """Submit the messages stored before before_id (before this process took requests) that the bot still
+        owes a decision, e.g. because the server was killed: the oldest RECOVER_LIMIT. Returns how many."""
         try:
-            pending = await self.services.db.read(_recoverable, since, before_id, RECOVER_LIMIT)
+            pending = await bot_state.undecided_inbound(self.services.db, before_id, RECOVER_LIMIT)
         except Exception:
             log.exception("bot: looking for messages left undecided by the previous run failed")
             return 0

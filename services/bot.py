@@ -8,11 +8,8 @@ What the bot did is recorded on the inbound message (messages.bot_outcome, shown
 {outcome, detail, replyId}; replyId is the bot's reply, or null when it sent none. OUTCOMES lists them.
 """
 import asyncio
-import functools
 import logging
-import re
 import sqlite3
-import unicodedata
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Optional
@@ -21,7 +18,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_provider, bot_settings, messaging
+from services import bot_context, bot_match, bot_provider, bot_settings, messaging
 from services.credits import to_hundredths
 from services.netguard import CheckedResolver
 from storage import bot_state
@@ -57,6 +54,10 @@ WRITE_RETRY_DELAYS = (1, 5, 30, 120)
 # A handoff pauses the bot this long for the contact (a person's reply pauses it for
 # pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
 HANDOFF_PAUSE = timedelta(hours=24)
+# A match whose work bound (bot_match.Matcher.work_bound: characters, and keyword occurrences at most) is
+# within this runs on the event loop: under a millisecond (`make bench`, "bot matching at the limits");
+# a larger one (a long message, keywords built to overlap) runs in a worker thread.
+MATCH_ON_LOOP_WORK = 2000
 
 
 @dataclass
@@ -82,42 +83,6 @@ class Skipped(Exception):
         self.outcome, self.detail = outcome, detail
 
 
-# ---- keywords ---------------------------------------------------------------------------------
-
-_SPACES = re.compile(r"\s+")
-
-
-def fold(text):
-    """Case- and compatibility-folded text with runs of white space as one space, so that "PRICE", "Price"
-    and "ｐｒｉｃｅ" match "price", and "opening\n  hours" matches "opening hours"."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold())
-
-
-_UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "HALFWIDTH KATAKANA")
-
-
-def _needs_boundary(char):
-    """Scripts written without spaces between words have no word boundary to look for."""
-    return not unicodedata.name(char, "").startswith(_UNSPACED_SCRIPTS)
-
-
-@functools.lru_cache(maxsize=4096)
-def _keyword_pattern(keyword):
-    """The keyword as a whole word: no word character (Unicode \\w) right before or after it."""
-    folded = fold(keyword)
-    before = r"(?<!\w)" if _needs_boundary(folded[0]) else ""
-    after = r"(?!\w)" if _needs_boundary(folded[-1]) else ""
-    return re.compile(before + re.escape(folded) + after)
-
-
-def first_keyword(keywords, folded_text):
-    """The first of keywords that occurs in folded_text (fold()) as a word, or None."""
-    for keyword in keywords:
-        if _keyword_pattern(keyword).search(folded_text):
-            return keyword
-    return None
-
-
 # ---- deciding ---------------------------------------------------------------------------------
 
 def _charge(context):
@@ -137,15 +102,25 @@ def _cannot_reply(context, would):
     return None
 
 
-def _local_answer(config, context, text):
-    """The greeting (on a contact's first message) or the first matching rule, as a Decision, or None."""
+def _local_answer(config, context, match):
+    """The greeting (on a contact's first message) or the matching rule, as a Decision, or None."""
     if context["first_message"] and bot_settings.is_set(config["greeting"]):
         return Decision("greeting", "the contact's first message", reply=config["greeting"])
-    for index, rule in enumerate(config["rules"]):
-        keyword = first_keyword(rule["keywords"], text)
-        if keyword is not None:
-            return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
+    if match is not None:
+        index, keyword = match
+        return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=config["rules"][index]["answer"])
     return None
+
+
+async def match(config, body):
+    """bot_match's first match of the message (the handoff keyword or the rule). A costly match runs in a
+    worker thread: however the keywords and the message are made, the loop serves other accounts meanwhile."""
+    matcher = bot_match.cached(config) or await asyncio.to_thread(bot_match.matcher, config)
+    if matcher.empty:
+        return None
+    if matcher.work_bound(body) <= MATCH_ON_LOOP_WORK:
+        return matcher.first(body)
+    return await asyncio.to_thread(matcher.first, body)
 
 
 async def decide(services, account_id, context, body, *, contact_id=None, message_id=None):
@@ -159,11 +134,10 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
         pause = context["pause"]
         return Decision("paused", f"the bot is paused for this contact until {pause['paused_until']} "
                                   f"({pause['reason']})")
-    text = fold(body)
-    keyword = first_keyword(config["handoffKeywords"], text)
-    if keyword is not None:
-        return Decision("handoff", f'handoff keyword "{keyword}": the bot is paused for this contact', handoff=True)
-    local = _local_answer(config, context, text)
+    found = await match(config, body)
+    if found is not None and found[0] == bot_match.HANDOFF:
+        return Decision("handoff", f'handoff keyword "{found[1]}": the bot is paused for this contact', handoff=True)
+    local = _local_answer(config, context, found)
     if local is not None:
         return _cannot_reply(context, f"{local.outcome}: {local.detail}") or local
     fallback = config["fallback"] if bot_settings.is_set(config["fallback"]) else None

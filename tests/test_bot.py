@@ -11,7 +11,7 @@ import tornado.web
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tornado.testing import bind_unused_port
 
-from services import accounts, bot, bot_provider, messaging
+from services import accounts, bot, bot_match, bot_provider, messaging
 from services.netguard import CheckedResolver
 from settings import Settings
 from storage.db import connect_sync, writes
@@ -122,6 +122,11 @@ def _opt_out(cx, account_id, contact_id):
 
 # ---- keywords ---------------------------------------------------------------------------------
 
+def first_keyword(keywords, text):
+    found = bot_match.Matcher(keywords, []).first(text)
+    return found and found[1]
+
+
 @pytest.mark.parametrize("text, found", [
     ("What is the PRICE?", "price"), ("price.", "price"), ("Cost/benefit", "cost"),
     ("How much does it cost", "cost"), ("ＰＲＩＣＥ please", "price"),  # full-width letters (NFKC)
@@ -132,15 +137,28 @@ def test_a_keyword_matches_as_a_whole_word_case_insensitively(text, found):
     """DESIGN §3: "A rule answers when one of its keywords occurs in the message as a word,
     case-insensitively"; word boundaries are Unicode's (\\w), so "prices" is not "price"."""
     keywords = ["price", "cost", "opening hours", "open"]
-    assert bot.first_keyword(keywords, bot.fold(text)) == found
+    assert first_keyword(keywords, text) == found
+
+
+def test_the_first_rule_wins_wherever_its_keyword_is_and_overlapping_keywords_are_all_seen():
+    """One automaton for all the keywords keeps the bot's order: handoff keywords, then rules in order, then a
+    rule's keywords in order; keywords that overlap or share a start are each found."""
+    rules = [{"keywords": ["cd"]}, {"keywords": ["ab cd", "ab"]}, {"keywords": ["b"]}]
+    matcher = bot_match.Matcher(["agent"], rules)
+    assert matcher.first("ab cd") == (0, "cd")        # rule 0's keyword inside rule 1's longer one
+    assert matcher.first("ab cdx") == (1, "ab")       # "ab cd" fails its boundary; "ab" is rule 1's second
+    assert matcher.first("ab, cd? AGENT") == (bot_match.HANDOFF, "agent")
+    assert matcher.first("xyz") is None
+    long = "x " * bot_match.MAX_MATCHED_CHARS + "cd"  # past the matched part of the message
+    assert matcher.first(long) is None
 
 
 def test_keywords_in_other_scripts():
-    assert bot.first_keyword(["straße"], bot.fold("STRASSE 5")) == "straße"  # full case folding
-    assert bot.first_keyword(["цена"], bot.fold("Какая ЦЕНА?")) == "цена"
-    assert bot.first_keyword(["цена"], bot.fold("ценами")) is None
-    assert bot.first_keyword(["价格"], bot.fold("请问价格是多少")) == "价格"  # no spaces between words in Chinese
-    assert bot.first_keyword(["café"], bot.fold("un CAFÉ!")) == "café"
+    assert first_keyword(["straße"], "STRASSE 5") == "straße"  # full case folding
+    assert first_keyword(["цена"], "Какая ЦЕНА?") == "цена"
+    assert first_keyword(["цена"], "ценами") is None
+    assert first_keyword(["价格"], "请问价格是多少") == "价格"  # no spaces between words in Chinese
+    assert first_keyword(["café"], "un CAFÉ!") == "café"
 
 
 # ---- answering ------------------------------------------------------------------------------

@@ -70,6 +70,10 @@ class Settings(BaseModel):
                                                                        "cannot hold every slot.")
     bot_concurrency: int = Field(8, ge=1, description="Inbound messages the bot works on at once (each may wait "
                                                       "for the AI provider); more wait their turn.")
+    bot_concurrency_per_account: int = Field(2, ge=1, description="Of those, at most this many per account "
+                                                                  "(POST /v1/bot/test included), so that one "
+                                                                  "account's slow AI provider cannot hold every "
+                                                                  "slot.")
     bot_history_messages: int = Field(20, ge=1, le=200, description="Most recent messages of the conversation "
                                                                     "sent to the bot's AI provider.")
     bot_history_chars: int = Field(8000, ge=10, description="At most this many characters of the conversation "

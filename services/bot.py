@@ -8,6 +8,7 @@ What the bot did is recorded on the inbound message (messages.bot_outcome, shown
 {outcome, detail, replyId}; replyId is the bot's reply, or null when it sent none. OUTCOMES lists them.
 """
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from dataclasses import dataclass, field
@@ -287,7 +288,8 @@ async def dry_run(services, account_id, *, body, campaign_id=None, contact_id=No
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
     if first_message is not None:
         context["first_message"] = first_message
-    decision = await decide(services, account_id, context, body, contact_id=contact_id)
+    async with services.bot.slot(account_id):  # the bot's own limits: a dry run may ask the AI provider too
+        decision = await decide(services, account_id, context, body, contact_id=contact_id)
     return {"reply": decision.reply, "reason": decision.outcome, "detail": decision.detail,
             "handoff": decision.handoff, "active": bool(context["config"]["active"])}
 
@@ -309,10 +311,12 @@ class BotRunner:
     """Runs on_inbound_message for each submitted message, at most `concurrency` at once (the rest wait
     their turn in memory), off the request path; owns the AI provider's HTTP client (SSRF-guarded)."""
 
-    def __init__(self, services, concurrency=None):
+    def __init__(self, services, concurrency=None, per_account=None):
         self.services = services
         self.concurrency = concurrency or services.settings.bot_concurrency
+        self.per_account = per_account or services.settings.bot_concurrency_per_account
         self._slots = asyncio.Semaphore(self.concurrency)
+        self._account_slots = {}  # account id -> [Semaphore(per_account), holders and waiters]
         self._tasks = set()
         self._http = None
         self._stopping = False
@@ -333,8 +337,23 @@ class BotRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @contextlib.asynccontextmanager
+    async def slot(self, account_id):
+        """One of the account's per_account slots, then one of the concurrency slots overall: an account
+        waits for its own share first, so that its backlog (a slow AI provider) never holds every slot and
+        the other accounts' messages go on. Answers and dry runs (POST /v1/bot/test) alike."""
+        entry = self._account_slots.setdefault(account_id, [asyncio.Semaphore(self.per_account), 0])
+        entry[1] += 1
+        try:
+            async with entry[0], self._slots:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._account_slots[account_id]
+
     async def _answer(self, message):
-        async with self._slots:
+        async with self.slot(message["account_id"]):
             try:
                 # Read now, not when the message came in: a pause, an opt-out or a new balance since counts.
                 context = await self.services.db.read(bot_context.context_in_tx, message["account_id"],

@@ -565,6 +565,39 @@ async def test_a_decision_whose_write_failed_is_retried_not_dropped(api, account
     assert [r["body"] for r in bot_replies(services, account_id)] == ["Plans start at $10."]
 
 
+async def test_one_accounts_slow_provider_cannot_starve_another_account(api, account, other_account, services,
+                                                                        provider):
+    """Issue 18, item 3: each account has its share of the bot's slots (--bot-concurrency 2 here,
+    --bot-concurrency-per-account 1), POST /v1/bot/test included: the first account's hanging provider,
+    asked by its messages and its dry runs, holds one slot at most, and the second account is answered."""
+    services.bot.per_account = 1
+    slow, other = account, other_account
+    await configure(api, slow["api_key"], {"active": True, "provider": {"baseUrl": provider.base_url, "model": "m"}})
+    await configure(api, other["api_key"], {"active": True, "rules": RULES})
+    provider.script = ["hang"] * 6
+    for n in range(3):
+        assert (await post_inbound(api, slow["api_key"], body=f"question {n}", fromId=f"c{n}")).code == 200
+    dry_runs = [asyncio.ensure_future(api.post("/v1/bot/test", {"body": "hello?"}, key=slow["api_key"]))
+                for _ in range(3)]
+    while provider.in_flight < 1:
+        await asyncio.sleep(0.01)
+    r = await post_inbound(api, other["api_key"], body="price?", fromId="someone")
+    dry = await api.post("/v1/bot/test", {"body": "price?"}, key=other["api_key"])
+    assert dry.json["reason"] == "rule"
+    message_id = r.json["messageId"]
+    # Answered while the slow account's provider still hangs (a bounded wait, not a timing assertion).
+    for _ in range(1000):
+        if (await get_message(api, other["api_key"], message_id))["bot"]:
+            break
+        await asyncio.sleep(0.01)
+    assert (await get_message(api, other["api_key"], message_id))["bot"]["outcome"] == "rule"
+    assert provider.most_in_flight == 1  # the slow account's share, dry runs included
+    provider.release.set()
+    await services.bot.idle()
+    assert [(await d).json["reason"] for d in dry_runs] == ["provider"] * 3
+    assert services.bot._account_slots == {}  # nothing left behind per account
+
+
 def test_the_readme_lists_every_outcome():
     """The outcome vocabulary is small and documented: README's table has exactly bot.OUTCOMES."""
     from pathlib import Path

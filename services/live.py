@@ -36,10 +36,11 @@ CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
 
 
 def event_json(row):
-    """One event row (id, account_id, type, data JSON text, created_at) as the JSON text pages receive; the
-    stored data is spliced in as it is."""
-    event_id, _, event_type, data, created_at = row
-    return f'{{"id":{event_id},"type":{json.dumps(event_type)},"data":{data},"at":"{created_at}"}}'
+    """One event row (id, account_id, type, data JSON text, created_at, seq) as the JSON text pages receive:
+    its id there is the account's own number (seq), which says nothing of other accounts' events; the stored
+    data is spliced in as it is."""
+    _, _, event_type, data, created_at, seq = row
+    return f'{{"id":{seq},"type":{json.dumps(event_type)},"data":{data},"at":"{created_at}"}}'
 
 
 class Frame:
@@ -195,7 +196,8 @@ class Hub:
         async with self._lock:  # no round runs while the replay is read and the page joins
             if not self._subscribers:
                 self.position = await store.last_id(self.db)
-            rows, resumable = await store.catch_up(self.db, account_id, after, self.position, self.catch_up_limit)
+            rows, resumable, seq_at_position = await store.catch_up(self.db, account_id, after, self.position,
+                                                                    self.catch_up_limit)
             if not resumable:
                 subscriber.reload("the page is older than the live events kept")
                 return None
@@ -204,7 +206,7 @@ class Hub:
                 return None
             if rows:
                 subscriber.send(events_frame([event_json(r) for r in rows]))
-            subscriber.last_sent = max(after, self.position)
+            subscriber.last_sent = max(after, seq_at_position)
             subscriber.send(_READY)
             if subscriber.closed:
                 return None
@@ -309,7 +311,7 @@ class Hub:
         """One frame for every subscriber that lacks all of rows (the usual case); a subscriber that saw some
         of them already (it joined with a newer position) gets only the rest."""
         shared = None
-        first, last = rows[0][0], rows[-1][0]
+        first, last = rows[0][5], rows[-1][5]  # the account's numbers (seq)
         for subscriber in subscribers:
             if subscriber.last_sent >= last:
                 continue
@@ -318,5 +320,5 @@ class Hub:
                     shared = events_frame([event_json(r) for r in rows])
                 subscriber.send(shared)
             else:
-                subscriber.send(events_frame([event_json(r) for r in rows if r[0] > subscriber.last_sent]))
+                subscriber.send(events_frame([event_json(r) for r in rows if r[5] > subscriber.last_sent]))
             subscriber.last_sent = last

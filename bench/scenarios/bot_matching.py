@@ -1,8 +1,8 @@
 """Bot keyword matching at the limits (issue 18, item 1): what the compiled matcher (services/bot_match.py)
 costs for one configuration at services/bot_settings.py's limits, measured in-process (no server).
 
-Configurations: "spread": MAX_RULES rules sharing MAX_TOTAL_KEYWORDS keywords of MAX_KEYWORD_LENGTH / 4
-characters, plus MAX_KEYWORDS handoff keywords; "overlapping": keywords built so that one position of the
+Configurations: "spread": MAX_KEYWORDS handoff keywords and MAX_RULES rules sharing the rest of
+MAX_TOTAL_KEYWORDS, each of MAX_KEYWORD_LENGTH / 4 characters; "overlapping": keywords built so that one position of the
 text ends as many of them as the length limit allows ("a", "aa", ... each failing its word boundary: the
 most checks a text can cause). Messages: MAX_MATCHED_CHARS of text with no keyword (the whole scan), a 65 KB
 message (only its matched part is scanned), and the on-loop bound. Figures: the build (once per settings
@@ -30,10 +30,10 @@ def _timed(fn, repeat):
 def _configurations():
     from services import bot_settings as limits
     rng = random.Random(18)
-    per_rule = limits.MAX_TOTAL_KEYWORDS // limits.MAX_RULES
     word = lambda: "".join(rng.choice(string.ascii_lowercase) for _ in range(limits.MAX_KEYWORD_LENGTH // 4))
+    rule_keywords = [word() for _ in range(limits.MAX_TOTAL_KEYWORDS - limits.MAX_KEYWORDS)]
     spread = ([word() for _ in range(limits.MAX_KEYWORDS)],
-              [{"keywords": [word() for _ in range(per_rule)], "answer": "x"} for _ in range(limits.MAX_RULES)])
+              [{"keywords": rule_keywords[i::limits.MAX_RULES], "answer": "x"} for i in range(limits.MAX_RULES)])
     chain = ["a" * n for n in range(1, limits.MAX_KEYWORD_LENGTH + 1)]
     overlapping = ([], [{"keywords": chain[i:i + limits.MAX_KEYWORDS], "answer": "x"}
                         for i in range(0, len(chain), limits.MAX_KEYWORDS)])

@@ -96,7 +96,8 @@ async def open_services(settings):
     services.campaigns = CampaignRunner(services)
     services.retention = RetentionWorker(services)
     services.bot = BotRunner(services)
-    services.hub = Hub(db)
+    services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
+                       max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
     return services
 
@@ -179,7 +180,8 @@ async def main(settings):
         recover_before = new_id("msg")
         cap = connection_cap(settings.max_connections, raise_file_limit(),
                              FD_RESERVE + settings.delivery_concurrency)
-        guard = ConnectionGuard(cap)
+        guard = ConnectionGuard(cap, socket_share=settings.live_sockets_share)
+        app.connection_guard = guard  # /ws asks it whether a WebSocket may take one more connection
         limits = dict(guard=guard, idle_connection_timeout=settings.idle_timeout_seconds,
                       body_timeout=settings.body_timeout_seconds, max_header_size=settings.max_header_bytes,
                       # The largest body any route takes; each route's own limit answers 413 below it.

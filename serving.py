@@ -38,8 +38,11 @@ class ConnectionGuard:
     fails for lack of file descriptors, accepting pauses briefly and one waiting connection is closed.
     """
 
-    def __init__(self, cap):
+    def __init__(self, cap, socket_share=0.5):
         self.cap = cap
+        # WebSockets (detached) hold at most this many connections: the rest of the cap is never theirs, so
+        # that however many pages are open, the API and the pages themselves still get connections.
+        self.socket_cap = max(1, int(cap * socket_share))
         self.open = set()
         self.waiting = collections.OrderedDict()  # streams waiting for a request, longest first
         self.detached = set()  # handed over to a WebSocket: counted until they close
@@ -78,6 +81,12 @@ class ConnectionGuard:
         for stream in [s for s in self.detached if s.closed()]:
             self.detached.discard(stream)
             self.open.discard(stream)
+
+    def socket_room(self):
+        """Whether one more connection may become a WebSocket (socket_cap)."""
+        if len(self.detached) >= self.socket_cap:
+            self._forget_closed_detached()
+        return len(self.detached) < self.socket_cap
 
     def make_room(self):
         """True when one more connection may be accepted (closing the longest-waiting one if need be)."""

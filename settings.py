@@ -82,11 +82,24 @@ class Settings(BaseModel):
                                                                        "cannot hold every slot.")
     bot_concurrency: int = Field(8, ge=1, description="Inbound messages the bot works on at once (each may wait "
                                                       "for the AI provider); more wait their turn.")
+    bot_concurrency_per_account: int = Field(2, ge=1, description="Of those, at most this many per account "
+                                                                  "(POST /v1/bot/test included), so that one "
+                                                                  "account's slow AI provider cannot hold every "
+                                                                  "slot.")
     bot_history_messages: int = Field(20, ge=1, le=200, description="Most recent messages of the conversation "
                                                                     "sent to the bot's AI provider.")
     bot_history_chars: int = Field(8000, ge=10, description="At most this many characters of the conversation "
                                                              "are sent to the bot's AI provider (older messages "
                                                              "are left out first).")
+    live_sockets_per_session: int = Field(8, ge=1, description="Live-event WebSockets (open admin pages) one "
+                                                               "signed-in session keeps at most; a newer one "
+                                                               "closes the oldest.")
+    live_sockets_per_account: int = Field(50, ge=1, description="Live-event WebSockets one account keeps at "
+                                                                "most, across its sessions; a newer one closes "
+                                                                "the oldest.")
+    live_sockets_share: float = Field(0.5, gt=0, lt=1, description="Share of --max-connections that live-event "
+                                                                   "WebSockets may hold in all (503 above): the "
+                                                                   "rest is kept for the API and the pages.")
     live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept (deleted by "
                                                                        "the retention cleanup): an inbox page offline "
                                                                        "for longer reloads instead of resuming from "

@@ -82,6 +82,10 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         self.user = await session_user(self)
         if self.user is None:
             raise tornado.web.HTTPError(401, "sign in first: the live events need the session cookie")
+        guard = getattr(self.application, "connection_guard", None)
+        if guard is not None and not guard.socket_room():
+            raise tornado.web.HTTPError(503, "the server has as many live connections as it keeps; the page "
+                                             "works without live updates meanwhile")
         text = self.get_query_argument("after", "")
         if not (text.isascii() and text.isdigit()) or len(text) > 18:
             raise tornado.web.HTTPError(400, "after must be the last event id the page saw (an integer)")
@@ -109,6 +113,8 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         message = (exc.log_message % exc.args if isinstance(exc, tornado.web.HTTPError) and exc.log_message
                    else "the live events are unavailable")
         self.set_header("Content-Type", "application/json; charset=UTF-8")
+        if status_code == 503:  # the WebSockets' share of the connections is taken: the page retries later
+            self.set_header("Retry-After", "30")
         self.finish(json.dumps({"error": {"code": CODES.get(status_code, "ERROR"), "message": message}}))
 
     def log_exception(self, typ, value, tb):

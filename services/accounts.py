@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_settings, idempotency, keys, opt_out, sessions
+from services import bot_match, bot_settings, idempotency, keys, opt_out, sessions
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
@@ -265,7 +265,11 @@ async def update_settings(db, account_id, changes, box=None):
         changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
     if changes.get("bot") is not None:
         changes = {**changes, "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), box)}
-    return public_settings(await db.write(_save_settings, account_id, changes))
+    saved = await db.write(_save_settings, account_id, changes)
+    if changes.get("bot") is not None:
+        # The keyword matchers of the new version, built now (off the event loop), not by its first messages.
+        await asyncio.to_thread(bot_match.prepare, saved.get("bot"))
+    return public_settings(saved)
 
 
 def _save_settings(cx, account_id, changes):

@@ -7,6 +7,7 @@ handoffKeywords) and scalars replace. So a PATCH that changes only the rules kee
 key, and `"bot": null` removes the whole bot. The stored object keeps the provider key encrypted under
 `apiKeyEncrypted`; reads show `apiKeySet` instead.
 """
+import secrets
 from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
@@ -18,8 +19,12 @@ from common.errors import Invalid
 from common.validation import NOT_BLANK, validation_message
 from services.credits import to_hundredths
 
+# Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
+# size. Checked when the settings are saved, each 400 naming the field.
 MAX_RULES = 200
-MAX_KEYWORDS = 50
+MAX_KEYWORDS = 50          # per rule, and handoff keywords
+MAX_KEYWORD_LENGTH = 100   # characters
+MAX_TOTAL_KEYWORDS = 1000  # of one configuration (the account's, or a campaign's): its rules' plus handoff
 MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
@@ -27,6 +32,8 @@ DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "h
             "provider": None, "pauseMinutesAfterHumanReply": 30, "creditsPerReply": 1}
 DEFAULT_TIMEOUT_SECONDS = 20.0
 KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Fernet, services/secretbox.py)
+# New on every save of the bot (never shown): the compiled keyword matchers are kept per version.
+VERSION = "version"
 
 
 def _not_blank(value):
@@ -43,7 +50,7 @@ def _a_number(value):
 
 
 Number = BeforeValidator(_a_number)
-Keyword = Annotated[str, StringConstraints(max_length=100), AfterValidator(_not_blank),
+Keyword = Annotated[str, StringConstraints(max_length=MAX_KEYWORD_LENGTH), AfterValidator(_not_blank),
                     Field(json_schema_extra=NOT_BLANK)]
 CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
@@ -96,6 +103,24 @@ class BotConfig(_Strict):
     pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
     creditsPerReply: Optional[Annotated[float, Number]] = Field(None, ge=0, le=1000, description=(
         "Default 1; spent by sub-accounts on each bot reply (at most 2 decimals)."))
+
+    @field_validator("rules")
+    @classmethod
+    def _rule_keywords(cls, rules):
+        total = sum(len(rule.keywords) for rule in rules or ())
+        if total > MAX_TOTAL_KEYWORDS:
+            raise ValueError(f"rules have {total} keywords in all; at most {MAX_TOTAL_KEYWORDS} are allowed "
+                             "(with handoffKeywords)")
+        return rules
+
+    @field_validator("handoffKeywords")
+    @classmethod
+    def _all_keywords(cls, keywords, info):
+        total = len(keywords or ()) + sum(len(rule.keywords) for rule in info.data.get("rules") or ())
+        if total > MAX_TOTAL_KEYWORDS:
+            raise ValueError(f"handoffKeywords and the rules have {total} keywords in all; at most "
+                             f"{MAX_TOTAL_KEYWORDS} are allowed")
+        return keywords
 
     @field_validator("creditsPerReply", mode="before")
     @classmethod
@@ -187,6 +212,7 @@ def merged(current, patch):
             raise Invalid(f"{path}.apiKey must be sent again (or null to remove it) when baseUrl moves to another "
                           "host: the stored key is only ever sent to the host it was saved for")
     result = merge_patch(current, patch)
+    result[VERSION] = secrets.token_hex(8)
     if result.get("campaigns") == {}:
         del result["campaigns"]  # the last campaign removed: no empty object left behind
     # Validated without the encrypted keys, which are not part of the public model.
@@ -216,7 +242,7 @@ def public(bot):
     """The bot object as reads show it: each provider's key replaced by apiKeySet."""
     if not bot:
         return bot
-    out = {k: v for k, v in bot.items() if k not in ("provider", "campaigns")}
+    out = {k: v for k, v in bot.items() if k not in ("provider", "campaigns", VERSION)}
     if bot.get("provider") is not None:
         out["provider"] = _public_provider(bot["provider"])
     if bot.get("campaigns") is not None:
@@ -239,8 +265,13 @@ def effective(bot, campaign_id=None):
     """The configuration that answers a message: DEFAULTS, then the account's keys, then those of the
     message's campaign. A campaign's provider overrides the account's field by field, and inherits the
     account's key only while it talks to the same host."""
-    config = {**DEFAULTS, **{k: v for k, v in (bot or {}).items() if k != "campaigns"}}
+    config = {**DEFAULTS, **{k: v for k, v in (bot or {}).items() if k not in ("campaigns", VERSION)}}
     override = ((bot or {}).get("campaigns") or {}).get(campaign_id) if campaign_id else None
+    version = (bot or {}).get(VERSION)
+    # Which compiled keyword matcher answers (services/bot_match.py): one per settings version, and per
+    # campaign only for a campaign with keywords of its own.
+    own_keywords = bool(override) and ("rules" in override or "handoffKeywords" in override)
+    config["matcherKey"] = (version, campaign_id if own_keywords else None) if version else None
     for key, value in (override or {}).items():
         if key == "provider" and config.get("provider"):
             inherited = dict(config["provider"])

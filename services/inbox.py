@@ -46,9 +46,9 @@ async def list_conversations(services, account_id, *, filter="all", query=None, 
             "filter": filter, "query": (query or "").strip()[:MAX_QUERY]}
 
 
-async def current_event_id(services):
-    """The newest live event id: a page rendered now resumes its WebSocket from here."""
-    return await events.last_id(services.db)
+async def current_event_id(services, account_id):
+    """The account's newest live event number: a page rendered now resumes its WebSocket from here."""
+    return await events.last_seq(services.db, account_id)
 
 
 def media_view(services, media_url, content_type):

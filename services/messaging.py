@@ -150,9 +150,11 @@ def _record_inbound(cx, message, identity, answers_since):
         keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
         if keyword is not None:
             contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
-    _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id}])
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_in_tx(cx, account_id, campaign_id)
+    # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
+    _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
+                                "bot_pending": 1 if bot_wanted else None}])
     return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
 
 

@@ -64,7 +64,7 @@ async def test_inbox_lists_conversations_by_last_activity_with_counts(signed_in,
     assert "Second from Ada" in page.text  # the preview, whitespace folded
     assert "webchat" in page.text and "whatsapp" in page.text
     assert other["contact_id"] not in page.text and "theirs" not in page.text
-    event_id = await inbox.current_event_id(services)
+    event_id = await inbox.current_event_id(services, ui_account["account_id"])
     assert f'data-live-after="{event_id}"' in page.text and "live.js" in page.text
 
 

@@ -73,7 +73,7 @@ class CampaignsPage(UiHandler):
                                                 before=self.get_query_argument("before", None), limit=PAGE_SIZE)
 
     async def render_list(self, status=200, form=None, error=None):
-        event_id = await inbox.current_event_id(self.services)  # first: events after it may already show
+        event_id = await inbox.current_event_id(self.services, self.account_id)  # first: events after it may already show
         choices = (await lists.list_lists(self.services.db, self.account_id, limit=str(lists.MAX_LIMIT)))["data"]
         self.render("campaigns.html", status=status, event_id=event_id, page=await self.campaigns_page(),
                     lists=choices, form=form or new_form(choices), error=error, status_labels=STATUS_LABELS,
@@ -154,7 +154,7 @@ class CampaignHandler(CampaignPage):
 
     @authenticated
     async def get(self, campaign_id):
-        event_id = await inbox.current_event_id(self.services)
+        event_id = await inbox.current_event_id(self.services, self.account_id)
         summary = await self.summary(campaign_id)
         self.render("campaign.html", event_id=event_id, recipients=await self.recipients(campaign_id),
                     statuses=campaigns.RECIPIENT_STATUSES, filter_status=self.status_filter(),

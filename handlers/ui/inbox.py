@@ -19,7 +19,7 @@ class InboxHandler(InboxPage):
 
     @authenticated
     async def get(self):
-        event_id = await inbox.current_event_id(self.services)  # first: events after it may already show
+        event_id = await inbox.current_event_id(self.services, self.account_id)  # first: events after it may already show
         self.render("inbox.html", page=await self.conversations(), filters=inbox.FILTERS, event_id=event_id,
                     paged=bool(self.get_query_argument("before", None)))
 
@@ -37,7 +37,7 @@ class ThreadHandler(UiHandler):
 
     @authenticated
     async def get(self, contact_id):
-        event_id = await inbox.current_event_id(self.services)
+        event_id = await inbox.current_event_id(self.services, self.account_id)
         thread = await inbox.get_thread(self.services, self.account_id, contact_id,
                                         before=self.get_query_argument("before", None))
         await inbox.mark_read(self.services, self.account_id, contact_id, thread["newest_id"])

@@ -357,6 +357,8 @@ class SubAccount(BaseModel):
     email: str
     credits: float
     autoRecharge: Optional[AutoRecharge] = Field(description="null: auto-recharge is off.")
+    creditsPerReply: float = Field(description="What each bot reply costs the sub-account, set by the agency "
+                                               "(default 1).")
     createdAt: str
 
 
@@ -380,9 +382,36 @@ class SubAccountCreated(SubAccount):
 
 
 class SubAccountPatch(Strict):
-    """PATCH /v1/subaccounts/{id}: autoRecharge {threshold, amount} sets it, null turns it off."""
-    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}}]})
-    autoRecharge: Optional[AutoRechargeSetting]
+    """PATCH /v1/subaccounts/{id}: only the keys present change; at least one is required."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}},
+                                                              {"creditsPerReply": 0.5}]})
+    autoRecharge: Optional[AutoRechargeSetting] = Field(
+        None, description="{threshold, amount} sets auto-recharge; null turns it off.")
+    creditsPerReply: Optional[float] = Field(
+        None, ge=0, le=1000, description="What each bot reply costs the sub-account: 0 (free) to 1000 credits, at "
+                                         "most 2 decimals; null: the default of 1. Only the agency sets it.")
+
+    @field_validator("creditsPerReply", mode="before")
+    @classmethod
+    def _price(cls, value):
+        from services.credits import price_to_hundredths
+        from common.errors import Invalid
+        if value is not None:
+            try:
+                price_to_hundredths(value)
+            except Invalid as exc:
+                raise ValueError(exc.message) from None
+        return value
+
+    @model_validator(mode="after")
+    def _something(self):
+        if not self.model_fields_set:
+            raise ValueError("autoRecharge or creditsPerReply is required")
+        return self
+
+    def changes(self):
+        """The keys sent, as plain data."""
+        return self.model_dump(include=self.model_fields_set)
 
 
 class CreditTransaction(BaseModel):

@@ -383,8 +383,8 @@ class SubAccountCreated(SubAccount):
 
 class SubAccountPatch(Strict):
     """PATCH /v1/subaccounts/{id}: only the keys present change; at least one is required."""
-    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}},
-                                                              {"creditsPerReply": 0.5}]})
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [
+        {"autoRecharge": {"threshold": 10, "amount": 100}}, {"creditsPerReply": 0.5}]})
     autoRecharge: Optional[AutoRechargeSetting] = Field(
         None, description="{threshold, amount} sets auto-recharge; null turns it off.")
     creditsPerReply: Optional[float] = Field(
@@ -432,7 +432,7 @@ class CreditTransactionPage(BaseModel):
 # --- Campaigns (DESIGN §3 "Campaigns") ---
 
 CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
-RecipientStatus = Literal["pending", "queued", "sent", "failed", "skipped", "cancelled"]
+RecipientStatus = Literal["pending", "queued", "sent", "failed", "retrying", "skipped", "cancelled"]
 
 
 class CampaignCreate(Strict):
@@ -461,7 +461,9 @@ class CampaignCounts(BaseModel):
     pending: int = Field(description="Not handed over yet.")
     queued: int = Field(description="Message made, delivery not attempted yet.")
     sent: int
-    failed: int = Field(description="The last attempt failed (a retry may be scheduled: see the recipient's error).")
+    failed: int = Field(description="Failed for good: no retry is scheduled (retry-failed sends them again).")
+    retrying: int = Field(description="The last attempt failed and another is scheduled (the recipient's "
+                                      "error.nextAttemptAt); a cancel stops it (then failed).")
     skipped: int = Field(description="Opted out when their turn came.")
     cancelled: int = Field(description="Never sent: the campaign was cancelled first.")
 
@@ -482,6 +484,20 @@ class Campaign(BaseModel):
     createdAt: str
     finishedAt: Optional[str] = Field(description="When it completed (every recipient handed over or skipped) "
                                                   "or was cancelled; counts keep moving as deliveries end.")
+    pendingAction: Optional[Literal["cancel", "retry"]] = Field(
+        description="A cancel or retry-failed whose batches are still running (a large campaign's recipients "
+                    "are done in batches after the request); null when none.")
+
+
+class RetryOutcome(BaseModel):
+    requeued: int = Field(description="Failed recipients queued again.")
+    notRetryable: int = Field(description="Failed recipients that cannot be sent again: retention removed their "
+                                          "deliveries. They stay failed.")
+
+
+class CampaignAction(Campaign):
+    """The campaign after an action; retry-failed adds what it queued again."""
+    retry: Optional[RetryOutcome] = Field(None, description="retry-failed only.")
 
 
 class CampaignPage(BaseModel):

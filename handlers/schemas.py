@@ -300,15 +300,23 @@ class RetryQueued(BaseModel):
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
 
-def _credit_amount(value, info):
-    """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
-    from services.credits import to_hundredths
-    from common.errors import Invalid
-    try:
-        to_hundredths(value, field=info.field_name)
-    except Invalid as exc:
-        raise ValueError(exc.message) from None
-    return value
+def _credits_check(name, allow_none=False):
+    """A before-validator running services.credits.<name>(value, field=...) (a finite JSON number with at most
+    2 decimals, in that check's range; booleans and strings are not): its Invalid is the field's error."""
+    def validate(value, info):
+        from services import credits
+        from common.errors import Invalid
+        if value is None and allow_none:
+            return value
+        try:
+            getattr(credits, name)(value, field=info.field_name)
+        except Invalid as exc:
+            raise ValueError(exc.message) from None
+        return value
+    return validate
+
+
+_credit_amount = _credits_check("to_hundredths")  # > 0
 
 
 CREDITS = dict(gt=0, le=1_000_000_000)  # the schema's half of services.credits.to_hundredths (+ 2 decimals)
@@ -391,17 +399,8 @@ class SubAccountPatch(Strict):
         None, ge=0, le=1000, description="What each bot reply costs the sub-account: 0 (free) to 1000 credits, at "
                                          "most 2 decimals; null: the default of 1. Only the agency sets it.")
 
-    @field_validator("creditsPerReply", mode="before")
-    @classmethod
-    def _price(cls, value):
-        from services.credits import price_to_hundredths
-        from common.errors import Invalid
-        if value is not None:
-            try:
-                price_to_hundredths(value)
-            except Invalid as exc:
-                raise ValueError(exc.message) from None
-        return value
+    _check_price = field_validator("creditsPerReply", mode="before")(
+        _credits_check("price_to_hundredths", allow_none=True))
 
     @model_validator(mode="after")
     def _something(self):

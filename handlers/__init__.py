@@ -59,6 +59,7 @@ def routes():
         (r"/agency/subaccounts/([^/]+)/grant", agency.SubaccountGrantHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
+        (r"/agency/subaccounts/([^/]+)/price", agency.SubaccountPriceHandler),
         (r"/contacts/import", contact_import.ImportsHandler),
         (r"/contacts/import/upload", contact_import.ImportUploadHandler),
         (r"/contacts/import/([^/]+)", contact_import.ImportJobHandler),

@@ -300,15 +300,23 @@ class RetryQueued(BaseModel):
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
 
-def _credit_amount(value, info):
-    """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
-    from services.credits import to_hundredths
-    from common.errors import Invalid
-    try:
-        to_hundredths(value, field=info.field_name)
-    except Invalid as exc:
-        raise ValueError(exc.message) from None
-    return value
+def _credits_check(name, allow_none=False):
+    """A before-validator running services.credits.<name>(value, field=...) (a finite JSON number with at most
+    2 decimals, in that check's range; booleans and strings are not): its Invalid is the field's error."""
+    def validate(value, info):
+        from services import credits
+        from common.errors import Invalid
+        if value is None and allow_none:
+            return value
+        try:
+            getattr(credits, name)(value, field=info.field_name)
+        except Invalid as exc:
+            raise ValueError(exc.message) from None
+        return value
+    return validate
+
+
+_credit_amount = _credits_check("to_hundredths")  # > 0
 
 
 CREDITS = dict(gt=0, le=1_000_000_000)  # the schema's half of services.credits.to_hundredths (+ 2 decimals)
@@ -357,6 +365,8 @@ class SubAccount(BaseModel):
     email: str
     credits: float
     autoRecharge: Optional[AutoRecharge] = Field(description="null: auto-recharge is off.")
+    creditsPerReply: float = Field(description="What each bot reply costs the sub-account, set by the agency "
+                                               "(default 1).")
     createdAt: str
 
 
@@ -380,9 +390,27 @@ class SubAccountCreated(SubAccount):
 
 
 class SubAccountPatch(Strict):
-    """PATCH /v1/subaccounts/{id}: autoRecharge {threshold, amount} sets it, null turns it off."""
-    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}}]})
-    autoRecharge: Optional[AutoRechargeSetting]
+    """PATCH /v1/subaccounts/{id}: only the keys present change; at least one is required."""
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [
+        {"autoRecharge": {"threshold": 10, "amount": 100}}, {"creditsPerReply": 0.5}]})
+    autoRecharge: Optional[AutoRechargeSetting] = Field(
+        None, description="{threshold, amount} sets auto-recharge; null turns it off.")
+    creditsPerReply: Optional[float] = Field(
+        None, ge=0, le=1000, description="What each bot reply costs the sub-account: 0 (free) to 1000 credits, at "
+                                         "most 2 decimals; null: the default of 1. Only the agency sets it.")
+
+    _check_price = field_validator("creditsPerReply", mode="before")(
+        _credits_check("price_to_hundredths", allow_none=True))
+
+    @model_validator(mode="after")
+    def _something(self):
+        if not self.model_fields_set:
+            raise ValueError("autoRecharge or creditsPerReply is required")
+        return self
+
+    def changes(self):
+        """The keys sent, as plain data."""
+        return self.model_dump(include=self.model_fields_set)
 
 
 class CreditTransaction(BaseModel):
@@ -403,7 +431,7 @@ class CreditTransactionPage(BaseModel):
 # --- Campaigns (DESIGN §3 "Campaigns") ---
 
 CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
-RecipientStatus = Literal["pending", "queued", "sent", "failed", "skipped", "cancelled"]
+RecipientStatus = Literal["pending", "queued", "sent", "failed", "retrying", "skipped", "cancelled"]
 
 
 class CampaignCreate(Strict):
@@ -432,7 +460,9 @@ class CampaignCounts(BaseModel):
     pending: int = Field(description="Not handed over yet.")
     queued: int = Field(description="Message made, delivery not attempted yet.")
     sent: int
-    failed: int = Field(description="The last attempt failed (a retry may be scheduled: see the recipient's error).")
+    failed: int = Field(description="Failed for good: no retry is scheduled (retry-failed sends them again).")
+    retrying: int = Field(description="The last attempt failed and another is scheduled (the recipient's "
+                                      "error.nextAttemptAt); a cancel stops it (then failed).")
     skipped: int = Field(description="Opted out when their turn came.")
     cancelled: int = Field(description="Never sent: the campaign was cancelled first.")
 
@@ -453,6 +483,20 @@ class Campaign(BaseModel):
     createdAt: str
     finishedAt: Optional[str] = Field(description="When it completed (every recipient handed over or skipped) "
                                                   "or was cancelled; counts keep moving as deliveries end.")
+    pendingAction: Optional[Literal["cancel", "retry"]] = Field(
+        description="A cancel or retry-failed whose batches are still running (a large campaign's recipients "
+                    "are done in batches after the request); null when none.")
+
+
+class RetryOutcome(BaseModel):
+    requeued: int = Field(description="Failed recipients queued again.")
+    notRetryable: int = Field(description="Failed recipients that cannot be sent again: retention removed their "
+                                          "deliveries. They stay failed.")
+
+
+class CampaignAction(Campaign):
+    """The campaign after an action; retry-failed adds what it queued again."""
+    retry: Optional[RetryOutcome] = Field(None, description="retry-failed only.")
 
 
 class CampaignPage(BaseModel):

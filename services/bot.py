@@ -19,8 +19,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_match, bot_provider, bot_settings, messaging
-from services.credits import to_hundredths
+from services import bot_context, bot_match, bot_provider, bot_settings, messaging, opt_out
 from services.netguard import CheckedResolver
 from storage import bot_state
 from storage import contacts as contact_store
@@ -87,9 +86,12 @@ class Skipped(Exception):
 # ---- deciding ---------------------------------------------------------------------------------
 
 def _charge(context):
-    """Credits (hundredths) one reply costs: creditsPerReply for a sub-account, nothing for the others."""
-    cost = context["config"]["creditsPerReply"]
-    return to_hundredths(cost) if context["account_type"] == "subaccount" and cost else 0
+    """Credits (hundredths) one reply costs: the price its agency set for a sub-account (the account row's
+    credits_per_reply, never the sub-account's own bot settings), nothing for the others."""
+    if context["account_type"] != "subaccount":
+        return 0
+    price = context.get("credits_per_reply")
+    return credit_store.DEFAULT_PRICE if price is None else price
 
 
 def _cannot_reply(context, would):

@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 import pydantic
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints,
                       field_validator)
+from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, validation_message
-from services.credits import to_hundredths
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
 # size. Checked when the settings are saved, each 400 naming the field.
@@ -29,8 +29,11 @@ MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
 DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
-            "provider": None, "pauseMinutesAfterHumanReply": 30, "creditsPerReply": 1}
+            "provider": None, "pauseMinutesAfterHumanReply": 30}
 DEFAULT_TIMEOUT_SECONDS = 20.0
+PRICE = "creditsPerReply"  # once a bot setting, now the agency's (accounts.credits_per_reply)
+PRICE_REFUSED = ("creditsPerReply is set by the agency, not by the account itself (the agency's "
+                 "PATCH /v1/subaccounts/{id} with {\"creditsPerReply\": n}, or its Agency pages)")
 KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Fernet, services/secretbox.py)
 # New on every save of the bot (never shown): the compiled keyword matchers are kept per version.
 VERSION = "version"
@@ -101,8 +104,11 @@ class BotConfig(_Strict):
                                                      description="Pause the bot for the contact that writes one.")
     provider: Optional[Provider] = None
     pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
-    creditsPerReply: Optional[Annotated[float, Number]] = Field(None, ge=0, le=1000, description=(
-        "Default 1; spent by sub-accounts on each bot reply (at most 2 decimals)."))
+    # Not a bot setting any more (issue 18 item 4): what a sub-account pays per reply is its agency's to set
+    # (PATCH /v1/subaccounts/{id}), so an account's own key cannot make its replies free. Declared only to
+    # refuse it with a message that says where it went (400, like any field the schema does not have);
+    # null passes, so a client may still remove a value stored before.
+    creditsPerReply: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
 
     @field_validator("rules")
     @classmethod
@@ -124,12 +130,9 @@ class BotConfig(_Strict):
 
     @field_validator("creditsPerReply", mode="before")
     @classmethod
-    def _credits(cls, value):
-        if value is not None and value != 0 and not isinstance(value, (bool, str)):
-            try:
-                to_hundredths(value, field="creditsPerReply")
-            except Invalid as exc:
-                raise ValueError(exc.message.removeprefix("creditsPerReply ")) from None
+    def _price_is_the_agencys(cls, value):
+        if value is not None:
+            raise ValueError(PRICE_REFUSED)
         return value
 
 
@@ -211,7 +214,7 @@ def merged(current, patch):
                 and not same_origin(provider["baseUrl"], stored.get("baseUrl"))):
             raise Invalid(f"{path}.apiKey must be sent again (or null to remove it) when baseUrl moves to another "
                           "host: the stored key is only ever sent to the host it was saved for")
-    result = merge_patch(current, patch)
+    result = without_price(merge_patch(current, patch))
     result[VERSION] = secrets.token_hex(8)
     if result.get("campaigns") == {}:
         del result["campaigns"]  # the last campaign removed: no empty object left behind
@@ -238,10 +241,21 @@ def _check_complete(provider, path):
 
 # ---- reading ---------------------------------------------------------------------------------
 
+def without_price(bot):
+    """The bot object without a creditsPerReply stored before it became the agency's (ignored since)."""
+    if not bot:
+        return bot
+    bot = {k: v for k, v in bot.items() if k != PRICE}
+    if bot.get("campaigns"):
+        bot["campaigns"] = {cid: {k: v for k, v in (o or {}).items() if k != PRICE} for cid, o in bot["campaigns"].items()}
+    return bot
+
+
 def public(bot):
     """The bot object as reads show it: each provider's key replaced by apiKeySet."""
     if not bot:
         return bot
+    bot = without_price(bot)
     out = {k: v for k, v in bot.items() if k not in ("provider", "campaigns", VERSION)}
     if bot.get("provider") is not None:
         out["provider"] = _public_provider(bot["provider"])

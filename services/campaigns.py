@@ -9,7 +9,9 @@ from common.ids import iso, new_id, now_iso
 from common.spreadsheet import safe_cell
 from services import lists
 from services.messaging import NO_WEBHOOK
+from common.errors import Conflict
 from storage import accounts as account_store
+from storage import campaign_actions
 from storage import campaigns as store
 
 DEFAULT_RATE_PER_MINUTE = 600
@@ -96,8 +98,8 @@ async def recent_campaigns(db, account_id, *, before=None, limit=50):
 ACTION_RULES = {
     "pause": {"running": None},
     "resume": {"paused": None},
-    "cancel": {"scheduled": None, "running": None, "paused": None, "completed": "queued"},
-    "retry-failed": {"running": "failed", "completed": "failed"},
+    "cancel": {"scheduled": None, "running": None, "paused": None, "completed": ("queued", "retrying")},
+    "retry-failed": {"running": ("failed",), "completed": ("failed",)},
 }
 
 
@@ -107,7 +109,7 @@ def allowed_actions(campaign):
     for action, rule in ACTION_RULES.items():
         if campaign["status"] in rule:
             needs = rule[campaign["status"]]
-            if needs is None or campaign["counts"][needs] > 0:
+            if needs is None or any(campaign["counts"][count] > 0 for count in needs):
                 allowed.append(action)
     return allowed
 
@@ -121,11 +123,25 @@ async def resume(db, account_id, campaign_id):
 
 
 async def cancel(db, account_id, campaign_id):
-    return public_campaign(await store.cancel(db, account_id, campaign_id, now_iso()))
+    """Cancelled at once; a large campaign's recipients are dropped by the runner's batches after the first
+    (pendingAction "cancel" until then: storage/campaign_actions.py)."""
+    return public_campaign(await campaign_actions.cancel(db, account_id, campaign_id, now_iso(),
+                                                         campaign_actions.BATCH))
 
 
 async def retry_failed(db, account_id, campaign_id):
-    return public_campaign(await store.retry_failed(db, account_id, campaign_id, now_iso()))
+    """The final failures whose delivery still exists are queued again (the runner's batches after the first:
+    pendingAction "retry" until then); the answer's retry says how many ({requeued, notRetryable}: the
+    others' deliveries were removed by retention, and they stay failed). Conflict when none can be."""
+    campaign = await store.get_campaign(db, account_id, campaign_id)
+    counts = await campaign_actions.retryable(db, account_id, campaign_id) if campaign else None
+    if counts and counts["notRetryable"] and not counts["retryable"]:
+        raise Conflict(f"none of the {counts['notRetryable']} failed recipients of campaign {campaign_id} can be "
+                       "retried: their deliveries were removed by retention (--retention-webhook-days)",
+                       code="CONFLICT")
+    retried = public_campaign(await campaign_actions.retry_failed(db, account_id, campaign_id, now_iso(),
+                                                                       campaign_actions.BATCH))
+    return {**retried, "retry": {"requeued": counts["retryable"], "notRetryable": counts["notRetryable"]}}
 
 
 ACTIONS = {"pause": pause, "resume": resume, "cancel": cancel, "retry-failed": retry_failed}
@@ -135,9 +151,9 @@ async def act(services, account_id, campaign_id, action):
     """One of ACTIONS (the API's POST /v1/campaigns/{id}/<action>, the UI's buttons): the campaign after it.
     A resumed campaign wakes the runner, retried messages the delivery worker."""
     campaign = await ACTIONS[action](services.db, account_id, campaign_id)
-    if action == "resume":
-        services.campaigns.notify()
-    elif action == "retry-failed":
+    if action == "resume" or campaign["pendingAction"]:
+        services.campaigns.notify()  # resumed, or batches of a cancel or retry left for the runner
+    if action == "retry-failed":
         services.delivery.notify()
     return campaign
 

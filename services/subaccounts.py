@@ -4,7 +4,8 @@ sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
 from common.errors import Invalid, NotFound
 from services import accounts
 from services.contact_fields import normalize_email
-from services.credits import as_number, require_agency, to_hundredths
+from services.credits import as_number, price_to_hundredths, require_agency, to_hundredths
+from storage.credits import DEFAULT_PRICE
 from services.lists import keyset_page
 from storage import subaccounts as store
 
@@ -28,7 +29,13 @@ def public_auto_recharge(row):
 def public_subaccount(row):
     return {"id": row["id"], "name": row["name"], "email": row["email"],
             "credits": as_number(row["credit_hundredths"]), "autoRecharge": public_auto_recharge(row),
-            "createdAt": row["created_at"]}
+            "creditsPerReply": as_number(price_hundredths(row)), "createdAt": row["created_at"]}
+
+
+def price_hundredths(row):
+    """What the sub-account pays per bot reply (hundredths): its agency's price, else the default."""
+    price = row.get("credits_per_reply")
+    return DEFAULT_PRICE if price is None else price
 
 
 def public_transaction(row):
@@ -98,16 +105,31 @@ def parse_auto_recharge(value):
             to_hundredths(value["amount"], field="autoRecharge.amount"))
 
 
-async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
-    """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account.
-    Below the threshold, a spend queues one subaccount.auto_recharge notification per episode
-    (storage.credits.spend)."""
+async def update_subaccount(db, agency_id, caller_type, sub_id, changes):
+    """The agency's PATCH of its sub-account, in one transaction; changes holds any of autoRecharge
+    ({threshold, amount} sets it, None turns it off: below the threshold a spend queues one
+    subaccount.auto_recharge notification per episode, storage.credits.spend) and creditsPerReply (what each
+    bot reply costs the sub-account, 0 to MAX_PRICE; None: back to the default of 1). Only the agency sets
+    the price: a sub-account's own key never reaches this (Forbidden). Returns the sub-account."""
     require_agency(caller_type)
-    threshold, amount = parse_auto_recharge(auto_recharge)
-    row = await store.set_auto_recharge(db, agency_id, sub_id, threshold, amount)
+    columns = {}
+    if "autoRecharge" in changes:
+        columns["auto_recharge_threshold"], columns["auto_recharge_amount"] = parse_auto_recharge(
+            changes["autoRecharge"])
+    if "creditsPerReply" in changes:
+        price = changes["creditsPerReply"]
+        columns["credits_per_reply"] = None if price is None else price_to_hundredths(price)
+    if not columns:
+        raise Invalid("autoRecharge or creditsPerReply is required")
+    row = await store.update_subaccount(db, agency_id, sub_id, columns)
     if row is None:
         raise not_found(sub_id)
     return public_subaccount(row)
+
+
+async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
+    """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account."""
+    return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge})
 
 
 async def list_transactions(db, agency_id, caller_type, sub_id, *, limit=None, cursor=None):

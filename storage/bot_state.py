@@ -60,15 +60,17 @@ def release(cx, account_id, message_id):
 
 def account_bot_in_tx(cx, account_id):
     """What answering needs of the account: {bot (the stored bot object, None when there is none), type,
-    credit_hundredths, has_webhook}, or None for an unknown account. SQLite extracts the bot from the
+    credit_hundredths, credits_per_reply (hundredths; None: the default), has_webhook}, or None for an unknown
+    account. SQLite extracts the bot from the
     settings JSON, so an account without a bot costs no parsing here."""
     row = cx.execute("SELECT json_extract(settings, '$.bot'), type, credit_hundredths,"
-                     " json_extract(settings, '$.customChannelWebhookUrl') IS NOT NULL FROM accounts WHERE id = ?",
+                     " json_extract(settings, '$.customChannelWebhookUrl') IS NOT NULL, credits_per_reply"
+                     " FROM accounts WHERE id = ?",
                      (account_id,)).fetchone()
     if row is None:
         return None
     return {"bot": json.loads(row[0]) if row[0] else None, "type": row[1], "credit_hundredths": row[2],
-            "has_webhook": bool(row[3])}
+            "has_webhook": bool(row[3]), "credits_per_reply": row[4]}
 
 
 def contact_state_in_tx(cx, account_id, contact_id, now, before_message_id=None):

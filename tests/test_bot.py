@@ -293,7 +293,9 @@ async def test_each_reply_of_a_sub_account_spends_credits_until_there_are_too_fe
     bot stays silent and the inbox says why"; the spend is in the reply's transaction."""
     await grant(api, agency, sub, 2.5)
     key, account_id = sub["api_key"], sub["account_id"]
-    await configure(api, key, {"active": True, "rules": RULES, "creditsPerReply": 1.25})
+    r = await api.patch(f"/v1/subaccounts/{account_id}", {"creditsPerReply": 1.25}, key=agency["api_key"])
+    assert r.code == 200 and r.json["creditsPerReply"] == 1.25, r.body
+    await configure(api, key, {"active": True, "rules": RULES})
     for _ in range(2):
         assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "rule"
     silent = await say(api, services, key, "price?")
@@ -319,7 +321,7 @@ async def test_no_credits_is_decided_again_inside_the_reply_write(api, agency, s
     key, account_id = sub["api_key"], sub["account_id"]
     await configure(api, key, {"active": False, "rules": RULES})
     first, second = [await say(api, services, key, "hello") for _ in range(2)]  # inactive: no outcome yet
-    context = {"config": {"creditsPerReply": 1}, "account_type": "subaccount"}
+    context = {"config": {}, "account_type": "subaccount", "credits_per_reply": None}  # the default: 1
 
     def stored(message):
         return {**message, "account_id": account_id, "contact_id": message["contactId"], "channel": None,

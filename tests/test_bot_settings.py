@@ -29,7 +29,7 @@ async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
     key = account["api_key"]
     bot = {"active": True, "greeting": "Hi!", "fallback": "A person will answer soon.", "rules": RULES,
            "handoffKeywords": ["human", "agent"], "provider": PROVIDER, "pauseMinutesAfterHumanReply": 30,
-           "creditsPerReply": 1, "campaigns": {"spring": {"greeting": "Spring sale!", "rules": []}}}
+           "campaigns": {"spring": {"greeting": "Spring sale!", "rules": []}}}
     r = await patch_bot(api, key, bot)
     assert r.code == 200, r.body
     shown = {**bot, "provider": {**{k: v for k, v in PROVIDER.items() if k != "apiKey"}, "apiKeySet": True}}
@@ -42,8 +42,9 @@ async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
     ({"rules": [RULES[0], {"keywords": ["a"], "answer": "   "}]}, "bot.rules[1].answer"),
     ({"rules": [{"keywords": ["ok", " "], "answer": "x"}]}, "bot.rules[0].keywords[1]"),
     ({"handoffKeywords": "human"}, "bot.handoffKeywords"),
-    ({"creditsPerReply": 0.001}, "bot.creditsPerReply"),
-    ({"creditsPerReply": -1}, "bot.creditsPerReply"),
+    ({"creditsPerReply": 0}, "bot.creditsPerReply"),  # the agency's to set (issue 18 item 4)
+    ({"creditsPerReply": 1}, "bot.creditsPerReply"),
+    ({"campaigns": {"spring": {"creditsPerReply": 0}}}, "bot.campaigns.spring.creditsPerReply"),
     ({"pauseMinutesAfterHumanReply": 1.5}, "bot.pauseMinutesAfterHumanReply"),
     ({"provider": {"baseUrl": "http://127.0.0.1:9/v1"}}, "bot.provider.model"),
     ({"provider": {"baseUrl": "ftp://example.com/v1", "model": "m"}}, "bot.provider.baseUrl"),

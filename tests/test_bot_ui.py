@@ -26,7 +26,7 @@ def signed_in(io_loop, http_server_client, ui_account):
 def account_form(**fields):
     form = {"active": "on", "greeting": "", "fallback": "", "rule_rows": "2", "rules-0-keywords": "price, cost",
             "rules-0-answer": "Plans start at $10.", "rules-1-keywords": "", "rules-1-answer": "",
-            "handoffKeywords": "human, agent", "pauseMinutesAfterHumanReply": "30", "creditsPerReply": "",
+            "handoffKeywords": "human, agent", "pauseMinutesAfterHumanReply": "30",
             "provider-baseUrl": "", "provider-model": "", "provider-apiKey": "", "provider-systemPrompt": "",
             "provider-timeoutSeconds": ""}
     form.update(fields)

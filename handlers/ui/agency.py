@@ -30,7 +30,7 @@ class AgencyPage(UiHandler):
         self.render("agency.html", status=status, page=page, form=form or {"name": "", "email": ""},
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
-    async def render_subaccount(self, sub_id, status=200, error=None, grant=None, recharge=None):
+    async def render_subaccount(self, sub_id, status=200, error=None, grant=None, recharge=None, price=None):
         db = self.services.db
         sub = await subaccounts.get_subaccount(db, self.agency_id, "agency", sub_id)
         history = await subaccounts.list_transactions(db, self.agency_id, "agency", sub_id,
@@ -39,6 +39,7 @@ class AgencyPage(UiHandler):
         self.render("subaccount.html", status=status, sub=sub, history=history,
                     grant=grant or {"amount": "", "description": "", "key": new_grant_key()},
                     recharge=recharge or {"threshold": setting.get("threshold", ""), "amount": setting.get("amount", "")},
+                    price=sub["creditsPerReply"] if price is None else price,
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
     def back_to(self, sub_id, kind, text):
@@ -118,3 +119,19 @@ class SubaccountAutoRechargeOffHandler(AgencyPage):
     async def post(self, sub_id):
         await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None)
         self.back_to(sub_id, "success", "Auto-recharge is off.")
+
+
+class SubaccountPriceHandler(AgencyPage):
+    """The sub-account's price per bot reply: the agency's to set (the sub-account's own settings cannot)."""
+
+    @authenticated
+    async def post(self, sub_id):
+        text = self.get_body_argument("creditsPerReply", "")
+        try:
+            price = credits.number_from_text(text, "creditsPerReply")
+            await subaccounts.update_subaccount(self.services.db, self.agency_id, "agency", sub_id,
+                                                {"creditsPerReply": price})
+        except Invalid as exc:
+            await self.render_subaccount(sub_id, status=400, error=exc.message, price=text)
+            return
+        self.back_to(sub_id, "success", f"Price saved: {price.normalize():f} credits per bot reply.")

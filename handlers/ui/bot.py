@@ -5,11 +5,10 @@ from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
 from handlers.base import UiHandler
-from services import accounts, bot, bot_settings
+from services import accounts, bot, bot_settings, credits
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)
-OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply",
-               "creditsPerReply")
+OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply")
 
 
 def _text(value):
@@ -54,7 +53,8 @@ class BotPage(UiHandler):
             campaign_id, override = typed["campaign"]
             campaigns[campaign_id] = override
         self.render("bot.html", status=status, config=config, campaigns=campaigns,
-                    account_type=account["type"], blank_rows=BLANK_RULE_ROWS, result=result,
+                    account_type=account["type"], price=await credits.price_per_reply(self.services.db, self.account_id),
+                    blank_rows=BLANK_RULE_ROWS, result=result,
                     trial=trial or {}, flashes=[{"kind": "error", "text": error}] if error else [])
 
     def parse_config(self, overridable=False):
@@ -62,8 +62,7 @@ class BotPage(UiHandler):
         null (a merge patch that replaces the override). apiKey only when typed or cleared."""
         config = {"greeting": _text(self.field("greeting")), "fallback": _text(self.field("fallback")),
                   "handoffKeywords": _keywords(self.field("handoffKeywords")),
-                  "pauseMinutesAfterHumanReply": _number(self.field("pauseMinutesAfterHumanReply")),
-                  "creditsPerReply": _number(self.field("creditsPerReply"))}
+                  "pauseMinutesAfterHumanReply": _number(self.field("pauseMinutesAfterHumanReply"))}
         if overridable:
             for name in ("greeting", "fallback"):  # overridden with nothing: "" turns the account's off
                 config[name] = config[name] or ""

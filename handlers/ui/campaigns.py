@@ -193,9 +193,22 @@ class CampaignActionHandler(UiHandler):
     @authenticated
     async def post(self, campaign_id, action):
         try:
-            await campaigns.act(self.services, self.account_id, campaign_id, action)
+            result = await campaigns.act(self.services, self.account_id, campaign_id, action)
         except Conflict as exc:
             self.flash("error", exc.message)
             self.redirect(f"/campaigns/{campaign_id}", status=303)
             return
-        self.action_done(f"/campaigns/{campaign_id}", ACTION_DONE[action])
+        self.action_done(f"/campaigns/{campaign_id}", action_message(action, result))
+
+
+def action_message(action, result):
+    """What the page says after an action: retry-failed says how many it queued again and how many it could
+    not (their deliveries were removed by retention)."""
+    retry = result.get("retry")
+    if action != "retry-failed" or not retry:
+        return ACTION_DONE[action]
+    text = f"{retry['requeued']} failed recipients' messages are being sent again."
+    if retry["notRetryable"]:
+        text += (f" {retry['notRetryable']} cannot be: their deliveries were removed by retention; they stay "
+                 "failed.")
+    return text

@@ -19,7 +19,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_match, bot_provider, bot_settings, messaging, opt_out
+from services import bot_context, bot_match, bot_provider, bot_settings, messaging
 from services.netguard import CheckedResolver
 from storage import bot_state
 from storage import contacts as contact_store

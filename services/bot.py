@@ -21,7 +21,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from common.errors import Invalid, NotFound
 from common import ids as common_ids
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_provider, bot_settings, messaging, opt_out
+from services import bot_context, bot_provider, bot_settings, messaging, opt_out, tls_profile
 from services.credits import to_hundredths
 from services.netguard import CheckedResolver
 from storage import accounts as account_store
@@ -374,7 +374,8 @@ class BotRunner:
         if self._http is None:
             self._http = SimpleAsyncHTTPClient(
                 force_instance=True, max_clients=self.concurrency, max_body_size=bot_provider.MAX_ANSWER_BYTES,
-                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks))
+                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks),
+                defaults={"ssl_options": tls_profile.client_context(self.services.settings.tls_profile)})
         return self._http
 
     async def idle(self):

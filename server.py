@@ -144,6 +144,8 @@ def configure_logging(level):
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    # aiosqlite's debug lines quote every statement's arguments: key hashes, session hashes, messages.
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     for name in THROTTLED_LOGGERS:
         logging.getLogger(name).addFilter(log_throttle)
 

@@ -7,7 +7,6 @@ import html
 import json
 import logging
 import os
-import re
 from http import HTTPStatus
 
 import pydantic
@@ -16,6 +15,7 @@ from markupsafe import Markup
 from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
+from common.redact import masked_uri
 from common.validation import validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
 from services import idempotency, sessions
@@ -28,9 +28,10 @@ CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "N
          405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
          422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 431: "HEADERS_TOO_LARGE", 500: "INTERNAL",
          503: "UNAVAILABLE"}
-SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
+# Server: the product without a version (Tornado's default names its version, a scanner's first lookup).
+SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff",
+                    "Server": "Parley"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
-_SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
 def log_request(handler):
@@ -40,7 +41,7 @@ def log_request(handler):
     if not access_log.isEnabledFor(level):
         return  # e.g. --log-level warning: no masking or formatting for a line nobody reads
     request = handler.request
-    uri = _SECRET_QUERY.sub(r"\1***", request.uri)
+    uri = masked_uri(request.uri)
     access_log.log(level, "%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
                    1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
 
@@ -140,7 +141,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
                   exc_info=(typ, value, tb))
 
     def _request_summary(self):
-        return "%s %s" % (self.request.method, _SECRET_QUERY.sub(r"\1***", self.request.uri))
+        return "%s %s" % (self.request.method, masked_uri(self.request.uri))
 
     def describe_error(self, status_code, exc):
         """(status, code, message) of an error answer, for every page kind; applies a DomainError's
@@ -232,7 +233,8 @@ class ApiHandler(BaseHandler):
         self.reserve_body()
 
     def api_key(self):
-        key = self.request.headers.get("x-api-key")
+        """The x-api-key header, else Authorization: Bearer, else (but on header-only routes) ?apiKey=."""
+        key = self.request.headers.get("x-api-key") or bearer_token(self.request.headers.get("Authorization"))
         if key or self.key_in_header_only:
             return key
         return self.get_query_argument("apiKey", None)
@@ -240,8 +242,8 @@ class ApiHandler(BaseHandler):
     async def authenticate(self):
         key = self.api_key()
         if not key:
-            raise Unauthorized("missing API key: pass it as the apiKey query parameter or the x-api-key header"
-                               if not self.key_in_header_only else "missing API key: pass it in the x-api-key header")
+            raise Unauthorized("missing API key: pass it in the x-api-key header or as Authorization: Bearer"
+                               + ("" if self.key_in_header_only else " (or the apiKey query parameter)"))
         registry = self.services.keys
         key_hash = hash_api_key(key)
         # Counted per presented key before any storage work; a cached account's override applies,
@@ -278,6 +280,12 @@ class ApiHandler(BaseHandler):
         if len(self.request.body) <= _HASH_INLINE_BYTES:
             return idempotency.fingerprint(params)
         return await asyncio.get_running_loop().run_in_executor(None, idempotency.fingerprint, params)
+
+
+def bearer_token(authorization):
+    """The token of an "Authorization: Bearer <token>" header (RFC 6750 §2.1: the scheme in any case)."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
 
 
 class UnsupportedMediaType(DomainError):

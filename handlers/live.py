@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import tornado.web
 import tornado.websocket
 
-from handlers.base import CODES, session_key, session_user
+from handlers.base import CODES, SECURITY_HEADERS, session_key, session_user
 
 
 def _origin(url):
@@ -58,6 +58,7 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         super().set_header(name, value)
 
     def set_default_headers(self):
+        self.set_header("Server", SECURITY_HEADERS["Server"])
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
 

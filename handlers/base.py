@@ -7,6 +7,7 @@ import html
 import json
 import logging
 import os
+import re
 from http import HTTPStatus
 
 import pydantic
@@ -16,7 +17,7 @@ from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
 from common.redact import masked_uri
-from common.validation import validation_message
+from common.validation import lone_surrogate_path, no_control_characters, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
 from services import idempotency, sessions
 from services.keys import hash_api_key
@@ -61,11 +62,15 @@ def _refuse_duplicate_keys(pairs):
 def parse_json(raw):
     """A request body as JSON, or Invalid: not JSON, a key twice in one object, nested too deeply."""
     try:
-        return json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
+        data = json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
     except RecursionError:
         raise Invalid("request body is nested too deeply") from None
     except (ValueError, UnicodeDecodeError):
         raise Invalid("request body is not valid JSON") from None
+    where = lone_surrogate_path(data)
+    if where is not None:
+        raise Invalid(f"{where or 'request body'} is not valid Unicode text (a lone surrogate \\uD800-\\uDFFF)")
+    return data
 
 
 @tornado.web.stream_request_body
@@ -317,6 +322,21 @@ async def session_user(handler):
     return await sessions.user_for(handler.application.services.db, _session_id(handler))
 
 
+# Form fields of text for people (newlines and tabs kept), secrets, and the sign-in's next (safe_next cleans
+# it); every other field of every UI form is identifier-like: names, ids, emails, keywords, URLs.
+_FREE_TEXT_FIELDS = re.compile(r"body|greeting|fallback|description|provider-systemPrompt|rules-\d+-answer|next"
+                               r"|.*password.*")
+
+
+def refuse_control_characters_in_form(arguments):
+    """Invalid naming the first identifier-like form field with a control character: before the handler
+    runs, so that nothing is saved (the API's models refuse the same, common/validation.py)."""
+    for name, values in arguments.items():
+        if not _FREE_TEXT_FIELDS.fullmatch(name):
+            for value in values:
+                no_control_characters(value.decode("utf-8", "replace"), name)
+
+
 class UiHandler(BaseHandler):
     """Admin web UI page: cookie session, XSRF on every form, Jinja2 rendering, HTML error pages.
 
@@ -361,6 +381,7 @@ class UiHandler(BaseHandler):
         for name, values in self.request.body_arguments.items():
             self.request.arguments.setdefault(name, []).extend(values)
         self.check_xsrf_cookie()
+        refuse_control_characters_in_form(self.request.body_arguments)
 
     def get_login_url(self):
         return "/login"

@@ -15,7 +15,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator)
 
 from common.errors import Invalid
-from common.validation import NOT_BLANK, validation_message
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
 from services.credits import to_hundredths
 
 MAX_RULES = 200
@@ -43,9 +43,8 @@ def _a_number(value):
 
 
 Number = BeforeValidator(_a_number)
-Keyword = Annotated[str, StringConstraints(max_length=100), AfterValidator(_not_blank),
-                    Field(json_schema_extra=NOT_BLANK)]
-CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Keyword = Annotated[IdentifierNotBlank, StringConstraints(max_length=100), AfterValidator(_not_blank)]
+CampaignId = Annotated[Identifier, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Strict(BaseModel):
@@ -69,8 +68,8 @@ class Provider(_Strict):
     baseUrl: Optional[str] = Field(None, max_length=2000, description=(
         "e.g. https://api.openai.com/v1, or a local server's /v1 (Ollama, llama.cpp); https and public unless "
         "the server runs with --allow-private-webhooks."))
-    model: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK)
-    apiKey: Optional[str] = Field(None, min_length=1, max_length=4000, description=(
+    model: Optional[IdentifierNotBlank] = Field(None, max_length=200)
+    apiKey: Optional[Identifier] = Field(None, min_length=1, max_length=4000, description=(
         "Write-only: sent as a bearer token, stored encrypted, never shown (reads say apiKeySet). Omitted, "
         "the stored key is kept; null removes it."))
     apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
@@ -168,8 +167,12 @@ def merge_patch(target, patch):
 
 
 def same_origin(a, b):
-    pa, pb = urlsplit(a or ""), urlsplit(b or "")
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    """Whether two URLs share scheme, host and port; a URL that does not parse shares nothing."""
+    try:
+        pa, pb = urlsplit(a or ""), urlsplit(b or "")
+        return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    except ValueError:
+        return False
 
 
 def merged(current, patch):

@@ -104,7 +104,10 @@ async def check_webhook_url(url, *, allow_private, field):
     if not isinstance(url, str) or not url.strip():
         raise Invalid(f"{field} must be a URL")
     _refuse_raw_characters(url, field)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "https://[::1/" or "https://[zz]/": a bracketed host that is no IPv6
+        raise Invalid(f"{field} is not a valid URL ({exc})") from None
     if not scheme_allowed(parts, allow_private):
         raise Invalid(f"{field} must be an https:// URL with a host name")
     try:

@@ -13,7 +13,10 @@ from handlers.base import CODES, SECURITY_HEADERS, session_key, session_user
 
 
 def _origin(url):
-    parts = urlsplit(url.strip().lower())
+    try:
+        parts = urlsplit(url.strip().lower())
+    except ValueError:  # e.g. "https://[::1": an Origin or Host header that is no URL matches nothing
+        return None
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 

@@ -189,3 +189,11 @@ async def test_a_lone_surrogate_in_a_path_or_query_id_is_not_a_500(api, account)
                                    raw=b"{}" if method in ("post", "patch") else None,
                                    headers={"Content-Type": "application/json"})
                 assert r.code < 500, (method, target, r.code, r.body)
+
+
+@pytest.mark.parametrize("header", [{"Origin": "https://[::1"}, {"Origin": "https://[zz]/"}, {"Host": "[::1"}])
+async def test_a_live_events_origin_or_host_that_does_not_parse_is_refused_not_a_500(signed_in, header):
+    r = await signed_in.get("/ws", headers={"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                                            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                                            "Origin": "http://localhost", **header})
+    assert 400 <= r.code < 500, (header, r.code)

@@ -6,14 +6,18 @@ import ssl
 import subprocess
 import threading
 import urllib.request
+from types import SimpleNamespace
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from tornado.netutil import Resolver
 
 from services import tls_profile
+from services.bot import BotRunner
 from services.tls import RENEWAL_CHECK_SECONDS, CertificateSource, needs_renewal
+from services.webhook_client import KeepAliveClient
 from tests.parley_process import ParleyProcess
 
 
@@ -187,3 +191,46 @@ def test_parleys_own_clients_refuse_what_the_profile_refuses(tmp_path, profile):
     assert _handshake(receiver(curve="secp521r1"), client) is not None
     tls12 = _handshake(receiver(maximum=ssl.TLSVersion.TLSv1_2), client)
     assert (tls12 is None) == (profile == "intermediate")
+
+
+def _tls_listener(context):
+    """A TLS server on 127.0.0.1 that takes one connection (in a thread); (port, thread)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        with listener:
+            connection, _ = listener.accept()
+            try:
+                with context.wrap_socket(connection, server_side=True) as tls:
+                    tls.recv(1)
+            except (ssl.SSLError, OSError):
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+async def test_webhook_deliveries_and_the_ai_provider_connect_with_the_profile(tmp_path, settings):
+    """The delivery client's handshake with a receiver that has only secp521r1 fails on the groups (before
+    any certificate check); with a default receiver it gets as far as the (untrusted) certificate."""
+    source = CertificateSource(tmp_path)
+    source.ensure()
+    errors = {}
+    for name, curve in (("secp521r1 only", "secp521r1"), ("default", None)):
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(source.cert_path, source.key_path)
+        if curve:
+            context.set_ecdh_curve(curve)
+        port, thread = _tls_listener(context)
+        client = KeepAliveClient(Resolver(), tls_profile="intermediate")
+        with pytest.raises(ssl.SSLError) as raised:
+            await client.post(f"https://127.0.0.1:{port}/hook", {}, b"", timeout=10, on_chunk=lambda chunk: None)
+        client.close()
+        thread.join(10)
+        errors[name] = str(raised.value)
+    assert "CERTIFICATE_VERIFY_FAILED" not in errors["secp521r1 only"], errors
+    assert "CERTIFICATE_VERIFY_FAILED" in errors["default"], errors
+    provider_tls = BotRunner(SimpleNamespace(settings=settings)).http().defaults["ssl_options"]
+    assert provider_tls.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert "ECDHE-ECDSA-AES128-SHA256" not in {c["name"] for c in provider_tls.get_ciphers()}

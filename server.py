@@ -32,6 +32,7 @@ from services.retention import RetentionWorker
 from common.ids import new_id
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
+from common.redact import RedactingFormatter
 from services.tls import CertificateSource
 from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
                      raise_file_limit)
@@ -140,9 +141,12 @@ log_throttle = LogThrottle(interval=10.0)
 
 
 def configure_logging(level):
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    # aiosqlite's debug lines quote every statement's arguments: key hashes, session hashes, messages.
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     for name in THROTTLED_LOGGERS:
         logging.getLogger(name).addFilter(log_throttle)
 
@@ -159,7 +163,8 @@ def print_first_run(info):
     print("\nParley is ready. These credentials are shown once; keep them now.\n"
           f"  UI:       {info['ui_url']}\n  login:    {info['login']}\n  password: {info['password']}\n"
           f"  API key:  {info['api_key']}\n"
-          f"  try:      curl -k \"{info['ui_url']}v1/account?apiKey={info['api_key']}\"\n", flush=True)
+          f"  try:      curl -k -H \"Authorization: Bearer {info['api_key']}\" {info['ui_url']}v1/account\n",
+          flush=True)
 
 
 async def main(settings):
@@ -172,7 +177,7 @@ async def main(settings):
     servers, tasks, guard, recovery = [], [], None, None
     try:
         certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
-                                  hosts=[urlsplit(settings.base_url).hostname])
+                                  hosts=[urlsplit(settings.base_url).hostname], profile=settings.tls_profile)
         certs.ensure()
         app = make_app(settings, services)
         # Messages stored before this run takes requests that the bot never decided on (a kill, a crash)

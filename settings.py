@@ -2,7 +2,7 @@
 import argparse
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,10 @@ class Settings(BaseModel):
     tls_cert: Optional[Path] = Field(None, description="PEM certificate (chain); without it a self-signed "
                                                         "certificate is generated in data/tls/.")
     tls_key: Optional[Path] = Field(None, description="PEM private key for --tls-cert.")
+    tls_profile: Literal["intermediate", "modern"] = Field(
+        "intermediate", description="Mozilla TLS configuration for the HTTPS listener and Parley's own outgoing "
+                                    "connections (webhooks, the AI provider): intermediate (TLS 1.2 and 1.3) or "
+                                    "modern (TLS 1.3 only).")
     public_url: Optional[str] = Field(None, description="Public base URL (https://host:port) used in links and "
                                                          "the self-signed certificate; default https://localhost:PORT.")
     rate_limit: int = Field(600, ge=1, description="Requests per API key per minute (accounts may override).")

@@ -16,7 +16,8 @@ from markupsafe import Markup
 from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
-from common.validation import validation_message
+from common.redact import masked_uri
+from common.validation import lone_surrogate_path, no_control_characters, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
 from services import idempotency, sessions
 from services.keys import hash_api_key
@@ -28,9 +29,10 @@ CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "N
          405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
          422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 431: "HEADERS_TOO_LARGE", 500: "INTERNAL",
          503: "UNAVAILABLE"}
-SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
+# Server: the product without a version (Tornado's default names its version, a scanner's first lookup).
+SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff",
+                    "Server": "Parley"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
-_SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
 def log_request(handler):
@@ -40,7 +42,7 @@ def log_request(handler):
     if not access_log.isEnabledFor(level):
         return  # e.g. --log-level warning: no masking or formatting for a line nobody reads
     request = handler.request
-    uri = _SECRET_QUERY.sub(r"\1***", request.uri)
+    uri = masked_uri(request.uri)
     access_log.log(level, "%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
                    1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
 
@@ -60,11 +62,15 @@ def _refuse_duplicate_keys(pairs):
 def parse_json(raw):
     """A request body as JSON, or Invalid: not JSON, a key twice in one object, nested too deeply."""
     try:
-        return json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
+        data = json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
     except RecursionError:
         raise Invalid("request body is nested too deeply") from None
     except (ValueError, UnicodeDecodeError):
         raise Invalid("request body is not valid JSON") from None
+    where = lone_surrogate_path(data)
+    if where is not None:
+        raise Invalid(f"{where or 'request body'} is not valid Unicode text (a lone surrogate \\uD800-\\uDFFF)")
+    return data
 
 
 @tornado.web.stream_request_body
@@ -140,7 +146,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
                   exc_info=(typ, value, tb))
 
     def _request_summary(self):
-        return "%s %s" % (self.request.method, _SECRET_QUERY.sub(r"\1***", self.request.uri))
+        return "%s %s" % (self.request.method, masked_uri(self.request.uri))
 
     def describe_error(self, status_code, exc):
         """(status, code, message) of an error answer, for every page kind; applies a DomainError's
@@ -232,7 +238,8 @@ class ApiHandler(BaseHandler):
         self.reserve_body()
 
     def api_key(self):
-        key = self.request.headers.get("x-api-key")
+        """The x-api-key header, else Authorization: Bearer, else (but on header-only routes) ?apiKey=."""
+        key = self.request.headers.get("x-api-key") or bearer_token(self.request.headers.get("Authorization"))
         if key or self.key_in_header_only:
             return key
         return self.get_query_argument("apiKey", None)
@@ -240,8 +247,8 @@ class ApiHandler(BaseHandler):
     async def authenticate(self):
         key = self.api_key()
         if not key:
-            raise Unauthorized("missing API key: pass it as the apiKey query parameter or the x-api-key header"
-                               if not self.key_in_header_only else "missing API key: pass it in the x-api-key header")
+            raise Unauthorized("missing API key: pass it in the x-api-key header or as Authorization: Bearer"
+                               + ("" if self.key_in_header_only else " (or the apiKey query parameter)"))
         registry = self.services.keys
         key_hash = hash_api_key(key)
         # Counted per presented key before any storage work; a cached account's override applies,
@@ -280,6 +287,12 @@ class ApiHandler(BaseHandler):
         return await asyncio.get_running_loop().run_in_executor(None, idempotency.fingerprint, params)
 
 
+def bearer_token(authorization):
+    """The token of an "Authorization: Bearer <token>" header (RFC 6750 §2.1: the scheme in any case)."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
 class UnsupportedMediaType(DomainError):
     status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
 
@@ -307,6 +320,21 @@ async def session_user(handler):
     """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
     UI pages and the live-events WebSocket both authenticate through this one function."""
     return await sessions.user_for(handler.application.services.db, _session_id(handler))
+
+
+# Form fields of text for people (newlines and tabs kept), secrets, and the sign-in's next (safe_next cleans
+# it); every other field of every UI form is identifier-like: names, ids, emails, keywords, URLs.
+_FREE_TEXT_FIELDS = re.compile(r"body|greeting|fallback|description|provider-systemPrompt|rules-\d+-answer|next"
+                               r"|.*password.*")
+
+
+def refuse_control_characters_in_form(arguments):
+    """Invalid naming the first identifier-like form field with a control character: before the handler
+    runs, so that nothing is saved (the API's models refuse the same, common/validation.py)."""
+    for name, values in arguments.items():
+        if not _FREE_TEXT_FIELDS.fullmatch(name):
+            for value in values:
+                no_control_characters(value.decode("utf-8", "replace"), name)
 
 
 class UiHandler(BaseHandler):
@@ -353,6 +381,7 @@ class UiHandler(BaseHandler):
         for name, values in self.request.body_arguments.items():
             self.request.arguments.setdefault(name, []).extend(values)
         self.check_xsrf_cookie()
+        refuse_control_characters_in_form(self.request.body_arguments)
 
     def get_login_url(self):
         return "/login"

@@ -9,11 +9,14 @@ from urllib.parse import urlsplit
 import tornado.web
 import tornado.websocket
 
-from handlers.base import CODES, session_key, session_user
+from handlers.base import CODES, SECURITY_HEADERS, session_key, session_user
 
 
 def _origin(url):
-    parts = urlsplit(url.strip().lower())
+    try:
+        parts = urlsplit(url.strip().lower())
+    except ValueError:  # e.g. "https://[::1": an Origin or Host header that is no URL matches nothing
+        return None
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 
@@ -58,6 +61,7 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         super().set_header(name, value)
 
     def set_default_headers(self):
+        self.set_header("Server", SECURITY_HEADERS["Server"])
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
 

@@ -1,14 +1,27 @@
 """Pydantic request and response models; also the source of /v1/openapi.json."""
-from typing import Literal, Optional
+import datetime
+from typing import Annotated, Literal, Optional
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, field_validator,
+                      model_validator)
 
-from common.validation import NOT_BLANK
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank
 from services.bot import OUTCOMES
 from services.bot_settings import BotSettings
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
+
+
+def _in_utc(value):
+    """9999-12-31T23:59:59-14:00 is a valid time in its zone but past year 9999 in UTC, where it is stored."""
+    try:
+        return value.astimezone(datetime.timezone.utc)
+    except OverflowError:
+        raise ValueError("is outside the years 0001-9999 once converted to UTC") from None
+
+
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(_in_utc)]
 
 
 class Strict(BaseModel):
@@ -24,10 +37,10 @@ class SettingsPatch(Strict):
         None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
     bot: Optional[BotSettings] = Field(None, description="The bot (DESIGN §3), merged into the stored one "
                                                          "(RFC 7386); null removes it.")
-    optOutKeywords: Optional[list[str]] = Field(
+    optOutKeywords: Optional[list[Identifier]] = Field(
         None, min_length=1, max_length=20, description="An inbound message whose whole body (trimmed, any case) "
         "is one of these opts the contact out (default [\"STOP\", \"UNSUBSCRIBE\"]; null restores it).")
-    optInKeywords: Optional[list[str]] = Field(
+    optInKeywords: Optional[list[Identifier]] = Field(
         None, min_length=1, max_length=20, description="Likewise opts the contact back in (default [\"START\"]).")
 
 
@@ -63,11 +76,11 @@ class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
-    firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
-    lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
-    phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
+    firstName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
+    lastName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
+    phone: Optional[Identifier] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
-    email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+    email: Optional[Identifier] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
 
 
 class Contact(BaseModel):
@@ -89,7 +102,7 @@ class ContactPage(BaseModel):
 class ListCreate(Strict):
     """POST /v1/lists."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Leads"}]})
-    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    name: IdentifierNotBlank = Field(max_length=200)
 
 
 class ListOut(BaseModel):
@@ -106,7 +119,7 @@ class ListPage(BaseModel):
 
 class AddToList(Strict):
     """POST /v1/lists/{listId}/contacts (spec §4.3)."""
-    contactId: str = Field(json_schema_extra=NOT_BLANK)
+    contactId: IdentifierNotBlank
 
 
 class AddToListResult(BaseModel):
@@ -140,25 +153,24 @@ class InboundCustomData(Lenient):
     # For the OpenAPI schema: one of messageSid or id, not null (the _has_message_sid check below).
     model_config = ConfigDict(json_schema_extra={"anyOf": [
         {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in ("messageSid", "id")]})
-    messageSid: Optional[str] = Field(None, max_length=512, description="Unique per message; a repeat is "
-                                                                        "answered with the first messageId.",
-                                      json_schema_extra=NOT_BLANK)
-    id: Optional[str] = Field(None, max_length=512, description="Accepted instead of messageSid.",
-                              json_schema_extra=NOT_BLANK)
-    fromId: str = Field(max_length=512, description="Sender id in the external system; identifies the contact.",
-                        json_schema_extra=NOT_BLANK)
-    toId: str = Field(max_length=512, description="Business identifier, any text.", json_schema_extra=NOT_BLANK)
+    messageSid: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Unique per message; a "
+                                                     "repeat is answered with the first messageId.")
+    id: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Accepted instead of messageSid.")
+    fromId: IdentifierNotBlank = Field(max_length=512, description="Sender id in the external system; identifies "
+                                                                   "the contact.")
+    toId: IdentifierNotBlank = Field(max_length=512, description="Business identifier, any text but control "
+                                                                 "characters.")
     body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.",
                       json_schema_extra=NOT_BLANK)
-    status: Optional[str] = Field(None, max_length=64, description='Defaults to "received".')
-    channel: Optional[str] = Field(None, max_length=200)
-    campaignId: Optional[str] = Field(None, max_length=200)
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    email: Optional[str] = Field(None, max_length=320)
+    status: Optional[Identifier] = Field(None, max_length=64, description='Defaults to "received".')
+    channel: Optional[Identifier] = Field(None, max_length=200)
+    campaignId: Optional[Identifier] = Field(None, max_length=200)
+    firstName: Optional[Identifier] = Field(None, max_length=200)
+    lastName: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320)
     mediaUrl: Optional[str] = Field(None, description="http(s) URL, or data:<type>;base64,<data>.")
-    mediaContentType: Optional[str] = Field(None, max_length=255, description="Required with mediaUrl; must "
-                                                                              "match the file content.")
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255, description="Required with mediaUrl; "
+                                                                                     "must match the file content.")
 
     _check_required = field_validator("fromId", "toId", "body", mode="before")(_required_text)
     _check_not_blank = field_validator("messageSid", "id")(_not_blank)
@@ -186,16 +198,15 @@ class InboundAccepted(BaseModel):
 
 
 class OutboundCustomData(Lenient):
-    fromId: str = Field(max_length=512, description="The contact's id on the client's platform.",
-                        json_schema_extra=NOT_BLANK)
-    customChannel: str = Field(max_length=200, description="Name of the custom channel.", json_schema_extra=NOT_BLANK)
+    fromId: IdentifierNotBlank = Field(max_length=512, description="The contact's id on the client's platform.")
+    customChannel: IdentifierNotBlank = Field(max_length=200, description="Name of the custom channel.")
     body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK)
-    campaignId: Optional[str] = Field(None, max_length=200)
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    email: Optional[str] = Field(None, max_length=320)
+    campaignId: Optional[Identifier] = Field(None, max_length=200)
+    firstName: Optional[Identifier] = Field(None, max_length=200)
+    lastName: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320)
     mediaUrl: Optional[str] = None
-    mediaContentType: Optional[str] = Field(None, max_length=255)
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255)
 
     _check_required = field_validator("fromId", "customChannel", "body", mode="before")(_required_text)
 
@@ -268,8 +279,9 @@ class BotTest(Strict):
     """POST /v1/bot/test: what the bot would answer, sending and spending nothing."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"body": "How much does it cost?", "campaignId": "spring"}]})
     body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description="The message to try.")
-    campaignId: Optional[str] = Field(None, max_length=200, description="Try it under this campaign's configuration.")
-    contactId: Optional[str] = Field(None, max_length=200, description=(
+    campaignId: Optional[Identifier] = Field(None, max_length=200, description="Try it under this campaign's "
+                                                                              "configuration.")
+    contactId: Optional[Identifier] = Field(None, max_length=200, description=(
         "Try it as this contact: its pause, opt-out, first message and conversation (for the AI provider) count."))
     firstMessage: Optional[StrictBool] = Field(None, description=(
         "Treat it as the contact's first message (the greeting). Default: whether the contact has written "
@@ -326,7 +338,7 @@ class CreditGrant(Strict):
     """POST /v1/subaccounts/credits (x-api-key header only; agency accounts only)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"email": "sub@example.com", "amount": 100, "description": "Monthly top-up"}]})
-    email: str = Field(max_length=320, description="Email of a sub-account under the calling agency.")
+    email: Identifier = Field(max_length=320, description="Email of a sub-account under the calling agency.")
     amount: float = Field(description="Credits to grant: a number > 0, at most 2 decimals.", **CREDITS)
     description: Optional[str] = Field(None, max_length=500, description="Note stored in the credit history.")
 
@@ -378,8 +390,8 @@ class SubAccountPage(BaseModel):
 class SubAccountCreate(Strict):
     """POST /v1/subaccounts (agency accounts only)."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Bakery Rossi", "email": "ops@rossi.example"}]})
-    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
-    email: str = Field(max_length=320, description="Unique among all accounts; the sub-account's login and the "
+    name: IdentifierNotBlank = Field(max_length=200)
+    email: Identifier = Field(max_length=320, description="Unique among all accounts; the sub-account's login and the "
                                                    "email grants name.")
 
 
@@ -439,17 +451,17 @@ class CampaignCreate(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"name": "Spring sale", "listId": "lst_0000000000aaaaaaaaaaaaaaaa",
          "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600}]})
-    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
-    listId: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    name: IdentifierNotBlank = Field(max_length=200)
+    listId: IdentifierNotBlank = Field(max_length=200)
     body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description=(
         "The message; {{firstName}}, {{lastName}}, {{email}} and {{phone}} are replaced by the contact's "
         "(empty when missing). Any other {{name}} is refused (400)."))
-    campaignId: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK, description=(
+    campaignId: Optional[IdentifierNotBlank] = Field(None, max_length=200, description=(
         "Goes into every message and its reply payload, and routes the answers to bot.campaigns[campaignId]. "
         "Default: the campaign's id."))
-    channel: Optional[str] = Field(None, max_length=200, description="Channel label of the messages (default: "
+    channel: Optional[Identifier] = Field(None, max_length=200, description="Channel label of the messages (default: "
                                                                       "where each contact last wrote from).")
-    startAt: Optional[AwareDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
+    startAt: Optional[UtcDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
                                                                "campaign is scheduled, else it starts now.")
     ratePerMinute: Optional[int] = Field(None, ge=1, le=1_000_000, description="Messages handed to delivery per "
                                                                               "minute (default 600).")

@@ -19,7 +19,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_match, bot_provider, bot_settings, messaging
+from services import bot_context, bot_match, bot_provider, bot_settings, messaging, tls_profile
 from services.netguard import CheckedResolver
 from storage import bot_state
 from storage import contacts as contact_store
@@ -387,7 +387,8 @@ class BotRunner:
         if self._http is None:
             self._http = SimpleAsyncHTTPClient(
                 force_instance=True, max_clients=self.concurrency, max_body_size=bot_provider.MAX_ANSWER_BYTES,
-                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks))
+                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks),
+                defaults={"ssl_options": tls_profile.client_context(self.services.settings.tls_profile)})
         return self._http
 
     async def idle(self):

@@ -17,7 +17,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
-from common.validation import NOT_BLANK, validation_message
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
 # size. Checked when the settings are saved, each 400 naming the field.
@@ -53,9 +53,8 @@ def _a_number(value):
 
 
 Number = BeforeValidator(_a_number)
-Keyword = Annotated[str, StringConstraints(max_length=MAX_KEYWORD_LENGTH), AfterValidator(_not_blank),
-                    Field(json_schema_extra=NOT_BLANK)]
-CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Keyword = Annotated[IdentifierNotBlank, StringConstraints(max_length=MAX_KEYWORD_LENGTH), AfterValidator(_not_blank)]
+CampaignId = Annotated[Identifier, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Strict(BaseModel):
@@ -79,8 +78,8 @@ class Provider(_Strict):
     baseUrl: Optional[str] = Field(None, max_length=2000, description=(
         "e.g. https://api.openai.com/v1, or a local server's /v1 (Ollama, llama.cpp); https and public unless "
         "the server runs with --allow-private-webhooks."))
-    model: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK)
-    apiKey: Optional[str] = Field(None, min_length=1, max_length=4000, description=(
+    model: Optional[IdentifierNotBlank] = Field(None, max_length=200)
+    apiKey: Optional[Identifier] = Field(None, min_length=1, max_length=4000, description=(
         "Write-only: sent as a bearer token, stored encrypted, never shown (reads say apiKeySet). Omitted, "
         "the stored key is kept; null removes it."))
     apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
@@ -196,8 +195,12 @@ def merge_patch(target, patch):
 
 
 def same_origin(a, b):
-    pa, pb = urlsplit(a or ""), urlsplit(b or "")
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    """Whether two URLs share scheme, host and port; a URL that does not parse shares nothing."""
+    try:
+        pa, pb = urlsplit(a or ""), urlsplit(b or "")
+        return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    except ValueError:
+        return False
 
 
 def merged(current, patch):

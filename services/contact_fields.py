@@ -6,6 +6,7 @@ import phonenumbers
 from email_validator import EmailNotValidError, validate_email
 
 from common.errors import Invalid
+from common.validation import no_control_characters
 
 # Longest accepted values (the API's request model declares the same limits from these).
 MAX_NAME_LENGTH = 200
@@ -75,6 +76,7 @@ def blank_to_none(value):
 def _check_length(value, field, limit):
     if value is not None and len(value) > limit:
         raise Invalid(f"{field} is longer than {limit} characters", field=field)
+    no_control_characters(value, field)  # the API's models check it too; imported rows only here
 
 
 def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None, region=None):

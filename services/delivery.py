@@ -85,7 +85,8 @@ class DeliveryWorker:
 
     def _client(self):
         if self._http is None:
-            self._http = KeepAliveClient(CheckedResolver(allow_private=self.settings.allow_private_webhooks))
+            self._http = KeepAliveClient(CheckedResolver(allow_private=self.settings.allow_private_webhooks),
+                                         tls_profile=self.settings.tls_profile)
         return self._http
 
     # ---- server loop ------------------------------------------------------------------------

@@ -156,7 +156,10 @@ async def check_webhook_url(url, *, allow_private, field):
     if not isinstance(url, str) or not url.strip():
         raise Invalid(f"{field} must be a URL")
     _refuse_raw_characters(url, field)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "https://[::1/" or "https://[zz]/": a bracketed host that is no IPv6
+        raise Invalid(f"{field} is not a valid URL ({exc})") from None
     refusal = scheme_refusal(parts, allow_private)
     if refusal:
         raise Invalid(f"{field} {refusal}")

@@ -95,8 +95,10 @@ def test_security_schemes_match_the_spec():
     schemes = document["components"]["securitySchemes"]
     assert schemes["ApiKeyQuery"] == {"type": "apiKey", "in": "query", "name": "apiKey"}
     assert schemes["ApiKeyHeader"] == {"type": "apiKey", "in": "header", "name": "x-api-key"}
-    assert document["security"] == [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}]
-    assert document["paths"]["/v1/subaccounts/credits"]["post"]["security"] == [{"ApiKeyHeader": []}]
+    assert schemes["BearerAuth"]["type"] == "http" and schemes["BearerAuth"]["scheme"] == "bearer"  # issue 27
+    assert document["security"] == [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}, {"BearerAuth": []}]
+    assert document["paths"]["/v1/subaccounts/credits"]["post"]["security"] == [{"ApiKeyHeader": []},
+                                                                                 {"BearerAuth": []}]
     assert document["paths"]["/v1/openapi.json"]["get"]["security"] == []
     assert document["paths"]["/v1/contacts"]["post"].get("security") is None  # the document-wide default
 
@@ -200,7 +202,8 @@ def fuzz_target(parley):
     # without them (and with wrong ones) and expect 401.
     schema.config.auth = schemathesis.Config.from_dict({"auth": {"openapi": {
         "ApiKeyQuery": {"api_key": parley.api_key},
-        "ApiKeyHeader": {"api_key": parley.api_key}}}}).projects.get_default().auth
+        "ApiKeyHeader": {"api_key": parley.api_key},
+        "BearerAuth": {"bearer": parley.api_key}}}}).projects.get_default().auth
     return parley
 
 

@@ -21,6 +21,7 @@ def routes():
         (r"/v1/lists", lists.ListsHandler),
         (r"/v1/lists/([^/]+)", lists.ListHandler),
         (r"/v1/lists/([^/]+)/contacts", lists.ListContactsHandler),
+        (r"/v1/lists/([^/]+)/contacts/([^/]+)", lists.ListMemberHandler),
         (r"/v1/incoming_custom_channel_message", custom_channel.IncomingMessageHandler),
         (r"/incomingCustomChannelMessage", custom_channel.IncomingMessageHandler),
         (r"/v1/send_custom_channel_message", custom_channel.SendMessageHandler),

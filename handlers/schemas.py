@@ -82,8 +82,8 @@ class ContactPatch(Strict):
     phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
     email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
-    optedOut: Optional[StrictBool] = Field(None, description="Opt the contact out (true) or back in (false) by "
-                                                             "hand; optOutChange then says: via api.")
+    optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
+                                                   "optOutChange then says: via api. Not nullable.")
 
 
 class OptOutChange(BaseModel):

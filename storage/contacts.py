@@ -165,7 +165,7 @@ def update_contact(cx, account_id, contact_id, changes, opt_out, now):
     for column, label in (("phone", "phone"), ("email", "email")):
         holder = changes.get(column) and _holder_of(cx, account_id, column, changes[column], contact_id)
         if holder:
-            raise Conflict(f"{holder} already has this {label}", existing_id=holder)
+            raise Conflict(f"{holder} already has this {label}", existing_id=holder, field=column)
     if changes:
         assignments = ", ".join(f"{f} = ?" for f in changes)
         cx.execute(f"UPDATE contacts SET {assignments} WHERE account_id = ? AND id = ?",

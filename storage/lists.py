@@ -30,7 +30,7 @@ def _check_name_free(cx, account_id, name, list_id=None):
     other = cx.execute("SELECT id, name FROM lists WHERE account_id = ? AND name_key = ? AND id != ?",
                        (account_id, name_key(name), list_id or "")).fetchone()
     if other is not None:
-        raise Conflict(f"list {other[0]} is already named {other[1]!r}", existing_id=other[0])
+        raise Conflict(f"list {other[0]} is already named {other[1]!r}", existing_id=other[0], field="name")
 
 
 @writes

@@ -82,8 +82,10 @@ class ContactPatch(Strict):
     phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
     email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+    # Absent means unchanged; not nullable, so the document shows no default.
     optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
-                                                   "optOutChange then says: via api. Not nullable.")
+                                                   "optOutChange then says: via api.",
+                                 json_schema_extra=lambda schema: schema.pop("default", None))
 
 
 class OptOutChange(BaseModel):

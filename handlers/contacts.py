@@ -2,7 +2,7 @@
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import Contact, ContactCreate, ContactLookup, ContactPatch
-from services import contacts
+from services import contacts, idempotency
 
 
 class ContactsHandler(ApiHandler):
@@ -57,6 +57,11 @@ class ContactHandler(ApiHandler):
 
     async def get(self, contact_id):
         self.respond(await contacts.get_contact(self.services.db, self.principal.account_id, contact_id))
+
+    async def request_fingerprint(self):
+        # Absent and null differ in a PATCH (unchanged vs cleared): the fingerprint keeps only what was sent.
+        return idempotency.fingerprint({"path": list(self.path_args), "body": self.parsed_body.model_dump(
+            mode="json", exclude_unset=True)})
 
     @idempotent
     async def patch(self, contact_id):

@@ -254,3 +254,15 @@ def test_the_migration_renames_duplicate_list_names_and_logs_it(tmp_path, monkey
     except sqlite3.IntegrityError:
         pass
     cx.close()
+
+
+async def test_an_idempotency_key_tells_a_cleared_field_from_an_absent_one(api, account):
+    """The same key with {"lastName": null} after {} is other parameters (422), not a replay."""
+    key = account["api_key"]
+    c = await new_contact(api, key, firstName="Ada", lastName="Lovelace", phone="+14155552671")
+    first = await api.patch(f"/v1/contacts/{c['id']}", {"firstName": "Ada"}, key=key, headers={"Idempotency-Key": "k1"})
+    assert first.code == 200
+    r = await api.patch(f"/v1/contacts/{c['id']}", {"firstName": "Ada", "lastName": None}, key=key,
+                        headers={"Idempotency-Key": "k1"})
+    assert r.code == 422 and r.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert (await get_contact(api, key, c["id"]))["lastName"] == "Lovelace"

@@ -201,6 +201,8 @@ async def test_a_started_campaign_keeps_its_recipients_a_scheduled_one_blocks_th
     recipients = await api.get(f"/v1/campaigns/{now['id']}/recipients", key=key)
     assert len(recipients.json["data"]) == 2
     assert (await api.get(f"/v1/campaigns/{now['id']}", key=key)).json["counts"]["total"] == 2
+    r = await api.post("/v1/campaigns", {"name": "After", "listId": list_id, "body": "Hi"}, key=key)
+    assert r.code == 404 and r.json["error"]["code"] == "LIST_NOT_FOUND"  # a deleted list is no audience
 
 
 async def test_remove_one_member_is_idempotent(api, account, other_account, services):

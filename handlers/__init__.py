@@ -10,7 +10,7 @@ def routes():
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             inbox, session, settings as ui_settings)
+                             inbox, lists as ui_lists, session, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -22,6 +22,7 @@ def routes():
         (r"/v1/lists", lists.ListsHandler),
         (r"/v1/lists/([^/]+)", lists.ListHandler),
         (r"/v1/lists/([^/]+)/contacts", lists.ListContactsHandler),
+        (r"/v1/lists/([^/]+)/contacts/([^/]+)", lists.ListMemberHandler),
         (r"/v1/incoming_custom_channel_message", custom_channel.IncomingMessageHandler),
         (r"/incomingCustomChannelMessage", custom_channel.IncomingMessageHandler),
         (r"/v1/send_custom_channel_message", custom_channel.SendMessageHandler),
@@ -85,8 +86,13 @@ def routes():
         (r"/contacts", ui_contacts.ContactsHandler),
         (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),
-        (r"/lists", ui_contacts.ListsHandler),
-        (r"/lists/(lst_[0-9a-z]+)", ui_contacts.ListHandler),
+        (r"/contacts/(ct_[0-9a-z]+)/opt-out", ui_contacts.ContactOptOutHandler),
+        (r"/contacts/(ct_[0-9a-z]+)/lists/(lst_[0-9a-z]+)/remove", ui_contacts.ContactListRemoveHandler),
+        (r"/lists", ui_lists.ListsHandler),
+        (r"/lists/(lst_[0-9a-z]+)", ui_lists.ListHandler),
+        (r"/lists/(lst_[0-9a-z]+)/rename", ui_lists.ListRenameHandler),
+        (r"/lists/(lst_[0-9a-z]+)/remove", ui_lists.ListRemoveMembersHandler),
+        (r"/lists/(lst_[0-9a-z]+)/delete", ui_lists.ListDeleteHandler),
         (r"/campaigns", ui_campaigns.CampaignsHandler),
         (r"/campaigns/rows", ui_campaigns.CampaignRowsHandler),
         (r"/campaigns/(cmp_[0-9a-z]+)", ui_campaigns.CampaignHandler),

@@ -162,10 +162,14 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         return status_code, code, f"internal error; the request id is {self.request_id}"
 
     def write_error(self, status_code, **kwargs):
-        status_code, code, message = self.describe_error(status_code, kwargs.get("exc_info", (None, None, None))[1])
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        status_code, code, message = self.describe_error(status_code, exc)
+        body = self.error_body(code, message)
+        if getattr(exc, "existing_id", None) and isinstance(body.get("error"), dict):
+            body["error"]["existingId"] = exc.existing_id  # the spec's shape, plus the id for programs
         self.clear_header("Content-Type")
         self.set_status(status_code)
-        self.respond(self.error_body(code, message), status_code)
+        self.respond(body, status_code)
 
 
 class NotFoundHandler(BaseHandler):

@@ -10,7 +10,7 @@ from services.bot import OUTCOMES
 from services.bot_settings import BotSettings
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
-NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
+NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "subaccount.auto_recharge"]
 
 
 def _in_utc(value):
@@ -67,6 +67,8 @@ class ErrorBody(BaseModel):
     class Detail(BaseModel):
         code: str
         message: str
+        existingId: Optional[str] = Field(None, description="A 409 CONFLICT's other record, when it has one "
+                                                             "(the contact that has this phone, the list of this name).")
     error: Detail
 
 
@@ -83,14 +85,38 @@ class ContactCreate(Strict):
     email: Optional[Identifier] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
 
 
+class ContactPatch(Strict):
+    """PATCH /v1/contacts/{id}: any subset; null (or blank) clears a field, as long as a phone or an email
+    stays."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"lastName": "King", "email": "ada@example.org"},
+                                                              {"optedOut": True}]})
+    firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
+    phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
+                                 description="With the country code, e.g. +14155552671; stored E.164.")
+    email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+    # Absent means unchanged; not nullable, so the document shows no default.
+    optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
+                                                   "optOutChange then says: via api.",
+                                 json_schema_extra=lambda schema: schema.pop("default", None))
+
+
+class OptOutChange(BaseModel):
+    at: str
+    via: Literal["reply", "user", "api"] = Field(description="reply: the contact sent a keyword (by: it); user: "
+                                                             "by hand in the UI (by: the user's email); api: PATCH.")
+    by: Optional[str]
+
+
 class Contact(BaseModel):
     id: str
     firstName: Optional[str]
     lastName: Optional[str]
     phone: Optional[str]
     email: Optional[str]
-    optedOut: bool = Field(description="True after the contact sent an opt-out keyword (STOP): campaigns "
-                                       "skip it and the bot does not answer it.")
+    optedOut: bool = Field(description="True after the contact sent an opt-out keyword (STOP), or was opted "
+                                       "out by hand: campaigns skip it and the bot does not answer it.")
+    optOutChange: Optional[OptOutChange] = Field(description="How optedOut last changed; null if it never did.")
     createdAt: str
 
 
@@ -115,6 +141,25 @@ class ListOut(BaseModel):
 class ListPage(BaseModel):
     data: list[ListOut]
     nextCursor: Optional[str]
+
+
+class ListPatch(ListCreate):
+    """PATCH /v1/lists/{id}: rename (names are unique per account, compared without case and surrounding
+    spaces)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Customers"}]})
+
+
+class ListDeleted(BaseModel):
+    deleted: bool
+    id: str
+    removedMemberships: int = Field(description="How many memberships went with it (its contacts stay).")
+
+
+class RemoveFromListResult(BaseModel):
+    success: bool
+    listId: str
+    contactId: str
+    removed: bool = Field(description="False when the contact was not a member (nothing changed).")
 
 
 class AddToList(Strict):

@@ -30,8 +30,12 @@ PAGES = [
     ("thread-phone", "/inbox/{ada}", True),
     ("contacts", "/contacts", False),
     ("contact", "/contacts/{ada}", False),
+    ("contact-phone", "/contacts/{ada}", True),
     ("lists", "/lists", False),
+    ("lists-phone", "/lists", True),
     ("list", "/lists/{leads}", False),
+    ("list-phone", "/lists/{leads}", True),
+    ("list-delete", "/lists/{leads}/delete", False),
     ("import", "/contacts/import", False),
     ("import-phone", "/contacts/import", True),
     ("bot", "/bot", False),
@@ -44,7 +48,7 @@ PAGES = [
     ("campaign", "/campaigns/{spring}", False),
     ("campaign-phone", "/campaigns/{spring}", True),
 ]
-FULL_PAGE = {"campaign"}  # desktop shots taken whole: the recipients table is below the fold
+FULL_PAGE = {"campaign", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)

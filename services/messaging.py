@@ -149,7 +149,8 @@ def _record_inbound(cx, message, identity, answers_since):
         # Only short bodies read the account's keywords: the common message pays nothing.
         keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
         if keyword is not None:
-            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
+            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword, via="reply",
+                                              by=message["body"].strip(), at=message["created_at"])
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_in_tx(cx, account_id, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).

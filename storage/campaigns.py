@@ -112,7 +112,8 @@ get_campaign = reads(get_campaign_in_tx)
 def create_campaign(cx, row, now):
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
     not), and start it at once (the snapshot) unless it is scheduled for later."""
-    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ?", (row["account_id"], row["list_id"])).fetchone():
+    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ? AND deleted_at IS NULL",
+                      (row["account_id"], row["list_id"])).fetchone():
         raise list_not_found(row["list_id"])
     cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute,"
                " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)",

@@ -82,7 +82,7 @@ async def test_migrations_applied_and_tracked_with_user_version(tmp_path):
     db = await _open(tmp_path)
     await db.close()
     cx = sqlite3.connect(tmp_path / "parley.db")
-    versions = sorted(int(p.name[:4]) for p in dbmod.MIGRATIONS.glob("[0-9]*.sql"))
+    versions = sorted(int(p.name[:4]) for p in dbmod.MIGRATIONS.glob("[0-9]*.*") if p.suffix in (".sql", ".py"))
     assert cx.execute("PRAGMA user_version").fetchone()[0] == versions[-1]
     assert cx.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in cx.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -41,7 +41,7 @@ class FormClient:
             form = dict(form or {})
             if xsrf:
                 form["_xsrf"] = self.cookies["_xsrf"]
-            body = urlencode(form)
+            body = urlencode(form, doseq=True)  # a list value: the field repeated (checkboxes)
         response = await self.client.fetch(path, method=method, body=body, headers=headers,
                                            follow_redirects=False, raise_error=False)
         for header in response.headers.get_list("Set-Cookie"):

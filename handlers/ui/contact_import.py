@@ -5,7 +5,7 @@ import asyncio
 import tornado.web
 from tornado.web import authenticated
 
-from common.errors import Forbidden, Invalid, RateLimited, Unavailable
+from common.errors import Conflict, Forbidden, Invalid, RateLimited, Unavailable
 from handlers.base import BaseHandler, UiHandler
 from handlers.bodies import FileBody
 from services import contact_import
@@ -140,8 +140,8 @@ class ImportOptionsHandler(ImportPage):
                 self.services.db, self.account_id, job["header"], contact_import.parse_mapping(form),
                 form["defaultCountry"], form["list"], form["newListName"])
             await contact_import.save_options(self.services, self.account_id, import_id, options, start=self.start)
-        except Invalid as exc:
-            await self.render_job(job, status=400, error=exc.message, form=form)
+        except (Invalid, Conflict) as exc:  # Conflict: the new list's name is taken (names are unique)
+            await self.render_job(job, status=exc.status, error=exc.message, form=form)
             return
         if self.start:
             self.flash("success", "The import has started. You can leave this page: it goes on without you.")

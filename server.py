@@ -36,8 +36,8 @@ from common.ids import new_id
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from services.tls import CertificateSource
-from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
-                     raise_file_limit)
+from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
+                     connection_cap, raise_file_limit)
 from storage.db import Database, connect_sync
 
 log = logging.getLogger("parley")
@@ -145,6 +145,7 @@ def configure_logging(level):
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    logging.getLogger("tornado.general").addFilter(TlsRefusalLog())  # first: it rewrites what LogThrottle sees
     for name in THROTTLED_LOGGERS:
         logging.getLogger(name).addFilter(log_throttle)
 

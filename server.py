@@ -23,6 +23,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
+from handlers.ui import text as ui_text
 from services import accounts, contact_import, import_runner
 from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
@@ -113,6 +114,7 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
         # The admin UI's templates (UiHandler.render): autoescaped, strict about undefined names.
         self.jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "templates")),
                                        autoescape=True, undefined=jinja2.StrictUndefined)
+        ui_text.install(self.jinja)
         super().__init__(
             routes(),
             default_handler_class=NotFoundHandler,

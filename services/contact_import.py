@@ -7,7 +7,6 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import phonenumbers
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
@@ -48,12 +47,6 @@ def not_found(import_id):
 
 
 @functools.cache
-def region_choices():
-    """(code, label) of every region phonenumbers knows, e.g. ("DE", "DE +49"), sorted by code."""
-    return [(code, f"{code} +{phonenumbers.country_code_for_region(code)}")
-            for code in sorted(phonenumbers.SUPPORTED_REGIONS)]
-
-
 async def run_blocking(fn, *args):
     """fn(*args) in the default executor: file I/O and parsing stay off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

@@ -77,7 +77,7 @@ async def test_a_bad_form_is_400_naming_the_field_and_keeps_what_was_typed(signe
     r = await signed_in.post("/bot/account", account_form(**{"rules-1-keywords": "hours", "rules-1-answer": " ",
                                                               "greeting": "Hello <b>there</b>"}))
     assert r.code == 400
-    assert "bot.rules[1].answer: must not be empty or whitespace-only" in r.text
+    assert "Rule 2 answer: must not be empty or whitespace-only" in r.text  # as the form numbers it
     assert "Hello &lt;b&gt;there&lt;/b&gt;" in r.text and 'value="hours"' in r.text
     assert await stored_bot(api, ui_account) is None
     r = await signed_in.post("/bot/account", account_form(pauseMinutesAfterHumanReply="soon"))

@@ -113,7 +113,7 @@ def test_browser_thread_says_bot_outcomes_in_words_with_local_times_and_links_se
             api.post(INBOUND, params=key, json={"customData": {"messageSid": f"edge-{n + 2}", "fromId": "walker-1",
                                                                "toId": "shop", "body": body}})
         page.goto(parley.base + f"/inbox/{contact_id}")
-        outcome = page.locator(".bot-outcome", has_text="paused").last
+        outcome = page.locator(".bot-outcome", has_text="until")
         outcome.wait_for()
         text = outcome.inner_text()
         assert "the contact asked for a person" in text and "handoff)" not in text

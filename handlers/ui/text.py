@@ -8,7 +8,9 @@ from markupsafe import Markup, escape
 from services.messaging import NO_WEBHOOK
 
 ISO_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})")
-RULE_INDEX = re.compile(r"\brules\[(\d+)\]")  # the API counts rules from 0; the Bot page's form from 1
+# The API counts rules from 0 (`of rules[0]`, the field `bot.rules[1].answer`); the Bot page's form from 1.
+RULE_INDEX = re.compile(r"\bof rules\[(\d+)\]")
+RULE_FIELD = re.compile(r"\b(?:bot\.)?(?:campaigns\.([^.\s]+)\.)?rules\[(\d+)\]\.(keywords|answer)(?:\[\d+\])?")
 PAUSE_REASON = re.compile(r"\((human_reply|handoff)([,)])")
 PAUSE_WORDS = {"human_reply": "a person replied", "handoff": "the contact asked for a person"}
 SETTINGS_LINK = Markup('set it in <a href="/settings#custom-channel-webhook">Settings</a>')
@@ -27,11 +29,17 @@ def ui_text(text):
     if not text:
         return ""
     shown = str(escape(text))
-    shown = RULE_INDEX.sub(lambda m: f"rule {int(m[1]) + 1}", shown)
+    shown = RULE_INDEX.sub(lambda m: f"of rule {int(m[1]) + 1}", shown)
+    shown = RULE_FIELD.sub(_rule_field, shown)
     shown = PAUSE_REASON.sub(lambda m: f"({PAUSE_WORDS[m[1]]}{m[2]}", shown)
     shown = ISO_TIME.sub(lambda m: local_time(m[0]), shown)
     api_hint = NO_WEBHOOK.split("; ", 1)[1]
     return Markup(shown.replace(api_hint, SETTINGS_LINK))
+
+
+def _rule_field(match):
+    campaign, index, field = match.groups()
+    return f"{f'Campaign {campaign} rule' if campaign else 'Rule'} {int(index) + 1} {field}"
 
 
 def install(env):

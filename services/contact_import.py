@@ -2,11 +2,9 @@
 (column mapping, default country, list), the preview, start, cancel, progress, files and retention.
 Running a job is services/import_runner.py; reading the CSV is services/csv_import.py."""
 import asyncio
-import functools
 import os
 from datetime import timedelta
 from pathlib import Path
-
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
@@ -46,7 +44,6 @@ def not_found(import_id):
     return NotFound(f"no import with id {import_id}")
 
 
-@functools.cache
 async def run_blocking(fn, *args):
     """fn(*args) in the default executor: file I/O and parsing stay off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

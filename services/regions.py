@@ -1,6 +1,7 @@
 """Country names for the phone-number regions phonenumbers knows (the import's default-country picker).
 The names come from phonenumbers' own locale table (Java's, English); a few it lacks or has outdated are
 given here."""
+import functools
 import unicodedata
 
 import phonenumbers
@@ -22,6 +23,7 @@ def country_name(region, lang="en"):
     return name or region
 
 
+@functools.cache
 def region_choices():
     """(code, label) of every region phonenumbers knows, e.g. ("CH", "Switzerland +41"), sorted by name."""
     choices = [(code, f"{country_name(code)} +{phonenumbers.country_code_for_region(code)}")

@@ -2,11 +2,11 @@
 server: table cells keep their words whole, service texts in the UI's words and times in the viewer's zone,
 the country picker's names, the Bot page's "Add a rule", the finished import's list, a paused campaign."""
 import re
-import time
 
 import pytest
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
+from tests.test_delivery_e2e import wait_until
 from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (chromium: a fixture)
 
 INBOUND = "/v1/incoming_custom_channel_message"
@@ -39,16 +39,6 @@ def parley(tmp_path_factory):
 @pytest.fixture(scope="module")
 def key(parley):
     return {"apiKey": parley.first_run["api_key"]}
-
-
-def wait_until(predicate, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
 
 
 @pytest.fixture

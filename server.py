@@ -21,6 +21,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
+from handlers.ui import text as ui_text
 from services import accounts
 from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
@@ -34,8 +35,8 @@ from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
 from common.redact import RedactingFormatter
 from services.tls import CertificateSource
-from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
-                     raise_file_limit)
+from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
+                     connection_cap, raise_file_limit)
 from storage.db import Database
 
 log = logging.getLogger("parley")
@@ -112,6 +113,7 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
         # The admin UI's templates (UiHandler.render): autoescaped, strict about undefined names.
         self.jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "templates")),
                                        autoescape=True, undefined=jinja2.StrictUndefined)
+        ui_text.install(self.jinja)
         super().__init__(
             routes(),
             default_handler_class=NotFoundHandler,
@@ -145,6 +147,7 @@ def configure_logging(level):
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    logging.getLogger("tornado.general").addFilter(TlsRefusalLog())  # first: it rewrites what LogThrottle sees
     # aiosqlite's debug lines quote every statement's arguments: key hashes, session hashes, messages.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     for name in THROTTLED_LOGGERS:

@@ -248,11 +248,19 @@ class ApiHandler(BaseHandler):
             return key
         return self.get_query_argument("apiKey", None)
 
+    def missing_key_message(self):
+        if not self.key_in_header_only:
+            return ("missing API key: pass it in the x-api-key header or as Authorization: Bearer "
+                    "(or the apiKey query parameter)")
+        if self.get_query_argument("apiKey", None) is not None:
+            return ("missing API key: this endpoint takes the key only in the x-api-key header (or as "
+                    "Authorization: Bearer), not ?apiKey= (spec §4.6)")
+        return "missing API key: pass it in the x-api-key header or as Authorization: Bearer"
+
     async def authenticate(self):
         key = self.api_key()
         if not key:
-            raise Unauthorized("missing API key: pass it in the x-api-key header or as Authorization: Bearer"
-                               + ("" if self.key_in_header_only else " (or the apiKey query parameter)"))
+            raise Unauthorized(self.missing_key_message())
         registry = self.services.keys
         key_hash = hash_api_key(key)
         # Counted per presented key before any storage work; a cached account's override applies,

@@ -255,6 +255,15 @@ class OutboundCustomData(Lenient):
 
     _check_required = field_validator("fromId", "customChannel", "body", mode="before")(_required_text)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_id_not_guessed(cls, data):
+        """toId and channel are the inbound payload's names: a sender who guessed them is told the one it takes."""
+        if isinstance(data, dict) and data.get("fromId") is None and ("toId" in data or "channel" in data):
+            raise ValueError("customData.fromId is required (the contact's id on your platform; "
+                             "the inbound message's fromId)")
+        return data
+
 
 class OutboundMessage(Lenient):
     """POST /v1/send_custom_channel_message (spec §4.5)."""

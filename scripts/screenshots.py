@@ -3,7 +3,8 @@
 real server (HTTPS, a fresh data directory) filled with demo data.
 
 PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
-{ada}, {ben}, {leads}, {rossi}, {spring} (see seed(), seed_agency() and seed_campaigns()); "agency" shoots
+{ada}, {ben}, {leads}, {rossi}, {spring}, {loyalty}, {november} (see seed(), seed_agency(), seed_campaigns() and
+seed_imports()); "agency" shoots
 it signed in as the demo agency rather than the first-run owner. A new page adds a line here and, if it
 needs data, a few lines to seed().
 
@@ -38,6 +39,8 @@ PAGES = [
     ("list-delete", "/lists/{leads}/delete", False),
     ("import", "/contacts/import", False),
     ("import-phone", "/contacts/import", True),
+    ("import-done", "/contacts/import/{november}", False),
+    ("import-done-phone", "/contacts/import/{november}", True),
     ("bot", "/bot", False),
     ("bot-phone", "/bot", True),
     ("agency", "/agency", False, "agency"),
@@ -47,8 +50,10 @@ PAGES = [
     ("campaigns", "/campaigns", False),
     ("campaign", "/campaigns/{spring}", False),
     ("campaign-phone", "/campaigns/{spring}", True),
+    ("campaign-paused", "/campaigns/{loyalty}", False),
+    ("campaign-paused-phone", "/campaigns/{loyalty}", True),
 ]
-FULL_PAGE = {"campaign", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
+FULL_PAGE = {"campaign", "campaign-paused", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
@@ -179,15 +184,21 @@ def seed_campaigns(parley):
         week = time.strftime("%Y-%m-%dT10:00:00Z", time.gmtime(time.time() + 7 * 86400))
         make("/v1/campaigns", {"name": "Summer preview", "listId": fair, "startAt": week,
                                "body": "Hi {{firstName}}, the summer collection is here next week."})
-    return {"spring": spring["id"]}
+    return {"spring": spring["id"], "loyalty": paused["id"]}
 
 
 def seed_imports(parley, work):
-    """One finished import in the owner's history (the ops command, as an operator would run it)."""
+    """One finished import in the owner's history (the ops command, as an operator would run it), into a list
+    of its own."""
     path = Path(work) / "spring-fair-leads.csv"
     path.write_text("First name,Last name,Mobile,E-mail\n" + "".join(
         f"Guest,{n},+1 646 555 {1000 + n:04d},guest{n}@example.com\n" for n in range(6)) + "Bad,Row,12345,\n")
-    run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path))
+    with parley.client() as api:
+        r = api.post("/v1/lists", params={"apiKey": parley.first_run["api_key"]}, json={"name": "November import"})
+        r.raise_for_status()
+    done = run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path),
+                   "--list", r.json()["id"])
+    return {"november": done["import_id"]}
 
 
 def seed_agency(parley):
@@ -248,7 +259,7 @@ def main(argv=None):
             pages[who] = sign_in(context, parley, email, password)
             if who == "owner":
                 ids.update(seed(parley, pages[who]))
-                seed_imports(parley, work)
+                ids.update(seed_imports(parley, work))
                 ids.update(seed_campaigns(parley))
         for name, path, phone, *who in PAGES:
             if only and name not in only:
@@ -261,7 +272,7 @@ def main(argv=None):
             page.evaluate("document.querySelector('footer') && document.querySelector('footer').remove()")
             target = args.out / f"{name}.png"
             page.screenshot(path=str(target), full_page=phone or name in FULL_PAGE)
-            print(f"{target.relative_to(ROOT)} ({target.stat().st_size // 1024} KB)")
+            print(f"{target} ({target.stat().st_size // 1024} KB)")
         browser.close()
     return 0
 

@@ -2,12 +2,9 @@
 (column mapping, default country, list), the preview, start, cancel, progress, files and retention.
 Running a job is services/import_runner.py; reading the CSV is services/csv_import.py."""
 import asyncio
-import functools
 import os
 from datetime import timedelta
 from pathlib import Path
-
-import phonenumbers
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
@@ -45,13 +42,6 @@ def report_path(data_dir, import_id):
 
 def not_found(import_id):
     return NotFound(f"no import with id {import_id}")
-
-
-@functools.cache
-def region_choices():
-    """(code, label) of every region phonenumbers knows, e.g. ("DE", "DE +49"), sorted by code."""
-    return [(code, f"{code} +{phonenumbers.country_code_for_region(code)}")
-            for code in sorted(phonenumbers.SUPPORTED_REGIONS)]
 
 
 async def run_blocking(fn, *args):

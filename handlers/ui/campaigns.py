@@ -174,7 +174,8 @@ class CampaignRecipientsHandler(CampaignPage):
 
     @authenticated
     async def get(self, campaign_id):
-        self.render("_recipients.html", c={"id": campaign_id}, recipients=await self.recipients(campaign_id),
+        campaign = await campaigns.get_campaign(self.services.db, self.account_id, campaign_id)  # paused or not
+        self.render("_recipients.html", c=campaign, recipients=await self.recipients(campaign_id),
                     filter_status=self.status_filter())
 
 

@@ -1,14 +1,15 @@
 """Contacts > Import: upload a CSV (streamed to disk), map its columns with a preview, start, watch the
 progress (polled as JSON by static/import.js), cancel, download the error report."""
 import asyncio
+import contextlib
 
 import tornado.web
 from tornado.web import authenticated
 
-from common.errors import Conflict, Forbidden, Invalid, RateLimited, Unavailable
+from common.errors import Conflict, Forbidden, Invalid, NotFound, RateLimited, Unavailable
 from handlers.base import BaseHandler, UiHandler
 from handlers.bodies import FileBody
-from services import contact_import
+from services import contact_import, lists, regions
 from services.csv_import import FIELDS
 
 STATUS_LABELS = {"uploaded": "Waiting for you to start it", "queued": "Queued", "running": "Importing",
@@ -32,10 +33,10 @@ class ImportPage(UiHandler):
 
     async def render_job(self, job, status=200, error=None, form=None):
         context = {"job": job, "progress": contact_import.progress(job), "preview": None, "lists": [],
-                   "regions": [], "form": form or self.form_of(job)}
+                   "regions": [], "form": form or self.form_of(job), "target_list": None}
         if job["status"] == "uploaded":
             context["lists"] = await contact_import.list_choices(self.services.db, self.account_id)
-            context["regions"] = contact_import.region_choices()
+            context["regions"] = regions.region_choices()
             try:
                 context["preview"] = await contact_import.preview(self.services, job)
             except Invalid as exc:
@@ -45,6 +46,9 @@ class ImportPage(UiHandler):
                 status = status if status != 200 else exc.status
                 for name, value in exc.headers.items():
                     self.set_header(name, value)
+        elif job["list_id"]:  # the list it fills (gone if deleted since)
+            with contextlib.suppress(NotFound):
+                context["target_list"] = await lists.get_list(self.services.db, self.account_id, job["list_id"])
         self.render_page("contact_import_job.html", status=status,
                          flashes=[{"kind": "error", "text": error}] if error else [], **context)
 

@@ -23,7 +23,7 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
-from services import accounts, contact_import, import_runner
+from services import accounts, contact_import, import_runner, one_time_links
 from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
@@ -152,13 +152,13 @@ FD_RESERVE = 128
 
 
 def print_first_run(info):
+    """The setup link only: it is spent once and dies in 24 h, so a captured log keeps nothing that lasts."""
     print(json.dumps({"event": "first_run", "ui_url": info["ui_url"], "login": info["login"],
-                      "password": info["password"], "api_key": info["api_key"],
+                      "setup_url": info["setup_url"], "expires_at": info["expires_at"],
                       "account_id": info["account_id"]}), flush=True)
-    print("\nParley is ready. These credentials are shown once; keep them now.\n"
-          f"  UI:       {info['ui_url']}\n  login:    {info['login']}\n  password: {info['password']}\n"
-          f"  API key:  {info['api_key']}\n"
-          f"  try:      curl -k \"{info['ui_url']}v1/account?apiKey={info['api_key']}\"\n", flush=True)
+    print("\nParley is ready. Open this one-time link to choose the owner's password (it works once,\n"
+          f"until {info['expires_at']}); the Settings page then shows the API key.\n"
+          f"  setup:    {info['setup_url']}\n  login:    {info['login']}\n", flush=True)
 
 
 async def main(settings):
@@ -263,6 +263,8 @@ async def _with_services(settings, fn):
 
 
 def cmd_create_account(settings, args):
+    """Without --password the output carries a one-time setup link (the owner chooses the password), never
+    a password; --password is for scripts."""
     async def run(s):
         created = await accounts.create_account(
             s.db, s.box, s.keys, name=args.name, email=args.email,
@@ -270,9 +272,17 @@ def cmd_create_account(settings, args):
             password=args.password)
         out = {k: created[k] for k in ("account_id", "email", "api_key", "type")}
         if not args.password:
-            out["password"] = created["password"]
+            link = await one_time_links.issue_for_account_owner(s.db, settings.base_url, created["account_id"],
+                                                               "setup")
+            out.update(setupUrl=link["url"], expiresAt=link["expiresAt"])
         return out
     return asyncio.run(_with_services(settings, run))
+
+
+def cmd_reset_password(settings, args):
+    """A one-time sign-in link for the user; using it ends the user's other sessions and asks for a new password."""
+    return asyncio.run(_with_services(settings, lambda s: one_time_links.issue_reset_for_email(
+        s.db, settings.base_url, args.email)))
 
 
 def cmd_rotate_key(settings, args):
@@ -363,6 +373,8 @@ def build_parser():
     commands = {
         "serve": sub.add_parser("serve", help="run the HTTPS server (the default)"),
         "create-account": sub.add_parser("create-account", help="create an account; prints its API key once"),
+        "reset-password": sub.add_parser("reset-password", help="print a one-time sign-in link for a user, who then "
+                                                                "chooses a new password"),
         "rotate-key": sub.add_parser("rotate-key", help="generate a new API key; the old one dies at once"),
         "backup": sub.add_parser("backup", help="online backup of the database to OUT"),
         "import-contacts": sub.add_parser("import-contacts", help="import contacts from a CSV file into an account"),
@@ -372,7 +384,8 @@ def build_parser():
     c.add_argument("--email", required=True)
     c.add_argument("--agency", action="store_true", help="an agency account (may grant credits)")
     c.add_argument("--agency-email", help="make a sub-account of the agency with this email")
-    c.add_argument("--password", help="UI password (generated and printed when omitted)")
+    c.add_argument("--password", help="UI password, for scripts (when omitted, a one-time setup link is printed)")
+    commands["reset-password"].add_argument("--email", required=True, help="the user's email")
     commands["rotate-key"].add_argument("--email", required=True)
     commands["backup"].add_argument("out", metavar="OUT")
     c = commands["import-contacts"]
@@ -407,7 +420,8 @@ def cli(argv=None):
             log.error("cannot serve: %s", exc)
             return 1
         return 0
-    runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup,
+    runner = {"create-account": cmd_create_account, "reset-password": cmd_reset_password,
+              "rotate-key": cmd_rotate_key, "backup": cmd_backup,
               "import-contacts": cmd_import_contacts}
     try:
         result = runner[args.command](settings, args)

@@ -10,7 +10,7 @@ def routes():
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             inbox, session, settings as ui_settings)
+                             inbox, one_time_link, session, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -44,6 +44,7 @@ def routes():
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),
         (r"/logout", session.LogoutHandler),
+        (r"/(setup|reset)/([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
         (r"/settings", ui_settings.SettingsHandler),
         (r"/settings/api-key", ui_settings.ApiKeyHandler),
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
@@ -57,6 +58,7 @@ def routes():
         (r"/agency/subaccounts/([^/]+)/grant", agency.SubaccountGrantHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
+        (r"/agency/subaccounts/([^/]+)/reset-password", agency.SubaccountResetPasswordHandler),
         (r"/contacts/import", contact_import.ImportsHandler),
         (r"/contacts/import/upload", contact_import.ImportUploadHandler),
         (r"/contacts/import/([^/]+)", contact_import.ImportJobHandler),

@@ -30,7 +30,11 @@ CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "N
          503: "UNAVAILABLE"}
 SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
-_SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
+_SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*|^(/(?:setup|reset)/)[^/?]*")  # keys; one-time links' tokens
+
+
+def masked_uri(uri):
+    return _SECRET_QUERY.sub(lambda m: (m.group(1) or m.group(2)) + "***", uri)
 
 
 def log_request(handler):
@@ -40,7 +44,7 @@ def log_request(handler):
     if not access_log.isEnabledFor(level):
         return  # e.g. --log-level warning: no masking or formatting for a line nobody reads
     request = handler.request
-    uri = _SECRET_QUERY.sub(r"\1***", request.uri)
+    uri = masked_uri(request.uri)
     access_log.log(level, "%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
                    1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
 
@@ -140,7 +144,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
                   exc_info=(typ, value, tb))
 
     def _request_summary(self):
-        return "%s %s" % (self.request.method, _SECRET_QUERY.sub(r"\1***", self.request.uri))
+        return "%s %s" % (self.request.method, masked_uri(self.request.uri))
 
     def describe_error(self, status_code, exc):
         """(status, code, message) of an error answer, for every page kind; applies a DomainError's

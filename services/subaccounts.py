@@ -2,7 +2,7 @@
 auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
 sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
 from common.errors import Invalid, NotFound
-from services import accounts
+from services import accounts, one_time_links
 from services.contact_fields import normalize_email
 from services.credits import as_number, require_agency, to_hundredths
 from services.lists import keyset_page
@@ -72,6 +72,14 @@ async def get_subaccount(db, agency_id, caller_type, sub_id):
     if row is None:
         raise not_found(sub_id)
     return public_subaccount(row)
+
+
+async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
+    """An agency resets a sub-account's password: the one-time sign-in link that reset-password prints,
+    {email, signInUrl, expiresAt}, for the agency to pass on. Another agency's sub-account is NotFound."""
+    await get_subaccount(db, agency_id, caller_type, sub_id)
+    link = await one_time_links.issue_for_account_owner(db, base_url, sub_id, "reset")
+    return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
 
 
 async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):

@@ -74,7 +74,28 @@
   }
 
   window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML, refresher: refresher};
+  // A "Copy" button (data-copy="#selector") copies that field's value; the button says so for a moment.
+  function copyOnClick(event) {
+    var button = event.target.closest("button[data-copy]");
+    var field = button && document.querySelector(button.dataset.copy);
+    if (!field) {
+      return;
+    }
+    field.select();
+    var done = function () {
+      button.textContent = "Copied";
+    };
+    if (navigator.clipboard) {
+      navigator.clipboard.writeText(field.value).then(done, function () {
+        document.execCommand("copy") && done();
+      });
+    } else if (document.execCommand("copy")) {
+      done();
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     localize();
+    document.addEventListener("click", copyOnClick);
   });
 })();

@@ -41,3 +41,8 @@ def delete_session(cx, id_hash):
 def end_account_sessions_in_tx(cx, account_id, keep_id_hash=None):
     """End every session of the account but the one that asked (None: every one)."""
     cx.execute("DELETE FROM sessions WHERE account_id = ? AND id_hash IS NOT ?", (account_id, keep_id_hash))
+
+
+def end_user_sessions_in_tx(cx, user_id):
+    """End every session of the UI user (a one-time sign-in link was used)."""
+    cx.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))

@@ -118,3 +118,14 @@ class SubaccountAutoRechargeOffHandler(AgencyPage):
     async def post(self, sub_id):
         await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None)
         self.back_to(sub_id, "success", "Auto-recharge is off.")
+
+
+class SubaccountResetPasswordHandler(AgencyPage):
+    """The sub-account's one-time sign-in link, shown to the agency once, on the answer to this POST."""
+
+    @authenticated
+    async def post(self, sub_id):
+        link = await subaccounts.reset_password_link(self.services.db, self.application.settings_obj.base_url,
+                                                     self.agency_id, "agency", sub_id)
+        sub = await subaccounts.get_subaccount(self.services.db, self.agency_id, "agency", sub_id)
+        self.render("subaccount_reset.html", sub=sub, link=link)

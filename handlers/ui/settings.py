@@ -20,7 +20,7 @@ def notification_events(account):
 class SettingsPage(UiHandler):
     """Renders the settings page; the form handlers re-render it with the error and what was typed."""
 
-    async def render_settings(self, status=200, error=None, form=None):
+    async def render_settings(self, status=200, error=None, form=None, new_api_key=None, notice=None):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)
         settings = account["settings"]
@@ -31,7 +31,9 @@ class SettingsPage(UiHandler):
         self.render("settings.html", status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     values=values, events=notification_events(account),
                     password_min=accounts.MIN_PASSWORD, password_max=accounts.MAX_PASSWORD,
-                    flashes=[{"kind": "error", "text": error}] if error else [])
+                    new_api_key=new_api_key,
+                    flashes=[{"kind": "error", "text": error}] if error else
+                    [{"kind": "success", "text": notice}] if notice else [])
 
     async def save(self, changes, form, done):
         """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""

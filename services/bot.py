@@ -20,9 +20,10 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound
 from common import ids as common_ids
-from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_provider, bot_settings, messaging, opt_out
+from common.ids import now_iso, utcnow
+from services import bot_context, bot_provider, bot_settings, handoff, messaging, opt_out
 from services.credits import to_hundredths
+from services.handoff import record_in_tx as record_handoff_in_tx
 from services.netguard import CheckedResolver
 from storage import accounts as account_store
 from storage import bot_state
@@ -53,9 +54,6 @@ MAX_WAITING = 10_000
 # are answered; older ones are left: an answer that late would be more confusing than none.
 RECOVER_WINDOW = timedelta(minutes=10)
 RECOVER_LIMIT = 1000
-# A handoff pauses the bot this long for the contact (a person's reply pauses it for
-# pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
-HANDOFF_PAUSE = timedelta(hours=24)
 
 
 @dataclass
@@ -65,6 +63,12 @@ class Decision:
     detail: str
     reply: Optional[str] = None
     handoff: bool = field(default=False)
+    handoff_reason: Optional[str] = None  # services/handoff.REASONS, when handoff
+
+    def without_reply(self, outcome, detail):
+        """The reply could not go out (Skipped, not sent): the outcome says why; a handoff still happens."""
+        return Decision(outcome, detail, handoff=self.handoff and outcome != "paused",
+                        handoff_reason=self.handoff_reason)
 
 
 class Skipped(Exception):
@@ -138,6 +142,10 @@ def _local_answer(config, context, text):
     for index, rule in enumerate(config["rules"]):
         keyword = first_keyword(rule["keywords"], text)
         if keyword is not None:
+            if rule.get("handoff"):
+                return Decision("handoff", f'keyword "{keyword}" of rules[{index}], a handoff rule: the bot is '
+                                           f'paused for this contact', reply=rule["answer"], handoff=True,
+                                handoff_reason="rule")
             return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
     return None
 
@@ -156,7 +164,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
     text = fold(body)
     keyword = first_keyword(config["handoffKeywords"], text)
     if keyword is not None:
-        return Decision("handoff", f'handoff keyword "{keyword}": the bot is paused for this contact', handoff=True)
+        return Decision("handoff", f'handoff keyword "{keyword}": the bot is paused for this contact',
+                        reply=handoff.message_for(config), handoff=True, handoff_reason="keyword")
     local = _local_answer(config, context, text)
     if local is not None:
         return _cannot_reply(context, f"{local.outcome}: {local.detail}") or local
@@ -175,7 +184,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
             return Decision("provider_failed", f"{exc}; no fallback is set")
         if answer.handoff:
             return Decision("handoff", "the AI provider handed the conversation to a person: the bot is paused "
-                                       "for this contact", reply=answer.reply or None, handoff=True)
+                                       "for this contact", reply=answer.reply or handoff.message_for(config),
+                            handoff=True, handoff_reason="provider")
         return Decision("provider", f"model {provider['model']}", reply=answer.reply)
     if fallback:
         return _cannot_reply(context, "the fallback would have been sent") or Decision(
@@ -216,27 +226,25 @@ async def apply(services, message, context, decision):
                 to_id=message["from_id"], campaign_id=message["campaign_id"],
                 in_tx=(_answered_in_tx, {"inbound_id": message["id"], "outcome": decision.outcome,
                                          "detail": decision.detail, "charge": _charge(context),
-                                         "handoff": decision.handoff}))
+                                         "handoff": decision.handoff_reason if decision.handoff else None}))
             return decision.outcome
         except Skipped as exc:
-            decision = Decision(exc.outcome, exc.detail)
+            decision = decision.without_reply(exc.outcome, exc.detail)
         except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
-            decision = Decision("not_sent", exc.message)
+            decision = decision.without_reply("not_sent", exc.message)
     await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
                             {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
-                            decision.handoff)
+                            decision.handoff_reason if decision.handoff else None)
+    if decision.handoff:
+        services.delivery is None or services.delivery.notify()  # its notification is in the outbox
     return decision.outcome
-
-
-def _handoff_pause_in_tx(cx, account_id, contact_id):
-    now = utcnow()
-    bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + HANDOFF_PAUSE), "handoff", iso(now))
 
 
 def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
     """In the reply's transaction (messaging.send_reply in_tx): check again that the contact may be answered
     (a person may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend
-    path), pause on a handoff and record the outcome. Skipped rolls the reply back."""
+    path), carry out a handoff (its reason: services/handoff.py) and record the outcome. Skipped rolls the
+    reply back."""
     account_id, contact_id = reply["account_id"], reply["contact_id"]
     now = now_iso()
     state = bot_state.contact_state_in_tx(cx, account_id, contact_id, now) or {}
@@ -251,15 +259,15 @@ def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
             raise Skipped("no_credits", f"the balance of {credit_store.as_number(spent.get('balance', 0))} credits "
                                         f"is below creditsPerReply {credit_store.as_number(charge)}")
     if handoff:
-        _handoff_pause_in_tx(cx, account_id, contact_id)
+        record_handoff_in_tx(cx, account_id, contact_id, inbound_id, handoff)
     bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
                                                              "replyId": reply["id"]})
 
 
 def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
-    """In the writer: the outcome of a message the bot sent nothing for (and the pause of a handoff)."""
+    """In the writer: the outcome of a message the bot sent nothing for (and a handoff, by its reason)."""
     if handoff:
-        _handoff_pause_in_tx(cx, account_id, contact_id)
+        record_handoff_in_tx(cx, account_id, contact_id, message_id, handoff)
     bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome)
 
 

@@ -23,7 +23,7 @@ MAX_KEYWORDS = 50
 MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
-DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
+DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [], "handoffMessage": None,
             "provider": None, "pauseMinutesAfterHumanReply": 30, "creditsPerReply": 1}
 DEFAULT_TIMEOUT_SECONDS = 20.0
 KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Fernet, services/secretbox.py)
@@ -57,6 +57,8 @@ class Rule(_Strict):
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
     answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)
+    handoff: Optional[StrictBool] = Field(None, description=(
+        "True: the answer is sent and the conversation goes to a person, like a handoff keyword."))
 
     @field_validator("answer")
     @classmethod
@@ -92,6 +94,9 @@ class BotConfig(_Strict):
     rules: Optional[list[Rule]] = Field(None, max_length=MAX_RULES, description="The first matching rule answers.")
     handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
                                                      description="Pause the bot for the contact that writes one.")
+    handoffMessage: Optional[str] = Field(None, max_length=MAX_TEXT, description=(
+        'Sent to the contact once per handoff (keyword, provider or rule without its own answer). Unset: '
+        '"Thanks! A person will answer here soon."; "" sends nothing.'))
     provider: Optional[Provider] = None
     pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
     creditsPerReply: Optional[Annotated[float, Number]] = Field(None, ge=0, le=1000, description=(

@@ -181,7 +181,7 @@ async def test_the_order_handoff_greeting_rule_fallback(api, account, services):
         "outcome": "no_answer", "detail": "no rule matched, and neither an AI provider nor a fallback is set",
         "replyId": None}
     handoff = await say(api, services, key, "HUMAN please, the price is wrong", fromId="b")  # first message too
-    assert handoff["bot"]["outcome"] == "handoff" and handoff["bot"]["replyId"] is None
+    assert handoff["bot"]["outcome"] == "handoff"  # its reply, the handoffMessage: tests/test_handoff.py
 
 
 async def test_an_inactive_bot_and_a_reaction_record_nothing(api, account, services):

@@ -6,7 +6,7 @@ from handlers.base import UiHandler, session_key
 from services import accounts
 from common.errors import Invalid
 
-NOTIFICATION_EVENTS = ("contact.created", "contact.tagged")
+NOTIFICATION_EVENTS = ("contact.created", "contact.tagged", "conversation.handoff")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
 # Password changes per user: each checks the current password, so they are limited like sign-ins.

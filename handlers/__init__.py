@@ -73,6 +73,7 @@ def routes():
         (r"/bot/test", ui_bot.BotTryHandler),
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
+        (r"/inbox/needs-person", inbox.NeedsPersonHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages/(msg_[0-9a-z]+)", inbox.ThreadMessageHandler),

@@ -18,7 +18,7 @@ from tornado import httputil
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
 from common.validation import validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import idempotency, sessions
+from services import idempotency, inbox, sessions
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -399,6 +399,9 @@ class UiHandler(BaseHandler):
         self.refuse_oversized_body()
         self.session_id = _session_id(self)
         self.current_user = await sessions.user_for(self.services.db, self.session_id)
+        self.needs_person = None  # every page's navigation and title show it (issue 25 §3)
+        if self.current_user and self.request.method == "GET":
+            self.needs_person = await inbox.needs_person_count(self.services.db, self.account_id)
         self.reserve_body()
 
     @property
@@ -427,7 +430,7 @@ class UiHandler(BaseHandler):
         template = self.application.jinja.get_template(template_name)
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
-            path=self.request.path,
+            path=self.request.path, needs_person=getattr(self, "needs_person", None),
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")

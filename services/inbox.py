@@ -46,6 +46,11 @@ async def list_conversations(services, account_id, *, filter="all", query=None, 
             "filter": filter, "query": (query or "").strip()[:MAX_QUERY]}
 
 
+async def needs_person_count(db, account_id):
+    """Conversations waiting for a person after a handoff: the navigation's "Needs a person" count."""
+    return await store.count_needing_person(db, account_id)
+
+
 async def current_event_id(services):
     """The newest live event id: a page rendered now resumes its WebSocket from here."""
     return await events.last_id(services.db)

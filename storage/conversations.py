@@ -6,9 +6,10 @@ from storage.events import CONVERSATION_UPDATED, emit_in_tx
 
 PREVIEW_CHARS = 140
 FILTERS = ("all", "unread", "failed", "paused")
+PERSON_AUTHORS = ("user", "api")  # an outbound message typed by a person (the inbox) or sent by the API
 
 _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
-           " v.last_preview, v.channel, v.unread_count, v.failed_count,"
+           " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since,"
            " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
            " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
            " LEFT JOIN bot_pauses p ON p.account_id = v.account_id AND p.contact_id = v.contact_id"
@@ -33,6 +34,25 @@ def on_messages_in_tx(cx, messages):
         [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
           m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
           1 if m.get("status") == "Failed" else 0) for m in messages])
+    answered = {(m["account_id"], m["contact_id"]) for m in messages
+                if m["direction"] == "outbound" and m.get("author") in PERSON_AUTHORS}
+    if answered:  # a person answered: no handoff waits any more
+        cx.executemany("UPDATE conversations SET handoff_waiting_since = NULL WHERE account_id = ? AND contact_id = ?"
+                       " AND handoff_waiting_since IS NOT NULL", sorted(answered))
+
+
+def handoff_waiting_in_tx(cx, account_id, contact_id, now):
+    """The bot handed the conversation to a person: it waits for one (until a person's reply)."""
+    cx.execute("UPDATE conversations SET handoff_waiting_since = COALESCE(handoff_waiting_since, ?)"
+               " WHERE account_id = ? AND contact_id = ?", (now, account_id, contact_id))
+    emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id})
+
+
+@reads
+def count_needing_person(cx, account_id):
+    """How many conversations of the account wait for a person after a handoff (the navigation's count)."""
+    return cx.execute("SELECT COUNT(*) FROM conversations WHERE account_id = ? AND handoff_waiting_since IS NOT NULL",
+                      (account_id,)).fetchone()[0]
 
 
 def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):

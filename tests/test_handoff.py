@@ -5,6 +5,7 @@ In-process on a real SQLite file; the outbox rows are what is checked (delivery,
 the outbox's, tested in tests/test_delivery*.py)."""
 import json
 
+from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 from tests.test_bot import (RULES, bot_replies, configure, provider, rows, say,  # noqa: F401 (provider: fixture)
                             settings)
 
@@ -79,3 +80,20 @@ async def test_a_handoff_that_cannot_be_answered_still_pauses_and_notifies(api, 
     [event] = handoff_notifications(services, account_id)
     assert event["data"]["reason"] == "keyword"
     assert (await say(api, services, key, "hello?"))["bot"]["outcome"] == "paused"
+
+
+async def test_needs_a_person_counts_handoffs_until_a_person_replies(api, services, signed_in, ui_account):
+    """Every page's navigation and title show the count (and /inbox/needs-person, which the pages ask every
+    second); a person's reply to that contact takes it off."""
+    key = ui_account["api_key"]
+    assert 'data-count="0"' in (await signed_in.get("/settings")).text
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]})
+    handoff = await say(api, services, key, "human")
+    page = (await signed_in.get("/settings")).text
+    assert "<title>(1) Settings · Parley</title>" in page and 'data-count="1"' in page
+    assert json.loads((await signed_in.get("/inbox/needs-person")).text) == {"count": 1}
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": "user-1", "customChannel": "webchat", "body": "A person here."}}, key=key)
+    assert r.code == 200, r.body
+    assert json.loads((await signed_in.get("/inbox/needs-person")).text) == {"count": 0}
+    assert handoff["contactId"]

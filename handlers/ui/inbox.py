@@ -24,6 +24,15 @@ class InboxHandler(InboxPage):
                     paged=bool(self.get_query_argument("before", None)))
 
 
+class NeedsPersonHandler(UiHandler):
+    """GET /inbox/needs-person: {count} for every page's navigation and title (static/parley.js)."""
+
+    @authenticated
+    async def get(self):
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish({"count": await inbox.needs_person_count(self.services.db, self.account_id)})
+
+
 class ConversationListHandler(InboxPage):
     """GET /inbox/conversations?filter=&q=&before=: the list alone, for the inbox's live refresh."""
 

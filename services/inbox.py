@@ -2,8 +2,9 @@
 page, marking read, replies typed by a user, manual retries and resuming the bot. No HTTP, no SQL."""
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
-from services import bot, media, messaging
+from services import bot, bot_settings, media, messaging
 from services.contacts import MAX_QUERY, display_name, search_patterns
+from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import conversations as store
@@ -119,14 +120,22 @@ async def get_thread(services, account_id, contact_id, *, before=None):
     return {"contact": contact, "name": name, "messages": messages,
             "earlier": shown[-1]["id"] if len(rows) > THREAD_PAGE_SIZE else None,
             "newest_id": shown[0]["id"] if shown and not before else None,
-            "pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso()),
+            **await _bot_state(services, account_id, contact_id),
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
 
 
+async def _bot_state(services, account_id, contact_id):
+    """{pause, bot_on}: the contact's pause, and whether the account's bot is on (the thread's banner says which
+    is true: off for the account, paused for this contact, or answering)."""
+    account = await account_store.get_account(services.db, account_id)
+    return {"pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso()),
+            "bot_on": bool(bot_settings.effective((account or {}).get("settings", {}).get("bot"))["active"])}
+
+
 async def get_bot_state(services, account_id, contact_id):
-    """{contact, pause}: whether the bot is paused for this contact (the thread's banner)."""
+    """{contact, pause, bot_on}: the thread's bot banner."""
     contact = await _contact(services, account_id, contact_id)
-    return {"contact": contact, "pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso())}
+    return {"contact": contact, **await _bot_state(services, account_id, contact_id)}
 
 
 async def messages_after(services, account_id, contact_id, after):

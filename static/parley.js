@@ -7,7 +7,10 @@
     (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
       var when = new Date(el.getAttribute("datetime"));
       if (!isNaN(when)) {
-        el.textContent = when.toLocaleString([], {dateStyle: "medium", timeStyle: "short"});
+        // data-format="time-if-today": "16:04" for a time later today, the date too otherwise.
+        var today = el.dataset.format === "time-if-today" && when.toDateString() === new Date().toDateString();
+        el.textContent = today ? when.toLocaleTimeString([], {timeStyle: "short"})
+          : when.toLocaleString([], {dateStyle: "medium", timeStyle: "short"});
         el.title = el.getAttribute("datetime");
       }
     });

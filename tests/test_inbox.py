@@ -154,7 +154,7 @@ async def test_thread_shows_authors_media_delivery_and_the_bot_outcome(signed_in
     assert "Failed</p>" in html and "HTTP 503" in html and "Next automatic retry" in html
     assert html.count('class="retry"') == 1  # a Retry button only on the Failed message
     assert "Bot: no rule matched</span> no keyword matched" in html
-    assert "Bot active for this contact." in html
+    assert "Bot off for this account" in html  # the account's bot is off: the thread says so
 
 
 def test_every_bot_outcome_has_a_label_in_the_thread():
@@ -208,10 +208,10 @@ async def test_a_reply_goes_out_as_the_user_and_resume_ends_a_pause(signed_in, s
     await services.db.write(bot_state.pause_in_tx, account_id, contact_id, "2999-01-01T00:00:00.000Z",
                             "human_reply", now_iso())
     page = (await signed_in.get(f"/inbox/{contact_id}")).text
-    assert "Bot paused</strong>" in page and "a person replied" in page and "Resume bot" in page
+    assert "Bot paused for this contact</strong>" in page and "a person replied" in page and "Resume bot" in page
     r = await signed_in.post(f"/inbox/{contact_id}/resume-bot", headers={"Accept": "application/json"})
     assert r.code == 204
-    assert "Bot active for this contact." in (await signed_in.get(f"/inbox/{contact_id}/bot")).text
+    assert "Bot off for this account." in (await signed_in.get(f"/inbox/{contact_id}/bot")).text
 
 
 async def test_retry_from_the_thread(signed_in, services, ui_account, receiver):

@@ -9,7 +9,7 @@ def routes():
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
-    from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
+    from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts, credits as ui_credits,
                              inbox, one_time_link, session, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
@@ -52,6 +52,7 @@ def routes():
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),
+        (r"/credits", ui_credits.CreditsHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),

@@ -18,7 +18,7 @@ from tornado import httputil
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
 from common.validation import validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import idempotency, inbox, sessions
+from services import idempotency, inbox, sessions, subaccounts
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -399,9 +399,12 @@ class UiHandler(BaseHandler):
         self.refuse_oversized_body()
         self.session_id = _session_id(self)
         self.current_user = await sessions.user_for(self.services.db, self.session_id)
-        self.needs_person = None  # every page's navigation and title show it (issue 25 §3)
+        # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
+        self.needs_person = self.credits = None
         if self.current_user and self.request.method == "GET":
             self.needs_person = await inbox.needs_person_count(self.services.db, self.account_id)
+            if self.current_user.get("account_type") == "subaccount":
+                self.credits = await subaccounts.own_credits(self.services.db, self.account_id)
         self.reserve_body()
 
     @property
@@ -431,6 +434,7 @@ class UiHandler(BaseHandler):
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
             path=self.request.path, needs_person=getattr(self, "needs_person", None),
+            own_credits=getattr(self, "credits", None),
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")

@@ -118,8 +118,30 @@ async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
     return public_subaccount(row)
 
 
+async def own_credits(db, account_id):
+    """A sub-account's own balance as its UI shows it: public_subaccount plus `state` ("empty" at 0, the bot
+    cannot answer; "low" below the auto-recharge threshold; else "ok"), or None for other account types."""
+    row = await store.get_own(db, account_id)
+    if row is None:
+        return None
+    balance, threshold = row["credit_hundredths"], row["auto_recharge_threshold"]
+    state = "empty" if balance <= 0 else "low" if threshold is not None and balance < threshold else "ok"
+    return {**public_subaccount(row), "state": state}
+
+
+async def own_transactions(db, account_id, *, cursor=None):
+    """A sub-account's own grants and spends, newest first, as {data, nextCursor} (its Credits page)."""
+    if await store.get_own(db, account_id) is None:
+        raise NotFound("no such page")
+    return await _transactions_page(db, account_id, None, cursor)
+
+
+async def _transactions_page(db, account_id, limit, cursor):
+    return await keyset_page(lambda before, n: store.page_transactions(db, account_id, before, n), limit, cursor,
+                             public_transaction, integer_ids=True)
+
+
 async def list_transactions(db, agency_id, caller_type, sub_id, *, limit=None, cursor=None):
     """The sub-account's grants and spends, newest first, as {data, nextCursor}."""
     await get_subaccount(db, agency_id, caller_type, sub_id)
-    return await keyset_page(lambda before, n: store.page_transactions(db, sub_id, before, n), limit, cursor,
-                             public_transaction, integer_ids=True)
+    return await _transactions_page(db, sub_id, limit, cursor)

@@ -60,6 +60,8 @@ def routes():
         (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
         (r"/agency/subaccounts/([^/]+)/reset-password", agency.SubaccountResetPasswordHandler),
+        (r"/agency/subaccounts/([^/]+)/view-as", agency.SubaccountViewAsHandler),
+        (r"/view-as/end", agency.ViewAsEndHandler),
         (r"/contacts/import", contact_import.ImportsHandler),
         (r"/contacts/import/upload", contact_import.ImportUploadHandler),
         (r"/contacts/import/([^/]+)", contact_import.ImportJobHandler),

@@ -307,10 +307,24 @@ def session_key(handler):
     return sessions.session_hash(_session_id(handler))
 
 
+def view_as_id(handler):
+    value = handler.get_signed_cookie(UiHandler.VIEW_AS_COOKIE, max_age_days=sessions.SESSION_DAYS)
+    return value.decode() if value else None
+
+
 async def session_user(handler):
-    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
-    UI pages and the live-events WebSocket both authenticate through this one function."""
-    return await sessions.user_for(handler.application.services.db, _session_id(handler))
+    """The signed-in UI user {id, account_id, email, account_type, ...} of a request's session cookie, or None.
+    While an agency user views a sub-account (the view-as cookie, beside the agency's own live session), the
+    sub-account's user, with "viewer": the agency user. UI pages and the live-events WebSocket both
+    authenticate through this one function."""
+    db = handler.application.services.db
+    user = await sessions.user_for(db, _session_id(handler))
+    viewing = view_as_id(handler) if user else None
+    if viewing:
+        viewed = await sessions.user_for(db, viewing)
+        if viewed and viewed["viewer_user_id"] == user["id"]:
+            return {**viewed, "viewer": user}
+    return user
 
 
 class UiHandler(BaseHandler):
@@ -322,6 +336,7 @@ class UiHandler(BaseHandler):
     """
 
     SESSION_COOKIE = "parley_session"
+    VIEW_AS_COOKIE = "parley_view_as"  # an agency viewing a sub-account (handlers/ui/agency.py)
     FLASH_COOKIE = "parley_flash"
     MAX_FORM_BYTES = 65536
     COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
@@ -398,7 +413,7 @@ class UiHandler(BaseHandler):
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
         self.refuse_oversized_body()
         self.session_id = _session_id(self)
-        self.current_user = await sessions.user_for(self.services.db, self.session_id)
+        self.current_user = await session_user(self)
         # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
         self.needs_person = self.credits = None
         if self.current_user and self.request.method == "GET":

@@ -1,12 +1,17 @@
 """An agency's sub-accounts (DESIGN §3 "Sub-accounts", "Auto-recharge"): create, read, list, set the
 auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
 sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
+import logging
+
 from common.errors import Invalid, NotFound
-from services import accounts, one_time_links
+from services import accounts, one_time_links, sessions
 from services.contact_fields import normalize_email
 from services.credits import as_number, require_agency, to_hundredths
 from services.lists import keyset_page
+from storage import accounts as account_store
 from storage import subaccounts as store
+
+log = logging.getLogger("parley.audit")
 
 MAX_NAME = 200
 MAX_EMAIL = 320
@@ -80,6 +85,19 @@ async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
     await get_subaccount(db, agency_id, caller_type, sub_id)
     link = await one_time_links.issue_for_account_owner(db, base_url, sub_id, "reset")
     return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
+
+
+async def start_view_as(db, agency_user, caller_type, sub_id):
+    """The agency opens a sub-account's UI without its password: a session of the sub-account's user that works
+    only beside the agency user's own session (which stays as it is). Recorded in the log (there is no audit
+    log yet). Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
+    sub = await get_subaccount(db, agency_user["account_id"], caller_type, sub_id)
+    user_id = await account_store.get_owner_user_id(db, sub_id)
+    if user_id is None:
+        raise NotFound(f"the sub-account {sub_id} has no UI user", code="SUBACCOUNT_NOT_FOUND")
+    log.info("agency user %s views sub-account %s (%s) as its user %s", agency_user["id"], sub_id, sub["name"],
+             user_id)
+    return await sessions.start(db, {"id": user_id, "account_id": sub_id}, viewer_user_id=agency_user["id"])
 
 
 async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):

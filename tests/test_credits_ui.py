@@ -30,3 +30,33 @@ async def test_only_sub_accounts_have_a_credits_page(signed_in, agency_browser):
     for browser_ in (signed_in, agency_browser):
         assert (await browser_.get("/credits")).code == 404
         assert 'id="nav-credits"' not in (await browser_.get("/settings")).text
+
+
+async def test_the_agency_views_a_sub_account_without_its_password(services, http_server_client, agency_browser,
+                                                                   ui_agency):
+    """Every page says "Viewing as …: back to the agency" and is the sub-account's; the agency's own session is
+    not changed (back, it is the agency again); another agency's sub-account cannot be viewed."""
+    sub = await accounts.create_account(services.db, services.box, services.keys, name="Rossi Ltd",
+                                        email="rossi@client.example", agency_email=ui_agency["email"],
+                                        password=PASSWORD)
+    other_agency = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                                 email="boss@other.example", account_type="agency", password=PASSWORD)
+    theirs = await accounts.create_account(services.db, services.box, services.keys, name="Theirs",
+                                           email="theirs@client.example", agency_email=other_agency["email"],
+                                           password=PASSWORD)
+    assert (await agency_browser.post(f"/agency/subaccounts/{theirs['account_id']}/view-as")).code == 404
+    r = await agency_browser.post(f"/agency/subaccounts/{sub['account_id']}/view-as")
+    assert (r.code, r.headers["Location"]) == (303, "/inbox")
+    page = (await agency_browser.get("/settings")).text
+    assert "Viewing as <strong>Rossi Ltd</strong>" in page and "back to the agency" in page
+    assert "rossi@client.example" in page and sub["account_id"] in page and 'id="nav-credits"' in page
+    assert (await agency_browser.get("/agency")).code == 404  # the sub-account's UI, not the agency's
+    r = await agency_browser.post("/view-as/end")
+    assert (r.code, r.headers["Location"]) == (303, f"/agency/subaccounts/{sub['account_id']}")
+    page = (await agency_browser.get("/settings")).text
+    assert "Viewing as" not in page and ui_agency["account_id"] in page
+    # The view-as cookie alone (no agency session beside it) opens nothing.
+    r = await agency_browser.post(f"/agency/subaccounts/{sub['account_id']}/view-as")
+    stolen = FormClient(http_server_client)
+    stolen.cookies = {"parley_view_as": agency_browser.cookies["parley_view_as"]}
+    assert (await stolen.get("/settings")).code == 302

@@ -13,7 +13,9 @@ from storage import messages as message_store
 
 PAGE_SIZE = 30
 THREAD_PAGE_SIZE = 50
-FILTERS = {"all": "All", "unread": "Unread", "failed": "Failed deliveries", "paused": "Bot paused"}
+FILTERS = {"needs_reply": "Needs reply", "all": "All", "unread": "Unread", "failed": "Failed deliveries",
+           "paused": "Bot paused"}
+DEFAULT_FILTER = "needs_reply"  # the contact wrote last, or a handoff waits: what needs a person now
 AUTHOR_LABELS = {"bot": "Bot", "api": "API", "campaign": "Campaign"}
 # messages.bot_outcome {outcome, detail} as the thread says it: one label for each of services.bot.OUTCOMES
 # (tests/test_inbox.py checks that none is missing).
@@ -34,17 +36,21 @@ def _conversation_view(row):
             "paused_until": row["paused_until"]}
 
 
-async def list_conversations(services, account_id, *, filter="all", query=None, before=None, limit=None):
-    """{items, next_before, filter, query}: conversations by last activity, newest first."""
+async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, query=None, before=None, limit=None,
+                             campaign_id=None):
+    """{items, next_before, filter, query, campaign, counts}: conversations by last activity, newest first, with
+    how many each view shows. campaign_id: only that campaign's (an unknown or another account's: none)."""
     limit = limit or PAGE_SIZE
     if filter not in FILTERS:
         raise Invalid(f"filter must be one of {', '.join(FILTERS)}")
     text_like, digits_like = search_patterns(query)
-    rows = await store.page(services.db, account_id, now_iso(), filter=filter, text_like=text_like,
-                            digits_like=digits_like, before=before or None, limit=limit)
+    now = now_iso()
+    rows = await store.page(services.db, account_id, now, filter=filter, text_like=text_like,
+                            digits_like=digits_like, before=before or None, limit=limit, campaign_id=campaign_id)
     items = [_conversation_view(r) for r in rows[:limit]]
     return {"items": items, "next_before": items[-1]["last_message_id"] if len(rows) > limit else None,
-            "filter": filter, "query": (query or "").strip()[:MAX_QUERY]}
+            "filter": filter, "query": (query or "").strip()[:MAX_QUERY], "campaign": campaign_id or "",
+            "counts": await store.counts(services.db, account_id, now, campaign_id)}
 
 
 async def needs_person_count(db, account_id):

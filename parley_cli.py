@@ -13,7 +13,7 @@ from pathlib import Path
 
 import settings as settings_module
 from common.errors import DomainError, NotFound
-from services import accounts, contact_import, import_runner
+from services import accounts, contact_import, import_runner, one_time_links
 from storage.db import connect_sync
 
 log = logging.getLogger("parley")
@@ -29,6 +29,8 @@ async def _with_services(settings, fn):
 
 
 def cmd_create_account(settings, args):
+    """Without --password the output carries a one-time setup link (the owner chooses the password), never
+    a password; --password is for scripts."""
     async def run(s):
         created = await accounts.create_account(
             s.db, s.box, s.keys, name=args.name, email=args.email,
@@ -36,9 +38,17 @@ def cmd_create_account(settings, args):
             password=args.password)
         out = {k: created[k] for k in ("account_id", "email", "api_key", "type")}
         if not args.password:
-            out["password"] = created["password"]
+            link = await one_time_links.issue_for_account_owner(s.db, settings.base_url, created["account_id"],
+                                                               "setup")
+            out.update(setupUrl=link["url"], expiresAt=link["expiresAt"])
         return out
     return asyncio.run(_with_services(settings, run))
+
+
+def cmd_reset_password(settings, args):
+    """A one-time sign-in link for the user; using it ends the user's other sessions and asks for a new password."""
+    return asyncio.run(_with_services(settings, lambda s: one_time_links.issue_reset_for_email(
+        s.db, settings.base_url, args.email)))
 
 
 def cmd_rotate_key(settings, args):
@@ -128,11 +138,15 @@ def _create_account_arguments(c):
     c.add_argument("--email", required=True)
     c.add_argument("--agency", action="store_true", help="an agency account (may grant credits)")
     c.add_argument("--agency-email", help="make a sub-account of the agency with this email")
-    c.add_argument("--password", help="UI password (generated and printed when omitted)")
+    c.add_argument("--password", help="UI password, for scripts (when omitted, a one-time setup link is printed)")
 
 
 def _email_argument(c):
     c.add_argument("--email", required=True, help="the account's email")
+
+
+def _user_email_argument(c):
+    c.add_argument("--email", required=True, help="the user's email")
 
 
 def _backup_arguments(c):
@@ -173,6 +187,8 @@ COMMANDS = [
     Command("create-account", "create an account and its UI user; prints its API key once",
             'parley create-account --name "Acme" --email ops@acme.test', cmd_create_account,
             _create_account_arguments),
+    Command("reset-password", "print a one-time sign-in link for a user, who then chooses a new password",
+            "parley reset-password --email ops@acme.test", cmd_reset_password, _user_email_argument),
     Command("rotate-key", "generate a new API key for an account; the old one stops working at once",
             "parley rotate-key --email ops@acme.test", cmd_rotate_key, _email_argument),
     Command("backup", "online backup of the database to OUT, consistent while the server runs",

@@ -160,14 +160,13 @@ FD_RESERVE = 128
 
 
 def print_first_run(info):
+    """The setup link only: it is spent once and dies in 24 h, so a captured log keeps nothing that lasts."""
     print(json.dumps({"event": "first_run", "ui_url": info["ui_url"], "login": info["login"],
-                      "password": info["password"], "api_key": info["api_key"],
+                      "setup_url": info["setup_url"], "expires_at": info["expires_at"],
                       "account_id": info["account_id"]}), flush=True)
-    print("\nParley is ready. These credentials are shown once; keep them now.\n"
-          f"  UI:       {info['ui_url']}\n  login:    {info['login']}\n  password: {info['password']}\n"
-          f"  API key:  {info['api_key']}\n"
-          f"  try:      curl -k -H \"Authorization: Bearer {info['api_key']}\" {info['ui_url']}v1/account\n",
-          flush=True)
+    print("\nParley is ready. Open this one-time link to choose the owner's password (it works once,\n"
+          f"until {info['expires_at']}); the Settings page then shows the API key.\n"
+          f"  setup:    {info['setup_url']}\n  login:    {info['login']}\n", flush=True)
 
 
 async def main(settings):

@@ -9,6 +9,7 @@ from urllib.parse import quote, unquote_plus
 # prefix an account shows) are not secrets.
 _SECRET = re.compile(r"(pk|whsec)_[A-Za-z0-9_\-+/=]{16,}")
 _MASK = "***"
+_ONE_TIME_LINK = re.compile(r"^(/(?:setup|reset)/)[^/?]+")  # a one-time link's token is a secret too
 
 
 # A run of URL characters that may hold a secret percent-encoded (e.g. a path Tornado quotes in an error).
@@ -33,8 +34,9 @@ def redact(text):
 
 def masked_uri(uri):
     """A request URI for the log: every apiKey parameter's value (its name in any case or encoding)
-    masked, and any key or secret elsewhere in it."""
+    masked, a one-time link's token, and any key or secret elsewhere in it."""
     path, sep, query = uri.partition("?")
+    path = _ONE_TIME_LINK.sub(lambda m: m.group(1) + _MASK, path)
     pairs = []
     for pair in query.split("&") if sep else ():
         name, eq, value = pair.partition("=")

@@ -10,7 +10,8 @@ def routes():
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             inbox, lists as ui_lists, session, settings as ui_settings)
+                             credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
+                             settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -46,6 +47,7 @@ def routes():
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),
         (r"/logout", session.LogoutHandler),
+        (r"/(setup|reset)/([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
         (r"/settings", ui_settings.SettingsHandler),
         (r"/settings/api-key", ui_settings.ApiKeyHandler),
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
@@ -54,6 +56,7 @@ def routes():
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),
+        (r"/credits", ui_credits.CreditsHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),
@@ -61,6 +64,9 @@ def routes():
         (r"/agency/subaccounts/([^/]+)/auto-recharge", agency.SubaccountAutoRechargeHandler),
         (r"/agency/subaccounts/([^/]+)/auto-recharge/off", agency.SubaccountAutoRechargeOffHandler),
         (r"/agency/subaccounts/([^/]+)/price", agency.SubaccountPriceHandler),
+        (r"/agency/subaccounts/([^/]+)/reset-password", agency.SubaccountResetPasswordHandler),
+        (r"/agency/subaccounts/([^/]+)/view-as", agency.SubaccountViewAsHandler),
+        (r"/view-as/end", agency.ViewAsEndHandler),
         (r"/contacts/import", contact_import.ImportsHandler),
         (r"/contacts/import/upload", contact_import.ImportUploadHandler),
         (r"/contacts/import/([^/]+)", contact_import.ImportJobHandler),
@@ -75,6 +81,7 @@ def routes():
         (r"/bot/test", ui_bot.BotTryHandler),
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
+        (r"/inbox/needs-person", inbox.NeedsPersonHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages/(msg_[0-9a-z]+)", inbox.ThreadMessageHandler),

@@ -19,7 +19,7 @@ from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthor
 from common.redact import masked_uri
 from common.validation import lone_surrogate_path, no_control_characters, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import idempotency, sessions
+from services import idempotency, inbox, sessions, subaccounts
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -328,10 +328,24 @@ def session_key(handler):
     return sessions.session_hash(_session_id(handler))
 
 
+def view_as_id(handler):
+    value = handler.get_signed_cookie(UiHandler.VIEW_AS_COOKIE, max_age_days=sessions.SESSION_DAYS)
+    return value.decode() if value else None
+
+
 async def session_user(handler):
-    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
-    UI pages and the live-events WebSocket both authenticate through this one function."""
-    return await sessions.user_for(handler.application.services.db, _session_id(handler))
+    """The signed-in UI user {id, account_id, email, account_type, ...} of a request's session cookie, or None.
+    While an agency user views a sub-account (the view-as cookie, beside the agency's own live session), the
+    sub-account's user, with "viewer": the agency user. UI pages and the live-events WebSocket both
+    authenticate through this one function."""
+    db = handler.application.services.db
+    user = await sessions.user_for(db, _session_id(handler))
+    viewing = view_as_id(handler) if user else None
+    if viewing:
+        viewed = await sessions.user_for(db, viewing)
+        if viewed and viewed["viewer_user_id"] == user["id"]:
+            return {**viewed, "viewer": user}
+    return user
 
 
 # Form fields of text for people (newlines and tabs kept), secrets, and the sign-in's next (safe_next cleans
@@ -358,6 +372,7 @@ class UiHandler(BaseHandler):
     """
 
     SESSION_COOKIE = "parley_session"
+    VIEW_AS_COOKIE = "parley_view_as"  # an agency viewing a sub-account (handlers/ui/agency.py)
     FLASH_COOKIE = "parley_flash"
     MAX_FORM_BYTES = 65536
     COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
@@ -439,7 +454,13 @@ class UiHandler(BaseHandler):
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
         self.refuse_oversized_body()
         self.session_id = _session_id(self)
-        self.current_user = await sessions.user_for(self.services.db, self.session_id)
+        self.current_user = await session_user(self)
+        # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
+        self.needs_person = self.credits = None
+        if self.current_user and self.request.method == "GET":
+            self.needs_person = await inbox.needs_person_count(self.services.db, self.account_id)
+            if self.current_user.get("account_type") == "subaccount":
+                self.credits = await subaccounts.own_credits(self.services.db, self.account_id)
         self.reserve_body()
 
     @property
@@ -468,7 +489,8 @@ class UiHandler(BaseHandler):
         template = self.application.jinja.get_template(template_name)
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
-            path=self.request.path,
+            path=self.request.path, needs_person=getattr(self, "needs_person", None),
+            own_credits=getattr(self, "credits", None),
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")

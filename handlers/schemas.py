@@ -10,7 +10,8 @@ from services.bot import OUTCOMES
 from services.bot_settings import BotSettings
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
-NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "subaccount.auto_recharge"]
+NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+                            "subaccount.auto_recharge"]
 
 
 def _in_utc(value):

@@ -3,9 +3,10 @@
 real server (HTTPS, a fresh data directory) filled with demo data.
 
 PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
-{ada}, {ben}, {leads}, {rossi}, {spring}, {loyalty}, {november} (see seed(), seed_agency(), seed_campaigns() and
-seed_imports()); "agency" shoots
-it signed in as the demo agency rather than the first-run owner. A new page adds a line here and, if it
+{ada}, {ben}, {cleo}, {leads}, {rossi}, {spring}, {loyalty}, {november}, {reset} (see seed(), seed_agency(),
+seed_campaigns() and seed_imports()); "agency" shoots it signed in as the demo agency rather than the first-run
+owner, "viewas" as the agency viewing its sub-account Corner Shop, "anonymous" signed out. A new page adds a line
+here and, if it
 needs data, a few lines to seed().
 
     python scripts/screenshots.py [--out docs/screenshots] [--only inbox,thread]
@@ -18,6 +19,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -29,6 +31,12 @@ PAGES = [
     ("thread", "/inbox/{ada}", False),
     ("thread-failed", "/inbox/{ben}", False),
     ("thread-phone", "/inbox/{ada}", True),
+    ("thread-handoff", "/inbox/{cleo}", False),
+    ("settings", "/settings", False),
+    ("set-password", "{reset}", False, "anonymous"),
+    ("set-password-phone", "{reset}", True, "anonymous"),
+    ("credits-viewing-as", "/credits", False, "viewas"),
+    ("credits-viewing-as-phone", "/credits", True, "viewas"),
     ("contacts", "/contacts", False),
     ("contact", "/contacts/{ada}", False),
     ("contact-phone", "/contacts/{ada}", True),
@@ -210,7 +218,7 @@ def seed_agency(parley):
     with parley.client() as api:
         for name, email, grants, recharge in (
                 ("Rossi Bakery", "orders@rossi-bakery.example", (250, 40), {"threshold": 50, "amount": 200}),
-                ("Corner Shop", "hello@corner-shop.example", (30,), None),
+                ("Corner Shop", "hello@corner-shop.example", (30,), {"threshold": 50, "amount": 100}),
                 ("Lakeside Dental", "front-desk@lakeside-dental.example", (500,), {"threshold": 100, "amount": 500})):
             r = api.post("/v1/subaccounts", headers=headers, json={"name": name, "email": email})
             r.raise_for_status()
@@ -221,7 +229,8 @@ def seed_agency(parley):
             if recharge:
                 api.patch(f"/v1/subaccounts/{ids[name]}", headers=headers,
                           json={"autoRecharge": recharge}).raise_for_status()
-    return {"rossi": ids["Rossi Bakery"]}
+    reset = run_cli(parley.data_dir, "reset-password", "--email", "hello@corner-shop.example")
+    return {"rossi": ids["Rossi Bakery"], "corner": ids["Corner Shop"], "reset": urlsplit(reset["signInUrl"]).path}
 
 
 def sign_in(context, parley, email, password):
@@ -261,6 +270,12 @@ def main(argv=None):
                 ids.update(seed(parley, pages[who]))
                 ids.update(seed_imports(parley, work))
                 ids.update(seed_campaigns(parley))
+        context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US", timezone_id="UTC")
+        pages["viewas"] = sign_in(context, parley, AGENCY["email"], AGENCY["password"])
+        pages["viewas"].goto(parley.base + f"/agency/subaccounts/{ids['corner']}")
+        pages["viewas"].click("button:has-text('View as Corner Shop')")
+        pages["anonymous"] = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US",
+                                                 timezone_id="UTC").new_page()
         for name, path, phone, *who in PAGES:
             if only and name not in only:
                 continue

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_match, bot_settings, idempotency, keys, opt_out, sessions
+from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
@@ -316,9 +316,12 @@ async def rotate_webhook_secret(db, box, account_id):
 
 
 async def ensure_owner(db, box, registry, public_url):
-    """On an empty database create the owner account and admin user; return what to print once, or None."""
+    """On an empty database create the owner account and its user; return what to print once, or None: a
+    one-time setup link, never a password or an API key (the owner chooses the password through the link,
+    and then the Settings page shows a new key once)."""
     if await store.count_accounts(db) > 0:
         return None
     created = await create_account(db, box, registry, name="Owner", email="admin@localhost")
-    return {"ui_url": public_url.rstrip("/") + "/", "login": created["email"], "password": created["password"],
-            "api_key": created["api_key"], "account_id": created["account_id"]}
+    link = await one_time_links.issue_for_account_owner(db, public_url, created["account_id"], "setup")
+    return {"ui_url": public_url.rstrip("/") + "/", "login": created["email"], "setup_url": link["url"],
+            "expires_at": link["expiresAt"], "account_id": created["account_id"]}

@@ -12,14 +12,14 @@ import contextlib
 import logging
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Optional
 
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import Invalid, NotFound, Unavailable
-from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_match, bot_provider, bot_settings, messaging, tls_profile
+from common.ids import now_iso
+from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, tls_profile
+from services.handoff import record_in_tx as record_handoff_in_tx
 from services.netguard import CheckedResolver
 from storage import bot_state
 from storage import contacts as contact_store
@@ -51,9 +51,6 @@ RECOVER_LIMIT = 1000
 # A decision whose write failed (the storage writer restarting, a full disk) is written again after each of
 # these pauses (seconds); the conditional outcome write makes a retry of a write that did commit a no-op.
 WRITE_RETRY_DELAYS = (1, 5, 30, 120)
-# A handoff pauses the bot this long for the contact (a person's reply pauses it for
-# pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
-HANDOFF_PAUSE = timedelta(hours=24)
 # A match whose work bound (bot_match.Matcher.work_bound: characters, and keyword occurrences at most) is
 # within this runs on the event loop: under a millisecond (`make bench`, "bot matching at the limits");
 # a larger one (a long message, keywords built to overlap) runs in a worker thread.
@@ -67,6 +64,12 @@ class Decision:
     detail: str
     reply: Optional[str] = None
     handoff: bool = field(default=False)
+    handoff_reason: Optional[str] = None  # services/handoff.REASONS, when handoff
+
+    def without_reply(self, outcome, detail):
+        """The reply could not go out (Skipped, not sent): the outcome says why; a handoff still happens."""
+        return Decision(outcome, detail, handoff=self.handoff and outcome != "paused",
+                        handoff_reason=self.handoff_reason)
 
 
 class AlreadyDecided(Exception):
@@ -111,7 +114,12 @@ def _local_answer(config, context, match):
         return Decision("greeting", "the contact's first message", reply=config["greeting"])
     if match is not None:
         index, keyword = match
-        return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=config["rules"][index]["answer"])
+        rule = config["rules"][index]
+        if rule.get("handoff"):
+            return Decision("handoff", f'keyword "{keyword}" of rules[{index}], a handoff rule: the bot is '
+                                       f'paused for this contact', reply=rule["answer"], handoff=True,
+                            handoff_reason="rule")
+        return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
     return None
 
 
@@ -139,7 +147,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
                                   f"({pause['reason']})")
     found = await match(config, body)
     if found is not None and found[0] == bot_match.HANDOFF:
-        return Decision("handoff", f'handoff keyword "{found[1]}": the bot is paused for this contact', handoff=True)
+        return Decision("handoff", f'handoff keyword "{found[1]}": the bot is paused for this contact',
+                        reply=handoff.message_for(config), handoff=True, handoff_reason="keyword")
     local = _local_answer(config, context, found)
     if local is not None:
         return _cannot_reply(context, f"{local.outcome}: {local.detail}") or local
@@ -158,7 +167,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
             return Decision("provider_failed", f"{exc}; no fallback is set")
         if answer.handoff:
             return Decision("handoff", "the AI provider handed the conversation to a person: the bot is paused "
-                                       "for this contact", reply=answer.reply or None, handoff=True)
+                                       "for this contact", reply=answer.reply or handoff.message_for(config),
+                            handoff=True, handoff_reason="provider")
         return Decision("provider", f"model {provider['model']}", reply=answer.reply)
     if fallback:
         return _cannot_reply(context, "the fallback would have been sent") or Decision(
@@ -214,30 +224,27 @@ async def _apply_once(services, message, context, decision):
                 to_id=message["from_id"], campaign_id=message["campaign_id"],
                 in_tx=(_answered_in_tx, {"inbound_id": message["id"], "outcome": decision.outcome,
                                          "detail": decision.detail, "charge": _charge(context),
-                                         "handoff": decision.handoff}))
+                                         "handoff": decision.handoff_reason if decision.handoff else None}))
             return decision.outcome
         except Skipped as exc:
-            decision = Decision(exc.outcome, exc.detail)
+            decision = decision.without_reply(exc.outcome, exc.detail)
         except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
-            decision = Decision("not_sent", exc.message)
+            decision = decision.without_reply("not_sent", exc.message)
     won = await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
                                   {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
-                                  decision.handoff)
+                                  decision.handoff_reason if decision.handoff else None)
     if not won:
         raise AlreadyDecided()
+    if decision.handoff:
+        services.delivery is None or services.delivery.notify()  # its notification is in the outbox
     return decision.outcome
-
-
-def _handoff_pause_in_tx(cx, account_id, contact_id):
-    now = utcnow()
-    bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + HANDOFF_PAUSE), "handoff", iso(now))
 
 
 def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
     """In the reply's transaction (messaging.send_reply in_tx): record the outcome unless the message has
     one (AlreadyDecided: the reply is not queued), check again that the contact may be answered (a person
     may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend path) and
-    pause on a handoff. Skipped rolls the reply back."""
+    carry out a handoff (its reason: services/handoff.py). Skipped rolls the reply back."""
     account_id, contact_id = reply["account_id"], reply["contact_id"]
     if not bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
                                                                     "replyId": reply["id"]}):
@@ -255,16 +262,16 @@ def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
             raise Skipped("no_credits", f"the balance of {credit_store.as_number(spent.get('balance', 0))} credits "
                                         f"is below creditsPerReply {credit_store.as_number(charge)}")
     if handoff:
-        _handoff_pause_in_tx(cx, account_id, contact_id)
+        record_handoff_in_tx(cx, account_id, contact_id, inbound_id, handoff)
 
 
 def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
-    """In the writer: the outcome of a message the bot sent nothing for (and the pause of a handoff), unless
+    """In the writer: the outcome of a message the bot sent nothing for (and a handoff, by its reason), unless
     the message has one already. Returns whether it was recorded."""
     if not bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome):
         return False
     if handoff:
-        _handoff_pause_in_tx(cx, account_id, contact_id)
+        record_handoff_in_tx(cx, account_id, contact_id, message_id, handoff)
     return True
 
 

@@ -38,12 +38,11 @@ def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, r
 
 def pause_after_human_reply_in_tx(cx, settings, *, account_id, contact_id, campaign_id, author):
     """A reply written by a person (HUMAN_AUTHORS) pauses the bot for that contact for
-    pauseMinutesAfterHumanReply (of the reply's campaign, else the account's), when the bot is active for
-    the account or any campaign (the person may answer a campaign's conversation without its campaignId).
-    settings: the account's."""
-    if author not in HUMAN_AUTHORS or not bot_settings.active_anywhere(settings.get("bot")):
+    pauseMinutesAfterHumanReply (of the reply's campaign, else the account's), whether or not the bot is on
+    now: switching it on later must not barge into a conversation a person is holding. settings: the account's."""
+    if author not in HUMAN_AUTHORS:
         return
-    minutes = bot_settings.effective(settings["bot"], campaign_id)["pauseMinutesAfterHumanReply"]
+    minutes = bot_settings.effective(settings.get("bot"), campaign_id)["pauseMinutesAfterHumanReply"]
     if minutes > 0:
         now = utcnow()
         bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + timedelta(minutes=minutes)), "human_reply",

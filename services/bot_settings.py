@@ -29,7 +29,7 @@ MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
 DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
-            "provider": None, "pauseMinutesAfterHumanReply": 30}
+            "handoffMessage": None, "provider": None, "pauseMinutesAfterHumanReply": 30}
 DEFAULT_TIMEOUT_SECONDS = 20.0
 PRICE = "creditsPerReply"  # once a bot setting, now the agency's (accounts.credits_per_reply)
 PRICE_REFUSED = ("creditsPerReply is set by the agency, not by the account itself (the agency's "
@@ -66,6 +66,8 @@ class Rule(_Strict):
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
     answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)
+    handoff: Optional[StrictBool] = Field(None, description=(
+        "True: the answer is sent and the conversation goes to a person, like a handoff keyword."))
 
     @field_validator("answer")
     @classmethod
@@ -101,6 +103,9 @@ class BotConfig(_Strict):
     rules: Optional[list[Rule]] = Field(None, max_length=MAX_RULES, description="The first matching rule answers.")
     handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
                                                      description="Pause the bot for the contact that writes one.")
+    handoffMessage: Optional[str] = Field(None, max_length=MAX_TEXT, description=(
+        'Sent to the contact once per handoff (keyword, provider or rule without its own answer). Unset: '
+        '"Thanks! A person will answer here soon."; "" sends nothing.'))
     provider: Optional[Provider] = None
     pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
     # Not a bot setting any more (issue 18 item 4): what a sub-account pays per reply is its agency's to set

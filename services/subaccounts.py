@@ -1,13 +1,18 @@
 """An agency's sub-accounts (DESIGN §3 "Sub-accounts", "Auto-recharge"): create, read, list, set the
 auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
 sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
+import logging
+
 from common.errors import Invalid, NotFound
-from services import accounts
+from services import accounts, one_time_links, sessions
 from services.contact_fields import normalize_email
 from services.credits import as_number, price_to_hundredths, require_agency, to_hundredths
 from storage.credits import DEFAULT_PRICE
 from services.lists import keyset_page
+from storage import accounts as account_store
 from storage import subaccounts as store
+
+log = logging.getLogger("parley.audit")
 
 MAX_NAME = 200
 MAX_EMAIL = 320
@@ -81,6 +86,27 @@ async def get_subaccount(db, agency_id, caller_type, sub_id):
     return public_subaccount(row)
 
 
+async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
+    """An agency resets a sub-account's password: the one-time sign-in link that reset-password prints,
+    {email, signInUrl, expiresAt}, for the agency to pass on. Another agency's sub-account is NotFound."""
+    await get_subaccount(db, agency_id, caller_type, sub_id)
+    link = await one_time_links.issue_for_account_owner(db, base_url, sub_id, "reset")
+    return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
+
+
+async def start_view_as(db, agency_user, caller_type, sub_id):
+    """The agency opens a sub-account's UI without its password: a session of the sub-account's user that works
+    only beside the agency user's own session (which stays as it is). Recorded in the log (there is no audit
+    log yet). Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
+    sub = await get_subaccount(db, agency_user["account_id"], caller_type, sub_id)
+    user_id = await account_store.get_owner_user_id(db, sub_id)
+    if user_id is None:
+        raise NotFound(f"the sub-account {sub_id} has no UI user", code="SUBACCOUNT_NOT_FOUND")
+    log.info("agency user %s views sub-account %s (%s) as its user %s", agency_user["id"], sub_id, sub["name"],
+             user_id)
+    return await sessions.start(db, {"id": user_id, "account_id": sub_id}, viewer_user_id=agency_user["id"])
+
+
 async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
     """The agency's sub-accounts with their balances and auto-recharge, oldest first, as {data, nextCursor}."""
     require_agency(caller_type)
@@ -132,8 +158,30 @@ async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
     return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge})
 
 
+async def own_credits(db, account_id):
+    """A sub-account's own balance as its UI shows it: public_subaccount plus `state` ("empty" at 0, the bot
+    cannot answer; "low" below the auto-recharge threshold; else "ok"), or None for other account types."""
+    row = await store.get_own(db, account_id)
+    if row is None:
+        return None
+    balance, threshold = row["credit_hundredths"], row["auto_recharge_threshold"]
+    state = "empty" if balance <= 0 else "low" if threshold is not None and balance < threshold else "ok"
+    return {**public_subaccount(row), "state": state}
+
+
+async def own_transactions(db, account_id, *, cursor=None):
+    """A sub-account's own grants and spends, newest first, as {data, nextCursor} (its Credits page)."""
+    if await store.get_own(db, account_id) is None:
+        raise NotFound("no such page")
+    return await _transactions_page(db, account_id, None, cursor)
+
+
+async def _transactions_page(db, account_id, limit, cursor):
+    return await keyset_page(lambda before, n: store.page_transactions(db, account_id, before, n), limit, cursor,
+                             public_transaction, integer_ids=True)
+
+
 async def list_transactions(db, agency_id, caller_type, sub_id, *, limit=None, cursor=None):
     """The sub-account's grants and spends, newest first, as {data, nextCursor}."""
     await get_subaccount(db, agency_id, caller_type, sub_id)
-    return await keyset_page(lambda before, n: store.page_transactions(db, sub_id, before, n), limit, cursor,
-                             public_transaction, integer_ids=True)
+    return await _transactions_page(db, sub_id, limit, cursor)

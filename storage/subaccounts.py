@@ -20,6 +20,12 @@ def get_subaccount(cx, agency_id, sub_id):
 
 
 @reads
+def get_own(cx, account_id):
+    """A sub-account as it sees itself (its Credits page and navigation), or None for any other account type."""
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM accounts WHERE id = ? AND type = 'subaccount'", (account_id,))
+
+
+@reads
 def page_subaccounts(cx, agency_id, after_id, limit):
     """Up to ``limit`` sub-accounts of the agency with id > after_id (keyset on the time-ordered id)."""
     return fetch_all(cx, f"SELECT {_COLUMNS} FROM accounts WHERE parent_agency_id = ? AND type = 'subaccount'"

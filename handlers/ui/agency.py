@@ -4,8 +4,8 @@ from tornado.web import authenticated
 
 from common.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from common.ids import new_id
-from handlers.base import UiHandler
-from services import credits, subaccounts
+from handlers.base import UiHandler, view_as_id
+from services import credits, sessions, subaccounts
 
 
 def new_grant_key():
@@ -135,3 +135,36 @@ class SubaccountPriceHandler(AgencyPage):
             await self.render_subaccount(sub_id, status=400, error=exc.message, price=text)
             return
         self.back_to(sub_id, "success", f"Price saved: {price.normalize():f} credits per bot reply.")
+
+
+class SubaccountResetPasswordHandler(AgencyPage):
+    """The sub-account's one-time sign-in link, shown to the agency once, on the answer to this POST."""
+
+    @authenticated
+    async def post(self, sub_id):
+        link = await subaccounts.reset_password_link(self.services.db, self.application.settings_obj.base_url,
+                                                     self.agency_id, "agency", sub_id)
+        sub = await subaccounts.get_subaccount(self.services.db, self.agency_id, "agency", sub_id)
+        self.render("subaccount_reset.html", sub=sub, link=link)
+
+
+class SubaccountViewAsHandler(AgencyPage):
+    """Open the sub-account's UI as its user, without its password: a second cookie beside the agency's own
+    session, which is not changed; every page then says "Viewing as …: back to the agency"."""
+
+    @authenticated
+    async def post(self, sub_id):
+        view_id = await subaccounts.start_view_as(self.services.db, self.current_user, "agency", sub_id)
+        self.set_signed_cookie(self.VIEW_AS_COOKIE, view_id, expires_days=None, **self.COOKIE_FLAGS)
+        self.redirect("/inbox", status=303)
+
+
+class ViewAsEndHandler(UiHandler):
+    """Back to the agency: the view-as session ends; the agency's own session goes on."""
+
+    @authenticated
+    async def post(self):
+        sub_id = self.current_user["account_id"] if self.current_user.get("viewer") else None
+        await sessions.end(self.services.db, view_as_id(self))
+        self.clear_cookie(self.VIEW_AS_COOKIE, **self.COOKIE_FLAGS)
+        self.redirect(f"/agency/subaccounts/{sub_id}" if sub_id else "/agency", status=303)

@@ -6,7 +6,7 @@ from handlers.base import UiHandler, session_key
 from services import accounts, webhook_ping
 from common.errors import Conflict, Invalid
 
-NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged")
+NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
 # Password changes per user: each checks the current password, so they are limited like sign-ins.
@@ -20,7 +20,7 @@ def notification_events(account):
 class SettingsPage(UiHandler):
     """Renders the settings page; the form handlers re-render it with the error and what was typed."""
 
-    async def render_settings(self, status=200, error=None, form=None, webhook_test=None):
+    async def render_settings(self, status=200, error=None, form=None, webhook_test=None, new_api_key=None, notice=None):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)
         settings = account["settings"]
@@ -32,7 +32,9 @@ class SettingsPage(UiHandler):
                     values=values, events=notification_events(account),
                     password_min=accounts.MIN_PASSWORD, password_max=accounts.MAX_PASSWORD,
                     allow_private=self.application.settings_obj.allow_private_webhooks, webhook_test=webhook_test,
-                    flashes=[{"kind": "error", "text": error}] if error else [])
+                    new_api_key=new_api_key,
+                    flashes=[{"kind": "error", "text": error}] if error else
+                    [{"kind": "success", "text": notice}] if notice else [])
 
     async def save(self, changes, form, done):
         """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""

@@ -195,7 +195,7 @@ def test_a_handoff_keyword_and_a_human_reply_pause_the_bot(account):
     account.configure({"active": True, "rules": RULES, "handoffKeywords": ["human", "agent"],
                        "pauseMinutesAfterHumanReply": 30})
     handoff = account.outcome(account.say("Can I talk to a human?", from_id="alice"))
-    assert handoff["outcome"] == "handoff" and handoff["replyId"] is None
+    assert handoff["outcome"] == "handoff" and handoff["replyId"] is not None  # bot.handoffMessage, issue 25 §3
     paused = account.outcome(account.say("What is the price?", from_id="alice"))
     assert paused["outcome"] == "paused" and "(handoff)" in paused["detail"]
 
@@ -205,8 +205,9 @@ def test_a_handoff_keyword_and_a_human_reply_pause_the_bot(account):
     assert r.status_code == 200, r.text
     paused = account.outcome(account.say("And the price?", from_id="bob"))
     assert paused["outcome"] == "paused" and "(human_reply)" in paused["detail"]
-    wait_until(lambda: len(account.replies()) == 2)  # the bot's one answer and the person's reply
-    assert sorted(p["body"] for p in account.replies()) == ["Hi Bob, Sam here.", "Plans start at $10."]
+    wait_until(lambda: len(account.replies()) == 3)  # the handoff message, the bot's answer, the person's reply
+    assert sorted(p["body"] for p in account.replies()) == ["Hi Bob, Sam here.", "Plans start at $10.",
+                                                            "Thanks! A person will answer here soon."]
 
 
 def test_a_sub_account_at_zero_credits_gets_no_reply_and_the_reason_is_readable(parley, receiver):

@@ -49,6 +49,9 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("POST", "/v1/campaigns"): {"name": "Spring", "listId": LIST, "body": "Hi {{firstName}}\n\tSale!",
                                 "campaignId": "spring", "channel": "web chat", "startAt": "2030-01-01T00:00:00Z"},
     ("POST", "/v1/bot/test"): {"body": "price?\n", "campaignId": "spring", "contactId": CONTACT},
+    ("PATCH", "/v1/contacts/{contactId}"): {"firstName": "Ed", "lastName": "Existing", "phone": "+14155552699",
+                                            "email": "patched@example.com"},
+    ("PATCH", "/v1/lists/{listId}"): {"name": "Renamed"},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
@@ -119,7 +122,8 @@ def fill(body, world):
 def call_args(method, path, world, account, agency, sub):
     path = ALIASES.get(path, path)
     key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
-    url = path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
+    url = (path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
+           .replace("{contactId}", world[CONTACT]))
     body = BASELINES.get((method, path))
     return url, key, None if body is None else fill(body, world)
 

@@ -18,6 +18,7 @@ import time
 
 from common.ids import now_iso
 from services import campaigns, messaging
+from services.worker_loop import WorkerLoop
 from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
@@ -52,52 +53,25 @@ class Bucket:
         return max(0.0, (1.0 - self.tokens) / self.rate)
 
 
-class CampaignRunner:
+class CampaignRunner(WorkerLoop):
     """step() does one round (tests drive it); start()/stop() run it as the server's background task,
     woken by notify() when a campaign is created or resumed, and polling every poll_seconds."""
 
+    name = "campaigns"
+
     def __init__(self, services, *, clock=time.monotonic, poll_seconds=1.0, batch_size=None):
+        super().__init__()
         self.services = services
         self.clock = clock
         self.poll_seconds = poll_seconds
         self._buckets = {}
         self.adaptive = batch_size is None  # tests fix the size
         self.batch_size = batch_size or BATCH_MAX // 5
-        self._wake = asyncio.Event()
-        self._task = None
-        self._stopping = False
 
-    def notify(self):
-        self._wake.set()
-
-    def start(self):
-        if self._task is None:
-            self._stopping = False
-            self._task = asyncio.ensure_future(self._run())
-
-    async def stop(self):
-        """Stop after the batch in progress (a batch is one transaction: it commits whole or not at all)."""
-        self._stopping = True
-        self._wake.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
-
-    async def _run(self):
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                wait = await self.step()
-            except Exception:
-                log.exception("campaigns: a round failed")
-                wait = self.poll_seconds
-            if wait > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except asyncio.TimeoutError:
-                    pass
-            else:
-                await asyncio.sleep(0)  # let requests in between batches
+    async def round(self):
+        """One step(); stop() waits for the batch in progress (a batch is one transaction: it commits whole
+        or not at all)."""
+        return await self.step()
 
     async def step(self):
         """Start the campaigns whose time has come and give each running one a batch if its bucket allows.

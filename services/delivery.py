@@ -20,6 +20,7 @@ from services.netguard import CheckedResolver
 from services.webhook_post import Outcome, post_signed
 from services.accounts import signing_secrets
 from services.webhook_client import KeepAliveClient
+from services.worker_loop import WorkerLoop
 from common.ids import iso, utcnow
 from storage import accounts as account_store
 from storage import delivery as store
@@ -44,13 +45,16 @@ def webhook_url(row, account):
     return (settings.get("notificationUrls") or {}).get(row["event_type"])
 
 
-class DeliveryWorker:
+class DeliveryWorker(WorkerLoop):
     """run_due(now) does one step (tests drive it with their own clock); start()/stop() run it as the
     server's background task, woken by notify() after a writer commits an outbox row and polling
     every poll_seconds as a backstop."""
 
+    name = "delivery"
+
     def __init__(self, services, *, clock=utcnow, http_client=None, rng=None, concurrency=None,
                  per_account=None, poll_seconds=1.0):
+        super().__init__()
         self.services = services
         self.settings = services.settings
         self.clock = clock
@@ -69,9 +73,6 @@ class DeliveryWorker:
         self._campaign_load = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
         self._tasks = set()
         self._held = {}               # outbox id -> not before (an unrecorded attempt)
-        self._wake = asyncio.Event()
-        self._loop_task = None
-        self._stopping = False
 
     @property
     def campaign_slots(self):
@@ -91,23 +92,10 @@ class DeliveryWorker:
 
     # ---- server loop ------------------------------------------------------------------------
 
-    def notify(self):
-        """Something was enqueued (call after the commit): look for due rows now."""
-        self._wake.set()
-
-    def start(self):
-        if self._loop_task is None:
-            self._stopping = False
-            self._loop_task = asyncio.ensure_future(self._run())
-
     async def stop(self, grace=None):
         """Stop dispatching; give attempts in flight ``grace`` seconds, then cancel them (an attempt
         cut short is not recorded and is sent again after the restart, with the same webhook-id)."""
-        self._stopping = True
-        self._wake.set()
-        if self._loop_task is not None:
-            await self._loop_task
-            self._loop_task = None
+        await super().stop()
         if self._tasks:
             grace = self.settings.shutdown_grace_seconds if grace is None else grace
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace)  # 0: cancel at once
@@ -118,17 +106,8 @@ class DeliveryWorker:
             self._http.close()
             self._http = None
 
-    async def _run(self):
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                await self._dispatch(self.clock())
-            except Exception:
-                log.exception("delivery: looking for due webhooks failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
-            except asyncio.TimeoutError:
-                pass
+    async def round(self):
+        await self._dispatch(self.clock())
 
     # ---- one step ---------------------------------------------------------------------------
 

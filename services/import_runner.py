@@ -12,6 +12,7 @@ from services import csv_import
 from services.contact_import import (BATCH_ROWS, RUNNING, delete_upload, reader_request, remove_file,
                                      report_path, run_blocking)
 from services.import_reader import ReaderProcess
+from services.worker_loop import WorkerLoop
 from storage import contact_imports as store
 
 log = logging.getLogger("parley.imports")
@@ -145,49 +146,27 @@ async def run_job(services, job, runner, *, should_stop=lambda: False, on_progre
     return job
 
 
-class ImportWorker:
+class ImportWorker(WorkerLoop):
     """The server's background task: runs queued UI jobs (at most `concurrency` at once), resumes the ones a
     restart interrupted, marks jobs of import-contacts commands that died as interrupted (polling every
     poll_seconds, and at once after notify()). Old jobs and their files go with the retention cleanup
     (services/retention.py)."""
 
+    name = "imports"
+
     def __init__(self, services, *, concurrency=2, poll_seconds=5.0):
+        super().__init__()
         self.services, self.concurrency = services, concurrency
         self.poll_seconds = poll_seconds
         self._jobs = {}  # job id -> task
-        self._wake = asyncio.Event()
-        self._task = None
-        self._stopping = False
-
-    def start(self):
-        if self._task is None:
-            self._stopping = False
-            self._task = asyncio.ensure_future(self._run())
-
-    def notify(self):
-        """A job was queued: look now."""
-        self._wake.set()
 
     async def stop(self):
         """Each running job stops after its current batch and stays running, to be resumed by the next start."""
-        self._stopping = True
-        self._wake.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        await super().stop()
         await asyncio.gather(*self._jobs.values(), return_exceptions=True)
 
-    async def _run(self):
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                await self.step()
-            except Exception:
-                log.exception("imports: looking for jobs failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
-            except asyncio.TimeoutError:
-                pass
+    async def round(self):
+        await self.step()
 
     async def step(self):
         """Start the active server jobs not running here yet; mark dead commands' jobs interrupted."""

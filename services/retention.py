@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Callable, Optional
 
 from common.ids import iso, utcnow
+from services.worker_loop import WorkerLoop
 from services import contact_import, media
 from storage import delivery as delivery_store
 from storage import events as events_store
@@ -58,34 +59,23 @@ PAUSE_SECONDS = 0.02
 _TRASH = ".trash-"
 
 
-class RetentionWorker:
+class RetentionWorker(WorkerLoop):
     """run_once(now) does one whole cleanup (tests drive it with their own clock); start()/stop() run it
     every settings.retention_interval_seconds as the server's background task."""
 
+    name = "retention"
+    cancel_on_stop = True  # a cleanup cut short is done by the next one
+
     def __init__(self, services, *, clock=utcnow, rules=RULES, pause=PAUSE_SECONDS):
+        super().__init__()
         self.services, self.settings, self.clock, self.rules, self.pause = (
             services, services.settings, clock, rules, pause)
-        self._task = None
+        self.poll_seconds = self.settings.retention_interval_seconds  # also after a cleanup that failed
 
-    def start(self):
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
-
-    async def stop(self):
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _run(self):
-        while True:
-            try:
-                deleted = await self.run_once()
-                if any(deleted.values()):
-                    log.info("retention: deleted %s", ", ".join(f"{n} {name}" for name, n in deleted.items() if n))
-            except Exception:
-                log.exception("retention: the cleanup failed; it runs again at the next interval")
-            await asyncio.sleep(self.settings.retention_interval_seconds)
+    async def round(self):
+        deleted = await self.run_once()
+        if any(deleted.values()):
+            log.info("retention: deleted %s", ", ".join(f"{n} {name}" for name, n in deleted.items() if n))
 
     async def run_once(self, now=None):
         """Delete everything past its time; returns {rule name or "unreferenced media files": count}."""

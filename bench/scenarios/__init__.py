@@ -15,6 +15,7 @@ MODULES = [
     "bench.scenarios.retention",
     "bench.scenarios.bot",
     "bench.scenarios.inbox",
+    "bench.scenarios.compare",
 ]
 
 

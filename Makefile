@@ -1,4 +1,4 @@
-# Parley: `make run` serves HTTPS on :8443; `make test` runs the whole suite.
+# Parley: `make run` installs .venv (with the `parley` command) and serves HTTPS on :8443; `make test` runs the whole suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,15 +18,17 @@ $(STAMP): setup.cfg pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python server.py serve $(ARGS)
+	$(BIN)/parley serve $(ARGS)
 
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest $(ARGS)
+	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(ARGS)
 
 # The UI tests drive Debian's Chromium through Playwright (its own browser download does not work offline).
+# A Chromium (or Chrome) installed elsewhere: make test CHROMIUM=/path/to/chromium (then nothing is installed).
+CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
-	@test -x /usr/bin/chromium || ($(SUDO) apt-get update -q && \
+	@test -x $(CHROMIUM) || ($(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 # Benchmarks (bench/README.md): wrk from Debian, py-spy for the profile; ~10 minutes on 2 cores.
@@ -37,7 +39,7 @@ bench: $(STAMP)
 
 # The UI's pages as PNGs in docs/screenshots/ (scripts/screenshots.py lists them), from a server with demo data.
 screenshots: $(STAMP) chromium
-	$(BIN)/python scripts/screenshots.py $(ARGS)
+	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/screenshots.py $(ARGS)
 
 # Fault tests with larger counts than the CI-sized run inside `make test`.
 PARLEY_FAULT_SCALE ?= 10

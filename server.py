@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
-"""Parley's composition root: the CLI, make_app(), and main(), which opens storage, starts the
+"""Parley's composition root: make_app(), and main(), which opens storage, starts the
 background tasks, listens (HTTPS, plus the plain-HTTP rejecter), awaits a shutdown signal, drains
-and closes."""
-import argparse
+and closes. `python server.py COMMAND` is the `parley` command (parley_cli.py)."""
 import asyncio
 import json
 import logging
 import os
 import signal
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass
@@ -23,21 +21,23 @@ import settings as settings_module
 from handlers import routes
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
-from services import accounts, contact_import, import_runner
+from handlers.ui import text as ui_text
+from services import accounts
 from services.bot import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.delivery import DeliveryWorker
+from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
 from services.retention import RetentionWorker
-from common.errors import DomainError, NotFound
 from common.ids import new_id
 from services.ratelimit import RateLimiter
 from services.secretbox import SecretBox
+from common.redact import RedactingFormatter
 from services.tls import CertificateSource
-from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, connection_cap,
-                     raise_file_limit)
-from storage.db import Database, connect_sync
+from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
+                     connection_cap, raise_file_limit)
+from storage.db import Database
 
 log = logging.getLogger("parley")
 ROOT = Path(__file__).parent
@@ -53,6 +53,7 @@ class Services:
     limiter: RateLimiter
     delivery: "DeliveryWorker" = None  # the outbox worker; main() starts it, close() stops it
     imports: "ImportWorker" = None  # runs and resumes contact imports; main() starts it, close() stops it
+    import_limits: "ImportLimits" = None  # preview readers and drafts an account may hold at once
     campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
@@ -93,10 +94,12 @@ async def open_services(settings):
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
+    services.import_limits = ImportLimits(settings)
     services.campaigns = CampaignRunner(services)
     services.retention = RetentionWorker(services)
     services.bot = BotRunner(services)
-    services.hub = Hub(db)
+    services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
+                       max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
     return services
 
@@ -110,6 +113,7 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
         # The admin UI's templates (UiHandler.render): autoescaped, strict about undefined names.
         self.jinja = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "templates")),
                                        autoescape=True, undefined=jinja2.StrictUndefined)
+        ui_text.install(self.jinja)
         super().__init__(
             routes(),
             default_handler_class=NotFoundHandler,
@@ -139,9 +143,13 @@ log_throttle = LogThrottle(interval=10.0)
 
 
 def configure_logging(level):
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     logging.getLogger("tornado.access").setLevel(logging.WARNING)
+    logging.getLogger("tornado.general").addFilter(TlsRefusalLog())  # first: it rewrites what LogThrottle sees
+    # aiosqlite's debug lines quote every statement's arguments: key hashes, session hashes, messages.
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     for name in THROTTLED_LOGGERS:
         logging.getLogger(name).addFilter(log_throttle)
 
@@ -152,23 +160,26 @@ FD_RESERVE = 128
 
 
 def print_first_run(info):
+    """The setup link only: it is spent once and dies in 24 h, so a captured log keeps nothing that lasts."""
     print(json.dumps({"event": "first_run", "ui_url": info["ui_url"], "login": info["login"],
-                      "password": info["password"], "api_key": info["api_key"],
+                      "setup_url": info["setup_url"], "expires_at": info["expires_at"],
                       "account_id": info["account_id"]}), flush=True)
-    print("\nParley is ready. These credentials are shown once; keep them now.\n"
-          f"  UI:       {info['ui_url']}\n  login:    {info['login']}\n  password: {info['password']}\n"
-          f"  API key:  {info['api_key']}\n"
-          f"  try:      curl -k \"{info['ui_url']}v1/account?apiKey={info['api_key']}\"\n", flush=True)
+    print("\nParley is ready. Open this one-time link to choose the owner's password (it works once,\n"
+          f"until {info['expires_at']}); the Settings page then shows the API key.\n"
+          f"  setup:    {info['setup_url']}\n  login:    {info['login']}\n", flush=True)
 
 
 async def main(settings):
     """Open, listen, await SIGTERM/SIGINT, drain, close. Whatever fails once the services are open (a
     port already in use, an unreadable certificate) still closes them: the writer process stops cleanly."""
+    if settings.allow_private_webhooks:
+        log.warning("--allow-private-webhooks is on: webhook and AI provider URLs may be private, loopback or "
+                    "plain http addresses. For local testing only: never in production.")
     services = await open_services(settings)
     servers, tasks, guard, recovery = [], [], None, None
     try:
         certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
-                                  hosts=[urlsplit(settings.base_url).hostname])
+                                  hosts=[urlsplit(settings.base_url).hostname], profile=settings.tls_profile)
         certs.ensure()
         app = make_app(settings, services)
         # Messages stored before this run takes requests that the bot never decided on (a kill, a crash)
@@ -176,7 +187,8 @@ async def main(settings):
         recover_before = new_id("msg")
         cap = connection_cap(settings.max_connections, raise_file_limit(),
                              FD_RESERVE + settings.delivery_concurrency)
-        guard = ConnectionGuard(cap)
+        guard = ConnectionGuard(cap, socket_share=settings.live_sockets_share)
+        app.connection_guard = guard  # /ws asks it whether a WebSocket may take one more connection
         limits = dict(guard=guard, idle_connection_timeout=settings.idle_timeout_seconds,
                       body_timeout=settings.body_timeout_seconds, max_header_size=settings.max_header_bytes,
                       # The largest body any route takes; each route's own limit answers 413 below it.
@@ -252,171 +264,7 @@ async def main(settings):
     log.info("stopped")
 
 
-# ---- ops commands: each prints one JSON object on stdout -------------------------------------
-
-async def _with_services(settings, fn):
-    services = await open_services(settings)
-    try:
-        return await fn(services)
-    finally:
-        await services.close()
-
-
-def cmd_create_account(settings, args):
-    async def run(s):
-        created = await accounts.create_account(
-            s.db, s.box, s.keys, name=args.name, email=args.email,
-            account_type="agency" if args.agency else "standard", agency_email=args.agency_email,
-            password=args.password)
-        out = {k: created[k] for k in ("account_id", "email", "api_key", "type")}
-        if not args.password:
-            out["password"] = created["password"]
-        return out
-    return asyncio.run(_with_services(settings, run))
-
-
-def cmd_rotate_key(settings, args):
-    async def run(s):
-        account = await accounts.get_account_by_email(s.db, args.email)
-        if account is None:
-            raise SystemExit(json.dumps({"error": f"no account with email {args.email}"}))
-        return {"account_id": account["id"], "api_key": await accounts.rotate_key(s.db, s.keys, account["id"])}
-    return asyncio.run(_with_services(settings, run))
-
-
-def cmd_backup(settings, args):
-    """Online backup through SQLite's backup API: consistent even while the server writes."""
-    out = Path(args.out)
-    if not settings.db_path.exists():
-        raise SystemExit(json.dumps({"error": f"no database at {settings.db_path}"}))
-    source = connect_sync(settings.db_path)
-    os.close(os.open(out, os.O_WRONLY | os.O_CREAT, 0o600))  # a copy of everything: private like the original
-    os.chmod(out, 0o600)
-    target = sqlite3.connect(str(out))
-    try:
-        source.backup(target)
-        version = target.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        target.close()
-        source.close()
-    return {"backup": str(out), "bytes": out.stat().st_size, "schema_version": version}
-
-
-class ProgressBar:
-    """import-contacts' progress on a terminal (stderr), redrawn at most 5 times a second."""
-
-    WIDTH = 30
-
-    def __init__(self, stream):
-        self.stream, self.drawn = stream, 0.0
-
-    def __call__(self, job):
-        p = contact_import.progress(job)
-        if p["status"] == "running" and time.monotonic() - self.drawn < 0.2:
-            return
-        self.drawn = time.monotonic()
-        filled = int(p["percent"] * self.WIDTH / 100)
-        rate = f"  {p['rowsPerSecond']:.0f} rows/s" if p["rowsPerSecond"] else ""
-        left = f", {p['secondsLeft']} s left" if p["secondsLeft"] is not None else ""
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p['percent']:5.1f} %  {p['rowsRead']} rows: "
-                          f"{p['created']} created, {p['matched']} matched, {p['failed']} failed{rate}{left}\x1b[K")
-        self.stream.flush()
-
-    def close(self):
-        self.stream.write("\n")
-        self.stream.flush()
-
-
-def cmd_import_contacts(settings, args):
-    """The Contacts > Import job for operators, run in this process (its writer process shares the database
-    with a running server's); the summary's status says whether it completed."""
-    async def run(s):
-        account = await accounts.get_account_by_email(s.db, args.email)
-        if account is None:
-            raise NotFound(f"no account with email {args.email}")
-        runner = import_runner.cli_runner()
-        job = await contact_import.create_for_cli(s, account["id"], args.file, runner, list_id=args.list,
-                                                  region=args.default_country, overrides=args.map or ())
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else None
-        try:
-            job = await import_runner.run_job(s, job, runner, should_stop=stop.is_set, on_progress=bar,
-                                              pause=import_runner.CLI_PAUSE_SECONDS)
-        finally:
-            if bar:
-                bar.close()
-        if job["status"] == "running":  # stopped by a signal: what is committed stays
-            job = await contact_import.interrupt(s, job, f"stopped by the operator after row {job['row_number']}")
-        report = contact_import.report_path(settings.data_dir, job["id"])
-        return {"import_id": job["id"], "status": job["status"], "rows": job["rows_read"], "created": job["created"],
-                "matched": job["matched"], "failed": job["failed"],
-                "error_report": str(report.resolve()) if job["errors_bytes"] else None, "message": job["message"]}
-    return asyncio.run(_with_services(settings, run))
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(prog="server.py", description="Parley: self-hosted customer messaging.")
-    sub = parser.add_subparsers(dest="command")
-    commands = {
-        "serve": sub.add_parser("serve", help="run the HTTPS server (the default)"),
-        "create-account": sub.add_parser("create-account", help="create an account; prints its API key once"),
-        "rotate-key": sub.add_parser("rotate-key", help="generate a new API key; the old one dies at once"),
-        "backup": sub.add_parser("backup", help="online backup of the database to OUT"),
-        "import-contacts": sub.add_parser("import-contacts", help="import contacts from a CSV file into an account"),
-    }
-    c = commands["create-account"]
-    c.add_argument("--name", required=True)
-    c.add_argument("--email", required=True)
-    c.add_argument("--agency", action="store_true", help="an agency account (may grant credits)")
-    c.add_argument("--agency-email", help="make a sub-account of the agency with this email")
-    c.add_argument("--password", help="UI password (generated and printed when omitted)")
-    commands["rotate-key"].add_argument("--email", required=True)
-    commands["backup"].add_argument("out", metavar="OUT")
-    c = commands["import-contacts"]
-    c.add_argument("--email", required=True, help="the account's email")
-    c.add_argument("file", metavar="FILE.csv", help="UTF-8 CSV with a header row; comma or semicolon separated")
-    c.add_argument("--list", metavar="LIST_ID", help="add every imported contact to this list of the account")
-    c.add_argument("--default-country", metavar="CC", help="ISO country code for phone numbers without +")
-    c.add_argument("--map", action="append", metavar="FIELD=COLUMN",
-                   help="firstName, lastName, phone or email = a column's name or 1-based number (empty: skip "
-                        "the field); repeatable; the rest is guessed from the header")
-    for p in commands.values():
-        settings_module.add_arguments(p)
-    return parser
-
-
-def cli(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        argv = ["serve", *argv]
-    args = parser.parse_args(argv)
-    try:
-        settings = settings_module.from_namespace(args)
-    except Exception as exc:
-        parser.error(str(exc))
-    configure_logging(settings.log_level)
-    os.umask(0o077)  # whatever this process and its writer create (media, certificates, backups) is private
-    if args.command == "serve":
-        try:
-            asyncio.run(main(settings))
-        except OSError as exc:  # a port in use, a certificate that cannot be read: one line, no traceback
-            log.error("cannot serve: %s", exc)
-            return 1
-        return 0
-    runner = {"create-account": cmd_create_account, "rotate-key": cmd_rotate_key, "backup": cmd_backup,
-              "import-contacts": cmd_import_contacts}
-    try:
-        result = runner[args.command](settings, args)
-    except DomainError as exc:
-        print(json.dumps({"error": str(exc)}))
-        return 1
-    print(json.dumps(result))
-    return 0 if result.get("status", "completed") == "completed" else 1  # an import that did not complete
-
+from parley_cli import cli  # noqa: E402 (the CLI calls back into main() and open_services() above)
 
 if __name__ == "__main__":
     sys.exit(cli())

@@ -2,6 +2,7 @@
 after early answers, 431 for oversized headers, accept() failures logged once per interval), draining
 on shutdown; and the plain-HTTP rejecter."""
 import collections
+import contextvars
 import errno
 import logging
 import os
@@ -27,6 +28,7 @@ RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_PAUSE_SECONDS = 0.1  # after accept() ran out of file descriptors
 RESUME_CHECK_SECONDS = 0.5  # while paused at the cap: how often to look for closed connections again
 DISCARD_BEFORE_CLOSE = 1 << 20  # bytes read and dropped before closing after a 431 (avoids a reset)
+handshaking_client = contextvars.ContextVar("handshaking_client", default=None)  # its address, during a handshake
 
 
 class ConnectionGuard:
@@ -38,8 +40,11 @@ class ConnectionGuard:
     fails for lack of file descriptors, accepting pauses briefly and one waiting connection is closed.
     """
 
-    def __init__(self, cap):
+    def __init__(self, cap, socket_share=0.5):
         self.cap = cap
+        # WebSockets (detached) hold at most this many connections: the rest of the cap is never theirs, so
+        # that however many pages are open, the API and the pages themselves still get connections.
+        self.socket_cap = max(1, int(cap * socket_share))
         self.open = set()
         self.waiting = collections.OrderedDict()  # streams waiting for a request, longest first
         self.detached = set()  # handed over to a WebSocket: counted until they close
@@ -78,6 +83,12 @@ class ConnectionGuard:
         for stream in [s for s in self.detached if s.closed()]:
             self.detached.discard(stream)
             self.open.discard(stream)
+
+    def socket_room(self):
+        """Whether one more connection may become a WebSocket (socket_cap)."""
+        if len(self.detached) >= self.socket_cap:
+            self._forget_closed_detached()
+        return len(self.detached) < self.socket_cap
 
     def make_room(self):
         """True when one more connection may be accepted (closing the longest-waiting one if need be)."""
@@ -254,11 +265,19 @@ class _PlainStream(_ServerStream, IOStream):
 
 
 class _TLSStream(_ServerStream, SSLIOStream):
-    pass
+    client_address = None  # set by GuardedHTTPServer._accepted
+
+    def _do_ssl_handshake(self):
+        # Tornado logs a failed handshake with getpeername(), often gone by then: TlsRefusalLog reads this.
+        token = handshaking_client.set(self.client_address)
+        try:
+            super()._do_ssl_handshake()
+        finally:
+            handshaking_client.reset(token)
 
 
 class GuardedHTTPServer(tornado.httpserver.HTTPServer):
-    """Tornado's HTTPServer with the limits of the README: connections capped by ``guard`` (shared by every
+    """Tornado's HTTPServer with the limits of docs/operations.md "Limits": connections capped by ``guard`` (shared by every
     server of the process), a TLS handshake deadline, request headers up to ``max_header_size`` (431
     above), and the idle and body timeouts Tornado has. It also knows how many requests are still being
     received: a request counts from its headers until its body is complete, the handler from then on
@@ -291,6 +310,7 @@ class GuardedHTTPServer(tornado.httpserver.HTTPServer):
         if stream is None:
             return
         stream.server = self
+        stream.client_address = address[0] if address else None
         self.guard.opened(stream)
         if isinstance(stream, SSLIOStream) and self.handshake_timeout:
             self._handshake_deadline(stream)
@@ -445,6 +465,38 @@ class LogThrottle(logging.Filter):
                 summary.args = (window[1], now - window[0], record.getMessage())
                 del self._windows[key]
                 logging.getLogger(record.name).handle(summary)
+
+
+class TlsRefusalLog(logging.Filter):
+    """Tornado's "SSL Error on <fd> <peer>: <error>" (one per connection: a browser that refuses the
+    self-signed certificate opens many) becomes one INFO line per client address per ``interval`` seconds,
+    with the fix when the client refused the certificate. For the "tornado.general" logger, before
+    LogThrottle."""
+
+    HINT = ("the client refused the server's certificate: trust data/tls/cert.pem in the browser or system, "
+            "or bring a certificate with --tls-cert and --tls-key")
+
+    def __init__(self, interval=3600.0, clock=time.monotonic):
+        super().__init__()
+        self.interval, self.clock = interval, clock
+        self._last = {}  # client address -> when its last line was logged
+
+    def filter(self, record):
+        if record.msg != "SSL Error on %s %s: %s" or not isinstance(record.args, tuple) or len(record.args) != 3:
+            return True
+        peer, error = record.args[1], str(record.args[2])
+        address = handshaking_client.get() or (peer[0] if isinstance(peer, tuple) and peer else str(peer))
+        now = self.clock()
+        if now - self._last.get(address, -self.interval) < self.interval:
+            return False
+        if len(self._last) > 10000:  # bounded: forget the addresses whose hour is over
+            self._last = {a: t for a, t in self._last.items() if now - t < self.interval}
+        self._last[address] = now
+        hint = f"; {self.HINT}" if "ALERT" in error.upper() else ""
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.msg, record.args = "TLS handshake from %s failed: %s%s (logged once per address per hour)", (
+            address, error, hint)
+        return True
 
 
 def raise_file_limit():

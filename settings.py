@@ -2,7 +2,7 @@
 import argparse
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,10 @@ class Settings(BaseModel):
     tls_cert: Optional[Path] = Field(None, description="PEM certificate (chain); without it a self-signed "
                                                         "certificate is generated in data/tls/.")
     tls_key: Optional[Path] = Field(None, description="PEM private key for --tls-cert.")
+    tls_profile: Literal["intermediate", "modern"] = Field(
+        "intermediate", description="Mozilla TLS configuration for the HTTPS listener and Parley's own outgoing "
+                                    "connections (webhooks, the AI provider): intermediate (TLS 1.2 and 1.3) or "
+                                    "modern (TLS 1.3 only).")
     public_url: Optional[str] = Field(None, description="Public base URL (https://host:port) used in links and "
                                                          "the self-signed certificate; default https://localhost:PORT.")
     rate_limit: int = Field(600, ge=1, description="Requests per API key per minute (accounts may override).")
@@ -32,6 +36,18 @@ class Settings(BaseModel):
     max_import_bytes: int = Field(209_715_200, ge=1024,
                                   description="Largest CSV file accepted by Contacts > Import (413 above; nothing "
                                               "of it is kept).")
+    import_drafts_per_account: int = Field(5, ge=1, description="Contacts > Import uploads an account may have "
+                                                                "waiting to be started (uploads still arriving "
+                                                                "count); another is refused (409) until one is "
+                                                                "started or discarded.")
+    import_preview_max_bytes: int = Field(2_097_152, ge=1_048_576,
+                                          description="Bytes of a file the import preview reads at most (its "
+                                                      "sample: the first 1,000 rows in them).")
+    import_preview_max_lines: int = Field(20_000, ge=1000, description="Lines of a file the import preview reads "
+                                                                       "at most, blank ones included.")
+    import_preview_readers: int = Field(2, ge=1, description="Import previews read at once, over all accounts "
+                                                             "(and one per account); a page view beyond that "
+                                                             "shows no preview and says to reload.")
     max_buffered_body_bytes: int = Field(134_217_728, ge=65536,
                                          description="Request bodies held in memory at once, across all "
                                                      "connections (503 with Retry-After above).")
@@ -57,7 +73,7 @@ class Settings(BaseModel):
                                                                 "gets the writer process replaced; its writes "
                                                                 "answer 503 saying whether they were stored.")
     retention_interval_seconds: float = Field(3600.0, gt=0, description="How often the cleanup runs (see "
-                                                                        "README \"Retention\").")
+                                                                        "docs/operations.md \"Retention\").")
     retention_webhook_days: int = Field(30, ge=0, description="Days to keep delivered and finally failed webhooks "
                                                               "and their delivery attempts; 0 keeps them for ever.")
     retention_orphan_media_hours: float = Field(24.0, gt=0, description="Hours before a media file that no "
@@ -70,11 +86,24 @@ class Settings(BaseModel):
                                                                        "cannot hold every slot.")
     bot_concurrency: int = Field(8, ge=1, description="Inbound messages the bot works on at once (each may wait "
                                                       "for the AI provider); more wait their turn.")
+    bot_concurrency_per_account: int = Field(2, ge=1, description="Of those, at most this many per account "
+                                                                  "(POST /v1/bot/test included), so that one "
+                                                                  "account's slow AI provider cannot hold every "
+                                                                  "slot.")
     bot_history_messages: int = Field(20, ge=1, le=200, description="Most recent messages of the conversation "
                                                                     "sent to the bot's AI provider.")
     bot_history_chars: int = Field(8000, ge=10, description="At most this many characters of the conversation "
                                                              "are sent to the bot's AI provider (older messages "
                                                              "are left out first).")
+    live_sockets_per_session: int = Field(8, ge=1, description="Live-event WebSockets (open admin pages) one "
+                                                               "signed-in session keeps at most; a newer one "
+                                                               "closes the oldest.")
+    live_sockets_per_account: int = Field(50, ge=1, description="Live-event WebSockets one account keeps at "
+                                                                "most, across its sessions; a newer one closes "
+                                                                "the oldest.")
+    live_sockets_share: float = Field(0.5, gt=0, lt=1, description="Share of --max-connections that live-event "
+                                                                   "WebSockets may hold in all (503 above): the "
+                                                                   "rest is kept for the API and the pages.")
     live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept (deleted by "
                                                                        "the retention cleanup): an inbox page offline "
                                                                        "for longer reloads instead of resuming from "
@@ -118,3 +147,12 @@ def add_arguments(parser):
 def from_namespace(ns):
     values = {name: getattr(ns, name) for name in Settings.model_fields if getattr(ns, name, None) is not None}
     return Settings(**values)
+
+
+def markdown_table():
+    """The settings table of docs/operations.md (scripts/settings_table.py writes it there; a test compares)."""
+    rows = ["| flag | variable | default | what it does |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = "off" if field.default is False else "—" if field.default is None else field.default
+        rows.append(f"| `{flag(name)}` | `{env_name(name)}` | `{default}` | {field.description} |")
+    return "\n".join(rows) + "\n"

@@ -5,13 +5,14 @@ class DomainError(Exception):
     status = 400
     code = "VALIDATION_ERROR"
 
-    def __init__(self, message, code=None, headers=None, field=None):
+    def __init__(self, message, code=None, headers=None, field=None, existing_id=None):
         super().__init__(message)
         self.message = message
         if code:
             self.code = code
         self.headers = headers or {}
         self.field = field  # the input field at fault, when one is (the import's error report names it)
+        self.existing_id = existing_id  # a Conflict's other record (the contact that has this phone), if any
 
 
 class Invalid(DomainError):

@@ -1,21 +1,96 @@
 """Validation shared by every pydantic model: an error as one sentence that names the field (e.g.
-"bot.rules[0].keywords: …"), and the JSON Schema note for text that must not be blank."""
+"bot.rules[0].keywords: …"), the JSON Schema note for text that must not be blank, and the rule for
+identifier-like text (ids, names, emails, keywords, settings keys): no C0/C1 control characters."""
+import re
+from typing import Annotated
 
+from pydantic import AfterValidator, Field
+
+from common.errors import Invalid
+
+_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 # Documents (in the OpenAPI schema only) a check the validators make by hand with str.strip(): not empty or
 # whitespace-only. Python's whitespace, spelled out: JSON Schema's \S differs (e.g. on U+001F, U+FEFF).
-NOT_BLANK = {"pattern": "[^" + "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + "]"}
+NOT_BLANK = {"pattern": "[^" + _WHITESPACE + "]"}
+
+# C0 (U+0000-U+001F), DEL and C1 (U+0080-U+009F): in a name or an id they end up in headers (a 500), in
+# CSV exports, in log lines and on pages as junk. Message bodies keep their newlines and tabs.
+# The schema says it as "not: pattern" (no anchors, whose "$" Python's re and ECMA read differently), so
+# that it composes with NOT_BLANK's pattern.
+_NO_CONTROL = {"not": {"pattern": "[\\u0000-\\u001f\\u007f-\\u009f]"}}
+
+
+def is_control(char):
+    code = ord(char)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
+def refuse_control_characters(value, field=None):
+    """The value unchanged, or ValueError naming the first control character (and the field, when given)."""
+    for char in value or ():
+        if is_control(char):
+            raise ValueError(f"{field + ' ' if field else ''}must not contain control characters (U+{ord(char):04X})")
+    return value
+
+
+def no_control_characters(value, field):
+    """refuse_control_characters for code outside the pydantic models (UI forms, imports): Invalid."""
+    try:
+        return refuse_control_characters(value, field)
+    except ValueError as exc:
+        raise Invalid(str(exc), field=field) from None
+
+
+Identifier = Annotated[str, AfterValidator(refuse_control_characters), Field(json_schema_extra=_NO_CONTROL)]
+IdentifierNotBlank = Annotated[str, AfterValidator(refuse_control_characters),
+                               Field(json_schema_extra={**_NO_CONTROL, **NOT_BLANK})]
+
+
+def lone_surrogate_path(data, path=""):
+    """Where parsed JSON holds a lone surrogate ("\\ud800" is valid JSON but no Unicode text: it cannot be
+    stored or sent on), as a field path; None when nowhere."""
+    if isinstance(data, str):
+        return path if _has_surrogate(data) else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            inner = f"{path}.{_printable(key)}" if path else _printable(key)
+            if _has_surrogate(key):
+                return (path + " key" if path else "key") + f" {key.encode('utf-8', 'backslashreplace').decode()}"
+            found = lone_surrogate_path(value, inner)
+            if found is not None:
+                return found
+    if isinstance(data, list):
+        for index, value in enumerate(data):
+            found = lone_surrogate_path(value, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(text):
+    # isascii() is a flag lookup: megabytes of base64 media are passed over at once.
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _printable(part):
+    """A path part as a message can show it: a dict key with a control character escaped."""
+    return part.encode("unicode_escape").decode("ascii") if any(map(is_control, part)) else part
 
 
 def field_path(loc, prefix=""):
     """("rules", 0, "keywords") -> "rules[0].keywords" (after prefix, when given)."""
     path = prefix
     for part in loc:
-        if part == "__root__":
+        if part in ("__root__", "[key]"):  # "[key]": pydantic's marker for a dict key, named by the part before
             continue
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            part = _printable(str(part))
+            path += f".{part}" if path else part
     return path
 
 

@@ -1,8 +1,8 @@
 """Account API: the calling account, its settings and its webhook signing secret."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import Account, AccountSettings, SettingsPatch, WebhookSecret
-from services import accounts
+from handlers.schemas import Account, AccountSettings, SettingsPatch, WebhookSecret, WebhookTestResult
+from services import accounts, webhook_ping
 
 
 class AccountHandler(ApiHandler):
@@ -19,17 +19,18 @@ class AccountSettingsHandler(ApiHandler):
         "Change account settings", {200: (AccountSettings, "The whole settings object after the change.")},
         body=SettingsPatch, tags=("account",),
         description="Only the keys present change; null removes a setting. Webhook URLs must be https and "
-                    "public (unless the server runs with --allow-private-webhooks). `bot` is a JSON Merge Patch "
+                    "public (unless the server runs with --allow-private-webhooks); a URL whose host does not "
+                    "resolve now is saved with a `warnings` entry. `bot` is a JSON Merge Patch "
                     "(RFC 7386) of the stored bot object: objects merge, null removes a key, arrays replace; "
                     "the provider's apiKey is write-only and kept unless sent again or set to null.")}
 
     async def patch(self):
         patch = self.json_body(SettingsPatch)
-        changes = await accounts.validate_settings_changes(
+        changes, warnings = await accounts.validate_settings_changes(
             patch.model_dump(exclude_unset=True), allow_private=self.application.settings_obj.allow_private_webhooks)
         settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes,
                                                   box=self.services.box)
-        self.respond(settings)
+        self.respond({**settings, "warnings": warnings} if warnings else settings)
 
 
 class WebhookSecretHandler(ApiHandler):
@@ -49,3 +50,15 @@ class WebhookSecretRotateHandler(ApiHandler):
     async def post(self):
         self.respond(await accounts.rotate_webhook_secret(self.services.db, self.services.box,
                                                           self.principal.account_id))
+
+
+class WebhookTestHandler(ApiHandler):
+    operations = {"post": Operation(
+        "Send test event", {200: WebhookTestResult}, tags=("account",),
+        errors={409: "No Custom Channel Webhook URL is set (CONFLICT)."},
+        description="POSTs a signed {\"event\": \"ping\", …} to the Custom Channel Webhook URL now, outside the "
+                    "outbox, with the same SSRF guard, signature and timeout as deliveries, and answers what the "
+                    "receiver did. Stores nothing, so it takes no Idempotency-Key: a repeat sends another ping.")}
+
+    async def post(self):
+        self.respond(await webhook_ping.send_test_event(self.services, self.principal.account_id))

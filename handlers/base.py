@@ -16,9 +16,10 @@ from markupsafe import Markup
 from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
-from common.validation import validation_message
+from common.redact import masked_uri
+from common.validation import lone_surrogate_path, no_control_characters, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import idempotency, sessions
+from services import idempotency, inbox, sessions, subaccounts
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -28,9 +29,10 @@ CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "N
          405: "METHOD_NOT_ALLOWED", 409: "CONFLICT", 413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
          422: "IDEMPOTENCY_KEY_REUSED", 429: "RATE_LIMITED", 431: "HEADERS_TOO_LARGE", 500: "INTERNAL",
          503: "UNAVAILABLE"}
-SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff"}
+# Server: the product without a version (Tornado's default names its version, a scanner's first lookup).
+SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff",
+                    "Server": "Parley"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
-_SECRET_QUERY = re.compile(r"(?i)(apiKey=)[^&]*")
 
 
 def log_request(handler):
@@ -40,7 +42,7 @@ def log_request(handler):
     if not access_log.isEnabledFor(level):
         return  # e.g. --log-level warning: no masking or formatting for a line nobody reads
     request = handler.request
-    uri = _SECRET_QUERY.sub(r"\1***", request.uri)
+    uri = masked_uri(request.uri)
     access_log.log(level, "%d %s %s (%s) %.1fms rid=%s", status, request.method, uri, request.remote_ip,
                    1000.0 * request.request_time(), getattr(handler, "request_id", "-"))
 
@@ -60,11 +62,15 @@ def _refuse_duplicate_keys(pairs):
 def parse_json(raw):
     """A request body as JSON, or Invalid: not JSON, a key twice in one object, nested too deeply."""
     try:
-        return json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
+        data = json.loads(raw or b"null", object_pairs_hook=_refuse_duplicate_keys)
     except RecursionError:
         raise Invalid("request body is nested too deeply") from None
     except (ValueError, UnicodeDecodeError):
         raise Invalid("request body is not valid JSON") from None
+    where = lone_surrogate_path(data)
+    if where is not None:
+        raise Invalid(f"{where or 'request body'} is not valid Unicode text (a lone surrogate \\uD800-\\uDFFF)")
+    return data
 
 
 @tornado.web.stream_request_body
@@ -140,7 +146,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
                   exc_info=(typ, value, tb))
 
     def _request_summary(self):
-        return "%s %s" % (self.request.method, _SECRET_QUERY.sub(r"\1***", self.request.uri))
+        return "%s %s" % (self.request.method, masked_uri(self.request.uri))
 
     def describe_error(self, status_code, exc):
         """(status, code, message) of an error answer, for every page kind; applies a DomainError's
@@ -156,10 +162,14 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         return status_code, code, f"internal error; the request id is {self.request_id}"
 
     def write_error(self, status_code, **kwargs):
-        status_code, code, message = self.describe_error(status_code, kwargs.get("exc_info", (None, None, None))[1])
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        status_code, code, message = self.describe_error(status_code, exc)
+        body = self.error_body(code, message)
+        if getattr(exc, "existing_id", None) and isinstance(body.get("error"), dict):
+            body["error"]["existingId"] = exc.existing_id  # the spec's shape, plus the id for programs
         self.clear_header("Content-Type")
         self.set_status(status_code)
-        self.respond(self.error_body(code, message), status_code)
+        self.respond(body, status_code)
 
 
 class NotFoundHandler(BaseHandler):
@@ -232,16 +242,25 @@ class ApiHandler(BaseHandler):
         self.reserve_body()
 
     def api_key(self):
-        key = self.request.headers.get("x-api-key")
+        """The x-api-key header, else Authorization: Bearer, else (but on header-only routes) ?apiKey=."""
+        key = self.request.headers.get("x-api-key") or bearer_token(self.request.headers.get("Authorization"))
         if key or self.key_in_header_only:
             return key
         return self.get_query_argument("apiKey", None)
 
+    def missing_key_message(self):
+        if not self.key_in_header_only:
+            return ("missing API key: pass it in the x-api-key header or as Authorization: Bearer "
+                    "(or the apiKey query parameter)")
+        if self.get_query_argument("apiKey", None) is not None:
+            return ("missing API key: this endpoint takes the key only in the x-api-key header (or as "
+                    "Authorization: Bearer), not ?apiKey= (spec §4.6)")
+        return "missing API key: pass it in the x-api-key header or as Authorization: Bearer"
+
     async def authenticate(self):
         key = self.api_key()
         if not key:
-            raise Unauthorized("missing API key: pass it as the apiKey query parameter or the x-api-key header"
-                               if not self.key_in_header_only else "missing API key: pass it in the x-api-key header")
+            raise Unauthorized(self.missing_key_message())
         registry = self.services.keys
         key_hash = hash_api_key(key)
         # Counted per presented key before any storage work; a cached account's override applies,
@@ -280,6 +299,12 @@ class ApiHandler(BaseHandler):
         return await asyncio.get_running_loop().run_in_executor(None, idempotency.fingerprint, params)
 
 
+def bearer_token(authorization):
+    """The token of an "Authorization: Bearer <token>" header (RFC 6750 §2.1: the scheme in any case)."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
 class UnsupportedMediaType(DomainError):
     status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
 
@@ -303,10 +328,39 @@ def session_key(handler):
     return sessions.session_hash(_session_id(handler))
 
 
+def view_as_id(handler):
+    value = handler.get_signed_cookie(UiHandler.VIEW_AS_COOKIE, max_age_days=sessions.SESSION_DAYS)
+    return value.decode() if value else None
+
+
 async def session_user(handler):
-    """The signed-in UI user {id, account_id, email, account_type} of a request's session cookie, or None.
-    UI pages and the live-events WebSocket both authenticate through this one function."""
-    return await sessions.user_for(handler.application.services.db, _session_id(handler))
+    """The signed-in UI user {id, account_id, email, account_type, ...} of a request's session cookie, or None.
+    While an agency user views a sub-account (the view-as cookie, beside the agency's own live session), the
+    sub-account's user, with "viewer": the agency user. UI pages and the live-events WebSocket both
+    authenticate through this one function."""
+    db = handler.application.services.db
+    user = await sessions.user_for(db, _session_id(handler))
+    viewing = view_as_id(handler) if user else None
+    if viewing:
+        viewed = await sessions.user_for(db, viewing)
+        if viewed and viewed["viewer_user_id"] == user["id"]:
+            return {**viewed, "viewer": user}
+    return user
+
+
+# Form fields of text for people (newlines and tabs kept), secrets, and the sign-in's next (safe_next cleans
+# it); every other field of every UI form is identifier-like: names, ids, emails, keywords, URLs.
+_FREE_TEXT_FIELDS = re.compile(r"body|greeting|fallback|description|provider-systemPrompt|rules-\d+-answer|next"
+                               r"|.*password.*")
+
+
+def refuse_control_characters_in_form(arguments):
+    """Invalid naming the first identifier-like form field with a control character: before the handler
+    runs, so that nothing is saved (the API's models refuse the same, common/validation.py)."""
+    for name, values in arguments.items():
+        if not _FREE_TEXT_FIELDS.fullmatch(name):
+            for value in values:
+                no_control_characters(value.decode("utf-8", "replace"), name)
 
 
 class UiHandler(BaseHandler):
@@ -318,6 +372,7 @@ class UiHandler(BaseHandler):
     """
 
     SESSION_COOKIE = "parley_session"
+    VIEW_AS_COOKIE = "parley_view_as"  # an agency viewing a sub-account (handlers/ui/agency.py)
     FLASH_COOKIE = "parley_flash"
     MAX_FORM_BYTES = 65536
     COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
@@ -353,6 +408,7 @@ class UiHandler(BaseHandler):
         for name, values in self.request.body_arguments.items():
             self.request.arguments.setdefault(name, []).extend(values)
         self.check_xsrf_cookie()
+        refuse_control_characters_in_form(self.request.body_arguments)
 
     def get_login_url(self):
         return "/login"
@@ -374,6 +430,10 @@ class UiHandler(BaseHandler):
         """A message for the next page this browser loads (after a redirect): kind is "success" or "error"."""
         self.set_signed_cookie(self.FLASH_COOKIE, json.dumps([kind, text]), expires_days=None, **self.COOKIE_FLAGS)
 
+    def flash_saved(self, done, warnings=()):
+        """The success message of a settings form, with the save's warnings (a host that does not resolve now)."""
+        self.flash("success", " ".join([done, *(f"Note: {w}." for w in warnings)]))
+
     def pop_flashes(self):
         value = self.get_signed_cookie(self.FLASH_COOKIE, max_age_days=1)
         if value is None:
@@ -394,7 +454,13 @@ class UiHandler(BaseHandler):
             raise Forbidden("HTTPS is required", code="HTTPS_REQUIRED")
         self.refuse_oversized_body()
         self.session_id = _session_id(self)
-        self.current_user = await sessions.user_for(self.services.db, self.session_id)
+        self.current_user = await session_user(self)
+        # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
+        self.needs_person = self.credits = None
+        if self.current_user and self.request.method == "GET":
+            self.needs_person = await inbox.needs_person_count(self.services.db, self.account_id)
+            if self.current_user.get("account_type") == "subaccount":
+                self.credits = await subaccounts.own_credits(self.services.db, self.account_id)
         self.reserve_body()
 
     @property
@@ -423,7 +489,8 @@ class UiHandler(BaseHandler):
         template = self.application.jinja.get_template(template_name)
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
-            path=self.request.path,
+            path=self.request.path, needs_person=getattr(self, "needs_person", None),
+            own_credits=getattr(self, "credits", None),
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")

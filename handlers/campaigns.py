@@ -2,7 +2,7 @@
 actions, and its recipients (JSON pages, or the whole list as CSV)."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import CSV, Operation
-from handlers.schemas import Campaign, CampaignCreate, CampaignPage, PageQuery, RecipientCsvQuery, RecipientPage, RecipientQuery
+from handlers.schemas import Campaign, CampaignAction, CampaignCreate, CampaignPage, PageQuery, RecipientCsvQuery, RecipientPage, RecipientQuery
 from services import campaigns
 
 _NOT_FOUND = {404: "No such campaign (NOT_FOUND)."}
@@ -50,11 +50,14 @@ class CampaignActionHandler(ApiHandler):
     """POST /v1/campaigns/{id}/(pause|resume|cancel|retry-failed)."""
     path_params = {"campaignId": "The campaign's id.", "action": "pause, resume, cancel or retry-failed."}
     operations = {"post": Operation(
-        "Pause, resume, cancel a campaign or retry its failed recipients", {200: (Campaign, "The campaign after it.")},
+        "Pause, resume, cancel a campaign or retry its failed recipients",
+        {200: (CampaignAction, "The campaign after it.")},
         tags=("campaigns",), errors={**_NOT_FOUND, 409: "Not allowed in the campaign's status (CONFLICT)."},
         description="pause: running -> paused (queued messages are held). resume: paused -> running. cancel: "
-                    "-> cancelled (pending recipients and queued messages are dropped; sent ones stay). "
-                    "retry-failed: the failed recipients' messages are sent again at the campaign's rate.")}
+                    "-> cancelled (pending recipients and queued messages are dropped, scheduled retries stop; sent "
+                    "ones stay). retry-failed: the failed recipients' messages are sent again at the campaign's "
+                    "rate, those whose delivery retention removed excepted (retry.notRetryable). A large "
+                    "campaign's cancel or retry finishes in batches after the answer (pendingAction).")}
 
     @idempotent
     async def post(self, campaign_id, action):

@@ -1,8 +1,8 @@
-"""Contacts API: POST /v1/contacts, GET /v1/contacts?phoneNumber=|email=, GET /v1/contacts/{id}."""
+"""Contacts API: POST /v1/contacts, GET /v1/contacts?phoneNumber=|email=, GET and PATCH /v1/contacts/{id}."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import Contact, ContactCreate, ContactLookup
-from services import contacts
+from handlers.schemas import Contact, ContactCreate, ContactLookup, ContactPatch
+from services import contacts, idempotency
 
 
 class ContactsHandler(ApiHandler):
@@ -40,8 +40,31 @@ class ContactsHandler(ApiHandler):
 
 class ContactHandler(ApiHandler):
     path_params = {"contactId": "The contact's id."}
-    operations = {"get": Operation("A contact by id", {200: Contact},
-                                   errors={404: "No such contact (CONTACT_NOT_FOUND)."})}
+    operations = {
+        "get": Operation("A contact by id", {200: Contact}, errors={404: "No such contact (CONTACT_NOT_FOUND)."}),
+        "patch": Operation(
+            "Correct a contact, or opt it out or in by hand", {200: (Contact, "The contact after the change.")},
+            body=ContactPatch,
+            description="Any subset of the fields; null clears an optional one (a phone or an email must stay). "
+                        "Validated as on creation. Channel identities (fromId) stay with the contact. A change "
+                        "queues a contact.updated notification (data: the contact).",
+            errors={400: "An invalid field (INVALID_PHONE, INVALID_EMAIL, VALIDATION_ERROR), or neither phone nor "
+                         "email would be left.",
+                    404: "No such contact (CONTACT_NOT_FOUND).",
+                    409: "Another contact of the account has this phone or email (CONFLICT; error.existingId "
+                         "is its id); nothing changed."}),
+    }
 
     async def get(self, contact_id):
         self.respond(await contacts.get_contact(self.services.db, self.principal.account_id, contact_id))
+
+    async def request_fingerprint(self):
+        # Absent and null differ in a PATCH (unchanged vs cleared): the fingerprint keeps only what was sent.
+        return idempotency.fingerprint({"path": list(self.path_args), "body": self.parsed_body.model_dump(
+            mode="json", exclude_unset=True)})
+
+    @idempotent
+    async def patch(self, contact_id):
+        body = self.json_body(ContactPatch)
+        self.respond(await contacts.update_contact(self.services.db, self.principal.account_id, contact_id,
+                                                   body.model_dump(exclude_unset=True), contacts.API_ACTOR))

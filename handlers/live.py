@@ -9,11 +9,14 @@ from urllib.parse import urlsplit
 import tornado.web
 import tornado.websocket
 
-from handlers.base import CODES, session_key, session_user
+from handlers.base import CODES, SECURITY_HEADERS, session_key, session_user
 
 
 def _origin(url):
-    parts = urlsplit(url.strip().lower())
+    try:
+        parts = urlsplit(url.strip().lower())
+    except ValueError:  # e.g. "https://[::1": an Origin or Host header that is no URL matches nothing
+        return None
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 
@@ -58,6 +61,7 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         super().set_header(name, value)
 
     def set_default_headers(self):
+        self.set_header("Server", SECURITY_HEADERS["Server"])
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
 
@@ -82,6 +86,10 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         self.user = await session_user(self)
         if self.user is None:
             raise tornado.web.HTTPError(401, "sign in first: the live events need the session cookie")
+        guard = getattr(self.application, "connection_guard", None)
+        if guard is not None and not guard.socket_room():
+            raise tornado.web.HTTPError(503, "the server has as many live connections as it keeps; the page "
+                                             "works without live updates meanwhile")
         text = self.get_query_argument("after", "")
         if not (text.isascii() and text.isdigit()) or len(text) > 18:
             raise tornado.web.HTTPError(400, "after must be the last event id the page saw (an integer)")
@@ -109,6 +117,8 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         message = (exc.log_message % exc.args if isinstance(exc, tornado.web.HTTPError) and exc.log_message
                    else "the live events are unavailable")
         self.set_header("Content-Type", "application/json; charset=UTF-8")
+        if status_code == 503:  # the WebSockets' share of the connections is taken: the page retries later
+            self.set_header("Retry-After", "30")
         self.finish(json.dumps({"error": {"code": CODES.get(status_code, "ERROR"), "message": message}}))
 
     def log_exception(self, typ, value, tb):

@@ -240,7 +240,7 @@ def _operation(components, handler, method, op, path_params, path_label):
     if not authenticated:
         result["security"] = []
     elif handler.key_in_header_only:
-        result["security"] = [{"ApiKeyHeader": []}]
+        result["security"] = [{"ApiKeyHeader": []}, {"BearerAuth": []}]
     return result
 
 
@@ -290,8 +290,10 @@ def build_document(route_table, title="Parley API", version="1"):
         "openapi": OPENAPI_VERSION,
         "info": {"title": title, "version": version,
                  "description": "Contacts, lists and custom-channel messaging (spec §4). Every request but "
-                                "this document's needs an API key, as the apiKey query parameter or the "
-                                "x-api-key header; POST /v1/subaccounts/credits takes only the header. "
+                                "this document's needs an API key: in a header (recommended: query strings "
+                                "end up in proxy and browser logs), x-api-key or Authorization: Bearer, or "
+                                "as the apiKey query parameter; POST /v1/subaccounts/credits takes only the "
+                                "headers. "
                                 "A method a path does not list answers 405 with an Allow header."},
         "paths": paths,
         "components": {
@@ -299,8 +301,10 @@ def build_document(route_table, title="Parley API", version="1"):
             "securitySchemes": {
                 "ApiKeyQuery": {"type": "apiKey", "in": "query", "name": "apiKey"},
                 "ApiKeyHeader": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "BearerAuth": {"type": "http", "scheme": "bearer",
+                               "description": "Authorization: Bearer <API key>, the same key as x-api-key."},
             },
             "headers": {"X-Request-Id": _header("Identifies the request in the server log.", True)},
         },
-        "security": [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}],
+        "security": [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}, {"BearerAuth": []}],
     }

@@ -1,14 +1,28 @@
 """Pydantic request and response models; also the source of /v1/openapi.json."""
-from typing import Literal, Optional
+import datetime
+from typing import Annotated, Literal, Optional
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, field_validator,
+                      model_validator)
 
-from common.validation import NOT_BLANK
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank
 from services.bot import OUTCOMES
 from services.bot_settings import BotSettings
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
-NotificationEvent = Literal["contact.created", "contact.tagged", "subaccount.auto_recharge"]
+NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+                            "subaccount.auto_recharge"]
+
+
+def _in_utc(value):
+    """9999-12-31T23:59:59-14:00 is a valid time in its zone but past year 9999 in UTC, where it is stored."""
+    try:
+        return value.astimezone(datetime.timezone.utc)
+    except OverflowError:
+        raise ValueError("is outside the years 0001-9999 once converted to UTC") from None
+
+
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(_in_utc)]
 
 
 class Strict(BaseModel):
@@ -24,10 +38,10 @@ class SettingsPatch(Strict):
         None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
     bot: Optional[BotSettings] = Field(None, description="The bot (DESIGN §3), merged into the stored one "
                                                          "(RFC 7386); null removes it.")
-    optOutKeywords: Optional[list[str]] = Field(
+    optOutKeywords: Optional[list[Identifier]] = Field(
         None, min_length=1, max_length=20, description="An inbound message whose whole body (trimmed, any case) "
         "is one of these opts the contact out (default [\"STOP\", \"UNSUBSCRIBE\"]; null restores it).")
-    optInKeywords: Optional[list[str]] = Field(
+    optInKeywords: Optional[list[Identifier]] = Field(
         None, min_length=1, max_length=20, description="Likewise opts the contact back in (default [\"START\"]).")
 
 
@@ -54,6 +68,8 @@ class ErrorBody(BaseModel):
     class Detail(BaseModel):
         code: str
         message: str
+        existingId: Optional[str] = Field(None, description="A 409 CONFLICT's other record, when it has one "
+                                                             "(the contact that has this phone, the list of this name).")
     error: Detail
 
 
@@ -63,11 +79,34 @@ class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
+    firstName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
+    lastName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
+    phone: Optional[Identifier] = Field(None, max_length=MAX_PHONE_LENGTH,
+                                 description="With the country code, e.g. +14155552671; stored E.164.")
+    email: Optional[Identifier] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+
+
+class ContactPatch(Strict):
+    """PATCH /v1/contacts/{id}: any subset; null (or blank) clears a field, as long as a phone or an email
+    stays."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"lastName": "King", "email": "ada@example.org"},
+                                                              {"optedOut": True}]})
     firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
     lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
     phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
                                  description="With the country code, e.g. +14155552671; stored E.164.")
     email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+    # Absent means unchanged; not nullable, so the document shows no default.
+    optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
+                                                   "optOutChange then says: via api.",
+                                 json_schema_extra=lambda schema: schema.pop("default", None))
+
+
+class OptOutChange(BaseModel):
+    at: str
+    via: Literal["reply", "user", "api"] = Field(description="reply: the contact sent a keyword (by: it); user: "
+                                                             "by hand in the UI (by: the user's email); api: PATCH.")
+    by: Optional[str]
 
 
 class Contact(BaseModel):
@@ -76,8 +115,9 @@ class Contact(BaseModel):
     lastName: Optional[str]
     phone: Optional[str]
     email: Optional[str]
-    optedOut: bool = Field(description="True after the contact sent an opt-out keyword (STOP): campaigns "
-                                       "skip it and the bot does not answer it.")
+    optedOut: bool = Field(description="True after the contact sent an opt-out keyword (STOP), or was opted "
+                                       "out by hand: campaigns skip it and the bot does not answer it.")
+    optOutChange: Optional[OptOutChange] = Field(description="How optedOut last changed; null if it never did.")
     createdAt: str
 
 
@@ -89,7 +129,7 @@ class ContactPage(BaseModel):
 class ListCreate(Strict):
     """POST /v1/lists."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Leads"}]})
-    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    name: IdentifierNotBlank = Field(max_length=200)
 
 
 class ListOut(BaseModel):
@@ -104,9 +144,28 @@ class ListPage(BaseModel):
     nextCursor: Optional[str]
 
 
+class ListPatch(ListCreate):
+    """PATCH /v1/lists/{id}: rename (names are unique per account, compared without case and surrounding
+    spaces)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Customers"}]})
+
+
+class ListDeleted(BaseModel):
+    deleted: bool
+    id: str
+    removedMemberships: int = Field(description="How many memberships went with it (its contacts stay).")
+
+
+class RemoveFromListResult(BaseModel):
+    success: bool
+    listId: str
+    contactId: str
+    removed: bool = Field(description="False when the contact was not a member (nothing changed).")
+
+
 class AddToList(Strict):
     """POST /v1/lists/{listId}/contacts (spec §4.3)."""
-    contactId: str = Field(json_schema_extra=NOT_BLANK)
+    contactId: IdentifierNotBlank
 
 
 class AddToListResult(BaseModel):
@@ -140,25 +199,24 @@ class InboundCustomData(Lenient):
     # For the OpenAPI schema: one of messageSid or id, not null (the _has_message_sid check below).
     model_config = ConfigDict(json_schema_extra={"anyOf": [
         {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in ("messageSid", "id")]})
-    messageSid: Optional[str] = Field(None, max_length=512, description="Unique per message; a repeat is "
-                                                                        "answered with the first messageId.",
-                                      json_schema_extra=NOT_BLANK)
-    id: Optional[str] = Field(None, max_length=512, description="Accepted instead of messageSid.",
-                              json_schema_extra=NOT_BLANK)
-    fromId: str = Field(max_length=512, description="Sender id in the external system; identifies the contact.",
-                        json_schema_extra=NOT_BLANK)
-    toId: str = Field(max_length=512, description="Business identifier, any text.", json_schema_extra=NOT_BLANK)
+    messageSid: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Unique per message; a "
+                                                     "repeat is answered with the first messageId.")
+    id: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Accepted instead of messageSid.")
+    fromId: IdentifierNotBlank = Field(max_length=512, description="Sender id in the external system; identifies "
+                                                                   "the contact.")
+    toId: IdentifierNotBlank = Field(max_length=512, description="Business identifier, any text but control "
+                                                                 "characters.")
     body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.",
                       json_schema_extra=NOT_BLANK)
-    status: Optional[str] = Field(None, max_length=64, description='Defaults to "received".')
-    channel: Optional[str] = Field(None, max_length=200)
-    campaignId: Optional[str] = Field(None, max_length=200)
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    email: Optional[str] = Field(None, max_length=320)
+    status: Optional[Identifier] = Field(None, max_length=64, description='Defaults to "received".')
+    channel: Optional[Identifier] = Field(None, max_length=200)
+    campaignId: Optional[Identifier] = Field(None, max_length=200)
+    firstName: Optional[Identifier] = Field(None, max_length=200)
+    lastName: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320)
     mediaUrl: Optional[str] = Field(None, description="http(s) URL, or data:<type>;base64,<data>.")
-    mediaContentType: Optional[str] = Field(None, max_length=255, description="Required with mediaUrl; must "
-                                                                              "match the file content.")
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255, description="Required with mediaUrl; "
+                                                                                     "must match the file content.")
 
     _check_required = field_validator("fromId", "toId", "body", mode="before")(_required_text)
     _check_not_blank = field_validator("messageSid", "id")(_not_blank)
@@ -186,18 +244,26 @@ class InboundAccepted(BaseModel):
 
 
 class OutboundCustomData(Lenient):
-    fromId: str = Field(max_length=512, description="The contact's id on the client's platform.",
-                        json_schema_extra=NOT_BLANK)
-    customChannel: str = Field(max_length=200, description="Name of the custom channel.", json_schema_extra=NOT_BLANK)
+    fromId: IdentifierNotBlank = Field(max_length=512, description="The contact's id on the client's platform.")
+    customChannel: IdentifierNotBlank = Field(max_length=200, description="Name of the custom channel.")
     body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK)
-    campaignId: Optional[str] = Field(None, max_length=200)
-    firstName: Optional[str] = Field(None, max_length=200)
-    lastName: Optional[str] = Field(None, max_length=200)
-    email: Optional[str] = Field(None, max_length=320)
+    campaignId: Optional[Identifier] = Field(None, max_length=200)
+    firstName: Optional[Identifier] = Field(None, max_length=200)
+    lastName: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320)
     mediaUrl: Optional[str] = None
-    mediaContentType: Optional[str] = Field(None, max_length=255)
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255)
 
     _check_required = field_validator("fromId", "customChannel", "body", mode="before")(_required_text)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_id_not_guessed(cls, data):
+        """toId and channel are the inbound payload's names: a sender who guessed them is told the one it takes."""
+        if isinstance(data, dict) and data.get("fromId") is None and ("toId" in data or "channel" in data):
+            raise ValueError("customData.fromId is required (the contact's id on your platform; "
+                             "the inbound message's fromId)")
+        return data
 
 
 class OutboundMessage(Lenient):
@@ -230,7 +296,7 @@ BotOutcomeName = Literal[tuple(OUTCOMES)]
 
 class BotOutcome(BaseModel):
     """What the bot did with an inbound message (README "Bot" lists the outcomes)."""
-    outcome: BotOutcomeName = Field(description="README \"Bot\" says when each is recorded.")
+    outcome: BotOutcomeName = Field(description="docs/api.md \"Bot\" says when each is recorded.")
     detail: str = Field(description="Why, in words (the keyword, the provider's error, the balance ...).")
     replyId: Optional[str] = Field(None, description="The bot's reply message, or null when it sent none.")
 
@@ -268,8 +334,9 @@ class BotTest(Strict):
     """POST /v1/bot/test: what the bot would answer, sending and spending nothing."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"body": "How much does it cost?", "campaignId": "spring"}]})
     body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description="The message to try.")
-    campaignId: Optional[str] = Field(None, max_length=200, description="Try it under this campaign's configuration.")
-    contactId: Optional[str] = Field(None, max_length=200, description=(
+    campaignId: Optional[Identifier] = Field(None, max_length=200, description="Try it under this campaign's "
+                                                                              "configuration.")
+    contactId: Optional[Identifier] = Field(None, max_length=200, description=(
         "Try it as this contact: its pause, opt-out, first message and conversation (for the AI provider) count."))
     firstMessage: Optional[StrictBool] = Field(None, description=(
         "Treat it as the contact's first message (the greeting). Default: whether the contact has written "
@@ -285,7 +352,7 @@ class BotTest(Strict):
 
 class BotTestResult(BaseModel):
     reply: Optional[str] = Field(description="What the bot would send; null when it would send nothing.")
-    reason: BotOutcomeName = Field(description="The outcome a real message would record (README \"Bot\").")
+    reason: BotOutcomeName = Field(description="The outcome a real message would record (docs/api.md \"Bot\").")
     detail: str
     handoff: bool = Field(description="True when it would pause the bot for the contact.")
     active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")
@@ -300,15 +367,23 @@ class RetryQueued(BaseModel):
 
 # --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
 
-def _credit_amount(value, info):
-    """Before validation: a finite JSON number > 0 with at most 2 decimals (booleans and strings are not)."""
-    from services.credits import to_hundredths
-    from common.errors import Invalid
-    try:
-        to_hundredths(value, field=info.field_name)
-    except Invalid as exc:
-        raise ValueError(exc.message) from None
-    return value
+def _credits_check(name, allow_none=False):
+    """A before-validator running services.credits.<name>(value, field=...) (a finite JSON number with at most
+    2 decimals, in that check's range; booleans and strings are not): its Invalid is the field's error."""
+    def validate(value, info):
+        from services import credits
+        from common.errors import Invalid
+        if value is None and allow_none:
+            return value
+        try:
+            getattr(credits, name)(value, field=info.field_name)
+        except Invalid as exc:
+            raise ValueError(exc.message) from None
+        return value
+    return validate
+
+
+_credit_amount = _credits_check("to_hundredths")  # > 0
 
 
 CREDITS = dict(gt=0, le=1_000_000_000)  # the schema's half of services.credits.to_hundredths (+ 2 decimals)
@@ -318,7 +393,7 @@ class CreditGrant(Strict):
     """POST /v1/subaccounts/credits (x-api-key header only; agency accounts only)."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"email": "sub@example.com", "amount": 100, "description": "Monthly top-up"}]})
-    email: str = Field(max_length=320, description="Email of a sub-account under the calling agency.")
+    email: Identifier = Field(max_length=320, description="Email of a sub-account under the calling agency.")
     amount: float = Field(description="Credits to grant: a number > 0, at most 2 decimals.", **CREDITS)
     description: Optional[str] = Field(None, max_length=500, description="Note stored in the credit history.")
 
@@ -357,6 +432,8 @@ class SubAccount(BaseModel):
     email: str
     credits: float
     autoRecharge: Optional[AutoRecharge] = Field(description="null: auto-recharge is off.")
+    creditsPerReply: float = Field(description="What each bot reply costs the sub-account, set by the agency "
+                                               "(default 1).")
     createdAt: str
 
 
@@ -368,8 +445,8 @@ class SubAccountPage(BaseModel):
 class SubAccountCreate(Strict):
     """POST /v1/subaccounts (agency accounts only)."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "Bakery Rossi", "email": "ops@rossi.example"}]})
-    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
-    email: str = Field(max_length=320, description="Unique among all accounts; the sub-account's login and the "
+    name: IdentifierNotBlank = Field(max_length=200)
+    email: Identifier = Field(max_length=320, description="Unique among all accounts; the sub-account's login and the "
                                                    "email grants name.")
 
 
@@ -380,9 +457,27 @@ class SubAccountCreated(SubAccount):
 
 
 class SubAccountPatch(Strict):
-    """PATCH /v1/subaccounts/{id}: autoRecharge {threshold, amount} sets it, null turns it off."""
-    model_config = ConfigDict(json_schema_extra={"examples": [{"autoRecharge": {"threshold": 10, "amount": 100}}]})
-    autoRecharge: Optional[AutoRechargeSetting]
+    """PATCH /v1/subaccounts/{id}: only the keys present change; at least one is required."""
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [
+        {"autoRecharge": {"threshold": 10, "amount": 100}}, {"creditsPerReply": 0.5}]})
+    autoRecharge: Optional[AutoRechargeSetting] = Field(
+        None, description="{threshold, amount} sets auto-recharge; null turns it off.")
+    creditsPerReply: Optional[float] = Field(
+        None, ge=0, le=1000, description="What each bot reply costs the sub-account: 0 (free) to 1000 credits, at "
+                                         "most 2 decimals; null: the default of 1. Only the agency sets it.")
+
+    _check_price = field_validator("creditsPerReply", mode="before")(
+        _credits_check("price_to_hundredths", allow_none=True))
+
+    @model_validator(mode="after")
+    def _something(self):
+        if not self.model_fields_set:
+            raise ValueError("autoRecharge or creditsPerReply is required")
+        return self
+
+    def changes(self):
+        """The keys sent, as plain data."""
+        return self.model_dump(include=self.model_fields_set)
 
 
 class CreditTransaction(BaseModel):
@@ -403,7 +498,7 @@ class CreditTransactionPage(BaseModel):
 # --- Campaigns (DESIGN §3 "Campaigns") ---
 
 CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
-RecipientStatus = Literal["pending", "queued", "sent", "failed", "skipped", "cancelled"]
+RecipientStatus = Literal["pending", "queued", "sent", "failed", "retrying", "skipped", "cancelled"]
 
 
 class CampaignCreate(Strict):
@@ -411,17 +506,17 @@ class CampaignCreate(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"name": "Spring sale", "listId": "lst_0000000000aaaaaaaaaaaaaaaa",
          "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600}]})
-    name: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
-    listId: str = Field(max_length=200, json_schema_extra=NOT_BLANK)
+    name: IdentifierNotBlank = Field(max_length=200)
+    listId: IdentifierNotBlank = Field(max_length=200)
     body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description=(
         "The message; {{firstName}}, {{lastName}}, {{email}} and {{phone}} are replaced by the contact's "
         "(empty when missing). Any other {{name}} is refused (400)."))
-    campaignId: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK, description=(
+    campaignId: Optional[IdentifierNotBlank] = Field(None, max_length=200, description=(
         "Goes into every message and its reply payload, and routes the answers to bot.campaigns[campaignId]. "
         "Default: the campaign's id."))
-    channel: Optional[str] = Field(None, max_length=200, description="Channel label of the messages (default: "
+    channel: Optional[Identifier] = Field(None, max_length=200, description="Channel label of the messages (default: "
                                                                       "where each contact last wrote from).")
-    startAt: Optional[AwareDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
+    startAt: Optional[UtcDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
                                                                "campaign is scheduled, else it starts now.")
     ratePerMinute: Optional[int] = Field(None, ge=1, le=1_000_000, description="Messages handed to delivery per "
                                                                               "minute (default 600).")
@@ -432,7 +527,9 @@ class CampaignCounts(BaseModel):
     pending: int = Field(description="Not handed over yet.")
     queued: int = Field(description="Message made, delivery not attempted yet.")
     sent: int
-    failed: int = Field(description="The last attempt failed (a retry may be scheduled: see the recipient's error).")
+    failed: int = Field(description="Failed for good: no retry is scheduled (retry-failed sends them again).")
+    retrying: int = Field(description="The last attempt failed and another is scheduled (the recipient's "
+                                      "error.nextAttemptAt); a cancel stops it (then failed).")
     skipped: int = Field(description="Opted out when their turn came.")
     cancelled: int = Field(description="Never sent: the campaign was cancelled first.")
 
@@ -453,6 +550,20 @@ class Campaign(BaseModel):
     createdAt: str
     finishedAt: Optional[str] = Field(description="When it completed (every recipient handed over or skipped) "
                                                   "or was cancelled; counts keep moving as deliveries end.")
+    pendingAction: Optional[Literal["cancel", "retry"]] = Field(
+        description="A cancel or retry-failed whose batches are still running (a large campaign's recipients "
+                    "are done in batches after the request); null when none.")
+
+
+class RetryOutcome(BaseModel):
+    requeued: int = Field(description="Failed recipients queued again.")
+    notRetryable: int = Field(description="Failed recipients that cannot be sent again: retention removed their "
+                                          "deliveries. They stay failed.")
+
+
+class CampaignAction(Campaign):
+    """The campaign after an action; retry-failed adds what it queued again."""
+    retry: Optional[RetryOutcome] = Field(None, description="retry-failed only.")
 
 
 class CampaignPage(BaseModel):
@@ -505,6 +616,17 @@ class AccountSettings(BaseModel):
                                                          "whether one is stored.")
     optOutKeywords: list[str]
     optInKeywords: list[str]
+    warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
+                                                            "now: it is saved, and checked again at delivery.")
+
+
+class WebhookTestResult(BaseModel):
+    """POST /v1/account/webhook-test: what the receiver answered a signed {"event": "ping", …}."""
+    httpStatus: Optional[int] = Field(description="The receiver's HTTP status; null when there was no answer.")
+    responseBody: Optional[str] = Field(description="The first 1 KB of the answer's body.")
+    durationMs: int
+    error: Optional[str] = Field(description="Why it failed (a non-2xx status, a timeout, a refused or "
+                                             "unreachable URL); null on a 2xx answer.")
 
 
 class ContactLookup(BaseModel):

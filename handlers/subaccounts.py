@@ -74,9 +74,11 @@ class SubaccountHandler(ApiHandler):
         "get": Operation("A sub-account by id", {200: SubAccount}, tags=("subaccounts",),
                          errors={403: FORBIDDEN, 404: NOT_FOUND}),
         "patch": Operation(
-            "Set or turn off a sub-account's auto-recharge", {200: SubAccount}, body=SubAccountPatch,
-            tags=("subaccounts",), errors={403: FORBIDDEN, 404: NOT_FOUND},
-            description="When a spend leaves the balance below threshold, one subaccount.auto_recharge "
+            "Set a sub-account's auto-recharge and price per bot reply", {200: SubAccount}, body=SubAccountPatch,
+            tags=("subaccounts",), errors={400: "Invalid autoRecharge or creditsPerReply, or neither sent.",
+                                           403: FORBIDDEN, 404: NOT_FOUND},
+            description="creditsPerReply is what each bot reply costs the sub-account; only its agency sets it "
+                        "(the sub-account's own settings cannot). When a spend leaves the balance below threshold, one subaccount.auto_recharge "
                         "notification (data: idempotency_key, sub_account_id, email, balance, threshold, amount) "
                         "goes to the agency's notificationUrls; none again until a grant brings the balance "
                         "back to at least the threshold."),
@@ -89,9 +91,8 @@ class SubaccountHandler(ApiHandler):
     async def patch(self, sub_id):
         credits.require_agency(self.principal.type)
         body = self.json_body(SubAccountPatch)
-        setting = body.autoRecharge.model_dump() if body.autoRecharge is not None else None
-        self.respond(await subaccounts.set_auto_recharge(self.services.db, self.principal.account_id,
-                                                         self.principal.type, sub_id, setting))
+        self.respond(await subaccounts.update_subaccount(self.services.db, self.principal.account_id,
+                                                         self.principal.type, sub_id, body.changes()))
 
 
 class SubaccountTransactionsHandler(ApiHandler):

@@ -3,19 +3,23 @@
 real server (HTTPS, a fresh data directory) filled with demo data.
 
 PAGES is the list of shots: (file name, path, phone width?[, "agency"]). A path may use the demo's ids as
-{ada}, {ben}, {leads}, {rossi}, {spring} (see seed(), seed_agency() and seed_campaigns()); "agency" shoots
-it signed in as the demo agency rather than the first-run owner. A new page adds a line here and, if it
+{ada}, {ben}, {cleo}, {leads}, {rossi}, {spring}, {loyalty}, {november}, {reset} (see seed(), seed_agency(),
+seed_campaigns() and seed_imports()); "agency" shoots it signed in as the demo agency rather than the first-run
+owner, "viewas" as the agency viewing its sub-account Corner Shop, "anonymous" signed out. A new page adds a line
+here and, if it
 needs data, a few lines to seed().
 
     python scripts/screenshots.py [--out docs/screenshots] [--only inbox,thread]
 """
 import argparse
 import base64
+import os
 import struct
 import sys
 import time
 import zlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -27,12 +31,24 @@ PAGES = [
     ("thread", "/inbox/{ada}", False),
     ("thread-failed", "/inbox/{ben}", False),
     ("thread-phone", "/inbox/{ada}", True),
+    ("thread-handoff", "/inbox/{cleo}", False),
+    ("settings", "/settings", False),
+    ("set-password", "{reset}", False, "anonymous"),
+    ("set-password-phone", "{reset}", True, "anonymous"),
+    ("credits-viewing-as", "/credits", False, "viewas"),
+    ("credits-viewing-as-phone", "/credits", True, "viewas"),
     ("contacts", "/contacts", False),
     ("contact", "/contacts/{ada}", False),
+    ("contact-phone", "/contacts/{ada}", True),
     ("lists", "/lists", False),
+    ("lists-phone", "/lists", True),
     ("list", "/lists/{leads}", False),
+    ("list-phone", "/lists/{leads}", True),
+    ("list-delete", "/lists/{leads}/delete", False),
     ("import", "/contacts/import", False),
     ("import-phone", "/contacts/import", True),
+    ("import-done", "/contacts/import/{november}", False),
+    ("import-done-phone", "/contacts/import/{november}", True),
     ("bot", "/bot", False),
     ("bot-phone", "/bot", True),
     ("agency", "/agency", False, "agency"),
@@ -42,8 +58,10 @@ PAGES = [
     ("campaigns", "/campaigns", False),
     ("campaign", "/campaigns/{spring}", False),
     ("campaign-phone", "/campaigns/{spring}", True),
+    ("campaign-paused", "/campaigns/{loyalty}", False),
+    ("campaign-paused-phone", "/campaigns/{loyalty}", True),
 ]
-FULL_PAGE = {"campaign"}  # desktop shots taken whole: the recipients table is below the fold
+FULL_PAGE = {"campaign", "campaign-paused", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
@@ -174,15 +192,21 @@ def seed_campaigns(parley):
         week = time.strftime("%Y-%m-%dT10:00:00Z", time.gmtime(time.time() + 7 * 86400))
         make("/v1/campaigns", {"name": "Summer preview", "listId": fair, "startAt": week,
                                "body": "Hi {{firstName}}, the summer collection is here next week."})
-    return {"spring": spring["id"]}
+    return {"spring": spring["id"], "loyalty": paused["id"]}
 
 
 def seed_imports(parley, work):
-    """One finished import in the owner's history (the ops command, as an operator would run it)."""
+    """One finished import in the owner's history (the ops command, as an operator would run it), into a list
+    of its own."""
     path = Path(work) / "spring-fair-leads.csv"
     path.write_text("First name,Last name,Mobile,E-mail\n" + "".join(
         f"Guest,{n},+1 646 555 {1000 + n:04d},guest{n}@example.com\n" for n in range(6)) + "Bad,Row,12345,\n")
-    run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path))
+    with parley.client() as api:
+        r = api.post("/v1/lists", params={"apiKey": parley.first_run["api_key"]}, json={"name": "November import"})
+        r.raise_for_status()
+    done = run_cli(parley.data_dir, "import-contacts", "--email", parley.first_run["login"], str(path),
+                   "--list", r.json()["id"])
+    return {"november": done["import_id"]}
 
 
 def seed_agency(parley):
@@ -194,7 +218,7 @@ def seed_agency(parley):
     with parley.client() as api:
         for name, email, grants, recharge in (
                 ("Rossi Bakery", "orders@rossi-bakery.example", (250, 40), {"threshold": 50, "amount": 200}),
-                ("Corner Shop", "hello@corner-shop.example", (30,), None),
+                ("Corner Shop", "hello@corner-shop.example", (30,), {"threshold": 50, "amount": 100}),
                 ("Lakeside Dental", "front-desk@lakeside-dental.example", (500,), {"threshold": 100, "amount": 500})):
             r = api.post("/v1/subaccounts", headers=headers, json={"name": name, "email": email})
             r.raise_for_status()
@@ -205,7 +229,8 @@ def seed_agency(parley):
             if recharge:
                 api.patch(f"/v1/subaccounts/{ids[name]}", headers=headers,
                           json={"autoRecharge": recharge}).raise_for_status()
-    return {"rossi": ids["Rossi Bakery"]}
+    reset = run_cli(parley.data_dir, "reset-password", "--email", "hello@corner-shop.example")
+    return {"rossi": ids["Rossi Bakery"], "corner": ids["Corner Shop"], "reset": urlsplit(reset["signInUrl"]).path}
 
 
 def sign_in(context, parley, email, password):
@@ -231,7 +256,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="parley-shots-") as work, \
             ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False) as parley, \
             sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
+        browser = playwright.chromium.launch(executable_path=os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium"),
                                              args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
         pages, ids = {}, {}
         for who, email, password in (("owner", parley.first_run["login"], parley.first_run["password"]),
@@ -243,8 +268,14 @@ def main(argv=None):
             pages[who] = sign_in(context, parley, email, password)
             if who == "owner":
                 ids.update(seed(parley, pages[who]))
-                seed_imports(parley, work)
+                ids.update(seed_imports(parley, work))
                 ids.update(seed_campaigns(parley))
+        context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US", timezone_id="UTC")
+        pages["viewas"] = sign_in(context, parley, AGENCY["email"], AGENCY["password"])
+        pages["viewas"].goto(parley.base + f"/agency/subaccounts/{ids['corner']}")
+        pages["viewas"].click("button:has-text('View as Corner Shop')")
+        pages["anonymous"] = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US",
+                                                 timezone_id="UTC").new_page()
         for name, path, phone, *who in PAGES:
             if only and name not in only:
                 continue
@@ -256,7 +287,7 @@ def main(argv=None):
             page.evaluate("document.querySelector('footer') && document.querySelector('footer').remove()")
             target = args.out / f"{name}.png"
             page.screenshot(path=str(target), full_page=phone or name in FULL_PAGE)
-            print(f"{target.relative_to(ROOT)} ({target.stat().st_size // 1024} KB)")
+            print(f"{target} ({target.stat().st_size // 1024} KB)")
         browser.close()
     return 0
 

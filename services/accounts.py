@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_settings, idempotency, keys, opt_out, sessions
+from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
@@ -232,20 +232,28 @@ def public_settings(settings):
 async def validate_settings_changes(changes, allow_private):
     """Check setting changes (top-level name -> value, None removes) the same way for the API and the UI:
     webhook URLs (and the bot's provider URLs) must be https and public unless allow_private. Returns the
-    changes to store; raises Invalid naming the field. `bot` is a merge patch (services/bot_settings.py),
-    whose result is validated as a whole when it is stored."""
-    validated = {}
+    changes to store and a list of warnings (a host that does not resolve now); raises Invalid naming the
+    field. `bot` is a merge patch (services/bot_settings.py), whose result is validated as a whole when it
+    is stored."""
+    validated, warnings = {}, []
+
+    async def check(url, field):
+        url, warning = await check_webhook_url(url, allow_private=allow_private, field=field)
+        if warning:
+            warnings.append(warning)
+        return url
+
     for name, value in changes.items():
         if name == "customChannelWebhookUrl" and value is not None:
-            value = await check_webhook_url(value, allow_private=allow_private, field=name)
+            value = await check(value, name)
         elif name == "notificationUrls" and value is not None:
             for event, url in value.items():
-                await check_webhook_url(url, allow_private=allow_private, field=f"{name}.{event}")
+                await check(url, f"{name}.{event}")
         elif name == "bot":
             for field, url in bot_settings.provider_urls(value):
-                await check_webhook_url(url, allow_private=allow_private, field=field)
+                await check(url, field)
         validated[name] = value
-    return validated
+    return validated, warnings
 
 
 async def update_settings(db, account_id, changes, box=None):
@@ -257,7 +265,11 @@ async def update_settings(db, account_id, changes, box=None):
         changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
     if changes.get("bot") is not None:
         changes = {**changes, "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), box)}
-    return public_settings(await db.write(_save_settings, account_id, changes))
+    saved = await db.write(_save_settings, account_id, changes)
+    if changes.get("bot") is not None:
+        # The keyword matchers of the new version, built now (off the event loop), not by its first messages.
+        await asyncio.to_thread(bot_match.prepare, saved.get("bot"))
+    return public_settings(saved)
 
 
 def _save_settings(cx, account_id, changes):
@@ -304,9 +316,12 @@ async def rotate_webhook_secret(db, box, account_id):
 
 
 async def ensure_owner(db, box, registry, public_url):
-    """On an empty database create the owner account and admin user; return what to print once, or None."""
+    """On an empty database create the owner account and its user; return what to print once, or None: a
+    one-time setup link, never a password or an API key (the owner chooses the password through the link,
+    and then the Settings page shows a new key once)."""
     if await store.count_accounts(db) > 0:
         return None
     created = await create_account(db, box, registry, name="Owner", email="admin@localhost")
-    return {"ui_url": public_url.rstrip("/") + "/", "login": created["email"], "password": created["password"],
-            "api_key": created["api_key"], "account_id": created["account_id"]}
+    link = await one_time_links.issue_for_account_owner(db, public_url, created["account_id"], "setup")
+    return {"ui_url": public_url.rstrip("/") + "/", "login": created["email"], "setup_url": link["url"],
+            "expires_at": link["expiresAt"], "account_id": created["account_id"]}

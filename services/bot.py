@@ -8,23 +8,19 @@ What the bot did is recorded on the inbound message (messages.bot_outcome, shown
 {outcome, detail, replyId}; replyId is the bot's reply, or null when it sent none. OUTCOMES lists them.
 """
 import asyncio
-import functools
+import contextlib
 import logging
-import re
-import unicodedata
+import sqlite3
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Optional
 
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from common.errors import Invalid, NotFound
-from common import ids as common_ids
-from common.ids import iso, now_iso, utcnow
-from services import bot_context, bot_provider, bot_settings, messaging, opt_out
-from services.credits import to_hundredths
+from common.errors import Invalid, NotFound, Unavailable
+from common.ids import now_iso
+from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, tls_profile
+from services.handoff import record_in_tx as record_handoff_in_tx
 from services.netguard import CheckedResolver
-from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store
@@ -49,13 +45,16 @@ OUTCOMES = {
 # Messages waiting for the bot at most (each holds its message and context in memory); more are recorded
 # `busy` rather than letting memory grow without bound while a slow AI provider falls behind.
 MAX_WAITING = 10_000
-# After a restart, messages of this recent past that the bot never decided on (the server stopped first)
-# are answered; older ones are left: an answer that late would be more confusing than none.
-RECOVER_WINDOW = timedelta(minutes=10)
+# After a restart, the messages the bot still owes a decision (bot_pending: the server stopped first, or a
+# decision's write kept failing) are answered, the oldest RECOVER_LIMIT of them: chosen by state, not by age.
 RECOVER_LIMIT = 1000
-# A handoff pauses the bot this long for the contact (a person's reply pauses it for
-# pauseMinutesAfterHumanReply; "resume bot" in the inbox ends either at once).
-HANDOFF_PAUSE = timedelta(hours=24)
+# A decision whose write failed (the storage writer restarting, a full disk) is written again after each of
+# these pauses (seconds); the conditional outcome write makes a retry of a write that did commit a no-op.
+WRITE_RETRY_DELAYS = (1, 5, 30, 120)
+# A match whose work bound (bot_match.Matcher.work_bound: characters, and keyword occurrences at most) is
+# within this runs on the event loop: under a millisecond (`make bench`, "bot matching at the limits");
+# a larger one (a long message, keywords built to overlap) runs in a worker thread.
+MATCH_ON_LOOP_WORK = 2000
 
 
 @dataclass
@@ -65,6 +64,17 @@ class Decision:
     detail: str
     reply: Optional[str] = None
     handoff: bool = field(default=False)
+    handoff_reason: Optional[str] = None  # services/handoff.REASONS, when handoff
+
+    def without_reply(self, outcome, detail):
+        """The reply could not go out (Skipped, not sent): the outcome says why; a handoff still happens."""
+        return Decision(outcome, detail, handoff=self.handoff and outcome != "paused",
+                        handoff_reason=self.handoff_reason)
+
+
+class AlreadyDecided(Exception):
+    """Raised inside a decision's write when the message has an outcome already (another run of the bot
+    decided it first): the write, and the reply with it, are rolled back."""
 
 
 class Skipped(Exception):
@@ -76,48 +86,15 @@ class Skipped(Exception):
         self.outcome, self.detail = outcome, detail
 
 
-# ---- keywords ---------------------------------------------------------------------------------
-
-_SPACES = re.compile(r"\s+")
-
-
-def fold(text):
-    """Case- and compatibility-folded text with runs of white space as one space, so that "PRICE", "Price"
-    and "ｐｒｉｃｅ" match "price", and "opening\n  hours" matches "opening hours"."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold())
-
-
-_UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "HALFWIDTH KATAKANA")
-
-
-def _needs_boundary(char):
-    """Scripts written without spaces between words have no word boundary to look for."""
-    return not unicodedata.name(char, "").startswith(_UNSPACED_SCRIPTS)
-
-
-@functools.lru_cache(maxsize=4096)
-def _keyword_pattern(keyword):
-    """The keyword as a whole word: no word character (Unicode \\w) right before or after it."""
-    folded = fold(keyword)
-    before = r"(?<!\w)" if _needs_boundary(folded[0]) else ""
-    after = r"(?!\w)" if _needs_boundary(folded[-1]) else ""
-    return re.compile(before + re.escape(folded) + after)
-
-
-def first_keyword(keywords, folded_text):
-    """The first of keywords that occurs in folded_text (fold()) as a word, or None."""
-    for keyword in keywords:
-        if _keyword_pattern(keyword).search(folded_text):
-            return keyword
-    return None
-
-
 # ---- deciding ---------------------------------------------------------------------------------
 
 def _charge(context):
-    """Credits (hundredths) one reply costs: creditsPerReply for a sub-account, nothing for the others."""
-    cost = context["config"]["creditsPerReply"]
-    return to_hundredths(cost) if context["account_type"] == "subaccount" and cost else 0
+    """Credits (hundredths) one reply costs: the price its agency set for a sub-account (the account row's
+    credits_per_reply, never the sub-account's own bot settings), nothing for the others."""
+    if context["account_type"] != "subaccount":
+        return 0
+    price = context.get("credits_per_reply")
+    return credit_store.DEFAULT_PRICE if price is None else price
 
 
 def _cannot_reply(context, would):
@@ -131,15 +108,30 @@ def _cannot_reply(context, would):
     return None
 
 
-def _local_answer(config, context, text):
-    """The greeting (on a contact's first message) or the first matching rule, as a Decision, or None."""
+def _local_answer(config, context, match):
+    """The greeting (on a contact's first message) or the matching rule, as a Decision, or None."""
     if context["first_message"] and bot_settings.is_set(config["greeting"]):
         return Decision("greeting", "the contact's first message", reply=config["greeting"])
-    for index, rule in enumerate(config["rules"]):
-        keyword = first_keyword(rule["keywords"], text)
-        if keyword is not None:
-            return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
+    if match is not None:
+        index, keyword = match
+        rule = config["rules"][index]
+        if rule.get("handoff"):
+            return Decision("handoff", f'keyword "{keyword}" of rules[{index}], a handoff rule: the bot is '
+                                       f'paused for this contact', reply=rule["answer"], handoff=True,
+                            handoff_reason="rule")
+        return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
     return None
+
+
+async def match(config, body):
+    """bot_match's first match of the message (the handoff keyword or the rule). A costly match runs in a
+    worker thread: however the keywords and the message are made, the loop serves other accounts meanwhile."""
+    matcher = bot_match.cached(config) or await asyncio.to_thread(bot_match.matcher, config)
+    if matcher.empty:
+        return None
+    if matcher.work_bound(body) <= MATCH_ON_LOOP_WORK:
+        return matcher.first(body)
+    return await asyncio.to_thread(matcher.first, body)
 
 
 async def decide(services, account_id, context, body, *, contact_id=None, message_id=None):
@@ -153,11 +145,11 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
         pause = context["pause"]
         return Decision("paused", f"the bot is paused for this contact until {pause['paused_until']} "
                                   f"({pause['reason']})")
-    text = fold(body)
-    keyword = first_keyword(config["handoffKeywords"], text)
-    if keyword is not None:
-        return Decision("handoff", f'handoff keyword "{keyword}": the bot is paused for this contact', handoff=True)
-    local = _local_answer(config, context, text)
+    found = await match(config, body)
+    if found is not None and found[0] == bot_match.HANDOFF:
+        return Decision("handoff", f'handoff keyword "{found[1]}": the bot is paused for this contact',
+                        reply=handoff.message_for(config), handoff=True, handoff_reason="keyword")
+    local = _local_answer(config, context, found)
     if local is not None:
         return _cannot_reply(context, f"{local.outcome}: {local.detail}") or local
     fallback = config["fallback"] if bot_settings.is_set(config["fallback"]) else None
@@ -175,7 +167,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
             return Decision("provider_failed", f"{exc}; no fallback is set")
         if answer.handoff:
             return Decision("handoff", "the AI provider handed the conversation to a person: the bot is paused "
-                                       "for this contact", reply=answer.reply or None, handoff=True)
+                                       "for this contact", reply=answer.reply or handoff.message_for(config),
+                            handoff=True, handoff_reason="provider")
         return Decision("provider", f"model {provider['model']}", reply=answer.reply)
     if fallback:
         return _cannot_reply(context, "the fallback would have been sent") or Decision(
@@ -207,7 +200,22 @@ async def _ask_provider(services, account_id, provider, body, contact_id, messag
 async def apply(services, message, context, decision):
     """Carry out a decision on a stored inbound message: the reply (if any) through messaging.send_reply,
     its outcome, credits and handoff pause in the reply's transaction; else the outcome (and pause) alone.
-    Returns the outcome recorded."""
+    A write that fails is retried (WRITE_RETRY_DELAYS). Returns the outcome recorded, or None when the
+    message had one already (nothing was sent)."""
+    for delay in (*WRITE_RETRY_DELAYS, None):
+        try:
+            return await _apply_once(services, message, context, decision)
+        except AlreadyDecided:
+            return None
+        except (Unavailable, sqlite3.Error) as exc:
+            if delay is None:
+                raise
+            log.warning("bot: writing the decision on message %s failed (%s); retrying in %g s",
+                        message["id"], exc, delay)
+            await asyncio.sleep(delay)
+
+
+async def _apply_once(services, message, context, decision):
     account_id, contact_id = message["account_id"], message["contact_id"]
     if decision.reply:
         try:
@@ -216,28 +224,31 @@ async def apply(services, message, context, decision):
                 to_id=message["from_id"], campaign_id=message["campaign_id"],
                 in_tx=(_answered_in_tx, {"inbound_id": message["id"], "outcome": decision.outcome,
                                          "detail": decision.detail, "charge": _charge(context),
-                                         "handoff": decision.handoff}))
+                                         "handoff": decision.handoff_reason if decision.handoff else None}))
             return decision.outcome
         except Skipped as exc:
-            decision = Decision(exc.outcome, exc.detail)
+            decision = decision.without_reply(exc.outcome, exc.detail)
         except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
-            decision = Decision("not_sent", exc.message)
-    await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
-                            {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
-                            decision.handoff)
+            decision = decision.without_reply("not_sent", exc.message)
+    won = await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
+                                  {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
+                                  decision.handoff_reason if decision.handoff else None)
+    if not won:
+        raise AlreadyDecided()
+    if decision.handoff:
+        services.delivery is None or services.delivery.notify()  # its notification is in the outbox
     return decision.outcome
 
 
-def _handoff_pause_in_tx(cx, account_id, contact_id):
-    now = utcnow()
-    bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + HANDOFF_PAUSE), "handoff", iso(now))
-
-
 def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
-    """In the reply's transaction (messaging.send_reply in_tx): check again that the contact may be answered
-    (a person may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend
-    path), pause on a handoff and record the outcome. Skipped rolls the reply back."""
+    """In the reply's transaction (messaging.send_reply in_tx): record the outcome unless the message has
+    one (AlreadyDecided: the reply is not queued), check again that the contact may be answered (a person
+    may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend path) and
+    carry out a handoff (its reason: services/handoff.py). Skipped rolls the reply back."""
     account_id, contact_id = reply["account_id"], reply["contact_id"]
+    if not bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
+                                                                    "replyId": reply["id"]}):
+        raise AlreadyDecided()
     now = now_iso()
     state = bot_state.contact_state_in_tx(cx, account_id, contact_id, now) or {}
     if state.get("opted_out"):
@@ -251,16 +262,17 @@ def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
             raise Skipped("no_credits", f"the balance of {credit_store.as_number(spent.get('balance', 0))} credits "
                                         f"is below creditsPerReply {credit_store.as_number(charge)}")
     if handoff:
-        _handoff_pause_in_tx(cx, account_id, contact_id)
-    bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
-                                                             "replyId": reply["id"]})
+        record_handoff_in_tx(cx, account_id, contact_id, inbound_id, handoff)
 
 
 def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
-    """In the writer: the outcome of a message the bot sent nothing for (and the pause of a handoff)."""
+    """In the writer: the outcome of a message the bot sent nothing for (and a handoff, by its reason), unless
+    the message has one already. Returns whether it was recorded."""
+    if not bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome):
+        return False
     if handoff:
-        _handoff_pause_in_tx(cx, account_id, contact_id)
-    bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome)
+        record_handoff_in_tx(cx, account_id, contact_id, message_id, handoff)
+    return True
 
 
 async def on_inbound_message(services, message, context):
@@ -285,7 +297,8 @@ async def dry_run(services, account_id, *, body, campaign_id=None, contact_id=No
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
     if first_message is not None:
         context["first_message"] = first_message
-    decision = await decide(services, account_id, context, body, contact_id=contact_id)
+    async with services.bot.slot(account_id):  # the bot's own limits: a dry run may ask the AI provider too
+        decision = await decide(services, account_id, context, body, contact_id=contact_id)
     return {"reply": decision.reply, "reason": decision.outcome, "detail": decision.detail,
             "handoff": decision.handoff, "active": bool(context["config"]["active"])}
 
@@ -301,27 +314,18 @@ async def resume(services, account_id, contact_id):
     return await bot_state.clear_pause(services.db, account_id, contact_id)
 
 
-def _recoverable(cx, since_id, before_id, limit):
-    """The undecided messages of the window, but for opt-out and opt-in keywords (never the bot's)."""
-    found = []
-    for message in bot_state.undecided_inbound.sync(cx, since_id, before_id, limit):
-        if opt_out.might_be_keyword(message["body"]) and opt_out.match(
-                message["body"], *account_store.opt_keywords_in_tx(cx, message["account_id"])) is not None:
-            continue
-        found.append(message)
-    return found
-
-
 # ---- the runner --------------------------------------------------------------------------------
 
 class BotRunner:
     """Runs on_inbound_message for each submitted message, at most `concurrency` at once (the rest wait
     their turn in memory), off the request path; owns the AI provider's HTTP client (SSRF-guarded)."""
 
-    def __init__(self, services, concurrency=None):
+    def __init__(self, services, concurrency=None, per_account=None):
         self.services = services
         self.concurrency = concurrency or services.settings.bot_concurrency
+        self.per_account = per_account or services.settings.bot_concurrency_per_account
         self._slots = asyncio.Semaphore(self.concurrency)
+        self._account_slots = {}  # account id -> [Semaphore(per_account), holders and waiters]
         self._tasks = set()
         self._http = None
         self._stopping = False
@@ -342,23 +346,39 @@ class BotRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @contextlib.asynccontextmanager
+    async def slot(self, account_id):
+        """One of the account's per_account slots, then one of the concurrency slots overall: an account
+        waits for its own share first, so that its backlog (a slow AI provider) never holds every slot and
+        the other accounts' messages go on. Answers and dry runs (POST /v1/bot/test) alike."""
+        entry = self._account_slots.setdefault(account_id, [asyncio.Semaphore(self.per_account), 0])
+        entry[1] += 1
+        try:
+            async with entry[0], self._slots:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._account_slots[account_id]
+
     async def _answer(self, message):
-        async with self._slots:
+        async with self.slot(message["account_id"]):
             try:
                 # Read now, not when the message came in: a pause, an opt-out or a new balance since counts.
                 context = await self.services.db.read(bot_context.context_in_tx, message["account_id"],
                                                       message["contact_id"], message["campaign_id"], message["id"])
-                if context is not None:  # None: the bot is off for it (now)
+                if context is None:  # the bot is off for it (now): it owes the message nothing
+                    await bot_state.release(self.services.db, message["account_id"], message["id"])
+                else:
                     await on_inbound_message(self.services, message, context)
             except Exception:
                 log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
 
-    async def recover(self, before_id, now=None):
-        """Submit the messages of the last RECOVER_WINDOW (ids below before_id: stored before this process
-        took requests) that the bot never decided on, e.g. because the server was killed. Returns how many."""
-        since = common_ids.first_id_at("msg", (now or utcnow()) - RECOVER_WINDOW)
+    async def recover(self, before_id):
+        """Submit the messages stored before before_id (before this process took requests) that the bot still
+        owes a decision, e.g. because the server was killed: the oldest RECOVER_LIMIT. Returns how many."""
         try:
-            pending = await self.services.db.read(_recoverable, since, before_id, RECOVER_LIMIT)
+            pending = await bot_state.undecided_inbound(self.services.db, before_id, RECOVER_LIMIT)
         except Exception:
             log.exception("bot: looking for messages left undecided by the previous run failed")
             return 0
@@ -374,7 +394,8 @@ class BotRunner:
         if self._http is None:
             self._http = SimpleAsyncHTTPClient(
                 force_instance=True, max_clients=self.concurrency, max_body_size=bot_provider.MAX_ANSWER_BYTES,
-                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks))
+                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks),
+                defaults={"ssl_options": tls_profile.client_context(self.services.settings.tls_profile)})
         return self._http
 
     async def idle(self):

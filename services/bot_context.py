@@ -21,7 +21,7 @@ def active_in_tx(cx, account_id, campaign_id):
 def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, require_active=True):
     """What the bot needs to decide on a message of this contact (contact_id None: no contact, a dry run;
     message_id: the message, stored already): {config (bot_settings.effective), account_type,
-    credit_hundredths, has_webhook, opted_out, pause, first_message}. With require_active, None when the
+    credit_hundredths, credits_per_reply, has_webhook, opted_out, pause, first_message}. With require_active, None when the
     bot is not active for this message's campaign (nothing more is read then)."""
     account = bot_state.account_bot_in_tx(cx, account_id)
     if account is None or require_active and account["bot"] is None:
@@ -33,17 +33,16 @@ def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, r
     if contact_id is not None:
         contact = bot_state.contact_state_in_tx(cx, account_id, contact_id, now_iso(), message_id) or contact
     return {"config": config, "account_type": account["type"], "credit_hundredths": account["credit_hundredths"],
-            "has_webhook": account["has_webhook"], **contact}
+            "credits_per_reply": account["credits_per_reply"], "has_webhook": account["has_webhook"], **contact}
 
 
 def pause_after_human_reply_in_tx(cx, settings, *, account_id, contact_id, campaign_id, author):
     """A reply written by a person (HUMAN_AUTHORS) pauses the bot for that contact for
-    pauseMinutesAfterHumanReply (of the reply's campaign, else the account's), when the bot is active for
-    the account or any campaign (the person may answer a campaign's conversation without its campaignId).
-    settings: the account's."""
-    if author not in HUMAN_AUTHORS or not bot_settings.active_anywhere(settings.get("bot")):
+    pauseMinutesAfterHumanReply (of the reply's campaign, else the account's), whether or not the bot is on
+    now: switching it on later must not barge into a conversation a person is holding. settings: the account's."""
+    if author not in HUMAN_AUTHORS:
         return
-    minutes = bot_settings.effective(settings["bot"], campaign_id)["pauseMinutesAfterHumanReply"]
+    minutes = bot_settings.effective(settings.get("bot"), campaign_id)["pauseMinutesAfterHumanReply"]
     if minutes > 0:
         now = utcnow()
         bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + timedelta(minutes=minutes)), "human_reply",

@@ -56,8 +56,9 @@ def conversation(history, max_messages, max_chars):
 def build_request(provider, api_key, messages, *, allow_private):
     """The HTTPRequest of one chat-completions call. ProviderError when the base URL is not allowed."""
     base = provider["baseUrl"].rstrip("/")
-    if not netguard.scheme_allowed(urlsplit(base), allow_private):
-        raise ProviderError("provider URL refused: it must be an https:// URL with a host name")
+    refusal = netguard.scheme_refusal(urlsplit(base), allow_private)
+    if refusal:
+        raise ProviderError(f"provider URL refused: it {refusal}")
     system = (provider.get("systemPrompt") or "").strip() or DEFAULT_SYSTEM_PROMPT
     body = {"model": provider["model"], "stream": False, "response_format": {"type": "json_object"},
             "messages": [{"role": "system", "content": f"{system}\n\n{ANSWER_FORMAT}"}, *messages]}
@@ -102,7 +103,7 @@ async def ask(http, provider, api_key, messages, *, allow_private):
     except HTTPTimeoutError:
         raise ProviderError(f"timeout: no answer within {request.request_timeout:g} s") from None
     except Exception as exc:  # refused, reset, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
-        raise ProviderError(f"connection error: {exc.__class__.__name__}: {exc}") from None
+        raise ProviderError(f"connection error: {netguard.describe_connection_error(exc)}") from None
     if not 200 <= response.code < 300:
         excerpt = (response.body or b"")[:ERROR_EXCERPT].decode("utf-8", "replace")
         raise ProviderError(f"HTTP {response.code} {response.reason or ''}".rstrip() + (f": {excerpt}" if excerpt else ""))

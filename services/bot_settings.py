@@ -1,32 +1,42 @@
 """The bot's settings object (DESIGN §3 "Bot"): its pydantic model, how a PATCH merges into the stored
 object, the public view (the provider key is write-only) and the effective configuration for a message.
 
-PATCH semantics (README "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
+PATCH semantics (docs/api.md "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
 (RFC 7386) of the stored one: objects merge key by key, null removes a key, arrays (rules,
 handoffKeywords) and scalars replace. So a PATCH that changes only the rules keeps the provider and its
 key, and `"bot": null` removes the whole bot. The stored object keeps the provider key encrypted under
 `apiKeyEncrypted`; reads show `apiKeySet` instead.
 """
+import secrets
 from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
 import pydantic
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints,
                       field_validator)
+from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
-from common.validation import NOT_BLANK, validation_message
-from services.credits import to_hundredths
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
 
+# Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
+# size. Checked when the settings are saved, each 400 naming the field.
 MAX_RULES = 200
-MAX_KEYWORDS = 50
+MAX_KEYWORDS = 50          # per rule, and handoff keywords
+MAX_KEYWORD_LENGTH = 100   # characters
+MAX_TOTAL_KEYWORDS = 1000  # of one configuration (the account's, or a campaign's): its rules' plus handoff
 MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
 DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
-            "provider": None, "pauseMinutesAfterHumanReply": 30, "creditsPerReply": 1}
+            "handoffMessage": None, "provider": None, "pauseMinutesAfterHumanReply": 30}
 DEFAULT_TIMEOUT_SECONDS = 20.0
+PRICE = "creditsPerReply"  # once a bot setting, now the agency's (accounts.credits_per_reply)
+PRICE_REFUSED = ("creditsPerReply is set by the agency, not by the account itself (the agency's "
+                 "PATCH /v1/subaccounts/{id} with {\"creditsPerReply\": n}, or its Agency pages)")
 KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Fernet, services/secretbox.py)
+# New on every save of the bot (never shown): the compiled keyword matchers are kept per version.
+VERSION = "version"
 
 
 def _not_blank(value):
@@ -43,9 +53,8 @@ def _a_number(value):
 
 
 Number = BeforeValidator(_a_number)
-Keyword = Annotated[str, StringConstraints(max_length=100), AfterValidator(_not_blank),
-                    Field(json_schema_extra=NOT_BLANK)]
-CampaignId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Keyword = Annotated[IdentifierNotBlank, StringConstraints(max_length=MAX_KEYWORD_LENGTH), AfterValidator(_not_blank)]
+CampaignId = Annotated[Identifier, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Strict(BaseModel):
@@ -57,6 +66,8 @@ class Rule(_Strict):
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
     answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)
+    handoff: Optional[StrictBool] = Field(None, description=(
+        "True: the answer is sent and the conversation goes to a person, like a handoff keyword."))
 
     @field_validator("answer")
     @classmethod
@@ -69,8 +80,8 @@ class Provider(_Strict):
     baseUrl: Optional[str] = Field(None, max_length=2000, description=(
         "e.g. https://api.openai.com/v1, or a local server's /v1 (Ollama, llama.cpp); https and public unless "
         "the server runs with --allow-private-webhooks."))
-    model: Optional[str] = Field(None, max_length=200, json_schema_extra=NOT_BLANK)
-    apiKey: Optional[str] = Field(None, min_length=1, max_length=4000, description=(
+    model: Optional[IdentifierNotBlank] = Field(None, max_length=200)
+    apiKey: Optional[Identifier] = Field(None, min_length=1, max_length=4000, description=(
         "Write-only: sent as a bearer token, stored encrypted, never shown (reads say apiKeySet). Omitted, "
         "the stored key is kept; null removes it."))
     apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
@@ -92,19 +103,40 @@ class BotConfig(_Strict):
     rules: Optional[list[Rule]] = Field(None, max_length=MAX_RULES, description="The first matching rule answers.")
     handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
                                                      description="Pause the bot for the contact that writes one.")
+    handoffMessage: Optional[str] = Field(None, max_length=MAX_TEXT, description=(
+        'Sent to the contact once per handoff (keyword, provider or rule without its own answer). Unset: '
+        '"Thanks! A person will answer here soon."; "" sends nothing.'))
     provider: Optional[Provider] = None
     pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
-    creditsPerReply: Optional[Annotated[float, Number]] = Field(None, ge=0, le=1000, description=(
-        "Default 1; spent by sub-accounts on each bot reply (at most 2 decimals)."))
+    # Not a bot setting any more (issue 18 item 4): what a sub-account pays per reply is its agency's to set
+    # (PATCH /v1/subaccounts/{id}), so an account's own key cannot make its replies free. Declared only to
+    # refuse it with a message that says where it went (400, like any field the schema does not have);
+    # null passes, so a client may still remove a value stored before.
+    creditsPerReply: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
+
+    @field_validator("rules")
+    @classmethod
+    def _rule_keywords(cls, rules):
+        total = sum(len(rule.keywords) for rule in rules or ())
+        if total > MAX_TOTAL_KEYWORDS:
+            raise ValueError(f"rules have {total} keywords in all; at most {MAX_TOTAL_KEYWORDS} are allowed "
+                             "(with handoffKeywords)")
+        return rules
+
+    @field_validator("handoffKeywords")
+    @classmethod
+    def _all_keywords(cls, keywords, info):
+        total = len(keywords or ()) + sum(len(rule.keywords) for rule in info.data.get("rules") or ())
+        if total > MAX_TOTAL_KEYWORDS:
+            raise ValueError(f"handoffKeywords and the rules have {total} keywords in all; at most "
+                             f"{MAX_TOTAL_KEYWORDS} are allowed")
+        return keywords
 
     @field_validator("creditsPerReply", mode="before")
     @classmethod
-    def _credits(cls, value):
-        if value is not None and value != 0 and not isinstance(value, (bool, str)):
-            try:
-                to_hundredths(value, field="creditsPerReply")
-            except Invalid as exc:
-                raise ValueError(exc.message.removeprefix("creditsPerReply ")) from None
+    def _price_is_the_agencys(cls, value):
+        if value is not None:
+            raise ValueError(PRICE_REFUSED)
         return value
 
 
@@ -168,8 +200,12 @@ def merge_patch(target, patch):
 
 
 def same_origin(a, b):
-    pa, pb = urlsplit(a or ""), urlsplit(b or "")
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    """Whether two URLs share scheme, host and port; a URL that does not parse shares nothing."""
+    try:
+        pa, pb = urlsplit(a or ""), urlsplit(b or "")
+        return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    except ValueError:
+        return False
 
 
 def merged(current, patch):
@@ -186,7 +222,8 @@ def merged(current, patch):
                 and not same_origin(provider["baseUrl"], stored.get("baseUrl"))):
             raise Invalid(f"{path}.apiKey must be sent again (or null to remove it) when baseUrl moves to another "
                           "host: the stored key is only ever sent to the host it was saved for")
-    result = merge_patch(current, patch)
+    result = without_price(merge_patch(current, patch))
+    result[VERSION] = secrets.token_hex(8)
     if result.get("campaigns") == {}:
         del result["campaigns"]  # the last campaign removed: no empty object left behind
     # Validated without the encrypted keys, which are not part of the public model.
@@ -212,11 +249,22 @@ def _check_complete(provider, path):
 
 # ---- reading ---------------------------------------------------------------------------------
 
+def without_price(bot):
+    """The bot object without a creditsPerReply stored before it became the agency's (ignored since)."""
+    if not bot:
+        return bot
+    bot = {k: v for k, v in bot.items() if k != PRICE}
+    if bot.get("campaigns"):
+        bot["campaigns"] = {cid: {k: v for k, v in (o or {}).items() if k != PRICE} for cid, o in bot["campaigns"].items()}
+    return bot
+
+
 def public(bot):
     """The bot object as reads show it: each provider's key replaced by apiKeySet."""
     if not bot:
         return bot
-    out = {k: v for k, v in bot.items() if k not in ("provider", "campaigns")}
+    bot = without_price(bot)
+    out = {k: v for k, v in bot.items() if k not in ("provider", "campaigns", VERSION)}
     if bot.get("provider") is not None:
         out["provider"] = _public_provider(bot["provider"])
     if bot.get("campaigns") is not None:
@@ -239,8 +287,13 @@ def effective(bot, campaign_id=None):
     """The configuration that answers a message: DEFAULTS, then the account's keys, then those of the
     message's campaign. A campaign's provider overrides the account's field by field, and inherits the
     account's key only while it talks to the same host."""
-    config = {**DEFAULTS, **{k: v for k, v in (bot or {}).items() if k != "campaigns"}}
+    config = {**DEFAULTS, **{k: v for k, v in (bot or {}).items() if k not in ("campaigns", VERSION)}}
     override = ((bot or {}).get("campaigns") or {}).get(campaign_id) if campaign_id else None
+    version = (bot or {}).get(VERSION)
+    # Which compiled keyword matcher answers (services/bot_match.py): one per settings version, and per
+    # campaign only for a campaign with keywords of its own.
+    own_keywords = bool(override) and ("rules" in override or "handoffKeywords" in override)
+    config["matcherKey"] = (version, campaign_id if own_keywords else None) if version else None
     for key, value in (override or {}).items():
         if key == "provider" and config.get("provider"):
             inherited = dict(config["provider"])

@@ -19,6 +19,7 @@ import time
 from common.ids import now_iso
 from services import campaigns, messaging
 from storage import accounts as account_store
+from storage import campaign_actions
 from storage import campaigns as store
 from storage import events
 
@@ -135,6 +136,20 @@ class CampaignRunner:
                 wait = min(wait, bucket.seconds_until_next())
         for campaign_id in set(self._buckets) - running:  # paused, completed or cancelled: start afresh later
             del self._buckets[campaign_id]
+        return min(wait, await self.finish_actions())
+
+    async def finish_actions(self):
+        """A batch of each campaign's cancel or retry-failed that its request left unfinished (storage/
+        campaign_actions.py), on the writer's background lane. Returns 0 while batches are left, else the
+        poll interval."""
+        wait = self.poll_seconds
+        for pending in await campaign_actions.pending_actions(self.services.db):
+            result = await self.services.db.write_background(campaign_actions.continue_action, pending["id"],
+                                                             campaign_actions.BATCH, now_iso())
+            if pending["pending_action"] == "retry" and result["rows"] and self.services.delivery is not None:
+                self.services.delivery.notify()
+            if not result["done"]:
+                wait = 0
         return wait
 
 

@@ -6,9 +6,12 @@ import re
 
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
+from common.spreadsheet import safe_cell
 from services import lists
 from services.messaging import NO_WEBHOOK
+from common.errors import Conflict
 from storage import accounts as account_store
+from storage import campaign_actions
 from storage import campaigns as store
 
 DEFAULT_RATE_PER_MINUTE = 600
@@ -95,8 +98,8 @@ async def recent_campaigns(db, account_id, *, before=None, limit=50):
 ACTION_RULES = {
     "pause": {"running": None},
     "resume": {"paused": None},
-    "cancel": {"scheduled": None, "running": None, "paused": None, "completed": "queued"},
-    "retry-failed": {"running": "failed", "completed": "failed"},
+    "cancel": {"scheduled": None, "running": None, "paused": None, "completed": ("queued", "retrying")},
+    "retry-failed": {"running": ("failed",), "completed": ("failed",)},
 }
 
 
@@ -106,7 +109,7 @@ def allowed_actions(campaign):
     for action, rule in ACTION_RULES.items():
         if campaign["status"] in rule:
             needs = rule[campaign["status"]]
-            if needs is None or campaign["counts"][needs] > 0:
+            if needs is None or any(campaign["counts"][count] > 0 for count in needs):
                 allowed.append(action)
     return allowed
 
@@ -120,11 +123,25 @@ async def resume(db, account_id, campaign_id):
 
 
 async def cancel(db, account_id, campaign_id):
-    return public_campaign(await store.cancel(db, account_id, campaign_id, now_iso()))
+    """Cancelled at once; a large campaign's recipients are dropped by the runner's batches after the first
+    (pendingAction "cancel" until then: storage/campaign_actions.py)."""
+    return public_campaign(await campaign_actions.cancel(db, account_id, campaign_id, now_iso(),
+                                                         campaign_actions.BATCH))
 
 
 async def retry_failed(db, account_id, campaign_id):
-    return public_campaign(await store.retry_failed(db, account_id, campaign_id, now_iso()))
+    """The final failures whose delivery still exists are queued again (the runner's batches after the first:
+    pendingAction "retry" until then); the answer's retry says how many ({requeued, notRetryable}: the
+    others' deliveries were removed by retention, and they stay failed). Conflict when none can be."""
+    campaign = await store.get_campaign(db, account_id, campaign_id)
+    counts = await campaign_actions.retryable(db, account_id, campaign_id) if campaign else None
+    if counts and counts["notRetryable"] and not counts["retryable"]:
+        raise Conflict(f"none of the {counts['notRetryable']} failed recipients of campaign {campaign_id} can be "
+                       "retried: their deliveries were removed by retention (--retention-webhook-days)",
+                       code="CONFLICT")
+    retried = public_campaign(await campaign_actions.retry_failed(db, account_id, campaign_id, now_iso(),
+                                                                       campaign_actions.BATCH))
+    return {**retried, "retry": {"requeued": counts["retryable"], "notRetryable": counts["notRetryable"]}}
 
 
 ACTIONS = {"pause": pause, "resume": resume, "cancel": cancel, "retry-failed": retry_failed}
@@ -134,9 +151,9 @@ async def act(services, account_id, campaign_id, action):
     """One of ACTIONS (the API's POST /v1/campaigns/{id}/<action>, the UI's buttons): the campaign after it.
     A resumed campaign wakes the runner, retried messages the delivery worker."""
     campaign = await ACTIONS[action](services.db, account_id, campaign_id)
-    if action == "resume":
-        services.campaigns.notify()
-    elif action == "retry-failed":
+    if action == "resume" or campaign["pendingAction"]:
+        services.campaigns.notify()  # resumed, or batches of a cancel or retry left for the runner
+    if action == "retry-failed":
         services.delivery.notify()
     return campaign
 
@@ -162,12 +179,6 @@ async def list_recipients(db, account_id, campaign_id, *, status=None, limit=Non
         public_recipient)
 
 
-def _cell(value):
-    """A CSV cell a spreadsheet shows as text: a leading =, +, -, @ (a formula) gets a quote before it."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 async def recipients_csv(db, account_id, campaign_id, *, status=None, page_size=2000):
     """The recipients as CSV, yielded a page at a time (a 100k-recipient export never sits in memory)."""
     status = _status_filter(status)
@@ -180,7 +191,7 @@ async def recipients_csv(db, account_id, campaign_id, *, status=None, page_size=
         rows = await store.page_recipients(db, account_id, campaign_id, status, after, page_size)
         for row in rows:
             error = row["error"] or {}
-            writer.writerow([_cell(v) for v in (row["id"], row["first_name"], row["last_name"], row["phone"],
+            writer.writerow([safe_cell(v) for v in (row["id"], row["first_name"], row["last_name"], row["phone"],
                                                 row["email"], row["message_id"], row["status"],
                                                 error.get("httpStatus"), error.get("error"), error.get("at"))])
         yield out.getvalue()

@@ -6,6 +6,7 @@ import phonenumbers
 from email_validator import EmailNotValidError, validate_email
 
 from common.errors import Invalid
+from common.validation import no_control_characters
 
 # Longest accepted values (the API's request model declares the same limits from these).
 MAX_NAME_LENGTH = 200
@@ -72,9 +73,10 @@ def blank_to_none(value):
     return value or None
 
 
-def _check_length(value, field, limit):
+def check_length(value, field, limit):
     if value is not None and len(value) > limit:
         raise Invalid(f"{field} is longer than {limit} characters", field=field)
+    no_control_characters(value, field)  # the API's models check it too; imported rows only here
 
 
 def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None, region=None):
@@ -87,7 +89,7 @@ def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None
         raise Invalid("phone or email is required: give at least one of them")
     for value, field, limit in ((first_name, "firstName", MAX_NAME_LENGTH), (last_name, "lastName", MAX_NAME_LENGTH),
                                 (phone, "phone", MAX_PHONE_LENGTH), (email, "email", MAX_EMAIL_LENGTH)):
-        _check_length(value, field, limit)
+        check_length(value, field, limit)
     return {"first_name": first_name, "last_name": last_name,
             "phone": normalize_phone(phone, region=region) if phone else None,
             "email": normalize_email(email) if email else None}

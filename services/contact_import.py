@@ -2,12 +2,9 @@
 (column mapping, default country, list), the preview, start, cancel, progress, files and retention.
 Running a job is services/import_runner.py; reading the CSV is services/csv_import.py."""
 import asyncio
-import functools
 import os
 from datetime import timedelta
 from pathlib import Path
-
-import phonenumbers
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
@@ -47,19 +44,22 @@ def not_found(import_id):
     return NotFound(f"no import with id {import_id}")
 
 
-@functools.cache
-def region_choices():
-    """(code, label) of every region phonenumbers knows, e.g. ("DE", "DE +49"), sorted by code."""
-    return [(code, f"{code} +{phonenumbers.country_code_for_region(code)}")
-            for code in sorted(phonenumbers.SUPPORTED_REGIONS)]
-
-
 async def run_blocking(fn, *args):
     """fn(*args) in the default executor: file I/O and parsing stay off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 # ---- drafts ------------------------------------------------------------------------------------
+
+async def start_upload(services, account_id):
+    """Before any byte of an upload: Conflict when the account's drafts (and uploads still arriving) are at
+    --import-drafts-per-account; else the upload counts until end_upload()."""
+    services.import_limits.start_upload(account_id, await store.count_drafts(services.db, account_id))
+
+
+def end_upload(services, account_id):
+    services.import_limits.end_upload(account_id)
+
 
 async def create_from_upload(services, account_id, user_id, temp_path, file_name, size):
     """A draft job for an uploaded file (already on disk at temp_path, 0600): the file is checked (UTF-8 CSV
@@ -231,18 +231,23 @@ def progress(job, now=None):
 async def preview(services, job):
     """The job's first PREVIEW_ROWS rows read with its options, nothing written: the first rows as mapped,
     the first errors, and how many rows of the sample would be created, matched and fail (against the
-    contacts stored now, and earlier rows of the sample: a phone seen twice is matched the second time)."""
-    rows, errors, failed, whole_file = [], [], 0, True
-    reader = await ReaderProcess.start(**reader_request(services.settings.data_dir, job, PREVIEW_ROWS,
-                                                        limit_rows=PREVIEW_ROWS))
-    try:
-        async for batch in reader.batches():
-            rows += batch["rows"]
-            errors += batch["errors"]
-            failed += batch["failed"]
-            whole_file = batch["position"] >= job["file_bytes"]
-    finally:
-        await reader.close()
+    contacts stored now, and earlier rows of the sample: a phone seen twice is matched the second time).
+    Bounded: at most --import-preview-max-bytes / -max-lines of the file, by one reader per account and
+    --import-preview-readers in all (RateLimited / Unavailable when there is no room now)."""
+    settings = services.settings
+    rows, errors, failed, end = [], [], 0, job["position"]
+    with services.import_limits.preview_reader(job["account_id"]):
+        reader = await ReaderProcess.start(**reader_request(
+            settings.data_dir, job, PREVIEW_ROWS, limit_rows=PREVIEW_ROWS,
+            limit_bytes=settings.import_preview_max_bytes, limit_lines=settings.import_preview_max_lines))
+        try:
+            async for batch in reader.batches():
+                rows += batch["rows"]
+                errors += batch["errors"]
+                failed += batch["failed"]
+                end = batch["position"]
+        finally:
+            await reader.close()
     phones, emails = await contact_store.existing_phones_and_emails(
         services.db, job["account_id"], [v["phone"] for _, v in rows if v["phone"]],
         [v["email"] for _, v in rows if v["email"] and not v["phone"]])
@@ -259,17 +264,18 @@ async def preview(services, job):
     shown = sorted([(number, values, outcome, None) for (number, values), outcome in zip(rows, outcomes)] +
                    [(number, None, "failed", f"{column}: {reason}" if column else reason)
                     for number, column, reason in errors], key=lambda item: item[0])[:PREVIEW_SHOWN]
-    return {"rows": shown, "errors": errors[:PREVIEW_SHOWN], "sample": len(rows) + failed, "wholeFile": whole_file,
+    return {"rows": shown, "errors": errors[:PREVIEW_SHOWN], "sample": len(rows) + failed,
+            "wholeFile": end >= job["file_bytes"], "bytesRead": end - job["position"],
             "created": outcomes.count("created"), "matched": outcomes.count("matched"), "failed": failed}
 
 
-def reader_request(data_dir, job, batch_size, limit_rows=None):
-    """The reader process's request for the job's file from its committed position."""
+def reader_request(data_dir, job, batch_size, **limits):
+    """The reader process's request for the job's file from its committed position (limits: read_batches'
+    limit_rows, limit_bytes, limit_lines)."""
     path = Path(job["file_path"])
     return {"path": str(path if path.is_absolute() else Path(data_dir) / path), "position": job["position"],
             "row_number": job["row_number"], "delimiter": job["delimiter"], "header": job["header"],
-            "mapping": job["mapping"], "region": job["default_region"], "batch_size": batch_size,
-            "limit_rows": limit_rows}
+            "mapping": job["mapping"], "region": job["default_region"], "batch_size": batch_size, **limits}
 
 
 # ---- stopping and files ------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 search by name, phone or email."""
 import re
 
-from services.contact_fields import blank_to_none, normalize_contact, normalize_email, normalize_phone
+from services.contact_fields import (blank_to_none, check_length, normalize_contact, normalize_email,
+                                     normalize_phone, MAX_NAME_LENGTH)
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import contacts as store
@@ -49,6 +50,46 @@ async def lookup_contact(db, account_id, *, phone_number=None, email=None):
         raise not_found("no contact with " + " or ".join(
             f"{name} {value}" for name, value in (("phone", phone), ("email", email)) if value))
     return public_contact(contact)
+
+
+_PATCHABLE = {"firstName": "first_name", "lastName": "last_name", "phone": "phone", "email": "email"}
+API_ACTOR = {"via": "api", "by": None}
+
+
+def user_actor(email):
+    """Who changed an opt-out by hand in the UI (today one admin per account: its email)."""
+    return {"via": "user", "by": email}
+
+
+def _normalize_patch(fields):
+    """{column: value} of the API's field names given (None or blank clears), validated like on creation."""
+    changes = {}
+    for name, column in _PATCHABLE.items():
+        if name not in fields:
+            continue
+        value = blank_to_none(fields[name])
+        if value is not None and name == "phone":
+            value = normalize_phone(value)
+        elif value is not None and name == "email":
+            value = normalize_email(value)
+        elif value is not None:
+            check_length(value, name, MAX_NAME_LENGTH)
+        changes[column] = value
+    return changes
+
+
+async def update_contact(db, account_id, contact_id, fields, actor):
+    """PATCH a contact: fields holds any of firstName, lastName, phone, email (None clears) and optedOut (a
+    bool: by hand, who from actor, see API_ACTOR and user_actor). The same validation as on creation; Conflict
+    naming the contact that already has the phone or email; contact.updated queued with the change.
+    Returns the contact as the API shows it."""
+    changes = _normalize_patch(fields)
+    opt_out = None
+    if "optedOut" in fields:
+        if not isinstance(fields["optedOut"], bool):
+            raise Invalid("optedOut must be true or false", field="optedOut")
+        opt_out = {"opted_out": fields["optedOut"], **actor}
+    return await store.update_contact(db, account_id, contact_id, changes, opt_out, now_iso())
 
 
 def display_name(contact):

@@ -5,13 +5,15 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-from common.errors import Forbidden, InsufficientCredits, Invalid, NotFound
+from common.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import iso, utcnow
 from services import idempotency
 from storage import credits as store
 
 MAX_GRANT = 10 ** 9  # credits in one grant or spend
 MAX_DESCRIPTION = 500
+GRANT_KEY_REUSED = ("this Idempotency-Key already granted credits with other parameters; use a new key for a "
+                    "new grant")
 GRANT_ENDPOINT = "POST /v1/subaccounts/credits"  # part of the request's fingerprint: keys stay per endpoint
 
 as_number = store.as_number
@@ -39,6 +41,20 @@ def to_hundredths(amount, field="amount"):
     if scaled != scaled.to_integral_value():
         raise Invalid(f"{field} must have at most 2 decimal places")
     return int(scaled)
+
+
+MAX_PRICE = 1000  # credits per bot reply
+
+
+def price_to_hundredths(price, field="creditsPerReply"):
+    """What a sub-account pays per bot reply, set by its agency: a number from 0 (free) to MAX_PRICE with at
+    most two decimals, as hundredths; Invalid naming the field otherwise."""
+    if not isinstance(price, bool) and isinstance(price, (int, float, Decimal)) and price == 0:
+        return 0
+    hundredths = to_hundredths(price, field=field)
+    if hundredths > MAX_PRICE * store.SCALE:
+        raise Invalid(f"{field} must be at most {MAX_PRICE}")
+    return hundredths
 
 
 _TYPED_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
@@ -98,11 +114,13 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
     grant (with ``description`` and the request's Idempotency-Key) in its history, in one transaction.
 
     Returns (body, replayed): body is {"success", "sub_account_id", "credits_added", "new_balance"};
-    replayed is True when an Idempotency-Key seen in the last 24 h with the same grant answered instead
-    (nothing granted; services/idempotency.py, the request's claim under @idempotent, else one opened
-    here for the key). Raises Forbidden (not an agency), Invalid, NotFound SUBACCOUNT_NOT_FOUND (also for
-    another agency's sub-account: nothing is revealed), IdempotencyKeyReused (same key, another grant).
-    Without a key every call grants: "The service does not itself deduplicate grants."
+    replayed is True when the agency already granted with this Idempotency-Key and the same parameters,
+    whenever that was: its first answer comes back and nothing is granted. A grant's key is the agency's
+    for good (the grant history answers it, not only the 24 h Idempotency-Key answers of
+    services/idempotency.py), because an auto-recharge notification is redelivered for ~30 h. Raises
+    Forbidden (not an agency), Invalid, NotFound SUBACCOUNT_NOT_FOUND (also for another agency's
+    sub-account: nothing is revealed), IdempotencyKeyReused (same key, another grant, or another request
+    within 24 h). Without a key every call grants: "The service does not itself deduplicate grants."
     """
     require_agency(caller_type)
     email, hundredths, description = _grant_parameters(email, amount, description)
@@ -110,6 +128,13 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
     async def fingerprint():
         return _fingerprint(email, hundredths, description)
     with idempotency.covering(agency_id, idempotency_key, fingerprint, now) as claim:
+        earlier = await store.keyed_grant(db, agency_id, idempotency_key) if idempotency_key else None
+        if earlier is not None:
+            if (earlier["email"], earlier["amount"], earlier["description"]) != (email, hundredths, description):
+                raise IdempotencyKeyReused(GRANT_KEY_REUSED)
+            if claim is not None:  # the request's claim answers as a replay, and is not used for a write
+                claim.open, claim.replayed = False, True
+            return store.grant_response(earlier["account_id"], earlier["amount"], earlier["balance_after"]), True
         body = await store.grant(db, agency_id, email, hundredths, description, iso(now or utcnow()),
                                  idempotency_key)
     return body, claim is not None and claim.replayed
@@ -138,3 +163,9 @@ async def spend_credits(db, account_id, amount, reason, now=None, *, delivery=No
 async def get_balance(db, account_id):
     """The account's credit balance as a number (0 for an unknown account)."""
     return as_number(await store.get_balance(db, account_id) or 0)
+
+
+async def price_per_reply(db, account_id):
+    """What one bot reply costs the account, as a number: its agency's price for a sub-account (default 1)."""
+    price = await store.get_price(db, account_id)
+    return as_number(store.DEFAULT_PRICE if price is None else price)

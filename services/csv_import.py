@@ -8,6 +8,7 @@ import re
 import unicodedata
 
 from common.errors import Invalid
+from common.spreadsheet import safe_cell
 from services.contact_fields import normalize_contact
 
 FIELDS = ("firstName", "lastName", "phone", "email")
@@ -63,16 +64,24 @@ def guess_mapping(header):
 
 class RecordReader:
     """CSV records of a file from a byte offset, each with the offset where it ends, so a job can commit
-    "everything before byte N is imported" and resume there. A UTF-8 BOM at offset 0 is skipped; a record
+    "everything before byte N is imported" and resume there; with max_bytes or max_lines, only the
+    records that end within them. A UTF-8 BOM at offset 0 is skipped; a record
     that is not valid UTF-8 is flagged (decoded with replacement characters), never guessed at."""
 
-    def __init__(self, file, delimiter, position=0):
+    def __init__(self, file, delimiter, position=0, *, max_bytes=None, max_lines=None):
         file.seek(position)
         self.file, self.position, self.bad_text = file, position, False
+        self.end = position + max_bytes if max_bytes is not None else None
+        self.max_lines, self.cut = max_lines, False
         self.reader = csv.reader(self._lines(), delimiter=delimiter)
 
     def _lines(self):
+        lines = 0
         while True:
+            if (self.end is not None and self.position >= self.end) or lines == self.max_lines:
+                self.cut = True  # max_bytes or max_lines read: the records end here
+                return
+            lines += 1
             raw = self.file.readline(MAX_LINE_BYTES)
             if not raw:
                 return
@@ -98,6 +107,8 @@ class RecordReader:
                 return
             except csv.Error as exc:
                 cells, problem = None, f"the row is not valid CSV: {exc}"
+            if self.cut:
+                return  # a record the cut ended (its quoted field went on): not the file's record
             self.bad_text = False
             yield cells, self.position, problem
 
@@ -121,12 +132,14 @@ def sniff(path):
         except UnicodeDecodeError:
             raise Invalid("the file is not UTF-8 text: save it as \"CSV UTF-8\" (comma or semicolon separated)") from None
         delimiter = _delimiter(text.lstrip("\r\n").split("\n", 1)[0])
-        for cells, end, problem in RecordReader(f, delimiter):
+        # The header starts in the first SNIFF_BYTES: a file of empty rows (",,\n") is not read to its end
+        # while the upload's request waits (in a thread of the server's process).
+        for cells, end, problem in RecordReader(f, delimiter, max_bytes=SNIFF_BYTES):
             if cells is None or problem:
                 raise Invalid(f"the header row cannot be read: {problem}")
             if any(cell.strip() for cell in cells):
                 return {"delimiter": delimiter, "header": [cell.strip() for cell in cells], "data_start": end}
-    raise Invalid("the file has no header row")
+    raise Invalid(f"the file has no header row (in its first {SNIFF_BYTES // 1024} KB)")
 
 
 def column_name(header, index):
@@ -140,12 +153,6 @@ def _error_column(header, mapping, field):
     return " / ".join(names) or " / ".join(fields)
 
 
-def _cell_for_report(cell):
-    """A spreadsheet must show a cell as text, not run it as a formula ("=", "@", tab, CR). A leading "+" or
-    "-" is kept: phone numbers start with them."""
-    return "'" + cell if cell[:1] in ("=", "@", "\t", "\r") else cell
-
-
 def report_header(header):
     """The error report's first line: row, column, reason, then the file's own columns (UTF-8 with a BOM,
     which spreadsheet programs need to read UTF-8)."""
@@ -153,22 +160,26 @@ def report_header(header):
 
 
 def _csv_line(cells):
+    """One line of the error report, every cell as text (the file's own cells, its header and the column
+    names in "column" may all be formulas)."""
     out = io.StringIO()
-    csv.writer(out, lineterminator="\r\n").writerow(cells)
+    csv.writer(out, lineterminator="\r\n").writerow(map(safe_cell, cells))
     return out.getvalue().encode("utf-8")
 
 
-def read_batches(path, *, position, row_number, delimiter, header, mapping, region, batch_size, limit_rows=None):
+def read_batches(path, *, position, row_number, delimiter, header, mapping, region, batch_size, limit_rows=None,
+                 limit_bytes=None, limit_lines=None):
     """Batches of up to batch_size rows from byte `position` (row_number: records read before it, the header
     being row 1): {start, position, row_number, rows: [(row number, {first_name, last_name, phone, email})],
     errors: [(row number, column, reason)], failed, report (the error report's lines, bytes)}. Each batch
-    starts where the one before ended. Blank rows are skipped and not counted. Stops after limit_rows rows
-    (the preview's sample)."""
+    starts where the one before ended. Blank rows are skipped and not counted. Stops after limit_rows rows,
+    limit_bytes bytes or limit_lines lines (blank ones too), whichever comes first (the preview's sample)."""
     get = {field: index for field, index in mapping.items() if index is not None}
     seen = 0
     with open(path, "rb") as f:
         batch = _new_batch(position, row_number)
-        for cells, end, problem in RecordReader(f, delimiter, position):
+        for cells, end, problem in RecordReader(f, delimiter, position, max_bytes=limit_bytes,
+                                                max_lines=limit_lines):
             batch["position"], batch["row_number"] = end, batch["row_number"] + 1
             if cells is not None and not problem and not any(cell.strip() for cell in cells):
                 continue
@@ -184,8 +195,7 @@ def read_batches(path, *, position, row_number, delimiter, header, mapping, regi
                 column = _error_column(header, mapping, exc.field) if not problem else ""
                 batch["errors"].append((number, column, exc.message))
                 batch["failed"] += 1
-                batch["report"].append(_csv_line([number, column, exc.message,
-                                                  *map(_cell_for_report, cells or [])]))
+                batch["report"].append(_csv_line([number, column, exc.message, *(cells or [])]))
             seen += 1
             if seen == limit_rows:
                 yield _close(batch)

@@ -15,12 +15,9 @@ import random
 import time
 from collections import Counter
 from datetime import timedelta
-from email.utils import parsedate_to_datetime
-from urllib.parse import urlsplit
 
-
-from services import netguard, signing
 from services.netguard import CheckedResolver
+from services.webhook_post import Outcome, post_signed
 from services.accounts import signing_secrets
 from services.webhook_client import KeepAliveClient
 from common.ids import iso, utcnow
@@ -33,41 +30,11 @@ log = logging.getLogger("parley.delivery")
 RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 JITTER = 0.10
 MAX_RETRY_AFTER = 24 * 3600
-RESPONSE_EXCERPT_BYTES = 1024
-USER_AGENT = "Parley-Webhooks/1"
 # When an attempt's outcome could not be written (disk full, I/O error), the row stays due; it is held
 # back this long so the receiver is not sent the same webhook at every poll while the database fails.
 UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
 ACCOUNT_TTL = 1.0  # seconds an account read for a delivery round is reused
-
-
-class Outcome:
-    """What one attempt produced: ok, or an error that is retryable or final."""
-
-    def __init__(self, *, http_status=None, error=None, response=None, retryable=False, retry_after=None):
-        self.http_status, self.error, self.response = http_status, error, response
-        self.retryable, self.retry_after = retryable, retry_after
-
-    @property
-    def ok(self):
-        return self.error is None
-
-
-def parse_retry_after(value, now=None):
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None or when.tzinfo is None:
-        return None
-    return max(0.0, (when - (now or utcnow())).total_seconds())
 
 
 def webhook_url(row, account):
@@ -118,7 +85,8 @@ class DeliveryWorker:
 
     def _client(self):
         if self._http is None:
-            self._http = KeepAliveClient(CheckedResolver(allow_private=self.settings.allow_private_webhooks))
+            self._http = KeepAliveClient(CheckedResolver(allow_private=self.settings.allow_private_webhooks),
+                                         tls_profile=self.settings.tls_profile)
         return self._http
 
     # ---- server loop ------------------------------------------------------------------------
@@ -283,36 +251,9 @@ class DeliveryWorker:
         url = webhook_url(row, account)
         if not url:
             return Outcome(error=NO_URL)
-        if not netguard.scheme_allowed(urlsplit(url), self.settings.allow_private_webhooks):
-            return Outcome(error="webhook URL refused: it must be an https:// URL with a host name")
-        body = row["payload"].encode()
-        # The timestamp is the real sending time: receivers compare it with their own clock.
-        headers = signing.headers(self._signing_secrets(account, now), row["webhook_id"], time.time(), body)
-        headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT})
-        excerpt = bytearray()
-
-        def keep_excerpt(chunk):  # stream the answer: keep 1 KB, never buffer a huge body
-            if len(excerpt) < RESPONSE_EXCERPT_BYTES:
-                excerpt.extend(chunk[:RESPONSE_EXCERPT_BYTES - len(excerpt)])
-
-        try:
-            response = await self._client().post(url, headers, body, timeout=self.timeout, on_chunk=keep_excerpt)
-        except netguard.BlockedAddress as exc:
-            return Outcome(error=f"webhook URL refused: {exc}")
-        except asyncio.TimeoutError:
-            return Outcome(error=f"timeout: no answer within {self.timeout:g} s", retryable=True)
-        except Exception as exc:  # refused, reset, DNS failure, TLS failure: worth another try
-            return Outcome(error=f"connection error: {exc.__class__.__name__}: {exc}", retryable=True)
-        text = bytes(excerpt).decode("utf-8", "replace")
-        code = response.code
-        if 200 <= code < 300:
-            return Outcome(http_status=code, response=text)
-        error = f"HTTP {code} {response.reason or ''}".rstrip()
-        if 300 <= code < 400:
-            error += f" (redirect to {response.headers.get('Location', '?')} not followed)"
-        retryable = code >= 500 or code in (408, 429)
-        return Outcome(http_status=code, error=error, response=text, retryable=retryable,
-                       retry_after=parse_retry_after(response.headers.get("Retry-After")) if retryable else None)
+        return await post_signed(self._client(), url, secrets=self._signing_secrets(account, now),
+                                 webhook_id=row["webhook_id"], body=row["payload"].encode(), timeout=self.timeout,
+                                 allow_private=self.settings.allow_private_webhooks)
 
     async def _account(self, account_id):
         """The account, read at most once per ACCOUNT_TTL (not per attempt): a changed webhook URL or secret

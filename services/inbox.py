@@ -2,8 +2,9 @@
 page, marking read, replies typed by a user, manual retries and resuming the bot. No HTTP, no SQL."""
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
-from services import bot, media, messaging
+from services import bot, bot_settings, media, messaging
 from services.contacts import MAX_QUERY, display_name, search_patterns
+from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import conversations as store
@@ -12,7 +13,9 @@ from storage import messages as message_store
 
 PAGE_SIZE = 30
 THREAD_PAGE_SIZE = 50
-FILTERS = {"all": "All", "unread": "Unread", "failed": "Failed deliveries", "paused": "Bot paused"}
+FILTERS = {"needs_reply": "Needs reply", "all": "All", "unread": "Unread", "failed": "Failed deliveries",
+           "paused": "Bot paused"}
+DEFAULT_FILTER = "needs_reply"  # the contact wrote last, or a handoff waits: what needs a person now
 AUTHOR_LABELS = {"bot": "Bot", "api": "API", "campaign": "Campaign"}
 # messages.bot_outcome {outcome, detail} as the thread says it: one label for each of services.bot.OUTCOMES
 # (tests/test_inbox.py checks that none is missing).
@@ -33,22 +36,31 @@ def _conversation_view(row):
             "paused_until": row["paused_until"]}
 
 
-async def list_conversations(services, account_id, *, filter="all", query=None, before=None, limit=None):
-    """{items, next_before, filter, query}: conversations by last activity, newest first."""
+async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, query=None, before=None, limit=None,
+                             campaign_id=None):
+    """{items, next_before, filter, query, campaign, counts}: conversations by last activity, newest first, with
+    how many each view shows. campaign_id: only that campaign's (an unknown or another account's: none)."""
     limit = limit or PAGE_SIZE
     if filter not in FILTERS:
         raise Invalid(f"filter must be one of {', '.join(FILTERS)}")
     text_like, digits_like = search_patterns(query)
-    rows = await store.page(services.db, account_id, now_iso(), filter=filter, text_like=text_like,
-                            digits_like=digits_like, before=before or None, limit=limit)
+    now = now_iso()
+    rows = await store.page(services.db, account_id, now, filter=filter, text_like=text_like,
+                            digits_like=digits_like, before=before or None, limit=limit, campaign_id=campaign_id)
     items = [_conversation_view(r) for r in rows[:limit]]
     return {"items": items, "next_before": items[-1]["last_message_id"] if len(rows) > limit else None,
-            "filter": filter, "query": (query or "").strip()[:MAX_QUERY]}
+            "filter": filter, "query": (query or "").strip()[:MAX_QUERY], "campaign": campaign_id or "",
+            "counts": await store.counts(services.db, account_id, now, campaign_id)}
 
 
-async def current_event_id(services):
-    """The newest live event id: a page rendered now resumes its WebSocket from here."""
-    return await events.last_id(services.db)
+async def needs_person_count(db, account_id):
+    """Conversations waiting for a person after a handoff: the navigation's "Needs a person" count."""
+    return await store.count_needing_person(db, account_id)
+
+
+async def current_event_id(services, account_id):
+    """The account's newest live event number: a page rendered now resumes its WebSocket from here."""
+    return await events.last_seq(services.db, account_id)
 
 
 def media_view(services, media_url, content_type):
@@ -114,14 +126,22 @@ async def get_thread(services, account_id, contact_id, *, before=None):
     return {"contact": contact, "name": name, "messages": messages,
             "earlier": shown[-1]["id"] if len(rows) > THREAD_PAGE_SIZE else None,
             "newest_id": shown[0]["id"] if shown and not before else None,
-            "pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso()),
+            **await _bot_state(services, account_id, contact_id),
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
 
 
+async def _bot_state(services, account_id, contact_id):
+    """{pause, bot_on}: the contact's pause, and whether the account's bot is on (the thread's banner says which
+    is true: off for the account, paused for this contact, or answering)."""
+    account = await account_store.get_account(services.db, account_id)
+    return {"pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso()),
+            "bot_on": bool(bot_settings.effective((account or {}).get("settings", {}).get("bot"))["active"])}
+
+
 async def get_bot_state(services, account_id, contact_id):
-    """{contact, pause}: whether the bot is paused for this contact (the thread's banner)."""
+    """{contact, pause, bot_on}: the thread's bot banner."""
     contact = await _contact(services, account_id, contact_id)
-    return {"contact": contact, "pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso())}
+    return {"contact": contact, **await _bot_state(services, account_id, contact_id)}
 
 
 async def messages_after(services, account_id, contact_id, after):

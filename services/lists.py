@@ -63,12 +63,19 @@ async def keyset_page(fetch, limit_text, cursor, shape, *, integer_ids=False):
             "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None}
 
 
-async def create_list(db, account_id, name):
+def _valid_name(name):
     name = (name or "").strip()
     if not name:
-        raise Invalid("name is required and cannot be blank")
+        raise Invalid("name is required and cannot be blank", field="name")
     if len(name) > MAX_NAME_LENGTH:
-        raise Invalid(f"name is longer than {MAX_NAME_LENGTH} characters")
+        raise Invalid(f"name is longer than {MAX_NAME_LENGTH} characters", field="name")
+    return name
+
+
+async def create_list(db, account_id, name):
+    """A new list; Conflict naming the account's list that already has this name (compared without case and
+    surrounding spaces)."""
+    name = _valid_name(name)
     row = await store.insert_list(db, {"id": new_id("lst"), "account_id": account_id, "name": name,
                                        "created_at": now_iso()})
     return public_list(row)
@@ -103,3 +110,26 @@ async def add_contact(db, account_id, list_id, contact_id):
 async def lists_of_contact(db, account_id, contact_id):
     """The account's lists this contact belongs to, as the API shows lists."""
     return [public_list(row) for row in await store.lists_of_contact(db, account_id, contact_id)]
+
+
+async def rename_list(db, account_id, list_id, name):
+    """Rename a list; LIST_NOT_FOUND, or Conflict naming the list that already has the name."""
+    return public_list(await store.rename_list(db, account_id, list_id, _valid_name(name)))
+
+
+async def delete_list(db, account_id, list_id):
+    """Delete a list and its memberships (never its contacts): {deleted: true, id, removedMemberships}."""
+    removed = await store.delete_list(db, account_id, list_id, now_iso())
+    return {"deleted": True, "id": list_id, "removedMemberships": removed}
+
+
+async def remove_contacts(db, account_id, list_id, contact_ids):
+    """Take these contacts off the list (those not on it are skipped); the number removed."""
+    return await store.remove_members(db, account_id, list_id, sorted(set(contact_ids)))
+
+
+async def remove_contact(db, account_id, list_id, contact_id):
+    """DELETE /lists/{id}/contacts/{contactId}: {success, listId, contactId, removed} (false when it was not a
+    member: idempotent)."""
+    removed = await remove_contacts(db, account_id, list_id, [contact_id])
+    return {"success": True, "listId": list_id, "contactId": contact_id, "removed": removed == 1}

@@ -16,6 +16,7 @@ many events in one frame per page. A page's unsent frames are bounded
 (``max_pending_bytes``): a browser that does not keep up is told to reload rather than buffered for ever.
 """
 import asyncio
+import itertools
 import json
 import logging
 import time
@@ -30,14 +31,16 @@ log = logging.getLogger("parley.live")
 # Close codes (4000-4999 are the application's): the page's script acts on them.
 CLOSE_RELOAD = 4000        # the page must load again (a reload frame came first)
 CLOSE_SIGNED_OUT = 4001    # the session ended
+CLOSE_REPLACED = 4002      # the session or account opened more pages than it may keep live: the oldest close
 CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
 
 
 def event_json(row):
-    """One event row (id, account_id, type, data JSON text, created_at) as the JSON text pages receive; the
-    stored data is spliced in as it is."""
-    event_id, _, event_type, data, created_at = row
-    return f'{{"id":{event_id},"type":{json.dumps(event_type)},"data":{data},"at":"{created_at}"}}'
+    """One event row (id, account_id, type, data JSON text, created_at, seq) as the JSON text pages receive:
+    its id there is the account's own number (seq), which says nothing of other accounts' events; the stored
+    data is spliced in as it is."""
+    _, _, event_type, data, created_at, seq = row
+    return f'{{"id":{seq},"type":{json.dumps(event_type)},"data":{data},"at":"{created_at}"}}'
 
 
 class Frame:
@@ -70,6 +73,7 @@ def reload_frame(reason):
 
 
 _READY = Frame(b'{"type":"ready"}')
+_opened = itertools.count()
 
 
 class Subscriber:
@@ -81,6 +85,7 @@ class Subscriber:
     def __init__(self, hub, account_id, user_id, transport, session=None):
         self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
         self.session = session
+        self.opened = next(_opened)  # the order pages joined in: the oldest close first beyond the limits
         self.last_sent = 0
         self.pending_bytes = 0
         self.closed = False
@@ -132,8 +137,11 @@ class Hub:
     listener; start()/stop() run it as one of the server's background tasks."""
 
     def __init__(self, db, *, min_interval=0.02, fan_out_share=0.25, round_limit=2000, catch_up_limit=1000,
-                 max_pending_bytes=512 * 1024, poll_seconds=2.0, session_check_seconds=60.0):
+                 max_pending_bytes=512 * 1024, poll_seconds=2.0, session_check_seconds=60.0, max_per_session=8,
+                 max_per_account=50):
         self.db = db
+        self.max_per_session = max_per_session    # pages live at once per UI session; more close the oldest
+        self.max_per_account = max_per_account    # and per account, across its sessions
         self.min_interval = min_interval          # seconds between two rounds under load
         self.fan_out_share = fan_out_share        # at most this share of the event loop goes to pushing frames
         self.round_limit = round_limit            # events read per round
@@ -188,7 +196,8 @@ class Hub:
         async with self._lock:  # no round runs while the replay is read and the page joins
             if not self._subscribers:
                 self.position = await store.last_id(self.db)
-            rows, resumable = await store.catch_up(self.db, account_id, after, self.position, self.catch_up_limit)
+            rows, resumable, seq_at_position = await store.catch_up(self.db, account_id, after, self.position,
+                                                                    self.catch_up_limit)
             if not resumable:
                 subscriber.reload("the page is older than the live events kept")
                 return None
@@ -197,12 +206,24 @@ class Hub:
                 return None
             if rows:
                 subscriber.send(events_frame([event_json(r) for r in rows]))
-            subscriber.last_sent = max(after, self.position)
+            subscriber.last_sent = max(after, seq_at_position)
             subscriber.send(_READY)
             if subscriber.closed:
                 return None
             self._subscribers.setdefault(account_id, set()).add(subscriber)
+            self._close_beyond_limits(account_id, session)
         return subscriber
+
+    def _close_beyond_limits(self, account_id, session):
+        """A page just joined: close the oldest pages of its session, then of its account, beyond the limits."""
+        group = self._subscribers.get(account_id, set())
+        if session is not None:
+            same = sorted((s for s in group if s.session == session), key=lambda s: s.opened)
+            for old in same[:max(0, len(same) - self.max_per_session)]:
+                old.close(CLOSE_REPLACED, "too many live pages for this session")
+        ordered = sorted(group, key=lambda s: s.opened)
+        for old in ordered[:max(0, len(ordered) - self.max_per_account)]:
+            old.close(CLOSE_REPLACED, "too many live pages for this account")
 
     def unsubscribe(self, subscriber):
         group = self._subscribers.get(subscriber.account_id)
@@ -290,7 +311,7 @@ class Hub:
         """One frame for every subscriber that lacks all of rows (the usual case); a subscriber that saw some
         of them already (it joined with a newer position) gets only the rest."""
         shared = None
-        first, last = rows[0][0], rows[-1][0]
+        first, last = rows[0][5], rows[-1][5]  # the account's numbers (seq)
         for subscriber in subscribers:
             if subscriber.last_sent >= last:
                 continue
@@ -299,5 +320,5 @@ class Hub:
                     shared = events_frame([event_json(r) for r in rows])
                 subscriber.send(shared)
             else:
-                subscriber.send(events_frame([event_json(r) for r in rows if r[0] > subscriber.last_sent]))
+                subscriber.send(events_frame([event_json(r) for r in rows if r[5] > subscriber.last_sent]))
             subscriber.last_sent = last

@@ -18,6 +18,7 @@ import puremagic
 from puremagic.main import magic_footer_array, magic_header_array, multi_part_dict
 
 from common.errors import Invalid, PayloadTooLarge
+from common.validation import no_control_characters
 
 STORED_PREFIX = "media:"  # messages.media_url of a stored file: "media:<sha256>"
 _MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
@@ -239,10 +240,14 @@ async def accept_media(settings, media_url, media_content_type):
         return STORED_PREFIX + digest, declared
     try:
         parts = urlsplit(media_url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
     except ValueError:
         parts = None
     if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise Invalid("customData.mediaUrl must be an http(s) URL or a data:<type>;base64,<data> URI")
+    # urlsplit drops tabs and newlines silently; the URL is stored and handed on as given. (A data URI's
+    # base64 may have MIME line breaks.)
+    no_control_characters(media_url, "customData.mediaUrl")
     if len(media_url) > 4096:
         raise Invalid("customData.mediaUrl is longer than 4096 characters; host the file and send its URL")
     # Hosted files are stored as given and never fetched here (no server-side requests on a client's say).

@@ -28,7 +28,7 @@ MAX_PAGE = 200
 AUTHORS = ("contact", "bot", "user", "api", "campaign")
 # An inbound message without customData.campaignId from a contact that got a campaign message this recently
 # is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
-# bot.campaigns[campaignId] (README "Campaigns").
+# bot.campaigns[campaignId] (docs/api.md "Campaigns").
 CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
 
 
@@ -149,10 +149,13 @@ def _record_inbound(cx, message, identity, answers_since):
         # Only short bodies read the account's keywords: the common message pays nothing.
         keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
         if keyword is not None:
-            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword)
-    _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id}])
+            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword, via="reply",
+                                              by=message["body"].strip(), at=message["created_at"])
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_in_tx(cx, account_id, campaign_id)
+    # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
+    _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
+                                "bot_pending": 1 if bot_wanted else None}])
     return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
 
 

@@ -2,7 +2,10 @@
 addresses (checked after DNS, and the checked address is the one connected to)."""
 import asyncio
 import ipaddress
+import logging
+import os
 import socket
+import ssl
 from urllib.parse import urlsplit, urlunsplit
 
 import idna
@@ -11,10 +14,31 @@ from tornado.netutil import Resolver
 
 from common.errors import Invalid
 
+log = logging.getLogger("parley.netguard")
+
+LOCAL_TESTING_HINT = "For local testing start Parley with --allow-private-webhooks."
+
+# An allow-list of what is public, not a deny-list of what is private: an address must lie in the
+# unicast space (IPv4 below 224/4, IPv6 2000::/3, the only global unicast allocation), outside every
+# block below, and be is_global. The blocks are the IANA special-purpose registries' entries that are not
+# globally reachable, listed here because Python 3.11's is_global calls some of them global:
+# fec0::/10, 3fff::/20, 5f00::/16, 192.0.0.0/24 (all of it), 192.88.99.0/24, multicast.
+_UNICAST_V4 = ipaddress.ip_network("0.0.0.0/1"), ipaddress.ip_network("128.0.0.0/2"), \
+    ipaddress.ip_network("192.0.0.0/3")
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+_NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24",      # IETF protocol assignments (DS-Lite, PCP and TURN anycast, NAT64 discovery)
+    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",  # documentation
+    "192.88.99.0/24",    # the deprecated 6to4 relay anycast (RFC 7526)
+    "192.168.0.0/16", "198.18.0.0/15",
+    "2001::/23",         # IETF protocol assignments: Teredo, benchmarking, ORCHID, anycast services
+    "2001:db8::/32", "3fff::/20",  # documentation (RFC 3849, RFC 9637)
+))
+
 # IPv6 ranges that carry an IPv4 address inside (RFC 6052, 3056, 4291, 4380, 6145): reaching one of
 # them can reach that IPv4 address through a translator or tunnel, so the IPv4 inside must be public.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local use only, never public
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 _IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 _TEREDO = ipaddress.ip_network("2001::/32")
@@ -40,20 +64,23 @@ def embedded_ipv4(ip):
 
 
 def _public_ip(ip):
-    return ip.is_global and not ip.is_multicast
+    """ip (IPv4 or IPv6, taken as it is) is global unicast: in the unicast space, in no block of _NOT_GLOBAL."""
+    space = _UNICAST_V4 if ip.version == 4 else (_GLOBAL_UNICAST_V6,)
+    return (any(ip in net for net in space) and ip.is_global
+            and not any(ip in net for net in _NOT_GLOBAL if net.version == ip.version))
 
 
 def is_public(address):
-    """True for an address webhooks may reach: globally routable, not multicast, and an IPv6 form that
-    embeds an IPv4 address only when every IPv4 inside is public too."""
+    """True for an address webhooks may reach: global unicast, and an IPv6 form that embeds an IPv4
+    address only when every IPv4 inside is public too. Outside 2000::/3 only those forms (mapped, NAT64's
+    64:ff9b::/96, IPv4-compatible and -translated) can be public, through the IPv4 address inside."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip in _NAT64_LOCAL:
-            return False
-        inside = embedded_ipv4(ip)
-        if inside:  # ::/96 holds :: and ::1 too: their "IPv4" 0.0.0.0 / 0.0.0.1 is refused
-            return all(_public_ip(v4) for v4 in inside)
-    return _public_ip(ip)
+    if ip.version == 4:
+        return _public_ip(ip)
+    inside = embedded_ipv4(ip)  # ::/96 holds :: and ::1 too: their "IPv4" 0.0.0.0 / 0.0.0.1 is refused
+    if ip in _GLOBAL_UNICAST_V6:
+        return _public_ip(ip) and all(_public_ip(v4) for v4 in inside)
+    return bool(inside) and all(_public_ip(v4) for v4 in inside)
 
 
 def ascii_host(host):
@@ -70,7 +97,8 @@ def ascii_host(host):
 async def resolve_checked(host, port, allow_private):
     """Resolve host and return its addresses; raise BlockedAddress when any is not public.
     Every address must be public so that a DNS answer mixing one public and one private address
-    cannot be used to reach the private one."""
+    cannot be used to reach the private one. The error names the host, never an address it resolved to
+    (that would let an account map the server's internal DNS); the log has the address."""
     try:
         name = ascii_host(host)
     except ValueError as exc:
@@ -81,13 +109,36 @@ async def resolve_checked(host, port, allow_private):
     if not allow_private:
         blocked = [a for a in addresses if not is_public(a)]
         if blocked:
-            raise BlockedAddress(f"{host} resolves to a non-public address ({blocked[0]})")
+            log.info("refused a client-owned URL: %s resolves to %s, not a public address", host, blocked[0])
+            raise BlockedAddress(f"{host} is not a public address. {LOCAL_TESTING_HINT}")
     return addresses
 
 
-def scheme_allowed(parts, allow_private):
-    """A client-owned URL (urlsplit parts) must be https with a host; plain http only with allow_private."""
-    return parts.scheme in (("https", "http") if allow_private else ("https",)) and bool(parts.hostname)
+def scheme_refusal(parts, allow_private):
+    """Why a client-owned URL (urlsplit parts) is refused before any lookup ("must be …"), or None: it
+    must be https with a host; plain http only with allow_private."""
+    if parts.scheme in (("https", "http") if allow_private else ("https",)) and parts.hostname:
+        return None
+    if parts.scheme == "http" and parts.hostname:
+        return f"must be an https:// URL: plain http:// is for local testing only. {LOCAL_TESTING_HINT}"
+    return "must be an https:// URL with a host name"
+
+
+def describe_connection_error(exc):
+    """A connection failure as the client may read it: its kind, never the address connected to (an
+    OSError's text often carries it, as in "Connect call failed ('10.1.2.3', 443)")."""
+    if getattr(exc, "real_error", None) is not None:  # Tornado's StreamClosedError wraps the cause
+        exc = exc.real_error
+    if isinstance(exc, BlockedAddress):
+        return str(exc)
+    if isinstance(exc, socket.gaierror):
+        return "the host name does not resolve"
+    if isinstance(exc, ssl.SSLError):
+        detail = getattr(exc, "verify_message", None) or getattr(exc, "reason", None)
+        return f"TLS: {detail or exc.__class__.__name__}"
+    if isinstance(exc, OSError) and exc.errno:
+        return f"{exc.__class__.__name__}: {os.strerror(exc.errno)}"
+    return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
 
 
 def _refuse_raw_characters(url, field):
@@ -99,14 +150,19 @@ def _refuse_raw_characters(url, field):
 
 
 async def check_webhook_url(url, *, allow_private, field):
-    """Validate a URL a client saves for webhooks. Returns the URL to store (an internationalized host
-    in its ASCII form) or raises Invalid naming the field."""
+    """Validate a URL a client saves for webhooks. Returns (the URL to store (an internationalized host
+    in its ASCII form), a warning or None) or raises Invalid naming the field. A host that does not
+    resolve now is stored with a warning: every delivery resolves and checks it again."""
     if not isinstance(url, str) or not url.strip():
         raise Invalid(f"{field} must be a URL")
     _refuse_raw_characters(url, field)
-    parts = urlsplit(url)
-    if not scheme_allowed(parts, allow_private):
-        raise Invalid(f"{field} must be an https:// URL with a host name")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "https://[::1/" or "https://[zz]/": a bracketed host that is no IPv6
+        raise Invalid(f"{field} is not a valid URL ({exc})") from None
+    refusal = scheme_refusal(parts, allow_private)
+    if refusal:
+        raise Invalid(f"{field} {refusal}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -128,8 +184,8 @@ async def check_webhook_url(url, *, allow_private, field):
     except BlockedAddress as exc:
         raise Invalid(f"{field} must be publicly reachable: {exc}") from None
     except OSError:
-        raise Invalid(f"{field}: host {parts.hostname} cannot be resolved") from None
-    return url
+        return url, f"{field}: {host} does not resolve now; it will be checked again at delivery"
+    return url, None
 
 
 class CheckedResolver(Resolver):

@@ -1,4 +1,4 @@
-"""Retention: what is kept how long (README "Retention"), and the periodic cleanup that deletes the rest
+"""Retention: what is kept how long (docs/operations.md "Retention"), and the periodic cleanup that deletes the rest
 in small batches through the writer, so that it never holds up a request for long.
 
 RULES is the registry: one Rule per kind of row. A table joins with one entry, e.g. a log kept for

@@ -9,13 +9,15 @@ from storage import sessions as store
 SESSION_DAYS = 7
 
 
-async def start(db, user, now=None):
-    """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else)."""
+async def start(db, user, now=None, viewer_user_id=None):
+    """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else).
+    viewer_user_id: an agency user viewing a sub-account as its user (works only beside that user's session)."""
     session_id = keys.new_session_id()
     now = now or utcnow()
     await store.insert_session(db, {"id_hash": keys.hash_token(session_id), "user_id": user["id"],
                                     "account_id": user["account_id"], "created_at": iso(now),
-                                    "expires_at": iso(now + timedelta(days=SESSION_DAYS))})
+                                    "expires_at": iso(now + timedelta(days=SESSION_DAYS)),
+                                    "viewer_user_id": viewer_user_id})
     return session_id
 
 

@@ -1,12 +1,18 @@
 """An agency's sub-accounts (DESIGN §3 "Sub-accounts", "Auto-recharge"): create, read, list, set the
 auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
 sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
+import logging
+
 from common.errors import Invalid, NotFound
-from services import accounts
+from services import accounts, one_time_links, sessions
 from services.contact_fields import normalize_email
-from services.credits import as_number, require_agency, to_hundredths
+from services.credits import as_number, price_to_hundredths, require_agency, to_hundredths
+from storage.credits import DEFAULT_PRICE
 from services.lists import keyset_page
+from storage import accounts as account_store
 from storage import subaccounts as store
+
+log = logging.getLogger("parley.audit")
 
 MAX_NAME = 200
 MAX_EMAIL = 320
@@ -28,7 +34,13 @@ def public_auto_recharge(row):
 def public_subaccount(row):
     return {"id": row["id"], "name": row["name"], "email": row["email"],
             "credits": as_number(row["credit_hundredths"]), "autoRecharge": public_auto_recharge(row),
-            "createdAt": row["created_at"]}
+            "creditsPerReply": as_number(price_hundredths(row)), "createdAt": row["created_at"]}
+
+
+def price_hundredths(row):
+    """What the sub-account pays per bot reply (hundredths): its agency's price, else the default."""
+    price = row.get("credits_per_reply")
+    return DEFAULT_PRICE if price is None else price
 
 
 def public_transaction(row):
@@ -74,6 +86,27 @@ async def get_subaccount(db, agency_id, caller_type, sub_id):
     return public_subaccount(row)
 
 
+async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
+    """An agency resets a sub-account's password: the one-time sign-in link that reset-password prints,
+    {email, signInUrl, expiresAt}, for the agency to pass on. Another agency's sub-account is NotFound."""
+    await get_subaccount(db, agency_id, caller_type, sub_id)
+    link = await one_time_links.issue_for_account_owner(db, base_url, sub_id, "reset")
+    return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
+
+
+async def start_view_as(db, agency_user, caller_type, sub_id):
+    """The agency opens a sub-account's UI without its password: a session of the sub-account's user that works
+    only beside the agency user's own session (which stays as it is). Recorded in the log (there is no audit
+    log yet). Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
+    sub = await get_subaccount(db, agency_user["account_id"], caller_type, sub_id)
+    user_id = await account_store.get_owner_user_id(db, sub_id)
+    if user_id is None:
+        raise NotFound(f"the sub-account {sub_id} has no UI user", code="SUBACCOUNT_NOT_FOUND")
+    log.info("agency user %s views sub-account %s (%s) as its user %s", agency_user["id"], sub_id, sub["name"],
+             user_id)
+    return await sessions.start(db, {"id": user_id, "account_id": sub_id}, viewer_user_id=agency_user["id"])
+
+
 async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
     """The agency's sub-accounts with their balances and auto-recharge, oldest first, as {data, nextCursor}."""
     require_agency(caller_type)
@@ -98,20 +131,57 @@ def parse_auto_recharge(value):
             to_hundredths(value["amount"], field="autoRecharge.amount"))
 
 
-async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
-    """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account.
-    Below the threshold, a spend queues one subaccount.auto_recharge notification per episode
-    (storage.credits.spend)."""
+async def update_subaccount(db, agency_id, caller_type, sub_id, changes):
+    """The agency's PATCH of its sub-account, in one transaction; changes holds any of autoRecharge
+    ({threshold, amount} sets it, None turns it off: below the threshold a spend queues one
+    subaccount.auto_recharge notification per episode, storage.credits.spend) and creditsPerReply (what each
+    bot reply costs the sub-account, 0 to MAX_PRICE; None: back to the default of 1). Only the agency sets
+    the price: a sub-account's own key never reaches this (Forbidden). Returns the sub-account."""
     require_agency(caller_type)
-    threshold, amount = parse_auto_recharge(auto_recharge)
-    row = await store.set_auto_recharge(db, agency_id, sub_id, threshold, amount)
+    columns = {}
+    if "autoRecharge" in changes:
+        columns["auto_recharge_threshold"], columns["auto_recharge_amount"] = parse_auto_recharge(
+            changes["autoRecharge"])
+    if "creditsPerReply" in changes:
+        price = changes["creditsPerReply"]
+        columns["credits_per_reply"] = None if price is None else price_to_hundredths(price)
+    if not columns:
+        raise Invalid("autoRecharge or creditsPerReply is required")
+    row = await store.update_subaccount(db, agency_id, sub_id, columns)
     if row is None:
         raise not_found(sub_id)
     return public_subaccount(row)
 
 
+async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
+    """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account."""
+    return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge})
+
+
+async def own_credits(db, account_id):
+    """A sub-account's own balance as its UI shows it: public_subaccount plus `state` ("empty" at 0, the bot
+    cannot answer; "low" below the auto-recharge threshold; else "ok"), or None for other account types."""
+    row = await store.get_own(db, account_id)
+    if row is None:
+        return None
+    balance, threshold = row["credit_hundredths"], row["auto_recharge_threshold"]
+    state = "empty" if balance <= 0 else "low" if threshold is not None and balance < threshold else "ok"
+    return {**public_subaccount(row), "state": state}
+
+
+async def own_transactions(db, account_id, *, cursor=None):
+    """A sub-account's own grants and spends, newest first, as {data, nextCursor} (its Credits page)."""
+    if await store.get_own(db, account_id) is None:
+        raise NotFound("no such page")
+    return await _transactions_page(db, account_id, None, cursor)
+
+
+async def _transactions_page(db, account_id, limit, cursor):
+    return await keyset_page(lambda before, n: store.page_transactions(db, account_id, before, n), limit, cursor,
+                             public_transaction, integer_ids=True)
+
+
 async def list_transactions(db, agency_id, caller_type, sub_id, *, limit=None, cursor=None):
     """The sub-account's grants and spends, newest first, as {data, nextCursor}."""
     await get_subaccount(db, agency_id, caller_type, sub_id)
-    return await keyset_page(lambda before, n: store.page_transactions(db, sub_id, before, n), limit, cursor,
-                             public_transaction, integer_ids=True)
+    return await _transactions_page(db, sub_id, limit, cursor)

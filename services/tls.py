@@ -10,11 +10,13 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from services import tls_profile
 
 log = logging.getLogger("parley.tls")
 
-VALID_DAYS = 90
+VALID_DAYS = 90  # browsers accept at most 398; Mozilla's profiles ask for 90
 RENEW_BEFORE = datetime.timedelta(days=30)
 RENEWAL_CHECK_SECONDS = 3600  # parsing the certificate is the only cost; once an hour is plenty
 
@@ -38,7 +40,14 @@ def write_self_signed(cert_path, key_path, hosts=()):
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
             .add_extension(x509.SubjectAlternativeName(_names(hosts)), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            # An end-entity certificate: pinning it (curl --cacert, cafile=) trusts this server only, never
+            # a CA whose key sits in data/tls/. Strict verifiers (rustls, webpki) refuse a CA as a leaf.
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256()))
     key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
@@ -60,7 +69,15 @@ def needs_renewal(cert_path, now=None):
     except (FileNotFoundError, ValueError):
         return True
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return cert.not_valid_after_utc - now < RENEW_BEFORE
+    return cert.not_valid_after_utc - now < RENEW_BEFORE or _is_ca(cert)
+
+
+def _is_ca(cert):
+    """Earlier versions generated a CA:TRUE certificate: it is replaced by an end-entity one."""
+    try:
+        return cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        return False
 
 
 class CertificateSource:
@@ -70,8 +87,9 @@ class CertificateSource:
     context to new connections, existing ones keep theirs.
     """
 
-    def __init__(self, data_dir, cert=None, key=None, hosts=()):
+    def __init__(self, data_dir, cert=None, key=None, hosts=(), profile="intermediate"):
         self.generated = cert is None
+        self.profile = profile
         tls_dir = Path(data_dir) / "tls"
         self.cert_path = Path(cert) if cert else tls_dir / "cert.pem"
         self.key_path = Path(key) if key else tls_dir / "key.pem"
@@ -90,8 +108,7 @@ class CertificateSource:
             write_self_signed(self.cert_path, self.key_path, self.hosts)
 
     def load(self):
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx = tls_profile.server_context(self.profile)
         ctx.load_cert_chain(str(self.cert_path), str(self.key_path))
         self._seen = self._mtimes()
         self.context = ctx

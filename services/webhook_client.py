@@ -4,7 +4,6 @@ Tornado parses: each request is a tornado.http1connection.HTTP1Connection on a p
 connections are made by a TCPClient with the caller's resolver (the SSRF guard's CheckedResolver), so only
 checked addresses are ever connected to. Redirects are never followed."""
 import asyncio
-import ssl
 import time
 from urllib.parse import urlsplit
 
@@ -12,6 +11,8 @@ from tornado import httputil
 from tornado.http1connection import HTTP1Connection, HTTP1ConnectionParameters
 from tornado.iostream import StreamClosedError
 from tornado.tcpclient import TCPClient
+
+from services import tls_profile
 
 IDLE_SECONDS = 30.0        # a pooled connection unused this long is closed rather than reused
 MAX_IDLE_PER_ORIGIN = 32
@@ -45,8 +46,9 @@ class _Reader(httputil.HTTPMessageDelegate):
 
 
 class KeepAliveClient:
-    def __init__(self, resolver):
+    def __init__(self, resolver, tls_profile="intermediate"):
         self._tcp = TCPClient(resolver=resolver)
+        self._tls_profile = tls_profile
         self._idle = {}  # (scheme, host, port) -> [(stream, last used)]
         self._tls = None
 
@@ -83,7 +85,7 @@ class KeepAliveClient:
     async def _connect(self, origin):
         scheme, hostname, port = origin
         if scheme == "https" and self._tls is None:
-            self._tls = ssl.create_default_context()
+            self._tls = tls_profile.client_context(self._tls_profile)
         return await self._tcp.connect(hostname, port, ssl_options=self._tls if scheme == "https" else None)
 
     def _checkout(self, origin):

@@ -6,7 +6,18 @@
   if (!list) {
     return;
   }
-  var schedule = window.Parley.refresher(list, 0);  // at once when idle; one more after a fetch that is out
+  // The tabs' counts come with each refreshed list (the fragment's #view-counts).
+  function showCounts() {
+    var holder = document.getElementById("view-counts");
+    if (!holder) {
+      return;
+    }
+    var counts = JSON.parse(holder.dataset.counts);
+    document.querySelectorAll(".tabs a[data-view]").forEach(function (tab) {
+      tab.querySelector(".count").textContent = String(counts[tab.dataset.view]);
+    });
+  }
+  var schedule = window.Parley.refresher(list, 0, showCounts);  // at once when idle; one more after a fetch that is out
 
   document.addEventListener("parley:event", function (event) {
     var type = event.detail.type;

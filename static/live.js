@@ -57,6 +57,11 @@
         reload();
         return;
       }
+      if (event.code === 4002) {  // newer pages of this session took the live slots: no reconnect race
+        finished = true;
+        show("offline", "Not live: too many open pages (reload this one to make it live again)");
+        return;
+      }
       failures += 1;
       show("offline", "Offline: reconnecting…");
       if (failures >= 3) {

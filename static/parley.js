@@ -7,7 +7,10 @@
     (root || document).querySelectorAll("time[datetime]").forEach(function (el) {
       var when = new Date(el.getAttribute("datetime"));
       if (!isNaN(when)) {
-        el.textContent = when.toLocaleString([], {dateStyle: "medium", timeStyle: "short"});
+        // data-format="time-if-today": "16:04" for a time later today, the date too otherwise.
+        var today = el.dataset.format === "time-if-today" && when.toDateString() === new Date().toDateString();
+        el.textContent = today ? when.toLocaleTimeString([], {timeStyle: "short"})
+          : when.toLocaleString([], {dateStyle: "medium", timeStyle: "short"});
         el.title = el.getAttribute("datetime");
       }
     });
@@ -74,7 +77,82 @@
   }
 
   window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML, refresher: refresher};
+  // A "Copy" button (data-copy="#selector") copies that field's value; the button says so for a moment.
+  function copyOnClick(event) {
+    var button = event.target.closest("button[data-copy]");
+    var field = button && document.querySelector(button.dataset.copy);
+    if (!field) {
+      return;
+    }
+    field.select();
+    var done = function () {
+      button.textContent = "Copied";
+    };
+    if (navigator.clipboard) {
+      navigator.clipboard.writeText(field.value).then(done, function () {
+        document.execCommand("copy") && done();
+      });
+    } else if (document.execCommand("copy")) {
+      done();
+    }
+  }
+
+  // "Needs a person" in the navigation and the title, on every page: asked again every second (and at once on
+  // a live event), so that a handoff shows on every open page of the account; a browser notification when
+  // the count grows and the user has allowed them.
+  function needsPerson() {
+    var badge = document.getElementById("needs-person");
+    if (!badge) {
+      return;
+    }
+    var allow = document.getElementById("notify-allow");
+    var canNotify = "Notification" in window;
+    if (allow && canNotify && Notification.permission === "default") {
+      allow.hidden = false;
+      allow.addEventListener("click", function () {
+        Notification.requestPermission().then(function () {
+          allow.hidden = true;
+        });
+      });
+    }
+    var count = Number(badge.dataset.count);
+    function show(next) {
+      if (next > count && canNotify && Notification.permission === "granted") {
+        new Notification("Parley: a conversation needs a person", {body: next + " waiting", tag: "parley-needs-person"});
+      }
+      count = next;
+      badge.dataset.count = String(next);
+      badge.querySelector(".count").textContent = String(next);
+      badge.hidden = next === 0;
+      document.title = (next ? "(" + next + ") " : "") + document.title.replace(/^\(\d+\) /, "");
+    }
+    var busy = false;
+    function ask() {
+      if (busy) {
+        return;
+      }
+      busy = true;
+      window.fetch("/inbox/needs-person", {headers: {Accept: "application/json"}, credentials: "same-origin"})
+        .then(function (response) {
+          return response.ok ? response.json() : null;
+        })
+        .then(function (body) {
+          if (body) {
+            show(body.count);
+          }
+        })
+        .catch(function () {})
+        .finally(function () {
+          busy = false;
+        });
+    }
+    window.setInterval(ask, 1000);
+    document.addEventListener("parley:event", ask);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     localize();
+    document.addEventListener("click", copyOnClick);
+    needsPerson();
   });
 })();

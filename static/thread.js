@@ -145,6 +145,21 @@
     }
   });
 
+  // An error's text; the API's "set it with PATCH /v1/account/settings" becomes a link to the Settings field
+  // (as handlers/ui/text.py's ui_text does for server-rendered pages).
+  function showError(element, message) {
+    var apiHint = "set it with PATCH /v1/account/settings";
+    var at = message.indexOf(apiHint);
+    if (at < 0) {
+      element.textContent = message;
+      return;
+    }
+    var link = document.createElement("a");
+    link.href = "/settings#custom-channel-webhook";
+    link.textContent = "Settings";
+    element.replaceChildren(message.slice(0, at) + "set it in ", link, message.slice(at + apiHint.length));
+  }
+
   var reply = document.getElementById("reply");
   var replyError = document.getElementById("reply-error");
   reply.addEventListener("submit", function (event) {
@@ -155,7 +170,7 @@
     post(reply).then(function () {
       reply.querySelector("textarea").value = "";
     }).catch(function (error) {
-      replyError.textContent = error.message;
+      showError(replyError, error.message);
       replyError.hidden = false;
     }).finally(function () {
       button.disabled = false;
@@ -180,7 +195,7 @@
       var note = document.createElement("p");
       note.className = "form-error";
       note.setAttribute("role", "alert");
-      note.textContent = error.message;
+      showError(note, error.message);
       form.after(note);
     });
   });

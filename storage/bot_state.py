@@ -40,23 +40,37 @@ get_pause = reads(get_pause_in_tx)
 
 
 def set_outcome_in_tx(cx, account_id, message_id, outcome):
-    """Record what the bot did with an inbound message: {outcome, detail}."""
-    cx.execute("UPDATE messages SET bot_outcome = ? WHERE account_id = ? AND id = ? AND direction = 'inbound'",
-               (json.dumps(outcome), account_id, message_id))
-    message_updated_in_tx(cx, account_id, message_id)  # an open thread shows the outcome
+    """Record what the bot did with an inbound message ({outcome, detail, replyId}) unless an outcome is
+    recorded already: at most one decision per message is an invariant of the data, whatever runs twice (a
+    recovery, a retried write). Clears bot_pending. Returns True when this write set it."""
+    won = cx.execute("UPDATE messages SET bot_outcome = ?, bot_pending = NULL WHERE account_id = ? AND id = ?"
+                     " AND direction = 'inbound' AND bot_outcome IS NULL",
+                     (json.dumps(outcome), account_id, message_id)).rowcount > 0
+    if won:
+        message_updated_in_tx(cx, account_id, message_id)  # an open thread shows the outcome
+    return won
+
+
+@writes
+def release(cx, account_id, message_id):
+    """The bot owes this message nothing after all (it was turned off before it started on it)."""
+    cx.execute("UPDATE messages SET bot_pending = NULL WHERE account_id = ? AND id = ? AND bot_pending = 1",
+               (account_id, message_id))
 
 
 def account_bot_in_tx(cx, account_id):
     """What answering needs of the account: {bot (the stored bot object, None when there is none), type,
-    credit_hundredths, has_webhook}, or None for an unknown account. SQLite extracts the bot from the
+    credit_hundredths, credits_per_reply (hundredths; None: the default), has_webhook}, or None for an unknown
+    account. SQLite extracts the bot from the
     settings JSON, so an account without a bot costs no parsing here."""
     row = cx.execute("SELECT json_extract(settings, '$.bot'), type, credit_hundredths,"
-                     " json_extract(settings, '$.customChannelWebhookUrl') IS NOT NULL FROM accounts WHERE id = ?",
+                     " json_extract(settings, '$.customChannelWebhookUrl') IS NOT NULL, credits_per_reply"
+                     " FROM accounts WHERE id = ?",
                      (account_id,)).fetchone()
     if row is None:
         return None
     return {"bot": json.loads(row[0]) if row[0] else None, "type": row[1], "credit_hundredths": row[2],
-            "has_webhook": bool(row[3])}
+            "has_webhook": bool(row[3]), "credits_per_reply": row[4]}
 
 
 def contact_state_in_tx(cx, account_id, contact_id, now, before_message_id=None):
@@ -82,12 +96,11 @@ def recent_conversation(cx, account_id, contact_id, up_to_message_id=None, limit
 
 
 @reads
-def undecided_inbound(cx, from_id, before_id, limit):
-    """Inbound text messages with from_id <= id < before_id on which the bot recorded nothing (every decision
-    records an outcome, with its reply in the same transaction), oldest first; the newest `limit` of them.
-    Ids are time-ordered, so the range is a seek in the primary key."""
+def undecided_inbound(cx, before_id, limit):
+    """The oldest ``limit`` inbound messages stored before before_id that the bot still owes a decision
+    (bot_pending, set by the inbound write that found the bot active), oldest first. A seek in the partial
+    index messages_bot_pending: it holds only those messages, whatever their age."""
     rows = cx.execute("SELECT id, account_id, contact_id, body, channel, campaign_id, from_id, message_type"
-                      " FROM messages"
-                      " WHERE id >= ? AND id < ? AND direction = 'inbound' AND message_type = 'text'"
-                      " AND bot_outcome IS NULL ORDER BY id DESC LIMIT ?", (from_id, before_id, limit))
-    return [dict(r) for r in rows][::-1]
+                      " FROM messages INDEXED BY messages_bot_pending"
+                      " WHERE bot_pending = 1 AND id < ? ORDER BY id LIMIT ?", (before_id, limit))
+    return [dict(r) for r in rows]

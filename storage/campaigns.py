@@ -6,19 +6,21 @@ from datetime import timedelta
 
 from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
-from storage import conversations, events
+from storage import events
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.lists import list_not_found
 
 _COLUMNS = ("id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
             " start_at, started_at, finished_at, created_at, cursor, total, pending, queued, sent, failed, skipped,"
-            " cancelled, probe_attempts, probe_failures, failure_streak")
-COUNTS = ("total", "pending", "queued", "sent", "failed", "skipped", "cancelled")
+            " cancelled, probe_attempts, probe_failures, failure_streak, retrying, pending_action, action_cursor,"
+            " action_at, action_done")
+# retrying: the last attempt failed and another is scheduled; failed: final failures only (issue 18 item 12).
+COUNTS = ("total", "pending", "queued", "sent", "failed", "retrying", "skipped", "cancelled")
 RECIPIENT_STATUSES = COUNTS[1:]
 # A held delivery (its campaign is paused) is pending but never due; resume makes it due again.
 HELD = "9999-12-31T23:59:59.999Z"
 
-# The auto-pause rule (README "Campaigns"): since the start or the last resume, of the first PROBE_SIZE
+# The auto-pause rule (docs/api.md "Campaigns"): since the start or the last resume, of the first PROBE_SIZE
 # first attempts that ended at least PROBE_FAILURES failed, or FAILURE_STREAK first attempts in a row failed.
 PROBE_SIZE, PROBE_FAILURES, FAILURE_STREAK = 20, 16, 20
 
@@ -35,7 +37,8 @@ def public_campaign(row):
             "status": row["status"], "pausedReason": row["paused_reason"], "body": row["body"],
             "channel": row["channel"], "ratePerMinute": row["rate_per_minute"],
             "counts": {name: row[name] for name in COUNTS}, "startAt": row["start_at"],
-            "startedAt": row["started_at"], "createdAt": row["created_at"], "finishedAt": row["finished_at"]}
+            "startedAt": row["started_at"], "createdAt": row["created_at"], "finishedAt": row["finished_at"],
+            "pendingAction": row["pending_action"]}
 
 
 # ---- the one place where a campaign's progress changes ----------------------------------------
@@ -109,7 +112,8 @@ get_campaign = reads(get_campaign_in_tx)
 def create_campaign(cx, row, now):
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
     not), and start it at once (the snapshot) unless it is scheduled for later."""
-    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ?", (row["account_id"], row["list_id"])).fetchone():
+    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ? AND deleted_at IS NULL",
+                      (row["account_id"], row["list_id"])).fetchone():
         raise list_not_found(row["list_id"])
     cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute,"
                " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)",
@@ -265,87 +269,30 @@ def resume(cx, account_id, campaign_id, now):
                           finished_at=now if done else None, probe_attempts=0, probe_failures=0, failure_streak=0)
 
 
-@writes
-def cancel(cx, account_id, campaign_id, now):
-    """-> cancelled: recipients still pending and messages not yet attempted are dropped (their message
-    becomes Cancelled), scheduled retries are stopped; what was sent stays sent. A completed campaign
-    can be cancelled while some of its messages are still queued."""
-    campaign = _for_change(cx, account_id, campaign_id, ("scheduled", "running", "paused", "completed"), "cancelled")
-    if campaign["status"] == "completed" and campaign["queued"] == 0:
-        raise Conflict(f"campaign {campaign_id} is completed and has no queued message left to cancel",
-                       code="CONFLICT")
-    dropped = cx.execute("UPDATE campaign_recipients SET status = 'cancelled' WHERE campaign_id = ?"
-                         " AND status = 'pending'", (campaign_id,)).rowcount
-    queued = cx.execute("SELECT r.message_id, o.id, m.contact_id, m.status FROM campaign_recipients r JOIN outbox o"
-                        " ON o.account_id = ? AND o.message_id = r.message_id"
-                        " JOIN messages m ON m.account_id = o.account_id AND m.id = r.message_id"
-                        " WHERE r.campaign_id = ? AND r.status = 'queued'", (account_id, campaign_id)).fetchall()
-    cancelled = json.dumps({"at": now, "httpStatus": None, "error": "cancelled with its campaign",
-                            "response": None, "nextAttemptAt": None})
-    cx.executemany("UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ? AND status = 'pending'",
-                   ((cancelled, outbox_id) for _, outbox_id, _, _ in queued))
-    cx.executemany("UPDATE messages SET status = 'Cancelled' WHERE account_id = ? AND id = ?",
-                   ((account_id, message_id) for message_id, _, _, _ in queued))
-    # A queued message is Pending, or Failed when retry_failed queued it again: those leave the failed counts.
-    conversations.on_statuses_in_tx(cx, account_id, [(contact_id, status) for _, _, contact_id, status in queued],
-                                    "Cancelled")
-    cx.execute("UPDATE campaign_recipients SET status = 'cancelled' WHERE campaign_id = ? AND status = 'queued'",
-               (campaign_id,))
-    # Failed deliveries waiting for a retry stay failed, with no further attempt.
-    retrying = cx.execute("SELECT o.message_id, m.contact_id FROM outbox o JOIN messages m"
-                          " ON m.account_id = o.account_id AND m.id = o.message_id"
-                          " WHERE o.campaign_id = ? AND o.status = 'pending'", (campaign_id,)).fetchall()
-    cx.execute("UPDATE outbox SET status = 'failed', last_error = json_set(last_error, '$.nextAttemptAt', NULL)"
-               " WHERE campaign_id = ? AND status = 'pending'", (campaign_id,))
-    cx.executemany("UPDATE messages SET error = json_set(error, '$.nextAttemptAt', NULL) WHERE account_id = ? AND id = ?",
-                   ((account_id, row[0]) for row in retrying))
-    # Open threads of these contacts show the messages' new state (batched: a cancel may touch 100,000).
-    for status, rows in (("Cancelled", [(r[2], r[0]) for r in queued]), ("Failed", [(r[1], r[0]) for r in retrying])):
-        events.emit_batches_in_tx(cx, account_id, events.MESSAGES_STATUS, {"campaignId": campaign_id, "status": status},
-                                  "messages", [list(pair) for pair in rows])
-    return progress_in_tx(cx, campaign_id, {"pending": -dropped, "queued": -len(queued),
-                                            "cancelled": dropped + len(queued)},
-                          status="cancelled", paused_reason=None, finished_at=now)
-
-
-@writes
-def retry_failed(cx, account_id, campaign_id, now):
-    """Send the failed recipients' messages again (the same message ids), spaced at the campaign's rate;
-    they count as queued until their next attempt ends."""
-    campaign = _for_change(cx, account_id, campaign_id, ("running", "completed"), "retried")
-    if campaign["failed"] == 0:
-        raise Conflict(f"campaign {campaign_id} has no failed recipient to retry", code="CONFLICT")
-    rows = cx.execute("SELECT r.contact_id, o.id FROM campaign_recipients r JOIN outbox o"
-                      " ON o.account_id = ? AND o.message_id = r.message_id"
-                      " WHERE r.campaign_id = ? AND r.status = 'failed' ORDER BY r.contact_id",
-                      (account_id, campaign_id)).fetchall()
-    cx.executemany("UPDATE outbox SET status = 'pending' WHERE id = ?", ((outbox_id,) for _, outbox_id in rows))
-    _release_in_tx(cx, campaign, [outbox_id for _, outbox_id in rows], now)
-    cx.execute("UPDATE campaign_recipients SET status = 'queued' WHERE campaign_id = ? AND status = 'failed'",
-               (campaign_id,))
-    return progress_in_tx(cx, campaign_id, {"failed": -len(rows), "queued": len(rows)})
-
-
 # ---- a delivery's outcome -----------------------------------------------------------------------
 
 def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
     """Called by storage.delivery.record_attempt, in its transaction, for an outbox row of a campaign:
     the recipient's status and error follow the attempt, the counts move with it, and the auto-pause
-    rule is applied. Returns the outbox row's (status, next_attempt_at), adjusted when the campaign is
-    paused (a retry is held) or cancelled (no retry)."""
+    rule is applied. A failed attempt with a retry scheduled leaves the recipient retrying; failed is for
+    good. Returns the outbox row's (status, next_attempt_at), adjusted when the campaign is paused (a retry
+    is held) or cancelled (no retry)."""
     campaign_id = row["campaign_id"]
     recipient = cx.execute("SELECT status FROM campaign_recipients WHERE campaign_id = ? AND message_id = ?",
                            (campaign_id, row["message_id"])).fetchone()
     campaign = get_campaign_in_tx(cx, None, campaign_id)
     if recipient is None or campaign is None:
         return status, next_attempt_at
-    old, new = recipient[0], "sent" if status == "sent" else "failed"
+    if status == "pending" and campaign["status"] == "cancelled":
+        status, next_attempt_at = "failed", None  # a cancelled campaign's retries are stopped
+    old = recipient[0]
+    new = {"sent": "sent", "pending": "retrying"}.get(status, "failed")
     cx.execute("UPDATE campaign_recipients SET status = ?, error = ? WHERE campaign_id = ? AND message_id = ?",
                (new, json.dumps(error) if error is not None else None, campaign_id, row["message_id"]))
     deltas = {old: -1, new: 1} if old != new else {}
     changes = {}
     if row["attempts"] == 0:  # a first attempt: what the auto-pause rule looks at
-        failed = new == "failed"
+        failed = new != "sent"  # the attempt failed, whether a retry follows or not
         if campaign["probe_attempts"] < PROBE_SIZE:
             changes["probe_attempts"] = campaign["probe_attempts"] + 1
             changes["probe_failures"] = campaign["probe_failures"] + failed
@@ -357,8 +304,6 @@ def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
             campaign = _pause_in_tx(cx, campaign_id, reason)
     if status == "pending" and campaign["status"] == "paused":
         next_attempt_at = HELD
-    elif status == "pending" and campaign["status"] == "cancelled":
-        status, next_attempt_at = "failed", None
     return status, next_attempt_at
 
 

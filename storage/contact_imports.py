@@ -39,6 +39,13 @@ def recent_imports(cx, account_id, limit):
     return fetch_all(cx, _select("account_id = ? ORDER BY id DESC LIMIT ?"), (account_id, limit), _JSON)
 
 
+@reads
+def count_drafts(cx, account_id):
+    """The account's uploads not yet started or discarded."""
+    return cx.execute("SELECT COUNT(*) FROM contact_imports WHERE account_id = ? AND status = 'uploaded'",
+                      (account_id,)).fetchone()[0]
+
+
 def _one_of(values):
     return f"({', '.join('?' * len(values))})"
 

@@ -1,9 +1,11 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
-from common.errors import NotFound
+from common.errors import Conflict, Invalid, NotFound
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
-_COLUMNS = "id, account_id, first_name, last_name, phone, email, opted_out, created_at"
+COLUMNS = ("id", "account_id", "first_name", "last_name", "phone", "email", "opted_out", "opt_out_at",
+           "opt_out_via", "opt_out_by", "created_at")
+_COLUMNS = ", ".join(COLUMNS)
 FILLABLE = ("first_name", "last_name", "phone", "email")
 
 
@@ -13,10 +15,12 @@ def contact_not_found(contact_id):
 
 def public_contact(row):
     """The contact as the API and notifications show it: {id, firstName, lastName, phone, email, optedOut,
-    createdAt}."""
+    optOutChange, createdAt}; optOutChange says how optedOut last changed: {at, via: reply|user|api, by}."""
+    change = {"at": row["opt_out_at"], "via": row.get("opt_out_via"), "by": row.get("opt_out_by")} \
+        if row.get("opt_out_at") else None
     return {"id": row["id"], "firstName": row.get("first_name"), "lastName": row.get("last_name"),
             "phone": row.get("phone"), "email": row.get("email"), "optedOut": bool(row.get("opted_out")),
-            "createdAt": row["created_at"]}
+            "optOutChange": change, "createdAt": row["created_at"]}
 
 
 def emit_created_in_tx(cx, row):
@@ -44,7 +48,8 @@ def find_by_email(cx, account_id, email):
 
 
 def insert_contact_in_tx(cx, contact):
-    cx.execute(f"INSERT INTO contacts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    cx.execute("INSERT INTO contacts (id, account_id, first_name, last_name, phone, email, opted_out, created_at)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (contact["id"], contact["account_id"], contact.get("first_name"), contact.get("last_name"),
                 contact.get("phone"), contact.get("email"), int(bool(contact.get("opted_out"))),
                 contact["created_at"]))
@@ -108,7 +113,7 @@ def page_contacts(cx, account_id, *, text_like=None, digits_like=None, before=No
     if search:
         where.append(search)
         args += search_args
-    columns = ", ".join("c." + c.strip() for c in _COLUMNS.split(","))
+    columns = ", ".join("c." + c for c in COLUMNS)
     return fetch_all(cx, f"SELECT {columns} FROM contacts c WHERE {' AND '.join(where)} ORDER BY c.id DESC LIMIT ?",
                      (*args, limit + 1))
 
@@ -129,7 +134,46 @@ def existing_phones_and_emails(cx, account_id, phones, emails):
     return tuple(found)
 
 
-def set_opted_out_in_tx(cx, account_id, contact_id, opted_out):
-    """Mark the contact opted out (True) or back in (False); True when that changed it."""
-    return cx.execute("UPDATE contacts SET opted_out = ? WHERE account_id = ? AND id = ? AND opted_out != ?",
-                      (int(opted_out), account_id, contact_id, int(opted_out))).rowcount == 1
+def set_opted_out_in_tx(cx, account_id, contact_id, opted_out, *, via, by, at):
+    """Mark the contact opted out (True) or back in (False), keeping who did it and when (via: reply, user or
+    api; by: the keyword, the user's email, None); True when that changed it."""
+    return cx.execute("UPDATE contacts SET opted_out = ?, opt_out_at = ?, opt_out_via = ?, opt_out_by = ?"
+                      " WHERE account_id = ? AND id = ? AND opted_out != ?",
+                      (int(opted_out), at, via, by, account_id, contact_id, int(opted_out))).rowcount == 1
+
+
+def _holder_of(cx, account_id, column, value, contact_id):
+    """The oldest other contact of the account whose phone or email (column) is value, or None."""
+    row = cx.execute(f"SELECT id FROM contacts WHERE account_id = ? AND {column} = ? AND id != ? ORDER BY id LIMIT 1",
+                     (account_id, value, contact_id)).fetchone()
+    return row[0] if row else None
+
+
+@writes
+def update_contact(cx, account_id, contact_id, changes, opt_out, now):
+    """Change the contact's fields (changes: any of FILLABLE, None clears) and opt-out (opt_out: None, or
+    {opted_out, via, by}) in one transaction, queueing contact.updated when anything changed. CONTACT_NOT_FOUND;
+    Invalid when neither phone nor email would be left; Conflict naming the other contact of the account that
+    has the new phone or email. Nothing is written on an error. Returns the contact as the API shows it."""
+    contact = get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
+        raise contact_not_found(contact_id)
+    changes = {f: v for f, v in changes.items() if v != contact[f]}
+    merged = {**contact, **changes}
+    if not merged["phone"] and not merged["email"]:
+        raise Invalid("phone or email is required: a contact cannot be left with neither")
+    for column, label in (("phone", "phone"), ("email", "email")):
+        holder = changes.get(column) and _holder_of(cx, account_id, column, changes[column], contact_id)
+        if holder:
+            raise Conflict(f"{holder} already has this {label}", existing_id=holder, field=column)
+    if changes:
+        assignments = ", ".join(f"{f} = ?" for f in changes)
+        cx.execute(f"UPDATE contacts SET {assignments} WHERE account_id = ? AND id = ?",
+                   (*changes.values(), account_id, contact_id))
+    opted = opt_out is not None and set_opted_out_in_tx(cx, account_id, contact_id, opt_out["opted_out"],
+                                                        via=opt_out["via"], by=opt_out["by"], at=now)
+    if not changes and not opted:
+        return public_contact(contact)
+    updated = get_contact.sync(cx, account_id, contact_id)
+    enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(updated))
+    return public_contact(updated)

@@ -5,10 +5,18 @@ from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
 
 PREVIEW_CHARS = 140
-FILTERS = ("all", "unread", "failed", "paused")
+FILTERS = ("needs_reply", "all", "unread", "failed", "paused")
+# Needs reply (issue 25 §4): the contact wrote last, or a handoff waits for a person. A campaign's send alone
+# never puts a conversation here: its message is outbound.
+_CONDITIONS = {"needs_reply": "(v.last_direction = 'inbound' OR v.handoff_waiting_since IS NOT NULL)",
+               "unread": "v.unread_count > 0", "failed": "v.failed_count > 0", "paused": "p.paused_until IS NOT NULL"}
+# A campaign's conversations: its recipients (the campaign is the account's: checked by the join).
+_OF_CAMPAIGN = ("EXISTS (SELECT 1 FROM campaign_recipients r JOIN campaigns k ON k.id = r.campaign_id"
+                " WHERE r.campaign_id = ? AND k.account_id = v.account_id AND r.contact_id = v.contact_id)")
+PERSON_AUTHORS = ("user", "api")  # an outbound message typed by a person (the inbox) or sent by the API
 
 _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
-           " v.last_preview, v.channel, v.unread_count, v.failed_count,"
+           " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since,"
            " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
            " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
            " LEFT JOIN bot_pauses p ON p.account_id = v.account_id AND p.contact_id = v.contact_id"
@@ -33,6 +41,25 @@ def on_messages_in_tx(cx, messages):
         [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
           m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
           1 if m.get("status") == "Failed" else 0) for m in messages])
+    answered = {(m["account_id"], m["contact_id"]) for m in messages
+                if m["direction"] == "outbound" and m.get("author") in PERSON_AUTHORS}
+    if answered:  # a person answered: no handoff waits any more
+        cx.executemany("UPDATE conversations SET handoff_waiting_since = NULL WHERE account_id = ? AND contact_id = ?"
+                       " AND handoff_waiting_since IS NOT NULL", sorted(answered))
+
+
+def handoff_waiting_in_tx(cx, account_id, contact_id, now):
+    """The bot handed the conversation to a person: it waits for one (until a person's reply)."""
+    cx.execute("UPDATE conversations SET handoff_waiting_since = COALESCE(handoff_waiting_since, ?)"
+               " WHERE account_id = ? AND contact_id = ?", (now, account_id, contact_id))
+    emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id})
+
+
+@reads
+def count_needing_person(cx, account_id):
+    """How many conversations of the account wait for a person after a handoff (the navigation's count)."""
+    return cx.execute("SELECT COUNT(*) FROM conversations WHERE account_id = ? AND handoff_waiting_since IS NOT NULL",
+                      (account_id,)).fetchone()[0]
 
 
 def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):
@@ -64,16 +91,17 @@ def mark_read(cx, account_id, contact_id, through_message_id):
 
 
 @reads
-def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None, before=None, limit=50):
+def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None, before=None, limit=50,
+         campaign_id=None):
     """Conversations by last activity, newest first: at most limit + 1 rows with last_message_id < before.
-    filter: all, unread, failed (deliveries) or paused (the bot, per bot_pauses)."""
+    filter: needs_reply, all, unread, failed (deliveries) or paused (the bot, per bot_pauses); campaign_id:
+    only that campaign's recipients."""
     where, args = ["v.account_id = ?"], [now, account_id]
-    if filter == "unread":
-        where.append("v.unread_count > 0")
-    elif filter == "failed":
-        where.append("v.failed_count > 0")
-    elif filter == "paused":
-        where.append("p.paused_until IS NOT NULL")
+    if filter in _CONDITIONS:
+        where.append(_CONDITIONS[filter])
+    if campaign_id:
+        where.append(_OF_CAMPAIGN)
+        args.append(campaign_id)
     search, search_args = search_clause("c", text_like, digits_like)
     if search:
         where.append(search)
@@ -83,6 +111,20 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
         args.append(before)
     return fetch_all(cx, f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY v.last_message_id DESC LIMIT ?",
                      (*args, limit + 1))
+
+
+@reads
+def counts(cx, account_id, now, campaign_id=None):
+    """{filter: how many conversations it shows} for the inbox's tabs (counted again on every live refresh)."""
+    sums = ", ".join(f"COALESCE(SUM({condition}), 0)" for condition in _CONDITIONS.values())
+    where, args = "v.account_id = ?", [now, account_id]
+    if campaign_id:
+        where += f" AND {_OF_CAMPAIGN}"
+        args.append(campaign_id)
+    row = cx.execute(f"SELECT COUNT(*), {sums} FROM conversations v LEFT JOIN bot_pauses p"
+                     " ON p.account_id = v.account_id AND p.contact_id = v.contact_id AND p.paused_until > ?"
+                     f" WHERE {where}", args).fetchone()
+    return {"all": row[0], **dict(zip(_CONDITIONS, row[1:]))}
 
 
 @reads

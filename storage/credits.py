@@ -8,6 +8,7 @@ from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
 SCALE = 100  # balances and amounts are stored as integer hundredths of a credit
+DEFAULT_PRICE = 1 * SCALE  # a sub-account's bot reply, unless its agency set accounts.credits_per_reply
 MAX_BALANCE = 10 ** 12 * SCALE  # the migration's CHECK; < 2^53, so every balance is an exact JSON number
 
 
@@ -71,12 +72,31 @@ def _auto_recharge_in_tx(cx, account, now):
     return {"webhook_id": webhook_id, "idempotency_key": key}
 
 
+def _keyed_grant_in_tx(cx, agency_id, key):
+    return fetch_one(cx, "SELECT t.account_id, a.email, t.amount, t.balance_after, t.description"
+                         " FROM credit_transactions t JOIN accounts a ON a.id = t.account_id"
+                         " WHERE t.granted_by = ? AND t.idempotency_key = ? AND t.kind = 'grant'", (agency_id, key))
+
+
+@reads
+def keyed_grant(cx, agency_id, key):
+    """The agency's grant made with this Idempotency-Key, at any time (the grant history keeps a key for
+    good: unique index credit_grants_key): {account_id, email, amount, balance_after, description}, or None."""
+    return _keyed_grant_in_tx(cx, agency_id, key)
+
+
 @writes
 def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
     """Add ``amount`` hundredths to the agency's sub-account with this email and record the grant, in this
     one transaction (the single writer serializes it: concurrent grants never lose an update).
-    idempotency_key: the request's key, kept in the history. Returns the body of the answer (spec §4.6);
-    raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance would pass its ceiling), writing nothing."""
+    idempotency_key: the request's key, kept in the history; when the agency already granted with it, that
+    grant's answer is returned and nothing is granted (the caller compares parameters first: keyed_grant).
+    Returns the body of the answer (spec §4.6); raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance
+    would pass its ceiling), writing nothing."""
+    if idempotency_key is not None:
+        earlier = _keyed_grant_in_tx(cx, agency_id, idempotency_key)
+        if earlier is not None:
+            return grant_response(earlier["account_id"], earlier["amount"], earlier["balance_after"])
     sub = _find_subaccount(cx, agency_id, email)
     if sub is None:
         raise NotFound(f"no sub-account with email {email} under this agency", code="SUBACCOUNT_NOT_FOUND")
@@ -120,4 +140,11 @@ def spend(cx, account_id, amount, reason, now):
 def get_balance(cx, account_id):
     """The account's balance in hundredths, or None for an unknown account."""
     row = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    return row[0] if row else None
+
+
+@reads
+def get_price(cx, account_id):
+    """The price per bot reply its agency set for the account (hundredths), or None (the default)."""
+    row = cx.execute("SELECT credits_per_reply FROM accounts WHERE id = ?", (account_id,)).fetchone()
     return row[0] if row else None

@@ -4,7 +4,7 @@ import asyncio
 import collections
 import contextvars
 import functools
-import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -82,12 +82,13 @@ def connect_sync(path, *, timeout=10.0):
 
 
 def migrate(cx):
-    """Apply every migrations/NNNN_*.sql not yet applied, in number order, each in its own transaction.
+    """Apply every migrations/NNNN_*.sql (or NNNN_*.py: its migrate(cx) runs, and the lines it returns are
+    logged) not yet applied, in number order, each in its own transaction.
     Applied numbers are kept in schema_migrations, not only as PRAGMA user_version (still set to the
     highest, for backups and tools): branches number their migrations in ranges of their own, so one
     merged later may carry a number below one a database already has, and "newer than user_version"
     would skip it for good."""
-    paths = sorted(MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    paths = sorted(p for p in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.*") if p.suffix in (".sql", ".py"))
     cx.execute("BEGIN IMMEDIATE")
     try:
         cx.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
@@ -109,8 +110,8 @@ def migrate(cx):
             continue
         cx.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _split_sql(path.read_text()):
-                cx.execute(statement)
+            for line in _run_migration(cx, path):
+                log.info("migration %s: %s", path.name, line)
             cx.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, path.name))
             highest = cx.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
             cx.execute(f"PRAGMA user_version={highest}")
@@ -119,6 +120,18 @@ def migrate(cx):
             cx.execute("ROLLBACK")
             raise
         log.info("applied migration %s", path.name)
+
+
+def _run_migration(cx, path):
+    """Run one migration file in the open transaction; returns what a Python migration has to say."""
+    if path.suffix == ".py":
+        spec = importlib.util.spec_from_file_location(f"parley_migration_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.migrate(cx) or []
+    for statement in _split_sql(path.read_text()):
+        cx.execute(statement)
+    return []
 
 
 def _split_sql(script):

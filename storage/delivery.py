@@ -35,6 +35,10 @@ def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=()
 # outbox_due (status, next_attempt_at), which walks the whole backlog.
 _LANES = {"direct": ("outbox_direct_by_account", "campaign_id IS NULL"),  # migration 0080
           "campaign": ("outbox_campaign_due", "campaign_id IS NOT NULL")}  # migration 0060
+# A cancelled campaign's deliveries are dropped in batches after the cancel (storage/campaign_actions.py):
+# until its batches are done, none of them is handed out. The direct lane (replies) never pays for this.
+_NOT_CANCELLING = {"direct": "", "campaign": " AND NOT EXISTS (SELECT 1 FROM campaigns c WHERE c.id = outbox.campaign_id"
+                                             " AND c.pending_action = 'cancel')"}
 
 
 def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_accounts):
@@ -53,7 +57,7 @@ def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_account
     for account_id in accounts:
         # Rows in flight are skipped here: at most the worker's concurrency of them, so a few more are read.
         candidates = fetch_all(cx, f"SELECT {_OUTBOX_COLUMNS} {pending} AND account_id = ? AND next_attempt_at <= ?"
-                                   " ORDER BY next_attempt_at, id LIMIT ?",
+                                   f"{_NOT_CANCELLING[lane]} ORDER BY next_attempt_at, id LIMIT ?",
                                (account_id, now, per_account + len(excluded)), json_columns=_JSON)
         rows += [row for row in candidates if row["id"] not in excluded][:per_account]
     rows.sort(key=lambda r: (r["next_attempt_at"], r["id"]))

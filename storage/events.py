@@ -20,9 +20,11 @@ BATCH_EVENT_SIZE = 500                       # contacts per batch event at most 
 
 def emit_in_tx(cx, account_id, type, data):
     """Append an event for the account's open pages, inside the caller's transaction: it is seen exactly when
-    the change commits, and never when it rolls back. data: a JSON-able dict. Returns the event id."""
-    return cx.execute("INSERT INTO events (account_id, type, data, created_at) VALUES (?, ?, ?, ?)",
-                      (account_id, type, json.dumps(data, separators=(",", ":")), now_iso())).lastrowid
+    the change commits, and never when it rolls back. data: a JSON-able dict. Its seq (what pages see) is the
+    account's next number, in the same statement (a seek in events_account_seq). Returns the event id."""
+    return cx.execute("INSERT INTO events (account_id, seq, type, data, created_at) VALUES"
+                      " (?, COALESCE((SELECT MAX(seq) FROM events WHERE account_id = ?), 0) + 1, ?, ?, ?)",
+                      (account_id, account_id, type, json.dumps(data, separators=(",", ":")), now_iso())).lastrowid
 
 
 def emit_batches_in_tx(cx, account_id, type, data, key, items):
@@ -43,41 +45,56 @@ def message_updated_in_tx(cx, account_id, message_id):
 
 @reads
 def last_id(cx):
-    """The newest event id (0 before the first event)."""
+    """The newest event id, of any account (0 before the first event): the hub's reading position, never
+    shown to a page."""
     return cx.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+
+
+@reads
+def last_seq(cx, account_id):
+    """The account's newest event number (0 before its first): where a page rendered now resumes from."""
+    return cx.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE account_id = ?", (account_id,)).fetchone()[0]
+
+
+_ROW = "SELECT id, account_id, type, data, created_at, seq FROM events"
 
 
 @reads
 def read_after(cx, after_id, limit):
     """Up to ``limit`` events of every account with id > after_id, oldest first, as (id, account_id, type,
-    data JSON text, created_at) tuples: the hub splices the JSON into its frames without decoding it."""
-    return cx.execute("SELECT id, account_id, type, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?",
-                      (after_id, limit)).fetchall()
+    data JSON text, created_at, seq) tuples: the hub splices the JSON into its frames without decoding it."""
+    return cx.execute(f"{_ROW} WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)).fetchall()
 
 
 @reads
-def catch_up(cx, account_id, after_id, through_id, limit):
-    """What a page that saw events up to after_id missed, up to through_id (the hub's position): returns
-    (rows, resumable). resumable is False when after_id is older than the oldest event kept (pruned since)
-    or newer than the newest (another database, a restored backup). rows: at most ``limit`` + 1 events of
-    this account, shaped like read_after's, so the caller can tell when there are too many to replay."""
-    oldest, newest = cx.execute("SELECT MIN(id), MAX(id) FROM events").fetchone()
+def catch_up(cx, account_id, after_seq, through_id, limit):
+    """What a page of the account that saw its events up to number after_seq missed, up to through_id (the
+    hub's position): returns (rows, resumable, seq_at_through). resumable is False when after_seq is older
+    than the account's oldest event kept (pruned since) or newer than its newest (another database, a
+    restored backup). rows: at most ``limit`` + 1 events of this account, shaped like read_after's, so the
+    caller can tell when there are too many to replay. seq_at_through: the account's number at through_id."""
+    oldest, newest = cx.execute("SELECT MIN(seq), MAX(seq) FROM events WHERE account_id = ?",
+                                (account_id,)).fetchone()
     if newest is None:
-        return [], after_id == 0
-    if after_id < oldest - 1 or after_id > newest:
-        return [], False
-    rows = cx.execute("SELECT id, account_id, type, data, created_at FROM events"
-                      " WHERE account_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?",
-                      (account_id, after_id, through_id, limit + 1)).fetchall()
-    return rows, True
+        return [], after_seq == 0, 0
+    if after_seq < oldest - 1 or after_seq > newest:
+        return [], False, 0
+    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND id <= ? ORDER BY seq LIMIT ?",
+                      (account_id, after_seq, through_id, limit + 1)).fetchall()
+    # seq grows with id within an account: from its newest event back, the first at or below through_id
+    # (the events committed since the hub last read are few).
+    at_through = cx.execute("SELECT seq FROM events WHERE account_id = ? AND id <= ? ORDER BY seq DESC LIMIT 1",
+                            (account_id, through_id)).fetchone()
+    return rows, True, at_through[0] if at_through else 0
 
 
 @writes
 def prune(cx, older_than, limit):
-    """Delete up to ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), never the
-    newest event (its id is where the next one counts from). Returns how many were deleted: the retention
+    """Delete up to ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), never an
+    account's newest event (its seq is where the account's next one counts from; the newest of all is one
+    of them, and its id is where the next id counts from). Returns how many were deleted: the retention
     cleanup (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a
     deleted event is told to reload."""
-    return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?)"
-                      " AND created_at < ? AND id < (SELECT MAX(id) FROM events)",
-                      (limit, older_than)).rowcount
+    return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events AS e WHERE created_at < ?"
+                      " AND seq < (SELECT MAX(seq) FROM events WHERE account_id = e.account_id)"
+                      " ORDER BY id LIMIT ?)", (older_than, limit)).rowcount

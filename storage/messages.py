@@ -8,6 +8,8 @@ _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campa
             " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
             " bot_outcome")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
+# Written on insert, never read back with the message: 1 while the bot owes the message a decision.
+_INSERT_FIELDS = _FIELDS + ["bot_pending"]
 
 
 _JSON = ("error", "bot_outcome")  # columns stored as JSON text
@@ -22,12 +24,12 @@ def insert_messages_in_tx(cx, messages):
         return messages
     if len(messages) == 1:
         message = messages[0]
-        columns = tuple(f for f in _FIELDS if message.get(f) is not None and (message[f] or f not in _JSON))
+        columns = tuple(f for f in _INSERT_FIELDS if message.get(f) is not None and (message[f] or f not in _JSON))
         cx.execute(_insert_sql(columns), [json.dumps(message[c]) if c in _JSON else message[c] for c in columns])
         return messages
-    values = zip(*[[m.get(f) for f in _FIELDS] for m in messages])  # column by column
+    values = zip(*[[m.get(f) for f in _INSERT_FIELDS] for m in messages])  # column by column
     columns, kept = [], []
-    for name, column in zip(_FIELDS, values):
+    for name, column in zip(_INSERT_FIELDS, values):
         if column.count(None) < len(column):
             columns.append(name)
             kept.append([json.dumps(v) if v else None for v in column] if name in _JSON else column)

@@ -3,7 +3,9 @@ from storage.credits import close_recharge_episode_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 
 _COLUMNS = ("id, name, email, credit_hundredths, auto_recharge_threshold, auto_recharge_amount, auto_recharge_key,"
-            " auto_recharge_notified_at, created_at")
+            " auto_recharge_notified_at, credits_per_reply, created_at")
+# What the agency may change on its sub-account (PATCH /v1/subaccounts/{id}, the Agency pages).
+_SETTABLE = ("auto_recharge_threshold", "auto_recharge_amount", "credits_per_reply")
 
 
 def _get_in_tx(cx, agency_id, sub_id):
@@ -18,6 +20,12 @@ def get_subaccount(cx, agency_id, sub_id):
 
 
 @reads
+def get_own(cx, account_id):
+    """A sub-account as it sees itself (its Credits page and navigation), or None for any other account type."""
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM accounts WHERE id = ? AND type = 'subaccount'", (account_id,))
+
+
+@reads
 def page_subaccounts(cx, agency_id, after_id, limit):
     """Up to ``limit`` sub-accounts of the agency with id > after_id (keyset on the time-ordered id)."""
     return fetch_all(cx, f"SELECT {_COLUMNS} FROM accounts WHERE parent_agency_id = ? AND type = 'subaccount'"
@@ -25,19 +33,31 @@ def page_subaccounts(cx, agency_id, after_id, limit):
 
 
 @writes
-def set_auto_recharge(cx, agency_id, sub_id, threshold, amount):
-    """Set (threshold and amount in hundredths) or clear (both None) the sub-account's auto-recharge; returns
-    the sub-account as it is now, or None when the agency has no such sub-account. An outstanding
-    notification's episode ends when the balance is not below the new threshold (or auto-recharge is off);
-    otherwise it stays open, so changing the numbers never sends a second notification for the same low
-    balance."""
-    updated = cx.execute("UPDATE accounts SET auto_recharge_threshold = ?, auto_recharge_amount = ?"
-                         " WHERE id = ? AND parent_agency_id = ? AND type = 'subaccount'",
-                         (threshold, amount, sub_id, agency_id)).rowcount
+def update_subaccount(cx, agency_id, sub_id, changes):
+    """Set the agency's settings of its sub-account in one transaction; changes: column -> value among
+    _SETTABLE (auto-recharge threshold and amount in hundredths, both None = off; credits_per_reply in
+    hundredths, None = the default). Returns the sub-account as it is now, or None when the agency has no such
+    sub-account. When auto-recharge changes, an outstanding notification's episode ends if the balance is
+    not below the new threshold (or auto-recharge is off); otherwise it stays open, so changing the numbers
+    never sends a second notification for the same low balance."""
+    unknown = set(changes) - set(_SETTABLE)
+    if unknown or not changes:
+        raise ValueError(f"not a sub-account setting: {sorted(unknown)}")
+    columns = ", ".join(f"{column} = ?" for column in changes)
+    updated = cx.execute(f"UPDATE accounts SET {columns} WHERE id = ? AND parent_agency_id = ?"
+                         " AND type = 'subaccount'", (*changes.values(), sub_id, agency_id)).rowcount
     if not updated:
         return None
-    close_recharge_episode_in_tx(cx, sub_id)
+    if "auto_recharge_threshold" in changes:
+        close_recharge_episode_in_tx(cx, sub_id)
     return _get_in_tx(cx, agency_id, sub_id)
+
+
+@writes
+def set_auto_recharge(cx, agency_id, sub_id, threshold, amount):
+    """Set (threshold and amount in hundredths) or clear (both None) the sub-account's auto-recharge."""
+    return update_subaccount.sync(cx, agency_id, sub_id, {"auto_recharge_threshold": threshold,
+                                                          "auto_recharge_amount": amount})
 
 
 @reads

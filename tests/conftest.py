@@ -106,6 +106,9 @@ class Api:
     async def patch(self, path, body=None, **kw):
         return await self.call("PATCH", path, body, **kw)
 
+    async def delete(self, path, **kw):
+        return await self.call("DELETE", path, **kw)
+
 
 @pytest.fixture
 def api(http_server_client):

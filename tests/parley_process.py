@@ -1,7 +1,9 @@
 """The real server.py as a child process over HTTPS, and a webhook receiver in a thread, for end-to-end
 tests (and the screenshots script)."""
 import contextlib
+import html
 import json
+import re
 import signal
 import socket
 import ssl
@@ -11,6 +13,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -63,10 +66,11 @@ def pid_alive(pid):
 
 
 class ParleyProcess:
-    def __init__(self, data_dir, *extra_args, http=True, preexec_fn=None, root=ROOT):
+    def __init__(self, data_dir, *extra_args, http=True, preexec_fn=None, setup=True, root=ROOT):
         self.data_dir = Path(data_dir)
         self.root = Path(root)  # the checkout whose server.py runs (bench --compare runs an older one)
         self.preexec_fn = preexec_fn  # run in the child before server.py starts (e.g. to set rlimits)
+        self.setup = setup  # use the first run's setup link as the owner would (False: the test does)
         self.port = free_port()
         self.http_port = free_port() if http else 0
         self.extra_args = list(extra_args)
@@ -102,6 +106,8 @@ class ParleyProcess:
                 if event.get("event") == "first_run":
                     self.first_run = event
                 if event.get("event") == "listening":
+                    if self.setup and self.first_run and "api_key" not in self.first_run:
+                        self.first_run = complete_setup(self, self.first_run)
                     return self
         raise RuntimeError("server did not start in time")
 
@@ -116,7 +122,8 @@ class ParleyProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc and self.proc.stdout:
+        if self.proc and self.proc.stdout and not self.proc.stdout.closed:
+            self.stdout_lines += self.proc.stdout.readlines()  # what it printed after "listening", for greps
             self.proc.stdout.close()
         return self.proc.returncode if self.proc else None
 
@@ -125,6 +132,35 @@ class ParleyProcess:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+OWNER_PASSWORD = "owner-chose-this-1"
+_API_KEY_FIELD = re.compile(r'id="new-api-key"[^>]*value="([^"]+)"')
+
+
+def open_link(client, url):
+    """GET a one-time link's page (path only: the link names the public URL); returns the form's XSRF token."""
+    response = client.get(urlsplit(url).path)
+    assert response.status_code == 200, response.text
+    return client.cookies["_xsrf"]
+
+
+def use_link(client, url, password):
+    """Choose the password through a one-time link (as a browser would); returns the response."""
+    xsrf = open_link(client, url)
+    return client.post(urlsplit(url).path, data={"password": password, "password_again": password, "_xsrf": xsrf})
+
+
+def complete_setup(parley, first_run, password=OWNER_PASSWORD):
+    """What the owner does with the first run's setup link: choose a password, copy the API key that the
+    Settings page shows once. Returns first_run with the password and api_key (as tests used to get them)."""
+    # A server started with its own --tls-cert has no data_dir/tls/cert.pem to verify against.
+    client = parley.client() if Path(parley.cert).exists() else httpx.Client(base_url=parley.base, verify=False)
+    with client:
+        response = use_link(client, first_run["setup_url"], password)
+        assert response.status_code == 200, response.text
+        api_key = html.unescape(_API_KEY_FIELD.search(response.text).group(1))
+    return {**first_run, "password": password, "api_key": api_key}
 
 
 class ThreadedReceiver:

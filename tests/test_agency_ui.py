@@ -11,7 +11,7 @@ from services import accounts, credits
 from tests.parley_process import ParleyProcess, run_cli
 from tests.test_ui import PASSWORD, FormClient, chromium, page  # noqa: F401 (chromium, page: fixtures)
 
-# Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh the README's).
+# Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh docs/guide.md's).
 SCREENSHOT_DIR = os.environ.get("PARLEY_SCREENSHOT_DIR")
 
 
@@ -176,11 +176,30 @@ async def test_auto_recharge_form_sets_and_clears(api, agency_browser, ui_agency
     assert "Auto-recharge is off." in (await agency_browser.get(path)).text
 
 
+async def test_price_form_sets_what_a_bot_reply_costs(api, agency_browser, ui_agency, client_sub):
+    """Issue 18 item 4: the agency sets its sub-account's price per bot reply on the sub-account's page."""
+    path = f"/agency/subaccounts/{client_sub['account_id']}"
+    read = f"/v1/subaccounts/{client_sub['account_id']}"
+    assert field((await agency_browser.get(path)).text, "creditsPerReply") == "1"
+    r = await agency_browser.post(path + "/price", {"creditsPerReply": "0.5"})
+    assert r.code == 303
+    assert (await api.get(read, key=ui_agency["api_key"])).json["creditsPerReply"] == 0.5
+    page = await agency_browser.get(path)
+    assert "Price saved: 0.5 credits per bot reply." in page.text and field(page.text, "creditsPerReply") == "0.5"
+    r = await agency_browser.post(path + "/price", {"creditsPerReply": "-2"})
+    assert r.code == 400 and "creditsPerReply must be greater than 0" in r.text
+    assert field(r.text, "creditsPerReply") == "-2"  # what was typed stays
+    assert (await api.get(read, key=ui_agency["api_key"])).json["creditsPerReply"] == 0.5
+    r = await agency_browser.post(path + "/price", {"creditsPerReply": "0"})
+    assert r.code == 303 and (await api.get(read, key=ui_agency["api_key"])).json["creditsPerReply"] == 0
+
+
 async def test_every_form_needs_the_xsrf_field(services, agency_browser, client_sub):
     base = f"/agency/subaccounts/{client_sub['account_id']}"
     for path, form in (("/agency/subaccounts", {"name": "X", "email": "x@client.example"}),
                        (base + "/grant", {"amount": "5", "idempotency_key": "k"}),
-                       (base + "/auto-recharge", {"threshold": "1", "amount": "1"}), (base + "/auto-recharge/off", {})):
+                       (base + "/auto-recharge", {"threshold": "1", "amount": "1"}), (base + "/auto-recharge/off", {}),
+                       (base + "/price", {"creditsPerReply": "0"})):
         r = await agency_browser.post(path, form, xsrf=False)
         assert r.code == 403 and "did not come from this site" in r.text, path
     assert await balance(services, client_sub) == 0

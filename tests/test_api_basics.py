@@ -1,8 +1,9 @@
 """Auth, error envelopes and the Account API, in-process (DESIGN §3 Auth, Errors, Account API)."""
 import logging
 
-
 from handlers.base import ApiHandler
+from services.keys import hash_api_key
+from tests.parley_process import ParleyProcess
 
 
 async def test_missing_and_wrong_key_are_401(api):
@@ -83,7 +84,7 @@ async def test_oversized_body_is_413(api, account, settings):
     assert r.code == 413 and r.json["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
-# The opt-out keywords are shown with their defaults until an account sets its own (README "Campaigns").
+# The opt-out keywords are shown with their defaults until an account sets its own (docs/api.md "Campaigns").
 KEYWORD_DEFAULTS = {"optOutKeywords": ["STOP", "UNSUBSCRIBE"], "optInKeywords": ["START"]}
 
 
@@ -161,3 +162,54 @@ async def test_a_key_read_just_before_a_rotation_is_not_cached(services, account
     assert registry.cached(key_hash) is None
     assert (await registry.principal_for(key_hash)).account_id == account["account_id"]  # the next reads again
     assert registry.cached(key_hash) is not None
+
+
+# --- issue 27 items 4 and 5: the key in an Authorization header, keys out of the logs, Server ----------
+
+async def test_key_as_authorization_bearer(api, account, agency, sub):
+    """Beside ?apiKey= and x-api-key: query strings end up in proxy and browser logs. The credit endpoint
+    stays header-only (spec §5.3): Bearer counts there, the query parameter does not."""
+    key = account["api_key"]
+    for scheme in ("Bearer", "bearer"):
+        r = await api.get("/v1/account", headers={"Authorization": f"{scheme} {key}"})
+        assert r.code == 200 and r.json["id"] == account["account_id"], r.body
+    for authorization in (f"Bearer {key}x", f"Basic {key}", "Bearer", "Bearer "):
+        r = await api.get("/v1/account", headers={"Authorization": authorization})
+        assert r.code == 401, authorization
+    grant = {"email": sub["email"], "amount": 1}
+    r = await api.post("/v1/subaccounts/credits", grant, headers={"Authorization": f"Bearer {agency['api_key']}"})
+    assert r.code == 200, r.body
+    r = await api.post("/v1/subaccounts/credits", grant, key=agency["api_key"])  # ?apiKey=: not here
+    assert r.code == 401
+    assert "Authorization: Bearer" in r.json["error"]["message"]
+
+
+async def test_every_answer_says_server_parley_without_a_version(api, account):
+    """Tornado's default named itself and its version on every answer."""
+    for path in (f"/v1/account?apiKey={account['api_key']}", "/v1/account", "/nope", "/login",
+                 "/static/parley.css", "/v1/openapi.json"):
+        r = await api.client.fetch(path, raise_error=False)
+        assert r.headers["Server"] == "Parley", (path, r.code)
+
+
+def test_api_keys_never_reach_the_log_in_any_form(tmp_path):
+    """The real server at --log-level debug: a key in ?apiKey= (any case, percent-encoded), in another
+    parameter, in the path, in the headers, right or wrong, leaves no trace in its log."""
+    data_dir = tmp_path / "data"
+    with ParleyProcess(data_dir, "--log-level", "debug", http=False) as server:
+        key = server.first_run["api_key"]
+        encoded = "".join(f"%{b:02X}" for b in key.encode())
+        with server.client() as client:
+            for path in (f"/v1/account?apiKey={key}", f"/v1/account?APIKEY={key}x", f"/v1/account?apiK%65y={key}",
+                         f"/v1/account?apiKey={encoded}", f"/v1/account?key={key}", f"/v1/{key}",
+                         f"/v1/{encoded}?x=1", f"/v1/account?note={encoded}&apiKey=1", f"/login?next=/{key}"):
+                client.get(path)
+            client.post(f"/v1/contacts?apiKey={key}", content=b"{not json")
+            client.get("/v1/account", headers={"x-api-key": key + "x"})
+            client.get("/v1/account", headers={"Authorization": f"Bearer {key}"})
+            client.request("BREW", f"/v1/account?apiKey={key}")
+        server.stop()
+    logged = server.log.name and open(server.log.name, encoding="utf-8", errors="replace").read()
+    assert "GET /v1/account" in logged  # the access log is there, at debug level
+    for form in (key, key[3:], encoded, key[3:].lower(), hash_api_key(key)):
+        assert form not in logged

@@ -1,10 +1,16 @@
 """Bad input answers 400 naming the field, never 500 (issue 9): deeply nested JSON, duplicate JSON keys,
 webhook hosts IDNA refuses (API and UI), a sign-in `next` with a control character, a garbage cursor.
 Spec §7: "400 Bad Request – missing or invalid parameter"; DESIGN §3: a 500 is a bug."""
+import copy
 import json
+import re
 
 import pytest
 
+from handlers import routes
+from handlers.openapi import build_document
+from tests.test_control_characters import (call_args, operations_with_a_body, snapshot, string_fields,
+                                           world)  # noqa: F401 (world: a fixture)
 from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 INBOUND = "/v1/incoming_custom_channel_message"
@@ -79,3 +85,115 @@ async def test_the_ui_webhook_form_answers_400_with_the_reason_not_something_wen
 async def test_a_next_with_control_characters_while_signed_in_goes_home(signed_in, next_url):
     r = await signed_in.get(f"/login?next={next_url}")
     assert (r.code, r.headers["Location"]) == (302, "/inbox")
+
+
+# --- issue 18 item 7: still 500s -------------------------------------------------------------------------
+
+BAD_URLS = ["https://[::1/", "https://[zz]/", "https://[::1]:99999/"]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+async def test_a_url_that_does_not_parse_is_400_naming_the_field_in_every_url_field(api, account, url):
+    key = account["api_key"]
+    for body, field in (({"customChannelWebhookUrl": url}, "customChannelWebhookUrl"),
+                        ({"notificationUrls": {"contact.created": url}}, "notificationUrls.contact.created"),
+                        ({"bot": {"provider": {"baseUrl": url, "model": "m"}}}, "bot.provider.baseUrl"),
+                        ({"bot": {"campaigns": {"spring": {"provider": {"baseUrl": url, "model": "m"}}}}},
+                         "bot.campaigns.spring.provider.baseUrl")):
+        r = await api.patch("/v1/account/settings", body, key=key)
+        assert r.code == 400, (field, r.body)
+        assert r.json["error"]["message"].startswith(field), r.json
+    assert (await api.get("/v1/account", key=key)).json["settings"].get("bot") is None
+    r = await api.post(INBOUND, {"customData": {"messageSid": "u1", "fromId": "u", "toId": "t", "body": "hi",
+                                                "mediaUrl": url, "mediaContentType": "image/png"}}, key=key)
+    assert r.code == 400 and "customData.mediaUrl" in r.json["error"], r.body
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+async def test_a_url_that_does_not_parse_is_400_in_the_ui_forms(signed_in, url):
+    for action, form, field in (("/settings/webhook", {"customChannelWebhookUrl": url}, "customChannelWebhookUrl"),
+                                ("/settings/notifications", {"contact.created": url}, "contact.created"),
+                                ("/bot/account", {"provider-baseUrl": url, "provider-model": "m"}, "baseUrl")):
+        r = await signed_in.post(action, form)
+        assert r.code == 400, (action, r.code)
+        assert field in r.text and "Something went wrong" not in r.text
+
+
+@pytest.mark.parametrize("start_at", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+async def test_a_start_at_outside_utcs_years_is_400_naming_start_at(api, account, signed_in, ui_account, start_at):
+    """Valid in their own zone, but out of datetime's range once converted to UTC, where they are stored."""
+    for key in (account["api_key"], ui_account["api_key"]):
+        lst = await api.post("/v1/lists", {"name": "L"}, key=key)
+        r = await api.post("/v1/campaigns", {"name": "C", "listId": lst.json["id"], "body": "b", "startAt": start_at},
+                           key=key)
+        assert r.code == 400 and r.json["error"]["message"].startswith("startAt"), r.body
+    r = await signed_in.post("/campaigns", {"name": "C", "listId": lst.json["id"], "body": "b", "startAt": "",
+                                            "startAtUtc": start_at, "campaignId": "", "channel": "",
+                                            "ratePerMinute": "", "idempotencyKey": ""})
+    assert r.code == 400 and "startAt" in r.text
+    assert (await api.get("/v1/campaigns", key=ui_account["api_key"])).json["data"] == []
+
+
+async def test_a_lone_surrogate_anywhere_in_any_json_body_is_400_naming_the_field(api, services, world, account,
+                                                                                 agency, sub):
+    """"\\ud800" is valid JSON but no Unicode text: it failed on the way into SQLite (500). Every string and
+    every key of every operation's body, in turn."""
+    before = snapshot(services)
+    checked = 0
+    for method, path in operations_with_a_body():
+        url, key, body = call_args(method, path, world, account, agency, sub)
+        if body is None:
+            body = {"autoRecharge": {"threshold": 1, "amount": 2}}
+        for field, kind in [*string_fields(body), *((f, "key") for f in dict_keys(body))]:
+            r = await api.call(method, url, with_surrogate(body, field, kind), key=key, query_key=False)
+            assert r.code == 400, (method, path, field, r.code, r.body)
+            message = r.json["error"] if isinstance(r.json["error"], str) else r.json["error"]["message"]
+            assert "lone surrogate" in message and (kind == "key" or str(field[-1]) in message), (field, message)
+            checked += 1
+    assert snapshot(services) == before
+    assert checked > 60
+
+
+def dict_keys(value, path=()):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield path + (key,)
+            yield from dict_keys(inner, path + (key,))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from dict_keys(inner, path + (index,))
+
+
+def with_surrogate(body, path, kind):
+    body = copy.deepcopy(body)
+    *parents, last = path
+    target = body
+    for part in parents:
+        target = target[part]
+    if kind == "key":
+        target[last + "\ud800"] = target.pop(last)
+    else:
+        target[last] = "\ud800" if kind == "value" else target[last]
+    return body
+
+
+async def test_a_lone_surrogate_in_a_path_or_query_id_is_not_a_500(api, account):
+    """Percent-encoded, a surrogate is not UTF-8: every path and query parameter of the API, in turn."""
+    document = build_document(routes())
+    for path, item in document["paths"].items():
+        for method, op in item.items():
+            url = re.sub(r"\{[^}]+\}", "%ED%A0%80", path)
+            queries = [p["name"] for p in op.get("parameters", []) if p["in"] == "query"]
+            for target in [url] + [f"{url}?{name}=%ED%A0%80" for name in queries]:
+                r = await api.call(method.upper(), target, key=account["api_key"], query_key=False,
+                                   raw=b"{}" if method in ("post", "patch") else None,
+                                   headers={"Content-Type": "application/json"})
+                assert r.code < 500, (method, target, r.code, r.body)
+
+
+@pytest.mark.parametrize("header", [{"Origin": "https://[::1"}, {"Origin": "https://[zz]/"}, {"Host": "[::1"}])
+async def test_a_live_events_origin_or_host_that_does_not_parse_is_refused_not_a_500(signed_in, header):
+    r = await signed_in.get("/ws", headers={"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                                            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                                            "Origin": "http://localhost", **header})
+    assert 400 <= r.code < 500, (header, r.code)

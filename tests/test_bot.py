@@ -11,7 +11,7 @@ import tornado.web
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tornado.testing import bind_unused_port
 
-from services import accounts, bot, bot_provider, messaging
+from services import accounts, bot, bot_match, bot_provider, messaging
 from services.netguard import CheckedResolver
 from settings import Settings
 from storage.db import connect_sync, writes
@@ -122,6 +122,11 @@ def _opt_out(cx, account_id, contact_id):
 
 # ---- keywords ---------------------------------------------------------------------------------
 
+def first_keyword(keywords, text):
+    found = bot_match.Matcher(keywords, []).first(text)
+    return found and found[1]
+
+
 @pytest.mark.parametrize("text, found", [
     ("What is the PRICE?", "price"), ("price.", "price"), ("Cost/benefit", "cost"),
     ("How much does it cost", "cost"), ("ＰＲＩＣＥ please", "price"),  # full-width letters (NFKC)
@@ -132,15 +137,28 @@ def test_a_keyword_matches_as_a_whole_word_case_insensitively(text, found):
     """DESIGN §3: "A rule answers when one of its keywords occurs in the message as a word,
     case-insensitively"; word boundaries are Unicode's (\\w), so "prices" is not "price"."""
     keywords = ["price", "cost", "opening hours", "open"]
-    assert bot.first_keyword(keywords, bot.fold(text)) == found
+    assert first_keyword(keywords, text) == found
+
+
+def test_the_first_rule_wins_wherever_its_keyword_is_and_overlapping_keywords_are_all_seen():
+    """One automaton for all the keywords keeps the bot's order: handoff keywords, then rules in order, then a
+    rule's keywords in order; keywords that overlap or share a start are each found."""
+    rules = [{"keywords": ["cd"]}, {"keywords": ["ab cd", "ab"]}, {"keywords": ["b"]}]
+    matcher = bot_match.Matcher(["agent"], rules)
+    assert matcher.first("ab cd") == (0, "cd")        # rule 0's keyword inside rule 1's longer one
+    assert matcher.first("ab cdx") == (1, "ab")       # "ab cd" fails its boundary; "ab" is rule 1's second
+    assert matcher.first("ab, cd? AGENT") == (bot_match.HANDOFF, "agent")
+    assert matcher.first("xyz") is None
+    long = "x " * bot_match.MAX_MATCHED_CHARS + "cd"  # past the matched part of the message
+    assert matcher.first(long) is None
 
 
 def test_keywords_in_other_scripts():
-    assert bot.first_keyword(["straße"], bot.fold("STRASSE 5")) == "straße"  # full case folding
-    assert bot.first_keyword(["цена"], bot.fold("Какая ЦЕНА?")) == "цена"
-    assert bot.first_keyword(["цена"], bot.fold("ценами")) is None
-    assert bot.first_keyword(["价格"], bot.fold("请问价格是多少")) == "价格"  # no spaces between words in Chinese
-    assert bot.first_keyword(["café"], bot.fold("un CAFÉ!")) == "café"
+    assert first_keyword(["straße"], "STRASSE 5") == "straße"  # full case folding
+    assert first_keyword(["цена"], "Какая ЦЕНА?") == "цена"
+    assert first_keyword(["цена"], "ценами") is None
+    assert first_keyword(["价格"], "请问价格是多少") == "价格"  # no spaces between words in Chinese
+    assert first_keyword(["café"], "un CAFÉ!") == "café"
 
 
 # ---- answering ------------------------------------------------------------------------------
@@ -181,7 +199,7 @@ async def test_the_order_handoff_greeting_rule_fallback(api, account, services):
         "outcome": "no_answer", "detail": "no rule matched, and neither an AI provider nor a fallback is set",
         "replyId": None}
     handoff = await say(api, services, key, "HUMAN please, the price is wrong", fromId="b")  # first message too
-    assert handoff["bot"]["outcome"] == "handoff" and handoff["bot"]["replyId"] is None
+    assert handoff["bot"]["outcome"] == "handoff"  # its reply, the handoffMessage: tests/test_handoff.py
 
 
 async def test_an_inactive_bot_and_a_reaction_record_nothing(api, account, services):
@@ -238,12 +256,13 @@ async def test_a_persons_reply_pauses_the_bot_for_that_contact(api, account, oth
     await messaging.send_reply(services, account_id, first["contactId"], "Typed in the inbox", author="user")
     assert rows(services, "SELECT reason FROM bot_pauses WHERE contact_id = ?", first["contactId"]) == \
         [{"reason": "human_reply"}]
-    # Without an active bot, a person's reply pauses nothing.
+    # Without an active bot a person's reply pauses it too (issue 25 §5): switching it on later must not barge in.
     await configure(api, other_account["api_key"], {"active": False})
     r = await api.post("/v1/send_custom_channel_message", {"customData": {
         "fromId": "p", "customChannel": "webchat", "body": "Hello"}}, key=other_account["api_key"])
     assert r.code == 200
-    assert rows(services, "SELECT * FROM bot_pauses WHERE account_id = ?", other_account["account_id"]) == []
+    assert [r["reason"] for r in rows(services, "SELECT * FROM bot_pauses WHERE account_id = ?",
+                                      other_account["account_id"])] == ["human_reply"]
 
 
 def _parse(text):
@@ -275,7 +294,9 @@ async def test_each_reply_of_a_sub_account_spends_credits_until_there_are_too_fe
     bot stays silent and the inbox says why"; the spend is in the reply's transaction."""
     await grant(api, agency, sub, 2.5)
     key, account_id = sub["api_key"], sub["account_id"]
-    await configure(api, key, {"active": True, "rules": RULES, "creditsPerReply": 1.25})
+    r = await api.patch(f"/v1/subaccounts/{account_id}", {"creditsPerReply": 1.25}, key=agency["api_key"])
+    assert r.code == 200 and r.json["creditsPerReply"] == 1.25, r.body
+    await configure(api, key, {"active": True, "rules": RULES})
     for _ in range(2):
         assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "rule"
     silent = await say(api, services, key, "price?")
@@ -299,16 +320,18 @@ async def test_no_credits_is_decided_again_inside_the_reply_write(api, agency, s
     reply's transaction decides, and a reply it refuses is not stored."""
     await grant(api, agency, sub, 1)
     key, account_id = sub["api_key"], sub["account_id"]
-    await configure(api, key, {"active": True, "rules": RULES})
-    first = await say(api, services, key, "hello")  # no rule, no fallback: nothing spent
-    context = {"config": {"creditsPerReply": 1}, "account_type": "subaccount"}
-    stored = {**first, "account_id": account_id, "contact_id": first["contactId"], "channel": None,
-              "from_id": "user-1", "campaign_id": None}
+    await configure(api, key, {"active": False, "rules": RULES})
+    first, second = [await say(api, services, key, "hello") for _ in range(2)]  # inactive: no outcome yet
+    context = {"config": {}, "account_type": "subaccount", "credits_per_reply": None}  # the default: 1
+
+    def stored(message):
+        return {**message, "account_id": account_id, "contact_id": message["contactId"], "channel": None,
+                "from_id": "user-1", "campaign_id": None}
     decision = bot.Decision("rule", "test", reply="One")
-    assert await bot.apply(services, stored, context, decision) == "rule"
-    assert await bot.apply(services, stored, context, decision) == "no_credits"  # the balance is 0 now
+    assert await bot.apply(services, stored(first), context, decision) == "rule"
+    assert await bot.apply(services, stored(second), context, decision) == "no_credits"  # the balance is 0 now
     assert len(bot_replies(services, account_id)) == 1
-    assert (await get_message(api, key, first["id"]))["bot"]["outcome"] == "no_credits"
+    assert (await get_message(api, key, second["id"]))["bot"]["outcome"] == "no_credits"
 
 
 # ---- the AI provider -------------------------------------------------------------------------
@@ -476,31 +499,112 @@ async def test_the_dry_run_refuses_unknown_and_foreign_contacts(api, account, ot
                       "detail": "no rule matched, and neither an AI provider nor a fallback is set"}
 
 
-async def test_recovery_answers_only_undecided_recent_messages_stored_before_the_boundary(api, account, services):
+async def test_recovery_answers_by_state_whatever_the_age_and_never_twice(api, account, services):
     """server.py answers, once serving, what a previous run left undecided: messages stored before this run
-    took requests (the boundary id), of the last RECOVER_WINDOW, with no outcome yet."""
+    took requests (the boundary id) that the bot still owes a decision (bot_pending), however old, oldest
+    first. A message that came in while the bot was off was never the bot's."""
     from datetime import timedelta
 
-    from common.ids import new_id, utcnow
+    from common.ids import first_id_at, new_id, utcnow
     key, account_id = account["api_key"], account["account_id"]
     await configure(api, key, {"active": False, "rules": RULES})
-    undecided = await say(api, services, key, "price?")  # the bot is off: no outcome, never submitted
+    while_off = await say(api, services, key, "price?")  # the bot is off: not the bot's, ever
     await configure(api, key, {"active": True})
+    services.bot._stopping = True  # the server "stops" before the bot starts on the next message
+    r = await post_inbound(api, key, body="price?", fromId="user-1")
+    services.bot._stopping = False
+    # An hour old (the previous run died long ago): a wall-clock window would leave it unanswered.
+    old_id = first_id_at("msg", utcnow() - timedelta(hours=1)) + "x"
+    cx = connect_sync(services.db.path)
+    cx.execute("UPDATE messages SET id = ? WHERE id = ?", (old_id, r.json["messageId"]))
+    cx.commit()
+    cx.close()
     boundary = new_id("msg")
     after = await say(api, services, key, "price?")  # this run's own message: answered already
     assert after["bot"]["outcome"] == "rule"
-    assert await services.bot.recover(boundary, now=utcnow() + bot.RECOVER_WINDOW + timedelta(seconds=5)) == 0
     assert await services.bot.recover(boundary) == 1
     await services.bot.idle()
-    assert (await get_message(api, key, undecided["id"]))["bot"]["outcome"] == "rule"
+    assert (await get_message(api, key, old_id))["bot"]["outcome"] == "rule"
+    assert (await get_message(api, key, while_off["id"]))["bot"] is None
     assert await services.bot.recover(new_id("msg")) == 0  # decided now: nothing is answered twice
     assert len(bot_replies(services, account_id)) == 2
 
 
-def test_the_readme_lists_every_outcome():
-    """The outcome vocabulary is small and documented: README's table has exactly bot.OUTCOMES."""
+async def test_a_message_gets_at_most_one_bot_answer_whatever_runs_twice(api, account, services):
+    """The outcome write is conditional and the reply is queued only when it won: applying a decision again
+    (a recovery racing the live runner, a retried write) sends nothing more and changes nothing."""
+    from services import bot_context
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES})
+    first = await say(api, services, key, "price?")
+    assert first["bot"]["outcome"] == "rule"
+    message = rows(services, "SELECT id, account_id, contact_id, body, channel, campaign_id, from_id FROM messages"
+                             " WHERE id = ?", first["id"])[0]
+    context = await services.db.read(bot_context.context_in_tx, account_id, message["contact_id"], None, first["id"])
+    assert await bot.apply(services, message, context, bot.Decision("rule", "again", reply="Twice?")) is None
+    assert await bot.apply(services, message, context, bot.Decision("no_answer", "again")) is None
+    assert [r["body"] for r in bot_replies(services, account_id)] == ["Plans start at $10."]
+    assert (await get_message(api, key, first["id"]))["bot"] == first["bot"]
+
+
+async def test_a_decision_whose_write_failed_is_retried_not_dropped(api, account, services, monkeypatch, caplog):
+    """The storage refuses the first write of the decision (here a trigger; in life a writer restart or a
+    full disk): the runner writes it again, and the message is answered once."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES})
+    monkeypatch.setattr(bot, "WRITE_RETRY_DELAYS", (0.2, 0.2, 0.2, 0.2, 0.2), raising=False)
+    cx = connect_sync(services.db.path)
+    cx.execute("CREATE TRIGGER refuse_outcome BEFORE UPDATE OF bot_outcome ON messages"
+               " BEGIN SELECT RAISE(ABORT, 'disk I/O error (test)'); END")
+    cx.commit()
+    r = await post_inbound(api, key, body="price?", fromId="user-1")
+    while "retrying" not in caplog.text and "bot failed" not in caplog.text:
+        await asyncio.sleep(0.01)
+    cx.execute("DROP TRIGGER refuse_outcome")
+    cx.commit()
+    cx.close()
+    await services.bot.idle()
+    assert (await get_message(api, key, r.json["messageId"]))["bot"]["outcome"] == "rule"
+    assert [r["body"] for r in bot_replies(services, account_id)] == ["Plans start at $10."]
+
+
+async def test_one_accounts_slow_provider_cannot_starve_another_account(api, account, other_account, services,
+                                                                        provider):
+    """Issue 18, item 3: each account has its share of the bot's slots (--bot-concurrency 2 here,
+    --bot-concurrency-per-account 1), POST /v1/bot/test included: the first account's hanging provider,
+    asked by its messages and its dry runs, holds one slot at most, and the second account is answered."""
+    services.bot.per_account = 1
+    slow, other = account, other_account
+    await configure(api, slow["api_key"], {"active": True, "provider": {"baseUrl": provider.base_url, "model": "m"}})
+    await configure(api, other["api_key"], {"active": True, "rules": RULES})
+    provider.script = ["hang"] * 6
+    for n in range(3):
+        assert (await post_inbound(api, slow["api_key"], body=f"question {n}", fromId=f"c{n}")).code == 200
+    dry_runs = [asyncio.ensure_future(api.post("/v1/bot/test", {"body": "hello?"}, key=slow["api_key"]))
+                for _ in range(3)]
+    while provider.in_flight < 1:
+        await asyncio.sleep(0.01)
+    r = await post_inbound(api, other["api_key"], body="price?", fromId="someone")
+    dry = await api.post("/v1/bot/test", {"body": "price?"}, key=other["api_key"])
+    assert dry.json["reason"] == "rule"
+    message_id = r.json["messageId"]
+    # Answered while the slow account's provider still hangs (a bounded wait, not a timing assertion).
+    for _ in range(1000):
+        if (await get_message(api, other["api_key"], message_id))["bot"]:
+            break
+        await asyncio.sleep(0.01)
+    assert (await get_message(api, other["api_key"], message_id))["bot"]["outcome"] == "rule"
+    assert provider.most_in_flight == 1  # the slow account's share, dry runs included
+    provider.release.set()
+    await services.bot.idle()
+    assert [(await d).json["reason"] for d in dry_runs] == ["provider"] * 3
+    assert services.bot._account_slots == {}  # nothing left behind per account
+
+
+def test_the_docs_list_every_outcome():
+    """The outcome vocabulary is small and documented: docs/api.md's table has exactly bot.OUTCOMES."""
     from pathlib import Path
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     table = readme.split("| outcome | reply | when |")[1].split("\n\n")[0]
     assert [line.split("`")[1] for line in table.splitlines()[2:]] == list(bot.OUTCOMES)
 

@@ -275,7 +275,7 @@ def test_a_blocked_provider_does_not_delay_the_inbound_200(account, provider):
 
 def test_messages_left_undecided_by_a_killed_server_are_answered_after_the_restart(tmp_path, receiver, provider):
     """The bot's queue is in memory: a server killed (kill -9) while the bot waits for the provider loses
-    it, and the restarted server answers those recent messages (README "Bot": a restart answers what the
+    it, and the restarted server answers those recent messages (docs/api.md "Bot": a restart answers what the
     bot never decided on in the last 10 minutes). Nothing is answered twice: a decision and its reply are
     one transaction."""
     import signal

@@ -29,7 +29,7 @@ async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
     key = account["api_key"]
     bot = {"active": True, "greeting": "Hi!", "fallback": "A person will answer soon.", "rules": RULES,
            "handoffKeywords": ["human", "agent"], "provider": PROVIDER, "pauseMinutesAfterHumanReply": 30,
-           "creditsPerReply": 1, "campaigns": {"spring": {"greeting": "Spring sale!", "rules": []}}}
+           "campaigns": {"spring": {"greeting": "Spring sale!", "rules": []}}}
     r = await patch_bot(api, key, bot)
     assert r.code == 200, r.body
     shown = {**bot, "provider": {**{k: v for k, v in PROVIDER.items() if k != "apiKey"}, "apiKeySet": True}}
@@ -42,8 +42,9 @@ async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
     ({"rules": [RULES[0], {"keywords": ["a"], "answer": "   "}]}, "bot.rules[1].answer"),
     ({"rules": [{"keywords": ["ok", " "], "answer": "x"}]}, "bot.rules[0].keywords[1]"),
     ({"handoffKeywords": "human"}, "bot.handoffKeywords"),
-    ({"creditsPerReply": 0.001}, "bot.creditsPerReply"),
-    ({"creditsPerReply": -1}, "bot.creditsPerReply"),
+    ({"creditsPerReply": 0}, "bot.creditsPerReply"),  # the agency's to set (issue 18 item 4)
+    ({"creditsPerReply": 1}, "bot.creditsPerReply"),
+    ({"campaigns": {"spring": {"creditsPerReply": 0}}}, "bot.campaigns.spring.creditsPerReply"),
     ({"pauseMinutesAfterHumanReply": 1.5}, "bot.pauseMinutesAfterHumanReply"),
     ({"provider": {"baseUrl": "http://127.0.0.1:9/v1"}}, "bot.provider.model"),
     ({"provider": {"baseUrl": "ftp://example.com/v1", "model": "m"}}, "bot.provider.baseUrl"),
@@ -52,6 +53,15 @@ async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
     ({"colour": "blue"}, "bot.colour"),
     ({"campaigns": {"spring": {"rules": [{"keywords": ["x"]}]}}}, "bot.campaigns.spring.rules[0].answer"),
     ({"campaigns": {"spring": {"campaigns": {}}}}, "bot.campaigns.spring.campaigns"),
+    # The keyword limits that bound the bot's matching (issue 18, item 1):
+    ({"rules": [RULES[0]] * 3 + [{"keywords": [f"k{i}" for i in range(51)], "answer": "x"}]}, "bot.rules[3].keywords"),
+    ({"rules": [RULES[0]] * 201}, "bot.rules"),
+    ({"rules": [{"keywords": ["x" * 101], "answer": "x"}]}, "bot.rules[0].keywords[0]"),
+    ({"rules": [{"keywords": [f"k{i}" for i in range(50)], "answer": "x"}] * 21}, "bot.rules have 1050 keywords"),
+    ({"rules": [{"keywords": [f"k{i}" for i in range(50)], "answer": "x"}] * 20, "handoffKeywords": ["human"]},
+     "bot.handoffKeywords and the rules have 1001 keywords"),
+    ({"campaigns": {"s": {"rules": [{"keywords": [f"k{i}" for i in range(50)], "answer": "x"}] * 21}}},
+     "bot.campaigns.s.rules have 1050"),
 ])
 async def test_an_invalid_bot_is_400_naming_the_field_and_changes_nothing(api, account, services, bot, field):
     """Brief: "400 naming the field (e.g. bot.rules[0].keywords)"; house rule: bad input changes nothing."""
@@ -66,7 +76,7 @@ async def test_an_invalid_bot_is_400_naming_the_field_and_changes_nothing(api, a
 
 
 async def test_a_patch_merges_into_the_stored_bot(api, account):
-    """README "Bot": `bot` is a JSON Merge Patch (RFC 7386): objects merge, null removes, arrays replace."""
+    """docs/api.md "Bot": `bot` is a JSON Merge Patch (RFC 7386): objects merge, null removes, arrays replace."""
     key = account["api_key"]
     await patch_bot(api, key, {"active": True, "greeting": "Hi", "rules": RULES, "provider": PROVIDER,
                                "campaigns": {"spring": {"greeting": "Spring!"}, "autumn": {"active": False}}})
@@ -128,7 +138,7 @@ async def test_provider_urls_are_checked_like_webhook_urls():
     with pytest.raises(Invalid, match=r"^bot\.provider\.baseUrl must be an https:// URL"):
         await accounts.validate_settings_changes({"bot": {"provider": {"baseUrl": "http://example.com/v1"}}},
                                                  allow_private=False)
-    assert await accounts.validate_settings_changes(changes, allow_private=True) == changes
+    assert await accounts.validate_settings_changes(changes, allow_private=True) == (changes, [])
 
 
 def test_a_campaign_overrides_the_accounts_keys():
@@ -147,6 +157,23 @@ def test_a_campaign_overrides_the_accounts_keys():
     assert bot_settings.KEY not in bot_settings.effective(bot, "elsewhere")["provider"]
     assert bot_settings.effective(bot, "unknown") == account
     assert bot_settings.active_anywhere(bot) and not bot_settings.active_anywhere({"active": False})
+
+
+async def test_the_keyword_matcher_is_built_when_the_settings_are_saved_once_per_version(api, account, services):
+    """Issue 18, item 1: one compiled matcher per settings version, built at save, reused by every message;
+    a new save makes a new version (and matcher); the version is never shown."""
+    from services import bot_context, bot_match
+    key, account_id = account["api_key"], account["account_id"]
+    r = await patch_bot(api, key, {"active": True, "rules": RULES})
+    assert "version" not in r.json["bot"]
+    config = (await services.db.read(bot_context.context_in_tx, account_id, None, None))["config"]
+    assert config["matcherKey"] in bot_match._cache  # built by the save, before any message
+    assert bot_match.matcher(config) is bot_match.matcher(config)
+    assert bot_match.matcher(config).first("the PRICE?") == (0, "price")
+    await patch_bot(api, key, {"rules": [{"keywords": ["hours"], "answer": "9 to 5"}]})
+    newer = (await services.db.read(bot_context.context_in_tx, account_id, None, None))["config"]
+    assert newer["matcherKey"] != config["matcherKey"] and newer["matcherKey"] in bot_match._cache
+    assert bot_match.matcher(newer).first("the PRICE?") is None
 
 
 async def test_another_account_sees_nothing_of_the_bot(api, account, other_account):

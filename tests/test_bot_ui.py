@@ -26,7 +26,7 @@ def signed_in(io_loop, http_server_client, ui_account):
 def account_form(**fields):
     form = {"active": "on", "greeting": "", "fallback": "", "rule_rows": "2", "rules-0-keywords": "price, cost",
             "rules-0-answer": "Plans start at $10.", "rules-1-keywords": "", "rules-1-answer": "",
-            "handoffKeywords": "human, agent", "pauseMinutesAfterHumanReply": "30", "creditsPerReply": "",
+            "handoffKeywords": "human, agent", "pauseMinutesAfterHumanReply": "30",
             "provider-baseUrl": "", "provider-model": "", "provider-apiKey": "", "provider-systemPrompt": "",
             "provider-timeoutSeconds": ""}
     form.update(fields)
@@ -77,7 +77,7 @@ async def test_a_bad_form_is_400_naming_the_field_and_keeps_what_was_typed(signe
     r = await signed_in.post("/bot/account", account_form(**{"rules-1-keywords": "hours", "rules-1-answer": " ",
                                                               "greeting": "Hello <b>there</b>"}))
     assert r.code == 400
-    assert "bot.rules[1].answer: must not be empty or whitespace-only" in r.text
+    assert "Rule 2 answer: must not be empty or whitespace-only" in r.text  # as the form numbers it
     assert "Hello &lt;b&gt;there&lt;/b&gt;" in r.text and 'value="hours"' in r.text
     assert await stored_bot(api, ui_account) is None
     r = await signed_in.post("/bot/account", account_form(pauseMinutesAfterHumanReply="soon"))
@@ -117,7 +117,7 @@ async def test_try_it_shows_what_the_bot_would_send_and_why(signed_in, api, ui_a
     r = await signed_in.post("/bot/test", {"body": "What does it COST?", "campaignId": "", "contactId": ""})
     assert r.code == 200
     assert re.search(r"Would send</dt><dd><q class=\"reply\">Plans start at \$10\.</q>", r.text)
-    assert "<code>rule</code>" in r.text and "keyword &#34;cost&#34; of rules[0]" in r.text
+    assert "<code>rule</code>" in r.text and "keyword &#34;cost&#34; of rule 1" in r.text
     assert "The bot is off for this message" in r.text
     assert "What does it COST?</textarea>" in r.text
     r = await signed_in.post("/bot/test", {"body": "hi", "contactId": "ct_nope"})

@@ -114,7 +114,7 @@ async def test_create_answers_201_with_the_campaign_and_its_snapshot(api, servic
     c = r.json
     assert c["id"].startswith("cmp_") and c["campaignId"] == c["id"] and c["listId"] == list_id
     assert c["status"] == "running" and c["ratePerMinute"] == 600 and c["finishedAt"] is None
-    assert c["counts"] == {"total": 3, "pending": 3, "queued": 0, "sent": 0, "failed": 0, "skipped": 0,
+    assert c["counts"] == {"total": 3, "pending": 3, "queued": 0, "sent": 0, "failed": 0, "retrying": 0, "skipped": 0,
                            "cancelled": 0}
     assert c["startAt"] <= c["startedAt"] and c["createdAt"]
     assert await campaign(api, account, c["id"]) == c
@@ -177,7 +177,7 @@ async def test_each_contact_gets_one_personalised_message_with_the_extended_payl
                                            "email": "ann0@example.com"}
     done = await campaign(api, account, c["id"])
     assert done["status"] == "completed" and done["finishedAt"]
-    assert done["counts"] == {"total": 4, "pending": 0, "queued": 0, "sent": 4, "failed": 0, "skipped": 0,
+    assert done["counts"] == {"total": 4, "pending": 0, "queued": 0, "sent": 4, "failed": 0, "retrying": 0, "skipped": 0,
                               "cancelled": 0}
     rows = await recipients(api, account, c["id"])
     assert {(x["contactId"], x["status"]) for x in rows} == {(i, "sent") for i in ids}
@@ -239,10 +239,10 @@ async def test_one_batch_of_mixed_recipients(api, services, account, receiver, w
     assert (result["status"], result["queued"], result["skipped"]) == ("completed", 3, 2)
     after = await campaign(api, account, c["id"])
     assert after["status"] == "completed"
-    assert after["counts"] == {"total": 5, "pending": 0, "queued": 3, "sent": 0, "failed": 0, "skipped": 2,
+    assert after["counts"] == {"total": 5, "pending": 0, "queued": 3, "sent": 0, "failed": 0, "retrying": 0, "skipped": 2,
                                "cancelled": 0}
     assert await services.db.read(_statuses, c["id"]) == {"pending": 0, "queued": 3, "sent": 0, "failed": 0,
-                                                          "skipped": 2, "cancelled": 0}
+                                                          "retrying": 0, "skipped": 2, "cancelled": 0}
     await deliver_all(worker)
     secret = await secret_of(services, account)
     payloads = {p["contactId"]: p for p in (Webhook(secret).verify(q["body"], q["headers"]) for q in receiver.requests)}
@@ -402,7 +402,7 @@ async def test_the_state_machine_and_its_409s(api, services, account, receiver, 
     await runner.step()
     cancelled = await act("cancel")
     assert cancelled["status"] == "cancelled" and cancelled["finishedAt"]
-    assert cancelled["counts"] == {"total": 6, "pending": 0, "queued": 0, "sent": 1, "failed": 0, "skipped": 0,
+    assert cancelled["counts"] == {"total": 6, "pending": 0, "queued": 0, "sent": 1, "failed": 0, "retrying": 0, "skipped": 0,
                                    "cancelled": 5}
     for action in ("pause", "resume", "cancel", "retry-failed"):
         await act(action, 409)
@@ -438,7 +438,7 @@ async def test_retry_failed_resends_only_the_failed_ones(api, services, account,
 
 
 async def test_most_first_sends_failing_pauses_the_campaign(api, services, account, runner, worker):
-    """The auto-pause rule (README "Campaigns"): of the first 20 first attempts, 16 or more failed → the
+    """The auto-pause rule (docs/api.md "Campaigns"): of the first 20 first attempts, 16 or more failed → the
     campaign pauses itself with the reason recorded, and what it had queued is held."""
     closed = Receiver()  # nobody listens: every attempt is a connection error
     await set_webhook(api, account, closed.url)
@@ -452,8 +452,8 @@ async def test_most_first_sends_failing_pauses_the_campaign(api, services, accou
     paused = await campaign(api, account, c["id"])
     assert paused["status"] == "paused"
     assert paused["pausedReason"].startswith("paused automatically:") and "connection error" in paused["pausedReason"]
-    attempted = paused["counts"]["failed"]
-    assert 20 <= attempted < 30 and paused["counts"]["queued"] == 101 - attempted
+    attempted = paused["counts"]["retrying"]  # connection errors: each has a retry scheduled (held now)
+    assert 20 <= attempted < 30 and paused["counts"]["queued"] == 101 - attempted and paused["counts"]["failed"] == 0
     assert await worker.run_due(later(utcnow(), 86400)) == 0  # queued and retries are held
     runner.clock_state["now"] += 60
     await runner.step()

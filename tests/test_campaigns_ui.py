@@ -17,7 +17,7 @@ from common.ids import iso, utcnow
 from handlers.ui import campaigns as ui_campaigns
 from storage import delivery as delivery_store
 from storage import events
-from storage.db import fetch_all
+from storage.db import connect_sync, fetch_all
 from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.test_campaigns import (deliver_all, make_list, people, run_all, runner, set_webhook,  # noqa: F401
                                   worker)
@@ -293,6 +293,39 @@ async def test_the_buttons_follow_the_status_and_act_through_the_apis_services(s
     cancelled = await signed_in.get(page)
     assert 'data-field="status">Cancelled<' in cancelled.text and actions_shown(cancelled.text) == []
     assert (await api_campaign(api, ui_account, c["id"]))["counts"]["cancelled"] == 4
+
+
+async def test_retrying_is_shown_apart_and_retry_says_what_it_could_not_send(signed_in, api, services, ui_account,
+                                                                             receiver, runner, worker):
+    """Issue 18 item 12: recipients with a retry scheduled are shown as retrying (not failed), a completed
+    campaign with retries pending can be cancelled, and retry-failed says how many it could not send again."""
+    await set_webhook(api, ui_account, receiver.url)
+    list_id, _ = await make_list(services, ui_account, people(3))
+    c = await api_create(api, ui_account, list_id)
+    page = f"/campaigns/{c['id']}"
+    await run_all(runner)
+    receiver.answers = [(503, {}, b"busy"), (404, {}, b"no"), (404, {}, b"no")]
+    await deliver_all(worker)
+    shown = await signed_in.get(page)
+    assert '<span data-count="retrying">1</span></span> retrying' in shown.text
+    assert '<span data-count="failed">2</span></span> failed' in shown.text
+    assert actions_shown(shown.text) == ["cancel", "retry-failed"]
+    listed = await signed_in.get("/campaigns")
+    assert '<td data-label="Retrying" class="num"><span data-count="retrying">1</span></td>' in listed.text
+    failed = (await api.get(f"/v1/campaigns/{c['id']}/recipients?status=failed", key=ui_account["api_key"])).json
+    gone = failed["data"][0]["messageId"]
+    cx = connect_sync(services.db.path)
+    try:
+        with cx:  # what retention does to a finished delivery
+            cx.execute("DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE message_id = ?)",
+                       (gone,))
+            cx.execute("DELETE FROM outbox WHERE message_id = ?", (gone,))
+    finally:
+        cx.close()
+    await signed_in.post(f"{page}/retry-failed")
+    text = (await signed_in.get(page)).text
+    assert ("1 failed recipients&#39; messages are being sent again. 1 cannot be: their deliveries were removed by "
+            "retention; they stay failed.") in text
 
 
 async def test_another_accounts_campaign_is_a_404_on_every_page_and_action(signed_in, api, services, ui_account,

@@ -48,9 +48,10 @@ MAX_IMPORT_BYTES = 8192
 
 
 @pytest.fixture
-def settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
-                    max_import_bytes=MAX_IMPORT_BYTES)
+def settings(tmp_path, request):
+    """A small max_import_bytes; a test parametrized indirectly gives other settings."""
+    return Settings(**{"data_dir": tmp_path / "data", "allow_private_webhooks": True, "http_port": 0,
+                       "max_import_bytes": MAX_IMPORT_BYTES, **getattr(request, "param", {})})
 
 
 class ImportBrowser(FormClient):
@@ -222,21 +223,23 @@ async def test_the_preview_of_a_big_file_is_a_labelled_sample(browser, services,
     assert 'id="preview-created">2<' in page.text and 'id="preview-matched">3<' in page.text
 
 
-async def test_options_are_checked(browser, services, api, stranger):
+async def test_options_are_checked(browser, services, api, stranger, owner):
     r = await browser.upload(GOOD_FILE)
     url = r.json["url"]
     base = {**MAPPING, "defaultCountry": "", "list": "", "newListName": ""}
     foreign_list = (await api.post("/v1/lists", {"name": "Theirs"}, key=stranger["api_key"])).json["id"]
+    leads = (await api.post("/v1/lists", {"name": "Leads"}, key=owner["api_key"])).json["id"]
     for form, message in (({"phone": "", "email": ""}, "phone number or the email"),
                           ({"lastName": "0"}, "chosen for two fields"),
                           ({"phone": "9"}, "choose one of the file"),
                           ({"defaultCountry": "XX"}, "not an ISO 3166 country code"),
                           ({"list": "new"}, "new list needs a name"),
-                          ({"list": foreign_list}, f"no list with id {foreign_list}")):
+                          ({"list": foreign_list}, f"no list with id {foreign_list}"),
+                          ({"list": "new", "newListName": " LEADS "}, f"list {leads} is already named")):
         page = await browser.post(f"{url}/start", {**base, **form})
-        assert page.code in (400, 404) and message in page.text, (form, page.code)
+        assert page.code in (400, 404, 409) and message in page.text, (form, page.code)
     assert rows(services, "SELECT status FROM contact_imports") == [("uploaded",)]
-    assert rows(services, "SELECT COUNT(*) FROM lists WHERE account_id != ?", stranger["account_id"])[0][0] == 0
+    assert rows(services, "SELECT COUNT(*) FROM lists WHERE account_id != ?", stranger["account_id"])[0][0] == 1
 
 
 async def test_a_default_country_reads_national_numbers(browser, services):

@@ -37,7 +37,7 @@ async def test_create_answers_201_with_the_contact_object(api, account):
     r = await create(api, account["api_key"], firstName="Ada", lastName="Lovelace",
                      phone="+1 (415) 555-2671", email="Ada@Example.COM")
     assert r.code == 201, r.body
-    assert set(r.json) == {"id", "firstName", "lastName", "phone", "email", "optedOut", "createdAt"}
+    assert set(r.json) == {"id", "firstName", "lastName", "phone", "email", "optedOut", "optOutChange", "createdAt"}
     assert r.json["id"].startswith("ct_")
     assert (r.json["firstName"], r.json["lastName"]) == ("Ada", "Lovelace")
     assert r.json["phone"] == "+14155552671"

@@ -2,6 +2,7 @@
 only); DESIGN §3 "Credits" (errors, one transaction, Idempotency-Key); spend_credits for the bot."""
 import asyncio
 import json
+import sqlite3
 from datetime import timedelta
 
 import httpx
@@ -265,22 +266,54 @@ async def test_concurrent_identical_idempotent_requests_grant_once(http_server_c
     assert await balance(api, sub) == 3
 
 
-async def test_idempotency_key_expires_after_24_hours(api, agency, sub, services):
-    """DESIGN §3: a retry returns the first answer "for 24 h"; after that the key is new again (driven
-    with an injected clock through the service)."""
+async def test_a_grant_key_answers_for_good_not_only_24_hours(api, agency, sub, services):
+    """Issue 18 item 11: an auto-recharge notification is redelivered for ~30 h but Idempotency-Key answers
+    are kept 24 h, so a receiver granting with a redelivered idempotency_key after a day granted twice. A
+    grant's key is unique per agency for good (DESIGN §3 "never grants twice"): the first answer is replayed
+    whenever the key comes again, and the same key with another grant is 422 (driven with an injected clock
+    through the service, then over HTTP once the 24 h answers are pruned)."""
     r = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 2}, headers={"Idempotency-Key": "k"})
     assert r.code == 200
     args = dict(email=sub["email"], amount=2, idempotency_key="k")
-    body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
-                                                 now=utcnow() + timedelta(hours=23, minutes=59))
-    assert replayed and body == r.json
-    with pytest.raises(IdempotencyKeyReused):
-        await credits.grant_credits(services.db, agency["account_id"], "agency", **{**args, "amount": 9},
-                                    now=utcnow() + timedelta(hours=23))
-    body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
-                                                 now=utcnow() + timedelta(hours=24, minutes=1))
-    assert not replayed and body["new_balance"] == 4
-    assert await balance(api, sub) == 4
+    for later in (timedelta(hours=23, minutes=59), timedelta(hours=24, minutes=1), timedelta(hours=30),
+                  timedelta(days=400)):
+        body, replayed = await credits.grant_credits(services.db, agency["account_id"], "agency", **args,
+                                                     now=utcnow() + later)
+        assert replayed and body == r.json, later
+        with pytest.raises(IdempotencyKeyReused):
+            await credits.grant_credits(services.db, agency["account_id"], "agency", **{**args, "amount": 9},
+                                        now=utcnow() + later)
+    cx = connect_sync(services.db.path)
+    try:
+        with cx:
+            cx.execute("DELETE FROM idempotency_keys")  # what the retention cleanup does after 24 h
+    finally:
+        cx.close()
+    again = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 2}, headers={"Idempotency-Key": "k"})
+    assert again.code == 200 and again.body == r.body and again.headers["Idempotent-Replayed"] == "true"
+    other = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 3}, headers={"Idempotency-Key": "k"})
+    assert other.code == 422 and other.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert await balance(api, sub) == 2
+    assert [row["idempotency_key"] for row in history(services, sub["account_id"])] == ["k"]
+
+
+async def test_the_grant_history_refuses_a_second_grant_under_one_key(api, agency, sub, other_agency, other_sub,
+                                                                      services):
+    """The invariant lives in the data (DESIGN §7: "grant key per agency for good"): a unique index on the
+    grant history, per agency (another agency's same key is its own)."""
+    headers = {"Idempotency-Key": "rch_same"}
+    assert (await grant(api, agency["api_key"], {"email": sub["email"], "amount": 1}, headers=headers)).code == 200
+    r = await grant(api, other_agency["api_key"], {"email": other_sub["email"], "amount": 1}, headers=headers)
+    assert r.code == 200 and r.json["new_balance"] == 1
+    cx = connect_sync(services.db.path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError):
+            with cx:
+                cx.execute("INSERT INTO credit_transactions (account_id, kind, amount, balance_after, granted_by,"
+                           " idempotency_key, created_at) VALUES (?, 'grant', 100, 200, ?, 'rch_same', 'now')",
+                           (sub["account_id"], agency["account_id"]))
+    finally:
+        cx.close()
 
 
 @pytest.fixture
@@ -296,7 +329,7 @@ async def test_list_subaccounts_shows_only_this_agencys_with_balances(api, agenc
     r = await api.get("/v1/subaccounts", key=agency["api_key"])
     assert r.code == 200, r.body
     assert [(s["id"], s["email"], s["credits"]) for s in r.json["data"]] == expected
-    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "autoRecharge", "createdAt"}
+    assert set(r.json["data"][0]) == {"id", "name", "email", "credits", "autoRecharge", "creditsPerReply", "createdAt"}
     assert r.json["nextCursor"] is None
     page = await api.get("/v1/subaccounts?limit=1", key=agency["api_key"])
     assert [s["id"] for s in page.json["data"]] == [expected[0][0]]

@@ -64,7 +64,7 @@ async def test_inbox_lists_conversations_by_last_activity_with_counts(signed_in,
     assert "Second from Ada" in page.text  # the preview, whitespace folded
     assert "webchat" in page.text and "whatsapp" in page.text
     assert other["contact_id"] not in page.text and "theirs" not in page.text
-    event_id = await inbox.current_event_id(services)
+    event_id = await inbox.current_event_id(services, ui_account["account_id"])
     assert f'data-live-after="{event_id}"' in page.text and "live.js" in page.text
 
 
@@ -81,7 +81,8 @@ async def test_inbox_filters_and_search(signed_in, services, ui_account, receive
     await services.db.write(bot_state.pause_in_tx, account_id, ada["contact_id"], "2999-01-01T00:00:00.000Z",
                             "handoff", now_iso())
 
-    async def shown(query):
+    async def shown(query):  # "All" unless the query names a view (the default view is "Needs reply")
+        query = query if "filter=" in query else "filter=all&" + query
         return set(link_ids((await signed_in.get("/inbox/conversations?" + query)).text, "ct"))
 
     everyone = {ada["contact_id"], bob["contact_id"], cy["contact_id"]}
@@ -110,7 +111,7 @@ async def test_inbox_pages_with_a_cursor(signed_in, services, ui_account, monkey
     while url:
         page = (await signed_in.get(url)).text
         seen += link_ids(page, "ct")
-        match = re.search(r'href="(/inbox\?filter=all&amp;q=&amp;before=[^"]+)"', page)
+        match = re.search(r'href="(/inbox\?filter=[a-z_]+&amp;q=&amp;before=[^"]+)"', page)
         url = match.group(1).replace("&amp;", "&") if match else None
     assert seen == newest_first
 
@@ -154,7 +155,7 @@ async def test_thread_shows_authors_media_delivery_and_the_bot_outcome(signed_in
     assert "Failed</p>" in html and "HTTP 503" in html and "Next automatic retry" in html
     assert html.count('class="retry"') == 1  # a Retry button only on the Failed message
     assert "Bot: no rule matched</span> no keyword matched" in html
-    assert "Bot active for this contact." in html
+    assert "Bot off for this account" in html  # the account's bot is off: the thread says so
 
 
 def test_every_bot_outcome_has_a_label_in_the_thread():
@@ -168,14 +169,14 @@ async def test_opening_a_thread_marks_it_read(signed_in, services, ui_account):
     await inbound(services, account_id)
     assert "2 unread" in (await signed_in.get("/inbox")).text
     await signed_in.get(f"/inbox/{message['contact_id']}")
-    assert "unread" not in (await signed_in.get("/inbox/conversations")).text
+    assert "badge-unread" not in (await signed_in.get("/inbox/conversations")).text
     latest = await inbound(services, account_id)  # arrives while the thread is open
     fragment = await signed_in.get(f"/inbox/{message['contact_id']}/messages?after={message['id']}")
     assert fragment.text.count('class="message inbound"') == 2 and latest["id"] in fragment.text
     r = await signed_in.post(f"/inbox/{message['contact_id']}/read", {"through": latest["id"]},
                              headers={"Accept": "application/json"})
     assert r.code == 204
-    assert "unread" not in (await signed_in.get("/inbox/conversations")).text
+    assert "badge-unread" not in (await signed_in.get("/inbox/conversations")).text
 
 
 async def test_a_script_body_is_shown_as_text(signed_in, services, ui_account):
@@ -208,10 +209,10 @@ async def test_a_reply_goes_out_as_the_user_and_resume_ends_a_pause(signed_in, s
     await services.db.write(bot_state.pause_in_tx, account_id, contact_id, "2999-01-01T00:00:00.000Z",
                             "human_reply", now_iso())
     page = (await signed_in.get(f"/inbox/{contact_id}")).text
-    assert "Bot paused</strong>" in page and "a person replied" in page and "Resume bot" in page
+    assert "Bot paused for this contact</strong>" in page and "a person replied" in page and "Resume bot" in page
     r = await signed_in.post(f"/inbox/{contact_id}/resume-bot", headers={"Accept": "application/json"})
     assert r.code == 204
-    assert "Bot active for this contact." in (await signed_in.get(f"/inbox/{contact_id}/bot")).text
+    assert "Bot off for this account." in (await signed_in.get(f"/inbox/{contact_id}/bot")).text
 
 
 async def test_retry_from_the_thread(signed_in, services, ui_account, receiver):

@@ -187,7 +187,8 @@ def test_held_21_mb_bodies_without_a_key_do_not_grow_the_servers_memory(tmp_path
     for answer in answers:
         assert answer.startswith(b"HTTP/1.1 401 "), answer[:200]
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
-            "error": "missing API key: pass it as the apiKey query parameter or the x-api-key header"}
+            "error": "missing API key: pass it in the x-api-key header or as Authorization: Bearer (or the apiKey "
+                     "query parameter)"}
     assert growth_mb < 100
 
 

@@ -11,7 +11,7 @@ from tornado.websocket import websocket_connect
 
 from common.ids import new_id, now_iso
 from services import accounts, messaging
-from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, Hub, Subscriber
+from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, CLOSE_REPLACED, Hub, Subscriber
 from services.retention import RetentionWorker
 from storage import bot_state, conversations, events
 from storage import delivery as delivery_store
@@ -108,7 +108,10 @@ async def test_every_message_insert_emits_message_created_in_its_transaction(ser
     sent = await messaging.send_custom_channel_message(services, account_id, from_id="+14155552672",
                                                        custom_channel="webchat", body="Hi from the API")
     rows = await services.db.read(fetch_all, "SELECT account_id, type, data FROM events ORDER BY id")
-    assert [(r["account_id"], r["type"]) for r in rows] == [(account_id, "message.created")] * 3
+    # The API's send is a person's reply: it pauses the bot for that contact (conversation.updated) too.
+    assert [(r["account_id"], r["type"]) for r in rows] == [(account_id, "message.created")] * 3 + [
+        (account_id, "conversation.updated")]
+    rows = rows[:3]
     assert [json.loads(r["data"]) for r in rows] == [
         {"messageId": first["id"], "contactId": first["contact_id"], "direction": "inbound", "author": "contact",
          "status": "received"},
@@ -119,7 +122,7 @@ async def test_every_message_insert_emits_message_created_in_its_transaction(ser
     # A repeated messageSid stores nothing, so it emits nothing.
     await messaging.receive_inbound(services, account_id, message_sid="sid-1", from_id="+14155552671",
                                     to_id="shop", body="Hello")
-    assert await events.last_id(services.db) == 3
+    assert await events.last_id(services.db) == 4
 
 
 def _emit_then_fail(cx, account_id):
@@ -327,6 +330,88 @@ async def test_pages_that_offer_compression_get_one_deflated_copy_of_each_frame(
         socket.close()
 
 
+async def test_a_session_and_an_account_keep_a_bounded_number_of_live_pages(services, http_server_client, signed_in):
+    """Issue 18, item 2: one signed-in session opened 999 sockets and took every connection. Beyond the
+    session's limit (2 here) and the account's (3), a new page closes the oldest (4002: its script stops
+    reconnecting); the newer pages stay live."""
+    services.hub.max_per_session, services.hub.max_per_account = 2, 3
+    mine, client = await signed_in("owner@live.example")
+    second = FormClient(http_server_client)  # the same owner signed in elsewhere: another session
+    assert (await second.login("owner@live.example")).code == 303
+    first = await Socket.open(http_server_client, client.cookies, 0)
+    await first.next()
+    pages = [await Socket.open(http_server_client, client.cookies, 0) for _ in range(2)]
+    for page in pages:
+        await page.next()
+    assert await first.next() is None and first.connection.close_code == CLOSE_REPLACED
+    others = [await Socket.open(http_server_client, second.cookies, 0) for _ in range(2)]
+    for page in others:
+        await page.next()
+    assert await pages[0].next() is None and pages[0].connection.close_code == CLOSE_REPLACED
+    assert services.hub.subscriber_count == 3
+    message = await inbound(services, mine["account_id"], "sid-1")
+    for page in [pages[1], *others]:
+        assert [e["data"]["messageId"] for e in await page.events(1)] == [message["id"]]
+        page.close()
+
+
+async def test_websockets_never_take_the_connections_kept_for_the_api(app, services, http_server_client, signed_in):
+    """Issue 18, item 2: a share of --max-connections is never the WebSockets'. At their limit (2 of a cap of
+    4 here, held by two pages' streams) /ws answers 503 with Retry-After and the API still answers; once one
+    of them closes, a page may go live again."""
+    from serving import ConnectionGuard
+
+    class Held:  # a connection a WebSocket holds, as the guard sees it
+        def __init__(self):
+            self.open = True
+
+        def closed(self):
+            return not self.open
+
+    mine, client = await signed_in("owner@live.example")
+    guard = ConnectionGuard(4, socket_share=0.5)
+    held = [Held(), Held()]
+    guard.open.update(held)
+    guard.detached.update(held)
+    app.connection_guard = guard
+    with pytest.raises(HTTPClientError) as refused:
+        await Socket.open(http_server_client, client.cookies, 0)
+    assert refused.value.code == 503 and refused.value.response.headers["Retry-After"] == "30"
+    assert (await http_server_client.fetch(f"/v1/account?apiKey={mine['api_key']}")).code == 200
+    held[0].open = False
+    socket = await Socket.open(http_server_client, client.cookies, 0)
+    assert await socket.next() == {"type": "ready"}
+    socket.close()
+
+
+async def test_what_a_page_sees_of_event_ids_says_nothing_of_other_accounts(services, http_server_client,
+                                                                            signed_in):
+    """Issue 18, item 10: event ids were global, so data-live-after and the gaps between a page's event ids
+    counted other accounts' traffic. They are the account's own numbers now: 1, 2, 3 ..., whatever other
+    accounts do in between, and resuming from them works the same."""
+    mine, client = await signed_in("owner@live.example")
+    theirs, _ = await signed_in("owner@other.example")
+    page = await client.get("/inbox")
+    assert 'data-live-after="0"' in page.text  # nothing of this account yet (the other one has events)
+    socket = await Socket.open(http_server_client, client.cookies, 0)
+    await socket.next()
+    seen = []
+    for n in range(3):
+        for k in range(5):  # the other account's traffic between two of ours
+            await inbound(services, theirs["account_id"], f"theirs-{n}-{k}")
+        await inbound(services, mine["account_id"], f"mine-{n}")
+        seen += await socket.events(1)
+    assert [e["id"] for e in seen] == [1, 2, 3]
+    socket.close()
+    await inbound(services, theirs["account_id"], "theirs-late")
+    page = await client.get("/inbox")
+    assert 'data-live-after="3"' in page.text
+    await inbound(services, mine["account_id"], "mine-late")
+    socket = await Socket.open(http_server_client, client.cookies, 2)  # resumes after its second event
+    assert [e["id"] for e in await socket.events(2)] == [3, 4]
+    socket.close()
+
+
 async def test_a_page_resumes_from_its_last_event_id(services, http_server_client, signed_in):
     """A page that reconnects gets exactly the events it missed, in order, then live ones: none lost, none twice."""
     mine, client = await signed_in("owner@live.example")
@@ -366,6 +451,21 @@ async def test_a_page_older_than_the_events_kept_is_told_to_reload(services, htt
     socket = await Socket.open(http_server_client, client.cookies, 3)  # the oldest position still resumable
     assert [e["id"] for e in await socket.events(1)] == [4]
     socket.close()
+
+
+async def test_pruning_keeps_each_accounts_newest_event_so_its_numbers_never_go_back(services):
+    """Item 10: every account counts its own events; pruning keeps each account's newest, so an account that
+    was quiet for long goes on from its number rather than starting again at 1 (a page would miss events)."""
+    quiet, busy = [await ui_user(services, f"owner@{name}.example") for name in ("quiet", "busy")]
+    for n in range(2):
+        await inbound(services, quiet["account_id"], f"q-{n}")
+    for n in range(4):
+        await inbound(services, busy["account_id"], f"b-{n}")
+    await services.db.write(_age_events, "2000-01-01T00:00:00.000Z")
+    assert (await RetentionWorker(services).run_once())["live events"] == 4  # all but each account's newest
+    assert await events.last_seq(services.db, quiet["account_id"]) == 2
+    await inbound(services, quiet["account_id"], "q-late")
+    assert await events.last_seq(services.db, quiet["account_id"]) == 3
 
 
 def _age_events(cx, created_at):

@@ -71,7 +71,7 @@ async def test_a_public_https_url_is_accepted(api, account):
 async def test_allow_private_lets_local_urls_and_plain_http_through():
     """DESIGN §3: "--allow-private-webhooks, which also allows plain http (local development and tests)"."""
     url = "http://localhost:9999/hook"
-    assert await netguard.check_webhook_url(url, allow_private=True, field="f") == url
+    assert await netguard.check_webhook_url(url, allow_private=True, field="f") == (url, None)
     with pytest.raises(Invalid):
         await netguard.check_webhook_url(url, allow_private=False, field="f")
 
@@ -155,7 +155,7 @@ async def test_embedded_ipv4_forms_are_checked_when_connecting(address, public, 
 @pytest.mark.parametrize("url,fragment", [
     ("https://a..b/hook", "is not a valid host name"),                     # IDNA: empty label
     ("https://" + "x" * 64 + ".example.com/hook", "is not a valid host name"),  # IDNA: label too long
-    ("https://\udcff.example.com/hook", "is not a valid host name"),        # a lone surrogate
+    ("https://\udcff.example.com/hook", "lone surrogate"),  # refused with any JSON body (parse_json)
     ("https://1.1.1.1/a\r\nX-Injected: 1", "must not contain spaces or control characters"),
     ("https://1.1.1.1/a b", "must not contain spaces or control characters"),
     ("https://1.1.1.1/a\tb", "must not contain spaces or control characters"),
@@ -187,3 +187,114 @@ async def test_a_host_idna_refuses_is_refused_at_connect_time_too():
     """A URL stored before these checks existed still never reaches getaddrinfo's UnicodeError."""
     with pytest.raises(netguard.BlockedAddress):
         await netguard.resolve_checked("a..b", 443, allow_private=True)
+
+
+# ---- reserved ranges Python 3.11 calls global (issue 18 item 9): an allow-list of what is public ----
+
+NOT_GLOBAL_UNICAST = [
+    ("fec0::1", "IPv6 site-local (deprecated, RFC 3879)"),
+    ("192.0.0.9", "192.0.0.0/24: PCP anycast"),
+    ("192.0.0.10", "192.0.0.0/24: TURN anycast"),
+    ("192.0.0.200", "192.0.0.0/24: IETF protocol assignments"),
+    ("3fff::1", "IPv6 documentation (RFC 9637)"),
+    ("5f00::1", "SRv6 SIDs (RFC 9602)"),
+    ("192.88.99.1", "6to4 relay anycast (deprecated, RFC 7526)"),
+    ("224.0.0.1", "IPv4 multicast"),
+    ("233.252.0.1", "IPv4 multicast (MCAST-TEST-NET)"),
+    ("ff0e::1", "IPv6 global-scope multicast"),
+    ("2001:1::1", "2001::/23: PCP anycast"),
+    ("2001:20::1", "2001::/23: ORCHIDv2"),
+    ("4000::1", "IPv6 outside 2000::/3: unallocated"),
+    ("::ffff:192.88.99.1", "IPv4-mapped 6to4 relay anycast"),
+    ("64:ff9b::c000:9", "NAT64 of 192.0.0.9"),
+]
+
+
+@pytest.mark.parametrize("address,what", NOT_GLOBAL_UNICAST, ids=[row[1] for row in NOT_GLOBAL_UNICAST])
+def test_addresses_that_are_not_global_unicast_are_not_public(address, what):
+    assert netguard.is_public(address) is False, what
+
+
+@pytest.mark.parametrize("address", ["1.1.1.1", "8.8.4.4", "223.255.255.1", "2a00:1450:4001:80b::200e",
+                                     "2620:4f:8000::1", "2002:808:808::1", "64:ff9b::808:808"])
+def test_global_unicast_addresses_stay_public(address):
+    assert netguard.is_public(address) is True
+
+
+@pytest.mark.parametrize("url", ["https://[fec0::1]/hook", "https://192.0.0.9/hook", "https://[3fff::1]/hook",
+                                 "https://[5f00::1]/hook", "https://192.88.99.1/hook"])
+async def test_reserved_ranges_are_refused_when_saved(api, account, url):
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=account["api_key"])
+    assert r.code == 400, r.body
+    assert "customChannelWebhookUrl must be publicly reachable" in r.json["error"]["message"]
+
+
+# ---- the refusal says why and what to do, and never names a resolved address (issue 26 §3) ------
+
+async def test_a_private_host_is_refused_with_the_reason_and_the_way_out(api, account):
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "https://localhost:8443/hook"},
+                        key=account["api_key"])
+    assert r.code == 400, r.body
+    message = r.json["error"]["message"]
+    assert message == ("customChannelWebhookUrl must be publicly reachable: localhost is not a public address. "
+                       "For local testing start Parley with --allow-private-webhooks.")
+
+
+async def test_the_refusal_never_names_the_address_a_host_resolved_to(api, account, caplog):
+    """A sub-account could otherwise map the server's internal DNS; the server's log has the address."""
+    caplog.set_level("INFO", logger="parley.netguard")
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.created": "https://localhost/n"}},
+                        key=account["api_key"])
+    assert r.code == 400
+    assert "127.0.0.1" not in r.body.decode() and "::1" not in r.body.decode()
+    assert "localhost resolves to" in caplog.text
+
+
+async def test_plain_http_is_refused_with_the_way_out(api, account):
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://1.1.1.1/hook"},
+                        key=account["api_key"])
+    assert r.code == 400
+    assert r.json["error"]["message"] == (
+        "customChannelWebhookUrl must be an https:// URL: plain http:// is for local testing only. "
+        "For local testing start Parley with --allow-private-webhooks.")
+
+
+def test_connection_errors_are_described_without_the_address():
+    error = ConnectionRefusedError(111, "Connect call failed ('10.9.8.7', 443)")
+    assert netguard.describe_connection_error(error) == "ConnectionRefusedError: Connection refused"
+    assert netguard.describe_connection_error(socket.gaierror(-2, "Name or service not known")) == \
+        "the host name does not resolve"
+
+
+# ---- a host that does not resolve now is saved, with a warning (issue 26 §3) --------------------
+
+async def test_a_host_that_does_not_resolve_now_is_saved_with_a_warning(api, account):
+    url = "https://hooks.parley-test.invalid/parley"  # .invalid never resolves (RFC 6761)
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=account["api_key"])
+    assert r.code == 200, r.body
+    assert r.json["customChannelWebhookUrl"] == url
+    assert r.json["warnings"] == ["customChannelWebhookUrl: hooks.parley-test.invalid does not resolve now; "
+                                  "it will be checked again at delivery"]
+    assert (await api.get("/v1/account", key=account["api_key"])).json["settings"]["customChannelWebhookUrl"] == url
+
+
+async def test_the_readmes_example_url_is_saved_as_written(api, account):
+    url = "https://hooks.example.com/parley"
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=account["api_key"])
+    assert r.code == 200, r.body
+    assert r.json["customChannelWebhookUrl"] == url
+
+
+async def test_a_url_that_resolves_has_no_warnings(api, account):
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "https://1.1.1.1/hook"},
+                        key=account["api_key"])
+    assert r.code == 200 and "warnings" not in r.json
+
+
+async def test_a_private_provider_url_is_refused_with_the_way_out_too(api, account):
+    r = await api.patch("/v1/account/settings", {"bot": {"provider": {"baseUrl": "https://localhost/v1",
+                                                                      "model": "m"}}}, key=account["api_key"])
+    assert r.code == 400, r.body
+    assert r.json["error"]["message"] == (
+        "bot.provider.baseUrl must be publicly reachable: localhost is not a public address. "
+        "For local testing start Parley with --allow-private-webhooks.")

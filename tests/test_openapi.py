@@ -95,8 +95,10 @@ def test_security_schemes_match_the_spec():
     schemes = document["components"]["securitySchemes"]
     assert schemes["ApiKeyQuery"] == {"type": "apiKey", "in": "query", "name": "apiKey"}
     assert schemes["ApiKeyHeader"] == {"type": "apiKey", "in": "header", "name": "x-api-key"}
-    assert document["security"] == [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}]
-    assert document["paths"]["/v1/subaccounts/credits"]["post"]["security"] == [{"ApiKeyHeader": []}]
+    assert schemes["BearerAuth"]["type"] == "http" and schemes["BearerAuth"]["scheme"] == "bearer"  # issue 27
+    assert document["security"] == [{"ApiKeyQuery": []}, {"ApiKeyHeader": []}, {"BearerAuth": []}]
+    assert document["paths"]["/v1/subaccounts/credits"]["post"]["security"] == [{"ApiKeyHeader": []},
+                                                                                 {"BearerAuth": []}]
     assert document["paths"]["/v1/openapi.json"]["get"]["security"] == []
     assert document["paths"]["/v1/contacts"]["post"].get("security") is None  # the document-wide default
 
@@ -136,7 +138,7 @@ def test_limit_must_be_an_integer_on_every_listing(parley, value):
     1-200, so an empty value is 400 like any other non-integer, on every paginated listing alike."""
     with parley.client(headers={"x-api-key": parley.api_key}) as client:
         contact = client.post("/v1/contacts", json={"email": "limit@example.com"}).json()
-        lst = client.post("/v1/lists", json={"name": "Limit"}).json()
+        lst = client.post("/v1/lists", json={"name": f"Limit {value[:20]!r}"}).json()  # names are unique
         for path in ("/v1/lists", f"/v1/lists/{lst['id']}/contacts", "/v1/subaccounts",
                      f"/v1/contacts/{contact['id']}/messages"):
             r = client.get(path, params={"limit": value})
@@ -160,6 +162,8 @@ schema.config.generation.update(modes=["positive", "negative"], max_examples=EXA
 SEMANTIC_VALIDATION = {
     "PATCH /v1/account/settings": "webhook URLs must resolve to a public host (DNS at save time)",
     "POST /v1/contacts": "phones are checked by phonenumbers and emails by email-validator",
+    "PATCH /v1/contacts/{contactId}": "phones are checked by phonenumbers and emails by email-validator, and a "
+                                      "phone or an email must stay",
     "GET /v1/contacts": "one of phoneNumber or email is required (not expressible for query parameters), and "
                         "they are checked by phonenumbers and email-validator",
     "GET /v1/lists": "cursor is opaque: only a nextCursor the server issued is valid",
@@ -200,7 +204,8 @@ def fuzz_target(parley):
     # without them (and with wrong ones) and expect 401.
     schema.config.auth = schemathesis.Config.from_dict({"auth": {"openapi": {
         "ApiKeyQuery": {"api_key": parley.api_key},
-        "ApiKeyHeader": {"api_key": parley.api_key}}}}).projects.get_default().auth
+        "ApiKeyHeader": {"api_key": parley.api_key},
+        "BearerAuth": {"bearer": parley.api_key}}}}).projects.get_default().auth
     return parley
 
 

@@ -1,4 +1,4 @@
-"""Retention (issue 9, README "Retention"): delivered and finally failed webhooks with their attempts
+"""Retention (issue 9, docs/operations.md "Retention"): delivered and finally failed webhooks with their attempts
 after --retention-webhook-days, Idempotency-Key answers after 24 h, media files no message names after
 --retention-orphan-media-hours; nothing pending or referenced, and nothing younger, is deleted. The
 cleanup is driven with an injected clock (run_once(now))."""

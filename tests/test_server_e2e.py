@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -27,24 +28,37 @@ def _account(client, key):
     return client.get("/v1/account", params={"apiKey": key})
 
 
-def test_first_run_prints_credentials_once(tmp_path):
-    """DESIGN §2: first start with an empty database creates an owner account and admin user and
-    prints, once, the UI URL, login and API key; later starts print no secret."""
+def test_first_run_prints_a_setup_link_and_never_the_password_or_key(tmp_path):
+    """Issue 25 §2: the first start prints a one-time setup link (no password, no API key); the owner chooses
+    the password through it and the Settings page shows the key once. Neither the password nor the key is
+    ever in the server's stdout, stderr or log, on this start or the next; later starts print no link."""
     data = tmp_path / "data"
     with ParleyProcess(data) as first:
-        creds = first.first_run
-        assert creds["login"] == "admin@localhost" and creds["password"] and creds["api_key"].startswith("pk_")
-        assert creds["ui_url"].startswith("https://")
+        creds = first.first_run  # the harness used the link as the owner would (tests/parley_process.py)
+        assert creds["login"] == "admin@localhost" and creds["setup_url"].startswith("https://")
+        assert "/setup/" in creds["setup_url"] and creds["api_key"].startswith("pk_")
         with first.client() as c:
             assert _account(c, creds["api_key"]).status_code == 200
+            c.cookies.clear()
+            assert c.get(urlsplit(creds["setup_url"]).path).status_code == 404  # spent
     with ParleyProcess(data) as second:
         assert second.first_run is None
-        printed = "".join(second.stdout_lines)
-        assert creds["api_key"] not in printed and creds["password"] not in printed
         with second.client() as c:
             assert _account(c, creds["api_key"]).status_code == 200
+    printed = "".join(first.stdout_lines + second.stdout_lines)
+    assert creds["setup_url"] in printed
     log = "".join(p.read_text() for p in tmp_path.glob("server-*.log"))
-    assert creds["api_key"] not in log and creds["password"] not in log
+    assert "/setup/***" in log and urlsplit(creds["setup_url"]).path not in log  # the token is masked
+    for secret in (creds["api_key"], creds["password"]):
+        assert secret not in printed and secret not in log
+    assert "--allow-private-webhooks" not in log  # the WARNING is for servers started with it only
+
+
+def test_allow_private_webhooks_logs_a_warning_at_start(parley):
+    """Issue 26 §3: started with --allow-private-webhooks, the server says at start that it is for local
+    testing only."""
+    log = Path(parley.log.name).read_text()
+    assert "WARNING parley: --allow-private-webhooks is on" in log and "For local testing only" in log
 
 
 def test_plain_http_is_rejected_with_https_required(parley):

@@ -1,18 +1,19 @@
-"""Settings: declared once, each a CLI flag and a PARLEY_* variable, all listed in the README."""
+"""Settings: declared once, each a CLI flag and a PARLEY_* variable, all listed in docs/operations.md."""
 import argparse
 from pathlib import Path
 
 import settings as settings_module
 from settings import Settings
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 
 
-def test_readme_lists_every_setting_with_flag_and_env():
-    text = README.read_text()
+def test_the_docs_list_every_setting_with_flag_and_env():
+    """(tests/test_docs.py checks that the table is the one scripts/settings_table.py writes.)"""
+    text = OPERATIONS.read_text()
     for name in Settings.model_fields:
-        assert settings_module.flag(name) in text, f"README does not list {settings_module.flag(name)}"
-        assert settings_module.env_name(name) in text, f"README does not list {settings_module.env_name(name)}"
+        assert settings_module.flag(name) in text, f"docs/operations.md does not list {settings_module.flag(name)}"
+        assert settings_module.env_name(name) in text, f"docs/operations.md does not list {settings_module.env_name(name)}"
 
 
 def test_every_setting_has_help_text():

@@ -50,7 +50,7 @@ def migration(tmp_path, monkeypatch):
 
 
 def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_path, migration):
-    """Branches number their migrations in ranges of their own (README "Development"): one merged later
+    """Branches number their migrations in ranges of their own (docs/architecture.md "Storage and the writer process"): one merged later
     can carry a number below one a database already has. It is applied at the next start, once."""
     migration(1, "a")
     migration(60, "c")
@@ -82,7 +82,7 @@ async def test_migrations_applied_and_tracked_with_user_version(tmp_path):
     db = await _open(tmp_path)
     await db.close()
     cx = sqlite3.connect(tmp_path / "parley.db")
-    versions = sorted(int(p.name[:4]) for p in dbmod.MIGRATIONS.glob("[0-9]*.sql"))
+    versions = sorted(int(p.name[:4]) for p in dbmod.MIGRATIONS.glob("[0-9]*.*") if p.suffix in (".sql", ".py"))
     assert cx.execute("PRAGMA user_version").fetchone()[0] == versions[-1]
     assert cx.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in cx.execute("SELECT name FROM sqlite_master WHERE type='table'")}

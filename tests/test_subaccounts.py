@@ -44,7 +44,7 @@ async def test_create_answers_201_with_the_key_and_password_shown_once(api, agen
     r = await api.post(PATH, {"name": "  Bakery Rossi ", "email": "Ops@Rossi.example"}, key=agency["api_key"])
     assert r.code == 201, r.body
     created = r.json
-    assert set(created) == {"id", "name", "email", "credits", "autoRecharge", "apiKey", "password", "createdAt"}
+    assert set(created) == {"id", "name", "email", "credits", "autoRecharge", "creditsPerReply", "apiKey", "password", "createdAt"}
     assert created["id"].startswith("acc_") and created["name"] == "Bakery Rossi"
     assert created["email"] == "ops@rossi.example" and created["credits"] == 0 and created["autoRecharge"] is None
     assert created["apiKey"].startswith("pk_")
@@ -366,7 +366,7 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
         sub_key = {"x-api-key": sub["apiKey"]}
         r = c.patch("/v1/account/settings", headers=sub_key, json={
             "customChannelWebhookUrl": f"http://127.0.0.1:{port}/replies",
-            "bot": {"active": True, "creditsPerReply": 1,
+            "bot": {"active": True,
                     "rules": [{"keywords": ["price"], "answer": "Plans start at $10."}]}})
         assert r.status_code == 200, r.text
 
@@ -398,7 +398,7 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
         assert once.json()["new_balance"] == 100 and twice.json() == once.json()
         assert twice.headers["Idempotent-Replayed"] == "true"
         assert c.get(one, headers=key).json()["credits"] == 100
-        r = c.patch("/v1/account/settings", headers=sub_key, json={"bot": {"creditsPerReply": 99}})
+        r = c.patch(one, headers=key, json={"creditsPerReply": 99})  # the agency sets the price
         assert r.status_code == 200, r.text
         ask_the_bot(4)  # 100 - 99 = 1: a new episode
         later_ones = wait_until(lambda: len(n := distinct(notifications())) == 2 and n)
@@ -416,17 +416,17 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
 
 
 def readme_receiver(tmp_path):
-    """The example auto-recharge receiver of README.md, as a file."""
+    """The example auto-recharge receiver of docs/api.md, as a file."""
     import re
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     [code] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "class Recharge" in block]
     path = tmp_path / "recharge_receiver.py"
     path.write_text(code)
     return path
 
 
-def test_the_readme_receiver_grants_once_even_when_a_notification_is_redelivered(tmp_path):
-    """README's ten-line receiver, run as written against server.py over HTTPS: the notification of a spend
+def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(tmp_path):
+    """docs/api.md's ten-line receiver, run as written against server.py over HTTPS: the notification of a spend
     below the threshold makes it grant `amount` with Idempotency-Key: <idempotency_key>; the same
     notification delivered again (same webhook-id and body, signed anew, as Parley's retry sends it) makes it
     call again and nothing more is granted."""

@@ -2,6 +2,7 @@
 signing secret). Fast tests drive the in-process app over HTTP with a cookie-keeping client; the
 end-to-end tests drive the real server.py over HTTPS with headless Chromium (Playwright)."""
 import json
+import os
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from http.cookies import SimpleCookie
@@ -11,10 +12,11 @@ import httpx
 import pytest
 
 from services import accounts
-from tests.parley_process import ParleyProcess
+from tests.parley_process import ParleyProcess, ThreadedReceiver
+from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 
 PASSWORD = "correct horse battery staple"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")  # make test CHROMIUM=… sets it
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -39,7 +41,7 @@ class FormClient:
             form = dict(form or {})
             if xsrf:
                 form["_xsrf"] = self.cookies["_xsrf"]
-            body = urlencode(form)
+            body = urlencode(form, doseq=True)  # a list value: the field repeated (checkboxes)
         response = await self.client.fetch(path, method=method, body=body, headers=headers,
                                            follow_redirects=False, raise_error=False)
         for header in response.headers.get_list("Set-Cookie"):
@@ -211,6 +213,49 @@ async def test_webhook_url_form_saves_and_removes(signed_in, api, ui_account):
     assert "customChannelWebhookUrl" not in account.json["settings"]
 
 
+BANNER = "Private webhook URLs are allowed: for local testing only."
+
+
+async def test_settings_shows_a_banner_while_private_webhooks_are_allowed(signed_in, app, settings):
+    """Issue 26 §3: started with --allow-private-webhooks (as these tests are), Settings says so."""
+    assert BANNER in (await signed_in.get("/settings")).text
+    app.settings_obj = settings.model_copy(update={"allow_private_webhooks": False})
+    assert BANNER not in (await signed_in.get("/settings")).text
+
+
+async def test_a_url_that_does_not_resolve_now_is_saved_with_a_note(signed_in, api, ui_account):
+    url = "https://hooks.parley-test.invalid/replies"
+    r = await signed_in.post("/settings/webhook", {"customChannelWebhookUrl": url})
+    assert r.code == 303
+    page = (await signed_in.get("/settings")).text
+    assert ("Custom Channel Webhook URL saved. Note: customChannelWebhookUrl: hooks.parley-test.invalid does not "
+            "resolve now; it will be checked again at delivery.") in page
+
+
+async def test_send_test_event_button_pings_the_saved_url_and_shows_the_answer(signed_in, api, ui_account,
+                                                                               receiver):
+    from standardwebhooks import Webhook
+
+    page = await signed_in.get("/settings")
+    assert 'action="/settings/webhook-test' in page.text and "Send test event" in page.text
+    r = await signed_in.post("/settings/webhook-test")
+    assert r.code == 409 and "CustomChannelWebhookUrl is not set" in r.text and receiver.requests == []
+    await signed_in.post("/settings/webhook", {"customChannelWebhookUrl": receiver.url})
+    assert (await signed_in.post("/settings/webhook-test", xsrf=False)).code == 403
+    assert receiver.requests == []
+    receiver.answers.append((202, {}, b"got <it>"))
+    r = await signed_in.post("/settings/webhook-test")
+    assert r.code == 200
+    assert "Test event delivered" in r.text and "HTTP 202" in r.text and "got &lt;it&gt;" in r.text
+    [request] = receiver.requests
+    secret = (await api.get("/v1/account/webhook-secret", key=ui_account["api_key"])).json["secret"]
+    headers = {name.lower(): value for name, value in request["headers"].items()}
+    assert Webhook(secret).verify(request["body"], headers)["event"] == "ping"
+    receiver.answers.append((500, {}, b"boom"))
+    r = await signed_in.post("/settings/webhook-test")
+    assert "Test event failed" in r.text and "HTTP 500 Internal Server Error" in r.text
+
+
 async def test_notification_urls_form(signed_in, api, ui_account):
     key = ui_account["api_key"]
     await api.patch("/v1/account/settings", {"notificationUrls": {"contact.tagged": "http://127.0.0.1:9/t"}}, key=key)
@@ -245,7 +290,7 @@ async def test_signing_secret_shown_on_demand_and_rotated(signed_in, api, ui_acc
     assert r.code == 200
     after = (await api.get("/v1/account/webhook-secret", key=key)).json
     assert after["secret"] != current and f'value="{after["secret"]}"' in r.text
-    assert after["previousSecretExpiresAt"] and after["previousSecretExpiresAt"][:19].replace("T", " ") in r.text
+    assert after["previousSecretExpiresAt"] and f'<time datetime="{after["previousSecretExpiresAt"]}">' in r.text
 
 
 async def test_sign_out_ends_the_session(signed_in):
@@ -398,6 +443,25 @@ def test_browser_saves_the_custom_channel_webhook_url(page, parley):
     page.fill("#customChannelWebhookUrl", "ftp://example.com/x")
     page.click("button:has-text('Save webhook URL')")
     assert "must be an https:// URL" in page.inner_text(".flash-error")
+
+
+def test_browser_sends_a_test_event_and_shows_the_answer(page, parley):
+    """Issue 26 §3: the banner, and "Send test event" beside the URL: a real receiver gets the ping and the
+    page shows what it answered."""
+    receiver = ThreadedReceiver()
+    try:
+        sign_in(page, parley)
+        page.goto(parley.base + "/settings")
+        assert page.inner_text("#private-webhooks-banner") == BANNER
+        page.fill("#customChannelWebhookUrl", receiver.url)
+        page.click("button:has-text('Save webhook URL')")
+        page.click("#send-test-event")
+        result = page.inner_text("#webhook-test-result")
+        assert "Test event delivered" in result and "HTTP 200" in result, result
+        assert [r["event"] for r in receiver.requests] == ["ping"]
+        assert page.console_errors == []
+    finally:
+        receiver.close()
 
 
 def test_browser_session_post_without_xsrf_is_rejected(page, parley):

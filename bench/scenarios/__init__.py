@@ -14,6 +14,7 @@ MODULES = [
     "bench.scenarios.campaigns",
     "bench.scenarios.retention",
     "bench.scenarios.bot",
+    "bench.scenarios.bot_matching",
     "bench.scenarios.inbox",
     "bench.scenarios.compare",
 ]

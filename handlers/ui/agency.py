@@ -4,8 +4,8 @@ from tornado.web import authenticated
 
 from common.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from common.ids import new_id
-from handlers.base import UiHandler
-from services import credits, subaccounts
+from handlers.base import UiHandler, view_as_id
+from services import credits, sessions, subaccounts
 
 
 def new_grant_key():
@@ -30,7 +30,7 @@ class AgencyPage(UiHandler):
         self.render("agency.html", status=status, page=page, form=form or {"name": "", "email": ""},
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
-    async def render_subaccount(self, sub_id, status=200, error=None, grant=None, recharge=None):
+    async def render_subaccount(self, sub_id, status=200, error=None, grant=None, recharge=None, price=None):
         db = self.services.db
         sub = await subaccounts.get_subaccount(db, self.agency_id, "agency", sub_id)
         history = await subaccounts.list_transactions(db, self.agency_id, "agency", sub_id,
@@ -39,6 +39,7 @@ class AgencyPage(UiHandler):
         self.render("subaccount.html", status=status, sub=sub, history=history,
                     grant=grant or {"amount": "", "description": "", "key": new_grant_key()},
                     recharge=recharge or {"threshold": setting.get("threshold", ""), "amount": setting.get("amount", "")},
+                    price=sub["creditsPerReply"] if price is None else price,
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
     def back_to(self, sub_id, kind, text):
@@ -118,3 +119,52 @@ class SubaccountAutoRechargeOffHandler(AgencyPage):
     async def post(self, sub_id):
         await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None)
         self.back_to(sub_id, "success", "Auto-recharge is off.")
+
+
+class SubaccountPriceHandler(AgencyPage):
+    """The sub-account's price per bot reply: the agency's to set (the sub-account's own settings cannot)."""
+
+    @authenticated
+    async def post(self, sub_id):
+        text = self.get_body_argument("creditsPerReply", "")
+        try:
+            price = credits.number_from_text(text, "creditsPerReply")
+            await subaccounts.update_subaccount(self.services.db, self.agency_id, "agency", sub_id,
+                                                {"creditsPerReply": price})
+        except Invalid as exc:
+            await self.render_subaccount(sub_id, status=400, error=exc.message, price=text)
+            return
+        self.back_to(sub_id, "success", f"Price saved: {price.normalize():f} credits per bot reply.")
+
+
+class SubaccountResetPasswordHandler(AgencyPage):
+    """The sub-account's one-time sign-in link, shown to the agency once, on the answer to this POST."""
+
+    @authenticated
+    async def post(self, sub_id):
+        link = await subaccounts.reset_password_link(self.services.db, self.application.settings_obj.base_url,
+                                                     self.agency_id, "agency", sub_id)
+        sub = await subaccounts.get_subaccount(self.services.db, self.agency_id, "agency", sub_id)
+        self.render("subaccount_reset.html", sub=sub, link=link)
+
+
+class SubaccountViewAsHandler(AgencyPage):
+    """Open the sub-account's UI as its user, without its password: a second cookie beside the agency's own
+    session, which is not changed; every page then says "Viewing as …: back to the agency"."""
+
+    @authenticated
+    async def post(self, sub_id):
+        view_id = await subaccounts.start_view_as(self.services.db, self.current_user, "agency", sub_id)
+        self.set_signed_cookie(self.VIEW_AS_COOKIE, view_id, expires_days=None, **self.COOKIE_FLAGS)
+        self.redirect("/inbox", status=303)
+
+
+class ViewAsEndHandler(UiHandler):
+    """Back to the agency: the view-as session ends; the agency's own session goes on."""
+
+    @authenticated
+    async def post(self):
+        sub_id = self.current_user["account_id"] if self.current_user.get("viewer") else None
+        await sessions.end(self.services.db, view_as_id(self))
+        self.clear_cookie(self.VIEW_AS_COOKIE, **self.COOKIE_FLAGS)
+        self.redirect(f"/agency/subaccounts/{sub_id}" if sub_id else "/agency", status=303)

@@ -1,15 +1,14 @@
 """Bot settings page (/bot): the account's bot and each campaign's override, the write-only provider key,
-and "Try it" (the dry run). Forms become a merge patch of the `bot` settings object (README "Bot"), saved
+and "Try it" (the dry run). Forms become a merge patch of the `bot` settings object (docs/api.md "Bot"), saved
 through the same services as PATCH /v1/account/settings."""
 from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
 from handlers.base import UiHandler
-from services import accounts, bot, bot_settings
+from services import accounts, bot, bot_settings, credits
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)
-OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply",
-               "creditsPerReply")
+OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply")
 
 
 def _text(value):
@@ -54,7 +53,8 @@ class BotPage(UiHandler):
             campaign_id, override = typed["campaign"]
             campaigns[campaign_id] = override
         self.render("bot.html", status=status, config=config, campaigns=campaigns,
-                    account_type=account["type"], blank_rows=BLANK_RULE_ROWS, result=result,
+                    account_type=account["type"], price=await credits.price_per_reply(self.services.db, self.account_id),
+                    blank_rows=BLANK_RULE_ROWS, result=result,
                     trial=trial or {}, flashes=[{"kind": "error", "text": error}] if error else [])
 
     def parse_config(self, overridable=False):
@@ -62,8 +62,7 @@ class BotPage(UiHandler):
         null (a merge patch that replaces the override). apiKey only when typed or cleared."""
         config = {"greeting": _text(self.field("greeting")), "fallback": _text(self.field("fallback")),
                   "handoffKeywords": _keywords(self.field("handoffKeywords")),
-                  "pauseMinutesAfterHumanReply": _number(self.field("pauseMinutesAfterHumanReply")),
-                  "creditsPerReply": _number(self.field("creditsPerReply"))}
+                  "pauseMinutesAfterHumanReply": _number(self.field("pauseMinutesAfterHumanReply"))}
         if overridable:
             for name in ("greeting", "fallback"):  # overridden with nothing: "" turns the account's off
                 config[name] = config[name] or ""
@@ -95,13 +94,13 @@ class BotPage(UiHandler):
         """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""
         try:
             patch = bot_settings.validate_patch(patch)
-            changes = await accounts.validate_settings_changes(
+            changes, warnings = await accounts.validate_settings_changes(
                 {"bot": patch}, allow_private=self.application.settings_obj.allow_private_webhooks)
             await accounts.update_settings(self.services.db, self.account_id, changes, box=self.services.box)
         except Invalid as exc:
             await self.render_page(status=400, error=exc.message, typed=typed)
             return
-        self.flash("success", done)
+        self.flash_saved(done, warnings)
         self.redirect(f"/bot#{anchor}", status=303)
 
 

@@ -73,7 +73,7 @@ class CampaignsPage(UiHandler):
                                                 before=self.get_query_argument("before", None), limit=PAGE_SIZE)
 
     async def render_list(self, status=200, form=None, error=None):
-        event_id = await inbox.current_event_id(self.services)  # first: events after it may already show
+        event_id = await inbox.current_event_id(self.services, self.account_id)  # first: events after it may already show
         choices = (await lists.list_lists(self.services.db, self.account_id, limit=str(lists.MAX_LIMIT)))["data"]
         self.render("campaigns.html", status=status, event_id=event_id, page=await self.campaigns_page(),
                     lists=choices, form=form or new_form(choices), error=error, status_labels=STATUS_LABELS,
@@ -154,7 +154,7 @@ class CampaignHandler(CampaignPage):
 
     @authenticated
     async def get(self, campaign_id):
-        event_id = await inbox.current_event_id(self.services)
+        event_id = await inbox.current_event_id(self.services, self.account_id)
         summary = await self.summary(campaign_id)
         self.render("campaign.html", event_id=event_id, recipients=await self.recipients(campaign_id),
                     statuses=campaigns.RECIPIENT_STATUSES, filter_status=self.status_filter(),
@@ -174,7 +174,8 @@ class CampaignRecipientsHandler(CampaignPage):
 
     @authenticated
     async def get(self, campaign_id):
-        self.render("_recipients.html", c={"id": campaign_id}, recipients=await self.recipients(campaign_id),
+        campaign = await campaigns.get_campaign(self.services.db, self.account_id, campaign_id)  # paused or not
+        self.render("_recipients.html", c=campaign, recipients=await self.recipients(campaign_id),
                     filter_status=self.status_filter())
 
 
@@ -193,9 +194,22 @@ class CampaignActionHandler(UiHandler):
     @authenticated
     async def post(self, campaign_id, action):
         try:
-            await campaigns.act(self.services, self.account_id, campaign_id, action)
+            result = await campaigns.act(self.services, self.account_id, campaign_id, action)
         except Conflict as exc:
             self.flash("error", exc.message)
             self.redirect(f"/campaigns/{campaign_id}", status=303)
             return
-        self.action_done(f"/campaigns/{campaign_id}", ACTION_DONE[action])
+        self.action_done(f"/campaigns/{campaign_id}", action_message(action, result))
+
+
+def action_message(action, result):
+    """What the page says after an action: retry-failed says how many it queued again and how many it could
+    not (their deliveries were removed by retention)."""
+    retry = result.get("retry")
+    if action != "retry-failed" or not retry:
+        return ACTION_DONE[action]
+    text = f"{retry['requeued']} failed recipients' messages are being sent again."
+    if retry["notRetryable"]:
+        text += (f" {retry['notRetryable']} cannot be: their deliveries were removed by retention; they stay "
+                 "failed.")
+    return text

@@ -1,14 +1,15 @@
 """Contacts > Import: upload a CSV (streamed to disk), map its columns with a preview, start, watch the
 progress (polled as JSON by static/import.js), cancel, download the error report."""
 import asyncio
+import contextlib
 
 import tornado.web
 from tornado.web import authenticated
 
-from common.errors import Forbidden, Invalid
+from common.errors import Conflict, Forbidden, Invalid, NotFound, RateLimited, Unavailable
 from handlers.base import BaseHandler, UiHandler
 from handlers.bodies import FileBody
-from services import contact_import
+from services import contact_import, lists, regions
 from services.csv_import import FIELDS
 
 STATUS_LABELS = {"uploaded": "Waiting for you to start it", "queued": "Queued", "running": "Importing",
@@ -32,14 +33,22 @@ class ImportPage(UiHandler):
 
     async def render_job(self, job, status=200, error=None, form=None):
         context = {"job": job, "progress": contact_import.progress(job), "preview": None, "lists": [],
-                   "regions": [], "form": form or self.form_of(job)}
+                   "regions": [], "form": form or self.form_of(job), "target_list": None}
         if job["status"] == "uploaded":
             context["lists"] = await contact_import.list_choices(self.services.db, self.account_id)
-            context["regions"] = contact_import.region_choices()
+            context["regions"] = regions.region_choices()
             try:
                 context["preview"] = await contact_import.preview(self.services, job)
             except Invalid as exc:
                 error = error or f"The file cannot be read: {exc.message}"
+            except (RateLimited, Unavailable) as exc:  # no room to read it now: the page, without the preview
+                error = error or f"No preview: {exc.message}."
+                status = status if status != 200 else exc.status
+                for name, value in exc.headers.items():
+                    self.set_header(name, value)
+        elif job["list_id"]:  # the list it fills (gone if deleted since)
+            with contextlib.suppress(NotFound):
+                context["target_list"] = await lists.get_list(self.services.db, self.account_id, job["list_id"])
         self.render_page("contact_import_job.html", status=status,
                          flashes=[{"kind": "error", "text": error}] if error else [], **context)
 
@@ -70,10 +79,12 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
     header), streamed to a file in data/imports/ (handlers/bodies.FileBody) once the session is known;
     201 {id, url} of the new draft."""
 
+    upload_allowed = False  # prepare() sets it once every check passed: until then there is no sink
+    upload_counted = False  # the upload counts against the account's drafts until it ends
+
     def body_limit(self):
-        # Only a signed-in user may send a file: until the session is known there is no sink, and then
         # make_body_sink checks the announced size before the file exists.
-        return self.application.settings_obj.max_import_bytes if self.current_user else None
+        return self.application.settings_obj.max_import_bytes if self.upload_allowed else None
 
     def make_body_sink(self, limit):
         self.refuse_oversized_body()
@@ -90,6 +101,18 @@ class ImportUploadHandler(JsonAnswers, ImportPage):
         await super().prepare()
         if self.current_user is None:
             raise Forbidden("sign in to upload a file")
+        # The token is a header, so it is checked now, before the first byte of the file (UiHandler checks
+        # a form's token once its body is read, which for a file would be after it is on disk).
+        tornado.web.RequestHandler.check_xsrf_cookie(self)
+        await contact_import.start_upload(self.services, self.account_id)
+        self.upload_counted = self.upload_allowed = True
+        self.reserve_body()
+
+    def on_finish(self):
+        if self.upload_counted:  # also reached through on_connection_close: counted down once
+            self.upload_counted = False
+            contact_import.end_upload(self.services, self.account_id)
+        super().on_finish()
 
     async def post(self):
         path, size = self.keep_body_file()  # the job owns the file now
@@ -121,8 +144,8 @@ class ImportOptionsHandler(ImportPage):
                 self.services.db, self.account_id, job["header"], contact_import.parse_mapping(form),
                 form["defaultCountry"], form["list"], form["newListName"])
             await contact_import.save_options(self.services, self.account_id, import_id, options, start=self.start)
-        except Invalid as exc:
-            await self.render_job(job, status=400, error=exc.message, form=form)
+        except (Invalid, Conflict) as exc:  # Conflict: the new list's name is taken (names are unique)
+            await self.render_job(job, status=exc.status, error=exc.message, form=form)
             return
         if self.start:
             self.flash("success", "The import has started. You can leave this page: it goes on without you.")

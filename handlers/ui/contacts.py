@@ -1,8 +1,8 @@
-"""Contacts and Lists pages: search and create contacts, a contact's page (fields, lists, opt-out, its
-conversation), lists with their members, adding a contact to a list. The API's services do the work."""
+"""Contacts pages: search and create contacts, a contact's page (its fields edited in place, its lists, opt-out
+and in by hand, its conversation). The API's services do the work (the Lists pages: handlers/ui/lists.py)."""
 from tornado.web import authenticated
 
-from common.errors import Invalid, NotFound
+from common.errors import Conflict, Invalid
 from handlers.base import UiHandler
 from services import contacts, lists
 
@@ -37,17 +37,61 @@ class ContactsHandler(UiHandler):
                          else "A contact with this phone or email exists already: here it is.")
 
 
+FIELDS = ("firstName", "lastName", "phone", "email")
+
+
 class ContactHandler(UiHandler):
-    """GET /contacts/{contactId}: its fields, lists, opt-out state and a link to its conversation."""
+    """GET /contacts/{contactId}: its fields (a form), lists, opt-out state and a link to its conversation;
+    POST: save the fields, through PATCH /v1/contacts/{id}'s service (the same errors, next to their field)."""
 
     @authenticated
     async def get(self, contact_id):
+        await self.render_contact(contact_id)
+
+    async def render_contact(self, contact_id, status=200, form=None, error=None):
         contact = await contacts.get_contact_row(self.services.db, self.account_id, contact_id)
         member_of = await lists.lists_of_contact(self.services.db, self.account_id, contact_id)
         all_lists = await lists.list_lists(self.services.db, self.account_id, limit=str(lists.MAX_LIMIT))
         joined = {lst["id"] for lst in member_of}
-        self.render("contact.html", contact=contact, member_of=member_of,
+        public = contacts.public_contact(contact)
+        self.render("contact.html", status=status, contact=contact, member_of=member_of,
+                    form=form or {name: public[name] or "" for name in FIELDS}, error=error,
+                    opt_out=public["optOutChange"],
                     other_lists=[lst for lst in all_lists["data"] if lst["id"] not in joined])
+
+    @authenticated
+    async def post(self, contact_id):
+        form = {name: self.get_body_argument(name, "").strip() for name in FIELDS}
+        try:
+            await contacts.update_contact(self.services.db, self.account_id, contact_id, form,
+                                          contacts.user_actor(self.current_user["email"]))
+        except (Invalid, Conflict) as exc:
+            await self.render_contact(contact_id, status=exc.status, form=form, error=exc)
+            return
+        self.action_done(f"/contacts/{contact_id}", "Contact saved.")
+
+
+class ContactOptOutHandler(UiHandler):
+    """POST /contacts/{contactId}/opt-out: optedOut=1 opts the contact out by hand, 0 back in; who (the
+    signed-in user) and when are kept on the contact."""
+
+    @authenticated
+    async def post(self, contact_id):
+        opted_out = self.get_body_argument("optedOut", "") == "1"
+        await contacts.update_contact(self.services.db, self.account_id, contact_id, {"optedOut": opted_out},
+                                      contacts.user_actor(self.current_user["email"]))
+        self.action_done(f"/contacts/{contact_id}", "Opted out: campaigns skip this contact and the bot does not "
+                         "answer it." if opted_out else "Opted back in.")
+
+
+class ContactListRemoveHandler(UiHandler):
+    """POST /contacts/{contactId}/lists/{listId}/remove: take the contact off one of its lists."""
+
+    @authenticated
+    async def post(self, contact_id, list_id):
+        result = await lists.remove_contact(self.services.db, self.account_id, list_id, contact_id)
+        self.action_done(f"/contacts/{contact_id}", "Removed from the list." if result["removed"]
+                         else "The contact was not on this list.")
 
 
 class ContactListsHandler(UiHandler):
@@ -58,57 +102,4 @@ class ContactListsHandler(UiHandler):
         result = await lists.add_contact(self.services.db, self.account_id, self.get_body_argument("listId", ""),
                                          contact_id)
         self.action_done(f"/contacts/{contact_id}", "Added to the list." if result["added"]
-                         else "The contact already was on this list.")
-
-
-class ListsHandler(UiHandler):
-    """GET /lists?cursor=: the account's lists; POST /lists: create one."""
-
-    @authenticated
-    async def get(self):
-        await self.render_lists()
-
-    async def render_lists(self, status=200, error=None, name=""):
-        page = await lists.list_lists(self.services.db, self.account_id, limit=str(PAGE_SIZE),
-                                      cursor=self.get_query_argument("cursor", None))
-        self.render("lists.html", status=status, page=page, name=name,
-                    flashes=[{"kind": "error", "text": error}] if error else [])
-
-    @authenticated
-    async def post(self):
-        name = self.get_body_argument("name", "")
-        try:
-            created = await lists.create_list(self.services.db, self.account_id, name)
-        except Invalid as exc:
-            await self.render_lists(status=400, error=exc.message, name=name)
-            return
-        self.action_done(f"/lists/{created['id']}", "List created.")
-
-
-class ListHandler(UiHandler):
-    """GET /lists/{listId}?cursor=: the list and its members; POST: add a contact by phone, email or id."""
-
-    @authenticated
-    async def get(self, list_id):
-        await self.render_list(list_id)
-
-    async def render_list(self, list_id, status=200, error=None, contact=""):
-        db = self.services.db
-        lst = await lists.get_list(db, self.account_id, list_id)
-        members = await lists.list_members(db, self.account_id, list_id, limit=str(PAGE_SIZE),
-                                           cursor=self.get_query_argument("cursor", None))
-        self.render("list.html", status=status, lst=lst, members=members, contact=contact,
-                    flashes=[{"kind": "error", "text": error}] if error else [])
-
-    @authenticated
-    async def post(self, list_id):
-        await lists.get_list(self.services.db, self.account_id, list_id)  # an unknown list is a 404 page
-        text = self.get_body_argument("contact", "").strip()
-        try:
-            contact_id = await contacts.resolve_contact_id(self.services.db, self.account_id, text)
-            result = await lists.add_contact(self.services.db, self.account_id, list_id, contact_id)
-        except (Invalid, NotFound) as exc:
-            await self.render_list(list_id, status=400, error=exc.message, contact=text)
-            return
-        self.action_done(f"/lists/{list_id}", "Contact added." if result["added"]
                          else "The contact already was on this list.")

@@ -4,14 +4,15 @@ the fragments below are what their scripts fetch when an event arrives."""
 from tornado.web import authenticated
 
 from handlers.base import UiHandler
-from services import inbox
+from services import campaigns, inbox
 
 
 class InboxPage(UiHandler):
     async def conversations(self):
         return await inbox.list_conversations(
-            self.services, self.account_id, filter=self.get_query_argument("filter", "all"),
-            query=self.get_query_argument("q", ""), before=self.get_query_argument("before", None))
+            self.services, self.account_id, filter=self.get_query_argument("filter", inbox.DEFAULT_FILTER),
+            query=self.get_query_argument("q", ""), before=self.get_query_argument("before", None),
+            campaign_id=self.get_query_argument("campaign", None))
 
 
 class InboxHandler(InboxPage):
@@ -19,9 +20,20 @@ class InboxHandler(InboxPage):
 
     @authenticated
     async def get(self):
-        event_id = await inbox.current_event_id(self.services)  # first: events after it may already show
-        self.render("inbox.html", page=await self.conversations(), filters=inbox.FILTERS, event_id=event_id,
-                    paged=bool(self.get_query_argument("before", None)))
+        event_id = await inbox.current_event_id(self.services, self.account_id)  # first: events after it may already show
+        page = await self.conversations()
+        self.render("inbox.html", page=page, filters=inbox.FILTERS, event_id=event_id,
+                    paged=bool(self.get_query_argument("before", None)),
+                    campaigns=(await campaigns.recent_campaigns(self.services.db, self.account_id))["items"])
+
+
+class NeedsPersonHandler(UiHandler):
+    """GET /inbox/needs-person: {count} for every page's navigation and title (static/parley.js)."""
+
+    @authenticated
+    async def get(self):
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish({"count": self.needs_person})  # counted by UiHandler.prepare, as for every page
 
 
 class ConversationListHandler(InboxPage):
@@ -37,7 +49,7 @@ class ThreadHandler(UiHandler):
 
     @authenticated
     async def get(self, contact_id):
-        event_id = await inbox.current_event_id(self.services)
+        event_id = await inbox.current_event_id(self.services, self.account_id)
         thread = await inbox.get_thread(self.services, self.account_id, contact_id,
                                         before=self.get_query_argument("before", None))
         await inbox.mark_read(self.services, self.account_id, contact_id, thread["newest_id"])

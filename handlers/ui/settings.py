@@ -3,10 +3,10 @@ the webhook signing secret and the password. The same services as the API and th
 from tornado.web import authenticated
 
 from handlers.base import UiHandler, session_key
-from services import accounts
-from common.errors import Invalid
+from services import accounts, webhook_ping
+from common.errors import Conflict, Invalid
 
-NOTIFICATION_EVENTS = ("contact.created", "contact.tagged")
+NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
 # Password changes per user: each checks the current password, so they are limited like sign-ins.
@@ -20,7 +20,7 @@ def notification_events(account):
 class SettingsPage(UiHandler):
     """Renders the settings page; the form handlers re-render it with the error and what was typed."""
 
-    async def render_settings(self, status=200, error=None, form=None):
+    async def render_settings(self, status=200, error=None, form=None, webhook_test=None, new_api_key=None, notice=None):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)
         settings = account["settings"]
@@ -31,18 +31,21 @@ class SettingsPage(UiHandler):
         self.render("settings.html", status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     values=values, events=notification_events(account),
                     password_min=accounts.MIN_PASSWORD, password_max=accounts.MAX_PASSWORD,
-                    flashes=[{"kind": "error", "text": error}] if error else [])
+                    allow_private=self.application.settings_obj.allow_private_webhooks, webhook_test=webhook_test,
+                    new_api_key=new_api_key,
+                    flashes=[{"kind": "error", "text": error}] if error else
+                    [{"kind": "success", "text": notice}] if notice else [])
 
     async def save(self, changes, form, done):
         """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""
         try:
-            changes = await accounts.validate_settings_changes(
+            changes, warnings = await accounts.validate_settings_changes(
                 changes, allow_private=self.application.settings_obj.allow_private_webhooks)
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message, form=form)
             return
         await accounts.update_settings(self.services.db, self.account_id, changes)
-        self.flash("success", done)
+        self.flash_saved(done, warnings)
         self.redirect("/settings", status=303)
 
 
@@ -70,6 +73,26 @@ class CustomChannelWebhookHandler(SettingsPage):
         url = self.get_body_argument("customChannelWebhookUrl", "").strip()
         await self.save({"customChannelWebhookUrl": url or None}, {"customChannelWebhookUrl": url},
                         "Custom Channel Webhook URL saved." if url else "Custom Channel Webhook URL removed.")
+
+
+class WebhookTestHandler(SettingsPage):
+    """Send test event: the page again, with what the receiver answered the ping (or why there was none)."""
+
+    @authenticated
+    async def post(self):
+        allowed, headers = self.services.limiter.hit(f"webhook-test:{self.account_id}",
+                                                     self.application.settings_obj.rate_limit)
+        if not allowed:
+            self.set_header("Retry-After", headers["Retry-After"])
+            await self.render_settings(status=429, error="Too many test events. Try again in "
+                                                         f"{headers['Retry-After']} seconds.")
+            return
+        try:
+            result = await webhook_ping.send_test_event(self.services, self.account_id)
+        except Conflict as exc:
+            await self.render_settings(status=409, error=exc.message[:1].upper() + exc.message[1:] + ".")
+            return
+        await self.render_settings(webhook_test=result)
 
 
 class NotificationUrlsHandler(SettingsPage):

@@ -1,0 +1,51 @@
+"""Secrets kept out of Parley's logs: API keys (pk_…) and webhook signing secrets (whsec_…), whether a
+client sent them where they belong (?apiKey=, the headers, which are never logged) or anywhere else in a
+URL, plain or percent-encoded, and whatever a log line or a traceback quotes."""
+import logging
+import re
+from urllib.parse import quote, unquote_plus
+
+# services/keys.py: "pk_" + token_urlsafe(32), "whsec_" + base64. Shorter runs (the 10-character key
+# prefix an account shows) are not secrets.
+_SECRET = re.compile(r"(pk|whsec)_[A-Za-z0-9_\-+/=]{16,}")
+_MASK = "***"
+_ONE_TIME_LINK = re.compile(r"^(/(?:setup|reset)/)[^/?]+")  # a one-time link's token is a secret too
+
+
+# A run of URL characters that may hold a secret percent-encoded (e.g. a path Tornado quotes in an error).
+_ENCODED_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9_\-.~+/=])*%[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9_\-.~+/=])*")
+
+
+def _plain(text):
+    return _SECRET.sub(lambda m: f"{m.group(1)}_{_MASK}", text)
+
+
+def _encoded(match):
+    decoded = unquote_plus(match.group())
+    cleaned = _plain(decoded)
+    return match.group() if cleaned == decoded else quote(cleaned, safe="/*=&")
+
+
+def redact(text):
+    """Any API key or signing secret in text masked, whether plain or percent-encoded."""
+    text = _plain(text)
+    return _ENCODED_RUN.sub(_encoded, text) if "%" in text else text
+
+
+def masked_uri(uri):
+    """A request URI for the log: every apiKey parameter's value (its name in any case or encoding)
+    masked, a one-time link's token, and any key or secret elsewhere in it."""
+    path, sep, query = uri.partition("?")
+    path = _ONE_TIME_LINK.sub(lambda m: m.group(1) + _MASK, path)
+    pairs = []
+    for pair in query.split("&") if sep else ():
+        name, eq, value = pair.partition("=")
+        pairs.append(name + eq + (_MASK if unquote_plus(name).strip().lower() == "apikey" else value))
+    return redact(path + sep + "&".join(pairs))
+
+
+class RedactingFormatter(logging.Formatter):
+    """The whole formatted record (message, arguments, traceback) with secrets masked."""
+
+    def format(self, record):
+        return redact(super().format(record))

@@ -1,0 +1,79 @@
+"""One-time links (DESIGN §7 Day two): one mechanism for the first-run setup link, reset-password's sign-in
+link and an agency's reset of a sub-account. The token is shown once, in the link; only its hash is stored;
+using the link (choosing a password) spends it, and it dies after LINK_HOURS. No password or API key is
+ever printed: the person chooses the password, and the Settings page shows the key once."""
+import asyncio
+from datetime import timedelta
+
+from common.errors import Invalid, NotFound
+from common.ids import iso, utcnow
+from services import keys
+from storage import accounts as account_store
+from storage import one_time_links as store
+
+LINK_HOURS = 24
+PURPOSES = ("setup", "reset")  # the URL path of each: /setup/<token>, /reset/<token>
+
+
+class LinkInvalid(NotFound):
+    """The link is unknown, already used or expired (one answer for all three: nothing to probe)."""
+
+    def __init__(self):
+        super().__init__("This link is not valid: it was already used or has expired. Ask for a new one.",
+                         code="NOT_FOUND")
+
+
+def url_for(base_url, purpose, token):
+    return f"{base_url.rstrip('/')}/{purpose}/{token}"
+
+
+async def issue(db, base_url, user_id, account_id, purpose, now=None):
+    """A new link for the user: {url, expiresAt}. The user's earlier unspent link of this purpose dies."""
+    assert purpose in PURPOSES
+    token, now = keys.new_session_id(), now or utcnow()
+    expires_at = iso(now + timedelta(hours=LINK_HOURS))
+    await store.insert_link(db, {"token_hash": keys.hash_token(token), "purpose": purpose, "user_id": user_id,
+                                 "account_id": account_id, "created_at": iso(now), "expires_at": expires_at})
+    return {"url": url_for(base_url, purpose, token), "expiresAt": expires_at}
+
+
+async def issue_reset_for_email(db, base_url, email):
+    """reset-password: {email, signInUrl, expiresAt} for the UI user with this email; NotFound otherwise."""
+    email = (email or "").strip().lower()
+    user = await account_store.get_user_by_email(db, email)
+    if user is None:
+        raise NotFound(f"no user with email {email}", code="NOT_FOUND")
+    link = await issue(db, base_url, user["id"], user["account_id"], "reset")
+    return {"email": user["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
+
+
+async def issue_for_account_owner(db, base_url, account_id, purpose):
+    """A link for the account's owner user: {email, url, expiresAt} (create-account, an agency's reset)."""
+    user_id = await account_store.get_owner_user_id(db, account_id)
+    if user_id is None:
+        raise NotFound("the account has no UI user", code="NOT_FOUND")
+    user = await account_store.get_user(db, user_id)
+    return {"email": user["email"], **await issue(db, base_url, user_id, account_id, purpose)}
+
+
+async def peek(db, token, purpose):
+    """The live link's {user_id, account_id, email, expires_at, ...} (opening it spends nothing: a chat
+    app's link preview must not burn it); LinkInvalid otherwise."""
+    link = await store.get_live_link(db, keys.hash_token(token or ""), purpose, iso(utcnow()))
+    if link is None:
+        raise LinkInvalid()
+    return link
+
+
+async def redeem(db, token, purpose, password, min_length, max_length):
+    """Choose the password through the link: spends it, sets the password and ends every session of the
+    user, in one transaction. Returns the user {id, account_id, email, account_type} to sign in.
+    Invalid naming the field for a bad password (the link stays unspent); LinkInvalid for a dead link."""
+    if not min_length <= len(password or "") <= max_length:
+        raise Invalid(f"password must have {min_length} to {max_length} characters")
+    await peek(db, token, purpose)  # before scrypt: a dead link costs no hashing
+    password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
+    user = await store.spend_link(db, keys.hash_token(token), purpose, iso(utcnow()), password_hash)
+    if user is None:
+        raise LinkInvalid()
+    return user

@@ -1,0 +1,42 @@
+"""SQL for one-time links (migration 0170): stored hashed, spent once, dead after their expiry."""
+from storage.db import fetch_one, reads, writes
+from storage.sessions import end_user_sessions_in_tx
+
+
+@writes
+def insert_link(cx, link):
+    """Store a new link; the user's earlier unspent links of the same purpose die with it (the newest one
+    is the only one that works), and expired links of anyone are deleted on the way."""
+    cx.execute("DELETE FROM one_time_links WHERE expires_at <= ?", (link["created_at"],))
+    cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
+               (link["user_id"], link["purpose"]))
+    cx.execute("INSERT INTO one_time_links (token_hash, purpose, user_id, account_id, created_at, expires_at)"
+               " VALUES (?, ?, ?, ?, ?, ?)",
+               (link["token_hash"], link["purpose"], link["user_id"], link["account_id"], link["created_at"],
+                link["expires_at"]))
+
+
+_LIVE = ("SELECT l.purpose, l.user_id, l.account_id, l.expires_at, u.email, a.type AS account_type"
+         " FROM one_time_links l JOIN users u ON u.id = l.user_id JOIN accounts a ON a.id = l.account_id"
+         " WHERE l.token_hash = ? AND l.purpose = ? AND l.used_at IS NULL AND l.expires_at > ?")
+
+
+@reads
+def get_live_link(cx, token_hash, purpose, now):
+    """{purpose, user_id, account_id, expires_at, email, account_type} of an unspent, unexpired link, or None."""
+    return fetch_one(cx, _LIVE, (token_hash, purpose, now))
+
+
+@writes
+def spend_link(cx, token_hash, purpose, now, password_hash):
+    """Spend the link and set its user's password in one transaction, ending every session of that user:
+    of two uses at once, one wins. Returns the link's user {id, account_id, email, account_type}, or None
+    when the link is spent, expired or unknown (nothing changed)."""
+    link = fetch_one(cx, _LIVE, (token_hash, purpose, now))
+    if link is None or not cx.execute("UPDATE one_time_links SET used_at = ? WHERE token_hash = ? AND used_at IS NULL",
+                                      (now, token_hash)).rowcount:
+        return None
+    cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, link["user_id"]))
+    end_user_sessions_in_tx(cx, link["user_id"])
+    return {"id": link["user_id"], "account_id": link["account_id"], "email": link["email"],
+            "account_type": link["account_type"]}

@@ -1,0 +1,252 @@
+"""Control characters in identifier-like text (issue 27 item 3): every string field of every JSON request
+body and every field of every UI form, given a C0 or C1 control character, is a 4xx naming the field, never
+a 500, and nothing is stored. Free text (message bodies, the bot's answers, notes) keeps newlines and tabs.
+
+Found by an outside scanner: POST /bot/campaign with campaignId=probe%0Aline2 saved the override and then
+answered 500 (the redirect header refused the newline); PATCH /v1/account/settings with that campaign key
+answered 200 and stored it."""
+import copy
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from handlers import routes
+from handlers.openapi import build_document
+from services import accounts
+from storage.db import connect_sync
+from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+
+CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
+# Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
+FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description"}
+LIST, CONTACT, SUB = "{list}", "{contact}", "{sub}"
+
+BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
+    ("PATCH", "/v1/account/settings"): {
+        "optOutKeywords": ["STOP"], "optInKeywords": ["START"],
+        "customChannelWebhookUrl": "http://127.0.0.1:9/hook",
+        "notificationUrls": {"contact.created": "http://127.0.0.1:9/created"},
+        "bot": {"greeting": "Hello!\n\tWelcome", "fallback": "Sorry", "handoffKeywords": ["human"],
+                "rules": [{"keywords": ["price"], "answer": "10 EUR\na month"}],
+                "provider": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m", "apiKey": "sk-test",
+                             "systemPrompt": "Be brief.\nBe kind."},
+                "campaigns": {"spring": {"greeting": "Spring!"}}}},
+    ("POST", "/v1/contacts"): {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671",
+                               "email": "ada@example.com"},
+    ("POST", "/v1/lists"): {"name": "Leads"},
+    ("POST", "/v1/lists/{listId}/contacts"): {"contactId": CONTACT},
+    ("POST", "/v1/incoming_custom_channel_message"): {"customData": {
+        "messageSid": "SM1", "fromId": "user-1", "toId": "shop", "body": "Hi!\n\tPrices?", "status": "received",
+        "channel": "web chat", "campaignId": "spring", "firstName": "Ada", "lastName": "L", "email": "a@example.com",
+        "mediaUrl": "https://cdn.example.com/photo.jpg", "mediaContentType": "image/jpeg"}},
+    ("POST", "/v1/send_custom_channel_message"): {"customData": {
+        "fromId": "user-1", "customChannel": "web chat", "body": "Thanks!\n\tBye", "campaignId": "spring",
+        "firstName": "Ada", "lastName": "L", "email": "a@example.com",
+        "mediaUrl": "https://cdn.example.com/photo.jpg", "mediaContentType": "image/jpeg"}},
+    ("POST", "/v1/subaccounts"): {"name": "Bakery", "email": "bakery@example.com"},
+    ("POST", "/v1/subaccounts/credits"): {"email": SUB, "amount": 1, "description": "Top-up\nfor March"},
+    ("POST", "/v1/campaigns"): {"name": "Spring", "listId": LIST, "body": "Hi {{firstName}}\n\tSale!",
+                                "campaignId": "spring", "channel": "web chat", "startAt": "2030-01-01T00:00:00Z"},
+    ("POST", "/v1/bot/test"): {"body": "price?\n", "campaignId": "spring", "contactId": CONTACT},
+}
+ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
+           "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
+AGENCY_ONLY = {"/v1/subaccounts", "/v1/subaccounts/credits", "/v1/subaccounts/{subAccountId}"}
+
+
+def operations_with_a_body():
+    document = build_document(routes())
+    return [(method.upper(), path) for path, item in document["paths"].items()
+            for method, op in item.items() if "requestBody" in op]
+
+
+def string_fields(value, path=()):
+    """(path, kind) of every string in a body: kind "value", or "key" for a dict key (bot.campaigns)."""
+    if isinstance(value, str):
+        yield path, "value"
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            if path and path[-1] == "campaigns":
+                yield path + (key,), "key"
+            yield from string_fields(inner, path + (key,))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from string_fields(inner, path + (index,))
+
+
+def with_control(body, path, kind, char):
+    body = copy.deepcopy(body)
+    *parents, last = path
+    target = body
+    for part in parents:
+        target = target[part]
+    if kind == "key":
+        target[last[:1] + char + last[1:]] = target.pop(last)
+    else:
+        target[last] = target[last][:1] + char + target[last][1:]
+    return body
+
+
+def snapshot(services):
+    cx = connect_sync(services.db.path)
+    try:
+        return list(cx.iterdump())
+    finally:
+        cx.close()
+
+
+@pytest.fixture
+def world(io_loop, api, account, agency, sub):
+    """Ids the baselines refer to, and the key each operation is called with."""
+    async def make():
+        r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://127.0.0.1:9/hook"},
+                            key=account["api_key"])
+        assert r.code == 200, r.body
+        contact = await api.post("/v1/contacts", {"email": "existing@example.com"}, key=account["api_key"])
+        lst = await api.post("/v1/lists", {"name": "Existing"}, key=account["api_key"])
+        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"]}
+    return io_loop.run_sync(make)
+
+
+def fill(body, world):
+    text = json.dumps(body)
+    for placeholder, value in world.items():
+        text = text.replace(json.dumps(placeholder), json.dumps(value))
+    return json.loads(text)
+
+
+def call_args(method, path, world, account, agency, sub):
+    path = ALIASES.get(path, path)
+    key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
+    url = path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
+    body = BASELINES.get((method, path))
+    return url, key, None if body is None else fill(body, world)
+
+
+async def test_every_identifier_like_field_of_the_json_api_refuses_control_characters(
+        api, services, world, account, agency, sub):
+    checked = 0
+    before = snapshot(services)
+    for method, path in operations_with_a_body():
+        url, key, body = call_args(method, path, world, account, agency, sub)
+        if body is None:
+            assert method == "PATCH" and path == "/v1/subaccounts/{subAccountId}", f"no baseline for {path}"
+            continue  # autoRecharge: numbers only
+        for field, kind in string_fields(body):
+            if kind == "value" and field[-1] in FREE_TEXT:
+                continue
+            for char in CONTROLS:
+                r = await api.call(method, url, with_control(body, field, kind, char), key=key, query_key=False)
+                assert 400 <= r.code < 500, (method, path, field, repr(char), r.code, r.body)
+                message = r.json["error"] if isinstance(r.json["error"], str) else r.json["error"]["message"]
+                named = ".".join(str(p) for p in field if not isinstance(p, int) and p != "customData")
+                assert named.split(".")[-1] in message or (kind == "key" and "campaigns" in message), (
+                    path, field, message)
+                checked += 1
+    assert snapshot(services) == before  # nothing stored by any of them
+    assert checked > 150
+
+
+async def test_the_baselines_are_accepted_with_newlines_and_tabs_in_free_text(api, world, account, agency, sub):
+    """So that the refusals above come from the control characters alone; message bodies keep theirs."""
+    for method, path in operations_with_a_body():
+        url, key, body = call_args(method, path, world, account, agency, sub)
+        if body is not None:
+            r = await api.call(method, url, body, key=key, query_key=False)
+            assert 200 <= r.code < 300, (method, path, r.code, r.body)
+            if path == "/v1/incoming_custom_channel_message":
+                message = await api.get(f"/v1/messages/{r.json['messageId']}", key=key)
+                assert message.json["body"] == "Hi!\n\tPrices?"
+
+
+async def test_the_scanners_campaign_key_is_400_and_not_stored(api, account):
+    r = await api.patch("/v1/account/settings", {"bot": {"campaigns": {"probe\nline2": {"greeting": "x"}}}},
+                        key=account["api_key"])
+    assert r.code == 400
+    assert r.json["error"]["message"] == ("bot.campaigns.probe\\nline2: must not contain control characters "
+                                          "(U+000A)")
+    assert (await api.get("/v1/account", key=account["api_key"])).json["settings"].get("bot") is None
+
+
+# --- every UI form -----------------------------------------------------------------------------------
+
+class _Forms(HTMLParser):
+    """The POST forms of a page: [(action, {field: default value})]."""
+
+    def __init__(self):
+        super().__init__()
+        self.forms, self._fields = [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form" and (attrs.get("method") or "").lower() == "post":
+            self._fields = {}
+            self.forms.append((attrs.get("action"), self._fields))
+        elif self._fields is not None and tag in ("input", "textarea", "select") and attrs.get("name"):
+            if attrs.get("type") not in ("checkbox", "radio", "file", "submit") or attrs.get("checked") is not None:
+                self._fields.setdefault(attrs["name"], attrs.get("value") or "")
+
+    def handle_endtag(self, tag):
+        if tag == "form":
+            self._fields = None
+
+
+UI_FREE_TEXT = {"body", "greeting", "fallback", "provider-systemPrompt", "description", "next", "password",
+                "current_password", "new_password", "new_password_again"}
+
+
+async def forms_of(client, pages):
+    found = {}
+    for page in pages:
+        r = await client.get(page)
+        assert r.code == 200, (page, r.code)
+        parser = _Forms()
+        parser.feed(r.text)
+        for action, fields in parser.forms:
+            found.setdefault(action or page, fields)
+    return found
+
+
+@pytest.fixture
+def ui_agency(io_loop, services):
+    return io_loop.run_sync(lambda: accounts.create_account(
+        services.db, services.box, services.keys, name="Agency", email="agency-ui@example.com",
+        password=PASSWORD, account_type="agency"))
+
+
+async def test_every_field_of_every_ui_form_refuses_control_characters(
+        http_server_client, api, services, signed_in, ui_account, ui_agency):
+    key = ui_account["api_key"]
+    await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://127.0.0.1:9/hook"}, key=key)
+    contact = (await api.post("/v1/contacts", {"email": "c@example.com"}, key=key)).json["id"]
+    lst = (await api.post("/v1/lists", {"name": "L"}, key=key)).json["id"]
+    await api.post(f"/v1/lists/{lst}/contacts", {"contactId": contact}, key=key)
+    campaign = (await api.post("/v1/campaigns", {"name": "C", "listId": lst, "body": "b",
+                                                 "startAt": "2030-01-01T00:00:00Z"}, key=key)).json["id"]
+    await api.patch("/v1/account/settings", {"bot": {"campaigns": {"spring": {"greeting": "x"}}}}, key=key)
+    agency = FormClient(http_server_client)
+    assert (await agency.login(ui_agency["email"])).code == 303
+    sub = (await api.post("/v1/subaccounts", {"name": "S", "email": "s@example.com"},
+                          key=ui_agency["api_key"])).json["id"]
+    forms = {client: await forms_of(client, pages) for client, pages in (
+        (signed_in, ["/settings", "/contacts", f"/contacts/{contact}", "/lists", f"/lists/{lst}", "/campaigns",
+                     f"/campaigns/{campaign}", "/bot", "/inbox", f"/inbox/{contact}", "/contacts/import"]),
+        (agency, ["/agency", f"/agency/subaccounts/{sub}"]))}
+    before = snapshot(services)
+    probed = set()
+    for client, found in forms.items():
+        for action, fields in found.items():
+            for name in fields:
+                if name in UI_FREE_TEXT or name == "_xsrf" or name.endswith("-answer"):
+                    continue
+                for char in ("\n", "\x85"):
+                    form = {**fields, name: (fields[name] or "probe")[:1] + char + "line2"}
+                    form.pop("_xsrf", None)
+                    r = await client.post(action, form)
+                    assert 400 <= r.code < 500, (action, name, repr(char), r.code)
+                    assert name in r.text, (action, name)
+                    probed.add((action, name))
+    assert snapshot(services) == before
+    assert ("/bot/campaign", "campaignId") in probed and ("/contacts", "firstName") in probed
+    assert len(probed) > 30, sorted(probed)

@@ -1,0 +1,165 @@
+"""The README is a short front door and docs/ holds the rest (issue 26): the README's length, links that
+resolve inside the repository (files and their headings), the settings table generated from settings.py,
+and every `parley …` command of the shell blocks accepted by the real parser and by its --help."""
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import parley_cli
+import settings as settings_module
+from scripts import settings_table
+from settings import Settings
+from tests.test_parley_cli import PENDING_COMMANDS, parley_command
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+OPERATIONS = ROOT / "docs" / "operations.md"
+
+
+def test_the_readme_is_a_front_door_of_at_most_300_lines():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines"
+    for heading in ("## Two commands", "## The first fifteen minutes", "## Where to go next"):
+        assert heading in lines
+
+
+def test_the_docs_exist_and_the_readme_links_each():
+    text = README.read_text()
+    for name in ("guide", "api", "operations", "architecture"):
+        assert (ROOT / "docs" / f"{name}.md").is_file()
+        assert f"(docs/{name}.md)" in text, f"README does not link docs/{name}.md"
+    assert "(bench/README.md)" in text
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    seen, out = {}, set()
+    in_code = False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and re.match(r"#{1,6} ", line):
+            base = slug(line.lstrip("#"))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def links(path):
+    """The markdown links and images of a file, outside code blocks."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_resolves_inside_the_repository(path):
+    assert "../shared" not in path.read_text(), f"{path.name} names a file outside the repository"
+    for link in links(path):
+        if re.match(r"[a-z]+:", link):  # https:, mailto:
+            continue
+        target, _, anchor = link.partition("#")
+        resolved = (path.parent / target).resolve() if target else path
+        assert resolved.is_relative_to(ROOT), f"{path.name}: {link} leaves the repository"
+        assert resolved.exists(), f"{path.name}: {link} does not exist"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in anchors(resolved), f"{path.name}: {link}: no such heading"
+
+
+def test_the_settings_table_is_generated_from_settings_py():
+    """docs/operations.md carries exactly what scripts/settings_table.py writes (run it after changing
+    settings.py), so every setting is listed with its flag, variable, default and help text."""
+    text = OPERATIONS.read_text()
+    assert text == settings_table.render(text), "run: .venv/bin/python scripts/settings_table.py"
+    for name, field in Settings.model_fields.items():
+        assert f"| `{settings_module.flag(name)}` | `{settings_module.env_name(name)}` |" in text
+        assert field.description in text
+
+
+def test_the_generated_table_changes_with_a_setting(monkeypatch):
+    """The comparison above can fail: a changed help text makes the file stale."""
+    text = OPERATIONS.read_text()
+    field = Settings.model_fields["port"]
+    monkeypatch.setattr(field, "description", "A port, described otherwise.")
+    assert settings_table.render(text) != text
+
+
+def shell_commands():
+    """(file, command line) for each `parley …`, `python server.py …` or `make run ARGS=…` line of the
+    sh blocks of README.md and docs/, continuation lines joined."""
+    found = []
+    for path in DOCS:
+        for block in re.findall(r"```sh\n(.*?)```", path.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.sub(r"\$\([^)]*\)", "X", line)  # $(date +%F) and the like: one word
+                try:
+                    words = shlex.split(line, comments=True)
+                except ValueError:
+                    continue
+                if "make" in words and "run" in words:
+                    args = next((w[5:] for w in words if w.startswith("ARGS=")), "")
+                    found.append((path.name, ["serve", *shlex.split(args)]))
+                for n, word in enumerate(words):
+                    if word == "parley" or word.endswith("/parley") or word == "server.py":
+                        found.append((path.name, words[n + 1:]))
+                        break
+    return found
+
+
+def test_the_docs_show_every_command():
+    shown = {args[0] for _, args in shell_commands() if args and not args[0].startswith("-")}
+    assert {c.name for c in parley_cli.COMMANDS} <= shown
+
+
+def registered():
+    return {c.name for c in parley_cli.COMMANDS}
+
+
+@pytest.mark.parametrize("where,args", shell_commands(), ids=lambda v: v if isinstance(v, str) else " ".join(v)[:60])
+def test_each_command_of_the_docs_parses_as_written(where, args):
+    if args and args[0] in PENDING_COMMANDS - registered():
+        pytest.skip(f"{args[0]} is not registered on this branch yet")
+    parser = parley_cli.build_parser()
+    try:
+        parser.parse_args(args)
+    except SystemExit as exc:
+        if exc.code != 0:  # `parley --help` exits 0
+            pytest.fail(f"{where}: `parley {' '.join(args)}` is refused by the parser")
+
+
+def test_each_command_of_the_docs_answers_help():
+    for name in sorted({args[0] for _, args in shell_commands() if args and not args[0].startswith("-")}):
+        if name in PENDING_COMMANDS - registered():
+            continue
+        out = subprocess.run([*parley_command(), name, "--help"], capture_output=True, text=True, timeout=60,
+                             cwd=ROOT)
+        assert out.returncode == 0, f"parley {name} --help: {out.stderr}"
+        assert "example:" in out.stdout
+
+
+def api_routes():
+    from handlers import routes
+    patterns = [r[0] if isinstance(r, tuple) else r.regex.pattern for r in routes()]
+    out = []
+    for pattern in (p.rstrip("$") for p in patterns if p.startswith(("/v1/", "/incoming"))):
+        choice = re.search(r"\((\w[\w-]*(?:\|[\w-]+)+)\)", pattern)  # (pause|resume|…): each its own path
+        out += [pattern.replace(choice.group(0), c) for c in choice.group(1).split("|")] if choice else [pattern]
+    return out
+
+
+@pytest.mark.parametrize("pattern", api_routes())
+def test_the_api_reference_names_every_endpoint(pattern):
+    """docs/api.md has every API route (an id as {id}, $CONTACT or <sha256>), so a new endpoint needs its
+    section there."""
+    doc = re.escape(pattern).replace(re.escape("([^/]+)"), r"(\{\w+\}|\$\w+)")
+    doc = doc.replace(re.escape("([0-9a-f]{64})"), r"<sha256>").replace(re.escape("\\."), r"\.")
+    assert re.search(doc, (ROOT / "docs" / "api.md").read_text()), f"docs/api.md does not name {pattern}"

@@ -1,0 +1,99 @@
+"""A handoff tells the customer and the team (issue 25 §3): bot.handoffMessage to the contact once per
+handoff (default text; "" sends nothing), and a conversation.handoff notification {contactId, messageId,
+reason} queued in the same transaction, for a handoff keyword, the AI provider, or a rule that says so.
+In-process on a real SQLite file; the outbox rows are what is checked (delivery, signing and retries are
+the outbox's, tested in tests/test_delivery*.py)."""
+import json
+
+from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.test_bot import (RULES, bot_replies, configure, provider, rows, say,  # noqa: F401 (provider: fixture)
+                            settings)
+
+NOTIFY = "http://127.0.0.1:9/handoffs"
+
+
+def handoff_notifications(services, account_id):
+    return [json.loads(r["payload"]) for r in rows(
+        services, "SELECT payload FROM outbox WHERE account_id = ? AND kind = 'notification' AND event_type = ?"
+                  " ORDER BY id", account_id, "conversation.handoff")]
+
+
+async def listen(api, key):
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {"conversation.handoff": NOTIFY}}, key=key)
+    assert r.code == 200, r.body
+
+
+async def test_a_keyword_handoff_sends_the_default_message_once_and_notifies(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": RULES, "handoffKeywords": ["human"]})
+    await listen(api, key)
+    handoff = await say(api, services, key, "a HUMAN please")
+    assert handoff["bot"]["outcome"] == "handoff" and handoff["bot"]["replyId"]
+    again = await say(api, services, key, "human! human!")  # paused now: no second message, no second event
+    assert again["bot"]["outcome"] == "paused"
+    assert [r["body"] for r in bot_replies(services, account_id)] == ["Thanks! A person will answer here soon."]
+    [event] = handoff_notifications(services, account_id)
+    assert event["event"] == "conversation.handoff" and event["accountId"] == account_id
+    assert event["data"] == {"contactId": handoff["contactId"], "messageId": handoff["id"], "reason": "keyword"}
+
+
+async def test_a_custom_message_an_empty_one_and_no_listener(api, account, services):
+    """The account's text is sent; "" sends nothing but still pauses; without a notification URL nothing
+    is queued for it."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"], "handoffMessage": "Un momento."})
+    first = await say(api, services, key, "human", fromId="a")
+    await configure(api, key, {"handoffMessage": ""})
+    second = await say(api, services, key, "human", fromId="b")
+    assert second["bot"] == {"outcome": "handoff", "detail": second["bot"]["detail"], "replyId": None}
+    assert [r["body"] for r in bot_replies(services, account_id)] == ["Un momento."]
+    assert first["bot"]["replyId"] and handoff_notifications(services, account_id) == []
+    assert len(rows(services, "SELECT 1 FROM bot_pauses WHERE account_id = ? AND reason = 'handoff'",
+                    account_id)) == 2
+
+
+async def test_a_rule_that_hands_off_and_the_provider(api, account, services, provider):
+    """A rule with "handoff": true answers with its own text and hands off; the provider's handoff sends its
+    reply, or the handoffMessage when it has none. Each notification names its reason."""
+    key, account_id = account["api_key"], account["account_id"]
+    await configure(api, key, {"active": True, "rules": [
+        {"keywords": ["refund"], "answer": "A colleague handles refunds.", "handoff": True}],
+        "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
+    await listen(api, key)
+    rule = await say(api, services, key, "refund please", fromId="r")
+    provider.script += [("answer", "", True)]
+    by_provider = await say(api, services, key, "this is urgent", fromId="p")
+    assert (rule["bot"]["outcome"], by_provider["bot"]["outcome"]) == ("handoff", "handoff")
+    assert [r["body"] for r in bot_replies(services, account_id)] == [
+        "A colleague handles refunds.", "Thanks! A person will answer here soon."]
+    assert [(e["data"]["messageId"], e["data"]["reason"]) for e in handoff_notifications(services, account_id)] == [
+        (rule["id"], "rule"), (by_provider["id"], "provider")]
+
+
+async def test_a_handoff_that_cannot_be_answered_still_pauses_and_notifies(api, agency, sub, services):
+    """A sub-account without credits gets no handoffMessage (no_credits), but the person is still called."""
+    key, account_id = sub["api_key"], sub["account_id"]
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]})
+    await listen(api, key)
+    handoff = await say(api, services, key, "human")
+    assert handoff["bot"]["outcome"] == "no_credits" and bot_replies(services, account_id) == []
+    [event] = handoff_notifications(services, account_id)
+    assert event["data"]["reason"] == "keyword"
+    assert (await say(api, services, key, "hello?"))["bot"]["outcome"] == "paused"
+
+
+async def test_needs_a_person_counts_handoffs_until_a_person_replies(api, services, signed_in, ui_account):
+    """Every page's navigation and title show the count (and /inbox/needs-person, which the pages ask every
+    second); a person's reply to that contact takes it off."""
+    key = ui_account["api_key"]
+    assert 'data-count="0"' in (await signed_in.get("/settings")).text
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]})
+    handoff = await say(api, services, key, "human")
+    page = (await signed_in.get("/settings")).text
+    assert "<title>(1) Settings · Parley</title>" in page and 'data-count="1"' in page
+    assert json.loads((await signed_in.get("/inbox/needs-person")).text) == {"count": 1}
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": "user-1", "customChannel": "webchat", "body": "A person here."}}, key=key)
+    assert r.code == 200, r.body
+    assert json.loads((await signed_in.get("/inbox/needs-person")).text) == {"count": 0}
+    assert handoff["contactId"]

@@ -1,0 +1,118 @@
+"""Send test event (issue 26 §3): POST /v1/account/webhook-test posts a signed {"event": "ping", …} to the
+Custom Channel Webhook URL now, outside the outbox, through the deliveries' guard, signing and timeout."""
+import dataclasses
+import json
+
+import pytest
+from standardwebhooks import Webhook
+
+from services import accounts, webhook_ping
+from settings import Settings
+from storage.outbox import list_outbox
+from tests.test_delivery import receiver  # noqa: F401 (a fixture)
+
+TEST = "/v1/account/webhook-test"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    # --webhook-timeout-seconds 1: the ping keeps the deliveries' timeout (the default is 15 s).
+    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+                    webhook_timeout_seconds=1.0)
+
+
+async def _save_url(api, account, url):
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=account["api_key"])
+    assert r.code == 200, r.body
+
+
+async def test_the_ping_reaches_a_real_receiver_signed_and_verifiable(api, services, account, receiver):
+    await _save_url(api, account, receiver.url)
+    secret = (await api.get("/v1/account/webhook-secret", key=account["api_key"])).json["secret"]
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.code == 200, r.body
+    assert r.json["httpStatus"] == 200 and r.json["responseBody"] == "ok" and r.json["error"] is None
+    assert isinstance(r.json["durationMs"], int) and r.json["durationMs"] >= 0
+    [request] = receiver.requests
+    headers = {name.lower(): value for name, value in request["headers"].items()}
+    ping = Webhook(secret).verify(request["body"], headers)  # raises WebhookVerificationError when wrong
+    assert ping["event"] == "ping" and ping["accountId"] == account["account_id"]
+    assert ping["id"] == headers["webhook-id"]
+    assert await list_outbox(services.db, account["account_id"]) == []  # outside the outbox
+
+
+async def test_a_failing_receiver_is_reported_with_its_status_and_the_first_kilobyte(api, account, receiver):
+    await _save_url(api, account, receiver.url)
+    receiver.answers.append((500, {}, b"x" * 3000))
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.code == 200, r.body
+    assert r.json["httpStatus"] == 500 and r.json["error"] == "HTTP 500 Internal Server Error"
+    assert r.json["responseBody"] == "x" * 1024
+
+
+async def test_the_ping_keeps_the_delivery_timeout(api, account, receiver):
+    await _save_url(api, account, receiver.url)
+    receiver.answers.append("hang")
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.code == 200 and r.json["error"] == "timeout: no answer within 1 s" and r.json["httpStatus"] is None
+
+
+async def test_no_url_is_409_and_another_accounts_key_sends_nothing(api, account, other_account, receiver):
+    """Tenancy: the ping goes to the calling account's URL only."""
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.code == 409 and r.json["error"]["code"] == "CONFLICT"
+    assert "customChannelWebhookUrl is not set" in r.json["error"]["message"]
+    await _save_url(api, other_account, receiver.url)
+    assert (await api.post(TEST, key=account["api_key"])).code == 409
+    assert receiver.requests == []
+
+
+async def test_a_refused_connection_names_no_address(api, account, receiver):
+    await receiver.close()  # nothing listens on its port now
+    await _save_url(api, account, f"http://localhost:{receiver.port}/hook")
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.code == 200, r.body
+    # The OSError's own text is "Connect call failed ('127.0.0.1', port)": not passed on.
+    assert r.json["httpStatus"] is None
+    assert r.json["error"] == "connection error: ConnectionRefusedError: Connection refused"
+
+
+async def test_the_ping_goes_through_the_ssrf_guard_at_connect_time(services, account, receiver):
+    """A private URL stored earlier (or by a server that allowed it) is refused when the ping connects,
+    without --allow-private-webhooks, like a delivery; the answer names the host, not its address."""
+    strict = dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"allow_private_webhooks": False}))
+    await accounts.update_settings(services.db, account["account_id"],
+                                   {"customChannelWebhookUrl": f"https://localhost:{receiver.port}/hook"})
+    result = await webhook_ping.send_test_event(strict, account["account_id"])
+    assert result["httpStatus"] is None and receiver.requests == []
+    assert result["error"] == ("webhook URL refused: localhost is not a public address. "
+                               "For local testing start Parley with --allow-private-webhooks.")
+    assert "127.0.0.1" not in json.dumps(result)
+
+
+async def test_a_tls_failure_says_what_failed(api, account, tmp_path):
+    """An https receiver whose certificate nobody signed: the answer says the verification failed."""
+    import ssl
+
+    import tornado.httpserver
+    import tornado.testing
+    import tornado.web
+
+    from services.tls import write_self_signed
+
+    write_self_signed(tmp_path / "cert.pem", tmp_path / "key.pem", ["localhost"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = tornado.httpserver.HTTPServer(tornado.web.Application([]), ssl_options=context)
+    sock, port = tornado.testing.bind_unused_port()
+    server.add_sockets([sock])
+    try:
+        await _save_url(api, account, f"https://localhost:{port}/hook")
+        r = await api.post(TEST, key=account["api_key"])
+    finally:
+        server.stop()
+        await server.close_all_connections()
+    assert r.json["httpStatus"] is None
+    assert r.json["error"].startswith("connection error: TLS: ") and "certificate" in r.json["error"], r.json
+    assert "127.0.0.1" not in r.json["error"]

@@ -377,6 +377,8 @@ def main(argv=None):
     parser.add_argument("--small", type=int, default=1_000, help="contacts preloaded for the baseline lookup")
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 s runs, 1 repeat, 20k big preload")
+    parser.add_argument("--compare", metavar="REV", default="1549b07",
+                        help="the commit the 'compare' scenario runs beside the working tree (inbound A/B)")
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "latest.json")
     parser.add_argument("--readme", type=Path, default=BENCH / "README.md")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

@@ -167,9 +167,7 @@ def _store_messages_in_tx(cx, messages, announce=True):
     conversations.on_messages_in_tx(cx, messages)
     if announce:
         for message in messages:
-            events.emit_in_tx(cx, message["account_id"], events.MESSAGE_CREATED, {
-                "messageId": message["id"], "contactId": message["contact_id"], "direction": message["direction"],
-                "author": message["author"], "status": message["status"]})
+            events.message_created_in_tx(cx, message)
 
 
 def _wake_delivery(services):

@@ -1,9 +1,12 @@
 """SQL for live events: appended in the transaction of a change (emit_in_tx), read by the hub after commits
 (read_after), replayed to a page that reconnects (catch_up), pruned by age (prune)."""
 import json
+from json.encoder import encode_basestring_ascii as _encode_string  # C: a quoted, escaped JSON string
 
 from common.ids import now_iso
 from storage.db import reads, writes
+
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
 
 # Event types; a new feature adds its own here and emits it with emit_in_tx.
 MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction, author, status}
@@ -22,9 +25,27 @@ def emit_in_tx(cx, account_id, type, data):
     """Append an event for the account's open pages, inside the caller's transaction: it is seen exactly when
     the change commits, and never when it rolls back. data: a JSON-able dict. Its seq (what pages see) is the
     account's next number, in the same statement (a seek in events_account_seq). Returns the event id."""
+    return _append_in_tx(cx, account_id, type, _compact_json(data), now_iso())
+
+
+def message_created_in_tx(cx, message):
+    """message.created for a message inserted in this transaction ({messageId, contactId, direction, author,
+    status}), its JSON written from the row in hand: json.dumps costs ~30k instructions a call, a tenth of
+    the whole inbound write (bench/README "Inbound: where the writer's time goes")."""
+    data = (f'{{"messageId":{_string(message["id"])},"contactId":{_string(message["contact_id"])},'
+            f'"direction":{_string(message["direction"])},"author":{_string(message.get("author"))},'
+            f'"status":{_string(message["status"])}}}')
+    return _append_in_tx(cx, message["account_id"], MESSAGE_CREATED, data, message["created_at"])
+
+
+def _string(value):
+    return "null" if value is None else _encode_string(value)
+
+
+def _append_in_tx(cx, account_id, type, data_json, at):
     return cx.execute("INSERT INTO events (account_id, seq, type, data, created_at) VALUES"
                       " (?, COALESCE((SELECT MAX(seq) FROM events WHERE account_id = ?), 0) + 1, ?, ?, ?)",
-                      (account_id, account_id, type, json.dumps(data, separators=(",", ":")), now_iso())).lastrowid
+                      (account_id, account_id, type, data_json, at)).lastrowid
 
 
 def emit_batches_in_tx(cx, account_id, type, data, key, items):

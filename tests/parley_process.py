@@ -26,10 +26,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_cli(data_dir, *args):
-    """Run an ops command (create-account, rotate-key, backup); returns its JSON output."""
-    out = subprocess.run([sys.executable, str(ROOT / "server.py"), *args, "--data-dir", str(data_dir)],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+def run_cli(data_dir, *args, root=ROOT):
+    """Run an ops command (create-account, rotate-key, backup) of the checkout at root; returns its JSON output."""
+    out = subprocess.run([sys.executable, str(Path(root) / "server.py"), *args, "--data-dir", str(data_dir)],
+                         capture_output=True, text=True, timeout=60, cwd=root)
     assert out.returncode == 0, out.stderr + out.stdout
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -66,8 +66,9 @@ def pid_alive(pid):
 
 
 class ParleyProcess:
-    def __init__(self, data_dir, *extra_args, http=True, preexec_fn=None, setup=True):
+    def __init__(self, data_dir, *extra_args, http=True, preexec_fn=None, setup=True, root=ROOT):
         self.data_dir = Path(data_dir)
+        self.root = Path(root)  # the checkout whose server.py runs (bench --compare runs an older one)
         self.preexec_fn = preexec_fn  # run in the child before server.py starts (e.g. to set rlimits)
         self.setup = setup  # use the first run's setup link as the owner would (False: the test does)
         self.port = free_port()
@@ -88,10 +89,10 @@ class ParleyProcess:
     def start(self, timeout=30):
         self.log = open(self.data_dir.parent / f"server-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "server.py"), "serve", "--data-dir", str(self.data_dir),
+            [sys.executable, str(self.root / "server.py"), "serve", "--data-dir", str(self.data_dir),
              "--host", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
              *self.extra_args],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT, preexec_fn=self.preexec_fn)
+            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.root, preexec_fn=self.preexec_fn)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()

@@ -73,6 +73,21 @@ async def test_the_account_form_saves_the_bot_like_the_api(signed_in, api, ui_ac
     assert (await stored_bot(api, ui_account))["provider"]["apiKeySet"] is False
 
 
+async def test_the_handoff_message_is_set_on_the_page_shown_with_its_default_and_emptied_to_send_nothing(
+        signed_in, api, ui_account):
+    """Issue 25 §3: bot.handoffMessage in the UI too. Unset, the field shows the default that is sent; saved
+    empty, nothing is sent on a handoff; a form without the field (a campaign's) leaves it as it is."""
+    page = await signed_in.get("/bot")
+    assert "Thanks! A person will answer here soon.</textarea>" in page.text
+    await signed_in.post("/bot/account", account_form(handoffMessage="  Someone will call you back.  "))
+    assert (await stored_bot(api, ui_account))["handoffMessage"] == "Someone will call you back."
+    await signed_in.post("/bot/account", account_form())  # no such field: kept
+    assert (await stored_bot(api, ui_account))["handoffMessage"] == "Someone will call you back."
+    await signed_in.post("/bot/account", account_form(handoffMessage=""))
+    assert (await stored_bot(api, ui_account))["handoffMessage"] == ""
+    assert "></textarea>" in (await signed_in.get("/bot")).text.split('name="handoffMessage"', 1)[1][:40]
+
+
 async def test_a_bad_form_is_400_naming_the_field_and_keeps_what_was_typed(signed_in, api, ui_account):
     r = await signed_in.post("/bot/account", account_form(**{"rules-1-keywords": "hours", "rules-1-answer": " ",
                                                               "greeting": "Hello <b>there</b>"}))

@@ -5,7 +5,7 @@ from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
 from handlers.base import UiHandler
-from services import accounts, bot, bot_settings, credits
+from services import accounts, bot, bot_settings, credits, handoff
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)
 OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply")
@@ -54,7 +54,7 @@ class BotPage(UiHandler):
             campaigns[campaign_id] = override
         self.render("bot.html", status=status, config=config, campaigns=campaigns,
                     account_type=account["type"], price=await credits.price_per_reply(self.services.db, self.account_id),
-                    blank_rows=BLANK_RULE_ROWS, result=result,
+                    blank_rows=BLANK_RULE_ROWS, result=result, handoff_default=handoff.DEFAULT_MESSAGE,
                     trial=trial or {}, flashes=[{"kind": "error", "text": error}] if error else [])
 
     def parse_config(self, overridable=False):
@@ -63,6 +63,9 @@ class BotPage(UiHandler):
         config = {"greeting": _text(self.field("greeting")), "fallback": _text(self.field("fallback")),
                   "handoffKeywords": _keywords(self.field("handoffKeywords")),
                   "pauseMinutesAfterHumanReply": _number(self.field("pauseMinutesAfterHumanReply"))}
+        handoff_message = self.get_body_argument("handoffMessage", None)  # the account's form only
+        if handoff_message is not None:
+            config["handoffMessage"] = handoff_message.strip()  # empty: send nothing on a handoff
         if overridable:
             for name in ("greeting", "fallback"):  # overridden with nothing: "" turns the account's off
                 config[name] = config[name] or ""

@@ -376,7 +376,7 @@ class UiHandler(BaseHandler):
     FLASH_COOKIE = "parley_flash"
     MAX_FORM_BYTES = 65536
     COOKIE_FLAGS = {"httponly": True, "secure": True, "samesite": "Lax"}
-    CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    CSP = "default-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
     def set_default_headers(self):
         super().set_default_headers()

@@ -105,6 +105,7 @@ async def test_login_page_has_xsrf_field_and_security_headers(browser):
     assert r.headers["Content-Type"].startswith("text/html")
     assert 'name="_xsrf"' in r.text
     assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+    assert "object-src 'none'" in r.headers["Content-Security-Policy"]  # wapiti's one finding (issue 27)
     assert r.headers["X-Frame-Options"] == "DENY"
     assert r.headers["Cache-Control"] == "no-store"
     xsrf = browser.set_cookies["_xsrf"]

@@ -100,8 +100,12 @@ def test_browser_thread_says_bot_outcomes_in_words_with_local_times_and_links_se
         assert api.patch("/v1/account/settings", params=key, json={"bot": {
             "active": True, "handoffKeywords": ["human"]}}).status_code == 200
         for n, body in enumerate(("a human please", "still there?")):
-            api.post(INBOUND, params=key, json={"customData": {"messageSid": f"edge-{n + 2}", "fromId": "walker-1",
-                                                               "toId": "shop", "body": body}})
+            sent = api.post(INBOUND, params=key, json={"customData": {"messageSid": f"edge-{n + 2}",
+                                                                      "fromId": "walker-1", "toId": "shop",
+                                                                      "body": body}}).json()
+            # The next message after the handoff is decided (the bot answers a contact's messages concurrently:
+            # sent at once, the second could be read before the first's pause is written).
+            wait_until(lambda: api.get(f"/v1/messages/{sent['messageId']}", params=key).json()["bot"] is not None)
         page.goto(parley.base + f"/inbox/{contact_id}")
         outcome = page.locator(".bot-outcome", has_text="until")
         outcome.wait_for()

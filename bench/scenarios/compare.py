@@ -81,7 +81,8 @@ def run(ctx):
             for label, r in this.items():
                 runs[label].append(r)
             rounds.append({label: round(this[label]["rps"] / this["ceiling"]["rps"], 3) for label in ("rev", "head")})
-        result = {"commit": rev, "commit_described": described, "head": head + (" + uncommitted changes" if dirty else ""),
+        result = {"commit": rev, "commit_described": described,
+                  "head_commit": head + (" + uncommitted changes" if dirty else ""),
                   "rounds": rounds}
         for label in targets:
             result[label] = ctx.median_of(runs[label])
@@ -109,7 +110,8 @@ def run(ctx):
 def render(result):
     if "skipped" in result:
         return [f"Not run: {result['commit']} could not be checked out ({result['skipped']})."]
-    lines = [f"{result['commit_described']} against {result['head']}; each round: the ceiling, then both servers in "
+    lines = [f"{result['commit_described']} against the working tree ({result['head_commit']}); each round: the "
+             "ceiling, then both servers in "
              "alternating order.", "",
              "| Inbound, 32 connections | ratio to ceiling | req/s | p50 ms | p99 ms | server CPU ms/request |"
              " cores (main) |", "|---|---:|---:|---:|---:|---:|---:|"]

@@ -314,8 +314,8 @@ def summarize_profile(raw):
     per_thread = {"event_loop": 0, "reader_thread": 0, "writer_process": 0}
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
+        if not stack or not count.isdigit():
+            continue  # the rest of a frame whose text held a line break (py-spy writes it as it is)
         count = int(count)
         frames = stack.split(";")
         in_writer = any(f.startswith("process ") and "storage.writer" in f for f in frames)

@@ -17,7 +17,7 @@ async def patch_bot(api, key, bot):
 
 
 async def stored_settings(services, account_id):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         return cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()[0]
     finally:

@@ -25,7 +25,7 @@ async def assert_exact(api, services, account, campaign_id):
 
 
 def sql(services, statement, *params):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         with cx:
             return cx.execute(statement, params).fetchall()

@@ -314,7 +314,7 @@ async def test_retrying_is_shown_apart_and_retry_says_what_it_could_not_send(sig
     assert '<td data-label="Retrying" class="num"><span data-count="retrying">1</span></td>' in listed.text
     failed = (await api.get(f"/v1/campaigns/{c['id']}/recipients?status=failed", key=ui_account["api_key"])).json
     gone = failed["data"][0]["messageId"]
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         with cx:  # what retention does to a finished delivery
             cx.execute("DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE message_id = ?)",

@@ -101,7 +101,7 @@ def other_browser(io_loop, http_server_client, stranger):
 
 
 def rows(services, sql, *params):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         return [tuple(r) for r in cx.execute(sql, params)]
     finally:

@@ -20,7 +20,7 @@ def other_account(make_account, account):
 
 
 def count_rows(services, sql, *params):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         return cx.execute(sql, params).fetchone()[0]
     finally:
@@ -274,7 +274,7 @@ async def test_contact_created_is_written_in_the_contacts_transaction(api, accou
     find_or_create_in_tx (also used by the custom channel) writes both or, rolled back, neither."""
     await api.patch("/v1/account/settings", {"notificationUrls": {"contact.created": "http://127.0.0.1:9/x"}},
                     key=account["api_key"])
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         cx.execute("BEGIN IMMEDIATE")
         row, created = contact_store.find_or_create_in_tx(cx, {

@@ -92,7 +92,7 @@ def with_control(body, path, kind, char):
 
 
 def snapshot(services):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         return list(cx.iterdump())
     finally:

@@ -31,7 +31,7 @@ async def add(api, key, list_id, contact_id):
 
 
 def membership_rows(services, list_id):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         return cx.execute("SELECT COUNT(*) FROM list_members WHERE list_id = ?", (list_id,)).fetchone()[0]
     finally:

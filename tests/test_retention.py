@@ -90,7 +90,7 @@ async def test_idempotency_keys_go_after_24_hours(api, services, account):
 
 
 async def test_batch_records_of_ended_writers_go_after_a_week(services):
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         cx.execute("INSERT INTO writer_batches (writer, batch, at) VALUES ('ended', 9, ?)", (int(time.time()) - 8 * 86400,))
     finally:
@@ -169,7 +169,7 @@ async def test_the_server_runs_the_cleanup_as_a_task(services):
 
 def test_the_cleanup_uses_indexes(services):
     """Each batch is an index range, never a scan of the table (EXPLAIN QUERY PLAN)."""
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         for sql in ("SELECT id FROM outbox WHERE status IN ('sent', 'failed') AND next_attempt_at < ? LIMIT ?",
                     "SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?",

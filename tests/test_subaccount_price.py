@@ -79,7 +79,7 @@ async def test_a_price_stored_in_the_bot_settings_before_is_ignored(api, service
     await grant(api, agency, sub, 5)
     key = sub["api_key"]
     await configure(api, key, {"active": True, "rules": RULES})
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         settings = json.loads(cx.execute("SELECT settings FROM accounts WHERE id = ?",
                                          (sub["account_id"],)).fetchone()[0])

@@ -105,7 +105,7 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
     if campaign_id:
         where.append(_OF_CAMPAIGN)
         args.append(campaign_id)
-    search, search_args = search_clause("c", text_like, digits_like)
+    search, search_args = search_clause(cx, "c", text_like, digits_like)
     if search:
         where.append(search)
         args += search_args

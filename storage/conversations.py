@@ -119,7 +119,8 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
 @reads
 def counts(cx, account_id, now, campaign_id=None):
     """{filter: how many conversations it shows} for the inbox's tabs (counted again on every live refresh)."""
-    sums = ", ".join(f"COALESCE(SUM({condition}), 0)" for condition in _CONDITIONS.values())
+    sums = ", ".join(f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"  # no SUM of a boolean on PostgreSQL
+                     for condition in _CONDITIONS.values())
     where, args = "v.account_id = ?", [now, account_id]
     if campaign_id:
         where += f" AND {_OF_CAMPAIGN}"

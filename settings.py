@@ -15,6 +15,9 @@ class Settings(BaseModel):
                                               "postgresql://user:password@host:port/database: that PostgreSQL "
                                               "database (migrated at first start; see docs/operations.md "
                                               "\"Running on PostgreSQL\").")
+    database_pool_size: int = Field(10, ge=1, le=500, description="PostgreSQL only: connections the server keeps "
+                                                                "open (each read or write holds one while it "
+                                                                "runs).")
     host: str = Field("0.0.0.0", description="Address the HTTPS listener binds to.")
     port: int = Field(8443, ge=0, le=65535, description="HTTPS port.")
     http_port: int = Field(8080, ge=0, le=65535,

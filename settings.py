@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Settings(BaseModel):
@@ -115,6 +115,13 @@ class Settings(BaseModel):
                                                                        "the retention cleanup): an inbox page offline "
                                                                        "for longer reloads instead of resuming from "
                                                                        "its last event.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_or_nothing(cls, url):
+        if url and url.split(":", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("database_url: empty (the SQLite file) or postgresql://user:password@host:port/database")
+        return url
 
     @property
     def base_url(self):

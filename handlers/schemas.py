@@ -121,6 +121,20 @@ class Contact(BaseModel):
     createdAt: str
 
 
+class ErasedCounts(BaseModel):
+    """Rows removed per kind (campaign recipients are kept, anonymised, and counted here)."""
+    model_config = ConfigDict(extra="allow")
+    contacts: int
+    messages: int
+
+
+class ContactErased(BaseModel):
+    """DELETE /v1/contacts/{id}: the contact and everything holding its data are gone."""
+    erased: bool
+    id: str
+    removed: ErasedCounts
+
+
 class ContactPage(BaseModel):
     data: list[Contact]
     nextCursor: Optional[str] = Field(description="Pass as ?cursor= for the next page; null on the last.")

@@ -70,6 +70,14 @@ def as_unavailable(exc):
     return unavailable
 
 
+# Erasure (GDPR art. 17, storage/erasure.py) must leave no byte of a person in the database file. SQLite keeps
+# the old bytes of deleted or rewritten rows in free space until the page is reused: secure_delete overwrites
+# them with zeros on every delete and update (on every connection, the writer process's too: a row rewritten
+# long before its erasure left its old version behind). The old page versions the WAL still holds go with
+# checkpoint_wal after an erasure. Both are SQLite's: a PostgreSQL backend has its own (VACUUM) and skips them.
+SECURE_DELETE = "secure_delete=ON"
+
+
 def connect_sync(path, *, timeout=10.0):
     """A plain sqlite3 connection with Parley's PRAGMAs (used by ops commands and the threads below)."""
     cx = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
@@ -77,8 +85,21 @@ def connect_sync(path, *, timeout=10.0):
     cx.execute("PRAGMA journal_mode=WAL")
     cx.execute("PRAGMA synchronous=FULL")
     cx.execute("PRAGMA foreign_keys=ON")
+    cx.execute(f"PRAGMA {SECURE_DELETE}")
     cx.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return cx
+
+
+def checkpoint_wal(path):
+    """Copy every page of the WAL into the database file and truncate the WAL to zero bytes, so that no old
+    version of a page (an erased row's) stays in it. Blocking (run it in an executor); waits for readers and
+    the writer up to the busy timeout. True when the WAL was emptied, False when a connection kept it busy."""
+    cx = connect_sync(path)
+    try:
+        busy, _, _ = cx.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
+    finally:
+        cx.close()
 
 
 def migrate(cx):
@@ -88,7 +109,9 @@ def migrate(cx):
     highest, for backups and tools): branches number their migrations in ranges of their own, so one
     merged later may carry a number below one a database already has, and "newer than user_version"
     would skip it for good."""
-    paths = sorted(p for p in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.*") if p.suffix in (".sql", ".py"))
+    # NNNN_name.postgresql.sql is a migration's PostgreSQL form, run there instead of NNNN_name.sql: not here.
+    paths = sorted(p for p in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.*")
+                   if p.suffix in (".sql", ".py") and not p.name.endswith(".postgresql.sql"))
     cx.execute("BEGIN IMMEDIATE")
     try:
         cx.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
@@ -587,7 +610,7 @@ def _fail(futures, exc):
 
 def _configure(cx):
     cx.row_factory = sqlite3.Row
-    for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", "busy_timeout=10000"):
+    for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", SECURE_DELETE, "busy_timeout=10000"):
         cx.execute(f"PRAGMA {pragma}")
 
 

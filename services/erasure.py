@@ -1,0 +1,65 @@
+"""Erasing a contact (GDPR art. 17; docs/guide.md "Contact page and erasure"): the rows in one transaction
+(storage/erasure.py says which), then what cannot roll back: the media files no message names any more, and
+the WAL emptied so that no old page version keeps the person (storage/db.py checkpoint_wal)."""
+import asyncio
+import logging
+import time
+
+from services import media
+from services.retention import remove_unreferenced_media
+from storage import erasure as store
+from storage.db import checkpoint_wal
+
+log = logging.getLogger("parley.erasure")
+
+# After a failed file removal or a busy checkpoint: the next tries, in seconds from the previous one. What is
+# still left then is the retention cleanup's (unreferenced media files, --retention-orphan-media-hours).
+RETRY_SECONDS = (1, 10, 60)
+_retries = set()  # running retry tasks (a task only weakly referenced by the loop could be collected)
+
+
+async def erase_contact(services, account_id, contact_id):
+    """Erase the account's contact: {erased: true, id, removed: {what: rows}}; CONTACT_NOT_FOUND for an id that
+    is not the account's (another account's included: nothing tells the two apart)."""
+    started = time.time()
+    # Read before the write: the write's result is remembered under an Idempotency-Key, the file names need not be.
+    media_urls = await store.media_of_contact(services.db, account_id, contact_id)
+    result = await store.erase_contact(services.db, account_id, contact_id)
+    names = [url[len(media.STORED_PREFIX):] for url in media_urls]
+    await _finish(services, names, started, first=True)
+    return {"erased": True, **result}
+
+
+async def _finish(services, names, started, *, first):
+    """Remove the media files and empty the WAL; True when both are done. On the first call, what failed is
+    tried again in the background (RETRY_SECONDS)."""
+    directory = media.media_dir(services.settings)
+    left = []
+    for name in names:
+        try:
+            await remove_unreferenced_media(services.db, directory, name, started)
+        except OSError as exc:
+            log.warning("erasure: media file %s not removed yet: %s", name, exc)
+            left.append(name)
+    try:
+        emptied = await asyncio.get_running_loop().run_in_executor(None, checkpoint_wal, services.db.path)
+    except Exception as exc:  # sqlite3.OperationalError (locked, I/O): tried again
+        log.warning("erasure: WAL checkpoint failed: %s", exc)
+        emptied = False
+    if not emptied:
+        log.warning("erasure: the WAL could not be emptied yet (a connection is busy)")
+    if first and (left or not emptied):
+        task = asyncio.ensure_future(_retry(services, left, started))
+        _retries.add(task)
+        task.add_done_callback(_retries.discard)
+    return not left and emptied
+
+
+async def _retry(services, names, started):
+    for delay in RETRY_SECONDS:
+        await asyncio.sleep(delay)
+        if await _finish(services, names, started, first=False):
+            log.info("erasure: finished on a retry")
+            return
+    log.error("erasure: media files %s or the WAL still hold erased data; the retention cleanup removes "
+              "unreferenced files, the next erasure checkpoints again", ", ".join(names) or "(none)")

@@ -94,6 +94,7 @@ def routes():
         (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),
         (r"/contacts/(ct_[0-9a-z]+)/opt-out", ui_contacts.ContactOptOutHandler),
+        (r"/contacts/(ct_[0-9a-z]+)/erase", ui_contacts.ContactEraseHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists/(lst_[0-9a-z]+)/remove", ui_contacts.ContactListRemoveHandler),
         (r"/lists", ui_lists.ListsHandler),
         (r"/lists/(lst_[0-9a-z]+)", ui_lists.ListHandler),

@@ -5,7 +5,9 @@ import asyncio
 import logging
 import time
 
+from common.errors import Invalid
 from services import media
+from services.contact_fields import normalize_email, normalize_phone
 from services.retention import remove_unreferenced_media
 from storage import erasure as store
 from storage.db import checkpoint_wal
@@ -28,6 +30,22 @@ async def erase_contact(services, account_id, contact_id):
     names = [url[len(media.STORED_PREFIX):] for url in media_urls]
     await _finish(services, names, started, first=True)
     return {"erased": True, **result}
+
+
+def check_confirmation(contact, typed):
+    """The UI's confirm step: typed must be the contact's phone (in any form that normalizes to it) or email
+    (any case); Invalid (field confirm) otherwise."""
+    typed = (typed or "").strip()
+    given = None
+    try:
+        if "@" in typed:
+            given = normalize_email(typed, field="confirm")
+        elif typed:
+            given = normalize_phone(typed, field="confirm")
+    except Invalid:
+        pass
+    if given is None or given not in (contact.get("phone"), contact.get("email")):
+        raise Invalid("type the contact's phone or email exactly to confirm the erasure", field="confirm")
 
 
 async def _finish(services, names, started, *, first):

@@ -82,4 +82,4 @@ class ContactHandler(ApiHandler):
 
     @idempotent
     async def delete(self, contact_id):
-        self.respond(await erasure.erase_contact(self.services, self.principal.account_id, contact_id))
+        self.respond(await erasure.erase_contact(self.services, self.principal.account_id, contact_id, self.actor))

@@ -20,13 +20,14 @@ RETRY_SECONDS = (1, 10, 60)
 _retries = set()  # running retry tasks (a task only weakly referenced by the loop could be collected)
 
 
-async def erase_contact(services, account_id, contact_id):
-    """Erase the account's contact: {erased: true, id, removed: {what: rows}}; CONTACT_NOT_FOUND for an id that
-    is not the account's (another account's included: nothing tells the two apart)."""
+async def erase_contact(services, account_id, contact_id, by):
+    """Erase the account's contact, audited as by (services.audit: the API key or the signed-in user): {erased:
+    true, id, removed: {what: rows}}; CONTACT_NOT_FOUND for an id that is not the account's (another account's
+    included: nothing tells the two apart)."""
     started = time.time()
     # Read before the write: the write's result is remembered under an Idempotency-Key, the file names need not be.
     media_urls = await store.media_of_contact(services.db, account_id, contact_id)
-    result = await store.erase_contact(services.db, account_id, contact_id)
+    result = await store.erase_contact(services.db, account_id, contact_id, by)
     names = [url[len(media.STORED_PREFIX):] for url in media_urls]
     await _finish(services, names, started, first=True)
     return {"erased": True, **result}

@@ -10,6 +10,7 @@ Children go before their parents (foreign keys are on). The SQLite-only part (se
 checkpoint after the commit) is in storage/db.py."""
 from common.ids import new_id
 from storage import campaigns
+from storage.audit import record_by
 from storage.db import reads, writes
 from storage.events import CONVERSATION_ERASED, emit_in_tx
 
@@ -154,9 +155,10 @@ def media_of_contact(cx, account_id, contact_id):
 
 
 @writes
-def erase_contact(cx, account_id, contact_id):
-    """Erase the account's contact and everything holding its data, in this one transaction; returns {id,
-    removed: {step name: rows}}. CONTACT_NOT_FOUND (nothing written) for an id that is not the account's."""
+def erase_contact(cx, account_id, contact_id, by=None):
+    """Erase the account's contact and everything holding its data, in this one transaction, recorded in the
+    audit list as contact.erased by ``by`` (storage.audit.record_by: who, never what the contact was); returns
+    {id, removed: {step name: rows}}. CONTACT_NOT_FOUND (nothing written) for an id that is not the account's."""
     from storage.contacts import contact_not_found, get_contact
     contact = get_contact.sync(cx, account_id, contact_id)
     if contact is None:
@@ -165,4 +167,6 @@ def erase_contact(cx, account_id, contact_id):
     # Open pages drop the conversation; emitted first so that it is the account's newest event (see _events).
     target["event_id"] = emit_in_tx(cx, account_id, CONVERSATION_ERASED, {"contactId": contact_id})
     removed = {name: step(cx, target) for name, step in STEPS}
+    record_by(cx, by, account_id=account_id, action="contact.erased", subject_id=contact_id,
+              detail={"messages": removed["messages"]})
     return {"id": contact_id, "removed": removed}

@@ -110,6 +110,10 @@ async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_
     assert (await api.get(f"/v1/contacts/{control['id']}", key=key)).code == 200
     assert (await api.get(f"/v1/lists/{lst['id']}", key=key)).json["contactCount"] == 0
     assert (await api.get(f"/v1/contacts/{contact_id}", key=key)).code == 404
+    # Audited: who and which id, never what the contact was.
+    entry = (await api.get("/v1/audit", key=key)).json["data"][0]
+    assert (entry["action"], entry["subjectId"], entry["actor"], entry["detail"]) == (
+        "contact.erased", contact_id, "api-key", {"messages": 2})
     # The same key again replays the answer; without one, the contact is not found.
     again = await api.delete(f"/v1/contacts/{contact_id}", key=key, headers={"Idempotency-Key": "erase-person"})
     assert (again.code, again.json, again.headers["Idempotent-Replayed"]) == (200, r.json, "true")
@@ -131,6 +135,7 @@ async def test_another_accounts_key_cannot_erase_nor_learn_that_the_id_exists(ap
     assert theirs.json["error"]["message"].replace(contact["id"], "X") == \
         unknown.json["error"]["message"].replace("ct_doesnotexist", "X")
     assert (await api.get(f"/v1/contacts/{contact['id']}", key=account["api_key"])).json == contact
+    assert (await api.get("/v1/audit", key=other_account["api_key"])).json["data"] == []
     assert (await api.delete(f"/v1/contacts/{contact['id']}", key="wrong-key")).code == 401
 
 

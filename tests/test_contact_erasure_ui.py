@@ -51,6 +51,9 @@ async def test_erase_asks_for_the_phone_or_email_then_erases(signed_in, services
     assert r.code == 303 and r.headers["Location"] == "/contacts"
     assert "Contact erased: its details, messages" in (await signed_in.get("/contacts")).text
     assert (await signed_in.get(f"/contacts/{ada['id']}")).code == 404
+    entry = (await api.get("/v1/audit", key=key)).json["data"][0]
+    assert (entry["action"], entry["subjectId"], entry["actorLabel"]) == ("contact.erased", ada["id"],
+                                                                          ui_account["email"])
     assert (await signed_in.get(f"/inbox/{ada['id']}")).code == 404
     assert await message_store.count_contact_messages(services.db, account_id, ada["id"]) == 0
     assert (await list_service.get_list(services.db, account_id, lst["id"]))["contactCount"] == 0

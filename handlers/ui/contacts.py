@@ -132,6 +132,6 @@ class ContactEraseHandler(UiHandler):
         except Invalid as exc:
             await self.render_erase(contact_id, status=exc.status, error=exc)
             return
-        await erasure.erase_contact(self.services, self.account_id, contact_id)
+        await erasure.erase_contact(self.services, self.account_id, contact_id, self.actor)
         self.action_done("/contacts", "Contact erased: its details, messages, media files, list memberships and "
                                       "conversation are gone. Campaign totals still count it.")

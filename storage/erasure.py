@@ -4,8 +4,9 @@ history) stay.
 
 STEPS is the registry, run in order: one (name, step) per table; step(cx, target) deletes (or anonymises) the
 contact's rows of that table and returns how many. A table that gains rows about a contact joins with one
-entry. target holds account_id, contact_id, message_ids (the contact's messages, read first), outbox_ids (the
-deliveries holding its data), like (LIKE patterns matching its id, phone and email inside stored JSON) and now.
+entry (the notes of the contact's conversations, say). target holds account_id, contact_id, message_ids (the
+contact's messages, read first), outbox_ids (the deliveries holding its data), like (LIKE patterns matching its
+id, phone and email inside stored JSON) and event_id (the erasure's own live event).
 Children go before their parents (foreign keys are on). The SQLite-only part (secure_delete, the WAL
 checkpoint after the commit) is in storage/db.py."""
 from common.ids import new_id

@@ -1,6 +1,7 @@
 """Erasing a contact (GDPR art. 17; docs/guide.md "Contact page and erasure"): the rows in one transaction
-(storage/erasure.py says which), then what cannot roll back: the media files no message names any more, and
-the WAL emptied so that no old page version keeps the person (storage/db.py checkpoint_wal)."""
+(storage/erasure.py says which), then what cannot roll back: the media files no message names any more, the
+WAL emptied so that no old page version keeps the person (storage/db.py checkpoint_wal), and the person's
+records cut out of contact import error reports (services/erasure_imports.py)."""
 import asyncio
 import logging
 import time
@@ -8,7 +9,9 @@ import time
 from common.errors import Invalid
 from services import media
 from services.contact_fields import normalize_email, normalize_phone
+from services.erasure_imports import scrub_import_reports
 from services.retention import remove_unreferenced_media
+from storage import contacts as contact_store
 from storage import erasure as store
 from storage.db import checkpoint_wal
 
@@ -27,9 +30,15 @@ async def erase_contact(services, account_id, contact_id, by):
     started = time.time()
     # Read before the write: the write's result is remembered under an Idempotency-Key, the file names need not be.
     media_urls = await store.media_of_contact(services.db, account_id, contact_id)
+    contact = await contact_store.get_contact(services.db, account_id, contact_id)  # its email and phone
     result = await store.erase_contact(services.db, account_id, contact_id, by)
     names = [url[len(media.STORED_PREFIX):] for url in media_urls]
     await _finish(services, names, started, first=True)
+    if contact is not None:  # None: a replay under the same Idempotency-Key (scrubbed the first time)
+        try:
+            await scrub_import_reports(services.db, services.settings.data_dir, account_id, contact)
+        except (OSError, ValueError) as exc:  # ValueError: a report that is not UTF-8 CSV (never written so)
+            log.error("erasure: contact import reports not scrubbed of %s: %s", contact_id, exc)
     return {"erased": True, **result}
 
 

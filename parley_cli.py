@@ -15,7 +15,7 @@ from pathlib import Path
 
 import settings as settings_module
 from common.errors import DomainError, NotFound
-from services import accounts, contact_import, import_runner, one_time_links
+from services import accounts, audit, contact_import, import_runner, one_time_links
 from storage.db import connect_sync
 
 log = logging.getLogger("parley")
@@ -58,7 +58,8 @@ def cmd_rotate_key(settings, args):
         account = await accounts.get_account_by_email(s.db, args.email)
         if account is None:
             raise SystemExit(json.dumps({"error": f"no account with email {args.email}"}))
-        return {"account_id": account["id"], "api_key": await accounts.rotate_key(s.db, s.keys, account["id"])}
+        return {"account_id": account["id"], "api_key": await accounts.rotate_key(s.db, s.keys, account["id"],
+                                                                               by=audit.OPERATOR)}
     return asyncio.run(_with_services(settings, run))
 
 

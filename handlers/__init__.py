@@ -3,12 +3,13 @@
 
 def routes():
     """The whole URL table."""
-    from handlers import account, bot
+    from handlers import account, audit, bot
     from handlers import campaigns
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
+    from handlers.ui import audit as ui_audit
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
                              credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
                              settings as ui_settings)
@@ -42,6 +43,7 @@ def routes():
         (r"/v1/campaigns/([^/]+)/recipients", campaigns.RecipientsHandler),
         (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/bot/test", bot.BotTestHandler),
+        (r"/v1/audit", audit.AuditHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
@@ -57,6 +59,7 @@ def routes():
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),
         (r"/credits", ui_credits.CreditsHandler),
+        (r"/audit", ui_audit.AuditHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),
@@ -94,6 +97,7 @@ def routes():
         (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),
         (r"/contacts/(ct_[0-9a-z]+)/opt-out", ui_contacts.ContactOptOutHandler),
+        (r"/contacts/(ct_[0-9a-z]+)/erase", ui_contacts.ContactEraseHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists/(lst_[0-9a-z]+)/remove", ui_contacts.ContactListRemoveHandler),
         (r"/lists", ui_lists.ListsHandler),
         (r"/lists/(lst_[0-9a-z]+)", ui_lists.ListHandler),

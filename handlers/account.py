@@ -29,7 +29,7 @@ class AccountSettingsHandler(ApiHandler):
         changes, warnings = await accounts.validate_settings_changes(
             patch.model_dump(exclude_unset=True), allow_private=self.application.settings_obj.allow_private_webhooks)
         settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes,
-                                                  box=self.services.box)
+                                                  box=self.services.box, by=self.actor)
         self.respond({**settings, "warnings": warnings} if warnings else settings)
 
 
@@ -49,7 +49,7 @@ class WebhookSecretRotateHandler(ApiHandler):
     @idempotent
     async def post(self):
         self.respond(await accounts.rotate_webhook_secret(self.services.db, self.services.box,
-                                                          self.principal.account_id))
+                                                          self.principal.account_id, by=self.actor))
 
 
 class WebhookTestHandler(ApiHandler):

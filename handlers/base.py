@@ -19,7 +19,7 @@ from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthor
 from common.redact import masked_uri
 from common.validation import lone_surrogate_path, no_control_characters, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import idempotency, inbox, sessions, subaccounts
+from services import audit, idempotency, inbox, sessions, subaccounts
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -240,6 +240,11 @@ class ApiHandler(BaseHandler):
         self.refuse_oversized_body()
         self.principal = await self.authenticate() if self.requires_auth else None
         self.reserve_body()
+
+    @property
+    def actor(self):
+        """Who a change is by, for the audit list: the account's API key."""
+        return audit.API_KEY
 
     def api_key(self):
         """The x-api-key header, else Authorization: Bearer, else (but on header-only routes) ?apiKey=."""
@@ -467,6 +472,11 @@ class UiHandler(BaseHandler):
     def account_id(self):
         """The signed-in user's account: every page and action is scoped by it."""
         return self.current_user["account_id"]
+
+    @property
+    def actor(self):
+        """Who a change is by, for the audit list: the signed-in user (an agency's, while viewing as)."""
+        return audit.by_user(self.current_user)
 
     def wants_json(self):
         """A page's script made this request (fetch with Accept: application/json): it gets 204 or a JSON error

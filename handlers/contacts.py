@@ -1,8 +1,9 @@
-"""Contacts API: POST /v1/contacts, GET /v1/contacts?phoneNumber=|email=, GET and PATCH /v1/contacts/{id}."""
+"""Contacts API: POST /v1/contacts, GET /v1/contacts?phoneNumber=|email=, GET, PATCH and DELETE (erase)
+/v1/contacts/{id}."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import Contact, ContactCreate, ContactLookup, ContactPatch
-from services import contacts, idempotency
+from handlers.schemas import Contact, ContactCreate, ContactErased, ContactLookup, ContactPatch
+from services import contacts, erasure, idempotency
 
 
 class ContactsHandler(ApiHandler):
@@ -53,12 +54,22 @@ class ContactHandler(ApiHandler):
                     404: "No such contact (CONTACT_NOT_FOUND).",
                     409: "Another contact of the account has this phone or email (CONFLICT; error.existingId "
                          "is its id); nothing changed."}),
+        "delete": Operation(
+            "Erase a contact (GDPR art. 17)", {200: (ContactErased, "Erased: nothing of the contact is left.")},
+            description="Removes the contact, its messages and their stored media files, channel identities, "
+                        "list memberships, bot pause, conversation, webhooks about it (pending or delivered, with "
+                        "their attempts), live events and Idempotency-Key answers holding it, in one transaction. "
+                        "Its campaign recipient rows stay, anonymised, so campaign totals still add up; credit "
+                        "history is untouched. Cannot be undone.",
+            errors={404: "No such contact (CONTACT_NOT_FOUND), also for another account's id."}),
     }
 
     async def get(self, contact_id):
         self.respond(await contacts.get_contact(self.services.db, self.principal.account_id, contact_id))
 
     async def request_fingerprint(self):
+        if self.request.method != "PATCH":
+            return await super().request_fingerprint()
         # Absent and null differ in a PATCH (unchanged vs cleared): the fingerprint keeps only what was sent.
         return idempotency.fingerprint({"path": list(self.path_args), "body": self.parsed_body.model_dump(
             mode="json", exclude_unset=True)})
@@ -68,3 +79,7 @@ class ContactHandler(ApiHandler):
         body = self.json_body(ContactPatch)
         self.respond(await contacts.update_contact(self.services.db, self.principal.account_id, contact_id,
                                                    body.model_dump(exclude_unset=True), contacts.API_ACTOR))
+
+    @idempotent
+    async def delete(self, contact_id):
+        self.respond(await erasure.erase_contact(self.services, self.principal.account_id, contact_id, self.actor))

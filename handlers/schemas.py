@@ -121,6 +121,20 @@ class Contact(BaseModel):
     createdAt: str
 
 
+class ErasedCounts(BaseModel):
+    """Rows removed per kind (campaign recipients are kept, anonymised, and counted here)."""
+    model_config = ConfigDict(extra="allow")
+    contacts: int
+    messages: int
+
+
+class ContactErased(BaseModel):
+    """DELETE /v1/contacts/{id}: the contact and everything holding its data are gone."""
+    erased: bool
+    id: str
+    removed: ErasedCounts
+
+
 class ContactPage(BaseModel):
     data: list[Contact]
     nextCursor: Optional[str] = Field(description="Pass as ?cursor= for the next page; null on the last.")
@@ -493,6 +507,24 @@ class CreditTransaction(BaseModel):
 class CreditTransactionPage(BaseModel):
     data: list[CreditTransaction]
     nextCursor: Optional[str]
+
+
+# --- Audit (issue 21) ---
+
+class AuditEntry(BaseModel):
+    id: str = Field(description="aud_…; time-ordered.")
+    at: str
+    actor: str = Field(description="The user's id (usr_…), api-key, or operator (the parley command).")
+    actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
+    action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
+                                    "webhook_secret.rotated, credits.granted, contact.erased, ...")
+    subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
+    detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")
+
+
+class AuditPage(BaseModel):
+    data: list[AuditEntry]
+    nextCursor: Optional[str] = Field(description="Pass as ?cursor= for the next (older) page; null on the last.")
 
 
 # --- Campaigns (DESIGN §3 "Campaigns") ---

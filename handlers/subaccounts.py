@@ -28,7 +28,7 @@ class SubaccountCreditsHandler(ApiHandler):
         body = self.json_body(CreditGrant)
         granted, _ = await credits.grant_credits(
             self.services.db, self.principal.account_id, self.principal.type, email=body.email,
-            amount=body.amount, description=body.description,
+            amount=body.amount, description=body.description, by=self.actor,
             idempotency_key=self.request.headers.get("Idempotency-Key"))
         self.respond(granted)
 

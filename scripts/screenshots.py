@@ -40,6 +40,8 @@ PAGES = [
     ("contacts", "/contacts", False),
     ("contact", "/contacts/{ada}", False),
     ("contact-phone", "/contacts/{ada}", True),
+    ("contact-erase", "/contacts/{ada}/erase", False),
+    ("contact-erase-phone", "/contacts/{ada}/erase", True),
     ("lists", "/lists", False),
     ("lists-phone", "/lists", True),
     ("list", "/lists/{leads}", False),

@@ -12,6 +12,7 @@ from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.netguard import check_webhook_url
 from storage import accounts as store
+from storage import audit as audit_store
 from storage import credits as credit_store
 from storage.db import StoredResultLost
 
@@ -143,12 +144,13 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
             "created_at": created["created_at"]}
 
 
-async def rotate_key(db, registry, account_id, keep_session=None):
+async def rotate_key(db, registry, account_id, keep_session=None, by=None):
     """Generate a new API key; the previous key is invalid from the commit on, and so is every UI session
-    of the account but keep_session (the one that asked, from the UI)."""
+    of the account but keep_session (the one that asked, from the UI). by: who, for the audit list."""
     api_key, key_hash, prefix = keys.new_api_key()
     try:
-        await store.replace_api_key(db, account_id, _key_row(key_hash, prefix), sessions.session_hash(keep_session))
+        await store.replace_api_key(db, account_id, _key_row(key_hash, prefix), sessions.session_hash(keep_session),
+                                    by=by)
     except StoredResultLost:
         pass  # committed, only the writer's answer was lost: the old key is dead and this one is live
     registry.changed()
@@ -256,25 +258,26 @@ async def validate_settings_changes(changes, allow_private):
     return validated, warnings
 
 
-async def update_settings(db, account_id, changes, box=None):
+async def update_settings(db, account_id, changes, box=None, by=None):
     """changes: validated top-level settings (the opt-out keywords are checked here, against the account's
     other list; a `bot` merge patch needs the box to encrypt provider keys); returns the whole settings
-    object as public_settings shows it."""
+    object as public_settings shows it. by: who, for the audit list (the names of the settings changed)."""
     if any(name in changes for name in opt_out.SETTINGS):
         current = await store.get_account(db, account_id)
         changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
     if changes.get("bot") is not None:
         changes = {**changes, "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), box)}
-    saved = await db.write(_save_settings, account_id, changes)
+    saved = await db.write(_save_settings, account_id, changes, by)
     if changes.get("bot") is not None:
         # The keyword matchers of the new version, built now (off the event loop), not by its first messages.
         await asyncio.to_thread(bot_match.prepare, saved.get("bot"))
     return public_settings(saved)
 
 
-def _save_settings(cx, account_id, changes):
+def _save_settings(cx, account_id, changes, by=None):
     """In the writer: apply the changes to the stored settings in one transaction (so concurrent PATCHes
     never lose an update); the bot's merge patch is validated here against what is stored."""
+    audit_store.record_by(cx, by, account_id=account_id, action="settings.updated", detail={"changed": sorted(changes)})
     settings = store.get_settings_in_tx(cx, account_id)
     for name, value in changes.items():
         if name == "bot":
@@ -304,12 +307,12 @@ async def get_webhook_secret(db, box, account_id):
     return {"secret": box.decrypt(account["webhook_secret"]), "previousSecretExpiresAt": expires}
 
 
-async def rotate_webhook_secret(db, box, account_id):
+async def rotate_webhook_secret(db, box, account_id, by=None):
     """A new signing secret; the previous one keeps signing beside it until previousSecretExpiresAt."""
     secret, expires = box.encrypt(keys.new_webhook_secret()), iso(utcnow() + SECRET_OVERLAP)
     try:
         # The result (the secret encrypted, as stored) is what an Idempotency-Key retry is answered from.
-        rotated = await store.rotate_webhook_secret(db, account_id, secret, expires)
+        rotated = await store.rotate_webhook_secret(db, account_id, secret, expires, by=by)
     except StoredResultLost:  # committed, only the writer's answer was lost: the secret made here is live
         rotated = {"secret": secret, "previous_expires_at": expires}
     return {"secret": box.decrypt(rotated["secret"]), "previousSecretExpiresAt": rotated["previous_expires_at"]}

@@ -7,6 +7,8 @@ from services.contact_fields import (blank_to_none, check_length, normalize_cont
 from common.errors import Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import contacts as store
+from storage import conversations as conversation_store
+from storage import messages as message_store
 
 public_contact = store.public_contact
 MAX_QUERY = 100
@@ -142,3 +144,10 @@ async def resolve_contact_id(db, account_id, text):
     if "@" in text:
         return (await lookup_contact(db, account_id, email=text))["id"]
     return (await lookup_contact(db, account_id, phone_number=text))["id"]
+
+
+async def conversation_summary(db, account_id, contact_id):
+    """The contact page's conversation: {count (messages), last (the inbox's conversation row: last_preview,
+    last_message_at, last_direction, unread_count ...) or None}."""
+    return {"count": await message_store.count_contact_messages(db, account_id, contact_id),
+            "last": await conversation_store.get(db, account_id, contact_id, now_iso())}

@@ -109,7 +109,7 @@ def _fingerprint(email, hundredths, description):
 
 
 async def grant_credits(db, agency_id, caller_type, *, email, amount, description=None, idempotency_key=None,
-                        now=None):
+                        now=None, by=None):
     """Spec §4.6: add ``amount`` credits to the calling agency's sub-account with this email and record the
     grant (with ``description`` and the request's Idempotency-Key) in its history, in one transaction.
 
@@ -136,7 +136,7 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
                 claim.open, claim.replayed = False, True
             return store.grant_response(earlier["account_id"], earlier["amount"], earlier["balance_after"]), True
         body = await store.grant(db, agency_id, email, hundredths, description, iso(now or utcnow()),
-                                 idempotency_key)
+                                 idempotency_key, by=by)
     return body, claim is not None and claim.replayed
 
 

@@ -119,16 +119,21 @@ class RetentionWorker(WorkerLoop):
         return removed
 
     async def _remove_orphan(self, directory, name, cutoff):
-        """Delete one file, safely against a message that names it committing meanwhile: the file is moved
-        aside first (a new store of the same bytes then writes it afresh), and put back if a message
-        names it now or it was touched since it was listed (a repeat of its bytes is about to name it)."""
-        loop = asyncio.get_running_loop()
-        if name.startswith("."):  # .incoming- or .trash- left by an interrupted write or cleanup
-            return await loop.run_in_executor(None, _unlink, directory / name)
-        if not await loop.run_in_executor(None, _move_aside, directory, name):
-            return 0
-        named = await message_store.referenced_media(self.services.db, [media.STORED_PREFIX + name])
-        return await loop.run_in_executor(None, _drop_aside, directory, name, bool(named), cutoff)
+        return await remove_unreferenced_media(self.services.db, directory, name, cutoff)
+
+
+async def remove_unreferenced_media(db, directory, name, cutoff):
+    """Delete one media file unless a message names it, safely against such a message committing meanwhile:
+    the file is moved aside first (a new store of the same bytes then writes it afresh), and put back if a
+    message names it now or it was touched since cutoff (unix seconds: a repeat of its bytes is about to name
+    it). 1 when deleted, else 0; OSError when the file system refuses."""
+    loop = asyncio.get_running_loop()
+    if name.startswith("."):  # .incoming- or .trash- left by an interrupted write or cleanup
+        return await loop.run_in_executor(None, _unlink, directory / name)
+    if not await loop.run_in_executor(None, _move_aside, directory, name):
+        return 0
+    named = await message_store.referenced_media(db, [media.STORED_PREFIX + name])
+    return await loop.run_in_executor(None, _drop_aside, directory, name, bool(named), cutoff)
 
 
 def _old_files(directory, cutoff):

@@ -142,6 +142,8 @@
       replaceMessage(data.messageId);
     } else if (type === "conversation.updated") {
       refreshBotState();
+    } else if (type === "conversation.erased") {
+      window.location.assign("/inbox");  // the contact and its messages are gone
     }
   });
 

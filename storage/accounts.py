@@ -2,6 +2,7 @@
 import json
 
 from common.errors import Conflict, NotFound
+from storage.audit import record_by
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.sessions import end_account_sessions_in_tx
@@ -52,10 +53,11 @@ def _insert_key(cx, account_id, key_row):
 
 
 @writes
-def replace_api_key(cx, account_id, key_row, keep_session_hash=None):
+def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
     """Delete every key of the account and insert the new one: the old key is dead at commit. The
     account's UI sessions end with it, but for the one that asked (keep_session_hash)."""
     cx.execute("DELETE FROM api_keys WHERE account_id = ?", (account_id,))
+    record_by(cx, by, account_id=account_id, action="api_key.rotated", detail={"prefix": key_row["prefix"]})
     _insert_key(cx, account_id, key_row)
     end_account_sessions_in_tx(cx, account_id, keep_session_hash)
 
@@ -142,7 +144,7 @@ def delivery_context_in_tx(cx, account_id):
 
 
 @writes
-def rotate_webhook_secret(cx, account_id, secret, previous_expires_at):
+def rotate_webhook_secret(cx, account_id, secret, previous_expires_at, by=None):
     """``secret`` (encrypted) becomes the signing secret; the current one becomes the previous one, which
     signs too until previous_expires_at. Returns {secret, previous_expires_at} as stored; NotFound for
     an unknown account."""
@@ -150,6 +152,7 @@ def rotate_webhook_secret(cx, account_id, secret, previous_expires_at):
                       " previous_secret_expires_at = ? WHERE id = ?",
                       (secret, previous_expires_at, account_id)).rowcount:
         raise NotFound("account not found")
+    record_by(cx, by, account_id=account_id, action="webhook_secret.rotated")
     return {"secret": secret, "previous_expires_at": previous_expires_at}
 
 

@@ -149,3 +149,12 @@ def delete_imports(cx, ids):
 @reads
 def import_ids(cx):
     return {row[0] for row in cx.execute("SELECT id FROM contact_imports")}
+
+
+@reads
+def ended_with_report(cx, account_id):
+    """Ids of the account's imports that ended for good (completed, cancelled, failed: never resumed) with an
+    error report (erasure scrubs the person's rows from them)."""
+    return [r[0] for r in cx.execute(
+        "SELECT id FROM contact_imports WHERE account_id = ? AND status IN ('completed', 'cancelled', 'failed')"
+        " AND errors_bytes > 0", (account_id,))]

@@ -4,6 +4,7 @@ from decimal import Decimal
 
 from common.errors import Invalid, NotFound
 from common.ids import new_id
+from storage.audit import record_by
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.outbox import enqueue_notification_in_tx
@@ -87,7 +88,7 @@ def keyed_grant(cx, agency_id, key):
 
 
 @writes
-def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
+def grant(cx, agency_id, email, amount, description, now, idempotency_key=None, by=None):
     """Add ``amount`` hundredths to the agency's sub-account with this email and record the grant, in this
     one transaction (the single writer serializes it: concurrent grants never lose an update).
     idempotency_key: the request's key, kept in the history; when the agency already granted with it, that
@@ -114,6 +115,9 @@ def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
     _insert_transaction(cx, {"account_id": sub["id"], "kind": "grant", "amount": amount,
                              "balance_after": balance, "description": description, "granted_by": agency_id,
                              "idempotency_key": idempotency_key, "created_at": now})
+    detail = {"amount": as_number(amount), "balanceAfter": as_number(balance), "email": email}
+    for account_id in (agency_id, sub["id"]):  # both see it: the agency granted, the sub-account received
+        record_by(cx, by, account_id=account_id, action="credits.granted", subject_id=sub["id"], detail=detail)
     return grant_response(sub["id"], amount, balance)
 
 

@@ -175,3 +175,11 @@ def referenced_media(cx, media_urls):
     return {row[0] for row in cx.execute(
         f"SELECT DISTINCT media_url FROM messages WHERE media_url IN ({', '.join('?' * len(media_urls))})",
         list(media_urls))}
+
+
+@reads
+def count_contact_messages(cx, account_id, contact_id):
+    """How many messages the contact has, both directions (the contact page's count; index
+    messages_account_contact)."""
+    return cx.execute("SELECT COUNT(*) FROM messages WHERE account_id = ? AND contact_id = ?",
+                      (account_id, contact_id)).fetchone()[0]

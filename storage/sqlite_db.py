@@ -93,6 +93,14 @@ class SqliteConnection(sqlite3.Connection):
         self.executescript(script)
 
 
+# Erasure (GDPR art. 17, storage/erasure.py) must leave no byte of a person in the database file. SQLite keeps
+# the old bytes of deleted or rewritten rows in free space until the page is reused: secure_delete overwrites
+# them with zeros on every delete and update (on every connection, the writer process's too: a row rewritten
+# long before its erasure left its old version behind). The old page versions the WAL still holds go with
+# Database.purge_deleted (checkpoint_wal) after an erasure.
+SECURE_DELETE = "secure_delete=ON"
+
+
 def connect_sync(path, *, timeout=10.0):
     """A plain sqlite3 connection with Parley's PRAGMAs (used by ops commands and the threads below)."""
     cx = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False,
@@ -101,8 +109,21 @@ def connect_sync(path, *, timeout=10.0):
     cx.execute("PRAGMA journal_mode=WAL")
     cx.execute("PRAGMA synchronous=FULL")
     cx.execute("PRAGMA foreign_keys=ON")
+    cx.execute(f"PRAGMA {SECURE_DELETE}")
     cx.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return cx
+
+
+def checkpoint_wal(path):
+    """Copy every page of the WAL into the database file and truncate the WAL to zero bytes, so that no old
+    version of a page (an erased row's) stays in it. Blocking (run it in an executor); waits for readers and
+    the writer up to the busy timeout. True when the WAL was emptied, False when a connection kept it busy."""
+    cx = connect_sync(path)
+    try:
+        busy, _, _ = cx.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
+    finally:
+        cx.close()
 
 
 FRAME_HEADER = struct.Struct("!I")  # each frame to and from the writer process: length, then a pickle
@@ -247,6 +268,12 @@ class Database:
     def connect_sync(self):
         """A connection of its own to the database file (ops commands, tests); the caller closes it."""
         return connect_sync(self.path)
+
+    async def purge_deleted(self, tables=()):
+        """After an erasure: no old version of a deleted row left in the WAL (secure_delete zeroed the
+        file's free space already; tables are PostgreSQL's concern). True when done, False when a connection
+        kept the WAL busy."""
+        return await asyncio.get_running_loop().run_in_executor(None, checkpoint_wal, self.path)
 
     def add_commit_listener(self, callback):
         """callback() after every transaction that committed a write (before its callers resume): the live
@@ -520,7 +547,7 @@ def _fail(futures, exc):
 
 def _configure(cx):
     cx.row_factory = sqlite3.Row
-    for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", "busy_timeout=10000"):
+    for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", SECURE_DELETE, "busy_timeout=10000"):
         cx.execute(f"PRAGMA {pragma}")
 
 

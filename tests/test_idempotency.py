@@ -84,6 +84,9 @@ EXAMPLES = {
         f"/v1/contacts/{w.contact['id']}", {"firstName": f"Name {n}"}, {"firstName": f"Other {n}"},
         lambda: w.count("SELECT COUNT(*) FROM outbox WHERE account_id = ? AND event_type = 'contact.updated'",
                         w.account["account_id"]), "standard"),
+    ("/v1/contacts/{contactId}", "delete"): lambda w, n: (
+        f"/v1/contacts/{w.contact['id']}", None, None,
+        lambda: w.count("SELECT COUNT(*) FROM contacts WHERE account_id = ?", w.account["account_id"]), "standard"),
     ("/v1/lists/{listId}", "patch"): lambda w, n: (
         f"/v1/lists/{w.list['id']}", {"name": f"Renamed {n}"}, {"name": f"Other {n}"},
         lambda: w.count("SELECT name FROM lists WHERE id = ?", w.list["id"]), "standard"),

@@ -84,7 +84,7 @@ class SubaccountGrantHandler(AgencyPage):
             result, replayed = await credits.grant_credits(
                 self.services.db, self.agency_id, "agency", email=sub["email"],
                 amount=credits.number_from_text(form["amount"]), description=form["description"],
-                idempotency_key=form["key"] or None)
+                idempotency_key=form["key"] or None, by=self.actor)
         except IdempotencyKeyReused:
             await self.render_subaccount(sub_id, status=422, error="This form was already used for another grant; "
                                                                    "nothing was granted. Enter the grant again.")

@@ -99,7 +99,8 @@ class BotPage(UiHandler):
             patch = bot_settings.validate_patch(patch)
             changes, warnings = await accounts.validate_settings_changes(
                 {"bot": patch}, allow_private=self.application.settings_obj.allow_private_webhooks)
-            await accounts.update_settings(self.services.db, self.account_id, changes, box=self.services.box)
+            await accounts.update_settings(self.services.db, self.account_id, changes, box=self.services.box,
+                                           by=self.actor)
         except Invalid as exc:
             await self.render_page(status=400, error=exc.message, typed=typed)
             return

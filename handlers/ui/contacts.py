@@ -1,10 +1,11 @@
 """Contacts pages: search and create contacts, a contact's page (its fields edited in place, its lists, opt-out
-and in by hand, its conversation). The API's services do the work (the Lists pages: handlers/ui/lists.py)."""
+and in by hand, its conversation), and erasing a contact after a confirm step. The API's services do the work
+(the Lists pages: handlers/ui/lists.py)."""
 from tornado.web import authenticated
 
 from common.errors import Conflict, Invalid
 from handlers.base import UiHandler
-from services import contacts, lists
+from services import contacts, erasure, lists
 
 PAGE_SIZE = 50
 
@@ -41,8 +42,9 @@ FIELDS = ("firstName", "lastName", "phone", "email")
 
 
 class ContactHandler(UiHandler):
-    """GET /contacts/{contactId}: its fields (a form), lists, opt-out state and a link to its conversation;
-    POST: save the fields, through PATCH /v1/contacts/{id}'s service (the same errors, next to their field)."""
+    """GET /contacts/{contactId}: its fields (a form), lists, opt-out state and its conversation (message count,
+    last message, a link to the thread); POST: save the fields, through PATCH /v1/contacts/{id}'s service (the
+    same errors, next to their field)."""
 
     @authenticated
     async def get(self, contact_id):
@@ -54,7 +56,8 @@ class ContactHandler(UiHandler):
         all_lists = await lists.list_lists(self.services.db, self.account_id, limit=str(lists.MAX_LIMIT))
         joined = {lst["id"] for lst in member_of}
         public = contacts.public_contact(contact)
-        self.render("contact.html", status=status, contact=contact, member_of=member_of,
+        conversation = await contacts.conversation_summary(self.services.db, self.account_id, contact_id)
+        self.render("contact.html", status=status, contact=contact, member_of=member_of, conversation=conversation,
                     form=form or {name: public[name] or "" for name in FIELDS}, error=error,
                     opt_out=public["optOutChange"],
                     other_lists=[lst for lst in all_lists["data"] if lst["id"] not in joined])
@@ -103,3 +106,32 @@ class ContactListsHandler(UiHandler):
                                          contact_id)
         self.action_done(f"/contacts/{contact_id}", "Added to the list." if result["added"]
                          else "The contact already was on this list.")
+
+
+class ContactEraseHandler(UiHandler):
+    """GET /contacts/{contactId}/erase: what erasing removes and what stays, and the confirm step (type the
+    contact's phone or email); POST: erase it (DELETE /v1/contacts/{id}'s service), then the Contacts page."""
+    role = "admin"
+
+    @authenticated
+    async def get(self, contact_id):
+        await self.render_erase(contact_id)
+
+    async def render_erase(self, contact_id, status=200, error=None):
+        contact = await contacts.get_contact_row(self.services.db, self.account_id, contact_id)
+        conversation = await contacts.conversation_summary(self.services.db, self.account_id, contact_id)
+        member_of = await lists.lists_of_contact(self.services.db, self.account_id, contact_id)
+        self.render("contact_erase.html", status=status, contact=contact, conversation=conversation,
+                    member_of=member_of, error=error)
+
+    @authenticated
+    async def post(self, contact_id):
+        contact = await contacts.get_contact_row(self.services.db, self.account_id, contact_id)
+        try:
+            erasure.check_confirmation(contact, self.get_body_argument("confirm", ""))
+        except Invalid as exc:
+            await self.render_erase(contact_id, status=exc.status, error=exc)
+            return
+        await erasure.erase_contact(self.services, self.account_id, contact_id, self.actor)
+        self.action_done("/contacts", "Contact erased: its details, messages, media files, list memberships and "
+                                      "conversation are gone. Campaign totals still count it.")

@@ -2,7 +2,7 @@
 spends itself, ends the user's other sessions and signs this browser in. The setup link then shows the
 account's API key once, on the Settings page."""
 from handlers.ui.settings import SettingsPage
-from services import accounts, one_time_links, sessions
+from services import accounts, audit, one_time_links, sessions
 from common.errors import Invalid
 
 
@@ -35,7 +35,7 @@ class OneTimeLinkHandler(SettingsPage):
         if purpose == "setup":
             # The key made with the account was never shown: a new one is, once, here.
             api_key = await accounts.rotate_key(db, self.services.keys, user["account_id"],
-                                                keep_session=self.session_id)
+                                                keep_session=self.session_id, by=audit.by_user(user))
             await self.render_settings(new_api_key=api_key, notice="Your password is set. Copy your API key now: "
                                                                    "it is shown only this once.")
             return

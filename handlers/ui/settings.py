@@ -44,7 +44,7 @@ class SettingsPage(UiHandler):
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message, form=form)
             return
-        await accounts.update_settings(self.services.db, self.account_id, changes)
+        await accounts.update_settings(self.services.db, self.account_id, changes, by=self.actor)
         self.flash_saved(done, warnings)
         self.redirect("/settings", status=303)
 
@@ -61,7 +61,7 @@ class ApiKeyHandler(SettingsPage):
     @authenticated
     async def post(self):
         api_key = await accounts.rotate_key(self.services.db, self.services.keys, self.account_id,
-                                            keep_session=self.session_id)
+                                            keep_session=self.session_id, by=self.actor)
         self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         key = await accounts.get_key_prefix(self.services.db, self.account_id)
         self.render("api_key.html", api_key=api_key, key=key)
@@ -151,5 +151,5 @@ class WebhookSecretRotateHandler(UiHandler):
     @authenticated
     async def post(self):
         secret = await accounts.rotate_webhook_secret(self.services.db, self.services.box,
-                                                      self.current_user["account_id"])
+                                                      self.current_user["account_id"], by=self.actor)
         self.render("webhook_secret.html", secret=secret, rotated=True, overlap_hours=OVERLAP_HOURS)

@@ -1,0 +1,24 @@
+"""The audit list: who did what on settings, keys, users, credit grants and erasures (issue 21). Entries are
+written by the storage functions of those changes (storage.audit.record_by); here: who "by" is, and the pages."""
+from services.lists import keyset_page
+from storage import audit as store
+
+API_KEY = {"actor": "api-key", "actor_label": None}
+OPERATOR = {"actor": "operator", "actor_label": None}
+
+
+def by_user(user):
+    """The actor of a UI user's change; an agency viewing a sub-account acts as its own user (the viewer)."""
+    acting = user.get("viewer") or user
+    return {"actor": acting["id"], "actor_label": acting["email"]}
+
+
+def public_entry(row):
+    return {"id": row["id"], "at": row["at"], "actor": row["actor"], "actorLabel": row["actor_label"],
+            "action": row["action"], "subjectId": row["subject_id"], "detail": row["detail"] or {}}
+
+
+async def list_audit(db, account_id, *, limit=None, cursor=None):
+    """One page {data, nextCursor} of the account's entries, newest first."""
+    return await keyset_page(lambda before, n: store.page_audit(db, account_id, before, n), limit, cursor,
+                             public_entry)

@@ -1,0 +1,92 @@
+"""Erasing a contact (GDPR art. 17; docs/guide.md "Contact page and erasure"): the rows in one transaction
+(storage/erasure.py says which), then what cannot roll back: the media files no message names any more, the
+storage's old row versions purged (Database.purge_deleted: SQLite's WAL emptied, PostgreSQL's tables vacuumed), and the person's
+records cut out of contact import error reports (services/erasure_imports.py)."""
+import asyncio
+import logging
+import time
+
+from common.errors import Invalid
+from services import media
+from services.contact_fields import normalize_email, normalize_phone
+from services.erasure_imports import scrub_import_reports
+from services.retention import remove_unreferenced_media
+from storage import contacts as contact_store
+from storage import erasure as store
+
+log = logging.getLogger("parley.erasure")
+
+# After a failed file removal or a busy checkpoint: the next tries, in seconds from the previous one. What is
+# still left then is the retention cleanup's (unreferenced media files, --retention-orphan-media-hours).
+RETRY_SECONDS = (1, 10, 60)
+_retries = set()  # running retry tasks (a task only weakly referenced by the loop could be collected)
+
+
+async def erase_contact(services, account_id, contact_id, by):
+    """Erase the account's contact, audited as by (services.audit: the API key or the signed-in user): {erased:
+    true, id, removed: {what: rows}}; CONTACT_NOT_FOUND for an id that is not the account's (another account's
+    included: nothing tells the two apart)."""
+    started = time.time()
+    # Read before the write: the write's result is remembered under an Idempotency-Key, the file names need not be.
+    media_urls = await store.media_of_contact(services.db, account_id, contact_id)
+    contact = await contact_store.get_contact(services.db, account_id, contact_id)  # its email and phone
+    result = await store.erase_contact(services.db, account_id, contact_id, by)
+    names = [url[len(media.STORED_PREFIX):] for url in media_urls]
+    await _finish(services, names, started, first=True)
+    if contact is not None:  # None: a replay under the same Idempotency-Key (scrubbed the first time)
+        try:
+            await scrub_import_reports(services.db, services.settings.data_dir, account_id, contact)
+        except (OSError, ValueError) as exc:  # ValueError: a report that is not UTF-8 CSV (never written so)
+            log.error("erasure: contact import reports not scrubbed of %s: %s", contact_id, exc)
+    return {"erased": True, **result}
+
+
+def check_confirmation(contact, typed):
+    """The UI's confirm step: typed must be the contact's phone (in any form that normalizes to it) or email
+    (any case); Invalid (field confirm) otherwise."""
+    typed = (typed or "").strip()
+    given = None
+    try:
+        if "@" in typed:
+            given = normalize_email(typed, field="confirm")
+        elif typed:
+            given = normalize_phone(typed, field="confirm")
+    except Invalid:
+        pass
+    if given is None or given not in (contact.get("phone"), contact.get("email")):
+        raise Invalid("type the contact's phone or email exactly to confirm the erasure", field="confirm")
+
+
+async def _finish(services, names, started, *, first):
+    """Remove the media files and empty the WAL; True when both are done. On the first call, what failed is
+    tried again in the background (RETRY_SECONDS)."""
+    directory = media.media_dir(services.settings)
+    left = []
+    for name in names:
+        try:
+            await remove_unreferenced_media(services.db, directory, name, started)
+        except OSError as exc:
+            log.warning("erasure: media file %s not removed yet: %s", name, exc)
+            left.append(name)
+    try:
+        emptied = await services.db.purge_deleted(store.ERASED_TABLES)
+    except Exception as exc:  # locked, I/O: tried again
+        log.warning("erasure: WAL checkpoint failed: %s", exc)
+        emptied = False
+    if not emptied:
+        log.warning("erasure: the WAL could not be emptied yet (a connection is busy)")
+    if first and (left or not emptied):
+        task = asyncio.ensure_future(_retry(services, left, started))
+        _retries.add(task)
+        task.add_done_callback(_retries.discard)
+    return not left and emptied
+
+
+async def _retry(services, names, started):
+    for delay in RETRY_SECONDS:
+        await asyncio.sleep(delay)
+        if await _finish(services, names, started, first=False):
+            log.info("erasure: finished on a retry")
+            return
+    log.error("erasure: media files %s or the WAL still hold erased data; the retention cleanup removes "
+              "unreferenced files, the next erasure checkpoints again", ", ".join(names) or "(none)")

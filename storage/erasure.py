@@ -1,0 +1,176 @@
+"""SQL for erasing a contact (GDPR art. 17, docs/guide.md "Contact page and erasure"): every row that holds
+the person's data goes in one transaction; counts that are not about the person (campaign totals, credit
+history) stay.
+
+STEPS is the registry, run in order: one (name, step) per table; step(cx, target) deletes (or anonymises) the
+contact's rows of that table and returns how many. A table that gains rows about a contact joins with one
+entry (the notes of the contact's conversations, say). target holds account_id, contact_id, message_ids (the
+contact's messages, read first), outbox_ids (the deliveries holding its data), like (LIKE patterns matching its
+id, phone and email inside stored JSON) and event_id (the erasure's own live event).
+Children go before their parents (foreign keys are on). What each database keeps of deleted rows is purged
+after the commit (Database.purge_deleted: secure_delete and the WAL on SQLite, VACUUM on PostgreSQL)."""
+from common.ids import new_id
+from storage import campaigns
+from storage.audit import record_by
+from storage.db import reads, writes
+from storage.events import CONVERSATION_ERASED, emit_in_tx
+
+_CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
+
+
+def _chunks(ids):
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        yield chunk, ", ".join("?" * len(chunk))
+
+
+def _delete_in(cx, sql, ids, *args):
+    """Run sql (with {ids} for an IN list) over ids in chunks; the rows deleted."""
+    return sum(cx.execute(sql.format(ids=marks), (*args, *chunk)).rowcount for chunk, marks in _chunks(ids))
+
+
+def _like_any(column, patterns):
+    """SQL matching column against any of the LIKE patterns (backslash escapes), and its arguments."""
+    return "(" + " OR ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in patterns) + ")", list(patterns)
+
+
+def _escape_like(text):
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def like_pattern(text, key=""):
+    """A LIKE pattern matching text as a JSON string value ("...") anywhere in a column; with key, only as the
+    value of that key in compact JSON ("key":"...")."""
+    prefix = f'"{key}":' if key else ""
+    return f'%{prefix}"{_escape_like(text)}"%'
+
+
+def _delivery_attempts(cx, t):
+    return _delete_in(cx, "DELETE FROM delivery_attempts WHERE outbox_id IN ({ids})", t["outbox_ids"])
+
+
+def _outbox(cx, t):
+    # Pending ones too: a reply or notification about an erased person is never sent.
+    return _delete_in(cx, "DELETE FROM outbox WHERE id IN ({ids})", t["outbox_ids"])
+
+
+def _campaign_recipients(cx, t):
+    """The rows stay, counted in their campaign's totals, under a new id that names nobody; the message link and
+    the delivery error go. One still in flight (queued or retrying: its delivery is deleted above) is cancelled,
+    its counts moved; a pending one is skipped by the runner, as for any contact that no longer exists."""
+    rows = cx.execute("SELECT r.campaign_id, r.status FROM campaign_recipients r JOIN campaigns k"
+                      " ON k.id = r.campaign_id WHERE k.account_id = ? AND r.contact_id = ?",
+                      (t["account_id"], t["contact_id"])).fetchall()
+    for campaign_id, status in rows:
+        new_status = "cancelled" if status in ("queued", "retrying") else status
+        cx.execute("UPDATE campaign_recipients SET contact_id = ?, message_id = NULL, error = NULL, status = ?"
+                   " WHERE campaign_id = ? AND contact_id = ?",
+                   (new_id("erased"), new_status, campaign_id, t["contact_id"]))
+        if new_status != status:
+            campaigns.progress_in_tx(cx, campaign_id, {status: -1, new_status: 1})
+    return len(rows)
+
+
+def _messages(cx, t):
+    return cx.execute("DELETE FROM messages WHERE account_id = ? AND contact_id = ?",
+                      (t["account_id"], t["contact_id"])).rowcount
+
+
+def _by_contact(table):
+    def step(cx, t):
+        return cx.execute(f"DELETE FROM {table} WHERE account_id = ? AND contact_id = ?",
+                          (t["account_id"], t["contact_id"])).rowcount
+    step.__name__ = f"_{table}"
+    return step
+
+
+def _list_members(cx, t):
+    """Memberships go, and each list's count with them (it counts members, not history)."""
+    list_ids = [r[0] for r in cx.execute(
+        "SELECT m.list_id FROM list_members m JOIN lists l ON l.id = m.list_id"
+        " WHERE l.account_id = ? AND m.contact_id = ?", (t["account_id"], t["contact_id"]))]
+    for chunk, marks in _chunks(list_ids):
+        cx.execute(f"UPDATE lists SET contact_count = contact_count - 1 WHERE account_id = ? AND id IN ({marks})"
+                   " AND deleted_at IS NULL", (t["account_id"], *chunk))
+    return _delete_in(cx, "DELETE FROM list_members WHERE contact_id = ? AND list_id IN ({ids})", list_ids,
+                      t["contact_id"])
+
+
+def _events(cx, t):
+    """Live events naming the contact (its id is all they carry), but never the account's newest: positions
+    count on from it (storage/events.py), and the erasure's own event, emitted first, is that one."""
+    return cx.execute("DELETE FROM events WHERE account_id = ? AND id < ? AND data LIKE ? ESCAPE '\\'",
+                      (t["account_id"], t["event_id"], like_pattern(t["contact_id"], "contactId"))).rowcount
+
+
+def _idempotency_keys(cx, t):
+    """Answers remembered for Idempotency-Key retries that hold the contact (the contact object, its id)."""
+    where, args = _like_any("result", t["like"])
+    return cx.execute(f"DELETE FROM idempotency_keys WHERE account_id = ? AND {where}",
+                      (t["account_id"], *args)).rowcount
+
+
+def _contacts(cx, t):
+    return cx.execute("DELETE FROM contacts WHERE account_id = ? AND id = ?",
+                      (t["account_id"], t["contact_id"])).rowcount
+
+
+STEPS = [
+    ("deliveryAttempts", _delivery_attempts),
+    ("webhooks", _outbox),
+    ("campaignRecipientsAnonymised", _campaign_recipients),
+    ("messages", _messages),
+    ("channelIdentities", _by_contact("channel_identities")),
+    ("listMemberships", _list_members),
+    ("botPauses", _by_contact("bot_pauses")),
+    ("conversations", _by_contact("conversations")),
+    ("liveEvents", _events),
+    ("idempotencyAnswers", _idempotency_keys),
+    ("contacts", _contacts),
+]
+# The tables STEPS deletes from (PostgreSQL vacuums them after the commit).
+ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "messages", "channel_identities",
+                 "list_members", "bot_pauses", "conversations", "events", "idempotency_keys", "contacts")
+
+
+def _target(cx, account_id, contact):
+    contact_id = contact["id"]
+    like = [like_pattern(v) for v in (contact_id, contact["phone"], contact["email"]) if v]
+    message_ids = [r[0] for r in cx.execute("SELECT id FROM messages WHERE account_id = ? AND contact_id = ?",
+                                            (account_id, contact_id))]
+    outbox_ids = set()
+    for chunk, marks in _chunks(message_ids):
+        outbox_ids.update(r[0] for r in cx.execute(
+            f"SELECT id FROM outbox WHERE account_id = ? AND message_id IN ({marks})", (account_id, *chunk)))
+    # Notifications (contact.created, .updated, .tagged) carry the contact in their payload.
+    where, args = _like_any("payload", like)
+    outbox_ids.update(r[0] for r in cx.execute(
+        f"SELECT id FROM outbox WHERE account_id = ? AND kind = 'notification' AND {where}", (account_id, *args)))
+    return {"account_id": account_id, "contact_id": contact_id, "message_ids": message_ids,
+            "outbox_ids": sorted(outbox_ids), "like": like}
+
+
+@reads
+def media_of_contact(cx, account_id, contact_id):
+    """The stored media (media:<sha256>) the contact's messages name."""
+    return [r[0] for r in cx.execute(
+        "SELECT DISTINCT media_url FROM messages WHERE account_id = ? AND contact_id = ? AND media_url LIKE 'media:%'",
+        (account_id, contact_id))]
+
+
+@writes
+def erase_contact(cx, account_id, contact_id, by=None):
+    """Erase the account's contact and everything holding its data, in this one transaction, recorded in the
+    audit list as contact.erased by ``by`` (storage.audit.record_by: who, never what the contact was); returns
+    {id, removed: {step name: rows}}. CONTACT_NOT_FOUND (nothing written) for an id that is not the account's."""
+    from storage.contacts import contact_not_found, get_contact
+    contact = get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
+        raise contact_not_found(contact_id)
+    target = _target(cx, account_id, contact)
+    # Open pages drop the conversation; emitted first so that it is the account's newest event (see _events).
+    target["event_id"] = emit_in_tx(cx, account_id, CONVERSATION_ERASED, {"contactId": contact_id})
+    removed = {name: step(cx, target) for name, step in STEPS}
+    record_by(cx, by, account_id=account_id, action="contact.erased", subject_id=contact_id,
+              detail={"messages": removed["messages"]})
+    return {"id": contact_id, "removed": removed}

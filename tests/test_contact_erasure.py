@@ -1,0 +1,171 @@
+"""Erasing a contact (issue 21; GDPR art. 17; docs/guide.md "Contact page and erasure"): DELETE
+/v1/contacts/{id} removes the contact and every row holding its data in one transaction, and afterwards no
+byte of the person is left in the SQLite file, its WAL or the media directory (the raw bytes are searched);
+counts that are not the person's stay (campaign totals, credit history, other contacts). Another account's
+key learns nothing. In the UI: tests/test_contact_erasure_ui.py."""
+import base64
+from datetime import datetime, timedelta, timezone
+
+from common.ids import now_iso
+from storage import bot_state
+from storage import campaigns as campaign_store
+from storage.db import reads
+
+HOOK = "http://127.0.0.1:9/hook"  # nothing listens: deliveries stay pending (then failed), with their payloads
+PERSON = {"firstName": "Zebulonius", "lastName": "Quarterflashby", "phone": "+14155559876",
+          "email": "quokka.zanzibar@example.org"}
+RENAMED = "Zebediahrenamed"
+TEXT_IN = "my quince marmalade secret is nutmegwhisper"
+TEXT_OUT = "thanks, we keep it as pelicanlantern"
+MEDIA = b"aardvark-kumquat-lemma: the person's attachment\n"
+CONTROL = {"firstName": "Controlina", "phone": "+14155551234", "email": "control.person@example.org"}
+CONTROL_TEXT = "the other contact says marzipanorbit"
+
+
+def data_uri(mime, data):
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+@reads
+def _value(cx, sql, *params):
+    return cx.execute(sql, params).fetchone()[0]
+
+
+def _inbound(sid, from_id, body, **extra):
+    return {"customData": {"messageSid": sid, "fromId": from_id, "toId": "shop", "body": body, **extra}}
+
+
+async def _person_with_everything(api, services, key, account_id):
+    """A contact whose data is in every table that can hold it; returns its id."""
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": HOOK, "notificationUrls": {
+        "contact.created": HOOK, "contact.updated": HOOK, "contact.tagged": HOOK}}, key=key)
+    assert r.code == 200, r.body
+    created = await api.post("/v1/contacts", PERSON, key=key, headers={"Idempotency-Key": "create-person"})
+    assert created.code == 201, created.body
+    contact_id = created.json["id"]
+    r = await api.patch(f"/v1/contacts/{contact_id}", {"firstName": RENAMED}, key=key,
+                        headers={"Idempotency-Key": "rename-person"})
+    assert r.code == 200, r.body
+    r = await api.post("/v1/incoming_custom_channel_message", _inbound(
+        "sid-person-1", PERSON["phone"], TEXT_IN, mediaUrl=data_uri("text/plain", MEDIA), mediaContentType="text/plain"),
+        key=key)
+    assert r.code == 200, r.body
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": PERSON["phone"], "customChannel": "webchat", "body": TEXT_OUT}}, key=key,
+        headers={"Idempotency-Key": "reply-person"})
+    assert r.code == 200 and r.json["contactId"] == contact_id, r.body
+    lst = (await api.post("/v1/lists", {"name": "Erasure list"}, key=key)).json
+    r = await api.post(f"/v1/lists/{lst['id']}/contacts", {"contactId": contact_id}, key=key,
+                       headers={"Idempotency-Key": "tag-person"})
+    assert r.json["added"] is True
+    until = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+    await services.db.write(bot_state.pause_in_tx, account_id, contact_id, until, "handoff", now_iso())
+    return contact_id, lst
+
+
+async def _control(api, key):
+    control = (await api.post("/v1/contacts", CONTROL, key=key)).json
+    r = await api.post("/v1/incoming_custom_channel_message", _inbound("sid-control", CONTROL["phone"], CONTROL_TEXT),
+                       key=key)
+    assert r.code == 200
+    return control
+
+
+def _raw_bytes(settings):
+    """The database file, its WAL and every file of the media directory, as bytes (all of them: what is in
+    them is what a disk image would show)."""
+    data = settings.data_dir
+    files = [data / "parley.db", data / "parley.db-wal"] + sorted((data / "media").iterdir())
+    return {str(p): p.read_bytes() for p in files if p.exists()}
+
+
+def _found(blobs, needle):
+    return [path for path, blob in blobs.items() if needle.encode() in blob]
+
+
+async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_media(api, services, settings,
+                                                                                        account):
+    key, account_id = account["api_key"], account["account_id"]
+    contact_id, lst = await _person_with_everything(api, services, key, account_id)
+    control = await _control(api, key)
+    strings = [PERSON["firstName"], PERSON["lastName"], PERSON["phone"], PERSON["email"], RENAMED, TEXT_IN,
+               TEXT_OUT, MEDIA.decode().strip()]
+    before = _raw_bytes(settings)
+    assert all(_found(before, s) for s in strings), [s for s in strings if not _found(before, s)]
+
+    r = await api.delete(f"/v1/contacts/{contact_id}", key=key, headers={"Idempotency-Key": "erase-person"})
+    assert r.code == 200, r.body
+    assert r.json["erased"] is True and r.json["id"] == contact_id
+    removed = r.json["removed"]
+    assert (removed["contacts"], removed["messages"], removed["listMemberships"], removed["botPauses"],
+            removed["conversations"], removed["channelIdentities"]) == (1, 2, 1, 1, 1, 1)
+    # Created, updated, tagged notifications and the reply; the answers of create, rename and reply (adding to
+    # a list remembers only "added", which names nobody).
+    assert removed["webhooks"] == 4 and removed["idempotencyAnswers"] == 3
+
+    after = _raw_bytes(settings)
+    assert {s: _found(after, s) for s in strings} == {s: [] for s in strings}
+    # The search can find what is there: the other contact is untouched, and so is the list (its count moved).
+    assert _found(after, CONTROL["email"]) and _found(after, CONTROL_TEXT)
+    assert (await api.get(f"/v1/contacts/{control['id']}", key=key)).code == 200
+    assert (await api.get(f"/v1/lists/{lst['id']}", key=key)).json["contactCount"] == 0
+    assert (await api.get(f"/v1/contacts/{contact_id}", key=key)).code == 404
+    # Audited: who and which id, never what the contact was.
+    entry = (await api.get("/v1/audit", key=key)).json["data"][0]
+    assert (entry["action"], entry["subjectId"], entry["actor"], entry["detail"]) == (
+        "contact.erased", contact_id, "api-key", {"messages": 2})
+    # The same key again replays the answer; without one, the contact is not found.
+    again = await api.delete(f"/v1/contacts/{contact_id}", key=key, headers={"Idempotency-Key": "erase-person"})
+    assert (again.code, again.json, again.headers["Idempotent-Replayed"]) == (200, r.json, "true")
+    gone = await api.delete(f"/v1/contacts/{contact_id}", key=key)
+    assert gone.code == 404 and gone.json["error"]["code"] == "CONTACT_NOT_FOUND"
+    # A new message from the same fromId is a new contact (the channel identity went with the old one).
+    r = await api.post("/v1/incoming_custom_channel_message", _inbound("sid-person-2", PERSON["phone"], "Hi again"),
+                       key=key)
+    assert r.code == 200
+    assert (await api.get(f"/v1/contacts?phoneNumber={PERSON['phone']}", key=key)).json["id"] != contact_id
+
+
+async def test_another_accounts_key_cannot_erase_nor_learn_that_the_id_exists(api, account, other_account):
+    contact = (await api.post("/v1/contacts", PERSON, key=account["api_key"])).json
+    theirs = await api.delete(f"/v1/contacts/{contact['id']}", key=other_account["api_key"])
+    unknown = await api.delete("/v1/contacts/ct_doesnotexist", key=other_account["api_key"])
+    assert theirs.code == unknown.code == 404
+    assert theirs.json["error"]["code"] == unknown.json["error"]["code"] == "CONTACT_NOT_FOUND"
+    assert theirs.json["error"]["message"].replace(contact["id"], "X") == \
+        unknown.json["error"]["message"].replace("ct_doesnotexist", "X")
+    assert (await api.get(f"/v1/contacts/{contact['id']}", key=account["api_key"])).json == contact
+    assert (await api.get("/v1/audit", key=other_account["api_key"])).json["data"] == []
+    assert (await api.delete(f"/v1/contacts/{contact['id']}", key="wrong-key")).code == 401
+
+
+async def test_campaign_totals_and_credit_history_stay_and_the_recipient_is_anonymised(api, services, account,
+                                                                                      agency, sub):
+    key = account["api_key"]
+    await api.patch("/v1/account/settings", {"customChannelWebhookUrl": HOOK}, key=key)
+    person = (await api.post("/v1/contacts", PERSON, key=key)).json
+    other = (await api.post("/v1/contacts", CONTROL, key=key)).json
+    lst = (await api.post("/v1/lists", {"name": "Campaign list"}, key=key)).json
+    for contact in (person, other):
+        await api.post(f"/v1/lists/{lst['id']}/contacts", {"contactId": contact["id"]}, key=key)
+    campaign = (await api.post("/v1/campaigns", {"name": "Later", "listId": lst["id"], "body": "Hi {{firstName}}",
+                                                 "startAt": "2099-01-01T00:00:00Z"}, key=key)).json
+    await services.db.write(campaign_store.start_in_tx, campaign["id"], now_iso())  # recipients snapshotted
+    before = (await api.get(f"/v1/campaigns/{campaign['id']}", key=key)).json
+    grant = await api.post("/v1/subaccounts/credits", {"email": sub["email"], "amount": 5},
+                           key=agency["api_key"], query_key=False)
+    assert grant.code == 200
+
+    r = await api.delete(f"/v1/contacts/{person['id']}", key=key)
+    assert r.code == 200 and r.json["removed"]["campaignRecipientsAnonymised"] == 1
+    after = (await api.get(f"/v1/campaigns/{campaign['id']}", key=key)).json
+    assert after["counts"] == before["counts"] and after["counts"]["total"] == 2
+    ids = await _value(services.db, "SELECT group_concat(contact_id) FROM campaign_recipients WHERE campaign_id = ?",
+                       campaign["id"])
+    assert person["id"] not in ids and other["id"] in ids and "erased_" in ids
+    assert await _value(services.db, "SELECT COUNT(*) FROM credit_transactions WHERE account_id = ?",
+                        sub["account_id"]) == 1
+    # The recipients list shows the contacts that still exist.
+    listed = (await api.get(f"/v1/campaigns/{campaign['id']}/recipients", key=key)).json["data"]
+    assert [row["contactId"] if "contactId" in row else row["id"] for row in listed] == [other["id"]]
+

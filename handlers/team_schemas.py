@@ -16,7 +16,7 @@ class UserCreate(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"email": "sam@acme.example", "name": "Sam", "role": "agent"}]})
     email: Identifier = Field(max_length=320, description="The user's login; unique among all users and accounts.")
-    name: Optional[str] = Field(None, max_length=200)
+    name: Optional[Identifier] = Field(None, max_length=200)
     role: Role = Field(description=ROLE_HELP)
 
 
@@ -25,7 +25,7 @@ class UserPatch(Strict):
     model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [{"role": "admin"},
                                                                                   {"active": False}]})
     role: Role = Field(None, description=ROLE_HELP, json_schema_extra=lambda schema: schema.pop("default", None))
-    name: Optional[str] = Field(None, max_length=200)
+    name: Optional[Identifier] = Field(None, max_length=200)
     active: StrictBool = Field(None, description="false deactivates: the user's sessions end at once and it "
                                                  "cannot sign in; true lets it sign in again.",
                                json_schema_extra=lambda schema: schema.pop("default", None))

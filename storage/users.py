@@ -82,6 +82,7 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
         if not after["active"]:
             end_user_sessions_in_tx(cx, user_id)
             cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))
+        shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
         record_by(cx, by, account_id=account_id, action="user.updated", subject_id=user_id,
-                  detail={"email": before["email"], **changed})
+                  detail={"email": before["email"], **shown})
     return _get_in_tx(cx, account_id, user_id), changed

@@ -96,7 +96,7 @@ async def test_deactivating_ends_the_users_session_at_once_and_audits(api, http_
     assert refused.code == 302 and refused.headers["Location"].startswith("/login")
     assert (await FormClient(http_server_client).login("d@acme.example", NEW_PASSWORD)).code == 401
     actions = [(e["action"], e["detail"]) for e in (await api.get("/v1/audit", key=key)).json["data"]]
-    assert actions[0] == ("user.updated", {"email": "d@acme.example", "active": [1, 0]})
+    assert actions[0] == ("user.updated", {"email": "d@acme.example", "active": [True, False]})
     assert actions[1][0] == "user.invited"
     assert (await api.patch(f"/v1/users/{user['id']}", {"active": True}, key=key)).code == 200
     assert (await FormClient(http_server_client).login("d@acme.example", NEW_PASSWORD)).code == 303

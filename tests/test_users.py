@@ -3,6 +3,9 @@ and on the Users page; deactivating ends the user's sessions at once; the accoun
 another account's key sees and changes nothing."""
 import sqlite3
 
+from storage.db import migrate
+from tests.test_migrations_money_state import database_before
+
 from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 NEW_PASSWORD = "a long enough password"
@@ -138,25 +141,11 @@ async def test_an_admin_cannot_touch_owners_or_make_one(api, http_server_client,
 
 def test_migration_0221_makes_the_first_user_owner_and_the_others_admins(tmp_path, monkeypatch):
     """Users from before roles: is_owner = 1 becomes owner; any other user could do everything, so admin."""
-    import shutil
-
-    from storage import db as db_module
-    from storage.db import connect_sync, migrate
-    older = tmp_path / "migrations"
-    older.mkdir()
-    for path in db_module.MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.*"):
-        if int(path.name[:4]) < 221:
-            shutil.copy(path, older / path.name)
-    real = db_module.MIGRATIONS
-    cx = connect_sync(tmp_path / "parley.db")
+    cx = database_before(tmp_path, monkeypatch, 221)
     try:
-        monkeypatch.setattr(db_module, "MIGRATIONS", older)
-        migrate(cx)
-        cx.execute("PRAGMA foreign_keys=OFF")
         cx.executemany("INSERT INTO users (id, account_id, email, password_hash, is_owner, created_at)"
                        " VALUES (?, 'acc_1', ?, 'x', ?, '2026-01-01T00:00:00.000Z')",
                        [("usr_1", "a@x.example", 1), ("usr_2", "b@x.example", 0)])
-        monkeypatch.setattr(db_module, "MIGRATIONS", real)
         migrate(cx)
         rows = [tuple(r) for r in cx.execute("SELECT id, role, active, name FROM users ORDER BY id")]
         assert rows == [("usr_1", "owner", 1, None), ("usr_2", "admin", 1, None)]

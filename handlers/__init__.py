@@ -3,13 +3,13 @@
 
 def routes():
     """The whole URL table."""
-    from handlers import account, audit, bot
+    from handlers import account, audit, bot, users
     from handlers import campaigns
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
-    from handlers.ui import audit as ui_audit
+    from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
                              credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
                              settings as ui_settings)
@@ -44,12 +44,14 @@ def routes():
         (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/bot/test", bot.BotTestHandler),
         (r"/v1/audit", audit.AuditHandler),
+        (r"/v1/users", users.UsersHandler),
+        (r"/v1/users/([^/]+)", users.UserHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),
         (r"/logout", session.LogoutHandler),
-        (r"/(setup|reset)/([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
+        (r"/(setup|reset|invite)/([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
         (r"/settings", ui_settings.SettingsHandler),
         (r"/settings/api-key", ui_settings.ApiKeyHandler),
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
@@ -60,6 +62,9 @@ def routes():
         (r"/settings/password", ui_settings.PasswordHandler),
         (r"/credits", ui_credits.CreditsHandler),
         (r"/audit", ui_audit.AuditHandler),
+        (r"/account", ui_account.AccountHandler),
+        (r"/users", ui_users.UsersHandler),
+        (r"/users/(usr_[0-9a-z]+)", ui_users.UserUpdateHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),

@@ -1,7 +1,8 @@
 """Audit API: GET /v1/audit, the account's audit list newest first (issue 21)."""
 from handlers.base import ApiHandler
 from handlers.openapi import Operation
-from handlers.schemas import AuditPage, PageQuery
+from handlers.schemas import PageQuery
+from handlers.team_schemas import AuditPage
 from services import audit
 
 

@@ -19,7 +19,7 @@ from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthor
 from common.redact import masked_uri
 from common.validation import lone_surrogate_path, no_control_characters, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
-from services import audit, idempotency, inbox, sessions, subaccounts
+from services import audit, idempotency, inbox, sessions, subaccounts, users
 from services.keys import hash_api_key
 
 log = logging.getLogger("parley.http")
@@ -376,6 +376,10 @@ class UiHandler(BaseHandler):
     secret as well). prepare() loads the user, because get_current_user cannot await storage.
     """
 
+    # The least role a signed-in user needs for this page (services.users.ROLES): "agent" (inbox, contacts,
+    # lists), "admin" (settings-like pages), "owner" (API keys, owners). Every UI route declares one
+    # (tests/test_roles.py walks the route table); prepare() refuses the others with a 403 page.
+    role = None
     SESSION_COOKIE = "parley_session"
     VIEW_AS_COOKIE = "parley_view_as"  # an agency viewing a sub-account (handlers/ui/agency.py)
     FLASH_COOKIE = "parley_flash"
@@ -460,11 +464,15 @@ class UiHandler(BaseHandler):
         self.refuse_oversized_body()
         self.session_id = _session_id(self)
         self.current_user = await session_user(self)
+        if self.current_user and not users.allows(self.current_user.get("role"), self.role or "owner"):
+            raise Forbidden(f"Your role ({self.current_user.get('role')}) cannot use this page. Ask an owner or "
+                            f"an admin of the account.", code="ROLE_FORBIDDEN")
         # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
         self.needs_person = self.credits = None
         if self.current_user and self.request.method == "GET":
             self.needs_person = await inbox.needs_person_count(self.services.db, self.account_id)
-            if self.current_user.get("account_type") == "subaccount":
+            if self.current_user.get("account_type") == "subaccount" and users.allows(self.current_user["role"],
+                                                                                      "admin"):
                 self.credits = await subaccounts.own_credits(self.services.db, self.account_id)
         self.reserve_body()
 

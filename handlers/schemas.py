@@ -509,24 +509,6 @@ class CreditTransactionPage(BaseModel):
     nextCursor: Optional[str]
 
 
-# --- Audit (issue 21) ---
-
-class AuditEntry(BaseModel):
-    id: str = Field(description="aud_…; time-ordered.")
-    at: str
-    actor: str = Field(description="The user's id (usr_…), api-key, or operator (the parley command).")
-    actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
-    action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
-                                    "webhook_secret.rotated, credits.granted, contact.erased, ...")
-    subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
-    detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")
-
-
-class AuditPage(BaseModel):
-    data: list[AuditEntry]
-    nextCursor: Optional[str] = Field(description="Pass as ?cursor= for the next (older) page; null on the last.")
-
-
 # --- Campaigns (DESIGN §3 "Campaigns") ---
 
 CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]

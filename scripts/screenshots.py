@@ -62,6 +62,10 @@ PAGES = [
     ("campaign-phone", "/campaigns/{spring}", True),
     ("campaign-paused", "/campaigns/{loyalty}", False),
     ("campaign-paused-phone", "/campaigns/{loyalty}", True),
+    ("users", "/users", False),
+    ("users-phone", "/users", True),
+    ("audit", "/audit", False),
+    ("audit-phone", "/audit", True),
 ]
 FULL_PAGE = {"campaign", "campaign-paused", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
@@ -158,6 +162,22 @@ def _wait_for_the_bot(api, key, message_id, timeout=10):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the demo bot did not answer {message_id}")
         time.sleep(0.05)
+
+
+def seed_team(parley):
+    """The owner's team (issue 21): an admin, two agents (one deactivated), a settings change; the Audit page
+    lists them."""
+    key = {"apiKey": parley.first_run["api_key"]}
+    with parley.client() as api:
+        made = {}
+        for email, name, role in (("priya@acme.example", "Priya Shah", "admin"), ("sam@acme.example", "Sam Rivera",
+                                                                                   "agent"),
+                                  ("tom@acme.example", "Tom Ek", "agent")):
+            r = api.post("/v1/users", params=key, json={"email": email, "name": name, "role": role})
+            r.raise_for_status()
+            made[email] = r.json()["id"]
+        api.patch(f"/v1/users/{made['tom@acme.example']}", params=key, json={"active": False}).raise_for_status()
+    return {}
 
 
 def seed_campaigns(parley):
@@ -272,6 +292,7 @@ def main(argv=None):
                 ids.update(seed(parley, pages[who]))
                 ids.update(seed_imports(parley, work))
                 ids.update(seed_campaigns(parley))
+                ids.update(seed_team(parley))
         context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US", timezone_id="UTC")
         pages["viewas"] = sign_in(context, parley, AGENCY["email"], AGENCY["password"])
         pages["viewas"].goto(parley.base + f"/agency/subaccounts/{ids['corner']}")

@@ -203,8 +203,10 @@ async def get_user(db, user_id):
 
 
 async def get_user_for_login(db, email):
-    """The UI user with this (case-folded) email, with its password hash, or None."""
-    return await store.get_user_by_email(db, email)
+    """The active UI user with this (case-folded) email, with its password hash, or None (also for an invited
+    user who has no password yet: the sign-in then takes as long as for anyone)."""
+    user = await store.get_user_by_email(db, email)
+    return user if user and user["password_hash"].startswith("scrypt$") else None
 
 
 async def get_account_by_email(db, email):

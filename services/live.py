@@ -232,13 +232,15 @@ class Hub:
             if not group:
                 del self._subscribers[subscriber.account_id]
 
-    def disconnect(self, account_id, *, session=None, keep_session=None):
+    def disconnect(self, account_id, *, session=None, keep_session=None, user=None):
         """Close the account's pages whose UI session was ended here: the one ``session`` (sign-out), or every
-        one but ``keep_session`` (a new API key or password ends the account's other sessions). Their scripts
+        one but ``keep_session`` (a new API key or password ends the account's other sessions); with ``user``,
+        only that user's pages (a deactivated user, a one-time link used). Their scripts
         reload and find the session gone. Sessions ended elsewhere (the rotate-key command, expiry) are found
         by check_sessions."""
         for subscriber in list(self._subscribers.get(account_id, ())):
-            if (session is None or subscriber.session == session) and subscriber.session != keep_session:
+            if ((session is None or subscriber.session == session) and subscriber.session != keep_session
+                    and (user is None or subscriber.user_id == user)):
                 subscriber.close(CLOSE_SIGNED_OUT, "signed out")
 
     async def check_sessions(self, now=None):

@@ -12,7 +12,7 @@ from storage import accounts as account_store
 from storage import one_time_links as store
 
 LINK_HOURS = 24
-PURPOSES = ("setup", "reset")  # the URL path of each: /setup/<token>, /reset/<token>
+PURPOSES = ("setup", "reset", "invite")  # the URL path of each: /setup/<token>, /reset/<token>, /invite/<token>
 
 
 class LinkInvalid(NotFound):
@@ -27,14 +27,22 @@ def url_for(base_url, purpose, token):
     return f"{base_url.rstrip('/')}/{purpose}/{token}"
 
 
-async def issue(db, base_url, user_id, account_id, purpose, now=None):
-    """A new link for the user: {url, expiresAt}. The user's earlier unspent link of this purpose dies."""
+def new_link(base_url, user_id, account_id, purpose, now=None):
+    """(the row to store, {url, expiresAt} to show) of a new link; a write stores the row
+    (storage.one_time_links.insert_link, alone or inside a larger transaction: an invitation's)."""
     assert purpose in PURPOSES
     token, now = keys.new_session_id(), now or utcnow()
     expires_at = iso(now + timedelta(hours=LINK_HOURS))
-    await store.insert_link(db, {"token_hash": keys.hash_token(token), "purpose": purpose, "user_id": user_id,
-                                 "account_id": account_id, "created_at": iso(now), "expires_at": expires_at})
-    return {"url": url_for(base_url, purpose, token), "expiresAt": expires_at}
+    row = {"token_hash": keys.hash_token(token), "purpose": purpose, "user_id": user_id, "account_id": account_id,
+           "created_at": iso(now), "expires_at": expires_at}
+    return row, {"url": url_for(base_url, purpose, token), "expiresAt": expires_at}
+
+
+async def issue(db, base_url, user_id, account_id, purpose, now=None):
+    """A new link for the user: {url, expiresAt}. The user's earlier unspent link of this purpose dies."""
+    row, shown = new_link(base_url, user_id, account_id, purpose, now)
+    await store.insert_link(db, row)
+    return shown
 
 
 async def issue_reset_for_email(db, base_url, email):

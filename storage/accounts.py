@@ -39,8 +39,8 @@ def insert_account(cx, account, user, key_row, shown=None):
          account.get("rate_limit_per_minute"), json.dumps(account.get("settings", {})),
          account["webhook_secret"], account["created_at"]))
     if user is not None:
-        cx.execute("INSERT INTO users (id, account_id, email, password_hash, is_owner, created_at)"
-                   " VALUES (?, ?, ?, ?, 1, ?)",
+        cx.execute("INSERT INTO users (id, account_id, email, password_hash, is_owner, role, created_at)"
+                   " VALUES (?, ?, ?, ?, 1, 'owner', ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
     return {**{k: account[k] for k in ("id", "name", "email", "type", "parent_agency_id", "created_at")},
@@ -64,10 +64,10 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
 
 @writes
 def set_password(cx, user_id, password_hash, keep_session_hash):
-    """A new password for the UI user; the account's other sessions end in the same transaction."""
-    account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+    """A new password for the UI user; the user's other sessions end in the same transaction (the account's
+    other users keep theirs)."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
-    end_account_sessions_in_tx(cx, account_id, keep_session_hash)
+    cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
 
 
 @reads
@@ -108,13 +108,15 @@ def get_owner_user_id(cx, account_id):
 
 @reads
 def get_user_by_email(cx, email):
-    return fetch_one(cx, "SELECT id, account_id, email, password_hash FROM users WHERE email = ?", (email,))
+    """The active UI user with this email (a deactivated one signs in no more), or None."""
+    return fetch_one(cx, "SELECT id, account_id, email, password_hash FROM users WHERE email = ? AND active = 1",
+                     (email,))
 
 
 @reads
 def get_user(cx, user_id):
-    """{id, account_id, email, account_type}: the account's type decides which UI pages it has (Agency)."""
-    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type FROM users u"
+    """{id, account_id, email, role, account_type}: the account's type decides which UI pages it has (Agency)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, u.role, a.type AS account_type FROM users u"
                      " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
 
 

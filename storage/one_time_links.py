@@ -16,9 +16,10 @@ def insert_link(cx, link):
                 link["expires_at"]))
 
 
-_LIVE = ("SELECT l.purpose, l.user_id, l.account_id, l.expires_at, u.email, a.type AS account_type"
+_LIVE = ("SELECT l.purpose, l.user_id, l.account_id, l.expires_at, u.email, u.name, u.role, a.type AS account_type,"
+         " a.name AS account_name"
          " FROM one_time_links l JOIN users u ON u.id = l.user_id JOIN accounts a ON a.id = l.account_id"
-         " WHERE l.token_hash = ? AND l.purpose = ? AND l.used_at IS NULL AND l.expires_at > ?")
+         " WHERE l.token_hash = ? AND l.purpose = ? AND l.used_at IS NULL AND l.expires_at > ? AND u.active = 1")
 
 
 @reads
@@ -38,5 +39,5 @@ def spend_link(cx, token_hash, purpose, now, password_hash):
         return None
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, link["user_id"]))
     end_user_sessions_in_tx(cx, link["user_id"])
-    return {"id": link["user_id"], "account_id": link["account_id"], "email": link["email"],
-            "account_type": link["account_type"]}
+    return {"id": link["user_id"], "account_id": link["account_id"], "email": link["email"], "name": link["name"],
+            "role": link["role"], "account_type": link["account_type"], "account_name": link["account_name"]}

@@ -14,12 +14,13 @@ def insert_session(cx, session):
 
 @reads
 def get_session_user(cx, id_hash, now):
-    """The UI user {id, account_id, email, account_type, account_name, viewer_user_id} of a live session, or
-    None (the account's type decides which UI pages it has; viewer_user_id: an agency's view-as session)."""
-    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, a.type AS account_type, a.name AS account_name,"
-                         " s.viewer_user_id FROM sessions s"
+    """The UI user {id, account_id, email, name, role, account_type, account_name, viewer_user_id} of a live
+    session of an active user, or None (the role and the account's type decide which UI pages it has;
+    viewer_user_id: an agency's view-as session)."""
+    return fetch_one(cx, "SELECT u.id, u.account_id, u.email, u.name, u.role, a.type AS account_type,"
+                         " a.name AS account_name, s.viewer_user_id FROM sessions s"
                          " JOIN users u ON u.id = s.user_id JOIN accounts a ON a.id = u.account_id"
-                         " WHERE s.id_hash = ? AND s.expires_at > ?", (id_hash, now))
+                         " WHERE s.id_hash = ? AND s.expires_at > ? AND u.active = 1", (id_hash, now))
 
 
 @reads

@@ -20,7 +20,7 @@ from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
 FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description"}
-LIST, CONTACT, SUB = "{list}", "{contact}", "{sub}"
+LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
 
 BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
     ("PATCH", "/v1/account/settings"): {
@@ -52,6 +52,8 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("PATCH", "/v1/contacts/{contactId}"): {"firstName": "Ed", "lastName": "Existing", "phone": "+14155552699",
                                             "email": "patched@example.com"},
     ("PATCH", "/v1/lists/{listId}"): {"name": "Renamed"},
+    ("POST", "/v1/users"): {"email": "sam@example.com", "name": "Sam", "role": "agent"},
+    ("PATCH", "/v1/users/{userId}"): {"name": "Sam K.", "role": "agent"},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
@@ -108,7 +110,8 @@ def world(io_loop, api, account, agency, sub):
         assert r.code == 200, r.body
         contact = await api.post("/v1/contacts", {"email": "existing@example.com"}, key=account["api_key"])
         lst = await api.post("/v1/lists", {"name": "Existing"}, key=account["api_key"])
-        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"]}
+        user = await api.post("/v1/users", {"email": "member@example.com", "role": "agent"}, key=account["api_key"])
+        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"]}
     return io_loop.run_sync(make)
 
 
@@ -123,7 +126,7 @@ def call_args(method, path, world, account, agency, sub):
     path = ALIASES.get(path, path)
     key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
     url = (path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
-           .replace("{contactId}", world[CONTACT]))
+           .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER]))
     body = BASELINES.get((method, path))
     return url, key, None if body is None else fill(body, world)
 

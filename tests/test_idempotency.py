@@ -45,6 +45,8 @@ class World:
         self.list = (await self.api.post("/v1/lists", {"name": "Members"}, key=self.key)).json
         self.campaign = (await self.api.post("/v1/campaigns", {"name": "Later", "listId": self.list["id"], "body": "Hi",
                                                                 "startAt": "2099-01-01T00:00:00Z"}, key=self.key)).json
+        self.member = (await self.api.post("/v1/users", {"email": "member@acme.example", "role": "agent"},
+                                           key=self.key)).json
         self.failed_message = (await self.api.post(SEND, _send("Will fail"), key=self.key)).json["messageId"]
         row = await delivery_store.get_outbox_for_message(self.services.db, self.account["account_id"],
                                                           self.failed_message)
@@ -123,6 +125,13 @@ EXAMPLES = {
     ("/v1/subaccounts/credits", "post"): lambda w, n: (
         "/v1/subaccounts/credits", {"email": w.sub["email"], "amount": 5}, {"email": w.sub["email"], "amount": 6},
         lambda: w.count("SELECT credit_hundredths FROM accounts WHERE id = ?", w.sub["account_id"]), "agency"),
+    ("/v1/users", "post"): lambda w, n: (
+        "/v1/users", {"email": f"user{n}@acme.example", "role": "agent"}, {"email": f"other{n}@acme.example",
+                                                                           "role": "agent"},
+        lambda: w.count("SELECT COUNT(*) FROM users WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/users/{userId}", "patch"): lambda w, n: (
+        f"/v1/users/{w.member['id']}", {"name": f"Name {n}"}, {"name": f"Other {n}"},
+        lambda: w.count("SELECT name FROM users WHERE id = ?", w.member["id"]), "standard"),
 }
 
 

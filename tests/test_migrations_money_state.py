@@ -9,18 +9,26 @@ from storage.db import connect_sync, migrate
 NOW = "2026-01-01T00:00:00.000Z"
 
 
-def test_existing_duplicate_grants_and_failed_recipients_are_carried_over(tmp_path, monkeypatch):
+def database_before(tmp_path, monkeypatch, version):
+    """A database with the migrations numbered below ``version`` applied, foreign keys off (a test writes only
+    the rows the later migrations read); migrate(cx) then applies the rest."""
     older = tmp_path / "migrations"
     older.mkdir()
-    for path in db_module.MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql"):
-        if int(path.name[:4]) < 110:
+    for path in db_module.MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.*"):
+        if int(path.name[:4]) < version:
             shutil.copy(path, older / path.name)
     real = db_module.MIGRATIONS
     cx = connect_sync(tmp_path / "parley.db")
+    monkeypatch.setattr(db_module, "MIGRATIONS", older)
+    migrate(cx)
+    cx.execute("PRAGMA foreign_keys=OFF")
+    monkeypatch.setattr(db_module, "MIGRATIONS", real)
+    return cx
+
+
+def test_existing_duplicate_grants_and_failed_recipients_are_carried_over(tmp_path, monkeypatch):
+    cx = database_before(tmp_path, monkeypatch, 110)
     try:
-        monkeypatch.setattr(db_module, "MIGRATIONS", older)
-        migrate(cx)
-        cx.execute("PRAGMA foreign_keys=OFF")  # only the rows these migrations read
         cx.executemany("INSERT INTO credit_transactions (account_id, kind, amount, balance_after, description,"
                        " granted_by, idempotency_key, created_at) VALUES ('acc_sub', 'grant', 100, ?, ?, 'acc_ag',"
                        " 'rch_1', ?)", [(100, None, NOW), (200, "again", NOW)])
@@ -33,7 +41,6 @@ def test_existing_duplicate_grants_and_failed_recipients_are_carried_over(tmp_pa
             cx.execute("INSERT INTO outbox (account_id, kind, message_id, webhook_id, payload, status, next_attempt_at,"
                        " created_at, campaign_id) VALUES ('acc_1', 'reply', ?, ?, '{}', ?, ?, ?, 'cmp_1')",
                        (f"msg_{n}", f"wh_{n}", outbox_status, NOW, NOW))
-        monkeypatch.setattr(db_module, "MIGRATIONS", real)
         migrate(cx)
         grants = [tuple(r) for r in cx.execute("SELECT idempotency_key, description FROM credit_transactions ORDER BY id")]
         assert grants == [("rch_1", None),

@@ -15,6 +15,8 @@ def new_grant_key():
 
 
 class AgencyPage(UiHandler):
+    role = "admin"
+
     async def prepare(self):
         await super().prepare()
         if not self._finished and self.current_user and self.current_user.get("account_type") != "agency":
@@ -139,6 +141,7 @@ class SubaccountPriceHandler(AgencyPage):
 
 class SubaccountResetPasswordHandler(AgencyPage):
     """The sub-account's one-time sign-in link, shown to the agency once, on the answer to this POST."""
+    role = "owner"
 
     @authenticated
     async def post(self, sub_id):
@@ -161,6 +164,7 @@ class SubaccountViewAsHandler(AgencyPage):
 
 class ViewAsEndHandler(UiHandler):
     """Back to the agency: the view-as session ends; the agency's own session goes on."""
+    role = "agent"
 
     @authenticated
     async def post(self):

@@ -35,6 +35,8 @@ def _keywords(text):
 
 
 class BotPage(UiHandler):
+    role = "admin"
+
     @property
     def account_id(self):
         return self.current_user["account_id"]

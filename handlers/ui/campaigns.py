@@ -68,6 +68,8 @@ def request_body(form):
 
 
 class CampaignsPage(UiHandler):
+    role = "admin"
+
     async def campaigns_page(self):
         return await campaigns.recent_campaigns(self.services.db, self.account_id,
                                                 before=self.get_query_argument("before", None), limit=PAGE_SIZE)
@@ -133,6 +135,8 @@ class CampaignRowsHandler(CampaignsPage):
 
 
 class CampaignPage(UiHandler):
+    role = "admin"
+
     def status_filter(self):
         return self.get_query_argument("status", "")
 
@@ -181,6 +185,7 @@ class CampaignRecipientsHandler(CampaignPage):
 
 class CampaignRecipientsCsvHandler(UiHandler):
     """GET /campaigns/{id}/recipients.csv?status=: the API's CSV export, for the signed-in user."""
+    role = "admin"
 
     @authenticated
     async def get(self, campaign_id):
@@ -190,6 +195,7 @@ class CampaignRecipientsCsvHandler(UiHandler):
 class CampaignActionHandler(UiHandler):
     """POST /campaigns/{id}/(pause|resume|cancel|retry-failed): through the same service as the API's actions;
     one the status does not allow (the page was behind) comes back as a message."""
+    role = "admin"
 
     @authenticated
     async def post(self, campaign_id, action):

@@ -22,6 +22,7 @@ UPLOAD_MIN_BYTES_PER_SECOND = 256 * 1024  # the slowest upload given time to fin
 class ImportPage(UiHandler):
     """The import pages' shared parts: the data directory, and the job page's rendering (the signed-in
     account is UiHandler.account_id)."""
+    role = "agent"
 
     @property
     def data_dir(self):

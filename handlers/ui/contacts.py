@@ -12,6 +12,7 @@ PAGE_SIZE = 50
 
 class ContactsHandler(UiHandler):
     """GET /contacts?q=&before=: search; POST /contacts: create (or find, like POST /v1/contacts)."""
+    role = "agent"
 
     @authenticated
     async def get(self):
@@ -45,6 +46,7 @@ class ContactHandler(UiHandler):
     """GET /contacts/{contactId}: its fields (a form), lists, opt-out state and its conversation (message count,
     last message, a link to the thread); POST: save the fields, through PATCH /v1/contacts/{id}'s service (the
     same errors, next to their field)."""
+    role = "agent"
 
     @authenticated
     async def get(self, contact_id):
@@ -77,6 +79,7 @@ class ContactHandler(UiHandler):
 class ContactOptOutHandler(UiHandler):
     """POST /contacts/{contactId}/opt-out: optedOut=1 opts the contact out by hand, 0 back in; who (the
     signed-in user) and when are kept on the contact."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id):
@@ -89,6 +92,7 @@ class ContactOptOutHandler(UiHandler):
 
 class ContactListRemoveHandler(UiHandler):
     """POST /contacts/{contactId}/lists/{listId}/remove: take the contact off one of its lists."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id, list_id):
@@ -99,6 +103,7 @@ class ContactListRemoveHandler(UiHandler):
 
 class ContactListsHandler(UiHandler):
     """POST /contacts/{contactId}/lists: listId. Add the contact to one of the account's lists."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id):

@@ -9,6 +9,8 @@ from common.errors import NotFound
 
 
 class CreditsHandler(UiHandler):
+    role = "admin"
+
     @authenticated
     async def get(self):
         if self.credits is None:

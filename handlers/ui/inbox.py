@@ -8,6 +8,8 @@ from services import campaigns, inbox
 
 
 class InboxPage(UiHandler):
+    role = "agent"
+
     async def conversations(self):
         return await inbox.list_conversations(
             self.services, self.account_id, filter=self.get_query_argument("filter", inbox.DEFAULT_FILTER),
@@ -29,6 +31,7 @@ class InboxHandler(InboxPage):
 
 class NeedsPersonHandler(UiHandler):
     """GET /inbox/needs-person: {count} for every page's navigation and title (static/parley.js)."""
+    role = "agent"
 
     @authenticated
     async def get(self):
@@ -46,6 +49,7 @@ class ConversationListHandler(InboxPage):
 
 class ThreadHandler(UiHandler):
     """GET /inbox/{contactId}[?before=]: a contact's messages, newest at the bottom; opening it marks it read."""
+    role = "agent"
 
     @authenticated
     async def get(self, contact_id):
@@ -58,6 +62,7 @@ class ThreadHandler(UiHandler):
 
 class ThreadMessagesHandler(UiHandler):
     """GET /inbox/{contactId}/messages?after=: the messages a live thread lacks, as HTML to append."""
+    role = "agent"
 
     @authenticated
     async def get(self, contact_id):
@@ -68,6 +73,7 @@ class ThreadMessagesHandler(UiHandler):
 
 class ThreadMessageHandler(UiHandler):
     """GET /inbox/{contactId}/messages/{messageId}: one message as HTML, to replace it after a change."""
+    role = "agent"
 
     @authenticated
     async def get(self, contact_id, message_id):
@@ -77,6 +83,7 @@ class ThreadMessageHandler(UiHandler):
 
 class BotStateHandler(UiHandler):
     """GET /inbox/{contactId}/bot: whether the bot is paused for the contact, as HTML (live refresh)."""
+    role = "agent"
 
     @authenticated
     async def get(self, contact_id):
@@ -85,6 +92,7 @@ class BotStateHandler(UiHandler):
 
 class ReplyHandler(UiHandler):
     """POST /inbox/{contactId}/reply: body. Sent through the outbox to the Custom Channel Webhook."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id):
@@ -95,6 +103,7 @@ class ReplyHandler(UiHandler):
 
 class ReadHandler(UiHandler):
     """POST /inbox/{contactId}/read: through=<the newest message id the page shows>."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id):
@@ -104,6 +113,7 @@ class ReadHandler(UiHandler):
 
 class RetryHandler(UiHandler):
     """POST /inbox/{contactId}/messages/{messageId}/retry: send a Failed reply again now."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id, message_id):
@@ -114,6 +124,7 @@ class RetryHandler(UiHandler):
 
 class ResumeBotHandler(UiHandler):
     """POST /inbox/{contactId}/resume-bot: end the bot's pause for this contact."""
+    role = "agent"
 
     @authenticated
     async def post(self, contact_id):

@@ -12,6 +12,7 @@ PAGE_SIZE = 50
 
 class ListsHandler(UiHandler):
     """GET /lists?cursor=: the account's lists; POST /lists: create one."""
+    role = "agent"
 
     @authenticated
     async def get(self):
@@ -35,6 +36,7 @@ class ListsHandler(UiHandler):
 
 class ListHandler(UiHandler):
     """GET /lists/{listId}?cursor=: the list and its members; POST: add a contact by phone, email or id."""
+    role = "agent"
 
     @authenticated
     async def get(self, list_id):
@@ -80,6 +82,7 @@ class ListRenameHandler(ListHandler):
 class ListRemoveMembersHandler(UiHandler):
     """POST /lists/{listId}/remove: one (a row's Remove button: one=contactId) or the checked (contactIds)
     members off the list; the contacts stay."""
+    role = "agent"
 
     @authenticated
     async def post(self, list_id):
@@ -96,6 +99,7 @@ class ListRemoveMembersHandler(UiHandler):
 class ListDeleteHandler(UiHandler):
     """GET /lists/{listId}/delete: what deleting takes with it (its memberships, never its contacts), to
     confirm; POST: delete it."""
+    role = "agent"
 
     @authenticated
     async def get(self, list_id):

@@ -7,6 +7,8 @@ from common.errors import Invalid
 
 
 class OneTimeLinkHandler(SettingsPage):
+    role = "agent"
+
     async def get(self, purpose, token):
         link = await one_time_links.peek(self.services.db, token, purpose)
         self.render_form(purpose, link)
@@ -30,7 +32,8 @@ class OneTimeLinkHandler(SettingsPage):
             return
         await self.start_session(user)
         # The user's ended sessions: their open pages reload and find themselves signed out.
-        self.services.hub.disconnect(user["account_id"], keep_session=sessions.session_hash(self.session_id))
+        self.services.hub.disconnect(user["account_id"], user=user["id"],
+                                     keep_session=sessions.session_hash(self.session_id))
         self.current_user = user
         if purpose == "setup":
             # The key made with the account was never shown: a new one is, once, here.
@@ -39,5 +42,6 @@ class OneTimeLinkHandler(SettingsPage):
             await self.render_settings(new_api_key=api_key, notice="Your password is set. Copy your API key now: "
                                                                    "it is shown only this once.")
             return
-        self.flash("success", "Your new password is set. Every other session of yours is signed out.")
+        self.flash("success", "Welcome: your password is set." if purpose == "invite" else
+                   "Your new password is set. Every other session of yours is signed out.")
         self.redirect("/inbox", status=303)

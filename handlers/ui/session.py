@@ -23,11 +23,15 @@ def safe_next(url):
 
 
 class HomeHandler(UiHandler):
+    role = "agent"
+
     def get(self):
         self.redirect(HOME)
 
 
 class LoginHandler(UiHandler):
+    role = "agent"
+
     def get(self):
         next_url = safe_next(self.get_query_argument("next", ""))
         if self.current_user:
@@ -59,6 +63,8 @@ class LoginHandler(UiHandler):
 
 
 class LogoutHandler(UiHandler):
+    role = "agent"
+
     async def post(self):
         if self.current_user:  # this session's open pages stop updating (the user's other sessions go on)
             self.services.hub.disconnect(self.account_id, session=session_key(self))

@@ -3,7 +3,8 @@ the webhook signing secret and the password. The same services as the API and th
 from tornado.web import authenticated
 
 from handlers.base import UiHandler, session_key
-from services import accounts, webhook_ping
+from handlers.ui.account import render_account
+from services import accounts, users, webhook_ping
 from common.errors import Conflict, Invalid
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff")
@@ -19,6 +20,7 @@ def notification_events(account):
 
 class SettingsPage(UiHandler):
     """Renders the settings page; the form handlers re-render it with the error and what was typed."""
+    role = "admin"
 
     async def render_settings(self, status=200, error=None, form=None, webhook_test=None, new_api_key=None, notice=None):
         db = self.services.db
@@ -57,6 +59,7 @@ class SettingsHandler(SettingsPage):
 
 class ApiKeyHandler(SettingsPage):
     """Generate: a new key, shown once on the answer to this POST; the old key is dead at once."""
+    role = "owner"
 
     @authenticated
     async def post(self):
@@ -111,7 +114,15 @@ class NotificationUrlsHandler(SettingsPage):
 
 
 class PasswordHandler(SettingsPage):
-    """Change password: the current one, the new one twice. The account's other sessions end; this one stays."""
+    """Change password: the current one, the new one twice. The user's other sessions end; this one stays. Every
+    role has it: an agent's form is on Your account (handlers/ui/users.py), an error shows that page again."""
+    role = "agent"
+
+    async def render_settings(self, status=200, error=None, **kwargs):
+        if users.allows(self.current_user["role"], "admin"):
+            await super().render_settings(status=status, error=error, **kwargs)
+        else:
+            render_account(self, status=status, error=error)
 
     @authenticated
     async def post(self):
@@ -132,13 +143,15 @@ class PasswordHandler(SettingsPage):
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message[:1].upper() + exc.message[1:] + ".")
             return
-        self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
-        self.flash("success", "Password changed. Every other session of this account is signed out.")
-        self.redirect("/settings", status=303)
+        self.services.hub.disconnect(self.account_id, user=self.current_user["id"],  # the ended sessions' pages
+                                     keep_session=session_key(self))
+        self.flash("success", "Password changed. Every other session of yours is signed out.")
+        self.redirect("/settings" if users.allows(self.current_user["role"], "admin") else "/account", status=303)
 
 
 class WebhookSecretHandler(UiHandler):
     """Shown only on this page, on demand; rotating keeps the previous secret signing for a while."""
+    role = "owner"
 
     @authenticated
     async def get(self):
@@ -148,6 +161,8 @@ class WebhookSecretHandler(UiHandler):
 
 
 class WebhookSecretRotateHandler(UiHandler):
+    role = "owner"
+
     @authenticated
     async def post(self):
         secret = await accounts.rotate_webhook_secret(self.services.db, self.services.box,

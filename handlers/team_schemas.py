@@ -1,0 +1,67 @@
+"""OpenAPI models of the team routes (issue 21): users and roles, and the audit list."""
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from common.validation import Identifier
+from handlers.schemas import Strict
+
+Role = Literal["owner", "admin", "agent"]
+ROLE_HELP = ("owner: everything (settings, API keys, users, credits); admin: everything but owners and API keys; "
+             "agent: inbox, contacts, lists.")
+
+
+class UserCreate(Strict):
+    """POST /v1/users: invite a user."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"email": "sam@acme.example", "name": "Sam", "role": "agent"}]})
+    email: Identifier = Field(max_length=320, description="The user's login; unique among all users and accounts.")
+    name: Optional[Identifier] = Field(None, max_length=200)
+    role: Role = Field(description=ROLE_HELP)
+
+
+class UserPatch(Strict):
+    """PATCH /v1/users/{id}: only the keys present change; at least one is required."""
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [{"role": "admin"},
+                                                                                  {"active": False}]})
+    role: Role = Field(None, description=ROLE_HELP, json_schema_extra=lambda schema: schema.pop("default", None))
+    name: Optional[Identifier] = Field(None, max_length=200)
+    active: StrictBool = Field(None, description="false deactivates: the user's sessions end at once and it "
+                                                 "cannot sign in; true lets it sign in again.",
+                               json_schema_extra=lambda schema: schema.pop("default", None))
+
+
+class User(BaseModel):
+    id: str
+    email: str
+    name: Optional[str]
+    role: Role
+    active: bool
+    createdAt: str
+
+
+class UserCreated(User):
+    signInUrl: str = Field(description="One-time link where the invitee chooses a password; shown only here.")
+    signInExpiresAt: str
+
+
+class UserList(BaseModel):
+    data: list[User] = Field(description="Every user of the account, owners first.")
+
+
+# --- Audit (issue 21) ---
+
+class AuditEntry(BaseModel):
+    id: str = Field(description="aud_…; time-ordered.")
+    at: str
+    actor: str = Field(description="The user's id (usr_…), api-key, or operator (the parley command).")
+    actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
+    action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
+                                    "webhook_secret.rotated, credits.granted, contact.erased, ...")
+    subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
+    detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")
+
+
+class AuditPage(BaseModel):
+    data: list[AuditEntry]
+    nextCursor: Optional[str] = Field(description="Pass as ?cursor= for the next (older) page; null on the last.")

@@ -1,0 +1,19 @@
+"""Your account (/account): every user's own page (email, role, password). Agents have no Settings page, so
+their password form is here."""
+from tornado.web import authenticated
+
+from handlers.base import UiHandler
+from services import accounts
+
+
+def render_account(handler, status=200, error=None):
+    handler.render("account.html", status=status, password_min=accounts.MIN_PASSWORD,
+                   password_max=accounts.MAX_PASSWORD, flashes=[{"kind": "error", "text": error}] if error else [])
+
+
+class AccountHandler(UiHandler):
+    role = "agent"
+
+    @authenticated
+    def get(self):
+        render_account(self)

@@ -1,0 +1,62 @@
+"""The Users page (owners and admins): the account's users, invite (the one-time sign-in link is shown on the
+answer), change a user's role, deactivate and reactivate. The same service as /v1/users does the work."""
+from tornado.web import authenticated
+
+from handlers.base import UiHandler
+from services import users
+from common.errors import DomainError
+
+
+class UsersPage(UiHandler):
+    role = "admin"
+
+    async def render_users(self, status=200, error=None, form=None, invited=None):
+        page = await users.list_users(self.services.db, self.account_id)
+        self.render("users.html", status=status, users=page["data"], roles=self.assignable_roles(),
+                    form=form or {"email": "", "name": "", "role": "agent"}, invited=invited,
+                    flashes=[{"kind": "error", "text": error.message}] if error else [], error=error)
+
+    def assignable_roles(self):
+        """The roles this user may give: an admin cannot make owners."""
+        return [r for r in reversed(users.ROLES) if r != "owner" or users.allows(self.current_user["role"], "owner")]
+
+
+class UsersHandler(UsersPage):
+    @authenticated
+    async def get(self):
+        await self.render_users()
+
+    @authenticated
+    async def post(self):
+        """Invite: the page again, with the sign-in link to pass on."""
+        form = {name: self.get_body_argument(name, "") for name in ("email", "name", "role")}
+        try:
+            invited = await users.invite(self.services.db, self.services.box, self.application.settings_obj.base_url,
+                                         self.account_id, email=form["email"], name=form["name"], role=form["role"],
+                                         by=self.actor, actor_role=self.current_user["role"])
+        except DomainError as exc:
+            await self.render_users(status=exc.status, error=exc, form=form)
+            return
+        await self.render_users(status=201, invited=invited)
+
+
+class UserUpdateHandler(UsersPage):
+    """POST /users/{id}: change role, or active (deactivate: the user's sessions and open pages end now)."""
+
+    @authenticated
+    async def post(self, user_id):
+        changes = {}
+        if self.get_body_argument("role", None) is not None:
+            changes["role"] = self.get_body_argument("role")
+        if self.get_body_argument("active", None) is not None:
+            changes["active"] = self.get_body_argument("active") == "1"
+        try:
+            user, deactivated = await users.update(self.services.db, self.account_id, user_id, changes=changes,
+                                                   by=self.actor, actor_role=self.current_user["role"])
+        except DomainError as exc:
+            await self.render_users(status=exc.status, error=exc)
+            return
+        if deactivated:
+            self.services.hub.disconnect(self.account_id, user=user_id)
+        self.flash("success", f"{user['email']}: {'deactivated, signed out everywhere' if deactivated else 'saved'}.")
+        self.redirect("/users", status=303)

@@ -1,0 +1,59 @@
+"""Users API (issue 21): GET/POST /v1/users, GET/PATCH /v1/users/{id}. An API key acts with an owner's rights."""
+from handlers.base import ApiHandler, idempotent
+from handlers.openapi import Operation
+from handlers.team_schemas import User, UserCreate, UserCreated, UserList, UserPatch
+from services import users
+
+NOT_FOUND = "No such user in this account (USER_NOT_FOUND)."
+BY_ID = {"userId": "$response.body#/id"}
+
+
+class UsersHandler(ApiHandler):
+    operations = {
+        "get": Operation("The account's users, owners first", {200: UserList}, tags=("users",)),
+        "post": Operation(
+            "Invite a user", {201: (UserCreated, "Created; signInUrl is shown only here.")}, body=UserCreate,
+            tags=("users",),
+            description="The user chooses a password through signInUrl (one use, 24 hours); Parley sends no email, "
+                        "so pass the link on yourself.",
+            errors={400: "Invalid email, name or role (VALIDATION_ERROR, INVALID_EMAIL).",
+                    409: "A user or an account has this email (CONFLICT)."},
+            links={"GetUser": ("/v1/users/{userId}", "get", BY_ID),
+                   "UpdateUser": ("/v1/users/{userId}", "patch", BY_ID)}),
+    }
+
+    async def get(self):
+        self.respond(await users.list_users(self.services.db, self.principal.account_id))
+
+    @idempotent
+    async def post(self):
+        body = self.json_body(UserCreate)
+        self.respond(await users.invite(self.services.db, self.services.box, self.application.settings_obj.base_url,
+                                        self.principal.account_id, email=body.email, name=body.name, role=body.role,
+                                        by=self.actor, actor_role=users.API_KEY_ROLE), 201)
+
+
+class UserHandler(ApiHandler):
+    path_params = {"userId": "The user's id (usr_…)."}
+    operations = {
+        "get": Operation("A user by id", {200: User}, tags=("users",), errors={404: NOT_FOUND}),
+        "patch": Operation(
+            "Change a user's role, name or active", {200: User}, body=UserPatch, tags=("users",),
+            description="active: false deactivates the user: its sessions end at once (open pages close) and it "
+                        "cannot sign in. The account always keeps an active owner.",
+            errors={400: "Invalid role, name or active, or none sent.", 404: NOT_FOUND,
+                    409: "The change would leave the account without an active owner (LAST_OWNER)."}),
+    }
+
+    async def get(self, user_id):
+        self.respond(await users.get_user(self.services.db, self.principal.account_id, user_id))
+
+    @idempotent
+    async def patch(self, user_id):
+        body = self.json_body(UserPatch)
+        user, deactivated = await users.update(self.services.db, self.principal.account_id, user_id,
+                                               changes=body.model_dump(exclude_unset=True), by=self.actor,
+                                               actor_role=users.API_KEY_ROLE)
+        if deactivated:
+            self.services.hub.disconnect(self.principal.account_id, user=user_id)
+        self.respond(user)

@@ -1,0 +1,108 @@
+"""An account's users and their roles (issue 21): owner (everything), admin (everything but owners and API
+keys), agent (inbox, contacts, lists). Invite (a one-time sign-in link, shown), list, change role, name,
+active. The rules that need the stored state (the last active owner) are checked in the write itself."""
+import json
+
+from common.errors import Forbidden, Invalid, NotFound
+from common.ids import new_id, now_iso
+from services import one_time_links
+from services.contact_fields import normalize_email
+from storage import users as store
+from storage.db import StoredResultLost
+
+ROLES = ("agent", "admin", "owner")  # each can do what the ones before it can
+_RANK = {role: rank for rank, role in enumerate(ROLES)}
+API_KEY_ROLE = "owner"  # an API key acts with an owner's rights
+MAX_NAME = 200
+INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
+OWNERS_ONLY = store.OWNERS_ONLY
+
+
+def allows(role, required):
+    """True when ``role`` may use what needs ``required`` (None: a user from before roles is an admin)."""
+    return _RANK.get(role or "admin", -1) >= _RANK[required]
+
+
+def public_user(row):
+    return {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
+            "active": bool(row["active"]), "createdAt": row["created_at"]}
+
+
+def _role(value):
+    if value not in ROLES:
+        raise Invalid(f"role must be one of {', '.join(ROLES)}", field="role")
+    return value
+
+
+def _name(value):
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Invalid("name must be text", field="name")
+    value = value.strip()
+    if len(value) > MAX_NAME:
+        raise Invalid(f"name is longer than {MAX_NAME} characters", field="name")
+    return value or None
+
+
+def _require_manager(actor_role, role=None):
+    """Users are managed by owners and admins; only owners make or change owners."""
+    if not allows(actor_role, "admin"):
+        raise Forbidden("only an owner or an admin can manage users")
+    if role == "owner" and not allows(actor_role, "owner"):
+        raise Forbidden(OWNERS_ONLY, field="role")
+
+
+async def list_users(db, account_id):
+    return {"data": [public_user(row) for row in await store.list_users(db, account_id)]}
+
+
+async def get_user(db, account_id, user_id):
+    row = await store.get_user(db, account_id, user_id)
+    if row is None:
+        raise store.user_not_found()
+    return public_user(row)
+
+
+async def invite(db, box, base_url, account_id, *, email, name=None, role, by, actor_role):
+    """Add a user and make its one-time sign-in link (/invite/<token>, LINK_HOURS): the invitee chooses a
+    password through it. Returns the user with signInUrl and signInExpiresAt, shown once (the link is stored
+    hashed; an Idempotency-Key retry gets the same link back, kept encrypted with the key's answer).
+    Invalid naming the field, Forbidden (an admin inviting an owner), Conflict (email taken)."""
+    if not isinstance(email, str) or not email.strip():
+        raise Invalid("email is required", field="email")
+    email, name, role = normalize_email(email), _name(name), _role(role)
+    _require_manager(actor_role, role)
+    user = {"id": new_id("usr"), "account_id": account_id, "email": email, "name": name, "role": role,
+            "password_hash": INVITED, "created_at": now_iso()}
+    link_row, link = one_time_links.new_link(base_url, user["id"], account_id, "invite")
+    shown = box.encrypt(json.dumps(link))
+    try:
+        created = await store.insert_user(db, user, link_row, shown, by)
+    except StoredResultLost:  # committed, only the writer's answer was lost: what was made here is stored
+        created = {**user, "active": 1, "shown": shown}
+    link = json.loads(box.decrypt(created["shown"]))
+    return {**public_user(created), "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"]}
+
+
+async def update(db, account_id, user_id, *, changes, by, actor_role):
+    """Change a user's role, name and/or active (changes: field -> value, as sent). Deactivating ends the
+    user's sessions at once. Returns (the user as it is now, whether it was deactivated now).
+    Invalid naming the field, NotFound USER_NOT_FOUND, Forbidden (an admin and an owner), Conflict
+    LAST_OWNER (the account would have no active owner left)."""
+    clean = {}
+    if "role" in changes:
+        clean["role"] = _role(changes["role"])
+    if "name" in changes:
+        clean["name"] = _name(changes["name"])
+    if "active" in changes:
+        if not isinstance(changes["active"], bool):
+            raise Invalid("active must be true or false", field="active")
+        clean["active"] = int(changes["active"])
+    if not clean:
+        raise Invalid("send at least one of role, name, active")
+    _require_manager(actor_role, clean.get("role"))
+    row, changed = await store.update_user(db, account_id, user_id, clean, by, allows(actor_role, "owner"))
+    if row is None:
+        raise NotFound("no such user")
+    return public_user(row), changed.get("active") == [1, 0]

@@ -1,0 +1,88 @@
+"""SQL for an account's UI users and their roles (migration 0221): invite, list, change role, name and
+active; each change audited in its own transaction (storage.audit)."""
+from common.errors import Conflict, Forbidden, NotFound
+from storage.audit import record_by
+from storage.db import fetch_all, fetch_one, reads, writes
+from storage.one_time_links import insert_link
+from storage.sessions import end_user_sessions_in_tx
+
+_COLUMNS = "id, account_id, email, name, role, active, created_at"
+LAST_OWNER = "the account must keep an active owner: make another user owner first"
+OWNERS_ONLY = "only an owner can change an owner or make a user owner"
+
+
+def email_taken(email):
+    return Conflict(f"email {email} is already a user or an account", code="CONFLICT", field="email")
+
+
+def user_not_found():
+    return NotFound("no such user in this account", code="USER_NOT_FOUND")
+
+
+def _get_in_tx(cx, account_id, user_id):
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM users WHERE id = ? AND account_id = ?", (user_id, account_id))
+
+
+@reads
+def get_user(cx, account_id, user_id):
+    """The account's user with this id, or None (also for another account's)."""
+    return _get_in_tx(cx, account_id, user_id)
+
+
+@reads
+def list_users(cx, account_id):
+    """Every user of the account, owners first, then by when they were added (accounts have a few)."""
+    return fetch_all(cx, f"SELECT {_COLUMNS} FROM users WHERE account_id = ? ORDER BY"
+                         " CASE role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END, created_at, id",
+                     (account_id,))
+
+
+@writes
+def insert_user(cx, user, link, shown, by):
+    """Add an invited user with its one-time sign-in link, audited, in one transaction. Conflict (naming
+    email) when a user or an account has the email. shown: the link's URL, encrypted by the caller and
+    only returned (an Idempotency-Key retry gets the same). Returns the user with "shown"."""
+    if cx.execute("SELECT 1 FROM users WHERE email = ? UNION ALL SELECT 1 FROM accounts WHERE email = ?",
+                  (user["email"], user["email"])).fetchone():
+        raise email_taken(user["email"])
+    cx.execute("INSERT INTO users (id, account_id, email, name, role, active, password_hash, is_owner, created_at)"
+               " VALUES (?, ?, ?, ?, ?, 1, ?, 0, ?)",
+               (user["id"], user["account_id"], user["email"], user["name"], user["role"], user["password_hash"],
+                user["created_at"]))
+    insert_link.sync(cx, link)
+    record_by(cx, by, account_id=user["account_id"], action="user.invited", subject_id=user["id"],
+              detail={"email": user["email"], "role": user["role"]})
+    return {**_get_in_tx(cx, user["account_id"], user["id"]), "shown": shown}
+
+
+@writes
+def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
+    """Set role, name and/or active of the account's user in one transaction. Deactivating ends the user's
+    sessions and unspent links in it. Refuses (nothing changed): NotFound for another account's or an
+    unknown user; Forbidden when may_touch_owners is False and the user is or would become
+    an owner; Conflict LAST_OWNER when the account would be left without an active owner.
+    Returns (user as it is now, {field: [from, to]} of what changed)."""
+    before = _get_in_tx(cx, account_id, user_id)
+    if before is None:
+        raise user_not_found()
+    if not may_touch_owners and (before["role"] == "owner" or changes.get("role") == "owner"):
+        raise Forbidden(OWNERS_ONLY, field="role")
+    after = {**before, **changes}
+    if before["role"] == "owner" and before["active"] and (after["role"] != "owner" or not after["active"]):
+        others = cx.execute("SELECT COUNT(*) FROM users WHERE account_id = ? AND role = 'owner' AND active = 1"
+                            " AND id <> ?", (account_id, user_id)).fetchone()[0]
+        if not others:
+            field = "role" if "role" in changes else "active"
+            raise Conflict(f"{field}: {LAST_OWNER}", code="LAST_OWNER", field=field)
+    changed = {k: [before[k], v] for k, v in changes.items() if before[k] != v}
+    if changed:
+        columns = ", ".join(f"{column} = ?" for column in changed)
+        cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
+                   (*(v[1] for v in changed.values()), user_id, account_id))
+        if not after["active"]:
+            end_user_sessions_in_tx(cx, user_id)
+            cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))
+        shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
+        record_by(cx, by, account_id=account_id, action="user.updated", subject_id=user_id,
+                  detail={"email": before["email"], **shown})
+    return _get_in_tx(cx, account_id, user_id), changed

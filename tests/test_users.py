@@ -1,0 +1,153 @@
+"""Users and roles (issue 21): invite through a one-time link, change role, name and active over the API
+and on the Users page; deactivating ends the user's sessions at once; the account keeps an active owner;
+another account's key sees and changes nothing."""
+import sqlite3
+
+from storage.db import migrate
+from tests.test_migrations_money_state import database_before
+
+from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+
+NEW_PASSWORD = "a long enough password"
+
+
+async def invite(api, key, email, role="agent", name=None):
+    body = {"email": email, "role": role, **({"name": name} if name else {})}
+    r = await api.post("/v1/users", body, key=key)
+    assert r.code == 201, r.body
+    return r.json
+
+
+async def accept(client, url, password=NEW_PASSWORD):
+    """The invitee opens the link and chooses a password: signed in."""
+    browser = FormClient(client)
+    path = url[url.index("/invite/"):]
+    assert (await browser.get(path)).code == 200
+    r = await browser.post(path, {"password": password, "password_again": password})
+    assert r.code == 303, r.text
+    return browser
+
+
+async def test_invite_then_the_invitee_signs_in_through_the_link(api, http_server_client, ui_account):
+    key = ui_account["api_key"]
+    user = await invite(api, key, "Sam@Acme.example", name="Sam")
+    assert (user["email"], user["name"], user["role"], user["active"]) == ("sam@acme.example", "Sam", "agent", True)
+    assert "/invite/" in user["signInUrl"] and user["signInExpiresAt"]
+    sam = await accept(http_server_client, user["signInUrl"])
+    assert (await sam.get("/inbox")).code == 200
+    again = FormClient(http_server_client)
+    assert (await again.get(user["signInUrl"][user["signInUrl"].index("/invite/"):])).code == 404  # spent
+    assert (await again.login("sam@acme.example", NEW_PASSWORD)).code == 303
+    listed = (await api.get("/v1/users", key=key)).json["data"]
+    assert [(u["email"], u["role"]) for u in listed] == [(ui_account["email"], "owner"), ("sam@acme.example", "agent")]
+
+
+async def test_an_invited_user_cannot_sign_in_before_choosing_a_password(api, browser, ui_account):
+    await invite(api, ui_account["api_key"], "new@acme.example")
+    assert (await browser.login("new@acme.example", "!invited")).code == 401
+
+
+async def test_bad_input_names_the_field_and_changes_nothing(api, ui_account, services):
+    key = ui_account["api_key"]
+    for body, field in (({"email": "not-an-email", "role": "agent"}, "email"),
+                        ({"email": "a@acme.example", "role": "boss"}, "role"),
+                        ({"email": "a@acme.example"}, "role"),
+                        ({"email": "a@acme.example", "role": "agent", "extra": 1}, "extra")):
+        r = await api.post("/v1/users", body, key=key)
+        assert r.code == 400 and field in r.json["error"]["message"], r.body
+    r = await api.post("/v1/users", {"email": ui_account["email"], "role": "agent"}, key=key)
+    assert r.code == 409 and "email" in r.json["error"]["message"]
+    user = await invite(api, key, "b@acme.example")
+    for body, field in (({"role": "boss"}, "role"), ({"active": "no"}, "active"), ({}, "")):
+        r = await api.patch(f"/v1/users/{user['id']}", body, key=key)
+        assert r.code == 400 and field in r.json["error"]["message"], r.body
+    count = sqlite3.connect(services.db.path).execute("SELECT COUNT(*) FROM users").fetchone()[0]
+    assert count == 2
+
+
+async def test_the_last_active_owner_cannot_be_demoted_or_deactivated(api, ui_account):
+    key = ui_account["api_key"]
+    owner = (await api.get("/v1/users", key=key)).json["data"][0]
+    for body, field in (({"role": "admin"}, "role"), ({"active": False}, "active")):
+        r = await api.patch(f"/v1/users/{owner['id']}", body, key=key)
+        assert (r.code, r.json["error"]["code"]) == (409, "LAST_OWNER") and field in r.json["error"]["message"]
+    second = await invite(api, key, "co@acme.example", role="owner")
+    r = await api.patch(f"/v1/users/{owner['id']}", {"role": "admin"}, key=key)
+    assert r.code == 200 and r.json["role"] == "admin"
+    r = await api.patch(f"/v1/users/{second['id']}", {"active": False}, key=key)
+    assert r.code == 409  # now it is the last one
+
+
+async def test_another_account_sees_and_changes_nothing(api, ui_account, other_account):
+    user = await invite(api, ui_account["api_key"], "c@acme.example")
+    other = other_account["api_key"]
+    assert (await api.get("/v1/users", key=other)).json["data"] == []
+    assert (await api.get(f"/v1/users/{user['id']}", key=other)).code == 404
+    r = await api.patch(f"/v1/users/{user['id']}", {"role": "admin"}, key=other)
+    assert r.code == 404 and r.json["error"]["code"] == "USER_NOT_FOUND"
+    assert (await api.get(f"/v1/users/{user['id']}", key=ui_account["api_key"])).json["role"] == "agent"
+
+
+async def test_deactivating_ends_the_users_session_at_once_and_audits(api, http_server_client, ui_account):
+    key = ui_account["api_key"]
+    user = await invite(api, key, "d@acme.example")
+    agent = await accept(http_server_client, user["signInUrl"])
+    assert (await agent.get("/inbox")).code == 200
+    r = await api.patch(f"/v1/users/{user['id']}", {"active": False}, key=key)
+    assert r.code == 200 and r.json["active"] is False
+    refused = await agent.get("/inbox")
+    assert refused.code == 302 and refused.headers["Location"].startswith("/login")
+    assert (await FormClient(http_server_client).login("d@acme.example", NEW_PASSWORD)).code == 401
+    actions = [(e["action"], e["detail"]) for e in (await api.get("/v1/audit", key=key)).json["data"]]
+    assert actions[0] == ("user.updated", {"email": "d@acme.example", "active": [True, False]})
+    assert actions[1][0] == "user.invited"
+    assert (await api.patch(f"/v1/users/{user['id']}", {"active": True}, key=key)).code == 200
+    assert (await FormClient(http_server_client).login("d@acme.example", NEW_PASSWORD)).code == 303
+
+
+async def test_the_users_page_invites_changes_role_and_deactivates(signed_in, api, ui_account, http_server_client):
+    page = await signed_in.get("/users")
+    assert page.code == 200 and ui_account["email"] in page.text
+    r = await signed_in.post("/users", {"email": "e@acme.example", "name": "Eve", "role": "agent"})
+    assert r.code == 201 and "/invite/" in r.text and 'id="invite-link"' in r.text
+    r = await signed_in.post("/users", {"email": "bad", "name": "", "role": "agent"})
+    assert r.code == 400 and "email" in r.text
+    user = next(u for u in (await api.get("/v1/users", key=ui_account["api_key"])).json["data"]
+                if u["email"] == "e@acme.example")
+    r = await signed_in.post(f"/users/{user['id']}", {"role": "admin"})
+    assert (r.code, r.headers["Location"]) == (303, "/users")
+    r = await signed_in.post(f"/users/{user['id']}", {"active": "0"})
+    assert r.code == 303
+    user = (await api.get(f"/v1/users/{user['id']}", key=ui_account["api_key"])).json
+    assert (user["role"], user["active"]) == ("admin", False)
+    assert (await signed_in.post(f"/users/{user['id']}", {"role": "admin"}, xsrf=False)).code == 403
+
+
+async def test_an_admin_cannot_touch_owners_or_make_one(api, http_server_client, ui_account):
+    key = ui_account["api_key"]
+    admin_user = await invite(api, key, "adm@acme.example", role="admin")
+    admin = await accept(http_server_client, admin_user["signInUrl"])
+    owner_id = (await api.get("/v1/users", key=key)).json["data"][0]["id"]
+    r = await admin.post(f"/users/{owner_id}", {"active": "0"})
+    assert r.code == 403 and "owner" in r.text
+    r = await admin.post("/users", {"email": "x@acme.example", "name": "", "role": "owner"})
+    assert r.code == 403
+    r = await admin.post("/users", {"email": "y@acme.example", "name": "", "role": "agent"})
+    assert r.code == 201
+    assert 'value="owner"' not in r.text  # the role lists offer no owner
+    roles = {u["email"]: (u["role"], u["active"]) for u in (await api.get("/v1/users", key=key)).json["data"]}
+    assert roles[ui_account["email"]] == ("owner", True) and "x@acme.example" not in roles
+
+
+def test_migration_0221_makes_the_first_user_owner_and_the_others_admins(tmp_path, monkeypatch):
+    """Users from before roles: is_owner = 1 becomes owner; any other user could do everything, so admin."""
+    cx = database_before(tmp_path, monkeypatch, 221)
+    try:
+        cx.executemany("INSERT INTO users (id, account_id, email, password_hash, is_owner, created_at)"
+                       " VALUES (?, 'acc_1', ?, 'x', ?, '2026-01-01T00:00:00.000Z')",
+                       [("usr_1", "a@x.example", 1), ("usr_2", "b@x.example", 0)])
+        migrate(cx)
+        rows = [tuple(r) for r in cx.execute("SELECT id, role, active, name FROM users ORDER BY id")]
+        assert rows == [("usr_1", "owner", 1, None), ("usr_2", "admin", 1, None)]
+    finally:
+        cx.close()

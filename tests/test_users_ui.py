@@ -1,0 +1,59 @@
+"""Users and roles in headless Chromium against the real server (issue 21): two browser contexts signed in at
+once. The owner invites an agent on the Users page; the agent signs in through the link, sees no Settings
+link and gets a 403 page at /settings; the owner deactivates the agent and the agent's open page is signed
+out at once (its live-events WebSocket closes, the reload shows the sign-in page)."""
+import pytest
+
+from tests.parley_process import ParleyProcess, run_cli
+from tests.test_agency_ui import sign_in
+from tests.test_inbox_e2e import wait_until
+from tests.test_ui import PASSWORD, chromium, open_page  # noqa: F401 (chromium: fixture)
+
+AGENT_PASSWORD = "agent-chose-this-1"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    data = tmp_path_factory.mktemp("team-users") / "data"
+    owner = run_cli(data, "create-account", "--name", "Acme", "--email", "owner@acme.example", "--password", PASSWORD)
+    with ParleyProcess(data) as process:
+        process.owner = owner
+        yield process
+
+
+def test_browser_owner_invites_an_agent_who_is_refused_settings_and_signed_out_when_deactivated(chromium, server):
+    owner_context, owner = open_page(chromium)
+    agent_context, agent = open_page(chromium)
+    try:
+        sign_in(owner, server, "owner@acme.example")
+        owner.click("nav >> text=Users")
+        owner.fill("#invite-email", "sam@acme.example")
+        owner.fill("#invite-name", "Sam")
+        owner.select_option("#invite-role", "agent")
+        owner.click("button:has-text('Invite')")
+        link = owner.input_value("#invite-link")
+        assert "/invite/" in link
+
+        agent.goto(server.base + link[link.index("/invite/"):])
+        agent.fill("#password", AGENT_PASSWORD)
+        agent.fill("#password_again", AGENT_PASSWORD)
+        agent.click("button:has-text('Set password')")
+        assert agent.url == server.base + "/inbox"
+        nav = agent.inner_text("nav")
+        assert "Inbox" in nav and "Contacts" in nav and "Settings" not in nav and "Users" not in nav
+        response = agent.goto(server.base + "/settings")
+        assert response.status == 403 and "Your role (agent) cannot use this page" in agent.content()
+        agent.console_errors.clear()  # Chromium logs the 403 answer itself as "Failed to load resource"
+        agent.goto(server.base + "/inbox")
+        wait_until(agent, "document.getElementById('live-status').dataset.state === 'live'", timeout=10)
+
+        owner.goto(server.base + "/users")
+        owner.click("tr[data-email='sam@acme.example'] button:has-text('Deactivate')")
+        assert "deactivated" in owner.inner_text("main")
+        agent.wait_for_url("**/login**", timeout=10_000)  # the socket closed, the reload found no session
+        agent.goto(server.base + "/contacts")
+        assert "/login" in agent.url
+        assert owner.console_errors == [] and agent.console_errors == []
+    finally:
+        owner_context.close()
+        agent_context.close()

@@ -5,7 +5,7 @@ def routes():
     """The whole URL table."""
     from handlers import account, bot
     from handlers import campaigns
-    from handlers import contacts, lists
+    from handlers import contacts, conversations, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
@@ -20,6 +20,8 @@ def routes():
         (r"/v1/account/webhook-test", account.WebhookTestHandler),
         (r"/v1/contacts", contacts.ContactsHandler),
         (r"/v1/contacts/([^/]+)", contacts.ContactHandler),
+        (r"/v1/conversations/bulk", conversations.ConversationsBulkHandler),
+        (r"/v1/conversations/([^/]+)", conversations.ConversationHandler),
         (r"/v1/lists", lists.ListsHandler),
         (r"/v1/lists/([^/]+)", lists.ListHandler),
         (r"/v1/lists/([^/]+)/contacts", lists.ListContactsHandler),

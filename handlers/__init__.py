@@ -10,8 +10,8 @@ def routes():
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
-                             settings as ui_settings)
+                             conversation_status as ui_conversation_status, credits as ui_credits, inbox,
+                             lists as ui_lists, one_time_link, session, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -84,6 +84,7 @@ def routes():
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
         (r"/inbox/needs-person", inbox.NeedsPersonHandler),
+        (r"/inbox/bulk", ui_conversation_status.BulkHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages/(msg_[0-9a-z]+)", inbox.ThreadMessageHandler),
@@ -92,6 +93,7 @@ def routes():
         (r"/inbox/(ct_[0-9a-z]+)/read", inbox.ReadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/resume-bot", inbox.ResumeBotHandler),
         (r"/inbox/(ct_[0-9a-z]+)/bot", inbox.BotStateHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/state", ui_conversation_status.ConversationStateHandler),
         (r"/contacts", ui_contacts.ContactsHandler),
         (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),

@@ -82,6 +82,23 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
         services.snoozes.notify()
 
 
+STATUS_LABELS = {"open": "Open", "pending": "Pending", "resolved": "Resolved", "snoozed": "Snoozed"}
+
+
+def ui_action(action, *, assignee="", snooze="", utc_offset_minutes=0, now=None):
+    """A form's action as change()'s keywords: assign (assignee: a user id, empty for nobody), resolve, reopen,
+    pending, snooze (snooze: a SNOOZE_PRESETS key); "assign:<id>" and "snooze:<preset>" carry their value in
+    one field (the inbox's bulk action menu). Invalid naming the field for an unknown one."""
+    action, _, value = (action or "").partition(":")
+    if action == "assign":
+        return {"assignee_user_id": (value or assignee or "").strip() or None}
+    if action in ("resolve", "reopen", "pending"):
+        return {"status": {"resolve": "resolved", "reopen": "open"}.get(action, action)}
+    if action == "snooze":
+        return {"status": "snoozed", "snoozed_until": snooze_until(value or snooze, now, utc_offset_minutes)}
+    raise Invalid("action must be assign, resolve, reopen, pending or snooze", field="action")
+
+
 def public_conversation(row):
     """A conversation as the API shows it (its id is its contact's)."""
     return {"id": row["contact_id"], "contactId": row["contact_id"], "status": row["status"],

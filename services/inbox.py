@@ -141,6 +141,11 @@ async def get_thread(services, account_id, contact_id, *, before=None):
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
 
 
+async def get_conversation(services, account_id, contact_id):
+    """The conversation row of the account's contact (None before its first message)."""
+    return await store.get(services.db, account_id, contact_id, now_iso())
+
+
 async def _bot_state(services, account_id, contact_id):
     """{pause, bot_on}: the contact's pause, and whether the account's bot is on (the thread's banner says which
     is true: off for the account, paused for this contact, or answering)."""

@@ -52,7 +52,7 @@
     var button = bulk.querySelector("button");
     button.disabled = true;
     var error = document.getElementById("bulk-error");
-    window.fetch(bulk.action, {
+    window.fetch(bulk.getAttribute("action"), {  // its field "action" shadows bulk.action
       method: "POST", credentials: "same-origin", body: data,
       headers: {Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded"}
     }).then(function (response) {

@@ -17,7 +17,7 @@
   var get = window.Parley.getHTML;
 
   function post(form, submitter) {  // submitter: the clicked button, whose name=value the form data carries
-    return window.fetch(form.action, {
+    return window.fetch(form.getAttribute("action"), {  // not form.action: a field named action shadows it
       method: "POST", credentials: "same-origin",
       headers: {Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded"},
       body: new URLSearchParams(new FormData(form, submitter || null))

@@ -15,7 +15,7 @@ def _no_default(schema):
 
 class ConversationPatch(Strict):
     """PATCH /v1/conversations/{id}: any subset; at least one field."""
-    model_config = ConfigDict(json_schema_extra={"examples": [
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [
         {"status": "resolved"}, {"assigneeUserId": None},
         {"status": "snoozed", "snoozedUntil": "2030-01-06T09:00:00Z"}]})
     # Absent means unchanged; not nullable, so the document shows no default.
@@ -30,7 +30,7 @@ class ConversationPatch(Strict):
 
 class ConversationBulk(ConversationPatch):
     """POST /v1/conversations/bulk: the same change on many conversations, all or none."""
-    model_config = ConfigDict(json_schema_extra={"examples": [
+    model_config = ConfigDict(json_schema_extra={"minProperties": 2, "examples": [
         {"conversationIds": ["ct_0001"], "status": "resolved"}]})
     conversationIds: list[Identifier] = Field(min_length=1, max_length=100,
                                               description="Conversation ids (a conversation's id is its contact's).")

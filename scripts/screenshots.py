@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli  # noqa: E402
+from tests.team_users import add_user_to_file  # noqa: E402 (until the team-users branch's invites)
 
 PAGES = [
     ("inbox", "/inbox", False),
@@ -129,7 +130,7 @@ def seed(parley, page):
         _, cleo = inbound("cleo@example.com", "Can I talk to a person, please?", channel="email-bridge",
                           firstName="Cleo")
         inbound("+33612345678", "Bonjour, vous livrez en France ?", channel="webchat", firstName="Dominique")
-        inbound("+14155550199", "Thanks, got it!", channel="sms", firstName="Eve", lastName="Martin")
+        _, eve = inbound("+14155550199", "Thanks, got it!", channel="sms", firstName="Eve", lastName="Martin")
         lists = {}
         for name in ("Leads", "Newsletter", "VIP customers"):
             lists[name] = api.post("/v1/lists", params=key, json={"name": name}).json()["id"]
@@ -140,8 +141,18 @@ def seed(parley, page):
             api.post("/v1/contacts", params=key, json={"firstName": first, "lastName": last,
                                                        "phone": f"+1415555{3000 + n}"}).raise_for_status()
 
-    # A reply typed in the inbox by the signed-in user.
+        # A teammate; conversations assigned, resolved and snoozed (the team views, issue 21).
+        sam = add_user_to_file(parley.data_dir / "parley.db", parley.first_run["account_id"], "sam@example.com",
+                               "sam's demo password")
+        api.patch(f"/v1/conversations/{ben}", params=key, json={"assigneeUserId": sam}).raise_for_status()
+        api.patch(f"/v1/conversations/{cleo}", params=key, json={"status": "pending"}).raise_for_status()
+        api.patch(f"/v1/conversations/{eve}", params=key, json={"status": "resolved"}).raise_for_status()
+
+    # A reply typed in the inbox by the signed-in user, who takes the conversation.
     page.goto(parley.base + f"/inbox/{ada}")
+    page.select_option("#assignee", index=1)
+    page.click("#conversation-state button:has-text('Assign')")
+    page.wait_for_selector("#conversation-state .assignee strong")
     page.fill("#reply-body", "I have put one aside for you until Friday.")
     page.click("button:has-text('Send reply')")
     page.wait_for_selector(".message.outbound >> nth=1")

@@ -14,6 +14,7 @@ needs data, a few lines to seed().
 import argparse
 import base64
 import os
+import sqlite3
 import struct
 import sys
 import time
@@ -62,7 +63,7 @@ PAGES = [
     ("campaign-paused", "/campaigns/{loyalty}", False),
     ("campaign-paused-phone", "/campaigns/{loyalty}", True),
 ]
-FULL_PAGE = {"campaign", "campaign-paused", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
+FULL_PAGE = {"campaign", "campaign-paused", "contact", "list", "thread"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
@@ -144,15 +145,15 @@ def seed(parley, page):
         # A teammate; conversations assigned, resolved and snoozed (the team views, issue 21).
         sam = add_user_to_file(parley.data_dir / "parley.db", parley.first_run["account_id"], "sam@example.com",
                                "sam's demo password")
+        owner = sqlite3.connect(parley.data_dir / "parley.db").execute(
+            "SELECT id FROM users WHERE account_id = ? AND is_owner = 1", (parley.first_run["account_id"],)).fetchone()[0]
+        api.patch(f"/v1/conversations/{ada}", params=key, json={"assigneeUserId": owner}).raise_for_status()
         api.patch(f"/v1/conversations/{ben}", params=key, json={"assigneeUserId": sam}).raise_for_status()
         api.patch(f"/v1/conversations/{cleo}", params=key, json={"status": "pending"}).raise_for_status()
         api.patch(f"/v1/conversations/{eve}", params=key, json={"status": "resolved"}).raise_for_status()
 
-    # A reply typed in the inbox by the signed-in user, who takes the conversation.
+    # A reply typed in the inbox by the signed-in user.
     page.goto(parley.base + f"/inbox/{ada}")
-    page.select_option("#assignee", index=1)
-    page.click("#conversation-state button:has-text('Assign')")
-    page.wait_for_selector("#conversation-state .assignee strong")
     page.fill("#reply-body", "I have put one aside for you until Friday.")
     page.click("button:has-text('Send reply')")
     page.wait_for_selector(".message.outbound >> nth=1")

@@ -8,7 +8,8 @@ tabs on the inbox.
 Prints {"ready": N} once every socket is live; then reads a message id from stdin (the last probe's) and,
 once every page received it (or after a minute), prints one JSON line with what arrived:
 frames and events per socket, reloads, and for every message.created of WATCH_CONTACT_ID (the probe's
-contact) the time.monotonic() at which each socket received it. Frames that do not mention the probe's
+contact) the time.monotonic() at which each socket received it (and for every conversation.updated of it, under
+"update:<event id>": bench/scenarios/team_inbox.py's assignments). Frames that do not mention the probe's
 contact are counted, not decoded: the clients must keep up with the whole account's events."""
 import asyncio
 import json
@@ -51,8 +52,12 @@ class Page:
                     self.last_id = int(text[start:text.index(",", start)])
                     if self.pool.watch in text:
                         for event in json.loads(text)["events"]:
-                            if event["type"] == "message.created" and event["data"]["contactId"] == self.pool.watch:
+                            if event["data"].get("contactId") != self.pool.watch:
+                                continue
+                            if event["type"] == "message.created":
                                 self.pool.arrivals.setdefault(event["data"]["messageId"], []).append(received)
+                            elif event["type"] == "conversation.updated":
+                                self.pool.arrivals.setdefault(f"update:{event['id']}", []).append(received)
                 elif '"ready"' in text:
                     self.ready.set()
                 elif '"reload"' in text:

@@ -5,14 +5,14 @@ def routes():
     """The whole URL table."""
     from handlers import account, audit, bot, users
     from handlers import campaigns
-    from handlers import contacts, lists
+    from handlers import contacts, conversations, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
-                             settings as ui_settings)
+                             conversation_status as ui_conversation_status, credits as ui_credits, inbox,
+                             lists as ui_lists, one_time_link, session, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -21,6 +21,8 @@ def routes():
         (r"/v1/account/webhook-test", account.WebhookTestHandler),
         (r"/v1/contacts", contacts.ContactsHandler),
         (r"/v1/contacts/([^/]+)", contacts.ContactHandler),
+        (r"/v1/conversations/bulk", conversations.ConversationsBulkHandler),
+        (r"/v1/conversations/([^/]+)", conversations.ConversationHandler),
         (r"/v1/lists", lists.ListsHandler),
         (r"/v1/lists/([^/]+)", lists.ListHandler),
         (r"/v1/lists/([^/]+)/contacts", lists.ListContactsHandler),
@@ -90,6 +92,7 @@ def routes():
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
         (r"/inbox/needs-person", inbox.NeedsPersonHandler),
+        (r"/inbox/bulk", ui_conversation_status.BulkHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages/(msg_[0-9a-z]+)", inbox.ThreadMessageHandler),
@@ -98,6 +101,7 @@ def routes():
         (r"/inbox/(ct_[0-9a-z]+)/read", inbox.ReadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/resume-bot", inbox.ResumeBotHandler),
         (r"/inbox/(ct_[0-9a-z]+)/bot", inbox.BotStateHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/state", ui_conversation_status.ConversationStateHandler),
         (r"/contacts", ui_contacts.ContactsHandler),
         (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),

@@ -10,6 +10,7 @@ import tornado.web
 import tornado.websocket
 
 from handlers.base import CODES, SECURITY_HEADERS, session_key, session_user
+from services.presence import viewing_message
 
 
 def _origin(url):
@@ -102,10 +103,19 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         if subscriber is not None and self.ws_connection is None:  # the page left while it was subscribing
             hub.unsubscribe(subscriber)
             return
+        if subscriber is not None:
+            subscriber.label = self.user["email"]
         self.subscriber = subscriber
 
     def on_message(self, message):
-        """Pages send nothing; what arrives is ignored."""
+        """A thread page says which conversation it shows ({"type": "viewing", "contactId"}): the hub tells the
+        account's other pages on it. Anything else is ignored."""
+        try:
+            contact_id = viewing_message(message)
+        except ValueError:
+            return
+        if self.subscriber is not None and not self.subscriber.closed:
+            self.application.services.hub.presence.view(self.subscriber, contact_id)
 
     def on_close(self):
         if self.subscriber is not None:

@@ -14,6 +14,7 @@ needs data, a few lines to seed().
 import argparse
 import base64
 import os
+import sqlite3
 import struct
 import sys
 import time
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli  # noqa: E402
+from tests.team_users import add_user_to_file  # noqa: E402 (until the team-users branch's invites)
 
 PAGES = [
     ("inbox", "/inbox", False),
@@ -67,7 +69,7 @@ PAGES = [
     ("audit", "/audit", False),
     ("audit-phone", "/audit", True),
 ]
-FULL_PAGE = {"campaign", "campaign-paused", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
+FULL_PAGE = {"campaign", "campaign-paused", "contact", "list", "thread"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
@@ -135,7 +137,7 @@ def seed(parley, page):
         _, cleo = inbound("cleo@example.com", "Can I talk to a person, please?", channel="email-bridge",
                           firstName="Cleo")
         inbound("+33612345678", "Bonjour, vous livrez en France ?", channel="webchat", firstName="Dominique")
-        inbound("+14155550199", "Thanks, got it!", channel="sms", firstName="Eve", lastName="Martin")
+        _, eve = inbound("+14155550199", "Thanks, got it!", channel="sms", firstName="Eve", lastName="Martin")
         lists = {}
         for name in ("Leads", "Newsletter", "VIP customers"):
             lists[name] = api.post("/v1/lists", params=key, json={"name": name}).json()["id"]
@@ -145,6 +147,16 @@ def seed(parley, page):
         for n, (first, last) in enumerate((("Farah", "Haddad"), ("Gus", "Ivanov"), ("Hana", "Sato"))):
             api.post("/v1/contacts", params=key, json={"firstName": first, "lastName": last,
                                                        "phone": f"+1415555{3000 + n}"}).raise_for_status()
+
+        # A teammate; conversations assigned, resolved and snoozed (the team views, issue 21).
+        sam = add_user_to_file(parley.data_dir / "parley.db", parley.first_run["account_id"], "sam@example.com",
+                               "sam's demo password")
+        owner = sqlite3.connect(parley.data_dir / "parley.db").execute(
+            "SELECT id FROM users WHERE account_id = ? AND is_owner = 1", (parley.first_run["account_id"],)).fetchone()[0]
+        api.patch(f"/v1/conversations/{ada}", params=key, json={"assigneeUserId": owner}).raise_for_status()
+        api.patch(f"/v1/conversations/{ben}", params=key, json={"assigneeUserId": sam}).raise_for_status()
+        api.patch(f"/v1/conversations/{cleo}", params=key, json={"status": "pending"}).raise_for_status()
+        api.patch(f"/v1/conversations/{eve}", params=key, json={"status": "resolved"}).raise_for_status()
 
     # A reply typed in the inbox by the signed-in user.
     page.goto(parley.base + f"/inbox/{ada}")

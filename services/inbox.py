@@ -13,7 +13,9 @@ from storage import messages as message_store
 
 PAGE_SIZE = 30
 THREAD_PAGE_SIZE = 50
-FILTERS = {"needs_reply": "Needs reply", "all": "All", "unread": "Unread", "failed": "Failed deliveries",
+# The views (issue 21: Mine, Unassigned, All, Resolved, Snoozed) and the filters before them (issue 25), as tabs.
+FILTERS = {"needs_reply": "Needs reply", "mine": "Mine", "unassigned": "Unassigned", "all": "All",
+           "resolved": "Resolved", "snoozed": "Snoozed", "unread": "Unread", "failed": "Failed deliveries",
            "paused": "Bot paused"}
 DEFAULT_FILTER = "needs_reply"  # the contact wrote last, or a handoff waits: what needs a person now
 AUTHOR_LABELS = {"bot": "Bot", "api": "API", "campaign": "Campaign"}
@@ -33,24 +35,33 @@ def _conversation_view(row):
             "last_direction": row["last_direction"], "last_author": row["last_author"],
             "preview": " ".join(row["last_preview"].split()), "channel": row["channel"],
             "unread": row["unread_count"], "failed": row["failed_count"], "opted_out": bool(row["opted_out"]),
-            "paused_until": row["paused_until"]}
+            "paused_until": row["paused_until"], **state_view(row)}
+
+
+def state_view(row):
+    """A conversation's status and assignee for the page: {status, snoozed_until, assignee_user_id,
+    assignee (shown by email until users have names)}."""
+    return {"status": row["status"], "snoozed_until": row["snoozed_until"],
+            "assignee_user_id": row["assignee_user_id"], "assignee": row["assignee_email"]}
 
 
 async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, query=None, before=None, limit=None,
-                             campaign_id=None):
+                             campaign_id=None, user_id=None):
     """{items, next_before, filter, query, campaign, counts}: conversations by last activity, newest first, with
-    how many each view shows. campaign_id: only that campaign's (an unknown or another account's: none)."""
+    how many each view shows. campaign_id: only that campaign's (an unknown or another account's: none);
+    user_id: whose conversations Mine shows."""
     limit = limit or PAGE_SIZE
     if filter not in FILTERS:
         raise Invalid(f"filter must be one of {', '.join(FILTERS)}")
     text_like, digits_like = search_patterns(query)
     now = now_iso()
     rows = await store.page(services.db, account_id, now, filter=filter, text_like=text_like,
-                            digits_like=digits_like, before=before or None, limit=limit, campaign_id=campaign_id)
+                            digits_like=digits_like, before=before or None, limit=limit, campaign_id=campaign_id,
+                            user_id=user_id)
     items = [_conversation_view(r) for r in rows[:limit]]
     return {"items": items, "next_before": items[-1]["last_message_id"] if len(rows) > limit else None,
             "filter": filter, "query": (query or "").strip()[:MAX_QUERY], "campaign": campaign_id or "",
-            "counts": await store.counts(services.db, account_id, now, campaign_id)}
+            "counts": await store.counts(services.db, account_id, now, campaign_id, user_id)}
 
 
 async def needs_person_count(db, account_id):
@@ -128,6 +139,11 @@ async def get_thread(services, account_id, contact_id, *, before=None):
             "newest_id": shown[0]["id"] if shown and not before else None,
             **await _bot_state(services, account_id, contact_id),
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
+
+
+async def get_conversation(services, account_id, contact_id):
+    """The conversation row of the account's contact (None before its first message)."""
+    return await store.get(services.db, account_id, contact_id, now_iso())
 
 
 async def _bot_state(services, account_id, contact_id):

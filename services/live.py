@@ -85,6 +85,7 @@ class Subscriber:
     def __init__(self, hub, account_id, user_id, transport, session=None):
         self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
         self.session = session
+        self.label = None  # who the page's user is, for presence (services/presence.py): their email
         self.opened = next(_opened)  # the order pages joined in: the oldest close first beyond the limits
         self.last_sent = 0
         self.pending_bytes = 0
@@ -159,6 +160,8 @@ class Hub:
         self._push_seconds = 0.0                  # the event loop's CPU time the last round's pushing took
         self._poller = None
         self._session_checker = None
+        from services.presence import Presence  # it builds its frames with this module's Frame
+        self.presence = Presence()               # who views which thread, told to the others there
 
     @property
     def subscriber_count(self):
@@ -226,6 +229,7 @@ class Hub:
             old.close(CLOSE_REPLACED, "too many live pages for this account")
 
     def unsubscribe(self, subscriber):
+        self.presence.leave(subscriber)
         group = self._subscribers.get(subscriber.account_id)
         if group is not None:
             group.discard(subscriber)

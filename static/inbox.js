@@ -17,7 +17,68 @@
       tab.querySelector(".count").textContent = String(counts[tab.dataset.view]);
     });
   }
-  var schedule = window.Parley.refresher(list, 0, showCounts);  // at once when idle; one more after a fetch that is out
+  // Ticked conversations stay ticked across live refreshes (the list is replaced whole).
+  var ticked = {};
+  list.addEventListener("change", function (event) {
+    if (event.target.classList.contains("pick")) {
+      if (event.target.checked) {
+        ticked[event.target.value] = true;
+      } else {
+        delete ticked[event.target.value];
+      }
+      showTicked();
+    }
+  });
+  function showTicked() {
+    var count = Object.keys(ticked).length;
+    document.getElementById("bulk-count").textContent = count ? count + " selected:" : "Tick conversations, then";
+  }
+  function restoreTicks() {
+    list.querySelectorAll("input.pick").forEach(function (box) {
+      box.checked = !!ticked[box.value];
+    });
+  }
+
+  // The bulk bar posts in place: the live events move the rows; ticks of rows that left the view still count.
+  var bulk = document.getElementById("bulk");
+  bulk.addEventListener("submit", function (event) {
+    event.preventDefault();
+    window.Parley.setUtcOffset(bulk);
+    var data = new URLSearchParams(new FormData(bulk));
+    data.delete("contact");
+    Object.keys(ticked).forEach(function (id) {
+      data.append("contact", id);
+    });
+    var button = bulk.querySelector("button");
+    button.disabled = true;
+    var error = document.getElementById("bulk-error");
+    window.fetch(bulk.getAttribute("action"), {  // its field "action" shadows bulk.action
+      method: "POST", credentials: "same-origin", body: data,
+      headers: {Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+    }).then(function (response) {
+      if (response.ok) {
+        ticked = {};
+        restoreTicks();
+        showTicked();
+        error.hidden = true;
+        return null;
+      }
+      return response.json().then(function (answer) {
+        error.textContent = answer.error.message;
+        error.hidden = false;
+      });
+    }).catch(function () {
+      error.textContent = "The change could not be sent; try again.";
+      error.hidden = false;
+    }).finally(function () {
+      button.disabled = false;
+    });
+  });
+
+  var schedule = window.Parley.refresher(list, 0, function () {  // at once when idle; one more after a fetch that is out
+    showCounts();
+    restoreTicks();
+  });
 
   document.addEventListener("parley:event", function (event) {
     var type = event.detail.type;

@@ -1,6 +1,8 @@
 // Parley live updates: one WebSocket per page to /ws (session cookie, same origin), resumed from the last
 // event id it saw after a drop or a server restart. Pages listen for "parley:event" on document.
-// Frames: {"type":"events","events":[{id,type,data,at}]}, {"type":"ready"}, {"type":"reload","reason"}.
+// Frames: {"type":"events","events":[{id,type,data,at}]}, {"type":"ready"}, {"type":"reload","reason"},
+// {"type":"presence","contactId","viewers":[...]} (who else views the thread this page says it shows: a thread
+// page sends {"type":"viewing","contactId"} once live; pages listen for "parley:presence").
 // Needs parley.js (loaded by every page).
 (function () {
   "use strict";
@@ -45,6 +47,11 @@
         delay = 500;
         failures = 0;
         show("live", "Live");
+        if (document.body.dataset.contact) {
+          socket.send(JSON.stringify({type: "viewing", contactId: document.body.dataset.contact}));
+        }
+      } else if (frame.type === "presence") {
+        document.dispatchEvent(new CustomEvent("parley:presence", {detail: frame}));
       } else if (frame.type === "reload") {
         reload();
       }

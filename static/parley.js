@@ -76,7 +76,16 @@
     return schedule;
   }
 
-  window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML, refresher: refresher};
+  // A form's utc_offset field: the browser's offset from UTC in minutes (snooze presets count in local time).
+  function setUtcOffset(form) {
+    var field = form.querySelector("input[name=utc_offset]");
+    if (field) {
+      field.value = String(-new Date().getTimezoneOffset());
+    }
+  }
+
+  window.Parley = {localize: localize, fragment: fragment, getHTML: getHTML, refresher: refresher,
+                   setUtcOffset: setUtcOffset};
   // A "Copy" button (data-copy="#selector") copies that field's value; the button says so for a moment.
   function copyOnClick(event) {
     var button = event.target.closest("button[data-copy]");

@@ -16,11 +16,11 @@
 
   var get = window.Parley.getHTML;
 
-  function post(form) {
-    return window.fetch(form.action, {
+  function post(form, submitter) {  // submitter: the clicked button, whose name=value the form data carries
+    return window.fetch(form.getAttribute("action"), {  // not form.action: a field named action shadows it
       method: "POST", credentials: "same-origin",
       headers: {Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded"},
-      body: new URLSearchParams(new FormData(form))
+      body: new URLSearchParams(new FormData(form, submitter || null))
     }).then(function (response) {
       if (response.ok) {
         return null;
@@ -107,6 +107,12 @@
     }).catch(function () {});
   }
 
+  function refreshState() {
+    get("/inbox/" + contact + "/state").then(function (html) {
+      document.getElementById("conversation-state").replaceChildren(window.Parley.fragment(html));
+    }).catch(function () {});
+  }
+
   function refreshBotState() {
     get("/inbox/" + contact + "/bot").then(function (html) {
       document.getElementById("bot-state").replaceChildren(window.Parley.fragment(html));
@@ -136,15 +142,27 @@
     if (data.contactId !== contact) {
       return;
     }
+    if (type === "message.created" && data.direction === "inbound") {
+      refreshState();  // an inbound message reopens a resolved or snoozed conversation
+    }
     if (type === "message.created" && !body.dataset.static) {
       appendNew();
     } else if (type === "message.status" || type === "message.updated") {
       replaceMessage(data.messageId);
     } else if (type === "conversation.updated") {
       refreshBotState();
+      refreshState();
     } else if (type === "conversation.erased") {
       window.location.assign("/inbox");  // the contact and its messages are gone
     }
+  });
+
+  // Who else of the account has this thread open (the hub's presence frames, static/live.js).
+  var presence = document.getElementById("presence");
+  document.addEventListener("parley:presence", function (event) {
+    var viewers = event.detail.contactId === contact ? event.detail.viewers || [] : [];
+    presence.textContent = viewers.length ? viewers.join(", ") + (viewers.length > 1 ? " are" : " is") + " viewing" : "";
+    presence.hidden = !viewers.length;
   });
 
   // An error's text; the API's "set it with PATCH /v1/account/settings" becomes a link to the Settings field
@@ -179,20 +197,27 @@
     });
   });
 
-  // Retry and Resume bot: posted in place; the live events bring the new state.
+  // Retry, Resume bot and the status and assignee actions: posted in place; the live events bring the new state.
   document.addEventListener("submit", function (event) {
     var form = event.target;
-    if (!form.classList.contains("retry") && !form.classList.contains("resume-bot")) {
+    if (!form.classList.contains("retry") && !form.classList.contains("resume-bot") &&
+        !form.classList.contains("state-action")) {
       return;
     }
     event.preventDefault();
+    window.Parley.setUtcOffset(form);
     var button = form.querySelector("button");
-    button.disabled = true;
     var shown = form.parentNode.querySelector(".form-error");
     if (shown) {
       shown.remove();
     }
-    post(form).catch(function (error) {
+    var request = post(form, event.submitter);  // the form's data first: a disabled button's value is left out
+    button.disabled = true;
+    request.then(function () {
+      if (form.classList.contains("state-action")) {
+        button.disabled = false;  // a change that changed nothing brings no event to replace the form
+      }
+    }).catch(function (error) {
       button.disabled = false;
       var note = document.createElement("p");
       note.className = "form-error";

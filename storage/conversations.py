@@ -5,11 +5,16 @@ from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
 
 PREVIEW_CHARS = 140
-FILTERS = ("needs_reply", "all", "unread", "failed", "paused")
-# Needs reply (issue 25 §4): the contact wrote last, or a handoff waits for a person. A campaign's send alone
-# never puts a conversation here: its message is outbound.
-_CONDITIONS = {"needs_reply": "(v.last_direction = 'inbound' OR v.handoff_waiting_since IS NOT NULL)",
+STATUSES = ("open", "pending", "resolved", "snoozed")
+_ACTIVE = "v.status IN ('open', 'pending')"  # what a person still works on (resolved and snoozed are put away)
+# Needs reply (issue 25 §4): the contact wrote last, or a handoff waits for a person, and nobody put it away. A
+# campaign's send alone never puts a conversation here: its message is outbound. Mine takes the user's id.
+_CONDITIONS = {"needs_reply": f"(v.last_direction = 'inbound' OR v.handoff_waiting_since IS NOT NULL) AND {_ACTIVE}",
+               "mine": f"v.assignee_user_id = ? AND {_ACTIVE}",
+               "unassigned": f"v.assignee_user_id IS NULL AND {_ACTIVE}",
+               "resolved": "v.status = 'resolved'", "snoozed": "v.status = 'snoozed'",
                "unread": "v.unread_count > 0", "failed": "v.failed_count > 0", "paused": "p.paused_until IS NOT NULL"}
+FILTERS = ("all", *_CONDITIONS)
 # A campaign's conversations: its recipients (the campaign is the account's: checked by the join).
 _OF_CAMPAIGN = ("EXISTS (SELECT 1 FROM campaign_recipients r JOIN campaigns k ON k.id = r.campaign_id"
                 " WHERE r.campaign_id = ? AND k.account_id = v.account_id AND r.contact_id = v.contact_id)")
@@ -17,15 +22,18 @@ PERSON_AUTHORS = ("user", "api")  # an outbound message typed by a person (the i
 
 _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
            " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since,"
+           " v.status, v.snoozed_until, v.assignee_user_id, u.email AS assignee_email,"
            " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
            " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
+           " LEFT JOIN users u ON u.id = v.assignee_user_id AND u.account_id = v.account_id"
            " LEFT JOIN bot_pauses p ON p.account_id = v.account_id AND p.contact_id = v.contact_id"
            " AND p.paused_until > ?")
 
 
 def on_messages_in_tx(cx, messages):
     """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
-    one is there already), an inbound one counts as unread. One statement for all, no read."""
+    one is there already), an inbound one counts as unread and reopens a resolved or snoozed conversation (in
+    the same statement: issue 23 measures this path). One statement for all, no read."""
     # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
     newer = "excluded.last_message_id > conversations.last_message_id"
     cx.executemany(
@@ -40,7 +48,10 @@ def on_messages_in_tx(cx, messages):
         " ELSE conversations.channel END,"
         f" last_message_id = CASE WHEN {newer} THEN excluded.last_message_id ELSE conversations.last_message_id END,"
         " unread_count = conversations.unread_count + excluded.unread_count,"
-        " failed_count = conversations.failed_count + excluded.failed_count",
+        " failed_count = conversations.failed_count + excluded.failed_count,"
+        " status = CASE WHEN excluded.last_direction = 'inbound' AND conversations.status IN ('resolved', 'snoozed')"
+        " THEN 'open' ELSE conversations.status END,"
+        " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END",
         [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
           m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
           1 if m.get("status") == "Failed" else 0) for m in messages])
@@ -95,13 +106,14 @@ def mark_read(cx, account_id, contact_id, through_message_id):
 
 @reads
 def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None, before=None, limit=50,
-         campaign_id=None):
+         campaign_id=None, user_id=None):
     """Conversations by last activity, newest first: at most limit + 1 rows with last_message_id < before.
-    filter: needs_reply, all, unread, failed (deliveries) or paused (the bot, per bot_pauses); campaign_id:
-    only that campaign's recipients."""
+    filter: one of FILTERS (mine: assigned to user_id; paused: the bot, per bot_pauses); campaign_id: only that
+    campaign's recipients."""
     where, args = ["v.account_id = ?"], [now, account_id]
     if filter in _CONDITIONS:
         where.append(_CONDITIONS[filter])
+        args += [user_id] if filter == "mine" else []
     if campaign_id:
         where.append(_OF_CAMPAIGN)
         args.append(campaign_id)
@@ -117,11 +129,11 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
 
 
 @reads
-def counts(cx, account_id, now, campaign_id=None):
+def counts(cx, account_id, now, campaign_id=None, user_id=None):
     """{filter: how many conversations it shows} for the inbox's tabs (counted again on every live refresh)."""
     sums = ", ".join(f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"  # no SUM of a boolean on PostgreSQL
                      for condition in _CONDITIONS.values())
-    where, args = "v.account_id = ?", [now, account_id]
+    where, args = "v.account_id = ?", [user_id, now, account_id]
     if campaign_id:
         where += f" AND {_OF_CAMPAIGN}"
         args.append(campaign_id)

@@ -13,7 +13,8 @@ _compact_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, n
 MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction, author, status}
 MESSAGE_STATUS = "message.status"            # {messageId, contactId, status}: Pending, Sent or Failed
 MESSAGE_UPDATED = "message.updated"          # {messageId, contactId}: something else changed (the bot's outcome)
-CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused or resumed
+CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused or resumed; with status and
+#                                                assigneeUserId: changed by a person or woken from a snooze
 CONVERSATION_ERASED = "conversation.erased"  # {contactId}: the contact was erased (storage/erasure.py)
 # A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
 MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message

@@ -55,6 +55,7 @@ class World:
                                     "response_excerpt": None, "duration_ms": 1},
             status="failed", next_attempt_at=None, error={"at": row["created_at"], "httpStatus": 410,
                                                           "error": "HTTP 410 Gone", "nextAttemptAt": None})
+        self.conversation = (await self.api.get(f"/v1/messages/{self.failed_message}", key=self.key)).json["contactId"]
         return self
 
     def count(self, sql, *params):
@@ -89,6 +90,13 @@ EXAMPLES = {
     ("/v1/contacts/{contactId}", "delete"): lambda w, n: (
         f"/v1/contacts/{w.contact['id']}", None, None,
         lambda: w.count("SELECT COUNT(*) FROM contacts WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/conversations/{conversationId}", "patch"): lambda w, n: (
+        f"/v1/conversations/{w.conversation}", {"status": "resolved"}, {"status": "pending"},
+        lambda: w.count("SELECT status FROM conversations WHERE contact_id = ?", w.conversation), "standard"),
+    ("/v1/conversations/bulk", "post"): lambda w, n: (
+        "/v1/conversations/bulk", {"conversationIds": [w.conversation], "status": "resolved"},
+        {"conversationIds": [w.conversation], "status": "pending"},
+        lambda: w.count("SELECT status FROM conversations WHERE contact_id = ?", w.conversation), "standard"),
     ("/v1/lists/{listId}", "patch"): lambda w, n: (
         f"/v1/lists/{w.list['id']}", {"name": f"Renamed {n}"}, {"name": f"Other {n}"},
         lambda: w.count("SELECT name FROM lists WHERE id = ?", w.list["id"]), "standard"),

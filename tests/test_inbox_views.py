@@ -28,7 +28,8 @@ async def test_campaign_sends_stay_out_of_needs_reply_until_the_contact_answers(
     page = (await signed_in.get("/inbox")).text  # the default view
     assert 'data-view="needs_reply" aria-current="page"' in page
     assert link_ids(page, "ct") == [walk_in["contact_id"]]
-    assert counts(page) == {"all": 3, "needs_reply": 1, "unread": 1, "failed": 0, "paused": 0}
+    assert counts(page) == {"all": 3, "needs_reply": 1, "unread": 1, "failed": 0, "paused": 0,
+                            "mine": 0, "unassigned": 3, "resolved": 0, "snoozed": 0}  # issue 21's views
     assert set(link_ids((await signed_in.get("/inbox?filter=all")).text, "ct")) == {walk_in["contact_id"], ann, bea}
     of_campaign = (await signed_in.get(f"/inbox/conversations?filter=all&campaign={campaign_id}")).text
     assert set(link_ids(of_campaign, "ct")) == {ann, bea} and counts(of_campaign)["all"] == 2

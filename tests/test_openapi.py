@@ -186,6 +186,9 @@ SEMANTIC_VALIDATION = {
                                     "its ceiling",
     "POST /v1/subaccounts": "emails are checked by email-validator, and one taken by any account is 409",
     "PATCH /v1/subaccounts/{subAccountId}": "threshold and amount have at most 2 decimals",
+    "PATCH /v1/conversations/{conversationId}": "assigneeUserId must be a user of the account, snoozedUntil a "
+                                                "future time that goes with status snoozed (and snoozed needs it)",
+    "POST /v1/conversations/bulk": "as PATCH /v1/conversations/{conversationId}",
     "GET /v1/subaccounts/{subAccountId}/transactions": "cursor is opaque: only a nextCursor the server issued is "
                                                        "valid",
 }

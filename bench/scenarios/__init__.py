@@ -16,6 +16,7 @@ MODULES = [
     "bench.scenarios.bot",
     "bench.scenarios.bot_matching",
     "bench.scenarios.inbox",
+    "bench.scenarios.team_inbox",
     "bench.scenarios.compare",
 ]
 

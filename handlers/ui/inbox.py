@@ -4,7 +4,8 @@ the fragments below are what their scripts fetch when an event arrives."""
 from tornado.web import authenticated
 
 from handlers.base import UiHandler
-from services import campaigns, inbox
+from handlers.ui.conversation_status import state_context
+from services import campaigns, conversation_status, inbox
 
 
 class InboxPage(UiHandler):
@@ -14,7 +15,7 @@ class InboxPage(UiHandler):
         return await inbox.list_conversations(
             self.services, self.account_id, filter=self.get_query_argument("filter", inbox.DEFAULT_FILTER),
             query=self.get_query_argument("q", ""), before=self.get_query_argument("before", None),
-            campaign_id=self.get_query_argument("campaign", None))
+            campaign_id=self.get_query_argument("campaign", None), user_id=self.current_user["id"])
 
 
 class InboxHandler(InboxPage):
@@ -26,7 +27,9 @@ class InboxHandler(InboxPage):
         page = await self.conversations()
         self.render("inbox.html", page=page, filters=inbox.FILTERS, event_id=event_id,
                     paged=bool(self.get_query_argument("before", None)),
-                    campaigns=(await campaigns.recent_campaigns(self.services.db, self.account_id))["items"])
+                    campaigns=(await campaigns.recent_campaigns(self.services.db, self.account_id))["items"],
+                    users=await conversation_status.assignable_users(self.services, self.account_id),
+                    snooze_presets=conversation_status.SNOOZE_PRESETS, next_url=self.request.uri)
 
 
 class NeedsPersonHandler(UiHandler):
@@ -57,7 +60,8 @@ class ThreadHandler(UiHandler):
         thread = await inbox.get_thread(self.services, self.account_id, contact_id,
                                         before=self.get_query_argument("before", None))
         await inbox.mark_read(self.services, self.account_id, contact_id, thread["newest_id"])
-        self.render("thread.html", thread=thread, event_id=event_id)
+        self.render("thread.html", thread=thread, event_id=event_id,
+                    **await state_context(self.services, self.account_id, contact_id, thread["conversation"]))
 
 
 class ThreadMessagesHandler(UiHandler):

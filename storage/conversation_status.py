@@ -1,0 +1,68 @@
+"""SQL for a conversation's status and assignee (issue 21): changed by people (one or many conversations in one
+transaction, each change a conversation.updated event) and woken from a snooze by the SnoozeWaker."""
+from storage.db import fetch_all, reads, writes
+from storage.events import CONVERSATION_UPDATED, emit_in_tx
+
+_FIELDS = ("status", "snoozed_until", "assignee_user_id")
+
+
+@reads
+def assignable_users(cx, account_id):
+    """The account's users a conversation can be assigned to, by email: [{id, email}]."""
+    return fetch_all(cx, "SELECT id, email FROM users WHERE account_id = ? ORDER BY email", (account_id,))
+
+
+@reads
+def user_of_account(cx, account_id, user_id):
+    """True when user_id is a user of this account (an assignee must be)."""
+    return cx.execute("SELECT 1 FROM users WHERE id = ? AND account_id = ?", (user_id, account_id)).fetchone() is not None
+
+
+@writes
+def update(cx, account_id, contact_ids, changes):
+    """Set changes ({status, snoozed_until, assignee_user_id}: any subset) on the account's conversations of
+    these contacts, all or none: returns the ids that are not the account's conversations (then nothing
+    changed), else []. Each conversation that changed gets a conversation.updated event."""
+    contact_ids = list(dict.fromkeys(contact_ids))
+    marks = ", ".join("?" for _ in contact_ids)
+    found = {row[0] for row in cx.execute(f"SELECT contact_id FROM conversations WHERE account_id = ?"
+                                          f" AND contact_id IN ({marks})", (account_id, *contact_ids))}
+    missing = [c for c in contact_ids if c not in found]
+    if missing:
+        return missing
+    fields = [f for f in _FIELDS if f in changes]
+    values = [changes[f] for f in fields]
+    sets = ", ".join(f"{f} = ?" for f in fields)
+    differs = " OR ".join(f"{f} IS DISTINCT FROM ?" for f in fields)
+    for contact_id in contact_ids:
+        changed = cx.execute(f"UPDATE conversations SET {sets} WHERE account_id = ? AND contact_id = ? AND ({differs})",
+                             (*values, account_id, contact_id, *values)).rowcount
+        if changed:
+            _emit(cx, account_id, contact_id)
+    return []
+
+
+def _emit(cx, account_id, contact_id):
+    status, assignee = cx.execute("SELECT status, assignee_user_id FROM conversations WHERE account_id = ?"
+                                  " AND contact_id = ?", (account_id, contact_id)).fetchone()
+    emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": status,
+                                                      "assigneeUserId": assignee})
+
+
+@writes
+def wake_snoozed(cx, now, limit):
+    """Snoozed conversations whose time came (snoozed_until <= now) are open again, up to limit of them, each
+    with its conversation.updated event. Returns how many woke."""
+    due = cx.execute("SELECT account_id, contact_id FROM conversations WHERE status = 'snoozed' AND snoozed_until <= ?"
+                     " ORDER BY snoozed_until LIMIT ?", (now, limit)).fetchall()
+    for account_id, contact_id in due:
+        cx.execute("UPDATE conversations SET status = 'open', snoozed_until = NULL WHERE account_id = ?"
+                   " AND contact_id = ?", (account_id, contact_id))
+        _emit(cx, account_id, contact_id)
+    return len(due)
+
+
+@reads
+def next_wake(cx):
+    """When the earliest snooze ends (ISO 8601), or None when nothing is snoozed."""
+    return cx.execute("SELECT MIN(snoozed_until) FROM conversations WHERE status = 'snoozed'").fetchone()[0]

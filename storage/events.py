@@ -13,6 +13,8 @@ MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction,
 MESSAGE_STATUS = "message.status"            # {messageId, contactId, status}: Pending, Sent or Failed
 MESSAGE_UPDATED = "message.updated"          # {messageId, contactId}: something else changed (the bot's outcome)
 CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused or resumed
+NOTE_CREATED = "note.created"                # {noteId, contactId}: a private note in the thread (storage/notes.py)
+NOTE_DELETED = "note.deleted"                # {noteId, contactId}
 # A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
 MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message
 MESSAGES_STATUS = "messages.status"          # {campaignId, status, messages: [[contactId, messageId], ...]}

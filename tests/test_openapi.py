@@ -174,6 +174,10 @@ SEMANTIC_VALIDATION = {
     "GET /v1/campaigns/{campaignId}/recipients": "cursor is opaque: only a nextCursor the server issued is valid",
     "POST /v1/campaigns": "a {{name}} in body other than the four placeholders is refused, and the body needs "
                           "text besides them",
+    "POST /v1/canned-replies": "a {{name}} in body other than the four placeholders is refused, the body needs "
+                               "text besides them, and a code the account uses already is 409",
+    "PATCH /v1/canned-replies/{cannedReplyId}": "as POST /v1/canned-replies",
+    "GET /v1/conversations/{contactId}/notes": "cursor is opaque: only a nextCursor the server issued is valid",
     "POST /v1/incoming_custom_channel_message": "media bytes must match mediaContentType (sniffed), email is "
                                                 "checked by email-validator",
     "POST /incomingCustomChannelMessage": "as POST /v1/incoming_custom_channel_message",

@@ -41,19 +41,26 @@ def insert_note(cx, row):
     return public_note(_get_in_tx(cx, row["account_id"], row["id"]))
 
 
+def _thread_notes(cx, account_id, contact_id, bounds, order, limit):
+    """The contact's notes within bounds [(SQL condition on n.id, value)], in order, at most limit. Bounds are
+    left out rather than stood in for by sentinel ids, whose order depends on PostgreSQL's collation."""
+    where = "".join(f" AND n.id {condition} ?" for condition, _ in bounds)
+    return fetch_all(cx, f"{_SELECT} WHERE n.account_id = ? AND n.contact_id = ?{where} ORDER BY n.id {order}"
+                         " LIMIT ?", (account_id, contact_id, *[value for _, value in bounds], limit))
+
+
 @reads
 def page(cx, account_id, contact_id, *, before=None, limit):
     """Up to ``limit`` notes of the contact's thread, newest first, older than the note id ``before``."""
-    return fetch_all(cx, f"{_SELECT} WHERE n.account_id = ? AND n.contact_id = ? AND n.id < ?"
-                         " ORDER BY n.id DESC LIMIT ?", (account_id, contact_id, before or "note_~", limit))
+    return _thread_notes(cx, account_id, contact_id, [("<", before)] if before else [], "DESC", limit)
 
 
 @reads
 def between(cx, account_id, contact_id, low, high, limit):
     """The contact's notes with low <= id < high (note ids; None: unbounded), oldest first, at most limit: the
     stretch of the timeline a page of messages covers (ids are time-ordered, as message ids are)."""
-    return fetch_all(cx, f"{_SELECT} WHERE n.account_id = ? AND n.contact_id = ? AND n.id >= ? AND n.id < ?"
-                         " ORDER BY n.id LIMIT ?", (account_id, contact_id, low or "note_", high or "note_~", limit))
+    bounds = [(">=", low)] if low else []
+    return _thread_notes(cx, account_id, contact_id, bounds + ([("<", high)] if high else []), "ASC", limit)
 
 
 @writes

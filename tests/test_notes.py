@@ -3,6 +3,7 @@ conversation counter, never in the reply webhook: a real local receiver proves i
 thread's timeline by time, and who may delete one."""
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -186,3 +187,26 @@ async def test_only_the_author_or_an_admin_deletes_a_note(services, ui_account):
         await notes.delete(db, account_id, contact, by_api["id"], user=author)
     assert (await notes.delete(db, account_id, contact, by_api["id"], user={"id": "usr_x", "role": "admin"}))["deleted"]
     assert await _notes(services, account_id) == []
+
+
+async def test_each_page_of_the_thread_shows_the_notes_of_its_stretch_of_time(signed_in, services, ui_account,
+                                                                                monkeypatch):
+    """Older pages (?before=) and the newest page split the notes where they split the messages: each note on
+    exactly one page, between the messages it was written between."""
+    from services import inbox
+    monkeypatch.setattr(inbox, "THREAD_PAGE_SIZE", 2)
+    account_id = ui_account["account_id"]
+    contact_id = (await inbound(services, account_id, body="m1"))["contact_id"]
+    for step in ("note A", "m2", "m3", "note B", "m4"):
+        await asyncio.sleep(0.005)  # ids are time-ordered to the millisecond
+        if step.startswith("note"):
+            await notes.add(services.db, account_id, contact_id, step)
+        else:
+            await inbound(services, account_id, body=step)
+
+    def order(html):
+        return [t for t in ("m1", "note A", "m2", "m3", "note B", "m4") if f'class="body">{t}<' in html]
+    newest = (await signed_in.get(f"/inbox/{contact_id}")).text
+    assert order(newest) == ["m3", "note B", "m4"]
+    earlier = re.search(r"before=(msg_[0-9a-z]+)", newest).group(1)
+    assert order((await signed_in.get(f"/inbox/{contact_id}?before={earlier}")).text) == ["m1", "note A", "m2"]

@@ -5,25 +5,11 @@ second context signed in to the same account, styled as a note, and never reache
 reply does."""
 import time
 
-import pytest
-
-from tests.parley_process import ParleyProcess, first_run_receiver
-from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, post_inbound, contact_of, wait_live, wait_until
+from tests.test_inbox_e2e import (assert_not_reloaded, contact_of, mark_no_reload, parley, post_inbound,  # noqa: F401
+                                  receiver, wait_live, wait_until)
 from tests.test_ui import chromium, open_page, page, sign_in  # noqa: F401 (fixtures)
 
 NOTE_YELLOW = "rgb(255, 246, 204)"  # static/parley.css .message.note
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("notes") / "data", "--allow-private-webhooks") as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def receiver(parley):
-    with first_run_receiver(parley) as r:
-        yield r
 
 
 def api_post(parley, path, body):

@@ -9,33 +9,39 @@ from handlers.base import UiHandler
 from services import canned_replies
 
 
-class CannedRepliesHandler(UiHandler):
-    """GET /canned-replies: the list and the New form; POST: create (code, body)."""
+class CannedReplyForm(UiHandler):
+    """The New and Edit forms: the same fields, saved, or shown again with the error by its field."""
     role = "agent"
+
+    async def save(self, write, show_error):
+        form = {"code": self.get_body_argument("code", "").strip(), "body": self.get_body_argument("body", "")}
+        try:
+            await write(self.services.db, self.account_id, **form)
+        except (Invalid, Conflict) as exc:
+            await show_error(exc, form)
+            return
+        self.action_done("/canned-replies", f"Canned reply /{form['code']} saved.")
+
+
+class CannedRepliesHandler(CannedReplyForm):
+    """GET /canned-replies: the list and the New form; POST: create (code, body)."""
 
     @authenticated
     async def get(self):
         await self.render_page()
 
-    async def render_page(self, status=200, error=None, form=None):
+    async def render_page(self, error=None, form=None):
         replies = await canned_replies.list_all(self.services.db, self.account_id)
-        self.render("canned_replies.html", status=status, replies=replies["data"], error=error,
-                    form=form or {"code": "", "body": ""})
+        self.render("canned_replies.html", status=error.status if error else 200, replies=replies["data"],
+                    error=error, form=form or {"code": "", "body": ""})
 
     @authenticated
     async def post(self):
-        form = {"code": self.get_body_argument("code", "").strip(), "body": self.get_body_argument("body", "")}
-        try:
-            await canned_replies.create(self.services.db, self.account_id, **form)
-        except (Invalid, Conflict) as exc:
-            await self.render_page(status=exc.status, error=exc, form=form)
-            return
-        self.action_done("/canned-replies", f"Canned reply /{form['code']} saved.")
+        await self.save(canned_replies.create, self.render_page)
 
 
-class CannedReplyHandler(UiHandler):
+class CannedReplyHandler(CannedReplyForm):
     """GET /canned-replies/{id}: the edit form; POST: save it."""
-    role = "agent"
 
     @authenticated
     async def get(self, reply_id):
@@ -45,13 +51,13 @@ class CannedReplyHandler(UiHandler):
     @authenticated
     async def post(self, reply_id):
         reply = await canned_replies.get(self.services.db, self.account_id, reply_id)  # 404 page unless the account's
-        form = {"code": self.get_body_argument("code", "").strip(), "body": self.get_body_argument("body", "")}
-        try:
-            await canned_replies.update(self.services.db, self.account_id, reply_id, **form)
-        except (Invalid, Conflict) as exc:
-            self.render("canned_reply.html", status=exc.status, reply=reply, form=form, error=exc)
-            return
-        self.action_done("/canned-replies", f"Canned reply /{form['code']} saved.")
+
+        async def update(db, account_id, **form):
+            await canned_replies.update(db, account_id, reply_id, **form)
+
+        async def show_error(error, form):
+            self.render("canned_reply.html", status=error.status, reply=reply, form=form, error=error)
+        await self.save(update, show_error)
 
 
 class CannedReplyDeleteHandler(UiHandler):

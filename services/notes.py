@@ -52,7 +52,7 @@ async def delete(db, account_id, contact_id, note_id, *, user=None):
 
 
 def note_view(row):
-    """A note shaped for the thread page (templates/_notes.html)."""
+    """A note shaped for the thread page (templates/_note_item.html)."""
     return {"kind": "note", "id": row["id"], "body": row["body"], "created_at": row["created_at"],
             "author_user_id": row["author_user_id"],
             "author_label": f"Note by {row['author_email']}" if row.get("author_email") else "Note by API"}

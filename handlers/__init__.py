@@ -5,11 +5,12 @@ def routes():
     """The whole URL table."""
     from handlers import account, audit, bot, users
     from handlers import campaigns
-    from handlers import contacts, conversations, lists
+    from handlers import canned_replies, contacts, conversations, lists, notes
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
+    from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
                              conversation_status as ui_conversation_status, credits as ui_credits, inbox,
                              lists as ui_lists, one_time_link, session, settings as ui_settings)
@@ -48,6 +49,10 @@ def routes():
         (r"/v1/audit", audit.AuditHandler),
         (r"/v1/users", users.UsersHandler),
         (r"/v1/users/([^/]+)", users.UserHandler),
+        (r"/v1/canned-replies", canned_replies.CannedRepliesHandler),
+        (r"/v1/canned-replies/([^/]+)", canned_replies.CannedReplyHandler),
+        (r"/v1/conversations/([^/]+)/notes", notes.NotesHandler),
+        (r"/v1/conversations/([^/]+)/notes/([^/]+)", notes.NoteHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
@@ -102,6 +107,13 @@ def routes():
         (r"/inbox/(ct_[0-9a-z]+)/resume-bot", inbox.ResumeBotHandler),
         (r"/inbox/(ct_[0-9a-z]+)/bot", inbox.BotStateHandler),
         (r"/inbox/(ct_[0-9a-z]+)/state", ui_conversation_status.ConversationStateHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/canned-replies", ui_canned_replies.ThreadCannedRepliesHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/notes", ui_notes.NotesHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/notes/(note_[0-9a-z]+)", ui_notes.NoteHandler),
+        (r"/inbox/(ct_[0-9a-z]+)/notes/(note_[0-9a-z]+)/delete", ui_notes.NoteDeleteHandler),
+        (r"/canned-replies", ui_canned_replies.CannedRepliesHandler),
+        (r"/canned-replies/(cr_[0-9a-z]+)", ui_canned_replies.CannedReplyHandler),
+        (r"/canned-replies/(cr_[0-9a-z]+)/delete", ui_canned_replies.CannedReplyDeleteHandler),
         (r"/contacts", ui_contacts.ContactsHandler),
         (r"/contacts/(ct_[0-9a-z]+)", ui_contacts.ContactHandler),
         (r"/contacts/(ct_[0-9a-z]+)/lists", ui_contacts.ContactListsHandler),

@@ -59,6 +59,10 @@ PAGES = [
     ("agency-phone", "/agency", True, "agency"),
     ("subaccount", "/agency/subaccounts/{rossi}", False, "agency"),
     ("subaccount-phone", "/agency/subaccounts/{rossi}", True, "agency"),
+    ("canned-replies", "/canned-replies", False),
+    ("canned-replies-phone", "/canned-replies", True),
+    ("thread-note", "/inbox/{dominique}", False),
+    ("thread-note-phone", "/inbox/{dominique}", True),
     ("campaigns", "/campaigns", False),
     ("campaign", "/campaigns/{spring}", False),
     ("campaign-phone", "/campaigns/{spring}", True),
@@ -136,7 +140,8 @@ def seed(parley, page):
         send(FAILING_TO_ID, "whatsapp", "Let me check with the warehouse and get back to you.")
         _, cleo = inbound("cleo@example.com", "Can I talk to a person, please?", channel="email-bridge",
                           firstName="Cleo")
-        inbound("+33612345678", "Bonjour, vous livrez en France ?", channel="webchat", firstName="Dominique")
+        _, dominique = inbound("+33612345678", "Bonjour, vous livrez en France ?", channel="webchat",
+                               firstName="Dominique")
         _, eve = inbound("+14155550199", "Thanks, got it!", channel="sms", firstName="Eve", lastName="Martin")
         lists = {}
         for name in ("Leads", "Newsletter", "VIP customers"):
@@ -147,6 +152,10 @@ def seed(parley, page):
         for n, (first, last) in enumerate((("Farah", "Haddad"), ("Gus", "Ivanov"), ("Hana", "Sato"))):
             api.post("/v1/contacts", params=key, json={"firstName": first, "lastName": last,
                                                        "phone": f"+1415555{3000 + n}"}).raise_for_status()
+        for code, body in (("thanks", "Thanks {{firstName}}, we are on it!"),
+                           ("hours", "We are open Monday to Saturday, 9:00-18:00."),
+                           ("shipping", "Hi {{firstName}}, we ship to the EU in 3-5 working days.")):
+            api.post("/v1/canned-replies", params=key, json={"code": code, "body": body}).raise_for_status()
 
         # A teammate; conversations assigned, resolved and snoozed (the team views, issue 21).
         sam = add_user_to_file(parley.data_dir / "parley.db", parley.first_run["account_id"], "sam@example.com",
@@ -163,8 +172,14 @@ def seed(parley, page):
     page.fill("#reply-body", "I have put one aside for you until Friday.")
     page.click("button:has-text('Send reply')")
     page.wait_for_selector(".message.outbound >> nth=1")
+    # A private note typed in the thread (the reply box in Note mode).
+    page.goto(parley.base + f"/inbox/{dominique}")
+    page.click("#mode-note")
+    page.fill("#reply-body", "French customer: Camille from the Lyon shop speaks French, ask her to answer.")
+    page.click("button:has-text('Add note')")
+    page.wait_for_selector(".message.note")
     time.sleep(1.5)  # deliveries settle (the demo receiver answers at once)
-    return {"ada": ada, "ben": ben, "cleo": cleo, "leads": lists["Leads"]}
+    return {"ada": ada, "ben": ben, "cleo": cleo, "dominique": dominique, "leads": lists["Leads"]}
 
 
 def _wait_for_the_bot(api, key, message_id, timeout=10):

@@ -2,7 +2,7 @@
 page, marking read, replies typed by a user, manual retries and resuming the bot. No HTTP, no SQL."""
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
-from services import bot, bot_settings, media, messaging
+from services import bot, bot_settings, media, messaging, notes
 from services.contacts import MAX_QUERY, display_name, search_patterns
 from storage import accounts as account_store
 from storage import bot_state
@@ -126,16 +126,19 @@ async def _contact(services, account_id, contact_id):
 
 
 async def get_thread(services, account_id, contact_id, *, before=None):
-    """The thread page: {contact, name, messages (oldest first), earlier (cursor for older ones), pause,
-    newest_id}. Another account's contact is NotFound."""
+    """The thread page: {contact, name, messages (oldest first), timeline (the messages with the team's notes
+    of the same stretch of time), earlier (cursor for older ones), pause, newest_id}. Another account's
+    contact is NotFound."""
     contact = await _contact(services, account_id, contact_id)
     name = display_name(contact)
     rows = await message_store.thread_page(services.db, account_id, contact_id, before=before or None,
                                            limit=THREAD_PAGE_SIZE)
     shown = rows[:THREAD_PAGE_SIZE]
     messages = [message_view(services, r, name) for r in reversed(shown)]
-    return {"contact": contact, "name": name, "messages": messages,
-            "earlier": shown[-1]["id"] if len(rows) > THREAD_PAGE_SIZE else None,
+    earlier = shown[-1]["id"] if len(rows) > THREAD_PAGE_SIZE else None
+    timeline = await notes.with_notes(services.db, account_id, contact_id, messages, has_earlier=bool(earlier),
+                                      before=before or None)
+    return {"contact": contact, "name": name, "messages": messages, "timeline": timeline, "earlier": earlier,
             "newest_id": shown[0]["id"] if shown and not before else None,
             **await _bot_state(services, account_id, contact_id),
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}

@@ -123,6 +123,7 @@ STEPS = [
     ("channelIdentities", _by_contact("channel_identities")),
     ("listMemberships", _list_members),
     ("botPauses", _by_contact("bot_pauses")),
+    ("notes", _by_contact("notes")),
     ("conversations", _by_contact("conversations")),
     ("liveEvents", _events),
     ("idempotencyAnswers", _idempotency_keys),
@@ -130,7 +131,7 @@ STEPS = [
 ]
 # The tables STEPS deletes from (PostgreSQL vacuums them after the commit).
 ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "messages", "channel_identities",
-                 "list_members", "bot_pauses", "conversations", "events", "idempotency_keys", "contacts")
+                 "list_members", "bot_pauses", "notes", "conversations", "events", "idempotency_keys", "contacts")
 
 
 def _target(cx, account_id, contact):

@@ -16,6 +16,8 @@ MESSAGE_UPDATED = "message.updated"          # {messageId, contactId}: something
 CONVERSATION_UPDATED = "conversation.updated"  # {contactId}: read, bot paused or resumed; with status and
 #                                                assigneeUserId: changed by a person or woken from a snooze
 CONVERSATION_ERASED = "conversation.erased"  # {contactId}: the contact was erased (storage/erasure.py)
+NOTE_CREATED = "note.created"                # {noteId, contactId}: a private note in the thread (storage/notes.py)
+NOTE_DELETED = "note.deleted"                # {noteId, contactId}
 # A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
 MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message
 MESSAGES_STATUS = "messages.status"          # {campaignId, status, messages: [[contactId, messageId], ...]}

@@ -18,6 +18,7 @@ RENAMED = "Zebediahrenamed"
 TEXT_IN = "my quince marmalade secret is nutmegwhisper"
 TEXT_OUT = "thanks, we keep it as pelicanlantern"
 MEDIA = b"aardvark-kumquat-lemma: the person's attachment\n"
+NOTE = "private note about quillfeather's invoice"
 CONTROL = {"firstName": "Controlina", "phone": "+14155551234", "email": "control.person@example.org"}
 CONTROL_TEXT = "the other contact says marzipanorbit"
 
@@ -58,6 +59,8 @@ async def _person_with_everything(api, services, key, account_id):
     r = await api.post(f"/v1/lists/{lst['id']}/contacts", {"contactId": contact_id}, key=key,
                        headers={"Idempotency-Key": "tag-person"})
     assert r.json["added"] is True
+    r = await api.post(f"/v1/conversations/{contact_id}/notes", {"body": NOTE}, key=key)
+    assert r.code == 201, r.body
     until = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
     await services.db.write(bot_state.pause_in_tx, account_id, contact_id, until, "handoff", now_iso())
     return contact_id, lst
@@ -89,7 +92,7 @@ async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_
     contact_id, lst = await _person_with_everything(api, services, key, account_id)
     control = await _control(api, key)
     strings = [PERSON["firstName"], PERSON["lastName"], PERSON["phone"], PERSON["email"], RENAMED, TEXT_IN,
-               TEXT_OUT, MEDIA.decode().strip()]
+               TEXT_OUT, MEDIA.decode().strip(), NOTE]
     before = _raw_bytes(settings)
     assert all(_found(before, s) for s in strings), [s for s in strings if not _found(before, s)]
 
@@ -98,7 +101,7 @@ async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_
     assert r.json["erased"] is True and r.json["id"] == contact_id
     removed = r.json["removed"]
     assert (removed["contacts"], removed["messages"], removed["listMemberships"], removed["botPauses"],
-            removed["conversations"], removed["channelIdentities"]) == (1, 2, 1, 1, 1, 1)
+            removed["conversations"], removed["channelIdentities"], removed["notes"]) == (1, 2, 1, 1, 1, 1, 1)
     # Created, updated, tagged notifications and the reply; the answers of create, rename and reply (adding to
     # a list remembers only "added", which names nobody).
     assert removed["webhooks"] == 4 and removed["idempotencyAnswers"] == 3

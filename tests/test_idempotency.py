@@ -48,6 +48,10 @@ class World:
         self.member = (await self.api.post("/v1/users", {"email": "member@acme.example", "role": "agent"},
                                            key=self.key)).json
         self.failed_message = (await self.api.post(SEND, _send("Will fail"), key=self.key)).json["messageId"]
+        self.canned = (await self.api.post("/v1/canned-replies", {"code": "thanks", "body": "Thanks!"},
+                                           key=self.key)).json
+        self.note = (await self.api.post(f"/v1/conversations/{self.contact['id']}/notes", {"body": "Seen"},
+                                         key=self.key)).json
         row = await delivery_store.get_outbox_for_message(self.services.db, self.account["account_id"],
                                                           self.failed_message)
         await delivery_store.record_attempt(  # a final failure: what the inbox's Retry is for
@@ -126,6 +130,22 @@ EXAMPLES = {
     ("/v1/messages/{messageId}/retry", "post"): lambda w, n: (
         f"/v1/messages/{w.failed_message}/retry", None, None,
         lambda: w.count("SELECT status FROM messages WHERE id = ?", w.failed_message), "standard"),
+    ("/v1/canned-replies", "post"): lambda w, n: (
+        "/v1/canned-replies", {"code": f"c{n}", "body": "Hi {{firstName}}"}, {"code": f"o{n}", "body": "Hi"},
+        lambda: w.count("SELECT COUNT(*) FROM canned_replies WHERE account_id = ?", w.account["account_id"]),
+        "standard"),
+    ("/v1/canned-replies/{cannedReplyId}", "patch"): lambda w, n: (
+        f"/v1/canned-replies/{w.canned['id']}", {"body": f"Thanks {n}"}, {"body": f"Other {n}"},
+        lambda: w.count("SELECT body FROM canned_replies WHERE id = ?", w.canned["id"]), "standard"),
+    ("/v1/canned-replies/{cannedReplyId}", "delete"): lambda w, n: (
+        f"/v1/canned-replies/{w.canned['id']}", None, None,
+        lambda: w.count("SELECT COUNT(*) FROM canned_replies WHERE id = ?", w.canned["id"]), "standard"),
+    ("/v1/conversations/{contactId}/notes", "post"): lambda w, n: (
+        f"/v1/conversations/{w.contact['id']}/notes", {"body": f"Note {n}"}, {"body": f"Other {n}"},
+        lambda: w.count("SELECT COUNT(*) FROM notes WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/conversations/{contactId}/notes/{noteId}", "delete"): lambda w, n: (
+        f"/v1/conversations/{w.contact['id']}/notes/{w.note['id']}", None, None,
+        lambda: w.count("SELECT COUNT(*) FROM notes WHERE id = ?", w.note["id"]), "standard"),
     ("/v1/subaccounts", "post"): lambda w, n: (
         "/v1/subaccounts", {"name": f"Client {n}", "email": f"client{n}@example.com"},
         {"name": f"Client {n}", "email": f"other{n}@example.com"},

@@ -176,6 +176,10 @@ SEMANTIC_VALIDATION = {
     "POST /v1/users": "emails are checked by email-validator, and one taken by any user or account is 409",
     "POST /v1/campaigns": "a {{name}} in body other than the four placeholders is refused, and the body needs "
                           "text besides them",
+    "POST /v1/canned-replies": "a {{name}} in body other than the four placeholders is refused, the body needs "
+                               "text besides them, and a code the account uses already is 409",
+    "PATCH /v1/canned-replies/{cannedReplyId}": "as POST /v1/canned-replies",
+    "GET /v1/conversations/{contactId}/notes": "cursor is opaque: only a nextCursor the server issued is valid",
     "POST /v1/incoming_custom_channel_message": "media bytes must match mediaContentType (sniffed), email is "
                                                 "checked by email-validator",
     "POST /incomingCustomChannelMessage": "as POST /v1/incoming_custom_channel_message",

@@ -1,0 +1,74 @@
+"""Canned replies (issue 21): an account's saved replies, each with a short code (typed as /code in the
+thread's reply box) and a body whose {{firstName}}-style placeholders are a campaign's: the same parser
+refuses the same unknown placeholders, the same renderer fills them in for one contact."""
+import re
+
+from common.errors import Invalid
+from common.ids import new_id, now_iso
+from services.campaigns import compile_body, render
+from storage import canned_replies as store
+from storage import contacts as contact_store
+
+CODE = re.compile(r"[A-Za-z0-9_-]{1,40}")
+MAX_BODY_LENGTH = 4000
+CODE_RULE = "code must be 1 to 40 letters, digits, - or _ (typed as /code in the reply box)"
+
+
+def _code(code):
+    if not CODE.fullmatch(code or ""):
+        raise Invalid(CODE_RULE, field="code")
+    return code
+
+
+def _body(body):
+    if body is None or not body.strip():
+        raise Invalid("body is required and cannot be blank", field="body")
+    if len(body) > MAX_BODY_LENGTH:
+        raise Invalid(f"body is longer than {MAX_BODY_LENGTH} characters", field="body")
+    compile_body(body)  # Invalid naming the field for an unknown placeholder
+    return body
+
+
+async def create(db, account_id, *, code, body):
+    """A new canned reply: Invalid naming the field, Conflict when the account has the code already."""
+    row = {"id": new_id("cr"), "account_id": account_id, "code": _code(code), "body": _body(body),
+           "created_at": now_iso()}
+    return await store.insert_canned_reply(db, row)
+
+
+async def list_all(db, account_id):
+    """{data: [...]} every canned reply of the account, by code."""
+    return {"data": [store.public_canned_reply(r) for r in await store.list_canned_replies(db, account_id)]}
+
+
+async def get(db, account_id, reply_id):
+    row = await store.get_canned_reply(db, account_id, reply_id)
+    if row is None:
+        raise store.canned_reply_not_found(reply_id)
+    return store.public_canned_reply(row)
+
+
+async def update(db, account_id, reply_id, *, code=None, body=None):
+    """Change the code and/or the body (None: unchanged); at least one of them."""
+    changes = {}
+    if code is not None:
+        changes["code"] = _code(code)
+    if body is not None:
+        changes["body"] = _body(body)
+    if not changes:
+        raise Invalid("give code or body (or both) to change")
+    return await store.update_canned_reply(db, account_id, reply_id, changes, now_iso())
+
+
+async def delete(db, account_id, reply_id):
+    return await store.delete_canned_reply(db, account_id, reply_id)
+
+
+async def rendered_for_contact(db, account_id, contact_id):
+    """[{id, code, body}] every canned reply with its placeholders filled in for this contact (the reply box's
+    /code picker inserts these). CONTACT_NOT_FOUND unless the contact is the account's."""
+    contact = await contact_store.get_contact(db, account_id, contact_id)
+    if contact is None:
+        raise contact_store.contact_not_found(contact_id)
+    return [{"id": r["id"], "code": r["code"], "body": render(compile_body(r["body"]), contact)}
+            for r in await store.list_canned_replies(db, account_id)]

@@ -4,7 +4,8 @@ import pytest
 
 from common.errors import Invalid
 from services import accounts, bot_settings
-from storage.db import connect_sync
+from tests import db_direct
+
 
 SETTINGS = "/v1/account/settings"
 RULES = [{"keywords": ["price", "cost"], "answer": "Plans start at $10."}]
@@ -17,7 +18,7 @@ async def patch_bot(api, key, bot):
 
 
 async def stored_settings(services, account_id):
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         return cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()[0]
     finally:

@@ -9,10 +9,11 @@ import json
 from common.ids import utcnow
 from storage import campaign_actions
 from storage import delivery as delivery_store
-from storage.db import connect_sync
+
 from tests.test_campaigns import (_statuses, campaign, create, deliver_all, make_list, people, recipients, run_all,
                                   runner, set_webhook, worker)  # noqa: F401 (runner, worker: fixtures)
 from tests.test_delivery import later, receiver  # noqa: F401 (receiver: a fixture)
+from tests import db_direct
 
 
 async def assert_exact(api, services, account, campaign_id):
@@ -25,7 +26,7 @@ async def assert_exact(api, services, account, campaign_id):
 
 
 def sql(services, statement, *params):
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         with cx:
             return cx.execute(statement, params).fetchall()

@@ -17,13 +17,14 @@ from common.ids import iso, utcnow
 from handlers.ui import campaigns as ui_campaigns
 from storage import delivery as delivery_store
 from storage import events
-from storage.db import connect_sync, fetch_all
+from storage.db import fetch_all
 from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.test_campaigns import (deliver_all, make_list, people, run_all, runner, set_webhook,  # noqa: F401
                                   worker)
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
 from tests.test_ui import browser, chromium, open_page, sign_in, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests import db_direct
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -314,7 +315,7 @@ async def test_retrying_is_shown_apart_and_retry_says_what_it_could_not_send(sig
     assert '<td data-label="Retrying" class="num"><span data-count="retrying">1</span></td>' in listed.text
     failed = (await api.get(f"/v1/campaigns/{c['id']}/recipients?status=failed", key=ui_account["api_key"])).json
     gone = failed["data"][0]["messageId"]
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         with cx:  # what retention does to a finished delivery
             cx.execute("DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE message_id = ?)",

@@ -18,8 +18,9 @@ from services import accounts, contact_import, csv_import, import_runner
 from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
-from storage.db import connect_sync
+
 from tests.test_ui import PASSWORD, FormClient
+from tests import db_direct
 
 BOM = codecs.BOM_UTF8
 HEADER = "Vorname;Nachname;Mobil;E-Mail"
@@ -101,7 +102,7 @@ def other_browser(io_loop, http_server_client, stranger):
 
 
 def rows(services, sql, *params):
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         return [tuple(r) for r in cx.execute(sql, params)]
     finally:

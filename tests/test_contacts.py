@@ -8,6 +8,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from storage import contacts as contact_store
 from storage.db import connect_sync
 from storage.outbox import list_outbox
+from tests import db_direct
 
 PHONE_SPELLINGS = ["+14155552671", "+1 415 555 2671", "+1 (415) 555-2671", "+1-415-555-2671",
                    "+1.415.555.2671", " +1 415 5552671 "]
@@ -20,7 +21,7 @@ def other_account(make_account, account):
 
 
 def count_rows(services, sql, *params):
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         return cx.execute(sql, params).fetchone()[0]
     finally:
@@ -274,7 +275,7 @@ async def test_contact_created_is_written_in_the_contacts_transaction(api, accou
     find_or_create_in_tx (also used by the custom channel) writes both or, rolled back, neither."""
     await api.patch("/v1/account/settings", {"notificationUrls": {"contact.created": "http://127.0.0.1:9/x"}},
                     key=account["api_key"])
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         cx.execute("BEGIN IMMEDIATE")
         row, created = contact_store.find_or_create_in_tx(cx, {

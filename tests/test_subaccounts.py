@@ -10,8 +10,9 @@ import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import credits
-from storage.db import connect_sync
+
 from tests.test_ui import FormClient
+from tests import db_direct
 
 PATH = "/v1/subaccounts"
 
@@ -27,7 +28,7 @@ async def grant(api, agency, sub, amount, key=None, description=None):
 
 
 def row_counts(services):
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         return {table: cx.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
                 for table in ("accounts", "users", "api_keys", "credit_transactions", "outbox")}
@@ -140,7 +141,7 @@ async def test_concurrent_creations_with_one_email_make_one_account(http_server_
     finally:
         client.close()
     assert sorted(r.code for r in responses) == [201] + [409] * 9, [r.body for r in responses]
-    cx = connect_sync(services.db.path)
+    cx = db_direct.connect(services)
     try:
         assert cx.execute("SELECT COUNT(*) FROM accounts WHERE email = 'race@rossi.example'").fetchone()[0] == 1
         assert cx.execute("SELECT COUNT(*) FROM users WHERE email = 'race@rossi.example'").fetchone()[0] == 1
@@ -469,7 +470,7 @@ def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(t
                 spend_from_outside(parley.data_dir / "parley.db", sub["account_id"], 100, f"reply {n}")
             wait_until(lambda: c.get(one, headers=key).json()["credits"] == 51)
 
-            cx = connect_sync(parley.data_dir / "parley.db")
+            cx = db_direct.connect(parley)
             try:
                 [row] = cx.execute("SELECT webhook_id, payload FROM outbox WHERE event_type = "
                                    "'subaccount.auto_recharge'").fetchall()

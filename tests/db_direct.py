@@ -1,0 +1,120 @@
+"""A direct connection to the test's own database, whichever backend the suite runs on: for tests that look at
+(or set up) rows no API shows. SQLite: connect_sync on the file; PostgreSQL (conftest's database_url fixture sets
+PARLEY_DATABASE_URL for each test): a psycopg connection behind storage's adapter, so the same `?` SQL and the
+same rows (row[0], row["col"], dict(row)). Autocommit on both: every statement is its own transaction."""
+import os
+import sqlite3
+from pathlib import Path
+
+from storage.db import connect_sync
+
+try:
+    import psycopg
+    # What a constraint of the data raises on either backend (a test that checks the constraint itself).
+    INTEGRITY_ERRORS = (sqlite3.IntegrityError, psycopg.IntegrityError)
+except ImportError:
+    INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
+
+
+def database_url(target=None):
+    """The PostgreSQL URL of the test's database, or "" on SQLite."""
+    settings = getattr(target, "settings", target)
+    url = getattr(settings, "database_url", None)
+    return url if url is not None else os.environ.get("PARLEY_DATABASE_URL", "")
+
+
+def sqlite_path(target):
+    if isinstance(target, (str, Path)):
+        return Path(target)
+    if hasattr(target, "data_dir"):  # a ParleyProcess
+        return Path(target.data_dir) / "parley.db"
+    settings = getattr(target, "settings", target)
+    return settings.db_path
+
+
+def connect(target):
+    """target: the services fixture, a Settings, a ParleyProcess, or the SQLite file's path (used on SQLite only:
+    on PostgreSQL the test's database is PARLEY_DATABASE_URL)."""
+    url = database_url(target)
+    if not url:
+        return connect_sync(sqlite_path(target))
+    return DirectPg(url)
+
+
+class DirectPg:
+    """storage.pg_adapter.PgConnection on its own autocommit connection, with sqlite3's close()/commit(), and
+    `with cx:` as sqlite3's (commits, does not close). Tests' "BEGIN IMMEDIATE" (SQLite's write lock up front)
+    is PostgreSQL's BEGIN; storage functions taking cx (find_or_create_in_tx, ...) get the adapter's dialect."""
+
+    def __init__(self, url):
+        import psycopg
+
+        from storage import pg_adapter
+        self.raw = psycopg.connect(url, autocommit=True)
+        pg_adapter.configure(self.raw)
+        self.adapter = pg_adapter.PgConnection(self.raw)
+
+    def execute(self, sql, params=()):
+        if sql.strip().upper() == "BEGIN IMMEDIATE":
+            sql = "BEGIN"
+        return self.adapter.execute(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self.adapter, name)
+
+    def executemany(self, sql, seq_of_params):
+        return self.adapter.executemany(sql, seq_of_params)
+
+    def commit(self):
+        pass  # autocommit, as connect_sync's isolation_level=None
+
+    def close(self):
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass  # every statement committed already
+
+
+def rows(target, sql, *params):
+    """Every row of one query, as dicts."""
+    cx = connect(target)
+    try:
+        return [dict(row) for row in cx.execute(sql, params).fetchall()]
+    finally:
+        cx.close()
+
+
+def value(target, sql, *params):
+    """The first column of the first row (e.g. a COUNT)."""
+    cx = connect(target)
+    try:
+        return cx.execute(sql, params).fetchone()[0]
+    finally:
+        cx.close()
+
+
+def execute(target, sql, *params):
+    """One statement, committed; returns the number of rows it changed."""
+    cx = connect(target)
+    try:
+        return cx.execute(sql, params).rowcount
+    finally:
+        cx.close()
+
+
+def dump_text(target):
+    """Every row of every table as text (SQLite: iterdump; PostgreSQL: each table's rows, repr'd): for tests
+    that prove a secret is never stored in plain text."""
+    cx = connect(target)
+    try:
+        if isinstance(cx, sqlite3.Connection):
+            return "\n".join(cx.iterdump())
+        tables = [row[0] for row in cx.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")]
+        return "\n".join(f"{table}: {tuple(row)!r}" for table in tables
+                         for row in cx.execute(f'SELECT * FROM "{table}"'))
+    finally:
+        cx.close()

@@ -37,7 +37,7 @@ from common.redact import RedactingFormatter
 from services.tls import CertificateSource
 from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
                      connection_cap, raise_file_limit)
-from storage.db import Database
+from storage.db import open_database
 
 log = logging.getLogger("parley")
 ROOT = Path(__file__).parent
@@ -47,7 +47,7 @@ ROOT = Path(__file__).parent
 class Services:
     """What handlers and background tasks share; built by open_services(), closed by close()."""
     settings: settings_module.Settings
-    db: Database
+    db: object  # storage.db.open_database's: SQLite's Database or PostgresDatabase
     box: SecretBox
     keys: accounts.KeyRegistry
     limiter: RateLimiter
@@ -80,6 +80,8 @@ def secure_data_dir(settings):
     database's mode) 0600, like secret.key: they hold every conversation. Existing ones are corrected."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(settings.data_dir, 0o700)
+    if settings.uses_postgres:
+        return  # the database is PostgreSQL's to keep
     os.close(os.open(settings.db_path, os.O_WRONLY | os.O_CREAT, 0o600))  # an empty file is a new database
     for path in (settings.db_path, Path(f"{settings.db_path}-wal"), Path(f"{settings.db_path}-shm")):
         if path.exists():
@@ -88,8 +90,7 @@ def secure_data_dir(settings):
 
 async def open_services(settings):
     secure_data_dir(settings)
-    db = await Database(settings.db_path, max_pending=settings.write_queue_limit,
-                        stall_seconds=settings.writer_stall_seconds).open()
+    db = await open_database(settings).open()
     services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)

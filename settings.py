@@ -11,6 +11,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     data_dir: Path = Field(Path("data"), description="Directory for parley.db, tls/, media/ and secret.key.")
+    database_url: str = Field("", description="Empty: the SQLite file parley.db in --data-dir. "
+                                              "postgresql://user:password@host:port/database: that PostgreSQL "
+                                              "database (migrated at first start; see docs/operations.md "
+                                              "\"Running on PostgreSQL\").")
     host: str = Field("0.0.0.0", description="Address the HTTPS listener binds to.")
     port: int = Field(8443, ge=0, le=65535, description="HTTPS port.")
     http_port: int = Field(8080, ge=0, le=65535,
@@ -121,6 +125,10 @@ class Settings(BaseModel):
     @property
     def db_path(self):
         return self.data_dir / "parley.db"
+
+    @property
+    def uses_postgres(self):
+        return self.database_url.split(":", 1)[0] in ("postgresql", "postgres")
 
 
 def flag(name):

@@ -1,17 +1,37 @@
-"""Fixtures that build a real Parley on tmp_path: a real SQLite file, the real app, real HTTP."""
+"""Fixtures that build a real Parley on tmp_path: a real SQLite file (or, with PARLEY_TEST_DATABASE_URL, a
+fresh PostgreSQL database per test), the real app, real HTTP."""
 import json
 import os
 
 import pytest
+
+from tests import pg_databases
 
 import server
 from services import accounts
 from settings import Settings
 
 
+@pytest.fixture(autouse=True)
+def database_url(request, monkeypatch):
+    """With PARLEY_TEST_DATABASE_URL (a PostgreSQL server URL): a fresh, migrated database for each test that
+    has a tmp_path (those are the ones that store anything), also set as PARLEY_DATABASE_URL so that the
+    server processes and CLI runs of the test use it. Without the variable: "" (SQLite, as ever)."""
+    server_url = os.environ.get(pg_databases.SERVER_URL_VARIABLE)
+    if not server_url or "tmp_path" not in request.fixturenames:
+        yield ""
+        return
+    url = pg_databases.create(server_url)
+    monkeypatch.setenv("PARLEY_DATABASE_URL", url)
+    try:
+        yield url
+    finally:
+        pg_databases.drop(server_url, url)
+
+
 @pytest.fixture
-def settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0)
+def settings(tmp_path, database_url):
+    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, database_url=database_url)
 
 
 @pytest.fixture

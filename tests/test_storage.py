@@ -10,7 +10,7 @@ import time
 import pytest
 
 from storage import db as dbmod
-from storage.db import (Database, StorageUnavailable, StoredResultLost, WriteOutcomeUnknown, as_unavailable,
+from storage.db import (Conflict, Database, StorageUnavailable, StoredResultLost, WriteOutcomeUnknown, as_unavailable,
                         reads, writes)
 from tests.parley_process import pid_alive
 
@@ -117,7 +117,7 @@ async def test_one_failing_write_rolls_back_alone(tmp_path):
         outcomes = await asyncio.gather(_insert_probe(db, 2), _insert_probe(db, 1), _insert_probe(db, 3),
                                         return_exceptions=True)
         assert outcomes[0] == 2 and outcomes[2] == 3
-        assert isinstance(outcomes[1], sqlite3.IntegrityError)
+        assert isinstance(outcomes[1], Conflict)  # the driver's unique violation, as the seam's
         assert await _count_probe(db) == 3
     finally:
         await db.close()

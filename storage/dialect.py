@@ -1,0 +1,74 @@
+"""What differs between SQLite and PostgreSQL SQL, in one place: storage code asks ``dialect_of(cx)`` for the
+few fragments the two cannot agree on (JSON paths, index hints, LIKE's case, a row's physical id), never
+``if sqlite:`` of its own. Everything else is SQL both accept (ON CONFLICT, RETURNING, COALESCE, IS DISTINCT
+FROM)."""
+
+
+class SqliteDialect:
+    name = "sqlite"
+    like = "LIKE"  # ASCII case-insensitive already
+
+    @staticmethod
+    def json_field(column, *path):
+        """The value at path in a JSON text column: JSON text for an object or list, the string for a string."""
+        return f"json_extract({column}, '$.{'.'.join(path)}')"
+
+    @staticmethod
+    def json_field_param(column, key, *path):
+        """The value at path + [the text of the next ? parameter] (a key only known at run time)."""
+        prefix = "".join(f".{p}" for p in path)
+        return f"json_extract({column}, '${prefix}.\"' || ? || '\"')"
+
+    @staticmethod
+    def index_hint(name):
+        """SQLite's INDEXED BY: without statistics its planner may pick a worse index."""
+        return f" INDEXED BY {name}"
+
+    @staticmethod
+    def json_list(placeholder="?"):
+        """A FROM item over the elements of a JSON list parameter, each as ``j.value`` (text)."""
+        return f"json_each({placeholder}) AS j"
+
+    # The physical row id of a table without an integer key (batched deletes by age).
+    row_id = "rowid"
+
+    @staticmethod
+    def greatest(a, b):
+        return f"MAX({a}, {b})"
+
+
+class PostgresDialect:
+    name = "postgresql"
+    like = "ILIKE"  # SQLite's LIKE ignores ASCII case
+
+    @staticmethod
+    def json_field(column, *path):
+        return f"({column}::jsonb #>> '{{{','.join(path)}}}')"
+
+    @staticmethod
+    def json_field_param(column, key, *path):
+        head = "".join(f" -> '{p}'" for p in path)
+        return f"({column}::jsonb{head} ->> ?)"
+
+    @staticmethod
+    def index_hint(name):
+        return ""  # PostgreSQL's planner has statistics
+
+    @staticmethod
+    def json_list(placeholder="?"):
+        return f"jsonb_array_elements_text({placeholder}::jsonb) AS j(value)"
+
+    row_id = "ctid"
+
+    @staticmethod
+    def greatest(a, b):
+        return f"GREATEST({a}, {b})"
+
+
+SQLITE = SqliteDialect()
+POSTGRESQL = PostgresDialect()
+
+
+def dialect_of(cx):
+    """The dialect of a connection (a plain sqlite3 connection is SQLite's)."""
+    return getattr(cx, "dialect", SQLITE)

@@ -1,0 +1,128 @@
+"""A psycopg 3 connection that speaks like the sqlite3 one storage code was written for: ``execute(sql, params)``
+with ``?`` placeholders, cursors with fetchone/fetchall/iteration/rowcount, rows like sqlite3.Row (``row[0]``,
+``row["col"]``, ``dict(row)``, ``.keys()``), executemany, savepoint(), and Python bools stored as the
+schema's INTEGER 0/1."""
+import contextlib
+import functools
+import itertools
+
+import psycopg
+from psycopg.adapt import Dumper
+
+from storage.dialect import POSTGRESQL
+
+
+class Row(tuple):
+    """A result row like sqlite3.Row: a tuple that also answers to column names."""
+    __slots__ = ()
+    _index = {}
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self):
+        return list(self._index)
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(names):
+    return type("Row", (Row,), {"__slots__": (), "_index": {name: i for i, name in enumerate(names)}})
+
+
+def row_factory(cursor):
+    if cursor.description is None:
+        return tuple
+    cls = _row_class(tuple(column.name for column in cursor.description))
+    return cls
+
+
+@functools.lru_cache(maxsize=4096)
+def translate(sql):
+    """sqlite3's ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled), outside quoted text and
+    comments. Cached per SQL string: storage's statements are mostly constants."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            j = sql.find(c, i + 1)
+            while j != -1 and j + 1 < n and sql[j + 1] == c:  # a doubled quote inside the literal
+                j = sql.find(c, j + 2)
+            j = n if j == -1 else j + 1
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+            continue
+        if c == "-" and sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j == -1 else j
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+            continue
+        out.append("%s" if c == "?" else "%%" if c == "%" else c)
+        i += 1
+    return "".join(out)
+
+
+class IntBoolDumper(Dumper):
+    """True/False as 1/0: the schema keeps flags as INTEGER (as on SQLite)."""
+    oid = psycopg.adapters.types["int8"].oid
+
+    def dump(self, obj):
+        return b"1" if obj else b"0"
+
+
+def configure(raw):
+    """Per pooled connection, once."""
+    raw.adapters.register_dumper(bool, IntBoolDumper)
+    raw.row_factory = row_factory
+
+
+class PgConnection:
+    """The adapter over one checked-out psycopg connection (not thread-safe, like the connection)."""
+    dialect = POSTGRESQL
+    _savepoints = itertools.count(1)
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def execute(self, sql, params=()):
+        cursor = self.raw.cursor()
+        if params:
+            cursor.execute(translate(sql), params)
+        else:
+            cursor.execute(sql)
+        return cursor
+
+    def executemany(self, sql, seq_of_params):
+        cursor = self.raw.cursor()
+        cursor.executemany(translate(sql), list(seq_of_params))
+        return cursor
+
+    def execute_script(self, script):
+        """Several statements, no parameters (a migration file)."""
+        self.raw.execute(script)
+
+    @contextlib.contextmanager
+    def savepoint(self):
+        """A nested transaction: what fails inside it rolls back alone, and the transaction goes on (on
+        PostgreSQL an error aborts the whole transaction otherwise)."""
+        name = f"sp{next(self._savepoints)}"
+        self.raw.execute(f"SAVEPOINT {name}")
+        try:
+            yield self
+        except BaseException:
+            self.raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.raw.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        self.raw.execute(f"RELEASE SAVEPOINT {name}")
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """BEGIN ... COMMIT (ROLLBACK on an exception), on a connection outside a transaction."""
+        with self.raw.transaction():
+            yield self
+
+    @property
+    def in_transaction(self):
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE

@@ -1,0 +1,165 @@
+"""The PostgreSQL backend: the same read()/write() seam as the SQLite one (storage/sqlite_db.py), over a pool
+of psycopg connections. No writer process: each write runs ``fn(cx, ...)`` in a worker thread inside one
+transaction of its own, and is answered after its COMMIT (an answered write is committed). Invariants the
+single SQLite writer gave for free are constraints of the data here (unique indexes, conditional UPDATEs;
+see docs/architecture.md)."""
+import asyncio
+import concurrent.futures
+import logging
+import os
+
+import psycopg
+import psycopg_pool
+
+from storage import migrate as migrations
+from storage.interface import (Conflict, StorageUnavailable, WriteOutcomeUnknown, idempotency_claim)
+from storage.pg_adapter import PgConnection, configure
+
+log = logging.getLogger("parley.db")
+
+POOL_SIZE = 10  # connections, and the worker threads that use them
+QUEUE_FULL = "storage is busy: too many writes are waiting; nothing was written, retry later"
+CLOSING = "the database is closing; nothing was written"
+DOWN = "the database cannot be reached; nothing was written, retry later"
+UNKNOWN = "the connection to the database was lost at COMMIT: the write may or may not be stored; " \
+          "retry with the same Idempotency-Key"
+
+
+def as_storage_error(exc):
+    """The driver's errors as the seam's: a unique-key clash as Conflict, a lost or refused connection as
+    StorageUnavailable; any other exception unchanged."""
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        conflict = Conflict(f"already stored: {exc.diag.constraint_name or exc}")
+        conflict.__cause__ = exc
+        return conflict
+    if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)) and not isinstance(
+            exc, psycopg.errors.QueryCanceled):
+        unavailable = StorageUnavailable(DOWN)
+        unavailable.__cause__ = exc
+        return unavailable
+    return exc
+
+
+class PostgresDatabase:
+    dialect = "postgresql"
+    writer_pid = None  # no writer process
+
+    def __init__(self, url, *, max_pending=10_000, pool_size=POOL_SIZE, **_ignored):
+        self.url, self.max_pending, self.pool_size = url, max_pending, pool_size
+        self.token = os.urandom(8).hex()
+        self.transactions_committed = 0
+        self.writes_committed = 0
+        self._pool = None
+        self._executor = None
+        self._pending = 0
+        self._closing = False
+        self._idle = None
+        self._commit_listeners = []
+
+    async def open(self):
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._executor = concurrent.futures.ThreadPoolExecutor(self.pool_size, thread_name_prefix="parley-pg")
+        self._pool = psycopg_pool.ConnectionPool(self.url, min_size=min(2, self.pool_size), max_size=self.pool_size, open=False,
+                                                 configure=configure, timeout=15.0, name="parley")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._open_and_migrate)
+        return self
+
+    def _open_and_migrate(self):
+        self._pool.open(wait=True, timeout=30.0)
+        with self._pool.connection() as raw:
+            raw.autocommit = True
+            from storage import db  # its MIGRATIONS: tests point it elsewhere
+            migrations.migrate(PgConnection(raw), db.MIGRATIONS)
+
+    def add_commit_listener(self, callback):
+        """callback() after every committed write (before its caller resumes): the live events hub."""
+        self._commit_listeners.append(callback)
+
+    async def close(self, timeout=30.0):
+        if self._pool is None:
+            return
+        self._closing = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            log.error("closing: writes still running after %g s", timeout)
+        pool, self._pool = self._pool, None
+        await asyncio.get_running_loop().run_in_executor(self._executor, pool.close)
+        self._executor.shutdown(wait=False)
+
+    async def read(self, fn, *args, **kwargs):
+        """Run ``fn(cx, *args)`` in a worker thread, each statement seeing what is committed (autocommit, as
+        SQLite's reader)."""
+        return await self._run(self._read_sync, fn, args, kwargs)
+
+    async def write(self, fn, *args, **kwargs):
+        """Run ``fn(cx, *args)`` in one transaction; returns its result once committed. Inside a request that
+        carries an Idempotency-Key, the request's first write runs under that key."""
+        claim = idempotency_claim.get()
+        if claim is not None and claim.open:
+            return await claim.run(self, fn, args, kwargs)
+        return await self._write(fn, args, kwargs)
+
+    async def write_background(self, fn, *args, **kwargs):
+        """Like write(): without a single writer, long writes need no turn-taking."""
+        return await self._write(fn, args, kwargs)
+
+    async def _write(self, fn, args, kwargs):
+        fn = getattr(fn, "sync", fn)
+        result = await self._run(self._write_sync, fn, args, kwargs)
+        self.transactions_committed += 1
+        self.writes_committed += 1
+        for callback in self._commit_listeners:
+            callback()
+        return result
+
+    async def _run(self, work, fn, args, kwargs):
+        if self._pool is None or self._closing:
+            raise RuntimeError("database is closed") if self._pool is None else StorageUnavailable(CLOSING)
+        if self._pending >= self.max_pending:
+            raise StorageUnavailable(QUEUE_FULL)
+        self._pending += 1
+        self._idle.clear()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, work, fn, args, kwargs)
+        finally:
+            self._pending -= 1
+            if not self._pending:
+                self._idle.set()
+
+    def _read_sync(self, fn, args, kwargs):
+        try:
+            with self._pool.connection() as raw:
+                raw.autocommit = True
+                return fn(PgConnection(raw), *args, **kwargs)
+        except Exception as exc:
+            raise as_storage_error(exc) from None
+
+    def _write_sync(self, fn, args, kwargs):
+        try:
+            with self._pool.connection() as raw:
+                raw.autocommit = False
+                cx = PgConnection(raw)
+                try:
+                    result = fn(cx, *args, **kwargs)
+                except BaseException:
+                    if not raw.closed:
+                        raw.rollback()
+                    raise
+                try:
+                    raw.commit()
+                except psycopg.OperationalError as exc:
+                    if raw.closed or raw.broken:  # the COMMIT may or may not have reached the server
+                        raise WriteOutcomeUnknown(UNKNOWN) from exc
+                    raise
+                return result
+        except Exception as exc:
+            error = as_storage_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+
+    async def backup(self, target_path):
+        raise StorageUnavailable("on PostgreSQL, back up with pg_dump")

@@ -1,0 +1,522 @@
+"""The SQLite backend: the single writer (group commit, in a child process: storage/writer.py) and the
+reader connection."""
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import os
+import pickle
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import aiosqlite
+
+from storage.dialect import SQLITE
+from storage.interface import (Conflict, StorageUnavailable, StoredResultLost, WriteOutcomeUnknown,
+                               function_reference, idempotency_claim, resolve)
+
+log = logging.getLogger("parley.db")
+
+# Upper bound on the writes folded into one transaction; keeps a batch's latency bounded.
+MAX_BATCH = 256
+# After the writer process is lost: how long to wait for it to be gone, and for its batch record.
+SETTLE_SECONDS = 5.0
+
+
+NOT_WRITTEN = "the storage writer stopped before this write was committed; nothing was written, retry it"
+STORED = ("the write is stored, but its answer was lost when the storage writer stopped; "
+          "a retry with the same Idempotency-Key returns it")
+UNKNOWN = "the write may or may not be stored; retry with the same Idempotency-Key"
+QUEUE_FULL = "storage is busy: too many writes are waiting; nothing was written, retry later"
+CLOSING = "the database is closing; nothing was written"
+
+_UNAVAILABLE = {sqlite3.SQLITE_FULL: "storage is full", sqlite3.SQLITE_READONLY: "storage is read-only",
+                sqlite3.SQLITE_IOERR: "storage I/O error",
+                sqlite3.SQLITE_BUSY: "storage is locked by another process"}
+
+
+_UNIQUE = (sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+
+
+def as_unavailable(exc):
+    """SQLite's disk-full, read-only, I/O and busy errors as StorageUnavailable (the client may retry once
+    the operator fixed the disk, or the lock is free), a unique-key clash as Conflict; any other exception
+    unchanged."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code in _UNIQUE:
+        conflict = Conflict(f"already stored: {exc}")
+        conflict.__cause__ = exc
+        return conflict
+    reason = _UNAVAILABLE.get(code & 0xFF) if isinstance(code, int) else None
+    if reason is None:
+        return exc
+    unavailable = StorageUnavailable(f"{reason}; nothing was written, retry later")
+    unavailable.__cause__ = exc
+    return unavailable
+
+
+class SqliteConnection(sqlite3.Connection):
+    """sqlite3's connection, plus what storage code asks of either database's (storage/pg_adapter.py)."""
+    dialect = SQLITE
+    _savepoints = 0
+
+    @contextlib.contextmanager
+    def savepoint(self):
+        """A nested transaction: what fails inside it rolls back alone and the transaction goes on."""
+        SqliteConnection._savepoints += 1
+        name = f"sp{SqliteConnection._savepoints}"
+        self.execute(f"SAVEPOINT {name}")
+        try:
+            yield self
+        except BaseException:
+            self.execute(f"ROLLBACK TO {name}")
+            self.execute(f"RELEASE {name}")
+            raise
+        self.execute(f"RELEASE {name}")
+
+    @contextlib.contextmanager
+    def transaction(self):
+        self.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            self.execute("ROLLBACK")
+            raise
+        self.execute("COMMIT")
+
+    def execute_script(self, script):
+        self.executescript(script)
+
+
+def connect_sync(path, *, timeout=10.0):
+    """A plain sqlite3 connection with Parley's PRAGMAs (used by ops commands and the threads below)."""
+    cx = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False,
+                         factory=SqliteConnection)
+    cx.row_factory = sqlite3.Row
+    cx.execute("PRAGMA journal_mode=WAL")
+    cx.execute("PRAGMA synchronous=FULL")
+    cx.execute("PRAGMA foreign_keys=ON")
+    cx.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+    return cx
+
+
+FRAME_HEADER = struct.Struct("!I")  # each frame to and from the writer process: length, then a pickle
+
+
+def encode_frame(obj):
+    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    return FRAME_HEADER.pack(len(data)) + data
+
+
+class _Batch:
+    """One transaction's worth of writes sent to the writer process: its number (recorded inside the
+    transaction, see writer_batches), the callers' futures in call order, and its watchdog timer."""
+    __slots__ = ("number", "futures", "watchdog", "limit")
+
+    def __init__(self, number, futures, limit):
+        self.number, self.futures, self.limit, self.watchdog = number, futures, limit, None
+
+
+async def _exited(process, timeout):
+    """True once the process has exited (reaped), False if it still runs after timeout seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while process.poll() is None:
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+def _batch_record(cx, writer):
+    row = cx.execute("SELECT batch, failed FROM writer_batches WHERE writer = ?", (writer,)).fetchone()
+    return (row[0], json.loads(row[1]) if row[1] else []) if row else (0, [])
+
+
+class _WriterConnection(asyncio.Protocol):
+    """The parent's end of the socket to the writer process: reads reply frames as they arrive (never
+    blocking the loop) and hands each to the Database."""
+
+    def __init__(self, on_reply, on_lost):
+        self.on_reply, self.on_lost = on_reply, on_lost
+        self.buffer = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.buffer += data
+        while len(self.buffer) >= FRAME_HEADER.size:
+            size = FRAME_HEADER.size + FRAME_HEADER.unpack_from(self.buffer)[0]
+            if len(self.buffer) < size:
+                return
+            reply = pickle.loads(bytes(self.buffer[FRAME_HEADER.size:size]))
+            del self.buffer[:size]
+            self.on_reply(reply)
+
+    def connection_lost(self, exc):
+        self.on_lost(self)
+
+
+class Database:
+    """The single writer (a child process, storage/writer.py) and one reader connection (a thread).
+
+    ``write(fn, *args)`` queues ``fn(cx, *args)`` -- fn a module-level function, args and result plain
+    data, since both cross to the writer process. Every call queued while a transaction is in flight
+    goes into the next one (group commit), each inside a SAVEPOINT so one failing call rolls back
+    alone, and each caller's future resolves only after COMMIT returned: an answered write is durable.
+    ``write_background(fn, *args)`` is for long writes (a campaign's batch): each runs alone, taking turns
+    with the transactions of the others.
+
+    What a failure means is always known and said: every transaction also records its batch number
+    (writer_batches), so when the writer process dies (or is replaced by the watchdog) before answering,
+    the callers of its batch learn whether their write is stored (StoredResultLost) or not
+    (StorageUnavailable); WriteOutcomeUnknown only when even that cannot be read. At most ``max_pending``
+    writes wait (503 at once beyond), and a batch that runs longer than ``stall_seconds`` gets its writer
+    replaced, so a hung writer (a stuck disk, a lock held elsewhere) cannot hold requests for ever.
+    """
+
+    def __init__(self, path, *, max_pending=10_000, stall_seconds=15.0):
+        self.path = Path(path).resolve()
+        self.max_pending, self.stall_seconds = max_pending, stall_seconds
+        self.token = os.urandom(8).hex()  # names this Database's rows in writer_batches
+        self.transactions_committed = 0
+        self.writes_committed = 0
+        self._reader = None
+        self._process = None
+        self._connection = None
+        self._pending = collections.deque()  # (future, call) not yet sent
+        self._background = collections.deque()  # the same, from write_background
+        self._background_last = False  # whether the last transaction sent was a background write
+        self._in_flight = None  # the _Batch the writer process is running
+        self._batches_sent = 0
+        self._send_scheduled = False
+        self._closing = False
+        self._idle = None
+        self._batches_since_start = 0
+        self._failed_starts = 0  # writers in a row that died before answering a batch
+        self._down = None  # while the writer is being restarted after a delay: why writes are refused
+        self._recovery = None  # the task settling a lost writer's batch and starting the next writer
+        self._commit_listeners = []
+
+    async def open(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._idle = asyncio.Event()
+        self._idle.set()
+        await self._start_writer()  # its interpreter starts while the migrations run
+        cx = connect_sync(self.path)
+        try:
+            from storage import db  # its MIGRATIONS: tests point it elsewhere
+            db.migrate(cx)
+        finally:
+            cx.close()
+        self._reader = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False,
+                                              factory=SqliteConnection)
+        await self._reader._execute(_configure, self._reader._conn)
+        return self
+
+    async def _start_writer(self):
+        ours, theirs = socket.socketpair()
+        try:
+            # The parent's sys.path, so that every module a write function lives in imports there too.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno()), self.token],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+                start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._batches_since_start = 0
+        try:
+            _, self._connection = await asyncio.get_running_loop().create_connection(
+                lambda: _WriterConnection(self._on_reply, self._on_writer_lost), sock=ours)
+        except BaseException:
+            ours.close()
+            self._process.kill()
+            raise
+
+    def add_commit_listener(self, callback):
+        """callback() after every transaction that committed a write (before its callers resume): the live
+        events hub reads what was committed. It must be quick and must not raise."""
+        self._commit_listeners.append(callback)
+
+    @property
+    def writer_pid(self):
+        """The writer process's pid (None when closed)."""
+        return self._process.pid if self._process is not None else None
+
+    async def close(self, timeout=30.0):
+        """Flush queued writes (for at most ``timeout`` seconds: then the writes still waiting are
+        refused and a batch still running is settled like a lost writer's), stop the writer process,
+        close the reader."""
+        if self._process is not None:
+            self._closing = True
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout)
+            except asyncio.TimeoutError:
+                log.error("closing: writes still queued after %g s are refused", timeout)
+                self._fail_pending(StorageUnavailable(CLOSING))
+                if self._in_flight is not None and self._connection is not None:
+                    self._replace_writer()
+            if self._recovery is not None and not self._recovery.done():
+                try:  # settling takes seconds at most; a restart backing off is cut short
+                    await asyncio.wait_for(asyncio.shield(self._recovery), timeout)
+                except asyncio.TimeoutError:
+                    self._recovery.cancel()
+                self._fail_pending(StorageUnavailable(CLOSING))
+            if self._connection is not None:  # None: the writer died and could not be restarted
+                self._connection.transport.write(encode_frame(None))
+                self._connection.transport.close()
+            process, self._process = self._process, None
+            if not await _exited(process, timeout):
+                log.error("the writer process did not stop; killing it")
+                process.kill()
+                await _exited(process, SETTLE_SECONDS)
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
+
+    async def read(self, fn, *args, **kwargs):
+        """Run ``fn(cx, *args)`` on the reader connection (one thread hop)."""
+        return await self._reader._execute(fn, self._reader._conn, *args, **kwargs)
+
+    async def write(self, fn, *args, **kwargs):
+        """Queue ``fn(cx, *args)`` for the writer process; returns its result once committed. Inside a
+        request that carries an Idempotency-Key (storage/idempotency.py), the request's first write is
+        run under that key instead."""
+        claim = idempotency_claim.get()
+        if claim is not None and claim.open:
+            return await claim.run(self, fn, args, kwargs)
+        return await self._queue(self._pending, fn, args, kwargs)
+
+    async def write_background(self, fn, *args, **kwargs):
+        """Like write(), for a long write that can wait (a campaign's batch of hundreds of messages): it runs in
+        a transaction of its own, and such transactions alternate with those of the other writes, so that
+        neither waits for more than one of the other kind. A caller can keep the next one queued while one
+        runs: the writer then never idles between them, and the writes that arrive meanwhile still go first."""
+        return await self._queue(self._background, fn, args, kwargs)
+
+    def _queue(self, queue, fn, args, kwargs):
+        """Queue a call; returns the future its outcome resolves."""
+        if self._process is None or self._closing:
+            raise RuntimeError("database is closed")
+        if self._down is not None:
+            raise self._down
+        if len(self._pending) + len(self._background) >= self.max_pending:
+            raise StorageUnavailable(QUEUE_FULL)
+        future = asyncio.get_running_loop().create_future()
+        queue.append((future, (*function_reference(fn), args, kwargs)))
+        self._idle.clear()
+        if self._in_flight is None and not self._send_scheduled:
+            # Sent at the end of this loop iteration: writes queued meanwhile share the transaction.
+            self._send_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_batch)
+        return future
+
+    async def backup(self, target_path):
+        target = sqlite3.connect(str(target_path))
+        try:
+            await self._reader._execute(self._reader._conn.backup, target)
+        finally:
+            target.close()
+
+    def _send_batch(self):
+        self._send_scheduled = False
+        if self._in_flight is not None or self._connection is None:
+            return  # the reply (or the restarted writer) sends what is pending
+        futures, calls = self._next_calls()
+        if not calls:
+            self._idle.set()
+            return
+        self._batches_sent += 1
+        number = self._batches_sent
+        try:
+            frame = encode_frame((number, calls))
+        except Exception:  # some call's arguments cannot be pickled: fail those, send the rest
+            frame = self._encode_picklable(number, futures, calls)
+            if frame is None:
+                return self._send_batch()
+        self._in_flight = batch = _Batch(number, futures, self.stall_seconds)
+        batch.watchdog = asyncio.get_running_loop().call_later(batch.limit, self._stalled, batch)
+        self._connection.transport.write(frame)
+
+    def _next_calls(self):
+        """The next transaction's (futures, calls): the writes waiting (up to MAX_BATCH), or one background
+        write, alternating while both kinds wait."""
+        while self._pending or self._background:
+            background = bool(self._background) and (not self._pending or not self._background_last)
+            queue, limit = (self._background, 1) if background else (self._pending, MAX_BATCH)
+            self._background_last = background
+            futures, calls = [], []
+            while queue and len(calls) < limit:
+                future, call = queue.popleft()
+                if not future.cancelled():
+                    futures.append(future)
+                    calls.append(call)
+            if calls:
+                return futures, calls
+        return [], []
+
+    @staticmethod
+    def _encode_picklable(number, futures, calls):
+        kept = []
+        for future, call in zip(list(futures), calls):
+            try:
+                pickle.dumps(call, pickle.HIGHEST_PROTOCOL)
+                kept.append(call)
+            except Exception as exc:
+                futures.remove(future)
+                future.set_exception(TypeError(f"the arguments of {call[1]} cannot be sent to the writer: {exc}"))
+        return encode_frame((number, kept)) if kept else None
+
+    def _on_reply(self, reply):
+        self._batches_since_start += 1
+        batch, self._in_flight = self._in_flight, None
+        batch.watchdog.cancel()
+        futures = batch.futures
+        kind, value = reply
+        if kind == "failed":  # COMMIT itself failed: nobody's write is durable.
+            log.error("write transaction failed, %d writes rejected: %s", len(futures), value)
+            _fail(futures, as_unavailable(value))
+        else:
+            if any(ok for ok, _ in value):  # a lone failed call was rolled back, not committed
+                self._committed()
+            self.writes_committed += sum(1 for ok, _ in value if ok)
+            for future, (ok, result) in zip(futures, value):
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(result)
+                else:
+                    unavailable = as_unavailable(result)
+                    if unavailable is not result and not isinstance(unavailable, Conflict):
+                        log.error("write rejected: %s", result)
+                    future.set_exception(unavailable)
+        self._send_batch()
+
+    def _committed(self):
+        """A transaction with at least one stored write committed (answered, or settled after its writer
+        was lost): count it and call the commit listeners, before its callers resume."""
+        self.transactions_committed += 1
+        for callback in self._commit_listeners:
+            callback()
+
+    def _stalled(self, batch):
+        """The watchdog: the writer has run one batch for stall_seconds (a stuck disk, a lock held by
+        another process, a stopped process). Replace it; its batch is settled like a lost writer's."""
+        if self._in_flight is batch and self._connection is not None:
+            log.error("the writer process has been running one batch of %d writes for %g s; replacing it",
+                      len(batch.futures), batch.limit)
+            self._replace_writer()
+
+    def _replace_writer(self):
+        self._process.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+        # Let go of it now, even if the process cannot die yet (blocked in the kernel): its batch is
+        # settled and the next writer started; its late connection_lost is then ignored.
+        connection = self._connection
+        connection.transport.close()
+        self._on_writer_lost(connection)
+
+    def _on_writer_lost(self, connection):
+        if connection is not self._connection or self._closing and self._in_flight is None:
+            return
+        self._connection = None  # until the restarted writer is connected, writes only queue
+        batch, self._in_flight = self._in_flight, None
+        if batch is not None:
+            batch.watchdog.cancel()
+        process = self._process
+        log.error("the writer process stopped unexpectedly (exit code %s); %d writes were in flight",
+                  process and process.poll(), len(batch.futures) if batch else 0)
+        self._failed_starts = 0 if self._batches_since_start else self._failed_starts + 1
+        self._recovery = asyncio.ensure_future(self._recover(batch, process))
+
+    async def _recover(self, batch, process):
+        """Settle the lost writer's batch (before any new batch can overwrite its record), then start
+        the next writer."""
+        if batch is not None:
+            await self._settle(batch, process)
+        await self._restart_writer()
+
+    async def _settle(self, batch, process):
+        """Tell each caller of the batch the lost writer was running what became of its write: once the
+        process is gone, its record in writer_batches says whether the batch committed and which of its
+        calls rolled back."""
+        record = None
+        if await _exited(process, SETTLE_SECONDS):
+            try:
+                record = await asyncio.wait_for(self.read(_batch_record, self.token), SETTLE_SECONDS)
+            except Exception as exc:
+                log.error("could not read what the lost writer committed: %r", exc)
+        else:
+            log.error("the lost writer process (pid %s) is still running; its batch's outcome is unknown",
+                      process.pid)
+        committed = record is not None and record[0] >= batch.number
+        failed = set(record[1]) if committed and record[0] == batch.number else set()
+        log.error("the lost writer's batch of %d writes %s", len(batch.futures),
+                  "is unknown" if record is None else "was committed" if committed else "was not committed")
+        if committed and len(failed) < len(batch.futures):  # some call's write is stored: like a reply
+            self._committed()
+        for index, future in enumerate(batch.futures):
+            if future.done():
+                continue
+            if record is None:
+                future.set_exception(WriteOutcomeUnknown(UNKNOWN))
+            elif committed and index not in failed:
+                future.set_exception(StoredResultLost(STORED))
+            else:
+                future.set_exception(StorageUnavailable(NOT_WRITTEN))
+
+    async def _restart_writer(self):
+        """A writer that served is replaced at once (queued writes wait for it). Writers that keep dying
+        before serving anything (the database cannot be opened, say) are retried after 0.5 s, doubling
+        to 30 s, and meanwhile every write is refused with 503 at once rather than left waiting."""
+        while True:
+            if self._failed_starts >= 2:
+                delay = min(30.0, 0.5 * 2 ** (self._failed_starts - 2))
+                self._down = StorageUnavailable("the storage writer is restarting; nothing was written, retry later")
+                self._fail_pending(self._down)
+                log.error("the writer process keeps stopping; next start in %.1f s", delay)
+                await asyncio.sleep(delay)
+            if self._closing:
+                self._down = None
+                self._fail_pending(StorageUnavailable(CLOSING))
+                return
+            try:
+                await self._start_writer()
+                break
+            except Exception as exc:
+                log.error("could not start the writer process: %s", exc)
+                self._failed_starts += 1
+        self._down = None
+        self._send_batch()
+
+    def _fail_pending(self, exc):
+        _fail([future for queue in (self._pending, self._background) for future, _ in queue], exc)
+        self._pending.clear()
+        self._background.clear()
+        if self._in_flight is None:
+            self._idle.set()
+
+
+def _fail(futures, exc):
+    """Answer every caller still waiting with exc."""
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
+
+
+def _configure(cx):
+    cx.row_factory = sqlite3.Row
+    for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", "busy_timeout=10000"):
+        cx.execute(f"PRAGMA {pragma}")
+
+

@@ -32,13 +32,20 @@ def sqlite_path(target):
     return settings.db_path
 
 
-def connect(target):
+def connect(target, *, foreign_keys=True):
     """target: the services fixture, a Settings, a ParleyProcess, or the SQLite file's path (used on SQLite only:
-    on PostgreSQL the test's database is PARLEY_DATABASE_URL)."""
+    on PostgreSQL the test's database is PARLEY_DATABASE_URL). foreign_keys=False: this connection's writes are
+    not checked against references (a row removed the way no endpoint does; PostgreSQL: replica mode, which
+    skips the foreign keys' triggers)."""
     url = database_url(target)
-    if not url:
-        return connect_sync(sqlite_path(target))
-    return DirectPg(url)
+    cx = DirectPg(url) if url else connect_sync(sqlite_path(target))
+    if not foreign_keys:
+        cx.execute("SET session_replication_role = replica" if url else "PRAGMA foreign_keys=OFF")
+    return cx
+
+
+def on_sqlite(target=None):
+    return not database_url(target)
 
 
 class DirectPg:

@@ -9,7 +9,6 @@ import json
 from common.ids import utcnow
 from storage import campaign_actions
 from storage import delivery as delivery_store
-
 from tests.test_campaigns import (_statuses, campaign, create, deliver_all, make_list, people, recipients, run_all,
                                   runner, set_webhook, worker)  # noqa: F401 (runner, worker: fixtures)
 from tests.test_delivery import later, receiver  # noqa: F401 (receiver: a fixture)

@@ -30,9 +30,9 @@ SIX_FIELDS = {"contactId", "messageId", "userId", "body", "toId", "channel"}
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # A 1 s attempt timeout keeps the timeout test short (the default is 15 s).
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     webhook_timeout_seconds=1.0)
 
 

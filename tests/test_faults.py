@@ -107,6 +107,8 @@ class InboundLoad:
             worker.join(30)
 
 
+@pytest.mark.sqlite_only("kills the server with its SQLite writer process and checks the file (PRAGMA integrity_check);"
+                         " tests/test_postgres_faults.py is the PostgreSQL counterpart")
 def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_nothing(tmp_path):
     """DESIGN §3: "The 200 is sent once the message is durably committed". Spec §4.4: messageSid is
     "Unique per message. Used to prevent a message being processed twice." So after kill -9 under load
@@ -167,6 +169,7 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
         parley.stop()
 
 
+@pytest.mark.sqlite_only("the SQLite writer process")
 def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses_nothing(tmp_path):
     """The writer process dies mid-transaction (OOM killer, a crash): the requests of its batch are
     answered 503 (spec §7: "The client may retry shortly"), a new writer takes over, every 200 is stored
@@ -205,6 +208,7 @@ def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses
 
 # ---- the writer dies after COMMIT, before its answer; the writer hangs ---------------------------
 
+@pytest.mark.sqlite_only("the SQLite writer process")
 def test_writer_killed_after_commit_the_client_learns_the_truth_and_a_keyed_retry_creates_nothing_twice(
         tmp_path, monkeypatch):
     """Issue 9: the writer process dies after COMMIT and before its answer reached the server (the
@@ -248,6 +252,7 @@ def test_writer_killed_after_commit_the_client_learns_the_truth_and_a_keyed_retr
     assert "was committed" in log_text and "was not committed" not in log_text
 
 
+@pytest.mark.sqlite_only("the SQLite writer process")
 @pytest.mark.parametrize("resume", ["replaced", "continued"])
 def test_a_stopped_writer_cannot_stall_the_server(tmp_path, resume):
     """Issue 9: "SIGSTOP the writer -> writes answer 503 within the watchdog limit and the server recovers
@@ -420,6 +425,7 @@ def fill_disk(directory):
     return filler
 
 
+@pytest.mark.sqlite_only("fills the data directory's filesystem, where only SQLite keeps its database")
 def test_disk_full_fails_requests_cleanly_loses_nothing_acknowledged_and_recovers(small_disk):
     """Spec §7: "500 Server-side error. The client may retry shortly." (Parley answers 503 UNAVAILABLE:
     a server-side error the client may retry.) DESIGN §3: the 200 is sent once the message is durably
@@ -481,6 +487,7 @@ def _limit_pages(cx, extra):
     cx.execute(f"PRAGMA max_page_count={pages + extra}")
 
 
+@pytest.mark.sqlite_only("PRAGMA max_page_count fills the SQLite file")
 async def test_full_database_answers_503_with_the_reason_and_recovers(api, account, services):
     """Spec §7: "500 Server-side error. The client may retry shortly." DESIGN §3 "Errors": UNAVAILABLE
     is 503. A full database refuses the write with 503 (custom-channel shape on the inbound endpoint,
@@ -521,6 +528,7 @@ def _fails_like_a_full_disk(cx):
     raise error
 
 
+@pytest.mark.sqlite_only("SQLite's rollback on SQLITE_FULL in the writer's batch")
 async def test_a_transaction_sqlite_rolled_back_fails_the_whole_batch_with_its_own_error(tmp_path):
     """DESIGN §4: a request is answered only after its commit. SQLite may roll the whole transaction
     back on SQLITE_FULL/IOERR: then no write of that batch is durable, every caller is told so with the

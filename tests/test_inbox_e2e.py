@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
-
 from storage import bot_state
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli

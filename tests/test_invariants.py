@@ -26,9 +26,9 @@ RULES = [{"keywords": ["price"], "answer": "Plans start at $10."}]
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # Room for every bot answer of a burst at once: the credits race is between replies of one account.
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     bot_concurrency=16, bot_concurrency_per_account=16)
 
 

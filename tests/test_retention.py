@@ -22,9 +22,9 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     from settings import Settings
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, retention_batch_size=3)
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, retention_batch_size=3)
 
 
 @reads
@@ -168,6 +168,7 @@ async def test_the_server_runs_the_cleanup_as_a_task(services):
     assert services.retention._task is None
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_the_cleanup_uses_indexes(services):
     """Each batch is an index range, never a scan of the table (EXPLAIN QUERY PLAN)."""
     cx = db_direct.connect(services)

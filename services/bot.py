@@ -10,7 +10,6 @@ What the bot did is recorded on the inbound message (messages.bot_outcome, shown
 import asyncio
 import contextlib
 import logging
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -24,6 +23,7 @@ from services.netguard import CheckedResolver
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store
+from storage.db import database_errors
 
 log = logging.getLogger("parley.bot")
 
@@ -207,7 +207,7 @@ async def apply(services, message, context, decision):
             return await _apply_once(services, message, context, decision)
         except AlreadyDecided:
             return None
-        except (Unavailable, sqlite3.Error) as exc:
+        except (Unavailable, *database_errors()) as exc:
             if delay is None:
                 raise
             log.warning("bot: writing the decision on message %s failed (%s); retrying in %g s",

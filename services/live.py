@@ -195,7 +195,7 @@ class Hub:
         subscriber = Subscriber(self, account_id, user_id, transport, session)
         async with self._lock:  # no round runs while the replay is read and the page joins
             if not self._subscribers:
-                self.position = await store.last_id(self.db)
+                self.position = await store.position(self.db)
             rows, resumable, seq_at_position = await store.catch_up(self.db, account_id, after, self.position,
                                                                     self.catch_up_limit)
             if not resumable:
@@ -291,10 +291,9 @@ class Hub:
         async with self._lock:
             if not self._subscribers:
                 return False
-            rows = await store.read_after(self.db, self.position, self.round_limit)
+            rows, self.position = await store.read_after(self.db, self.position, self.round_limit)
             if not rows:
                 return False
-            self.position = rows[-1][0]
             self.rounds += 1
             started = time.thread_time()  # the loop's CPU time: time the OS gave to others does not count
             by_account = {}

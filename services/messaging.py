@@ -1,7 +1,6 @@
 """Custom-channel messaging: inbound messages (exactly once per messageSid), the fromId -> contact
 mapping, outbound messages queued for delivery in the same transaction, and reading messages back."""
 import logging
-import sqlite3
 import time
 
 from services import bot_context, idempotency, media, opt_out
@@ -16,7 +15,7 @@ from storage import conversations
 from storage import events
 from storage import messages as store
 from storage import outbox
-from storage.db import StoredResultLost
+from storage.db import Conflict, StoredResultLost
 
 log = logging.getLogger("parley.messaging")
 
@@ -54,12 +53,17 @@ def _resolve_contact_in_tx(cx, identity):
     fill blank fields. Returns (contact id, whether a contact was created)."""
     account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
     contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
+    if contact_id is None and store.lock_identity_in_tx(cx, account_id, from_id):
+        contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)  # made while we waited
     if contact_id is not None:
         if any(values.values()):  # most messages carry no names or email: nothing to fill, no read
             contact = contact_store.get_contact.sync(cx, account_id, contact_id)
             contact_store.fill_blanks_in_tx(cx, contact, values)
         return contact_id, False
     linked = None
+    if identity["from_phone"] or identity["from_email"]:
+        column = "phone" if identity["from_phone"] else "email"
+        contact_store.lock_in_tx(cx, account_id, column, identity[f"from_{column}"])
     if identity["from_phone"]:
         linked = contact_store.find_by_phone.sync(cx, account_id, identity["from_phone"])
     elif identity["from_email"]:
@@ -106,7 +110,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     try:
         first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted = await db.write(
             _record_inbound, message, identity, answers_since)
-    except (sqlite3.IntegrityError, StoredResultLost):
+    except (Conflict, StoredResultLost):
         # Another process (or connection) inserted the same messageSid first; or the write committed
         # but the writer stopped before answering: the stored message says which it was.
         first = await store.find_by_external_id(db, account_id, message_sid)

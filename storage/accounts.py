@@ -3,6 +3,7 @@ import json
 
 from common.errors import Conflict, NotFound
 from storage.db import fetch_one, reads, writes
+from storage.dialect import dialect_of
 from storage.sessions import end_account_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
@@ -157,6 +158,7 @@ def set_rate_limit(cx, account_id, per_minute):
 
 def opt_keywords_in_tx(cx, account_id):
     """(optOutKeywords, optInKeywords) as stored in the account's settings; None where not set."""
-    row = cx.execute("SELECT json_extract(settings, '$.optOutKeywords'), json_extract(settings, '$.optInKeywords')"
+    field = dialect_of(cx).json_field
+    row = cx.execute(f"SELECT {field('settings', 'optOutKeywords')}, {field('settings', 'optInKeywords')}"
                      " FROM accounts WHERE id = ?", (account_id,)).fetchone()
     return tuple(json.loads(value) if value else None for value in (row or (None, None)))

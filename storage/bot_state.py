@@ -3,6 +3,7 @@ what answering needs to read (the account's bot, the contact's state, the recent
 import json
 
 from storage.db import fetch_one, reads, writes
+from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx, message_updated_in_tx
 
 # Sorts after every id (ids are ASCII, "msg_…"): "up to this id" with no id means "all".
@@ -13,8 +14,10 @@ def pause_in_tx(cx, account_id, contact_id, until, reason, now):
     """Pause the bot for this contact until ``until`` (a later pause never shortens a longer one)."""
     cx.execute("INSERT INTO bot_pauses (account_id, contact_id, paused_until, reason, created_at)"
                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, contact_id) DO UPDATE SET"
-               " paused_until = MAX(paused_until, excluded.paused_until),"
-               " reason = CASE WHEN excluded.paused_until >= paused_until THEN excluded.reason ELSE reason END,"
+               " paused_until = CASE WHEN excluded.paused_until > bot_pauses.paused_until"
+               " THEN excluded.paused_until ELSE bot_pauses.paused_until END,"
+               " reason = CASE WHEN excluded.paused_until >= bot_pauses.paused_until THEN excluded.reason"
+               " ELSE bot_pauses.reason END,"
                " created_at = excluded.created_at",
                (account_id, contact_id, until, reason, now))
     emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id})  # open pages show the pause
@@ -58,13 +61,22 @@ def release(cx, account_id, message_id):
                (account_id, message_id))
 
 
+def stored_bot_in_tx(cx, account_id):
+    """The account's stored bot object, None when it has none (or no such account). The database extracts it
+    from the settings JSON: an account without a bot costs no parsing here."""
+    row = cx.execute(f"SELECT {dialect_of(cx).json_field('settings', 'bot')} FROM accounts WHERE id = ?",
+                     (account_id,)).fetchone()
+    return json.loads(row[0]) if row and row[0] else None
+
+
 def account_bot_in_tx(cx, account_id):
     """What answering needs of the account: {bot (the stored bot object, None when there is none), type,
     credit_hundredths, credits_per_reply (hundredths; None: the default), has_webhook}, or None for an unknown
     account. SQLite extracts the bot from the
     settings JSON, so an account without a bot costs no parsing here."""
-    row = cx.execute("SELECT json_extract(settings, '$.bot'), type, credit_hundredths,"
-                     " json_extract(settings, '$.customChannelWebhookUrl') IS NOT NULL, credits_per_reply"
+    field = dialect_of(cx).json_field
+    row = cx.execute(f"SELECT {field('settings', 'bot')}, type, credit_hundredths,"
+                     f" {field('settings', 'customChannelWebhookUrl')} IS NOT NULL, credits_per_reply"
                      " FROM accounts WHERE id = ?",
                      (account_id,)).fetchone()
     if row is None:
@@ -101,6 +113,6 @@ def undecided_inbound(cx, before_id, limit):
     (bot_pending, set by the inbound write that found the bot active), oldest first. A seek in the partial
     index messages_bot_pending: it holds only those messages, whatever their age."""
     rows = cx.execute("SELECT id, account_id, contact_id, body, channel, campaign_id, from_id, message_type"
-                      " FROM messages INDEXED BY messages_bot_pending"
+                      f" FROM messages{dialect_of(cx).index_hint('messages_bot_pending')}"
                       " WHERE bot_pending = 1 AND id < ? ORDER BY id LIMIT ?", (before_id, limit))
     return [dict(r) for r in rows]

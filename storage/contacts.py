@@ -1,6 +1,7 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
 from common.errors import Conflict, Invalid, NotFound
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.dialect import dialect_of
 from storage.outbox import enqueue_notification_in_tx
 
 COLUMNS = ("id", "account_id", "first_name", "last_name", "phone", "email", "opted_out", "opt_out_at",
@@ -60,8 +61,10 @@ def fill_blanks_in_tx(cx, existing, values):
     """Set the existing contact's empty fields from values; never overwrite. Returns the updated row.
     A phone is only filled when no other contact of the account has it (the unique index holds)."""
     changes = {f: values[f] for f in FILLABLE if values.get(f) and not existing.get(f)}
-    if "phone" in changes and find_by_phone.sync(cx, existing["account_id"], changes["phone"]):
-        del changes["phone"]
+    if "phone" in changes:
+        lock_in_tx(cx, existing["account_id"], "phone", changes["phone"])
+        if find_by_phone.sync(cx, existing["account_id"], changes["phone"]):
+            del changes["phone"]
     if changes:
         assignments = ", ".join(f"{f} = ?" for f in changes)
         cx.execute(f"UPDATE contacts SET {assignments} WHERE account_id = ? AND id = ?",
@@ -69,11 +72,21 @@ def fill_blanks_in_tx(cx, existing, values):
     return {**existing, **changes}
 
 
+def lock_in_tx(cx, account_id, column, value):
+    """Hold the account's phone or email (column) value until COMMIT, so that the check-then-insert (or
+    update) that follows is atomic against every other transaction's on the same value (storage/dialect.py
+    lock: SQLite's single writer needs none). True when a lock was taken."""
+    return dialect_of(cx).lock(cx, f"contact:{account_id}:{column}:{value}")
+
+
 def find_or_create_in_tx(cx, contact):
-    """Phone first, then (with no phone) email: returns (row, created). Runs inside the writer's
-    transaction, so the check and the insert are atomic against every other write. A created contact
-    queues contact.created in the same transaction."""
+    """Phone first, then (with no phone) email: returns (row, created). The check and the insert are
+    atomic against every other write (lock_in_tx). A created contact queues contact.created in the same
+    transaction."""
     existing = None
+    key = "phone" if contact.get("phone") else "email" if contact.get("email") else None
+    if key:
+        lock_in_tx(cx, contact["account_id"], key, contact[key])
     if contact.get("phone"):
         existing = find_by_phone.sync(cx, contact["account_id"], contact["phone"])
     elif contact.get("email"):
@@ -163,6 +176,8 @@ def update_contact(cx, account_id, contact_id, changes, opt_out, now):
     if not merged["phone"] and not merged["email"]:
         raise Invalid("phone or email is required: a contact cannot be left with neither")
     for column, label in (("phone", "phone"), ("email", "email")):
+        if changes.get(column):
+            lock_in_tx(cx, account_id, column, changes[column])
         holder = changes.get(column) and _holder_of(cx, account_id, column, changes[column], contact_id)
         if holder:
             raise Conflict(f"{holder} already has this {label}", existing_id=holder, field=column)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from storage import migrate as _migrate
 from storage.interface import (Conflict, StorageUnavailable, StoredResultLost, WriteOutcomeUnknown,  # noqa: F401
+                               database_errors,
                                fetch_all, fetch_one, function_reference, idempotency_claim, reads, resolve,
                                writes)
 from storage.sqlite_db import (CLOSING, FRAME_HEADER, NOT_WRITTEN, QUEUE_FULL, STORED, UNKNOWN,  # noqa: F401

@@ -4,6 +4,7 @@ import json
 from common.errors import Conflict, NotFound
 from storage import campaigns, conversations
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.dialect import dialect_of
 from storage.events import MESSAGE_STATUS, emit_in_tx
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
@@ -46,7 +47,7 @@ def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_account
     if limit <= 0:
         return []
     index, condition = _LANES[lane]
-    pending = f"FROM outbox INDEXED BY {index} WHERE status = 'pending' AND {condition}"
+    pending = f"FROM outbox{dialect_of(cx).index_hint(index)} WHERE status = 'pending' AND {condition}"
     accounts = [r[0] for r in cx.execute(
         f"WITH RECURSIVE due(account_id) AS (SELECT MIN(account_id) {pending}"
         f" UNION ALL SELECT (SELECT MIN(account_id) {pending} AND account_id > due.account_id)"
@@ -92,7 +93,7 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
         if error is not None:
             error = {**error, "nextAttemptAt": None if next_attempt_at == campaigns.HELD else next_attempt_at}
     error_json = json.dumps(error) if error is not None else None
-    retried = "(? <> 'sent' AND next_attempt_at IS NOT ?)"  # a manual retry came in meanwhile
+    retried = "(? <> 'sent' AND next_attempt_at IS DISTINCT FROM ?)"  # a manual retry came in meanwhile
     cx.execute(f"UPDATE outbox SET attempts = attempts + 1,"
                f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
                f" last_error = CASE WHEN {retried} THEN json_set(?, '$.nextAttemptAt', next_attempt_at) ELSE ? END,"

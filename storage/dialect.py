@@ -14,7 +14,7 @@ class SqliteDialect:
         return f"json_extract({column}, '$.{'.'.join(path)}')"
 
     @staticmethod
-    def json_field_param(column, key, *path):
+    def json_field_param(column, *path):
         """The value at path + [the text of the next ? parameter] (a key only known at run time)."""
         prefix = "".join(f".{p}" for p in path)
         return f"json_extract({column}, '${prefix}.\"' || ? || '\"')"
@@ -36,6 +36,13 @@ class SqliteDialect:
     def greatest(a, b):
         return f"MAX({a}, {b})"
 
+    @staticmethod
+    def lock(cx, key):
+        """Serialize this transaction's check-then-insert on a natural key (a contact's phone, a fromId) with
+        every other transaction's on the same key, until COMMIT. SQLite's one writer does that already:
+        nothing to do, and False (nothing locked, so nothing to re-read)."""
+        return False
+
 
 class PostgresDialect:
     name = "postgresql"
@@ -46,7 +53,7 @@ class PostgresDialect:
         return f"({column}::jsonb #>> '{{{','.join(path)}}}')"
 
     @staticmethod
-    def json_field_param(column, key, *path):
+    def json_field_param(column, *path):
         head = "".join(f" -> '{p}'" for p in path)
         return f"({column}::jsonb{head} ->> ?)"
 
@@ -63,6 +70,13 @@ class PostgresDialect:
     @staticmethod
     def greatest(a, b):
         return f"GREATEST({a}, {b})"
+
+    @staticmethod
+    def lock(cx, key):
+        """A transaction-scoped advisory lock on the key's hash: a second transaction asking for it waits for
+        the first one's COMMIT, and its next statement (READ COMMITTED) then sees what that one stored."""
+        cx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (key,))
+        return True
 
 
 SQLITE = SqliteDialect()

@@ -5,6 +5,7 @@ from json.encoder import encode_basestring_ascii as _encode_string  # C: a quote
 
 from common.ids import now_iso
 from storage.db import reads, writes
+from storage.dialect import dialect_of
 
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
 
@@ -43,9 +44,68 @@ def _string(value):
 
 
 def _append_in_tx(cx, account_id, type, data_json, at):
-    return cx.execute("INSERT INTO events (account_id, seq, type, data, created_at) VALUES"
-                      " (?, COALESCE((SELECT MAX(seq) FROM events WHERE account_id = ?), 0) + 1, ?, ?, ?)",
-                      (account_id, account_id, type, data_json, at)).lastrowid
+    return _ORDER[dialect_of(cx).name].append(cx, account_id, type, data_json, at)
+
+
+class _SqliteOrder:
+    """SQLite: the single writer commits in id order, so the newest id read is the hub's position, and an
+    account's seq is simply its last one plus one."""
+
+    @staticmethod
+    def append(cx, account_id, type, data_json, at):
+        return cx.execute("INSERT INTO events (account_id, seq, type, data, created_at) VALUES"
+                          " (?, COALESCE((SELECT MAX(seq) FROM events WHERE account_id = ?), 0) + 1, ?, ?, ?)",
+                          (account_id, account_id, type, data_json, at)).lastrowid
+
+    @staticmethod
+    def position(cx):
+        return cx.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+
+    @staticmethod
+    def read_after(cx, position, limit):
+        rows = cx.execute(f"{_ROW} WHERE id > ? ORDER BY id LIMIT ?", (position, limit)).fetchall()
+        return rows, rows[-1][0] if rows else position
+
+    @staticmethod
+    def through(position):
+        return "id <= ?", position
+
+
+class _PostgresOrder:
+    """PostgreSQL: concurrent transactions commit in any order, so ids say nothing of what a reader may have
+    missed. An account's seq is taken from its row in event_counters, whose lock the transaction holds to
+    its COMMIT: the account's events commit in seq order. The hub's position is the snapshot it last read
+    in (pg_current_snapshot): what is new since is exactly the events whose transaction that snapshot did
+    not see (pg_visible_in_snapshot), however late it committed."""
+
+    @staticmethod
+    def append(cx, account_id, type, data_json, at):
+        return cx.execute("WITH counter AS (INSERT INTO event_counters (account_id, seq) VALUES (?, 1)"
+                          " ON CONFLICT (account_id) DO UPDATE SET seq = event_counters.seq + 1 RETURNING seq)"
+                          " INSERT INTO events (account_id, seq, type, data, created_at)"
+                          " SELECT ?, seq, ?, ?, ? FROM counter RETURNING id",
+                          (account_id, account_id, type, data_json, at)).fetchone()[0]
+
+    @staticmethod
+    def position(cx):
+        return cx.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
+
+    @staticmethod
+    def read_after(cx, position, limit):
+        # One statement: the snapshot returned is the one the rows were read in.
+        found = cx.execute("SELECT s::text, e.id, e.account_id, e.type, e.data, e.created_at, e.seq"
+                           " FROM pg_current_snapshot() AS s LEFT JOIN events e"
+                           " ON e.tx >= pg_snapshot_xmin(?::pg_snapshot)"
+                           " AND NOT pg_visible_in_snapshot(e.tx, ?::pg_snapshot)"
+                           " ORDER BY e.account_id, e.seq", (position, position)).fetchall()
+        return [tuple(r[1:]) for r in found if r[1] is not None], found[0][0]
+
+    @staticmethod
+    def through(position):
+        return "pg_visible_in_snapshot(tx, ?::pg_snapshot)", position
+
+
+_ORDER = {"sqlite": _SqliteOrder, "postgresql": _PostgresOrder}
 
 
 def emit_batches_in_tx(cx, account_id, type, data, key, items):
@@ -81,10 +141,17 @@ _ROW = "SELECT id, account_id, type, data, created_at, seq FROM events"
 
 
 @reads
-def read_after(cx, after_id, limit):
-    """Up to ``limit`` events of every account with id > after_id, oldest first, as (id, account_id, type,
-    data JSON text, created_at, seq) tuples: the hub splices the JSON into its frames without decoding it."""
-    return cx.execute(f"{_ROW} WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)).fetchall()
+def position(cx):
+    """The hub's reading position now (nothing before it is new to the hub): never shown to a page."""
+    return _ORDER[dialect_of(cx).name].position(cx)
+
+
+@reads
+def read_after(cx, position, limit):
+    """The events committed since ``position`` (up to ``limit`` on SQLite), each account's in seq order, as
+    (id, account_id, type, data JSON text, created_at, seq) tuples (the hub splices the JSON into its frames
+    without decoding it), and the position after them: (rows, position)."""
+    return _ORDER[dialect_of(cx).name].read_after(cx, position, limit)
 
 
 @reads
@@ -100,12 +167,13 @@ def catch_up(cx, account_id, after_seq, through_id, limit):
         return [], after_seq == 0, 0
     if after_seq < oldest - 1 or after_seq > newest:
         return [], False, 0
-    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND id <= ? ORDER BY seq LIMIT ?",
-                      (account_id, after_seq, through_id, limit + 1)).fetchall()
-    # seq grows with id within an account: from its newest event back, the first at or below through_id
+    seen, through = _ORDER[dialect_of(cx).name].through(through_id)
+    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND {seen} ORDER BY seq LIMIT ?",
+                      (account_id, after_seq, through, limit + 1)).fetchall()
+    # seq grows in commit order within an account: from its newest event back, the first the hub has read
     # (the events committed since the hub last read are few).
-    at_through = cx.execute("SELECT seq FROM events WHERE account_id = ? AND id <= ? ORDER BY seq DESC LIMIT 1",
-                            (account_id, through_id)).fetchone()
+    at_through = cx.execute(f"SELECT seq FROM events WHERE account_id = ? AND {seen} ORDER BY seq DESC LIMIT 1",
+                            (account_id, through)).fetchone()
     return rows, True, at_through[0] if at_through else 0
 
 

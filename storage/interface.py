@@ -5,6 +5,8 @@ import contextvars
 import functools
 import importlib
 import json
+import sqlite3
+import sys
 
 from common.errors import Conflict as _ConflictError
 from common.errors import Unavailable
@@ -25,6 +27,13 @@ class StoredResultLost(Unavailable):
 class WriteOutcomeUnknown(Unavailable):
     """503 UNAVAILABLE: whether the write is stored cannot be known (the writer process could not be
     confirmed gone, or its batch record could not be read). DESIGN §3 "Idempotency"."""
+
+
+def database_errors():
+    """The drivers' own error classes (what a write may raise besides the errors above): for code that
+    retries any storage failure without knowing the database."""
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
 class Conflict(_ConflictError):

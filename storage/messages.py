@@ -3,6 +3,7 @@ The *_in_tx functions are plain sync functions for composing one transaction in 
 import json
 
 from storage.db import fetch_all, fetch_one, reads
+from storage.dialect import dialect_of
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
             " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
@@ -67,6 +68,12 @@ def identity_contact_id_in_tx(cx, account_id, from_id):
     return row[0] if row else None
 
 
+def lock_identity_in_tx(cx, account_id, from_id):
+    """Hold the fromId until COMMIT (storage/dialect.py lock): its first sight makes one contact. True when a
+    lock was taken (then look again: another transaction may have mapped it meanwhile)."""
+    return dialect_of(cx).lock(cx, f"identity:{account_id}:{from_id}")
+
+
 def insert_identity_in_tx(cx, account_id, from_id, contact_id):
     cx.execute("INSERT INTO channel_identities (account_id, from_id, contact_id) VALUES (?, ?, ?)",
                (account_id, from_id, contact_id))
@@ -79,15 +86,16 @@ def reply_targets_in_tx(cx, account_id, contact_ids):
     if not contact_ids:
         return {}
     ids = json.dumps(list(contact_ids))
+    each = dialect_of(cx).json_list()
     targets = {row[0]: (row[1], row[2]) for row in cx.execute(
-        "SELECT j.value, m.from_id, m.channel FROM json_each(?) j JOIN messages m ON m.id ="
+        f"SELECT j.value, m.from_id, m.channel FROM {each} JOIN messages m ON m.id ="
         " (SELECT l.id FROM messages l WHERE l.account_id = ? AND l.contact_id = j.value"
         " AND l.direction = 'inbound' AND l.from_id IS NOT NULL ORDER BY l.id DESC LIMIT 1)", (ids, account_id))}
     if len(targets) < len(contact_ids):
         # channel_identities_contact (migration 0095): one seek per contact, not a scan of the account's identities
         targets.update((row[0], (row[1], None)) for row in cx.execute(
             "SELECT j.value, (SELECT i.from_id FROM channel_identities i WHERE i.account_id = ?"
-            " AND i.contact_id = j.value ORDER BY i.from_id LIMIT 1) FROM json_each(?) j",
+            f" AND i.contact_id = j.value ORDER BY i.from_id LIMIT 1) FROM {each}",
             (account_id, json.dumps([c for c in contact_ids if c not in targets]))) if row[1] is not None)
     return targets
 

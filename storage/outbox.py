@@ -3,6 +3,7 @@ import json
 
 from common.ids import new_id, new_ids, now_iso
 from storage.db import reads
+from storage.dialect import dialect_of
 
 
 def enqueue_in_tx(cx, *, account_id, kind, payload, event_type=None, message_id=None, webhook_id=None,
@@ -32,8 +33,8 @@ def enqueue_many_in_tx(cx, deliveries):
 def enqueue_notification_in_tx(cx, account_id, event_type, data):
     """Queue a notification when the account has a URL for this event now; returns its webhook id or None.
     Body per DESIGN §3: {event, id, occurredAt, accountId, data}."""
-    row = cx.execute("SELECT json_extract(settings, '$.notificationUrls.\"' || ? || '\"') FROM accounts"
-                     " WHERE id = ?", (event_type, account_id)).fetchone()
+    url = dialect_of(cx).json_field_param("settings", "notificationUrls")
+    row = cx.execute(f"SELECT {url} FROM accounts WHERE id = ?", (event_type, account_id)).fetchone()
     if not row or not row[0]:
         return None
     webhook_id = new_id("evt")

@@ -123,6 +123,24 @@ class PgConnection:
         with self.raw.transaction():
             yield self
 
+    def commit(self):
+        self.raw.commit()
+
+    def rollback(self):
+        self.raw.rollback()
+
+    def close(self):
+        self.raw.close()
+
+    def __enter__(self):  # like sqlite3's: commit on success, roll back on an exception
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.raw.commit()
+        else:
+            self.raw.rollback()
+
     @property
     def in_transaction(self):
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE

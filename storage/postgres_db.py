@@ -73,6 +73,13 @@ class PostgresDatabase:
             from storage import db  # its MIGRATIONS: tests point it elsewhere
             migrations.migrate(PgConnection(raw), db.MIGRATIONS)
 
+    def connect_sync(self):
+        """A connection of its own outside the pool, in autocommit mode (ops commands, tests), speaking like
+        sqlite3's (storage/pg_adapter.py); the caller closes it."""
+        raw = psycopg.connect(self.url, autocommit=True)
+        configure(raw)
+        return PgConnection(raw)
+
     def add_commit_listener(self, callback):
         """callback() after every committed write (before its caller resumes): the live events hub."""
         self._commit_listeners.append(callback)

@@ -4,6 +4,7 @@ import re
 from datetime import datetime
 
 from storage.db import writes
+from storage.dialect import dialect_of
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -13,7 +14,8 @@ def prune_older(cx, before, limit, table, column):
     """The oldest rows of a rowid table whose ``column`` (ISO text, indexed) is before ``before``."""
     if not (_NAME.match(table) and _NAME.match(column)):
         raise ValueError(f"not a table and column name: {table}.{column}")
-    return cx.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {column} < ?"
+    row_id = dialect_of(cx).row_id
+    return cx.execute(f"DELETE FROM {table} WHERE {row_id} IN (SELECT {row_id} FROM {table} WHERE {column} < ?"
                       f" ORDER BY {column} LIMIT ?)", (before, limit)).rowcount
 
 

@@ -41,7 +41,7 @@ def delete_session(cx, id_hash):
 
 def end_account_sessions_in_tx(cx, account_id, keep_id_hash=None):
     """End every session of the account but the one that asked (None: every one)."""
-    cx.execute("DELETE FROM sessions WHERE account_id = ? AND id_hash IS NOT ?", (account_id, keep_id_hash))
+    cx.execute("DELETE FROM sessions WHERE account_id = ? AND id_hash IS DISTINCT FROM ?", (account_id, keep_id_hash))
 
 
 def end_user_sessions_in_tx(cx, user_id):

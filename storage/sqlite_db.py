@@ -244,6 +244,10 @@ class Database:
             self._process.kill()
             raise
 
+    def connect_sync(self):
+        """A connection of its own to the database file (ops commands, tests); the caller closes it."""
+        return connect_sync(self.path)
+
     def add_commit_listener(self, callback):
         """callback() after every transaction that committed a write (before its callers resume): the live
         events hub reads what was committed. It must be quick and must not raise."""

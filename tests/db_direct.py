@@ -2,6 +2,7 @@
 (or set up) rows no API shows. SQLite: connect_sync on the file; PostgreSQL (conftest's database_url fixture sets
 PARLEY_DATABASE_URL for each test): a psycopg connection behind storage's adapter, so the same `?` SQL and the
 same rows (row[0], row["col"], dict(row)). Autocommit on both: every statement is its own transaction."""
+import functools
 import os
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,7 @@ try:
     import psycopg
     # What a constraint of the data raises on either backend (a test that checks the constraint itself).
     INTEGRITY_ERRORS = (sqlite3.IntegrityError, psycopg.IntegrityError)
-except ImportError:
+except ImportError:  # an SQLite-only install
     INTEGRITY_ERRORS = (sqlite3.IntegrityError,)
 
 
@@ -38,7 +39,7 @@ def connect(target, *, foreign_keys=True):
     not checked against references (a row removed the way no endpoint does; PostgreSQL: replica mode, which
     skips the foreign keys' triggers)."""
     url = database_url(target)
-    cx = DirectPg(url) if url else connect_sync(sqlite_path(target))
+    cx = connect_postgres(url) if url else connect_sync(sqlite_path(target))
     if not foreign_keys:
         cx.execute("SET session_replication_role = replica" if url else "PRAGMA foreign_keys=OFF")
     return cx
@@ -48,41 +49,24 @@ def on_sqlite(target=None):
     return not database_url(target)
 
 
-class DirectPg:
-    """storage.pg_adapter.PgConnection on its own autocommit connection, with sqlite3's close()/commit(), and
-    `with cx:` as sqlite3's (commits, does not close). Tests' "BEGIN IMMEDIATE" (SQLite's write lock up front)
-    is PostgreSQL's BEGIN; storage functions taking cx (find_or_create_in_tx, ...) get the adapter's dialect."""
+def connect_postgres(url):
+    """storage's PostgreSQL connection outside the pool (autocommit, sqlite3-like) on the database at url."""
+    from storage.postgres_db import PostgresDatabase
+    return _test_connection_class()(PostgresDatabase(url).connect_sync().raw)
 
-    def __init__(self, url):
-        import psycopg
 
-        from storage import pg_adapter
-        self.raw = psycopg.connect(url, autocommit=True)
-        pg_adapter.configure(self.raw)
-        self.adapter = pg_adapter.PgConnection(self.raw)
+@functools.cache
+def _test_connection_class():
+    from storage.pg_adapter import PgConnection  # psycopg: imported only when the suite runs on PostgreSQL
 
-    def execute(self, sql, params=()):
-        if sql.strip().upper() == "BEGIN IMMEDIATE":
-            sql = "BEGIN"
-        return self.adapter.execute(sql, params)
+    class TestConnection(PgConnection):
+        """Tests' "BEGIN IMMEDIATE" (SQLite's write lock taken up front) is PostgreSQL's BEGIN."""
 
-    def __getattr__(self, name):
-        return getattr(self.adapter, name)
-
-    def executemany(self, sql, seq_of_params):
-        return self.adapter.executemany(sql, seq_of_params)
-
-    def commit(self):
-        pass  # autocommit, as connect_sync's isolation_level=None
-
-    def close(self):
-        self.raw.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass  # every statement committed already
+        def execute(self, sql, params=()):
+            if sql.strip().upper() == "BEGIN IMMEDIATE":
+                sql = "BEGIN"
+            return super().execute(sql, params)
+    return TestConnection
 
 
 def rows(target, sql, *params):

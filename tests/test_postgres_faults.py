@@ -107,7 +107,7 @@ def own_cluster():
     """A PostgreSQL cluster of this test's own (it is stopped and started again): its `parley` database."""
     cluster = PgCluster().start()  # in /tmp: the cluster user cannot enter pytest's root-only tmp_path
     try:
-        cx = db_direct.DirectPg(cluster.url())
+        cx = db_direct.connect_postgres(cluster.url())
         cx.execute("CREATE DATABASE parley")
         cx.close()
         yield cluster
@@ -165,7 +165,7 @@ async def test_connections_dropped_by_the_database_are_replaced(http_server_clie
         return r.code, json.loads(r.body) if r.body else None
 
     def terminate():
-        admin = db_direct.DirectPg(database_url)
+        admin = db_direct.connect_postgres(database_url)
         try:
             return admin.execute("SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity"
                                  " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()[0]

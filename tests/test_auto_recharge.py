@@ -18,7 +18,6 @@ from storage.outbox import list_outbox
 from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications, spend_from_outside, \
     spend_in_reply_tx
 from tests.test_delivery import Receiver, receiver, workers  # noqa: F401 (fixtures)
-from tests import db_direct
 
 SUBS = "/v1/subaccounts"
 
@@ -270,7 +269,7 @@ async def test_only_the_sub_accounts_own_agency_is_notified(api, services, agenc
     await api.post("/v1/subaccounts/credits", {"email": other_sub["email"], "amount": 5}, key=other_key,
                    query_key=False)
     await credits.spend_credits(services.db, other_sub["account_id"], 4, "reply")  # no setting there
-    cx = db_direct.connect(services)  # a standard account has no agency, whatever its columns say
+    cx = services.db.connect_sync()  # a standard account has no agency, whatever its columns say
     try:
         cx.execute("UPDATE accounts SET credit_hundredths = 500, auto_recharge_threshold = 1000,"
                    " auto_recharge_amount = 100 WHERE id = ?", (standard["account_id"],))

@@ -17,7 +17,6 @@ from settings import Settings
 from storage.db import writes
 from tests.test_auto_recharge import grant
 from tests.test_custom_channel import get_message, post_inbound
-from tests import db_direct
 
 SETTINGS = "/v1/account/settings"
 WEBHOOK = "http://127.0.0.1:9/replies"  # deliveries are not run here: the outbox row is what is checked
@@ -103,7 +102,7 @@ async def say(api, services, key, body, **custom):
 
 
 def rows(services, sql, *params):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         return [dict(r) for r in cx.execute(sql, params)]
     finally:
@@ -516,7 +515,7 @@ async def test_recovery_answers_by_state_whatever_the_age_and_never_twice(api, a
     services.bot._stopping = False
     # An hour old (the previous run died long ago): a wall-clock window would leave it unanswered.
     old_id = first_id_at("msg", utcnow() - timedelta(hours=1)) + "x"
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     cx.execute("UPDATE messages SET id = ? WHERE id = ?", (old_id, r.json["messageId"]))
     cx.commit()
     cx.close()
@@ -555,7 +554,7 @@ async def test_a_decision_whose_write_failed_is_retried_not_dropped(api, account
     key, account_id = account["api_key"], account["account_id"]
     await configure(api, key, {"active": True, "rules": RULES})
     monkeypatch.setattr(bot, "WRITE_RETRY_DELAYS", (0.2, 0.2, 0.2, 0.2, 0.2), raising=False)
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     cx.execute("CREATE TRIGGER refuse_outcome BEFORE UPDATE OF bot_outcome ON messages"
                " BEGIN SELECT RAISE(ABORT, 'disk I/O error (test)'); END")
     cx.commit()

@@ -4,7 +4,6 @@ import pytest
 
 from common.errors import Invalid
 from services import accounts, bot_settings
-from tests import db_direct
 
 
 SETTINGS = "/v1/account/settings"
@@ -18,7 +17,7 @@ async def patch_bot(api, key, bot):
 
 
 async def stored_settings(services, account_id):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         return cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()[0]
     finally:

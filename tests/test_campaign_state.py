@@ -12,7 +12,6 @@ from storage import delivery as delivery_store
 from tests.test_campaigns import (_statuses, campaign, create, deliver_all, make_list, people, recipients, run_all,
                                   runner, set_webhook, worker)  # noqa: F401 (runner, worker: fixtures)
 from tests.test_delivery import later, receiver  # noqa: F401 (receiver: a fixture)
-from tests import db_direct
 
 
 async def assert_exact(api, services, account, campaign_id):
@@ -25,7 +24,7 @@ async def assert_exact(api, services, account, campaign_id):
 
 
 def sql(services, statement, *params):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         with cx:
             return cx.execute(statement, params).fetchall()

@@ -24,7 +24,6 @@ from tests.test_campaigns import (deliver_all, make_list, people, run_all, runne
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
 from tests.test_ui import browser, chromium, open_page, sign_in, signed_in, ui_account  # noqa: F401 (fixtures)
-from tests import db_direct
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -315,7 +314,7 @@ async def test_retrying_is_shown_apart_and_retry_says_what_it_could_not_send(sig
     assert '<td data-label="Retrying" class="num"><span data-count="retrying">1</span></td>' in listed.text
     failed = (await api.get(f"/v1/campaigns/{c['id']}/recipients?status=failed", key=ui_account["api_key"])).json
     gone = failed["data"][0]["messageId"]
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         with cx:  # what retention does to a finished delivery
             cx.execute("DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE message_id = ?)",

@@ -19,7 +19,6 @@ from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
 from tests.test_ui import PASSWORD, FormClient
-from tests import db_direct
 
 BOM = codecs.BOM_UTF8
 HEADER = "Vorname;Nachname;Mobil;E-Mail"
@@ -102,7 +101,7 @@ def other_browser(io_loop, http_server_client, stranger):
 
 
 def rows(services, sql, *params):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         return [tuple(r) for r in cx.execute(sql, params)]
     finally:

@@ -32,7 +32,7 @@ async def balance(api, account):
 
 
 def history(services, account_id):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         return [dict(r) for r in cx.execute(
             "SELECT kind, amount, balance_after, description, granted_by, idempotency_key"
@@ -282,7 +282,7 @@ async def test_a_grant_key_answers_for_good_not_only_24_hours(api, agency, sub, 
         with pytest.raises(IdempotencyKeyReused):
             await credits.grant_credits(services.db, agency["account_id"], "agency", **{**args, "amount": 9},
                                         now=utcnow() + later)
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         with cx:
             cx.execute("DELETE FROM idempotency_keys")  # what the retention cleanup does after 24 h
@@ -304,7 +304,7 @@ async def test_the_grant_history_refuses_a_second_grant_under_one_key(api, agenc
     assert (await grant(api, agency["api_key"], {"email": sub["email"], "amount": 1}, headers=headers)).code == 200
     r = await grant(api, other_agency["api_key"], {"email": other_sub["email"], "amount": 1}, headers=headers)
     assert r.code == 200 and r.json["new_balance"] == 1
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         with pytest.raises(db_direct.INTEGRITY_ERRORS):
             with cx:
@@ -383,7 +383,7 @@ async def test_concurrent_spends_never_overdraw(api, agency, sub, services):
 
 async def test_grant_past_the_balance_ceiling_is_400_and_grants_nothing(api, agency, sub, services):
     """Balances stop at 10^12 credits (every balance stays an exact JSON number); a grant past it is 400."""
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         cx.execute("UPDATE accounts SET credit_hundredths = ? WHERE id = ?",
                    (credit_store.MAX_BALANCE - 50, sub["account_id"]))
@@ -407,7 +407,7 @@ def test_to_hundredths_is_exact():
 
 def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
     """The migration's CHECK backs the service: no writer can store a negative balance."""
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         with pytest.raises(db_direct.INTEGRITY_ERRORS):
             cx.execute("UPDATE accounts SET credit_hundredths = -1 WHERE id = ?", (sub["account_id"],))

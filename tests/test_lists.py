@@ -6,7 +6,6 @@ import pytest
 from storage import lists as list_store
 from storage.outbox import list_outbox
 from tests.test_contacts import query_plans
-from tests import db_direct
 
 
 @pytest.fixture
@@ -31,7 +30,7 @@ async def add(api, key, list_id, contact_id):
 
 
 def membership_rows(services, list_id):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         return cx.execute("SELECT COUNT(*) FROM list_members WHERE list_id = ?", (list_id,)).fetchone()[0]
     finally:

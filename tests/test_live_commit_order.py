@@ -8,7 +8,6 @@ import json
 import pytest
 
 from storage import events
-from tests import db_direct
 from tests.test_live import FakeTransport
 
 pytestmark = pytest.mark.postgres_only
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.postgres_only
 
 def begin_event(services, account_id, contact_id):
     """A transaction that has written a live event of the account and not committed yet: (connection, id)."""
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     cx.execute("BEGIN")
     event_id = events.emit_in_tx(cx, account_id, events.CONVERSATION_UPDATED, {"contactId": contact_id})
     return cx, event_id

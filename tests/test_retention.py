@@ -16,7 +16,6 @@ from storage.contacts import insert_contact_in_tx
 from storage.db import reads
 from storage.messages import insert_message_in_tx
 from storage.outbox import enqueue_in_tx
-from tests import db_direct
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000")
 
@@ -91,7 +90,7 @@ async def test_idempotency_keys_go_after_24_hours(api, services, account):
 
 
 async def test_batch_records_of_ended_writers_go_after_a_week(services):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         cx.execute("INSERT INTO writer_batches (writer, batch, at) VALUES ('ended', 9, ?)", (int(time.time()) - 8 * 86400,))
     finally:
@@ -171,7 +170,7 @@ async def test_the_server_runs_the_cleanup_as_a_task(services):
 @pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_the_cleanup_uses_indexes(services):
     """Each batch is an index range, never a scan of the table (EXPLAIN QUERY PLAN)."""
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         for sql in ("SELECT id FROM outbox WHERE status IN ('sent', 'failed') AND next_attempt_at < ? LIMIT ?",
                     "SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?",

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from tests import db_direct
 from tests.test_auto_recharge import grant
 from tests.test_bot import RULES, configure, rows, say, settings  # noqa: F401 (settings: fixture)
 
@@ -79,7 +78,7 @@ async def test_a_price_stored_in_the_bot_settings_before_is_ignored(api, service
     await grant(api, agency, sub, 5)
     key = sub["api_key"]
     await configure(api, key, {"active": True, "rules": RULES})
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         settings = json.loads(cx.execute("SELECT settings FROM accounts WHERE id = ?",
                                          (sub["account_id"],)).fetchone()[0])

@@ -27,7 +27,7 @@ async def grant(api, agency, sub, amount, key=None, description=None):
 
 
 def row_counts(services):
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         return {table: cx.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
                 for table in ("accounts", "users", "api_keys", "credit_transactions", "outbox")}
@@ -140,7 +140,7 @@ async def test_concurrent_creations_with_one_email_make_one_account(http_server_
     finally:
         client.close()
     assert sorted(r.code for r in responses) == [201] + [409] * 9, [r.body for r in responses]
-    cx = db_direct.connect(services)
+    cx = services.db.connect_sync()
     try:
         assert cx.execute("SELECT COUNT(*) FROM accounts WHERE email = 'race@rossi.example'").fetchone()[0] == 1
         assert cx.execute("SELECT COUNT(*) FROM users WHERE email = 'race@rossi.example'").fetchone()[0] == 1

@@ -26,6 +26,8 @@ def insert_account(cx, account, user, key_row, shown=None):
     with the account, only returned, so that an Idempotency-Key retry is answered with the same.
     Returns {id, name, email, type, parent_agency_id, created_at, shown}."""
     emails = (account["email"], user["email"] if user else account["email"])
+    for email in sorted(set(emails)):  # concurrent creations with one email take turns (storage/dialect.py lock)
+        dialect_of(cx).lock(cx, f"email:{email}")
     if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
                   emails).fetchone():
         raise email_taken(account["email"])

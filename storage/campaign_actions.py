@@ -19,6 +19,7 @@ from common.ids import iso, parse_iso
 from storage import conversations, events
 from storage.campaigns import HELD, _for_change, get_campaign_in_tx, progress_in_tx
 from storage.db import fetch_all, reads, writes
+from storage.dialect import dialect_of
 
 BATCH = 500  # recipients per write: the request's first batch, and each of the runner's (callers pass it)
 
@@ -127,12 +128,13 @@ def _cancel_batch_in_tx(cx, campaign, limit, now):
     # A queued message is Pending, or Failed when retry_failed queued it again: those leave the failed counts.
     conversations.on_statuses_in_tx(cx, account_id, [(contact_id, status) for contact_id, _, _, status in queued
                                                      if status], "Cancelled")
-    cx.executemany("UPDATE outbox SET status = 'failed', last_error = json_set(last_error, '$.nextAttemptAt', NULL)"
+    unset = dialect_of(cx).json_set
+    cx.executemany(f"UPDATE outbox SET status = 'failed', last_error = {unset('last_error', 'nextAttemptAt', 'NULL')}"
                    " WHERE id = ? AND status = 'pending'", ((outbox_id,) for _, _, outbox_id, _ in retrying if outbox_id))
-    cx.executemany("UPDATE messages SET error = json_set(error, '$.nextAttemptAt', NULL) WHERE account_id = ? AND id = ?",
+    cx.executemany(f"UPDATE messages SET error = {unset('error', 'nextAttemptAt', 'NULL')} WHERE account_id = ? AND id = ?",
                    ((account_id, message_id) for _, message_id, _, _ in retrying))
     _set_status(cx, campaign_id, [r[0] for r in queued], "queued", "cancelled")
-    cx.executemany("UPDATE campaign_recipients SET status = 'failed', error = json_set(error, '$.nextAttemptAt', NULL)"
+    cx.executemany(f"UPDATE campaign_recipients SET status = 'failed', error = {unset('error', 'nextAttemptAt', 'NULL')}"
                    " WHERE campaign_id = ? AND contact_id = ? AND status = 'retrying'",
                    ((campaign_id, r[0]) for r in retrying))
     _set_status(cx, campaign_id, pending, "pending", "cancelled")

@@ -101,13 +101,14 @@ def find_or_create_in_tx(cx, contact):
 find_or_create = writes(find_or_create_in_tx)
 
 
-def search_clause(alias, text_like, digits_like):
-    """SQL (and its arguments) matching a contact by name or email (text_like) or phone digits (digits_like):
-    LIKE patterns made by the caller, with backslash as the escape character."""
+def search_clause(cx, alias, text_like, digits_like):
+    """SQL (and its arguments) matching a contact by name or email (text_like, ASCII case ignored) or phone
+    digits (digits_like): LIKE patterns made by the caller, with backslash as the escape character."""
     parts, args = [], []
+    like = dialect_of(cx).like
     if text_like:
-        parts += [f"(COALESCE({alias}.first_name, '') || ' ' || COALESCE({alias}.last_name, '')) LIKE ? ESCAPE '\\'",
-                  f"{alias}.email LIKE ? ESCAPE '\\'"]
+        parts += [f"(COALESCE({alias}.first_name, '') || ' ' || COALESCE({alias}.last_name, '')) {like} ? ESCAPE '\\'",
+                  f"{alias}.email {like} ? ESCAPE '\\'"]
         args += [text_like, text_like]
     if digits_like:
         parts.append(f"{alias}.phone LIKE ? ESCAPE '\\'")
@@ -122,7 +123,7 @@ def page_contacts(cx, account_id, *, text_like=None, digits_like=None, before=No
     if before:
         where.append("c.id < ?")
         args.append(before)
-    search, search_args = search_clause("c", text_like, digits_like)
+    search, search_args = search_clause(cx, "c", text_like, digits_like)
     if search:
         where.append(search)
         args += search_args

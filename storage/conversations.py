@@ -26,18 +26,21 @@ _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_di
 def on_messages_in_tx(cx, messages):
     """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
     one is there already), an inbound one counts as unread. One statement for all, no read."""
-    newer = "excluded.last_message_id > last_message_id"
+    # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
+    newer = "excluded.last_message_id > conversations.last_message_id"
     cx.executemany(
         "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
         " last_author, last_preview, channel, unread_count, failed_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
-        f" last_message_at = CASE WHEN {newer} THEN excluded.last_message_at ELSE last_message_at END,"
-        f" last_direction = CASE WHEN {newer} THEN excluded.last_direction ELSE last_direction END,"
-        f" last_author = CASE WHEN {newer} THEN excluded.last_author ELSE last_author END,"
-        f" last_preview = CASE WHEN {newer} THEN excluded.last_preview ELSE last_preview END,"
-        f" channel = CASE WHEN {newer} THEN COALESCE(excluded.channel, channel) ELSE channel END,"
-        f" last_message_id = CASE WHEN {newer} THEN excluded.last_message_id ELSE last_message_id END,"
-        " unread_count = unread_count + excluded.unread_count, failed_count = failed_count + excluded.failed_count",
+        f" last_message_at = CASE WHEN {newer} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
+        f" last_direction = CASE WHEN {newer} THEN excluded.last_direction ELSE conversations.last_direction END,"
+        f" last_author = CASE WHEN {newer} THEN excluded.last_author ELSE conversations.last_author END,"
+        f" last_preview = CASE WHEN {newer} THEN excluded.last_preview ELSE conversations.last_preview END,"
+        f" channel = CASE WHEN {newer} THEN COALESCE(excluded.channel, conversations.channel)"
+        " ELSE conversations.channel END,"
+        f" last_message_id = CASE WHEN {newer} THEN excluded.last_message_id ELSE conversations.last_message_id END,"
+        " unread_count = conversations.unread_count + excluded.unread_count,"
+        " failed_count = conversations.failed_count + excluded.failed_count",
         [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
           m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
           1 if m.get("status") == "Failed" else 0) for m in messages])
@@ -102,7 +105,7 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
     if campaign_id:
         where.append(_OF_CAMPAIGN)
         args.append(campaign_id)
-    search, search_args = search_clause("c", text_like, digits_like)
+    search, search_args = search_clause(cx, "c", text_like, digits_like)
     if search:
         where.append(search)
         args += search_args
@@ -116,7 +119,8 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
 @reads
 def counts(cx, account_id, now, campaign_id=None):
     """{filter: how many conversations it shows} for the inbox's tabs (counted again on every live refresh)."""
-    sums = ", ".join(f"COALESCE(SUM({condition}), 0)" for condition in _CONDITIONS.values())
+    sums = ", ".join(f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"  # no SUM of a boolean on PostgreSQL
+                     for condition in _CONDITIONS.values())
     where, args = "v.account_id = ?", [now, account_id]
     if campaign_id:
         where += f" AND {_OF_CAMPAIGN}"

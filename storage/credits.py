@@ -5,6 +5,7 @@ from decimal import Decimal
 from common.errors import Invalid, NotFound
 from common.ids import new_id
 from storage.db import fetch_one, reads, writes
+from storage.dialect import dialect_of
 from storage.outbox import enqueue_notification_in_tx
 
 SCALE = 100  # balances and amounts are stored as integer hundredths of a credit
@@ -94,6 +95,7 @@ def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
     Returns the body of the answer (spec §4.6); raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance
     would pass its ceiling), writing nothing."""
     if idempotency_key is not None:
+        dialect_of(cx).lock(cx, f"grant:{agency_id}:{idempotency_key}")  # concurrent retries: one grant
         earlier = _keyed_grant_in_tx(cx, agency_id, idempotency_key)
         if earlier is not None:
             return grant_response(earlier["account_id"], earlier["amount"], earlier["balance_after"])
@@ -103,7 +105,10 @@ def grant(cx, agency_id, email, amount, description, now, idempotency_key=None):
     if sub["credit_hundredths"] + amount > MAX_BALANCE:
         raise Invalid(f"the balance would exceed {as_number(MAX_BALANCE)} credits")
     # Relative update (not "SET = computed"): correct even if a future writer runs beside this one.
-    cx.execute("UPDATE accounts SET credit_hundredths = credit_hundredths + ? WHERE id = ?", (amount, sub["id"]))
+    # Conditional too: a concurrent grant may have moved the balance since it was read.
+    if not cx.execute("UPDATE accounts SET credit_hundredths = credit_hundredths + ? WHERE id = ?"
+                      " AND credit_hundredths + ? <= ?", (amount, sub["id"], amount, MAX_BALANCE)).rowcount:
+        raise Invalid(f"the balance would exceed {as_number(MAX_BALANCE)} credits")
     balance = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (sub["id"],)).fetchone()[0]
     close_recharge_episode_in_tx(cx, sub["id"])
     _insert_transaction(cx, {"account_id": sub["id"], "kind": "grant", "amount": amount,

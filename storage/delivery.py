@@ -96,7 +96,8 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
     retried = "(? <> 'sent' AND next_attempt_at IS DISTINCT FROM ?)"  # a manual retry came in meanwhile
     cx.execute(f"UPDATE outbox SET attempts = attempts + 1,"
                f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
-               f" last_error = CASE WHEN {retried} THEN json_set(?, '$.nextAttemptAt', next_attempt_at) ELSE ? END,"
+               f" last_error = CASE WHEN {retried} THEN {dialect_of(cx).json_set('?', 'nextAttemptAt', 'next_attempt_at')}"
+               " ELSE ? END,"
                f" next_attempt_at = CASE WHEN {retried} THEN next_attempt_at ELSE COALESCE(?, next_attempt_at) END,"
                " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
                " WHERE id = ? AND account_id = ?",

@@ -29,6 +29,11 @@ class SqliteDialect:
         """A FROM item over the elements of a JSON list parameter, each as ``j.value`` (text)."""
         return f"json_each({placeholder}) AS j"
 
+    @staticmethod
+    def json_set(document, key, value):
+        """The JSON text document with its top-level key set to value (an SQL text expression, or NULL)."""
+        return f"json_set({document}, '$.{key}', {value})"
+
     # The physical row id of a table without an integer key (batched deletes by age).
     row_id = "rowid"
 
@@ -64,6 +69,11 @@ class PostgresDialect:
     @staticmethod
     def json_list(placeholder="?"):
         return f"jsonb_array_elements_text({placeholder}::jsonb) AS j(value)"
+
+    @staticmethod
+    def json_set(document, key, value):
+        value = "NULL::text" if value == "NULL" else value
+        return f"(jsonb_set_lax(({document})::jsonb, '{{{key}}}', to_jsonb({value})))::text"
 
     row_id = "ctid"
 

@@ -43,6 +43,14 @@ class Claim:
                  "now": iso(now), "not_before": iso(now - WINDOW)}
         try:
             self.replayed, result = await db.write(run_claimed, claim, *function_reference(fn), args, kwargs)
+        except ClaimTaken:
+            # A concurrent request with this key committed first (ours rolled back): its answer is ours.
+            row = await db.read(remembered, claim["account_id"], claim["key"], claim["not_before"])
+            if row is None:
+                raise
+            if row["request_hash"] != claim["fingerprint"]:
+                raise IdempotencyKeyReused(REUSED) from None
+            self.replayed, result = True, json.loads(row["result"])
         except StoredResultLost:
             # The transaction committed but its answer was lost: the key's row holds the result.
             row = await db.read(remembered, claim["account_id"], claim["key"], claim["not_before"])
@@ -50,6 +58,11 @@ class Claim:
                 raise
             self.replayed, result = row["created_at"] != claim["now"], json.loads(row["result"])
         return result
+
+
+class ClaimTaken(Exception):
+    """The key was stored by a concurrent request between our check and our insert (several writers, as on
+    PostgreSQL): this write rolls back and the stored answer is given instead."""
 
 
 def remembered(cx, account_id, key, not_before):
@@ -67,8 +80,11 @@ def run_claimed(cx, claim, module, qualname, args, kwargs):
             raise IdempotencyKeyReused(REUSED)
         return True, json.loads(row["result"])
     text = json.dumps(resolve(module, qualname)(cx, *args, **kwargs), separators=(",", ":"))
-    cx.execute("INSERT INTO idempotency_keys (account_id, key, request_hash, result, created_at)"
-               " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, key) DO UPDATE SET"
-               " request_hash = excluded.request_hash, result = excluded.result, created_at = excluded.created_at",
-               (claim["account_id"], claim["key"], claim["fingerprint"], text, claim["now"]))
+    stored = cx.execute("INSERT INTO idempotency_keys (account_id, key, request_hash, result, created_at)"
+                        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, key) DO UPDATE SET request_hash ="
+                        " excluded.request_hash, result = excluded.result, created_at = excluded.created_at"
+                        " WHERE idempotency_keys.created_at < ?",  # only an expired key is taken over
+                        (claim["account_id"], claim["key"], claim["fingerprint"], text, claim["now"], claim["not_before"]))
+    if not stored.rowcount:
+        raise ClaimTaken(claim["key"])
     return False, json.loads(text)

@@ -87,6 +87,7 @@ def _migrate_postgres(cx, directory):
                    " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))")
         applied = {row[0] for row in cx.execute("SELECT version FROM schema_migrations")}
         if not applied:
+            _check_collation(cx)
             cx.execute_script((directory / "baseline.postgresql.sql").read_text())
             applied = {version for version in files if version <= BASELINE}
             cx.executemany("INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
@@ -96,6 +97,15 @@ def _migrate_postgres(cx, directory):
             if version not in applied:
                 _apply(cx, version, path)
                 log.info("applied migration %s", path.name)
+
+
+def _check_collation(cx):
+    """Ids and keyset cursors compare as bytes (SQLite's order, and Python's): a database whose text sorts by
+    a language's rules would page wrongly. Refused at creation, saying how to make one that is right."""
+    collation = cx.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()").fetchone()[0]
+    if collation not in ("C", "POSIX", "C.UTF-8", "C.utf8"):
+        raise RuntimeError(f"the database sorts text by the {collation} locale; Parley needs byte order: create it "
+                           "with  createdb --locale=C --template=template0 NAME  (or LC_COLLATE 'C')")
 
 
 def _apply(cx, version, path):

@@ -18,7 +18,7 @@ import aiosqlite
 
 from storage.dialect import SQLITE
 from storage.interface import (Conflict, StorageUnavailable, StoredResultLost, WriteOutcomeUnknown,
-                               function_reference, idempotency_claim, resolve)
+                               function_reference, idempotency_claim)
 
 log = logging.getLogger("parley.db")
 

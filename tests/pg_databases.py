@@ -30,7 +30,7 @@ def _template_name(server_url):
         name = f"parley_template_{os.getpid()}"
         with _admin(server_url) as cx:
             cx.execute(f"DROP DATABASE IF EXISTS {name}")
-            cx.execute(f"CREATE DATABASE {name}")
+            cx.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'")
 
         async def migrate():
             db = await PostgresDatabase(with_database(server_url, name), pool_size=1).open()

@@ -322,7 +322,7 @@ async def test_a_key_is_remembered_for_24_hours(world):
 def test_keys_are_looked_up_by_their_primary_key(services, account):
     """The key's check in the write is one primary-key search, never a scan (EXPLAIN QUERY PLAN)."""
     from storage.db import connect_sync
-    cx = connect_sync(services.db.path)
+    cx = services.db.connect_sync()
     try:
         plan = [row[3] for row in cx.execute(
             "EXPLAIN QUERY PLAN SELECT request_hash, result, created_at FROM idempotency_keys"

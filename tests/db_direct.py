@@ -7,7 +7,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from storage.db import connect_sync
+from storage.db import connect_sync, is_postgres_url
 
 try:
     import psycopg
@@ -18,7 +18,9 @@ except ImportError:  # an SQLite-only install
 
 
 def database_url(target=None):
-    """The PostgreSQL URL of the test's database, or "" on SQLite."""
+    """The PostgreSQL URL of the test's database (or target itself, a postgresql:// URL), or "" on SQLite."""
+    if isinstance(target, str) and is_postgres_url(target):
+        return target
     settings = getattr(target, "settings", target)
     url = getattr(settings, "database_url", None)
     return url if url is not None else os.environ.get("PARLEY_DATABASE_URL", "")
@@ -34,10 +36,10 @@ def sqlite_path(target):
 
 
 def connect(target, *, foreign_keys=True):
-    """target: the services fixture, a Settings, a ParleyProcess, or the SQLite file's path (used on SQLite only:
-    on PostgreSQL the test's database is PARLEY_DATABASE_URL). foreign_keys=False: this connection's writes are
-    not checked against references (a row removed the way no endpoint does; PostgreSQL: replica mode, which
-    skips the foreign keys' triggers)."""
+    """target: the services fixture, a Settings, a ParleyProcess, a postgresql:// URL, or the SQLite file's path
+    (used on SQLite only: on PostgreSQL the test's database is PARLEY_DATABASE_URL). foreign_keys=False: this
+    connection's writes are not checked against references (a row removed the way no endpoint does;
+    PostgreSQL: replica mode, which skips the foreign keys' triggers)."""
     url = database_url(target)
     cx = connect_postgres(url) if url else connect_sync(sqlite_path(target))
     if not foreign_keys:

@@ -57,6 +57,11 @@ def check_consistent(db_path):
                    ) == []
 
 
+# Senders of the inbound load: ids, phones and emails (a new contact on first sight of each).
+FROM_IDS = [f"user-{k}" for k in range(10)] + [f"+1415555{k:04d}" for k in range(5)] + \
+           [f"lead{k}@example.com" for k in range(5)]
+
+
 class InboundLoad:
     """Threads posting inbound messages with unique messageSids; remembers which were answered 200."""
 
@@ -96,6 +101,13 @@ class InboundLoad:
                         if "nothing was written" in response.text:
                             self.refused.add(sid)
 
+    def wait_answered(self, count, timeout=60):
+        """Until `count` sids in all were answered 200; whether they were."""
+        deadline = time.monotonic() + timeout
+        while len(self.answered) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return len(self.answered) >= count
+
     def __enter__(self):
         for worker in self.workers:
             worker.start()
@@ -117,15 +129,11 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
     data = tmp_path / "data"
     parley = start(data)
     first_run = parley.first_run
-    from_ids = [f"user-{k}" for k in range(10)] + [f"+1415555{k:04d}" for k in range(5)] + \
-               [f"lead{k}@example.com" for k in range(5)]
     target = 150 * SCALE
     try:
         [writer] = child_pids(parley.proc.pid)
-        with InboundLoad(parley, threads=8, from_ids=from_ids) as load:
-            deadline = time.monotonic() + 60
-            while len(load.answered) < target and time.monotonic() < deadline:
-                time.sleep(0.01)
+        with InboundLoad(parley, threads=8, from_ids=FROM_IDS) as load:
+            load.wait_answered(target)
             parley.proc.send_signal(signal.SIGKILL)  # mid-flight: the threads are still sending
             parley.proc.wait(10)
         # The writer process finishes the transaction it may be in, and exits: no orphan holds the database.

@@ -16,13 +16,9 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tests import db_direct
 from tests.parley_process import ParleyProcess
 from tests.pg_cluster import PgCluster
-from tests.test_faults import INBOUND, SCALE, InboundLoad, inbound_body, wait_for
+from tests.test_faults import FROM_IDS, INBOUND, SCALE, InboundLoad, inbound_body, wait_for
 
 pytestmark = pytest.mark.postgres_only
-
-FROM_IDS = [f"user-{k}" for k in range(10)] + [f"+1415555{k:04d}" for k in range(5)] + \
-           [f"lead{k}@example.com" for k in range(5)]
-
 
 def start(data_dir, *extra_args, first_run=None):
     parley = ParleyProcess(data_dir, "--rate-limit", "100000000", "--allow-private-webhooks", *extra_args,
@@ -75,9 +71,7 @@ def test_kill_9_of_the_server_under_inbound_load_loses_no_answered_message(tmp_p
     target = 150 * SCALE
     try:
         with InboundLoad(parley, threads=8, from_ids=FROM_IDS) as load:
-            deadline = time.monotonic() + 60
-            while len(load.answered) < target and time.monotonic() < deadline:
-                time.sleep(0.01)
+            load.wait_answered(target)
             parley.proc.send_signal(signal.SIGKILL)  # mid-flight: the threads are still sending
             parley.proc.wait(10)
     finally:
@@ -126,13 +120,13 @@ def test_postgresql_restarted_under_load_is_503_while_down_then_recovers_losing_
     parley = start(data, "--database-url", url)
     try:
         with InboundLoad(parley, threads=8, from_ids=FROM_IDS) as load:
-            assert wait_for(lambda: len(load.answered) >= 50 * SCALE, 60), "no load before the outage"
+            assert load.wait_answered(50 * SCALE), "no load before the outage"
             own_cluster.stop_server("fast")
             assert wait_for(lambda: load.other_statuses[503] >= 8, 60), load.other_statuses
             answered_while_down = len(load.answered)
             time.sleep(1)
             own_cluster.start_server()
-            assert wait_for(lambda: len(load.answered) >= answered_while_down + 50 * SCALE, 60), \
+            assert load.wait_answered(answered_while_down + 50 * SCALE), \
                 "the server did not recover once PostgreSQL was back"
         assert parley.proc.poll() is None, "server.py stopped"
         assert set(load.other_statuses) == {503}, load.other_statuses

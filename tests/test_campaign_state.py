@@ -27,7 +27,8 @@ def sql(services, statement, *params):
     cx = services.db.connect_sync()
     try:
         with cx:
-            return cx.execute(statement, params).fetchall()
+            cursor = cx.execute(statement, params)
+            return cursor.fetchall() if cursor.description else []  # psycopg has no rows to fetch after a DELETE
     finally:
         cx.close()
 

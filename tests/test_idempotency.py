@@ -355,6 +355,7 @@ async def test_a_keyed_write_whose_writer_died_after_commit_is_answered_and_neve
     assert await _count(services.db, "SELECT COUNT(*) FROM lists WHERE name = 'Survives'") == 1
 
 
+@pytest.mark.sqlite_only("the SQLite writer process dies after its COMMIT")
 @pytest.mark.parametrize("writer_fault", ["storage.lists.insert_list"], indirect=True)
 async def test_a_write_without_a_key_whose_writer_died_after_commit_says_it_is_stored(writer_fault, api,
                                                                                       account, services):

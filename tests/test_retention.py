@@ -89,6 +89,7 @@ async def test_idempotency_keys_go_after_24_hours(api, services, account):
     assert await _rows(services.db, "SELECT key FROM idempotency_keys") == []
 
 
+@pytest.mark.sqlite_only("writer_batches is the SQLite writer process's record")
 async def test_batch_records_of_ended_writers_go_after_a_week(services):
     cx = services.db.connect_sync()
     try:

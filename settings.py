@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Settings(BaseModel):
@@ -15,6 +15,9 @@ class Settings(BaseModel):
                                               "postgresql://user:password@host:port/database: that PostgreSQL "
                                               "database (migrated at first start; see docs/operations.md "
                                               "\"Running on PostgreSQL\").")
+    database_pool_size: int = Field(10, ge=1, le=500, description="PostgreSQL only: connections the server keeps "
+                                                                "open (each read or write holds one while it "
+                                                                "runs).")
     host: str = Field("0.0.0.0", description="Address the HTTPS listener binds to.")
     port: int = Field(8443, ge=0, le=65535, description="HTTPS port.")
     http_port: int = Field(8080, ge=0, le=65535,
@@ -112,6 +115,13 @@ class Settings(BaseModel):
                                                                        "the retention cleanup): an inbox page offline "
                                                                        "for longer reloads instead of resuming from "
                                                                        "its last event.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_or_nothing(cls, url):
+        if url and url.split(":", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("database_url: empty (the SQLite file) or postgresql://user:password@host:port/database")
+        return url
 
     @property
     def base_url(self):

@@ -28,6 +28,7 @@ def open_database(settings):
     """The unopened Database the settings name: PostgreSQL for a postgresql:// database_url, else SQLite."""
     if is_postgres_url(settings.database_url):
         from storage.postgres_db import PostgresDatabase  # psycopg is imported only by those who use it
-        return PostgresDatabase(settings.database_url, max_pending=settings.write_queue_limit)
+        return PostgresDatabase(settings.database_url, max_pending=settings.write_queue_limit,
+                                pool_size=settings.database_pool_size)
     return Database(settings.db_path, max_pending=settings.write_queue_limit,
                     stall_seconds=settings.writer_stall_seconds)

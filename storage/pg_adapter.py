@@ -64,6 +64,19 @@ def translate(sql):
     return "".join(out)
 
 
+class Cursor(psycopg.Cursor):
+    """sqlite3's cursor gives no rows, not an error, for a statement that returns none (an UPDATE, a DELETE)."""
+
+    def fetchone(self):
+        return None if self.description is None else super().fetchone()
+
+    def fetchall(self):
+        return [] if self.description is None else super().fetchall()
+
+    def __iter__(self):
+        return iter(()) if self.description is None else super().__iter__()
+
+
 class IntBoolDumper(Dumper):
     """True/False as 1/0: the schema keeps flags as INTEGER (as on SQLite)."""
     oid = psycopg.adapters.types["int8"].oid
@@ -76,6 +89,7 @@ def configure(raw):
     """Per pooled connection, once."""
     raw.adapters.register_dumper(bool, IntBoolDumper)
     raw.row_factory = row_factory
+    raw.cursor_factory = Cursor
 
 
 class PgConnection:

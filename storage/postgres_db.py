@@ -59,6 +59,7 @@ class PostgresDatabase:
     async def open(self):
         self._idle = asyncio.Event()
         self._idle.set()
+        self._background = asyncio.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(self.pool_size, thread_name_prefix="parley-pg")
         self._pool = psycopg_pool.ConnectionPool(self.url, min_size=min(2, self.pool_size), max_size=self.pool_size, open=False,
                                                  configure=configure, timeout=15.0, name="parley")
@@ -110,8 +111,11 @@ class PostgresDatabase:
         return await self._write(fn, args, kwargs)
 
     async def write_background(self, fn, *args, **kwargs):
-        """Like write(): without a single writer, long writes need no turn-taking."""
-        return await self._write(fn, args, kwargs)
+        """Like write(), for a long write that can wait (a campaign's batch): these run one at a time, as on
+        SQLite (a campaign's next batch, queued while one runs, starts from where that one left off), beside
+        the other writes."""
+        async with self._background:
+            return await self._write(fn, args, kwargs)
 
     async def _write(self, fn, args, kwargs):
         fn = getattr(fn, "sync", fn)

@@ -1,11 +1,12 @@
-# Parley: `make run` installs .venv (with the `parley` command) and serves HTTPS on :8443; `make test` runs the whole suite.
+# Parley: `make run` installs .venv (with the `parley` command) and serves HTTPS on :8443; `make test` runs the whole suite
+# on SQLite, `make test-postgres` runs it again on a throwaway PostgreSQL 15 cluster (needs the postgresql-15 package).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test install clean bench faults chromium screenshots
+.PHONY: run test test-postgres install clean bench faults chromium screenshots
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,7 +22,12 @@ run: $(STAMP)
 	$(BIN)/parley serve $(ARGS)
 
 test: $(STAMP) chromium
-	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(ARGS)
+	env -u PARLEY_TEST_DATABASE_URL PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(ARGS)
+
+# The same suite with PARLEY_TEST_DATABASE_URL set: each test gets a fresh database in a cluster started for this run
+# (initdb + pg_ctl in a temp directory, Unix socket only), stopped and deleted at the end (scripts/with_postgres.py).
+test-postgres: $(STAMP) chromium
+	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/with_postgres.py $(BIN)/python -m pytest $(ARGS)
 
 # The UI tests drive Debian's Chromium through Playwright (its own browser download does not work offline).
 # A Chromium (or Chrome) installed elsewhere: make test CHROMIUM=/path/to/chromium (then nothing is installed).

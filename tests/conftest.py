@@ -134,3 +134,16 @@ class Api:
 @pytest.fixture
 def api(http_server_client):
     return Api(http_server_client)
+
+
+def pytest_collection_modifyitems(config, items):
+    """sqlite_only tests are skipped on PostgreSQL, postgres_only ones on SQLite, each with its reason."""
+    on_postgres = bool(os.environ.get("PARLEY_TEST_DATABASE_URL"))
+    for item in items:
+        marker = item.get_closest_marker("sqlite_only")
+        if marker and on_postgres:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "SQLite by nature")
+            item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
+        if item.get_closest_marker("postgres_only") and not on_postgres:
+            item.add_marker(pytest.mark.skip(reason="PostgreSQL only: set PARLEY_TEST_DATABASE_URL "
+                                                    "(make test-postgres)"))

@@ -5,7 +5,8 @@ from standardwebhooks import Webhook
 
 from common.ids import now_iso
 from storage import credits as credit_store
-from storage.db import connect_sync
+from tests import db_direct
+
 
 EVENT = "subaccount.auto_recharge"
 DATA_FIELDS = {"idempotency_key", "sub_account_id", "email", "balance", "threshold", "amount"}
@@ -33,11 +34,12 @@ def spend_in_reply_tx(cx, account_id, hundredths, reason, now=None):
     return credit_store.spend.sync(cx, account_id, hundredths, reason, now or now_iso())
 
 
-def spend_from_outside(db_path, account_id, hundredths, reason):
-    """One spend committed on a connection of this process to a running server's database file (the
-    end-to-end tests' stand-in for a bot reply inside server.py); SQLite's lock serializes it with the
-    server's writer. Returns the spend's outcome."""
-    cx = connect_sync(db_path)
+def spend_from_outside(database, account_id, hundredths, reason):
+    """One spend committed on a connection of this process to a running server's database (database: what
+    tests/db_direct.connect takes; the end-to-end tests' stand-in for a bot reply inside server.py); SQLite's lock
+    serializes it with the server's writer, PostgreSQL's row lock with the server's transactions. Returns the
+    spend's outcome."""
+    cx = db_direct.connect(database)
     try:
         cx.execute("BEGIN IMMEDIATE")
         try:

@@ -4,6 +4,7 @@ import logging
 from handlers.base import ApiHandler
 from services.keys import hash_api_key
 from tests.parley_process import ParleyProcess
+from tests import db_direct
 
 
 async def test_missing_and_wrong_key_are_401(api):
@@ -137,8 +138,7 @@ async def test_webhook_secret_rotation_keeps_previous_for_overlap(api, account, 
 
 
 async def test_keys_are_stored_hashed(services, account, io_loop):
-    import sqlite3
-    dump = "\n".join(sqlite3.connect(services.db.path).iterdump())
+    dump = db_direct.dump_text(services)
     assert account["api_key"] not in dump
     from services.keys import hash_api_key
     assert hash_api_key(account["api_key"]) in dump

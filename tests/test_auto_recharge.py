@@ -14,7 +14,6 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from common.errors import InsufficientCredits
 from common.ids import utcnow
 from services import accounts, credits
-from storage.db import connect_sync
 from storage.outbox import list_outbox
 from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications, spend_from_outside, \
     spend_in_reply_tx
@@ -130,7 +129,7 @@ async def test_a_hundred_concurrent_spends_across_the_threshold_notify_once(api,
         if i % 5 == 3:
             calls.append(services.db.write(spend_in_reply_tx, sub["account_id"], 100, f"reply {i}"))
         elif i % 5 == 4:
-            calls.append(loop.run_in_executor(None, spend_from_outside, services.db.path, sub["account_id"], 100,
+            calls.append(loop.run_in_executor(None, spend_from_outside, services, sub["account_id"], 100,
                                               f"reply {i}"))
         else:
             calls.append(spend(services, sub, 1, f"reply {i}"))

@@ -19,9 +19,9 @@ MB = 1 << 20
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # A small memory budget (two 1.2 MB bodies do not fit at once) and the usual 1 MB JSON limit.
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     max_buffered_body_bytes=2 * MB)
 
 

@@ -14,7 +14,7 @@ from tornado.testing import bind_unused_port
 from services import accounts, bot, bot_match, bot_provider, messaging
 from services.netguard import CheckedResolver
 from settings import Settings
-from storage.db import connect_sync, writes
+from storage.db import writes
 from tests.test_auto_recharge import grant
 from tests.test_custom_channel import get_message, post_inbound
 
@@ -25,8 +25,8 @@ RULES = [{"keywords": ["price", "cost"], "answer": "Plans start at $10."},
 
 
 @pytest.fixture
-def settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+def settings(tmp_path, database_url):
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     bot_concurrency=2, bot_history_messages=4, bot_history_chars=60)
 
 
@@ -547,6 +547,7 @@ async def test_a_message_gets_at_most_one_bot_answer_whatever_runs_twice(api, ac
     assert (await get_message(api, key, first["id"]))["bot"] == first["bot"]
 
 
+@pytest.mark.sqlite_only("an SQLite trigger refuses the write as a full disk would (SQLITE_IOERR)")
 async def test_a_decision_whose_write_failed_is_retried_not_dropped(api, account, services, monkeypatch, caplog):
     """The storage refuses the first write of the decision (here a trigger; in life a writer restart or a
     full disk): the runner writes it again, and the message is answered once."""

@@ -4,7 +4,7 @@ import pytest
 
 from common.errors import Invalid
 from services import accounts, bot_settings
-from storage.db import connect_sync
+
 
 SETTINGS = "/v1/account/settings"
 RULES = [{"keywords": ["price", "cost"], "answer": "Plans start at $10."}]

@@ -9,7 +9,6 @@ import json
 from common.ids import utcnow
 from storage import campaign_actions
 from storage import delivery as delivery_store
-from storage.db import connect_sync
 from tests.test_campaigns import (_statuses, campaign, create, deliver_all, make_list, people, recipients, run_all,
                                   runner, set_webhook, worker)  # noqa: F401 (runner, worker: fixtures)
 from tests.test_delivery import later, receiver  # noqa: F401 (receiver: a fixture)
@@ -28,7 +27,8 @@ def sql(services, statement, *params):
     cx = services.db.connect_sync()
     try:
         with cx:
-            return cx.execute(statement, params).fetchall()
+            cursor = cx.execute(statement, params)
+            return cursor.fetchall() if cursor.description else []  # psycopg has no rows to fetch after a DELETE
     finally:
         cx.close()
 

@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import random
-import sqlite3
 
 import pytest
 from standardwebhooks import Webhook
@@ -18,6 +17,7 @@ from services.campaign_runner import BATCH_MAX, CampaignRunner, hand_over
 from services.delivery import DeliveryWorker
 from storage import campaigns as campaign_store
 from tests.test_delivery import Receiver, later, receiver, secret_of  # noqa: F401 (receiver: a fixture)
+from tests import db_direct
 
 INBOUND = "/v1/incoming_custom_channel_message"
 
@@ -206,10 +206,10 @@ async def test_an_opted_out_contact_is_skipped_and_counted(api, services, accoun
 
 
 
-def _delete_contact(db_path, contact_id):
+def _delete_contact(services, contact_id):
     """Remove a contact the way no endpoint does (there is no contact deletion), with foreign keys off, so that
     a campaign's snapshot still names it: what a batch meets when a contact is gone."""
-    cx = sqlite3.connect(str(db_path), isolation_level=None)
+    cx = db_direct.connect(services, foreign_keys=False)
     try:
         cx.execute("DELETE FROM contacts WHERE id = ?", (contact_id,))
     finally:
@@ -234,7 +234,7 @@ async def test_one_batch_of_mixed_recipients(api, services, account, receiver, w
     await deliver_all(worker)
     receiver.requests.clear()
     c = (await create(api, account, list_id, campaignId="mixed")).json
-    _delete_contact(services.db.path, ids[3])
+    _delete_contact(services, ids[3])
     result = await services.db.write_background(hand_over, c["id"], BATCH_MAX, now_iso())  # one batch: all 5
     assert (result["status"], result["queued"], result["skipped"]) == ("completed", 3, 2)
     after = await campaign(api, account, c["id"])

@@ -17,7 +17,7 @@ from common.ids import iso, utcnow
 from handlers.ui import campaigns as ui_campaigns
 from storage import delivery as delivery_store
 from storage import events
-from storage.db import connect_sync, fetch_all
+from storage.db import fetch_all
 from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.test_campaigns import (deliver_all, make_list, people, run_all, runner, set_webhook,  # noqa: F401
                                   worker)

@@ -7,6 +7,8 @@ import json
 import logging
 import shutil
 
+import pytest
+
 from storage import db as dbmod
 from storage.outbox import list_outbox
 from tests.test_campaigns import make_list, people, set_webhook
@@ -222,6 +224,7 @@ async def test_remove_one_member_is_idempotent(api, account, other_account, serv
     assert r.code == 404 and r.json["error"]["code"] == "LIST_NOT_FOUND"
 
 
+@pytest.mark.sqlite_only("migrates an SQLite file of its own")
 def test_the_migration_renames_duplicate_list_names_and_logs_it(tmp_path, monkeypatch, caplog):
     older = tmp_path / "migrations"
     older.mkdir()

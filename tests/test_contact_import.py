@@ -18,7 +18,6 @@ from services import accounts, contact_import, csv_import, import_runner
 from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
-from storage.db import connect_sync
 from tests.test_ui import PASSWORD, FormClient
 
 BOM = codecs.BOM_UTF8
@@ -48,9 +47,10 @@ MAX_IMPORT_BYTES = 8192
 
 
 @pytest.fixture
-def settings(tmp_path, request):
+def settings(tmp_path, request, database_url):
     """A small max_import_bytes; a test parametrized indirectly gives other settings."""
     return Settings(**{"data_dir": tmp_path / "data", "allow_private_webhooks": True, "http_port": 0,
+                       "database_url": database_url,
                        "max_import_bytes": MAX_IMPORT_BYTES, **getattr(request, "param", {})})
 
 

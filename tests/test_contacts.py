@@ -8,6 +8,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from storage import contacts as contact_store
 from storage.db import connect_sync
 from storage.outbox import list_outbox
+from tests import db_direct
 
 PHONE_SPELLINGS = ["+14155552671", "+1 415 555 2671", "+1 (415) 555-2671", "+1-415-555-2671",
                    "+1.415.555.2671", " +1 415 5552671 "]
@@ -138,7 +139,8 @@ async def test_fifty_concurrent_creates_of_one_phone_give_one_contact(api, accou
     ids = {json.loads(r.body)["id"] for r in responses}
     assert len(ids) == 1
     assert count_rows(services, "SELECT COUNT(*) FROM contacts WHERE phone = '+14155552671'") == 1
-    assert services.db.transactions_committed - before < 50
+    if db_direct.on_sqlite(services):  # PostgreSQL commits each write on its own connection
+        assert services.db.transactions_committed - before < 50
 
 
 async def test_concurrent_email_only_creates_give_one_contact(api, account, http_server_client, services):
@@ -276,7 +278,7 @@ async def test_contact_created_is_written_in_the_contacts_transaction(api, accou
                     key=account["api_key"])
     cx = services.db.connect_sync()
     try:
-        cx.execute("BEGIN IMMEDIATE")
+        cx.execute("BEGIN")  # either database; nothing else writes meanwhile
         row, created = contact_store.find_or_create_in_tx(cx, {
             "id": "ct_tx", "account_id": account["account_id"], "phone": "+14155552671",
             "created_at": "2026-01-01T00:00:00.000Z"})
@@ -303,6 +305,7 @@ def query_plans(db_path, run):
         cx.close()
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_lookup_by_phone_and_email_uses_an_index(services, account):
     """Issue: lookup by phone and email stays an index lookup (EXPLAIN QUERY PLAN), never a table scan."""
     plans = query_plans(services.db.path, lambda cx: (

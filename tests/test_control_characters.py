@@ -14,8 +14,8 @@ import pytest
 from handlers import routes
 from handlers.openapi import build_document
 from services import accounts
-from storage.db import connect_sync
 from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests import db_direct
 
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
@@ -94,11 +94,7 @@ def with_control(body, path, kind, char):
 
 
 def snapshot(services):
-    cx = services.db.connect_sync()
-    try:
-        return list(cx.iterdump())
-    finally:
-        cx.close()
+    return db_direct.dump_text(services).splitlines()
 
 
 @pytest.fixture

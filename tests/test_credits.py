@@ -2,7 +2,6 @@
 only); DESIGN §3 "Credits" (errors, one transaction, Idempotency-Key); spend_credits for the bot."""
 import asyncio
 import json
-import sqlite3
 from datetime import timedelta
 
 import httpx
@@ -14,9 +13,9 @@ from common.errors import IdempotencyKeyReused, InsufficientCredits, Invalid, No
 from common.ids import utcnow
 from storage import credits as credit_store
 from storage import subaccounts as subaccount_store
-from storage.db import connect_sync
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount
 from tests.test_contacts import query_plans
+from tests import db_direct
 
 PATH = "/v1/subaccounts/credits"
 
@@ -307,7 +306,7 @@ async def test_the_grant_history_refuses_a_second_grant_under_one_key(api, agenc
     assert r.code == 200 and r.json["new_balance"] == 1
     cx = services.db.connect_sync()
     try:
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(db_direct.INTEGRITY_ERRORS):
             with cx:
                 cx.execute("INSERT INTO credit_transactions (account_id, kind, amount, balance_after, granted_by,"
                            " idempotency_key, created_at) VALUES (?, 'grant', 100, 200, ?, 'rch_same', 'now')",
@@ -408,15 +407,15 @@ def test_to_hundredths_is_exact():
 
 def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
     """The migration's CHECK backs the service: no writer can store a negative balance."""
-    import sqlite3
     cx = services.db.connect_sync()
     try:
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(db_direct.INTEGRITY_ERRORS):
             cx.execute("UPDATE accounts SET credit_hundredths = -1 WHERE id = ?", (sub["account_id"],))
     finally:
         cx.close()
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_grant_and_listing_use_indexes(services, agency, sub):
     """DESIGN §4: queries are scoped and cheap: the grant's lookups and the sub-account page are index
     searches (EXPLAIN QUERY PLAN), never table scans."""

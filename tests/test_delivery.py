@@ -30,9 +30,9 @@ SIX_FIELDS = {"contactId", "messageId", "userId", "body", "toId", "channel"}
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # A 1 s attempt timeout keeps the timeout test short (the default is 15 s).
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     webhook_timeout_seconds=1.0)
 
 
@@ -601,6 +601,7 @@ async def test_a_slow_receiver_does_not_stall_other_accounts(services, workers):
         await fast.close()
 
 
+@pytest.mark.sqlite_only("an SQLite trigger refuses the attempt's write")
 async def test_an_attempt_whose_outcome_cannot_be_written_is_held_back(services, account, receiver, workers):
     """When the database refuses the attempt's record (here a real SQLite trigger standing in for a full
     disk), the row is still due; it is not re-sent at every poll but held for 30 s, then delivered."""
@@ -645,6 +646,7 @@ async def test_a_message_sent_through_the_api_is_delivered_with_the_six_fields(a
     assert r.json["status"] == "Sent" and [a["httpStatus"] for a in r.json["attempts"]] == [200]
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 async def test_picking_due_rows_is_a_seek_per_account_not_a_scan_of_the_backlog(services, account):
     """A bot answering a burst of messages leaves a backlog of replies; picking the next due rows must not
     read all of it each time (bench/README.md, the rule bot: the ranked scan took a third of the server's

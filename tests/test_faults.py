@@ -57,6 +57,11 @@ def check_consistent(db_path):
                    ) == []
 
 
+# Senders of the inbound load: ids, phones and emails (a new contact on first sight of each).
+FROM_IDS = [f"user-{k}" for k in range(10)] + [f"+1415555{k:04d}" for k in range(5)] + \
+           [f"lead{k}@example.com" for k in range(5)]
+
+
 class InboundLoad:
     """Threads posting inbound messages with unique messageSids; remembers which were answered 200."""
 
@@ -96,6 +101,13 @@ class InboundLoad:
                         if "nothing was written" in response.text:
                             self.refused.add(sid)
 
+    def wait_answered(self, count, timeout=60):
+        """Until `count` sids in all were answered 200; whether they were."""
+        deadline = time.monotonic() + timeout
+        while len(self.answered) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return len(self.answered) >= count
+
     def __enter__(self):
         for worker in self.workers:
             worker.start()
@@ -107,6 +119,8 @@ class InboundLoad:
             worker.join(30)
 
 
+@pytest.mark.sqlite_only("kills the server with its SQLite writer process and checks the file (PRAGMA integrity_check);"
+                         " tests/test_postgres_faults.py is the PostgreSQL counterpart")
 def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_nothing(tmp_path):
     """DESIGN §3: "The 200 is sent once the message is durably committed". Spec §4.4: messageSid is
     "Unique per message. Used to prevent a message being processed twice." So after kill -9 under load
@@ -115,15 +129,11 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
     data = tmp_path / "data"
     parley = start(data)
     first_run = parley.first_run
-    from_ids = [f"user-{k}" for k in range(10)] + [f"+1415555{k:04d}" for k in range(5)] + \
-               [f"lead{k}@example.com" for k in range(5)]
     target = 150 * SCALE
     try:
         [writer] = child_pids(parley.proc.pid)
-        with InboundLoad(parley, threads=8, from_ids=from_ids) as load:
-            deadline = time.monotonic() + 60
-            while len(load.answered) < target and time.monotonic() < deadline:
-                time.sleep(0.01)
+        with InboundLoad(parley, threads=8, from_ids=FROM_IDS) as load:
+            load.wait_answered(target)
             parley.proc.send_signal(signal.SIGKILL)  # mid-flight: the threads are still sending
             parley.proc.wait(10)
         # The writer process finishes the transaction it may be in, and exits: no orphan holds the database.
@@ -167,6 +177,7 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
         parley.stop()
 
 
+@pytest.mark.sqlite_only("the SQLite writer process")
 def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses_nothing(tmp_path):
     """The writer process dies mid-transaction (OOM killer, a crash): the requests of its batch are
     answered 503 (spec §7: "The client may retry shortly"), a new writer takes over, every 200 is stored
@@ -205,6 +216,7 @@ def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses
 
 # ---- the writer dies after COMMIT, before its answer; the writer hangs ---------------------------
 
+@pytest.mark.sqlite_only("the SQLite writer process")
 def test_writer_killed_after_commit_the_client_learns_the_truth_and_a_keyed_retry_creates_nothing_twice(
         tmp_path, monkeypatch):
     """Issue 9: the writer process dies after COMMIT and before its answer reached the server (the
@@ -248,6 +260,7 @@ def test_writer_killed_after_commit_the_client_learns_the_truth_and_a_keyed_retr
     assert "was committed" in log_text and "was not committed" not in log_text
 
 
+@pytest.mark.sqlite_only("the SQLite writer process")
 @pytest.mark.parametrize("resume", ["replaced", "continued"])
 def test_a_stopped_writer_cannot_stall_the_server(tmp_path, resume):
     """Issue 9: "SIGSTOP the writer -> writes answer 503 within the watchdog limit and the server recovers
@@ -420,6 +433,7 @@ def fill_disk(directory):
     return filler
 
 
+@pytest.mark.sqlite_only("fills the data directory's filesystem, where only SQLite keeps its database")
 def test_disk_full_fails_requests_cleanly_loses_nothing_acknowledged_and_recovers(small_disk):
     """Spec §7: "500 Server-side error. The client may retry shortly." (Parley answers 503 UNAVAILABLE:
     a server-side error the client may retry.) DESIGN §3: the 200 is sent once the message is durably
@@ -481,6 +495,7 @@ def _limit_pages(cx, extra):
     cx.execute(f"PRAGMA max_page_count={pages + extra}")
 
 
+@pytest.mark.sqlite_only("PRAGMA max_page_count fills the SQLite file")
 async def test_full_database_answers_503_with_the_reason_and_recovers(api, account, services):
     """Spec §7: "500 Server-side error. The client may retry shortly." DESIGN §3 "Errors": UNAVAILABLE
     is 503. A full database refuses the write with 503 (custom-channel shape on the inbound endpoint,
@@ -521,6 +536,7 @@ def _fails_like_a_full_disk(cx):
     raise error
 
 
+@pytest.mark.sqlite_only("SQLite's rollback on SQLITE_FULL in the writer's batch")
 async def test_a_transaction_sqlite_rolled_back_fails_the_whole_batch_with_its_own_error(tmp_path):
     """DESIGN §4: a request is answered only after its commit. SQLite may roll the whole transaction
     back on SQLITE_FULL/IOERR: then no write of that batch is durable, every caller is told so with the

@@ -13,6 +13,7 @@ def mode(path):
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
+@pytest.mark.sqlite_only("the modes of parley.db and its -wal/-shm files")
 async def test_database_files_are_0600_in_a_0700_data_directory(services, settings, api, account):
     await api.post("/v1/contacts", {"phone": "+14155552671"}, key=account["api_key"])  # the WAL has data
     assert mode(settings.data_dir) == 0o700
@@ -33,6 +34,7 @@ async def test_an_existing_data_directory_is_corrected_at_start(tmp_path):
     assert (mode(data), mode(data / "parley.db")) == (0o700, 0o600)
 
 
+@pytest.mark.sqlite_only("backup writes an SQLite file (on PostgreSQL it points to pg_dump)")
 def test_a_backup_is_private(tmp_path):
     data = tmp_path / "data"
     run_cli(data, "create-account", "--name", "A", "--email", "a@example.com")

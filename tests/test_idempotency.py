@@ -358,6 +358,7 @@ async def test_a_key_is_remembered_for_24_hours(world):
         await create_at(now + timedelta(hours=24, minutes=1))
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_keys_are_looked_up_by_their_primary_key(services, account):
     """The key's check in the write is one primary-key search, never a scan (EXPLAIN QUERY PLAN)."""
     from storage.db import connect_sync
@@ -394,6 +395,7 @@ async def test_a_keyed_write_whose_writer_died_after_commit_is_answered_and_neve
     assert await _count(services.db, "SELECT COUNT(*) FROM lists WHERE name = 'Survives'") == 1
 
 
+@pytest.mark.sqlite_only("the SQLite writer process dies after its COMMIT")
 @pytest.mark.parametrize("writer_fault", ["storage.lists.insert_list"], indirect=True)
 async def test_a_write_without_a_key_whose_writer_died_after_commit_says_it_is_stored(writer_fault, api,
                                                                                       account, services):

@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
-
 from storage import bot_state
-from storage.db import connect_sync
+
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
 from tests.test_ui import chromium, page, sign_in  # noqa: F401 (fixtures)
+from tests import db_direct
 
 INBOUND = "/v1/incoming_custom_channel_message"
 _sids = iter(range(1, 1_000_000))
@@ -178,7 +178,7 @@ def test_browser_failed_delivery_shows_the_error_and_retry_sends_it(page, parley
 def record_pause(parley, contact_id, reason="handoff"):
     """Record a bot pause the way the bot does (storage.bot_state.pause_in_tx, its event included), from
     outside the server: the hub's backstop poll finds the event."""
-    cx = connect_sync(parley.data_dir / "parley.db")
+    cx = db_direct.connect(parley)
     try:
         cx.execute("BEGIN IMMEDIATE")
         bot_state.pause_in_tx(cx, parley.first_run["account_id"], contact_id, "2999-01-01T00:00:00.000Z", reason,

@@ -4,7 +4,6 @@ import json
 import pytest
 
 from storage import lists as list_store
-from storage.db import connect_sync
 from storage.outbox import list_outbox
 from tests.test_contacts import query_plans
 
@@ -210,6 +209,7 @@ async def test_first_membership_queues_contact_tagged(api, account, services):
     assert len(await list_outbox(services.db, account["account_id"], "notification")) == 2
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_list_pages_are_index_searches(services, account):
     """Keyset pagination, not OFFSET: each page is an index search with no sort step."""
     plans = query_plans(services.db.path, lambda cx: (

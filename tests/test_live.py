@@ -3,7 +3,6 @@ conversations kept incrementally, and the /ws WebSocket: session and origin chec
 event id, the reload signal, tenancy, and a slow page's bounded queue. In-process, on a real SQLite file."""
 import asyncio
 import json
-import sqlite3
 
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
@@ -242,6 +241,7 @@ async def test_mark_read_keeps_messages_that_arrived_after_the_page_was_shown(se
     assert (await conversations.get(services.db, account_id, first["contact_id"], now_iso()))["unread_count"] == 0
 
 
+@pytest.mark.sqlite_only("migrates an SQLite file of its own")
 def test_migration_backfills_conversations_of_existing_messages(tmp_path, monkeypatch):
     """A database with messages from before 0041 gets one conversation per contact, read, failures counted."""
     import shutil

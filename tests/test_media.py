@@ -41,9 +41,9 @@ def data_uri(mime, data):
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # A small decoded-media cap so the 413 test needs no 16 MB body.
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, max_media_bytes=4096)
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, max_media_bytes=4096)
 
 
 async def post_media(api, key, media_url, content_type=..., **custom):

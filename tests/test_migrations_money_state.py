@@ -3,10 +3,13 @@ one key keep their rows but the later one loses the key, so the unique index can
 recipients failed with a retry still pending become retrying, and the counts follow the recipients."""
 import shutil
 
+import pytest
+
 from storage import db as db_module
 from storage.db import connect_sync, migrate
 
 NOW = "2026-01-01T00:00:00.000Z"
+pytestmark = pytest.mark.sqlite_only("migrates an SQLite file of its own")
 
 
 def database_before(tmp_path, monkeypatch, version):

@@ -27,9 +27,9 @@ PRIVATE_URLS = [
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # This module runs without --allow-private-webhooks, as production does.
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=False, http_port=0)
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=False, http_port=0)
 
 
 @pytest.mark.parametrize("url", PRIVATE_URLS)

@@ -1,7 +1,6 @@
 """One-time links (issue 25 §2): reset-password's sign-in link, create-account's setup link, an agency's reset
 of a sub-account. Single use, expiring, stored hashed; using one ends the user's other sessions and asks for a
 new password. In-process with a cookie-keeping client, and the real CLI against a real server."""
-import sqlite3
 import subprocess
 import sys
 from urllib.parse import urlsplit
@@ -10,6 +9,7 @@ from services import accounts, one_time_links
 from tests.parley_process import ROOT, ParleyProcess, run_cli, use_link
 from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
 from tests.test_agency_ui import agency_browser, theirs, ui_agency  # noqa: F401 (fixtures)
+from tests import db_direct
 
 NEW_PASSWORD = "a brand new password"
 
@@ -55,16 +55,14 @@ async def test_expired_or_superseded_links_open_nothing(services, http_server_cl
     browser = FormClient(http_server_client)
     assert (await browser.get(path_of(first["signInUrl"]))).code == 404  # the newest link is the only one
     assert (await browser.get(path_of(second["signInUrl"]).replace("/reset/", "/setup/"))).code == 404  # purpose
-    with sqlite3.connect(settings.db_path) as cx:
-        cx.execute("UPDATE one_time_links SET expires_at = '2000-01-01T00:00:00.000Z'")
+    db_direct.execute(settings, "UPDATE one_time_links SET expires_at = '2000-01-01T00:00:00.000Z'")
     assert (await browser.get(path_of(second["signInUrl"]))).code == 404
 
 
 async def test_tokens_are_stored_hashed(services, ui_account, settings):
     link = await one_time_links.issue_reset_for_email(services.db, settings.base_url, ui_account["email"])
     token = path_of(link["signInUrl"]).rsplit("/", 1)[1]
-    with sqlite3.connect(settings.db_path) as cx:
-        rows = cx.execute("SELECT * FROM one_time_links").fetchall()
+    rows = db_direct.rows(settings, "SELECT * FROM one_time_links")
     assert len(rows) == 1 and token not in repr(rows)
 
 
@@ -83,8 +81,7 @@ async def test_agency_resets_only_its_own_sub_accounts_password(services, http_s
     for other in (theirs, account):
         r = await agency_browser.post(f"/agency/subaccounts/{other['account_id']}/reset-password")
         assert r.code == 404
-    with sqlite3.connect(services.settings.db_path) as cx:
-        assert cx.execute("SELECT COUNT(*) FROM one_time_links").fetchone()[0] == 1
+    assert db_direct.value(services, "SELECT COUNT(*) FROM one_time_links") == 1
     client = FormClient(http_server_client)
     assert (await choose(client, url)).code == 303
     assert (await FormClient(http_server_client).login(sub["email"], NEW_PASSWORD)).code == 303

@@ -13,7 +13,7 @@ from services import media
 from services.retention import RULES, RetentionWorker
 from storage import messages as message_store
 from storage.contacts import insert_contact_in_tx
-from storage.db import connect_sync, reads
+from storage.db import reads
 from storage.messages import insert_message_in_tx
 from storage.outbox import enqueue_in_tx
 
@@ -21,9 +21,9 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     from settings import Settings
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, retention_batch_size=3)
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, retention_batch_size=3)
 
 
 @reads
@@ -89,6 +89,7 @@ async def test_idempotency_keys_go_after_24_hours(api, services, account):
     assert await _rows(services.db, "SELECT key FROM idempotency_keys") == []
 
 
+@pytest.mark.sqlite_only("writer_batches is the SQLite writer process's record")
 async def test_batch_records_of_ended_writers_go_after_a_week(services):
     cx = services.db.connect_sync()
     try:
@@ -167,6 +168,7 @@ async def test_the_server_runs_the_cleanup_as_a_task(services):
     assert services.retention._task is None
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_the_cleanup_uses_indexes(services):
     """Each batch is an index range, never a scan of the table (EXPLAIN QUERY PLAN)."""
     cx = services.db.connect_sync()

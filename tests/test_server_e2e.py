@@ -16,6 +16,7 @@ import pytest
 
 from services.tls import write_self_signed
 from tests.parley_process import ROOT, ParleyProcess, create_agency_with_subaccount, run_cli
+from tests import db_direct
 
 
 @pytest.fixture
@@ -140,8 +141,7 @@ def test_sigterm_answers_requests_in_flight_and_exits_0(parley):
     assert response.startswith(b"HTTP/1.1 200"), response[:200]
     assert parley.proc.wait(20) == 0
     # The answered write is durable.
-    cx = sqlite3.connect(parley.data_dir / "parley.db")
-    settings = [json.loads(r[0]) for r in cx.execute("SELECT settings FROM accounts")]
+    settings = [json.loads(r["settings"]) for r in db_direct.rows(parley, "SELECT settings FROM accounts")]
     assert {"customChannelWebhookUrl": "http://127.0.0.1:9/hook"} in settings
 
 
@@ -176,6 +176,7 @@ def test_replaced_certificate_is_served_without_restart(tmp_path):
         old_connection.close()
 
 
+@pytest.mark.sqlite_only("backup is SQLite's online backup (on PostgreSQL it points to pg_dump)")
 def test_backup_while_running_holds_the_data(parley, tmp_path):
     """DESIGN §2: `backup OUT` → online SQLite backup of a running instance."""
     created = run_cli(parley.data_dir, "create-account", "--name", "Kept", "--email", "kept@x.test")

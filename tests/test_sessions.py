@@ -1,6 +1,5 @@
 """Admin UI sessions kept server-side (issue 9): sign-out, a new API key and a new password end them;
 the cookie's id is stored hashed; sign-in is limited per address whatever the email."""
-import sqlite3
 from datetime import timedelta
 
 from tornado.web import create_signed_value, decode_signed_value
@@ -9,6 +8,7 @@ from common.ids import utcnow
 from services import accounts, sessions
 from services.keys import hash_token
 from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests import db_direct
 
 COOKIE = "parley_session"
 NEW_PASSWORD = "a much longer passphrase"
@@ -33,7 +33,7 @@ async def test_the_cookie_carries_a_random_id_stored_only_hashed(signed_in, app,
     session_id = decode_signed_value(app.settings["cookie_secret"], COOKIE,
                                      signed_in.cookies[COOKIE].strip('"')).decode()
     assert len(session_id) >= 43 and ui_account["account_id"] not in session_id  # 32 random bytes
-    dump = "\n".join(sqlite3.connect(services.db.path).iterdump())
+    dump = db_direct.dump_text(services)
     assert session_id not in dump and hash_token(session_id) in dump
 
 
@@ -128,5 +128,5 @@ async def test_an_expired_session_is_not_a_session(services, ui_account):
     assert await sessions.user_for(services.db, old) is None
     live = await sessions.start(services.db, user)
     assert (await sessions.user_for(services.db, live))["account_id"] == ui_account["account_id"]
-    rows = sqlite3.connect(services.db.path).execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+    rows = db_direct.value(services, "SELECT COUNT(*) FROM sessions")
     assert rows == 1  # starting a session deleted the expired one

@@ -14,6 +14,9 @@ from storage.db import (Conflict, Database, StorageUnavailable, StoredResultLost
                         reads, writes)
 from tests.parley_process import pid_alive
 
+# Every test here is of the SQLite Database on a file of its own: its writer process, group commit, watchdog.
+WRITER = "the SQLite Database and its writer process"
+
 
 @writes
 def _insert_probe(cx, value):
@@ -49,6 +52,7 @@ def migration(tmp_path, monkeypatch):
     return lambda number, table: (folder / f"{number:04d}_{table}.sql").write_text(f"CREATE TABLE {table} (x);\n")
 
 
+@pytest.mark.sqlite_only(WRITER)
 def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_path, migration):
     """Branches number their migrations in ranges of their own (docs/architecture.md "Storage and the writer process"): one merged later
     can carry a number below one a database already has. It is applied at the next start, once."""
@@ -65,6 +69,7 @@ def test_a_migration_numbered_below_the_newest_applied_one_is_still_applied(tmp_
     assert cx.execute("PRAGMA user_version").fetchone()[0] == 60
 
 
+@pytest.mark.sqlite_only(WRITER)
 def test_a_database_from_before_schema_migrations_keeps_what_user_version_says(tmp_path, migration):
     """A database migrated by the user_version-only runner: every number up to user_version counts as
     applied (nothing re-runs), later ones are applied."""
@@ -78,6 +83,7 @@ def test_a_database_from_before_schema_migrations_keeps_what_user_version_says(t
     assert cx.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_migrations_applied_and_tracked_with_user_version(tmp_path):
     db = await _open(tmp_path)
     await db.close()
@@ -92,6 +98,7 @@ async def test_migrations_applied_and_tracked_with_user_version(tmp_path):
     await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_200_concurrent_writes_commit_in_fewer_transactions(tmp_path):
     """DESIGN §4: many requests' writes commit together (group commit), each answered after its commit."""
     db = await _open(tmp_path)
@@ -110,6 +117,7 @@ async def test_200_concurrent_writes_commit_in_fewer_transactions(tmp_path):
     assert sqlite3.connect(tmp_path / "parley.db").execute("SELECT COUNT(*) FROM probe").fetchone()[0] == 200
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_one_failing_write_rolls_back_alone(tmp_path):
     db = await _open(tmp_path)
     try:
@@ -123,6 +131,7 @@ async def test_one_failing_write_rolls_back_alone(tmp_path):
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_close_flushes_queued_writes(tmp_path):
     db = await _open(tmp_path)
     pending = [asyncio.ensure_future(_insert_probe(db, i)) for i in range(50)]
@@ -131,6 +140,7 @@ async def test_close_flushes_queued_writes(tmp_path):
     assert [p.result() for p in pending] == list(range(50))
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_failed_commit_rejects_the_batch_and_the_writer_keeps_going(tmp_path):
     """A transaction that cannot commit answers every write in it with the error; nothing is
     acknowledged that is not stored, and later writes still work."""
@@ -155,6 +165,7 @@ def _transaction_seen(cx, name):
     return name, row[0] or 0
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_background_writes_run_alone_and_alternate_with_the_others(tmp_path):
     """Database.write_background (a campaign's batches): each runs in a transaction of its own, and such
     transactions alternate with those of the other writes, so that a write queued behind a background one
@@ -216,6 +227,7 @@ async def _wait_until(predicate, timeout=10):
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_write_function_must_be_module_level(tmp_path):
     """Writes run in the writer process, so they name a module-level function; a closure is refused at
     the call, before anything is queued."""
@@ -228,6 +240,7 @@ async def test_a_write_function_must_be_module_level(tmp_path):
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_killed_writer_fails_its_batch_with_503_and_a_new_writer_takes_over(tmp_path, monkeypatch):
     """kill -9 of the writer process mid-transaction: the writes in flight were not committed and are
     answered 503 (the client may retry); a new writer starts, and writes that arrive while it starts
@@ -261,6 +274,7 @@ async def test_a_killed_writer_fails_its_batch_with_503_and_a_new_writer_takes_o
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_the_writer_ignores_ctrl_c_and_sigterm_and_stops_when_the_database_closes(tmp_path):
     """Ctrl-C (or a service manager's SIGTERM) reaches every process of the group: the writer leaves the
     stopping to the server, which flushes queued writes first; close() then ends the writer."""
@@ -279,6 +293,7 @@ async def test_the_writer_ignores_ctrl_c_and_sigterm_and_stops_when_the_database
     await _wait_until(lambda: not pid_alive(pid))
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_fault_in_a_write_function_reaches_the_caller_with_the_writers_traceback(tmp_path):
     db = await _open(tmp_path)
     try:
@@ -291,6 +306,7 @@ async def test_a_fault_in_a_write_function_reaches_the_caller_with_the_writers_t
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_results_and_arguments_that_cannot_cross_the_process_are_errors_not_hangs(tmp_path):
     db = await _open(tmp_path)
     try:
@@ -304,6 +320,7 @@ async def test_results_and_arguments_that_cannot_cross_the_process_are_errors_no
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_writer_that_cannot_start_is_retried_later_and_writes_fail_fast_meanwhile(tmp_path):
     """Writers that die before serving anything (here the database's directory is gone) are not
     restarted in a tight loop: the restarts back off, every write meanwhile answers 503 at once
@@ -341,6 +358,7 @@ async def test_a_writer_that_cannot_start_is_retried_later_and_writes_fail_fast_
 
 # ---- what a caller is told when the writer is lost (issue 9) -----------------------------------
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_writer_killed_after_commit_tells_each_caller_the_truth(tmp_path, monkeypatch):
     """The writer dies after COMMIT and before its answer arrives (the test-only fault hook kills it
     there). The batch's record in writer_batches says it committed: its callers are told their write
@@ -367,6 +385,7 @@ async def test_a_writer_killed_after_commit_tells_each_caller_the_truth(tmp_path
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_writer_lost_whose_record_cannot_be_read_says_the_outcome_is_unknown(tmp_path, monkeypatch):
     """When what the lost writer committed cannot be read, the caller is told exactly that, in DESIGN
     §3's words, never "nothing was written"."""
@@ -392,6 +411,7 @@ async def test_a_writer_lost_whose_record_cannot_be_read_says_the_outcome_is_unk
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_stopped_writer_is_replaced_by_the_watchdog_and_writes_go_on(tmp_path):
     """SIGSTOP of the writer (a stuck disk, a hung process): the batch it holds is answered within the
     watchdog limit (here 1 s) with what became of it (nothing: the writer never read it), the writer
@@ -421,6 +441,7 @@ async def test_a_stopped_writer_is_replaced_by_the_watchdog_and_writes_go_on(tmp
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_writer_stopped_and_continued_within_the_limit_keeps_every_write(tmp_path):
     db = await Database(tmp_path / "parley.db", stall_seconds=30.0).open()
     try:
@@ -437,6 +458,7 @@ async def test_a_writer_stopped_and_continued_within_the_limit_keeps_every_write
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_the_write_queue_is_bounded_and_refuses_at_once_when_full(tmp_path):
     """At most max_pending writes wait for the writer; the next is refused (503, nothing written)
     without waiting: its coroutine ends in its first step. The waiting ones commit once it moves."""
@@ -460,6 +482,7 @@ async def test_the_write_queue_is_bounded_and_refuses_at_once_when_full(tmp_path
         await db.close()
 
 
+@pytest.mark.sqlite_only(WRITER)
 async def test_close_has_a_deadline_even_when_the_writer_hangs(tmp_path):
     """close() flushes queued writes for at most its timeout; then the held batch is settled (nothing
     was written) and queued writes are refused, and the stopped writer is killed, not waited for."""
@@ -479,6 +502,7 @@ async def test_close_has_a_deadline_even_when_the_writer_hangs(tmp_path):
     assert [r[0] for r in cx.execute("SELECT v FROM probe")] == [1]
 
 
+@pytest.mark.sqlite_only(WRITER)
 def test_a_locked_database_is_503_busy_not_a_fault():
     """SQLITE_BUSY (another process, e.g. an ops command, held the write lock past the busy timeout) is
     a 503 that says nothing was written, like a full disk."""

@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from storage.db import connect_sync
 from tests.test_auto_recharge import grant
 from tests.test_bot import RULES, configure, rows, say, settings  # noqa: F401 (settings: fixture)
 
@@ -92,6 +91,5 @@ async def test_a_price_stored_in_the_bot_settings_before_is_ignored(api, service
     assert (await say(api, services, key, "price?"))["bot"]["outcome"] == "rule"
     assert spends(services, sub["account_id"]) == [-100]
     assert (await api.patch("/v1/account/settings", {"bot": {"greeting": "Hi"}}, key=key)).code == 200
-    stored = rows(services, "SELECT json_extract(settings, '$.bot') AS bot FROM accounts WHERE id = ?",
-                  sub["account_id"])[0]["bot"]
-    assert "creditsPerReply" not in json.loads(stored)
+    stored = rows(services, "SELECT settings FROM accounts WHERE id = ?", sub["account_id"])[0]["settings"]
+    assert "creditsPerReply" not in json.loads(stored)["bot"]

@@ -10,7 +10,7 @@ import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import credits
-from storage.db import connect_sync
+from tests import db_direct
 from tests.test_ui import FormClient
 
 PATH = "/v1/subaccounts"
@@ -293,6 +293,7 @@ async def test_transactions_are_cursor_paginated(api, agency, sub, services):
         assert r.code == 400 and "limit" in r.json["error"]["message"]
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_sub_account_reads_use_indexes(services, make_account):
     """DESIGN §4: the sub-account lookup, its listing and a history page are index searches, never scans."""
     from storage import subaccounts as store
@@ -466,10 +467,10 @@ def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(t
                     return s.connect_ex(("127.0.0.1", port)) == 0
             wait_until(listening)
             for n in (1, 2):
-                spend_from_outside(parley.data_dir / "parley.db", sub["account_id"], 100, f"reply {n}")
+                spend_from_outside(parley, sub["account_id"], 100, f"reply {n}")
             wait_until(lambda: c.get(one, headers=key).json()["credits"] == 51)
 
-            cx = connect_sync(parley.data_dir / "parley.db")
+            cx = db_direct.connect(parley)
             try:
                 [row] = cx.execute("SELECT webhook_id, payload FROM outbox WHERE event_type = "
                                    "'subaccount.auto_recharge'").fetchall()

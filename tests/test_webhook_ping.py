@@ -15,9 +15,9 @@ TEST = "/v1/account/webhook-test"
 
 
 @pytest.fixture
-def settings(tmp_path):
+def settings(tmp_path, database_url):
     # --webhook-timeout-seconds 1: the ping keeps the deliveries' timeout (the default is 15 s).
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
+    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
                     webhook_timeout_seconds=1.0)
 
 

@@ -18,6 +18,7 @@ MODULES = [
     "bench.scenarios.inbox",
     "bench.scenarios.team_inbox",
     "bench.scenarios.compare",
+    "bench.scenarios.postgres",
 ]
 
 

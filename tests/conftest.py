@@ -23,6 +23,7 @@ def database_url(request, monkeypatch):
         return
     url = pg_databases.create(server_url)
     monkeypatch.setenv("PARLEY_DATABASE_URL", url)
+    pg_databases.register(request.getfixturevalue("tmp_path") / "data", url)
     try:
         yield url
     finally:

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tests import pg_databases
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -29,7 +31,7 @@ def free_port():
 def run_cli(data_dir, *args, root=ROOT):
     """Run an ops command (create-account, rotate-key, backup) of the checkout at root; returns its JSON output."""
     out = subprocess.run([sys.executable, str(Path(root) / "server.py"), *args, "--data-dir", str(data_dir)],
-                         capture_output=True, text=True, timeout=60, cwd=root)
+                         capture_output=True, text=True, timeout=60, cwd=root, env=pg_databases.env_for(data_dir))
     assert out.returncode == 0, out.stderr + out.stdout
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -92,7 +94,8 @@ class ParleyProcess:
             [sys.executable, str(self.root / "server.py"), "serve", "--data-dir", str(self.data_dir),
              "--host", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
              *self.extra_args],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.root, preexec_fn=self.preexec_fn)
+            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.root, preexec_fn=self.preexec_fn,
+            env=pg_databases.env_for(self.data_dir))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()

@@ -3,10 +3,12 @@ test session, then a fresh copy of it per test (CREATE DATABASE ... TEMPLATE is 
 migrating each), dropped after the test."""
 import itertools
 import os
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 SERVER_URL_VARIABLE = "PARLEY_TEST_DATABASE_URL"
 _template = None
+_by_data_dir = {}  # a data directory's database: one server process or CLI run finds what another stored
 _numbers = itertools.count(1)
 
 
@@ -54,3 +56,22 @@ def drop(server_url, url):
     name = urlsplit(url).path.lstrip("/")
     with _admin(server_url) as cx:
         cx.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def register(data_dir, url):
+    """url is the database of data_dir (the settings fixture's, for the test's own data directory)."""
+    _by_data_dir[Path(data_dir).resolve()] = url
+
+
+def env_for(data_dir):
+    """The environment for a server process or CLI run on data_dir: on PostgreSQL, PARLEY_DATABASE_URL names
+    that data directory's database (made on first use), so that a module's server, started before any test,
+    and the CLI runs of its tests share one database, as they share the SQLite file."""
+    env = dict(os.environ)
+    server_url = env.get(SERVER_URL_VARIABLE)
+    if server_url:
+        key = Path(data_dir).resolve()
+        if key not in _by_data_dir:
+            _by_data_dir[key] = create(server_url)
+        env["PARLEY_DATABASE_URL"] = _by_data_dir[key]
+    return env

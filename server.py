@@ -29,6 +29,7 @@ from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
+from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
 from services.ratelimit import RateLimiter
@@ -56,6 +57,7 @@ class Services:
     import_limits: "ImportLimits" = None  # preview readers and drafts an account may hold at once
     campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
+    reports: "ReportsWorker" = None  # folds new rows into the Reports' summaries; main() starts it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
 
@@ -66,6 +68,8 @@ class Services:
             await self.hub.stop()
         if self.retention is not None:
             await self.retention.stop()
+        if self.reports is not None:
+            await self.reports.stop()
         if self.campaigns is not None:
             await self.campaigns.stop()  # its last batch commits before the db closes
         if self.imports is not None:
@@ -97,6 +101,7 @@ async def open_services(settings):
     services.import_limits = ImportLimits(settings)
     services.campaigns = CampaignRunner(services)
     services.retention = RetentionWorker(services)
+    services.reports = ReportsWorker(services)
     services.bot = BotRunner(services)
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
@@ -226,6 +231,7 @@ async def main(settings):
         services.imports.start()  # resumes imports a previous run left running
         services.campaigns.start()  # resumes running campaigns after their last committed batch
         services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
+        services.reports.start()  # a first fold now (what a previous run left), then every interval
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
         services.hub.start()
 

@@ -8,10 +8,10 @@ def routes():
     from handlers import contacts, lists
     from handlers import custom_channel, messages
     from handlers import subaccounts
-    from handlers import live, openapi
+    from handlers import live, openapi, reports
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
                              credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
-                             settings as ui_settings)
+                             reports as ui_reports, settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -42,6 +42,7 @@ def routes():
         (r"/v1/campaigns/([^/]+)/recipients", campaigns.RecipientsHandler),
         (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/bot/test", bot.BotTestHandler),
+        (rf"/v1/reports/({reports.NAMES})", reports.ReportHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
@@ -57,6 +58,8 @@ def routes():
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),
         (r"/credits", ui_credits.CreditsHandler),
+        (r"/reports", ui_reports.ReportsHandler),
+        (rf"/reports/({reports.NAMES})\.csv", ui_reports.ReportCsvHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),

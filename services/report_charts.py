@@ -2,20 +2,21 @@
 colours come from classes in static/parley.css). Each function returns the <svg> text, escaped."""
 from html import escape
 
-WIDTH, HEIGHT = 420, 220          # viewBox units; the SVG scales to its box (static/parley.css .chart)
-LEFT, RIGHT, TOP, BOTTOM = 40, 8, 10, 40
-FONT = 11
+# viewBox units; the SVG scales to its box (static/parley.css .chart), about 1:1 at phone width, so that FONT
+# stays readable there.
+WIDTH, HEIGHT = 380, 220
+LEFT, RIGHT, TOP, BOTTOM = 36, 6, 10, 56
+FONT = 12
 
 
-def nice_ceiling(value):
-    """The smallest of 1, 2, 2.5, 5 x 10^n that is >= value (an axis's top), at least 1."""
-    if value <= 1:
-        return 1
-    magnitude = 10 ** (len(str(int(value))) - 1)
-    for step in (1, 2, 2.5, 5, 10):
-        if step * magnitude >= value:
-            return int(step * magnitude) if step * magnitude == int(step * magnitude) else step * magnitude
-    return 10 * magnitude
+def tick_step(value, ticks=4):
+    """The smallest of 1, 2, 5 x 10^n whose `ticks` steps reach value: whole-number gridlines for counts."""
+    magnitude = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * magnitude * ticks >= value:
+                return step * magnitude
+        magnitude *= 10
 
 
 def _number(value):
@@ -42,28 +43,32 @@ def _svg(title, body, height=HEIGHT):
 
 
 def _legend(series, y):
-    parts, x = [], LEFT
+    """Swatches and labels from the left, wrapping to a new line at the right edge; returns (svg, lines)."""
+    parts, x, lines = [], LEFT, 1
     for i, (label, _) in enumerate(series):
-        parts.append(f'<rect class="s{i}" x="{x}" y="{y - 9}" width="10" height="10"/>'
-                     f'<text class="legend" x="{x + 14}" y="{y}" font-size="{FONT}">{escape(label)}</text>')
-        x += 22 + 6.5 * len(label)
-    return "".join(parts)
+        width = 18 + 0.62 * FONT * len(label)
+        if x + width > WIDTH and x > LEFT:
+            x, y, lines = LEFT, y + FONT + 6, lines + 1
+        parts.append(f'<rect class="s{i}" x="{x}" y="{y - FONT + 2}" width="{FONT - 1}" height="{FONT - 1}"/>'
+                     f'<text class="legend" x="{x + FONT + 3}" y="{y}" font-size="{FONT}">{escape(label)}</text>')
+        x += width + 10
+    return "".join(parts), lines
 
 
 def columns(title, days, series):
     """Stacked columns per day: series [(label, [value per day])]; y axis with 5 ticks, x labels thinned to
     fit, legend below."""
     totals = [sum(values[i] for _, values in series) for i in range(len(days))]
-    top = nice_ceiling(max(totals, default=0))
+    step = tick_step(max(totals, default=0))
+    top = 4 * step
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     base = TOP + plot_h
     parts = []
     for k in range(5):  # gridlines and y labels
-        value = top * k / 4
         y = base - plot_h * k / 4
         parts.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}"/>'
                      f'<text class="axis" x="{LEFT - 4}" y="{y + 4:.1f}" font-size="{FONT}" text-anchor="end">'
-                     f'{_number(value if value != int(value) else int(value))}</text>')
+                     f'{step * k}</text>')
     slot = plot_w / max(len(days), 1)
     bar = max(slot * 0.7, 1)
     for i, day in enumerate(days):
@@ -74,28 +79,30 @@ def columns(title, days, series):
                 y -= h
                 parts.append(f'<rect class="s{s}" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}">'
                              f'<title>{escape(day)} {escape(label)}: {values[i]}</title></rect>')
-    every = max(1, -(-len(days) // 6))  # at most 6 day labels
+    every = max(1, -(-len(days) // 5))  # at most 5 day labels
     for i in range(0, len(days), every):
         x = LEFT + i * slot + slot / 2
         parts.append(f'<text class="axis" x="{x:.1f}" y="{base + 14}" font-size="{FONT}" text-anchor="middle">'
                      f'{escape(days[i][5:])}</text>')
     parts.append(f'<line class="axis-line" x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}"/>')
-    parts.append(_legend(series, HEIGHT - 6))
-    return _svg(title, "".join(parts))
+    legend, lines = _legend(series, base + 2 * FONT + 12)
+    parts.append(legend)
+    return _svg(title, "".join(parts), base + 2 * FONT + 12 + (lines - 1) * (FONT + 6) + 6)
 
 
 def bars(title, labels, series, format=_number):
     """Horizontal bars, grouped per label: series [(label, [value per label])]; values printed at the bars'
     ends with format."""
     row_h, gap = 12 * len(series) + 4, 8
-    height = TOP + len(labels) * (row_h + gap) + 30
+    height = TOP + len(labels) * (row_h + gap) + 34
     values = [v for _, vs in series for v in vs if v is not None]
     top = max(values, default=0) or 1
-    plot_left, plot_w = 110, WIDTH - 110 - 60
+    plot_left = 8 + int(0.62 * FONT * 14)
+    plot_w = WIDTH - plot_left - 50
     parts = []
     for i, label in enumerate(labels):
         y = TOP + i * (row_h + gap)
-        short = label if len(label) <= 18 else label[:17] + "…"
+        short = label if len(label) <= 14 else label[:13] + "…"
         parts.append(f'<text class="axis" x="{plot_left - 6}" y="{y + row_h / 2 + 4:.1f}" font-size="{FONT}" '
                      f'text-anchor="end">{escape(short)}<title>{escape(label)}</title></text>')
         for s, (name, vs) in enumerate(series):
@@ -106,8 +113,9 @@ def bars(title, labels, series, format=_number):
                          f'<title>{escape(label)} {escape(name)}: {escape(format(value))}</title></rect>'
                          f'<text class="value" x="{plot_left + w + 4:.1f}" y="{by + 9}" font-size="{FONT - 1}">'
                          f'{escape(format(value))}</text>')
-    parts.append(_legend(series, height - 6))
-    return _svg(title, "".join(parts), height)
+    legend, lines = _legend(series, height - 10)
+    parts.append(legend)
+    return _svg(title, "".join(parts), height + (lines - 1) * (FONT + 6))
 
 
 def chart(report):

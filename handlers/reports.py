@@ -12,7 +12,8 @@ class ReportHandler(ApiHandler):
     operations = {"get": Operation(
         "A report's numbers for a range of days", {200: Report}, query=ReportQuery, tags=("reports",),
         errors={400: "Invalid from, to or scope (the message names it), from after to, or a range over "
-                     f"{reports.MAX_DAYS} days."},
+                     f"{reports.MAX_DAYS} days.",
+                404: "No such report (NOT_FOUND): the name is none of those above."},
         description="The same numbers as the Reports page and its CSV exports, for the key's account or (scope="
                     "subaccounts, an agency's key) the sum over the agency's sub-accounts.")}
 

@@ -186,6 +186,8 @@ SEMANTIC_VALIDATION = {
     "PATCH /v1/subaccounts/{subAccountId}": "threshold and amount have at most 2 decimals",
     "GET /v1/subaccounts/{subAccountId}/transactions": "cursor is opaque: only a nextCursor the server issued is "
                                                        "valid",
+    "GET /v1/reports/{name}": "from may not be after to nor more than 366 days before it, and scope subaccounts "
+                              "is for an agency's key",
 }
 
 

@@ -41,10 +41,10 @@ def parse_range(from_text, to_text, today=None):
     """(first day, last day) of ?from=&to= (YYYY-MM-DD, UTC, both included); to defaults to today and from to
     DEFAULT_DAYS days ending at to. Invalid names the field."""
     today = today or utcnow().date()
-    last = today if to_text in (None, "") else _day(to_text)
+    last = today if to_text is None else _day(to_text)
     if last is None:
         raise Invalid("to must be a date as YYYY-MM-DD")
-    first = last - timedelta(days=DEFAULT_DAYS - 1) if from_text in (None, "") else _day(from_text)
+    first = last - timedelta(days=DEFAULT_DAYS - 1) if from_text is None else _day(from_text)
     if first is None:
         raise Invalid("from must be a date as YYYY-MM-DD")
     if first > last:
@@ -62,7 +62,7 @@ def preset_ranges(today=None):
 
 async def account_ids(db, principal_account_id, account_type, scope):
     """The accounts a report covers: the caller's own, or (scope "subaccounts", agencies only) its sub-accounts."""
-    if scope in (None, "", "account"):
+    if scope in (None, "account"):
         return [principal_account_id]
     if scope != "subaccounts":
         raise Invalid("scope must be account or subaccounts")

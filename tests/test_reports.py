@@ -230,3 +230,9 @@ async def test_the_page_draws_every_chart_and_its_csv_has_the_api_numbers(servic
     bad = await client.get("/reports?from=2026-02-30")
     assert bad.code == 400 and "from must be a date" in bad.text
     cx.close()
+
+
+@pytest.mark.parametrize("query, field", [("from=", "from"), ("to=", "to"), ("scope=", "scope")])
+async def test_an_empty_parameter_is_400_not_the_default(api, account, query, field):
+    r = await api.get(f"/v1/reports/opt-outs?{query}", key=account["api_key"])
+    assert r.code == 400 and r.json["error"]["message"].startswith(field), r.json

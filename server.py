@@ -30,6 +30,7 @@ from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
+from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
 from services.ratelimit import RateLimiter
@@ -58,6 +59,7 @@ class Services:
     campaigns: "CampaignRunner" = None  # hands campaigns' messages to the outbox; main() starts it
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
     snoozes: "SnoozeWaker" = None  # reopens snoozed conversations when their time comes; main() starts it
+    reports: "ReportsWorker" = None  # folds new rows into the Reports' summaries; main() starts it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
 
@@ -70,6 +72,8 @@ class Services:
             await self.retention.stop()
         if self.snoozes is not None:
             await self.snoozes.stop()
+        if self.reports is not None:
+            await self.reports.stop()
         if self.campaigns is not None:
             await self.campaigns.stop()  # its last batch commits before the db closes
         if self.imports is not None:
@@ -103,6 +107,7 @@ async def open_services(settings):
     services.campaigns = CampaignRunner(services)
     services.retention = RetentionWorker(services)
     services.snoozes = SnoozeWaker(services)
+    services.reports = ReportsWorker(services)
     services.bot = BotRunner(services)
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
@@ -233,6 +238,7 @@ async def main(settings):
         services.campaigns.start()  # resumes running campaigns after their last committed batch
         services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
         services.snoozes.start()  # wakes the snoozes that ended while the server was down at once
+        services.reports.start()  # a first fold now (what a previous run left), then every interval
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
         services.hub.start()
 

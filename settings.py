@@ -87,6 +87,9 @@ class Settings(BaseModel):
                                                                         "message names is deleted.")
     retention_batch_size: int = Field(200, ge=1, description="Rows the cleanup deletes per write transaction "
                                                              "(small, so requests never wait long behind it).")
+    reports_interval_seconds: float = Field(60.0, gt=0, description="How often the Reports' summaries fold in "
+                                                                     "new messages and delivery attempts (a report "
+                                                                     "reads the rows not folded yet itself).")
     delivery_concurrency: int = Field(16, ge=1, description="Webhook deliveries in flight at once, overall.")
     delivery_concurrency_per_account: int = Field(4, ge=1, description="Webhook deliveries in flight at once "
                                                                        "per account, so that one slow receiver "

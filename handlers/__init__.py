@@ -8,12 +8,13 @@ def routes():
     from handlers import canned_replies, contacts, conversations, lists, notes
     from handlers import custom_channel, messages
     from handlers import subaccounts
-    from handlers import live, openapi
+    from handlers import live, openapi, reports
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
                              conversation_status as ui_conversation_status, credits as ui_credits, inbox,
-                             lists as ui_lists, one_time_link, session, settings as ui_settings)
+                             lists as ui_lists, one_time_link, reports as ui_reports, session,
+                             settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
@@ -53,6 +54,7 @@ def routes():
         (r"/v1/canned-replies/([^/]+)", canned_replies.CannedReplyHandler),
         (r"/v1/conversations/([^/]+)/notes", notes.NotesHandler),
         (r"/v1/conversations/([^/]+)/notes/([^/]+)", notes.NoteHandler),
+        (rf"/v1/reports/({reports.NAMES})", reports.ReportHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
@@ -72,6 +74,8 @@ def routes():
         (r"/account", ui_account.AccountHandler),
         (r"/users", ui_users.UsersHandler),
         (r"/users/(usr_[0-9a-z]+)", ui_users.UserUpdateHandler),
+        (r"/reports", ui_reports.ReportsHandler),
+        (rf"/reports/({reports.NAMES})\.csv", ui_reports.ReportCsvHandler),
         (r"/agency", agency.AgencyHandler),
         (r"/agency/subaccounts", agency.SubaccountCreateHandler),
         (r"/agency/subaccounts/([^/]+)", agency.SubaccountPageHandler),

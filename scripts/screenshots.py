@@ -72,8 +72,10 @@ PAGES = [
     ("users-phone", "/users", True),
     ("audit", "/audit", False),
     ("audit-phone", "/audit", True),
+    ("reports", "/reports", False),
+    ("reports-phone", "/reports", True),
 ]
-FULL_PAGE = {"campaign", "campaign-paused", "contact", "list", "thread"}  # desktop shots taken whole: tables and forms below the fold
+FULL_PAGE = {"campaign", "campaign-paused", "contact", "list", "thread", "reports"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
@@ -244,6 +246,21 @@ def seed_campaigns(parley):
     return {"spring": spring["id"], "loyalty": paused["id"]}
 
 
+def seed_reports(parley):
+    """A month of backdated activity (tests/report_seed.py) so that the Reports' charts have something to show."""
+    from storage.db import connect_sync
+    from tests.report_seed import seed_history
+    with parley.client() as api:
+        r = api.get("/v1/account", params={"apiKey": parley.first_run["api_key"]})
+        r.raise_for_status()
+    cx = connect_sync(parley.data_dir / "parley.db")
+    try:
+        seed_history(cx, r.json()["id"], days=30)
+    finally:
+        cx.close()
+    return {}
+
+
 def seed_imports(parley, work):
     """One finished import in the owner's history (the ops command, as an operator would run it), into a list
     of its own."""
@@ -320,6 +337,7 @@ def main(argv=None):
                 ids.update(seed_imports(parley, work))
                 ids.update(seed_campaigns(parley))
                 ids.update(seed_team(parley))
+                ids.update(seed_reports(parley))
         context = browser.new_context(ignore_https_errors=True, viewport=DESKTOP, locale="en-US", timezone_id="UTC")
         pages["viewas"] = sign_in(context, parley, AGENCY["email"], AGENCY["password"])
         pages["viewas"].goto(parley.base + f"/agency/subaccounts/{ids['corner']}")

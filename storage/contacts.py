@@ -1,5 +1,6 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
 from common.errors import Conflict, Invalid, NotFound
+from common.ids import new_id
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.outbox import enqueue_notification_in_tx
@@ -151,9 +152,13 @@ def existing_phones_and_emails(cx, account_id, phones, emails):
 def set_opted_out_in_tx(cx, account_id, contact_id, opted_out, *, via, by, at):
     """Mark the contact opted out (True) or back in (False), keeping who did it and when (via: reply, user or
     api; by: the keyword, the user's email, None); True when that changed it."""
-    return cx.execute("UPDATE contacts SET opted_out = ?, opt_out_at = ?, opt_out_via = ?, opt_out_by = ?"
-                      " WHERE account_id = ? AND id = ? AND opted_out != ?",
-                      (int(opted_out), at, via, by, account_id, contact_id, int(opted_out))).rowcount == 1
+    changed = cx.execute("UPDATE contacts SET opted_out = ?, opt_out_at = ?, opt_out_via = ?, opt_out_by = ?"
+                         " WHERE account_id = ? AND id = ? AND opted_out != ?",
+                         (int(opted_out), at, via, by, account_id, contact_id, int(opted_out))).rowcount == 1
+    if changed:  # the Reports' opt-outs per day (contacts keep only the latest change)
+        cx.execute("INSERT INTO opt_out_changes (id, account_id, contact_id, opted_out, via, at)"
+                   " VALUES (?, ?, ?, ?, ?, ?)", (new_id("ooc"), account_id, contact_id, int(opted_out), via, at))
+    return changed
 
 
 def _holder_of(cx, account_id, column, value, contact_id):

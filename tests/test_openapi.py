@@ -195,6 +195,8 @@ SEMANTIC_VALIDATION = {
     "POST /v1/conversations/bulk": "as PATCH /v1/conversations/{conversationId}",
     "GET /v1/subaccounts/{subAccountId}/transactions": "cursor is opaque: only a nextCursor the server issued is "
                                                        "valid",
+    "GET /v1/reports/{name}": "from may not be after to nor more than 366 days before it, and scope subaccounts "
+                              "is for an agency's key",
 }
 
 

@@ -19,6 +19,7 @@ MODULES = [
     "bench.scenarios.team_inbox",
     "bench.scenarios.compare",
     "bench.scenarios.postgres",
+    "bench.scenarios.reports",
 ]
 
 

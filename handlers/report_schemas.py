@@ -1,0 +1,29 @@
+"""Pydantic models of GET /v1/reports/{name} for the OpenAPI document (handlers/schemas.py is full)."""
+import datetime
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.reports import DEFAULT_DAYS, MAX_DAYS
+
+
+class ReportQuery(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    from_: Optional[datetime.date] = Field(None, alias="from", description=(
+        f"First day (YYYY-MM-DD, UTC), included; default: {DEFAULT_DAYS} days ending at to. At most {MAX_DAYS} "
+        "days before to."))
+    to: Optional[datetime.date] = Field(None, description="Last day (YYYY-MM-DD, UTC), included; default today.")
+    scope: Optional[Literal["account", "subaccounts"]] = Field(None, description=(
+        "account (default): the key's own account; subaccounts: an agency's roll-up over all its sub-accounts."))
+
+
+class Report(BaseModel):
+    report: str = Field(description="The report's name, as in the path.")
+    title: str
+    from_: str = Field(alias="from", description="First day, included.")
+    to: str = Field(description="Last day, included.")
+    columns: list[str] = Field(description="The rows' keys in order (the CSV export's header).")
+    rows: list[dict[str, Union[int, str, None]]] = Field(description=(
+        "Per day for messages, bot-outcomes, deliveries and opt-outs (every day of the range, zeros included); "
+        "per responder for first-response (seconds: the upper edge of a histogram bucket, within 10% + 1 s "
+        "above the exact figure); per campaign for campaigns."))

@@ -1,0 +1,154 @@
+"""The Reports (issue 22 §2): each report's rows for an account (or an agency's sub-accounts together) and a
+range of days, from the folded summaries plus the rows not folded yet (storage/reports.py). The page, its CSV
+exports and GET /v1/reports/{name} all take their numbers from build()."""
+import csv
+import io
+from datetime import date, timedelta
+
+from common.errors import Invalid
+from common.spreadsheet import safe_cell
+from common.report_buckets import GROUPS, percentile
+from common.ids import utcnow
+from storage import reports as store
+
+DEFAULT_DAYS = 30
+PRESETS = (7, 30, 90)
+MAX_DAYS = 366
+SCOPES = ("account", "subaccounts")
+
+# name -> (title, columns): the columns are the JSON rows' keys and the CSV's header, in order.
+REPORTS = {
+    "messages": ("Messages per day", ("day", "inbound", "outbound")),
+    "first-response": ("First-response time by responder",
+                       ("responder", "name", "responses", "medianSeconds", "p90Seconds")),
+    "bot-outcomes": ("Bot outcomes per day", ("day",) + GROUPS),
+    "deliveries": ("Webhook deliveries per day", ("day", "attempts", "succeeded", "failed", "retries",
+                                                  "retriesSucceeded")),
+    "campaigns": ("Campaign results", ("campaignId", "name", "status", "startedAt", "sent", "failed", "retrying",
+                                       "optedOut", "replies", "repliers")),
+    "opt-outs": ("Opt-outs per day", ("day", "optedOut", "optedIn")),
+}
+
+
+def _day(text):
+    try:
+        return date.fromisoformat(text) if len(text) == 10 else None
+    except ValueError:
+        return None
+
+
+def parse_range(from_text, to_text, today=None):
+    """(first day, last day) of ?from=&to= (YYYY-MM-DD, UTC, both included); to defaults to today and from to
+    DEFAULT_DAYS days ending at to. Invalid names the field."""
+    today = today or utcnow().date()
+    last = today if to_text is None else _day(to_text)
+    if last is None:
+        raise Invalid("to must be a date as YYYY-MM-DD")
+    first = last - timedelta(days=DEFAULT_DAYS - 1) if from_text is None else _day(from_text)
+    if first is None:
+        raise Invalid("from must be a date as YYYY-MM-DD")
+    if first > last:
+        raise Invalid("from must not be after to")
+    if (last - first).days + 1 > MAX_DAYS:
+        raise Invalid(f"from must be at most {MAX_DAYS} days before to")
+    return first, last
+
+
+def preset_ranges(today=None):
+    """The page's presets: [(days, from, to)] ending today."""
+    today = today or utcnow().date()
+    return [(n, (today - timedelta(days=n - 1)).isoformat(), today.isoformat()) for n in PRESETS]
+
+
+async def account_ids(db, principal_account_id, account_type, scope):
+    """The accounts a report covers: the caller's own, or (scope "subaccounts", agencies only) its sub-accounts."""
+    if scope in (None, "account"):
+        return [principal_account_id]
+    if scope != "subaccounts":
+        raise Invalid("scope must be account or subaccounts")
+    if account_type != "agency":
+        raise Invalid("scope subaccounts is for an agency (the roll-up of its sub-accounts)")
+    return await store.account_ids_of_agency(db, principal_account_id)
+
+
+def _days(first, last):
+    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+
+
+async def build(db, ids, name, first, last, data=None):
+    """One report: {report, title, from, to, columns, rows}; rows are dicts keyed by the columns. data: the
+    summaries read once for several reports (build_all)."""
+    if name not in REPORTS:
+        raise Invalid(f"name must be one of {', '.join(REPORTS)}")
+    title, columns = REPORTS[name]
+    start, end = first.isoformat() + "T00:00:00.000Z", (last + timedelta(days=1)).isoformat() + "T00:00:00.000Z"
+    if name == "opt-outs":
+        changes = await store.opt_out_changes(db, ids, start, end)
+        rows = [{"day": d, "optedOut": changes[d][0], "optedIn": changes[d][1]} for d in _days(first, last)]
+    else:
+        data = data or await store.summaries(db, ids, first.isoformat(), last.isoformat())
+        if name == "campaigns":
+            rows = _campaign_rows(await store.campaigns(db, ids, start, end), data["replies"])
+        else:
+            rows = _ROWS[name](data, _days(first, last))
+    return {"report": name, "title": title, "from": first.isoformat(), "to": last.isoformat(),
+            "columns": list(columns), "rows": rows}
+
+
+async def build_all(db, ids, first, last):
+    """Every report, in REPORTS order, from one read of the summaries."""
+    data = await store.summaries(db, ids, first.isoformat(), last.isoformat())
+    return [await build(db, ids, name, first, last, data) for name in REPORTS]
+
+
+def csv_text(report):
+    """A report's rows as CSV: the columns as header (cells a spreadsheet would run as formulas quoted)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(report["columns"])
+    for row in report["rows"]:
+        writer.writerow([safe_cell(row[c]) for c in report["columns"]])
+    return out.getvalue()
+
+
+def _message_rows(data, days):
+    return [{"day": d, "inbound": data["daily"][d]["messages_in"] if d in data["daily"] else 0,
+             "outbound": data["daily"][d]["messages_out"] if d in data["daily"] else 0} for d in days]
+
+
+def _bot_rows(data, days):
+    return [{"day": d, **{g: data["daily"][d][f"bot_{g}"] if d in data["daily"] else 0 for g in GROUPS}}
+            for d in days]
+
+
+def _delivery_rows(data, days):
+    rows = []
+    for d in days:
+        c = data["daily"].get(d) or {}
+        attempts, ok = c.get("attempts", 0), c.get("attempts_ok", 0)
+        rows.append({"day": d, "attempts": attempts, "succeeded": ok, "failed": attempts - ok,
+                     "retries": c.get("retries", 0), "retriesSucceeded": c.get("retries_ok", 0)})
+    return rows
+
+
+def _response_rows(data, days):
+    """The bot first, then people by name; medians and p90s from the histogram (common/report_buckets.py)."""
+    rows = []
+    for responder, counts in data["responses"].items():
+        name = "Bot" if responder == "bot" else data["users"].get(responder, "a person no longer here")
+        rows.append({"responder": responder, "name": name, "responses": sum(counts.values()),
+                     "medianSeconds": percentile(counts, 0.5), "p90Seconds": percentile(counts, 0.9)})
+    return sorted(rows, key=lambda r: (r["responder"] != "bot", r["name"]))
+
+
+_ROWS = {"messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,
+         "first-response": _response_rows}
+
+
+def _campaign_rows(campaigns, replies):
+    """Campaign counts as the campaign row keeps them; optedOut: recipients skipped because they had opted out.
+    replies/repliers: the replies to it (all days), and the contacts that sent them."""
+    return [{"campaignId": c["id"], "name": c["name"], "status": c["status"], "startedAt": c["started_at"],
+             "sent": c["sent"], "failed": c["failed"], "retrying": c["retrying"], "optedOut": c["skipped"],
+             "replies": replies.get(c["id"], [0, 0])[1], "repliers": replies.get(c["id"], [0, 0])[0]}
+            for c in campaigns]

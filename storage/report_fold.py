@@ -1,0 +1,165 @@
+"""SQL of the Reports' summaries: fold() adds the rows stored since the watermarks into report_daily,
+report_response_buckets and report_campaign_replies and moves the watermarks, in the writer's one
+transaction (a crash leaves both as they were, so nothing is counted twice); summarize_* work out what a
+batch of rows adds, for the fold and for the reports' reading of the not-yet-folded tail alike."""
+import collections
+import json
+from datetime import datetime
+
+from common.ids import first_id_at
+from common.report_buckets import bucket_of, outcome_group
+from storage.db import writes
+
+MESSAGE_COLUMNS = ("id, account_id, contact_id, direction, author, author_user_id, created_at, bot_outcome,"
+                   " campaign_id")
+DAILY_COLUMNS = ("messages_in", "messages_out", "bot_rule", "bot_provider", "bot_handoff", "bot_failed", "bot_other",
+                 "attempts", "attempts_ok", "retries", "retries_ok")
+
+
+class Summary:
+    """What some rows add: daily[(account, day)][column], buckets[(account, day, responder, bucket)],
+    replies[(campaign id, contact id, account)]."""
+
+    def __init__(self):
+        self.daily = collections.defaultdict(collections.Counter)
+        self.buckets = collections.Counter()
+        self.replies = collections.Counter()
+
+
+def _seconds_between(earlier, later):
+    return (datetime.fromisoformat(later.replace("Z", "+00:00"))
+            - datetime.fromisoformat(earlier.replace("Z", "+00:00"))).total_seconds()
+
+
+def first_response_start(cx, account_id, contact_id, reply_id):
+    """When the contact started waiting for this reply: the created_at of its earliest message after the
+    conversation's last outbound one before the reply; None when the reply follows an outbound message (it
+    is not a first response). Two seeks in messages_account_contact."""
+    row = cx.execute("SELECT id FROM messages WHERE account_id = ? AND contact_id = ? AND id < ?"
+                     " AND direction = 'outbound' ORDER BY id DESC LIMIT 1",
+                     (account_id, contact_id, reply_id)).fetchone()
+    first = cx.execute("SELECT created_at FROM messages WHERE account_id = ? AND contact_id = ? AND id > ? AND id < ?"
+                       " ORDER BY id LIMIT 1", (account_id, contact_id, row[0] if row else "", reply_id)).fetchone()
+    return first[0] if first else None
+
+
+def campaign_answered(cx, account_id, contact_id, inbound_id):
+    """The campaign (campaigns.id) whose message to the contact an inbound message answers: the contact's
+    latest campaign message before it, through its recipient row; None if there is none."""
+    row = cx.execute("SELECT r.campaign_id FROM campaign_recipients r WHERE r.message_id = ("
+                     "SELECT m.id FROM messages m WHERE m.account_id = ? AND m.contact_id = ? AND m.author = 'campaign'"
+                     " AND m.id < ? ORDER BY m.id DESC LIMIT 1)", (account_id, contact_id, inbound_id)).fetchone()
+    return row[0] if row else None
+
+
+def summarize_messages(cx, rows, summary):
+    """Add messages (dicts of MESSAGE_COLUMNS) to summary."""
+    for m in rows:
+        account, day = m["account_id"], m["created_at"][:10]
+        daily = summary.daily[(account, day)]
+        if m["direction"] == "inbound":
+            daily["messages_in"] += 1
+            if m["bot_outcome"]:
+                daily["bot_" + outcome_group(json.loads(m["bot_outcome"]).get("outcome"))] += 1
+            if m["campaign_id"]:
+                campaign = campaign_answered(cx, account, m["contact_id"], m["id"])
+                if campaign:
+                    summary.replies[(campaign, m["contact_id"], account)] += 1
+            continue
+        daily["messages_out"] += 1
+        if m["author"] in ("user", "bot"):
+            start = first_response_start(cx, account, m["contact_id"], m["id"])
+            if start is not None:
+                responder = "bot" if m["author"] == "bot" else (m["author_user_id"] or "user")
+                summary.buckets[(account, day, responder,
+                                 bucket_of(max(_seconds_between(start, m["created_at"]), 0)))] += 1
+    return summary
+
+
+ATTEMPT_COLUMNS = "id, account_id, outbox_id, at, error"
+
+
+def summarize_attempts(cx, rows, summary):
+    """Add delivery attempts (dicts of ATTEMPT_COLUMNS) to summary: attempts, successes, and retries (an
+    attempt after its outbox row's first) with their successes."""
+    for a in rows:
+        daily = summary.daily[(a["account_id"], a["at"][:10])]
+        ok = a["error"] is None
+        daily["attempts"] += 1
+        daily["attempts_ok"] += ok
+        earlier = cx.execute("SELECT 1 FROM delivery_attempts WHERE outbox_id = ? AND id < ? LIMIT 1",
+                             (a["outbox_id"], a["id"])).fetchone()
+        if earlier:
+            daily["retries"] += 1
+            daily["retries_ok"] += ok
+    return summary
+
+
+def watermarks(cx):
+    """{'messages': id (every message below it is folded), 'delivery_attempts': int (every attempt up to it)}."""
+    marks = dict(cx.execute("SELECT name, position FROM report_watermarks").fetchall())
+    return {"messages": marks.get("messages", ""), "delivery_attempts": int(marks.get("delivery_attempts", 0))}
+
+
+def _message_cutoff(cx, mark, settled_at, pending_since):
+    """The id the fold stops before: messages made before settled_at (every message with a smaller id has
+    committed by then), and not past a message the bot still owes a decision unless it waited since before
+    pending_since (its outcome is then counted only if it came before the fold)."""
+    cutoff = first_id_at("msg", settled_at)
+    row = cx.execute("SELECT MIN(id) FROM messages WHERE bot_pending = 1 AND id >= ?",
+                     (max(mark, first_id_at("msg", pending_since)),)).fetchone()
+    return min(cutoff, row[0]) if row and row[0] else cutoff
+
+
+@writes
+def fold(cx, settled_at, pending_since, limit):
+    """Fold up to ``limit`` messages and ``limit`` delivery attempts past the watermarks into the summaries
+    and move the watermarks, in this one transaction. Returns how many rows it folded (fewer than 2 * limit:
+    nothing more is due)."""
+    marks, summary = watermarks(cx), Summary()
+    cutoff = _message_cutoff(cx, marks["messages"], settled_at, pending_since)
+    messages = [dict(r) for r in cx.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+        (marks["messages"], cutoff, limit))]
+    summarize_messages(cx, messages, summary)
+    settled = settled_at.strftime("%Y-%m-%dT%H:%M:%S")
+    attempts = []
+    for row in cx.execute(f"SELECT {ATTEMPT_COLUMNS} FROM delivery_attempts WHERE id > ? ORDER BY id LIMIT ?",
+                          (marks["delivery_attempts"], limit)):
+        if row["at"] >= settled:
+            break  # the watermark never passes an attempt left for later
+        attempts.append(dict(row))
+    summarize_attempts(cx, attempts, summary)
+    _apply(cx, summary)
+    if messages:
+        # The next fold starts after the last one folded: ids have one length, so id + "0" sorts right after it.
+        _set_mark(cx, "messages", messages[-1]["id"] + "0" if len(messages) == limit else cutoff)
+    elif cutoff > marks["messages"]:
+        _set_mark(cx, "messages", cutoff)
+    if attempts:
+        _set_mark(cx, "delivery_attempts", str(attempts[-1]["id"]))
+    return len(messages) + len(attempts)
+
+
+def _set_mark(cx, name, position):
+    cx.execute("INSERT INTO report_watermarks (name, position) VALUES (?, ?)"
+               " ON CONFLICT (name) DO UPDATE SET position = excluded.position", (name, position))
+
+
+def _apply(cx, summary):
+    for (account, day), counts in summary.daily.items():
+        columns = [c for c in DAILY_COLUMNS if counts[c]]
+        if not columns:
+            continue
+        cx.execute(f"INSERT INTO report_daily (account_id, day, {', '.join(columns)})"
+                   f" VALUES (?, ?, {', '.join('?' * len(columns))}) ON CONFLICT (account_id, day) DO UPDATE SET "
+                   + ", ".join(f"{c} = report_daily.{c} + excluded.{c}" for c in columns),
+                   (account, day, *[counts[c] for c in columns]))
+    cx.executemany("INSERT INTO report_response_buckets (account_id, day, responder, bucket, responses)"
+                   " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, day, responder, bucket) DO UPDATE SET"
+                   " responses = report_response_buckets.responses + excluded.responses",
+                   [(*key, n) for key, n in summary.buckets.items()])
+    cx.executemany("INSERT INTO report_campaign_replies (campaign_id, contact_id, account_id, replies)"
+                   " VALUES (?, ?, ?, ?) ON CONFLICT (campaign_id, contact_id) DO UPDATE SET"
+                   " replies = report_campaign_replies.replies + excluded.replies",
+                   [(*key, n) for key, n in summary.replies.items()])

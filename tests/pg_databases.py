@@ -27,6 +27,7 @@ def _template_name(server_url):
     global _template
     if _template is None:
         import asyncio
+        import concurrent.futures
 
         from storage.postgres_db import PostgresDatabase
         name = f"parley_template_{os.getpid()}"
@@ -37,7 +38,9 @@ def _template_name(server_url):
         async def migrate():
             db = await PostgresDatabase(with_database(server_url, name), pool_size=1).open()
             await db.close()
-        asyncio.run(migrate())
+        # In a thread of its own: the first caller may be inside a running event loop (Playwright's, a fixture's).
+        with concurrent.futures.ThreadPoolExecutor(1) as executor:
+            executor.submit(asyncio.run, migrate()).result()
         _template = name
     return _template
 

@@ -64,8 +64,19 @@ def clean(text):
 def parroted(reply):
     """Whether a reply is a format's example text rather than an answer."""
     bare = reply.strip().strip(" .:\"'`").lower()
+    if not bare:  # punctuation only ("...") is an example too; nothing at all is merely empty
+        return bool(reply.strip())
     return bare in _PARROTED or bool(_PLACEHOLDER.fullmatch(reply)) or (
         len(bare) >= 12 and bare in FORMAT_INSTRUCTION.lower())
+
+
+def _first_object(text):
+    """The JSON object that starts at the text's first "{", whatever follows it; None when there is none."""
+    start = text.find("{")
+    try:
+        return json.JSONDecoder().raw_decode(text, start)[0] if start >= 0 else None
+    except ValueError:
+        return None
 
 
 def structured(content, mode):
@@ -74,7 +85,9 @@ def structured(content, mode):
     try:
         answer = json.loads(text)
     except ValueError:
-        raise Unstructured(f"not the JSON object asked for: {text[:80]!r}") from None
+        answer = _first_object(content)  # an end-of-turn marker inside the reply cut the text short
+        if answer is None:
+            raise Unstructured(f"not the JSON object asked for: {text[:80]!r}") from None
     if not isinstance(answer, dict) or not isinstance(answer.get("reply", ""), str) \
             or not isinstance(answer.get("handoff", False), bool):
         raise Unstructured('expected {"reply": text, "handoff": true|false}')

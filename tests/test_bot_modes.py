@@ -6,6 +6,7 @@ import pytest
 from services import bot_answer
 from tests.test_bot import bot_replies, configure, provider, say  # noqa: F401 (fixture)
 from tests.test_bot import settings  # noqa: F401 (fixture: private provider addresses allowed)
+from tests.test_bot_ui import account_form, signed_in, stored_bot, ui_account  # noqa: F401 (fixtures)
 
 OLD_PLACEHOLDER = '{"reply": "<your message to the customer>", "handoff": false}'
 
@@ -135,3 +136,22 @@ def test_clean(text, cleaned):
                                            ("Sure, see you Saturday!", False)])
 def test_parroted(reply, copied):
     assert bot_answer.parroted(reply) is copied
+
+
+async def test_the_bot_page_saves_the_mode_refuses_an_unknown_one_and_try_it_shows_the_format(
+        signed_in, api, ui_account, provider):
+    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://127.0.0.1:9/replies"},
+                        key=ui_account["api_key"])
+    assert r.code == 200
+    form = account_form(**{"provider-baseUrl": provider.base_url, "provider-model": "tiny", "provider-mode": "plain"})
+    r = await signed_in.post("/bot/account", form)
+    assert r.code == 303, r.text
+    assert (await stored_bot(api, ui_account))["provider"]["mode"] == "plain"
+    page = await signed_in.get("/bot")
+    assert '<option value="plain" selected>plain</option>' in page.text
+    r = await signed_in.post("/bot/account", {**form, "provider-mode": "xml"})
+    assert r.code == 400 and "bot.provider.mode" in r.text
+    assert (await stored_bot(api, ui_account))["provider"]["mode"] == "plain"
+    provider.script = [("content", "We open at 10.")]
+    r = await signed_in.post("/bot/test", {"body": "when do you open?"})
+    assert r.code == 200 and 'answer format <code class="provider-mode">plain</code>' in r.text

@@ -10,7 +10,7 @@ def routes():
     from handlers import subaccounts
     from handlers import live, openapi
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             credits as ui_credits, inbox, lists as ui_lists, one_time_link, session,
+                             credits as ui_credits, docs as ui_docs, inbox, lists as ui_lists, one_time_link, session,
                              settings as ui_settings)
     return [
         (r"/v1/account", account.AccountHandler),
@@ -43,6 +43,7 @@ def routes():
         (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/bot/test", bot.BotTestHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
+        (r"/docs", ui_docs.DocsHandler),  # the same document, rendered for people
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),

@@ -60,6 +60,8 @@ PAGES = [
     ("campaign-phone", "/campaigns/{spring}", True),
     ("campaign-paused", "/campaigns/{loyalty}", False),
     ("campaign-paused-phone", "/campaigns/{loyalty}", True),
+    ("docs", "/docs", False),
+    ("docs-phone", "/docs", True),
 ]
 FULL_PAGE = {"campaign", "campaign-paused", "contact", "list"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
@@ -284,9 +286,12 @@ def main(argv=None):
             page.goto(parley.base + path.format(**ids))
             if page.locator("#live-status").count():
                 page.wait_for_selector("#live-status[data-state=live]")
+            rendered = page.locator("#redoc").count()  # /docs: Redoc renders the document after loading it
+            if rendered:
+                page.get_by_text("/v1/contacts", exact=True).first.wait_for(state="attached", timeout=60_000)
             page.evaluate("document.querySelector('footer') && document.querySelector('footer').remove()")
             target = args.out / f"{name}.png"
-            page.screenshot(path=str(target), full_page=phone or name in FULL_PAGE)
+            page.screenshot(path=str(target), full_page=(phone or name in FULL_PAGE) and not rendered)
             print(f"{target} ({target.stat().st_size // 1024} KB)")
         browser.close()
     return 0

@@ -13,6 +13,7 @@ needs data, a few lines to seed().
 """
 import argparse
 import base64
+import contextlib
 import os
 import struct
 import sys
@@ -245,6 +246,15 @@ def sign_in(context, parley, email, password):
     return page
 
 
+@contextlib.contextmanager
+def _started(process):
+    """The server, given two minutes to start: its first start on a loaded machine writes a certificate."""
+    try:
+        yield process.start(timeout=120)
+    finally:
+        process.stop()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -256,7 +266,7 @@ def main(argv=None):
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="parley-shots-") as work, \
-            ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False) as parley, \
+            _started(ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False)) as parley, \
             sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium"),
                                              args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"])

@@ -17,6 +17,7 @@ MODULES = [
     "bench.scenarios.bot_matching",
     "bench.scenarios.inbox",
     "bench.scenarios.compare",
+    "bench.scenarios.bot_real_model",
 ]
 
 

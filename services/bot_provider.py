@@ -24,7 +24,9 @@ MODES = ("auto", "json_schema", "json_object", "plain")
 # The response formats each mode tries, in order; auto moves on when the server refuses one (REFUSED).
 FORMATS = {"auto": ("json_schema", "json_object"), "json_schema": ("json_schema",),
            "json_object": ("json_object",), "plain": ()}
-REFUSED = (400, 422)  # a server that does not know a response_format says so with one of these
+# A server that does not know a response_format says so with one of these, or (llama-cpp-python's server) with
+# a 500 whose body names response_format.
+REFUSED = (400, 422)
 RESPONSE_FORMATS = {
     "json_schema": {"type": "json_schema",
                     "json_schema": {"name": "bot_answer", "strict": True, "schema": bot_answer.SCHEMA}},
@@ -106,7 +108,8 @@ async def _call(http, provider, api_key, messages, allow_private, response_forma
     if not 200 <= response.code < 300:
         excerpt = (response.body or b"")[:ERROR_EXCERPT].decode("utf-8", "replace")
         error = f"HTTP {response.code} {response.reason or ''}".rstrip() + (f": {excerpt}" if excerpt else "")
-        if response.code in REFUSED and response_format != "plain":
+        refused = response.code in REFUSED or b"response_format" in (response.body or b"")
+        if refused and response_format != "plain":
             raise _Refused(error)
         raise ProviderError(error)
     return content_of(response.body)

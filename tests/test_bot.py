@@ -57,7 +57,7 @@ class Provider:
                     provider.in_flight -= 1
                 if step[0] == "status":
                     self.set_status(step[1])
-                    self.finish({"error": {"message": "model overloaded"}})
+                    self.finish({"error": {"message": step[2] if len(step) > 2 else "model overloaded"}})
                     return
                 content = step[1] if step[0] == "content" else json.dumps({"reply": step[1], "handoff": step[2]})
                 self.finish({"id": "chatcmpl-1", "object": "chat.completion", "model": "tiny",

@@ -76,6 +76,17 @@ async def test_a_server_that_refuses_json_schema_is_asked_in_json_mode_and_can_s
     assert provider.requests[1]["body"]["response_format"] == {"type": "json_object", "schema": bot_answer.SCHEMA}
 
 
+async def test_a_500_that_names_response_format_is_a_refusal_too(api, account, services, provider):
+    """llama-cpp-python's server (0.3.36) answers json_schema with a 500 carrying the validation error."""
+    key = account["api_key"]
+    await _bot(api, key, provider)
+    provider.script = [("status", 500, "1 validation error: ('body', 'response_format', 'type') Input should be "
+                                       "'text' or 'json_object'"), ("answer", "We open at 10.", False)]
+    outcome = (await say(api, services, key, "When do you open?"))["bot"]
+    assert (outcome["outcome"], outcome["detail"]) == ("provider", "model tiny (json_object)")
+    assert _formats(provider) == ["json_schema", "json_object"]
+
+
 async def test_a_refusal_in_an_explicit_mode_is_a_failure_not_a_guess(api, account, services, provider):
     key = account["api_key"]
     await _bot(api, key, provider, mode="json_schema")

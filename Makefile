@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test test-postgres install clean bench faults chromium screenshots
+.PHONY: run test test-postgres install clean bench faults chromium screenshots test-ai
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
 	@test -x $(CHROMIUM) || ($(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+# The bot on a real small model (issue 22): installs llama-cpp-python[server] (compiles llama.cpp: minutes) and
+# Gemma 3 270M if missing, assembles the model under .cache/models/, and runs the end-to-end tests against
+# llama_cpp.server (tests/test_bot_real_model.py; skipped by `make test`). Idempotent.
+test-ai: $(STAMP) chromium
+	$(BIN)/python scripts/local_model.py install
+	PARLEY_CHROMIUM=$(CHROMIUM) PARLEY_AI_MODEL=$$($(BIN)/python scripts/local_model.py path) \
+	  $(BIN)/python -m pytest -v -s tests/test_bot_real_model.py $(ARGS)
 
 # Benchmarks (bench/README.md): wrk from Debian, py-spy for the profile; ~10 minutes on 2 cores.
 bench: $(STAMP)

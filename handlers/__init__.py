@@ -12,7 +12,7 @@ def routes():
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
-                             conversation_status as ui_conversation_status, credits as ui_credits, inbox,
+                             conversation_status as ui_conversation_status, credits as ui_credits, docs as ui_docs, inbox,
                              lists as ui_lists, one_time_link, reports as ui_reports, session,
                              settings as ui_settings)
     return [
@@ -56,6 +56,7 @@ def routes():
         (r"/v1/conversations/([^/]+)/notes/([^/]+)", notes.NoteHandler),
         (rf"/v1/reports/({reports.NAMES})", reports.ReportHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
+        (r"/docs", ui_docs.DocsHandler),  # the same document, rendered for people
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),

@@ -370,6 +370,9 @@ class BotTestResult(BaseModel):
     detail: str
     handoff: bool = Field(description="True when it would pause the bot for the contact.")
     active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")
+    providerMode: Optional[Literal["json_schema", "json_object", "plain"]] = Field(None, description=(
+        "The response format the AI provider answered in (plain: text, after an unusable structured answer or "
+        "in mode plain); null when it was not asked or failed."))
 
 
 class RetryQueued(BaseModel):

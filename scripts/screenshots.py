@@ -13,6 +13,7 @@ needs data, a few lines to seed().
 """
 import argparse
 import base64
+import contextlib
 import os
 import sqlite3
 import struct
@@ -74,6 +75,8 @@ PAGES = [
     ("audit-phone", "/audit", True),
     ("reports", "/reports", False),
     ("reports-phone", "/reports", True),
+    ("docs", "/docs", False),
+    ("docs-phone", "/docs", True),
 ]
 FULL_PAGE = {"campaign", "campaign-paused", "contact", "list", "thread", "reports"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
@@ -309,6 +312,15 @@ def sign_in(context, parley, email, password):
     return page
 
 
+@contextlib.contextmanager
+def _started(process):
+    """The server, given two minutes to start: its first start on a loaded machine writes a certificate."""
+    try:
+        yield process.start(timeout=120)
+    finally:
+        process.stop()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -320,7 +332,7 @@ def main(argv=None):
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="parley-shots-") as work, \
-            ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False) as parley, \
+            _started(ParleyProcess(Path(work) / "data", "--allow-private-webhooks", http=False)) as parley, \
             sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium"),
                                              args=["--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
@@ -352,9 +364,12 @@ def main(argv=None):
             page.goto(parley.base + path.format(**ids))
             if page.locator("#live-status").count():
                 page.wait_for_selector("#live-status[data-state=live]")
+            rendered = page.locator("#redoc").count()  # /docs: Redoc renders the document after loading it
+            if rendered:
+                page.get_by_text("/v1/contacts", exact=True).first.wait_for(state="attached", timeout=60_000)
             page.evaluate("document.querySelector('footer') && document.querySelector('footer').remove()")
             target = args.out / f"{name}.png"
-            page.screenshot(path=str(target), full_page=phone or name in FULL_PAGE)
+            page.screenshot(path=str(target), full_page=(phone or name in FULL_PAGE) and not rendered)
             print(f"{target} ({target.stat().st_size // 1024} KB)")
         browser.close()
     return 0

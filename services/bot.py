@@ -33,8 +33,9 @@ OUTCOMES = {
     "provider": "answered by the AI provider",
     "fallback": "answered with the fallback: no rule matched and no AI provider is set",
     "handoff": "a handoff keyword, or the AI provider, asked for a person: the bot is paused for the contact",
-    "provider_failed": "the AI provider failed (timeout, HTTP error, malformed answer); the fallback was sent "
-                       "if set (replyId says)",
+    "provider_failed": "the AI provider failed (timeout, HTTP error, no usable answer even in plain text); the "
+                       "fallback was sent if "
+                       "set (replyId says)",
     "no_answer": "no rule matched and there is neither an AI provider nor a fallback",
     "no_credits": "the sub-account's balance is below creditsPerReply: the bot stayed silent",
     "paused": "the bot is paused for this contact (a handoff, or a person's reply)",
@@ -65,6 +66,7 @@ class Decision:
     reply: Optional[str] = None
     handoff: bool = field(default=False)
     handoff_reason: Optional[str] = None  # services/handoff.REASONS, when handoff
+    provider_mode: Optional[str] = None   # the response format the AI provider answered in, when it did
 
     def without_reply(self, outcome, detail):
         """The reply could not go out (Skipped, not sent): the outcome says why; a handoff still happens."""
@@ -166,10 +168,14 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
                 return Decision("provider_failed", f"{exc}; the fallback was sent", reply=fallback)
             return Decision("provider_failed", f"{exc}; no fallback is set")
         if answer.handoff:
-            return Decision("handoff", "the AI provider handed the conversation to a person: the bot is paused "
-                                       "for this contact", reply=answer.reply or handoff.message_for(config),
-                            handoff=True, handoff_reason="provider")
-        return Decision("provider", f"model {provider['model']}", reply=answer.reply)
+            return Decision("handoff", f"the AI provider handed the conversation to a person ({answer.mode}): the "
+                                       "bot is paused for this contact", reply=answer.reply or handoff.message_for(config),
+                            handoff=True, handoff_reason="provider", provider_mode=answer.mode)
+        if answer.unstructured:
+            return Decision("provider", f"unstructured answer: model {provider['model']} answered in plain text "
+                                        f"({answer.unstructured})", reply=answer.reply, provider_mode=answer.mode)
+        return Decision("provider", f"model {provider['model']} ({answer.mode})", reply=answer.reply,
+                        provider_mode=answer.mode)
     if fallback:
         return _cannot_reply(context, "the fallback would have been sent") or Decision(
             "fallback", "no rule matched and no AI provider is set", reply=fallback)
@@ -300,7 +306,8 @@ async def dry_run(services, account_id, *, body, campaign_id=None, contact_id=No
     async with services.bot.slot(account_id):  # the bot's own limits: a dry run may ask the AI provider too
         decision = await decide(services, account_id, context, body, contact_id=contact_id)
     return {"reply": decision.reply, "reason": decision.outcome, "detail": decision.detail,
-            "handoff": decision.handoff, "active": bool(context["config"]["active"])}
+            "handoff": decision.handoff, "active": bool(context["config"]["active"]),
+            "providerMode": decision.provider_mode}
 
 
 def _dry_run_context(cx, account_id, contact_id, campaign_id):

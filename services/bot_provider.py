@@ -1,41 +1,44 @@
-"""The bot's AI provider: one OpenAI-compatible chat-completions call (POST {baseUrl}/chat/completions,
+"""The bot's AI provider: OpenAI-compatible chat-completions calls (POST {baseUrl}/chat/completions,
 bearer key) with the system prompt and the recent conversation, through the SSRF guard.
 
-The answer is structured, never guessed from prose: the request asks for JSON mode
-(response_format {"type": "json_object"}) and the system prompt for one object
-{"reply": "...", "handoff": false}. Anything else (not JSON, no choices, reply not a string, handoff not a
-boolean, nothing to say without a handoff) raises ProviderError, like a timeout, a 4xx/5xx or a
-connection error: the bot then sends the fallback, if set.
+The answer is structured, never guessed from prose: {"reply": "...", "handoff": false}, asked for by the
+provider's `mode` (MODES): json_schema (response_format {"type": "json_schema", ...}), json_object (JSON mode,
+with the schema under "schema" for llama.cpp's servers), or auto: json_schema, then json_object when the
+server refuses a format with 400/422. A structured answer that is not usable (not JSON, parroted example
+text, empty; services/bot_answer.py) is followed by ONE plain-text request, whose text is the reply (no
+handoff). Mode plain asks for text only. A timeout, another 4xx/5xx, a connection error, or a plain answer
+with nothing in it raises ProviderError: the bot then sends the fallback, if set.
 """
 import json
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from tornado.httpclient import HTTPRequest
 from tornado.simple_httpclient import HTTPTimeoutError
 
-from services import netguard
+from services import bot_answer, netguard
+from services.bot_answer import Unstructured
 
 DEFAULT_SYSTEM_PROMPT = ("You answer customers' messages for a business: briefly, politely, in the customer's "
                          "language. Never invent prices, dates or promises you were not given.")
-# Appended to every system prompt: the answer's shape is ours to fix, not the business's.
-ANSWER_FORMAT = ('Answer with one JSON object and nothing else: {"reply": "<your message to the customer>", '
-                 '"handoff": false}. Set "handoff" to true when the customer asks for a person or you cannot '
-                 'help; "reply" may then be a short note for the customer, or "".')
+MODES = ("auto", "json_schema", "json_object", "plain")
+# The response formats each mode tries, in order; auto moves on when the server refuses one (REFUSED).
+FORMATS = {"auto": ("json_schema", "json_object"), "json_schema": ("json_schema",),
+           "json_object": ("json_object",), "plain": ()}
+# A server that does not know a response_format says so with one of these, or (llama-cpp-python's server) with
+# a 500 whose body names response_format.
+REFUSED = (400, 422)
+RESPONSE_FORMATS = {
+    "json_schema": {"type": "json_schema",
+                    "json_schema": {"name": "bot_answer", "strict": True, "schema": bot_answer.SCHEMA}},
+    "json_object": {"type": "json_object", "schema": bot_answer.SCHEMA},
+}
 MAX_ANSWER_BYTES = 256 * 1024   # the provider's whole HTTP answer
-MAX_REPLY_CHARS = 4000          # the reply the bot sends (longer ones are cut)
 ERROR_EXCERPT = 200
 USER_AGENT = "Parley-Bot/1"
 
 
 class ProviderError(Exception):
     """The provider gave no usable answer; the message says why (it is recorded on the inbound message)."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    reply: str        # may be "" with a handoff
-    handoff: bool
 
 
 def conversation(history, max_messages, max_chars):
@@ -53,15 +56,19 @@ def conversation(history, max_messages, max_chars):
     return chosen[::-1]
 
 
-def build_request(provider, api_key, messages, *, allow_private):
-    """The HTTPRequest of one chat-completions call. ProviderError when the base URL is not allowed."""
+def build_request(provider, api_key, messages, *, allow_private, response_format="json_schema"):
+    """The HTTPRequest of one chat-completions call in a response format (RESPONSE_FORMATS, or "plain").
+    ProviderError when the base URL is not allowed."""
     base = provider["baseUrl"].rstrip("/")
     refusal = netguard.scheme_refusal(urlsplit(base), allow_private)
     if refusal:
         raise ProviderError(f"provider URL refused: it {refusal}")
     system = (provider.get("systemPrompt") or "").strip() or DEFAULT_SYSTEM_PROMPT
-    body = {"model": provider["model"], "stream": False, "response_format": {"type": "json_object"},
-            "messages": [{"role": "system", "content": f"{system}\n\n{ANSWER_FORMAT}"}, *messages]}
+    instruction = bot_answer.PLAIN_INSTRUCTION if response_format == "plain" else bot_answer.FORMAT_INSTRUCTION
+    body = {"model": provider["model"], "stream": False,
+            "messages": [{"role": "system", "content": f"{system}\n\n{instruction}"}, *messages]}
+    if response_format != "plain":
+        body["response_format"] = RESPONSE_FORMATS[response_format]
     headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -70,32 +77,26 @@ def build_request(provider, api_key, messages, *, allow_private):
                        follow_redirects=False, connect_timeout=timeout, request_timeout=timeout)
 
 
-def parse_answer(raw):
-    """The Answer in a chat-completions response body (bytes); ProviderError when it has none."""
+def content_of(raw):
+    """The text of a chat-completions response body (bytes); ProviderError when it has none."""
     try:
-        data = json.loads(raw)
-        content = data["choices"][0]["message"]["content"]
+        content = json.loads(raw)["choices"][0]["message"]["content"]
     except (ValueError, TypeError, KeyError, IndexError):
         raise ProviderError("malformed answer: not a chat-completions response with choices[0].message.content")
+    if content is None:  # e.g. a tool call instead of text
+        return ""
     if not isinstance(content, str):
         raise ProviderError("malformed answer: choices[0].message.content is not text")
-    try:
-        answer = json.loads(content)
-    except ValueError:
-        raise ProviderError(f"malformed answer: the content is not the JSON object asked for: {content[:80]!r}")
-    if not isinstance(answer, dict) or not isinstance(answer.get("reply", ""), str) \
-            or not isinstance(answer.get("handoff", False), bool):
-        raise ProviderError('malformed answer: expected {"reply": text, "handoff": true|false}')
-    reply, handoff = answer.get("reply", "").strip(), answer.get("handoff", False)
-    if not reply and not handoff:
-        raise ProviderError("malformed answer: an empty reply without a handoff")
-    return Answer(reply=reply[:MAX_REPLY_CHARS], handoff=handoff)
+    return content
 
 
-async def ask(http, provider, api_key, messages, *, allow_private):
-    """One call: the provider's Answer to the conversation, or ProviderError. http: an AsyncHTTPClient whose
-    resolver is netguard.CheckedResolver (so only checked addresses are connected to)."""
-    request = build_request(provider, api_key, messages, allow_private=allow_private)
+class _Refused(Exception):
+    """The server refused the request's response format (REFUSED): auto tries the next one."""
+
+
+async def _call(http, provider, api_key, messages, allow_private, response_format):
+    """One call: the answer's text, _Refused (a structured format the server would not take), or ProviderError."""
+    request = build_request(provider, api_key, messages, allow_private=allow_private, response_format=response_format)
     try:
         response = await http.fetch(request, raise_error=False)
     except netguard.BlockedAddress as exc:
@@ -106,5 +107,35 @@ async def ask(http, provider, api_key, messages, *, allow_private):
         raise ProviderError(f"connection error: {netguard.describe_connection_error(exc)}") from None
     if not 200 <= response.code < 300:
         excerpt = (response.body or b"")[:ERROR_EXCERPT].decode("utf-8", "replace")
-        raise ProviderError(f"HTTP {response.code} {response.reason or ''}".rstrip() + (f": {excerpt}" if excerpt else ""))
-    return parse_answer(response.body)
+        error = f"HTTP {response.code} {response.reason or ''}".rstrip() + (f": {excerpt}" if excerpt else "")
+        refused = response.code in REFUSED or b"response_format" in (response.body or b"")
+        if refused and response_format != "plain":
+            raise _Refused(error)
+        raise ProviderError(error)
+    return content_of(response.body)
+
+
+async def ask(http, provider, api_key, messages, *, allow_private):
+    """The provider's Answer to the conversation, or ProviderError: the structured formats of the provider's
+    mode in turn (the next when one is refused), then, when the structured answer was not usable, one
+    plain-text request. http: an AsyncHTTPClient whose resolver is netguard.CheckedResolver (so only checked
+    addresses are connected to)."""
+    mode = provider.get("mode") or "auto"
+    formats, why = FORMATS.get(mode, FORMATS["auto"]), ""
+    for index, response_format in enumerate(formats):
+        try:
+            content = await _call(http, provider, api_key, messages, allow_private, response_format)
+        except _Refused as exc:
+            if index + 1 < len(formats):
+                continue
+            raise ProviderError(f"{exc} (response format {response_format})") from None
+        try:
+            return bot_answer.structured(content, response_format)
+        except Unstructured as exc:
+            why = f"{response_format}: {exc}"
+            break
+    answer = bot_answer.plain(await _call(http, provider, api_key, messages, allow_private, "plain"), why)
+    if answer is None:
+        raise ProviderError("malformed answer: " + (f"{why}; the plain-text answer had nothing usable either"
+                                                   if why else "the plain-text answer had nothing usable"))
+    return answer

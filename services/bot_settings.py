@@ -8,7 +8,7 @@ key, and `"bot": null` removes the whole bot. The stored object keeps the provid
 `apiKeyEncrypted`; reads show `apiKeySet` instead.
 """
 import secrets
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 from urllib.parse import urlsplit
 
 import pydantic
@@ -18,6 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
+from services import bot_provider
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
 # size. Checked when the settings are saved, each 400 naming the field.
@@ -87,6 +88,11 @@ class Provider(_Strict):
     apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
     systemPrompt: Optional[str] = Field(None, max_length=MAX_SYSTEM_PROMPT)
     timeoutSeconds: Optional[Annotated[float, Number]] = Field(None, ge=1, le=120, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
+    mode: Optional[Literal[bot_provider.MODES]] = Field(None, description=(
+        "How the answer is asked for (default auto): json_schema, json_object (JSON mode; llama.cpp reads its "
+        "schema), or auto: json_schema, then json_object when the server refuses it. A structured answer that "
+        "is not usable (example text copied, empty) is followed by one plain-text request. plain: text only, "
+        "no handoff by the provider."))
 
     @field_validator("model")
     @classmethod

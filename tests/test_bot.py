@@ -57,7 +57,7 @@ class Provider:
                     provider.in_flight -= 1
                 if step[0] == "status":
                     self.set_status(step[1])
-                    self.finish({"error": {"message": "model overloaded"}})
+                    self.finish({"error": {"message": step[2] if len(step) > 2 else "model overloaded"}})
                     return
                 content = step[1] if step[0] == "content" else json.dumps({"reply": step[1], "handoff": step[2]})
                 self.finish({"id": "chatcmpl-1", "object": "chat.completion", "model": "tiny",
@@ -347,12 +347,12 @@ async def test_the_provider_answers_from_the_system_prompt_and_a_bounded_convers
     for text in ("one " * 10, "price?", "two " * 5, "three", "four " * 3):
         await say(api, services, key, text.strip())
     answered = await say(api, services, key, "Which bike for a child?")
-    assert answered["bot"]["outcome"] == "provider" and answered["bot"]["detail"] == "model tiny"
+    assert answered["bot"]["outcome"] == "provider" and answered["bot"]["detail"] == "model tiny (json_schema)"
     assert bot_replies(services, account_id)[-1]["body"] == "Provider says hi"
     request = provider.requests[-1]
     assert request["headers"]["Authorization"] == "Bearer sk-test"
     body = request["body"]
-    assert body["model"] == "tiny" and body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "tiny" and body["response_format"]["type"] == "json_schema"
     system, *conversation = body["messages"]
     assert system["role"] == "system" and system["content"].startswith("You sell bikes.")
     assert '"handoff"' in system["content"]
@@ -390,9 +390,9 @@ async def test_the_provider_hands_off_by_a_structured_answer(api, account, servi
 @pytest.mark.parametrize("step, error", [
     (("status", 500), "HTTP 500"),
     (("status", 401), "HTTP 401"),
-    (("content", "Sure! Our bikes cost $200."), "malformed answer: the content is not the JSON object asked for"),
-    (("content", '{"reply": 5}'), "malformed answer: expected"),
-    (("content", '{"reply": "", "handoff": false}'), "malformed answer: an empty reply"),
+    (("status", 422), "HTTP 422"),  # json_schema refused, then json_object refused too
+    (("content", "{}"), "malformed answer: json_schema: an empty reply without a handoff; the plain-text answer "
+                        "had nothing usable either"),
     ("hang", "timeout: no answer within 1 s"),
 ])
 async def test_a_provider_failure_sends_the_fallback_and_is_recorded(api, account, services, provider, step, error):
@@ -401,13 +401,15 @@ async def test_a_provider_failure_sends_the_fallback_and_is_recorded(api, accoun
     key, account_id = account["api_key"], account["account_id"]
     await configure(api, key, {"active": True, "fallback": "A person will answer soon.", "provider": {
         "baseUrl": provider.base_url, "model": "tiny", "timeoutSeconds": 1}})
-    provider.script = [step]
+    # Each step is the answer to the structured request and to the one that follows it (the next format, or
+    # the plain-text request).
+    provider.script = [step, step]
     outcome = (await say(api, services, key, "hello"))["bot"]
     assert outcome["outcome"] == "provider_failed" and outcome["detail"].startswith(error), outcome
     assert outcome["detail"].endswith("; the fallback was sent")
     assert bot_replies(services, account_id)[-1]["body"] == "A person will answer soon."
     await configure(api, key, {"fallback": None})
-    provider.script = [step]
+    provider.script = [step, step]
     outcome = (await say(api, services, key, "hello"))["bot"]
     assert (outcome["outcome"], outcome["replyId"]) == ("provider_failed", None)
     assert len(bot_replies(services, account_id)) == 1
@@ -464,7 +466,7 @@ async def test_the_dry_run_answers_like_a_message_and_changes_nothing(api, agenc
 
     assert await dry(body="the price?") == {"reply": "Plans start at $10.", "reason": "rule",
                                             "detail": 'keyword "price" of rules[0]', "handoff": False,
-                                            "active": False}
+                                            "active": False, "providerMode": None}
     assert (await dry(body="the price?", campaignId="spring"))["reply"] == "$5"
     assert (await dry(body="the price?", firstMessage=True))["reason"] == "greeting"
     assert (await dry(body="get me a human"))["reason"] == "handoff"
@@ -495,7 +497,7 @@ async def test_the_dry_run_refuses_unknown_and_foreign_contacts(api, account, ot
     r = await api.post("/v1/bot/test", {"body": "   "}, key=key)
     assert r.code == 400 and r.json["error"]["message"] == "body cannot be empty"
     r = await api.post("/v1/bot/test", {"body": "hi"}, key=key)  # no bot configured: nothing to say
-    assert r.json == {"reply": None, "reason": "no_answer", "handoff": False, "active": False,
+    assert r.json == {"reply": None, "reason": "no_answer", "handoff": False, "active": False, "providerMode": None,
                       "detail": "no rule matched, and neither an AI provider nor a fallback is set"}
 
 

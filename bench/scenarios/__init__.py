@@ -20,6 +20,7 @@ MODULES = [
     "bench.scenarios.compare",
     "bench.scenarios.postgres",
     "bench.scenarios.reports",
+    "bench.scenarios.bot_real_model",
 ]
 
 

@@ -5,7 +5,7 @@ from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
 from handlers.base import UiHandler
-from services import accounts, bot, bot_settings, credits, handoff
+from services import accounts, bot, bot_provider, bot_settings, credits, handoff
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)
 OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply")
@@ -56,7 +56,7 @@ class BotPage(UiHandler):
             campaigns[campaign_id] = override
         self.render("bot.html", status=status, config=config, campaigns=campaigns,
                     account_type=account["type"], price=await credits.price_per_reply(self.services.db, self.account_id),
-                    blank_rows=BLANK_RULE_ROWS, result=result, handoff_default=handoff.DEFAULT_MESSAGE,
+                    blank_rows=BLANK_RULE_ROWS, result=result, modes=bot_provider.MODES, handoff_default=handoff.DEFAULT_MESSAGE,
                     trial=trial or {}, flashes=[{"kind": "error", "text": error}] if error else [])
 
     def parse_config(self, overridable=False):
@@ -81,6 +81,7 @@ class BotPage(UiHandler):
         config["rules"] = rules
         provider = {name: _text(self.field(f"provider-{name}")) for name in ("baseUrl", "model", "systemPrompt")}
         provider["timeoutSeconds"] = _number(self.field("provider-timeoutSeconds"))
+        provider["mode"] = _text(self.field("provider-mode"))  # empty: auto (a campaign: the account's)
         key = self.field("provider-apiKey").strip()
         if key:
             provider["apiKey"] = key

@@ -1,0 +1,36 @@
+"""/docs (issue 22 §3): the OpenAPI document rendered for people by the vendored Redoc, served from /static
+with its licence, no CDN, under the site's CSP (only the style and worker sources Redoc needs added)."""
+import pytest
+
+from tests.parley_process import ParleyProcess
+from tests.test_ui import chromium, open_page  # noqa: F401 (fixtures)
+
+
+@pytest.fixture(scope="module")
+def parley(tmp_path_factory):
+    process = ParleyProcess(tmp_path_factory.mktemp("docs") / "data")
+    try:
+        yield process.start(timeout=120)  # a loaded machine: the server's first start writes its certificate
+    finally:
+        process.stop()
+
+
+def test_docs_renders_the_routes_with_no_csp_violation_and_nothing_from_elsewhere(chromium, parley):
+    context, page = open_page(chromium)
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    try:
+        response = page.goto(parley.base + "/docs")
+        csp = response.headers["content-security-policy"]
+        assert "default-src 'self'" in csp and "unsafe-eval" not in csp and "script-src" not in csp
+        page.get_by_text("/v1/contacts", exact=True).first.wait_for(state="attached", timeout=60_000)
+        assert page.locator("h1").first.inner_text()  # the document's title, rendered
+        assert page.console_errors == []  # a CSP violation (or a missing file) would be one
+        assert requests and all(url.startswith(parley.base) or url.startswith(("blob:", "data:")) for url in requests)
+        # The footer of every page links to it; the renderer's licence is served beside it.
+        page.goto(parley.base + "/login")
+        assert page.get_attribute("footer a", "href") == "/docs"
+        licence = page.request.get(parley.base + "/static/vendor/redoc/LICENSE")
+        assert licence.ok and "MIT License" in licence.text()
+    finally:
+        context.close()

@@ -2,7 +2,9 @@
 actions, and its recipients (JSON pages, or the whole list as CSV)."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import CSV, Operation
-from handlers.schemas import Campaign, CampaignAction, CampaignCreate, CampaignPage, PageQuery, RecipientCsvQuery, RecipientPage, RecipientQuery
+from handlers.campaign_schemas import (Campaign, CampaignAction, CampaignCreate, CampaignPage, RecipientCsvQuery,
+                                      RecipientPage, RecipientQuery)
+from handlers.schemas import PageQuery
 from services import campaigns
 
 _NOT_FOUND = {404: "No such campaign (NOT_FOUND)."}

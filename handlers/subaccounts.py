@@ -2,8 +2,9 @@
 auto-recharge on sub-accounts, and their credit history (DESIGN §3 "Sub-accounts")."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import (CreditGrant, CreditGrantResult, CreditTransactionPage, PageQuery, SubAccount,
-                              SubAccountCreate, SubAccountCreated, SubAccountPage, SubAccountPatch)
+from handlers.schemas import PageQuery
+from handlers.subaccount_schemas import (CreditGrant, CreditGrantResult, CreditTransactionPage, SubAccount,
+                                         SubAccountCreate, SubAccountCreated, SubAccountPage, SubAccountPatch)
 from services import credits, subaccounts
 
 FORBIDDEN = "The key is not an agency's (FORBIDDEN)."

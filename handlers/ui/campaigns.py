@@ -12,7 +12,7 @@ from common.ids import new_id
 from common.validation import validation_message
 from handlers.base import UiHandler
 from handlers.campaigns import send_recipients_csv
-from handlers.schemas import CampaignCreate
+from handlers.campaign_schemas import CampaignCreate
 from services import campaigns, idempotency, inbox, lists
 
 PAGE_SIZE = 50

@@ -1,6 +1,6 @@
 """GET /ws: the admin UI's live events over a WebSocket (Tornado's own), for the signed-in account only.
 
-The handshake needs the session cookie (handlers.base.session_user, 401 without one) and an Origin that is
+The handshake needs the session cookie (handlers.ui_base.session_user, 401 without one) and an Origin that is
 this site's (403 otherwise: a page elsewhere cannot ride the cookie), and ?after=<event id> (the id the page
 was rendered at, or the last one it received; 400 without it). services/live.py's docstring has the frames."""
 import json
@@ -9,7 +9,9 @@ from urllib.parse import urlsplit
 import tornado.web
 import tornado.websocket
 
-from handlers.base import CODES, SECURITY_HEADERS, session_key, session_user
+from handlers.base import CODES, SECURITY_HEADERS
+from handlers.ui_base import session_user
+from handlers.ui_base import session_key
 from services.presence import viewing_message
 
 

@@ -8,7 +8,8 @@ import tornado.web
 import tornado.websocket
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
-from handlers.base import ApiHandler, CustomChannelHandler, UiHandler
+from handlers.base import ApiHandler, CustomChannelHandler
+from handlers.ui_base import UiHandler
 from handlers.schemas import ChannelError, ErrorBody
 from services import idempotency
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from handlers import routes
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import users
 from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
 from tests.test_users import accept, invite

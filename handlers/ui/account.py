@@ -2,7 +2,7 @@
 their password form is here."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import accounts
 
 

@@ -4,7 +4,7 @@ from tornado.web import authenticated
 
 from common.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from common.ids import new_id
-from handlers.base import UiHandler, view_as_id
+from handlers.ui_base import UiHandler, view_as_id
 from services import credits, sessions, subaccounts
 
 

@@ -1,7 +1,7 @@
 """The Audit page: who changed settings, keys, users, credits or erased a contact (owners and admins)."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import audit
 
 

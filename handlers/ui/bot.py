@@ -4,7 +4,7 @@ through the same services as PATCH /v1/account/settings."""
 from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import accounts, bot, bot_provider, bot_settings, credits, handoff
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)

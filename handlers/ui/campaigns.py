@@ -10,7 +10,7 @@ from tornado.web import authenticated
 from common.errors import Conflict, DomainError, IdempotencyKeyReused, Invalid
 from common.ids import new_id
 from common.validation import validation_message
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from handlers.campaigns import send_recipients_csv
 from handlers.campaign_schemas import CampaignCreate
 from services import campaigns, idempotency, inbox, lists

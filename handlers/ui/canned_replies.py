@@ -5,7 +5,7 @@ import json
 from tornado.web import authenticated
 
 from common.errors import Conflict, Invalid
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import canned_replies
 
 

@@ -7,7 +7,8 @@ import tornado.web
 from tornado.web import authenticated
 
 from common.errors import Conflict, Forbidden, Invalid, NotFound, RateLimited, Unavailable
-from handlers.base import BaseHandler, UiHandler
+from handlers.base import BaseHandler
+from handlers.ui_base import UiHandler
 from handlers.bodies import FileBody
 from services import contact_import, lists, regions
 from services.csv_import import FIELDS

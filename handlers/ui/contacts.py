@@ -4,7 +4,7 @@ and in by hand, its conversation), and erasing a contact after a confirm step. T
 from tornado.web import authenticated
 
 from common.errors import Conflict, Invalid
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import contacts, erasure, lists
 
 PAGE_SIZE = 50

@@ -3,7 +3,7 @@ fragment GET for the live refresh) and on the conversations ticked in the list (
 from tornado.web import authenticated
 
 from common.errors import Invalid
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from handlers.ui.session import safe_next
 from services import conversation_status, inbox
 

@@ -3,7 +3,7 @@ have no such page (404). The balance in the navigation and the low-credit banner
 (UiHandler.prepare loads them)."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import subaccounts
 from common.errors import NotFound
 

@@ -1,6 +1,6 @@
 """The API reference for people (/docs): the OpenAPI document (GET /v1/openapi.json) rendered in the browser by
 Redoc, vendored under static/vendor/redoc/ with its licence (no CDN). No sign-in: the document is public."""
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 
 
 class DocsHandler(UiHandler):

@@ -3,7 +3,7 @@ mark read, resume bot). Pages carry the live event id they were rendered at (sta
 the fragments below are what their scripts fetch when an event arrives."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from handlers.ui.conversation_status import state_context
 from services import campaigns, conversation_status, inbox
 

@@ -4,7 +4,7 @@ services do the work."""
 from tornado.web import authenticated
 
 from common.errors import Conflict, Invalid, NotFound
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import contacts, lists
 
 PAGE_SIZE = 50

@@ -2,7 +2,7 @@
 when note.created arrives), delete one (its author or an admin)."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import notes
 
 

@@ -4,7 +4,7 @@ from markupsafe import Markup
 from tornado.web import authenticated
 
 from common.errors import Invalid
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import report_charts, reports
 
 

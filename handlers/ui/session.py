@@ -1,7 +1,7 @@
 """Sign in, sign out, and the home page redirect."""
 import re
 
-from handlers.base import UiHandler, session_key
+from handlers.ui_base import UiHandler, session_key
 from services import accounts
 
 WRONG_LOGIN = "Wrong email or password."

@@ -2,7 +2,7 @@
 the webhook signing secret and the password. The same services as the API and the CLI do the work."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler, session_key
+from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
 from services import accounts, users, webhook_ping
 from common.errors import Conflict, Invalid

@@ -2,7 +2,7 @@
 answer), change a user's role, deactivate and reactivate. The same service as /v1/users does the work."""
 from tornado.web import authenticated
 
-from handlers.base import UiHandler
+from handlers.ui_base import UiHandler
 from services import users
 from common.errors import DomainError
 

@@ -21,6 +21,7 @@ CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
 FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description"}
 LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
+CONVERSATION, CANNED = "{conversation}", "{canned}"
 
 BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
     ("PATCH", "/v1/account/settings"): {
@@ -54,6 +55,13 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("PATCH", "/v1/lists/{listId}"): {"name": "Renamed"},
     ("POST", "/v1/users"): {"email": "sam@example.com", "name": "Sam", "role": "agent"},
     ("PATCH", "/v1/users/{userId}"): {"name": "Sam K.", "role": "agent"},
+    ("POST", "/v1/conversations/bulk"): {"conversationIds": [CONVERSATION], "status": "resolved",
+                                         "assigneeUserId": USER},
+    ("PATCH", "/v1/conversations/{conversationId}"): {"status": "snoozed", "snoozedUntil": "2030-01-01T00:00:00Z",
+                                                      "assigneeUserId": USER},
+    ("POST", "/v1/canned-replies"): {"code": "thanks", "body": "Thanks {{firstName}}!\n\tBye"},
+    ("PATCH", "/v1/canned-replies/{cannedReplyId}"): {"code": "hours", "body": "9 to 5\n\tdaily"},
+    ("POST", "/v1/conversations/{contactId}/notes"): {"body": "Called back.\n\tWaiting."},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
@@ -107,7 +115,13 @@ def world(io_loop, api, account, agency, sub):
         contact = await api.post("/v1/contacts", {"email": "existing@example.com"}, key=account["api_key"])
         lst = await api.post("/v1/lists", {"name": "Existing"}, key=account["api_key"])
         user = await api.post("/v1/users", {"email": "member@example.com", "role": "agent"}, key=account["api_key"])
-        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"]}
+        inbound = await api.post("/v1/incoming_custom_channel_message", {"customData": {
+            "messageSid": "SM-world", "fromId": "+14155550100", "toId": "shop", "body": "Hello"}},
+            key=account["api_key"])
+        conversation = (await api.get(f"/v1/messages/{inbound.json['messageId']}", key=account["api_key"])).json
+        canned = await api.post("/v1/canned-replies", {"code": "existing", "body": "Hi"}, key=account["api_key"])
+        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"],
+                CONVERSATION: conversation["contactId"], CANNED: canned.json["id"]}
     return io_loop.run_sync(make)
 
 
@@ -122,7 +136,8 @@ def call_args(method, path, world, account, agency, sub):
     path = ALIASES.get(path, path)
     key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
     url = (path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
-           .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER]))
+           .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER])
+           .replace("{conversationId}", world[CONVERSATION]).replace("{cannedReplyId}", world[CANNED]))
     body = BASELINES.get((method, path))
     return url, key, None if body is None else fill(body, world)
 

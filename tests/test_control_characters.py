@@ -20,7 +20,7 @@ from tests import db_direct
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
 FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description"}
-LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
+LIST, CONTACT, SUB, USER, CONVERSATION, CANNED = "{list}", "{contact}", "{sub}", "{user}", "{conversation}", "{canned}"
 
 BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
     ("PATCH", "/v1/account/settings"): {
@@ -54,6 +54,11 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("PATCH", "/v1/lists/{listId}"): {"name": "Renamed"},
     ("POST", "/v1/users"): {"email": "sam@example.com", "name": "Sam", "role": "agent"},
     ("PATCH", "/v1/users/{userId}"): {"name": "Sam K.", "role": "agent"},
+    ("PATCH", "/v1/conversations/{conversationId}"): {"status": "pending"},
+    ("POST", "/v1/conversations/bulk"): {"conversationIds": [CONVERSATION], "status": "resolved"},
+    ("POST", "/v1/canned-replies"): {"code": "hours", "body": "Open 9-18.\n\tMonday to Saturday"},
+    ("PATCH", "/v1/canned-replies/{cannedReplyId}"): {"code": "thanks-again", "body": "Thank you!\n\tBye"},
+    ("POST", "/v1/conversations/{contactId}/notes"): {"body": "Called her back.\n\tWaiting."},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
@@ -107,7 +112,15 @@ def world(io_loop, api, account, agency, sub):
         contact = await api.post("/v1/contacts", {"email": "existing@example.com"}, key=account["api_key"])
         lst = await api.post("/v1/lists", {"name": "Existing"}, key=account["api_key"])
         user = await api.post("/v1/users", {"email": "member@example.com", "role": "agent"}, key=account["api_key"])
-        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"]}
+        r = await api.post("/v1/incoming_custom_channel_message", {"customData": {
+            "messageSid": "SM-world", "fromId": "+14155550100", "toId": "shop", "body": "Hello"}},
+            key=account["api_key"])
+        assert r.code == 200, r.body
+        conversation = (await api.get("/v1/contacts?phoneNumber=%2B14155550100", key=account["api_key"])).json
+        canned = await api.post("/v1/canned-replies", {"code": "thanks", "body": "Thanks!"}, key=account["api_key"])
+        assert canned.code == 201, canned.body
+        return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"],
+                CONVERSATION: conversation["id"], CANNED: canned.json["id"]}
     return io_loop.run_sync(make)
 
 
@@ -122,7 +135,8 @@ def call_args(method, path, world, account, agency, sub):
     path = ALIASES.get(path, path)
     key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
     url = (path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
-           .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER]))
+           .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER])
+           .replace("{conversationId}", world[CONVERSATION]).replace("{cannedReplyId}", world[CANNED]))
     body = BASELINES.get((method, path))
     return url, key, None if body is None else fill(body, world)
 

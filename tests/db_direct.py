@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from storage.db import connect_sync, is_postgres_url
+from tests import pg_databases
 
 try:
     import psycopg
@@ -23,7 +24,22 @@ def database_url(target=None):
         return target
     settings = getattr(target, "settings", target)
     url = getattr(settings, "database_url", None)
-    return url if url is not None else os.environ.get("PARLEY_DATABASE_URL", "")
+    if url is not None:
+        return url
+    data_dir = _data_dir(target)
+    if data_dir is not None and os.environ.get(pg_databases.SERVER_URL_VARIABLE):
+        return pg_databases.env_for(data_dir)["PARLEY_DATABASE_URL"]
+    return os.environ.get("PARLEY_DATABASE_URL", "")
+
+
+def _data_dir(target):
+    """The data directory of a ParleyProcess or of an SQLite file's path: on PostgreSQL, the one database its
+    server processes and CLI runs use (tests/pg_databases.py)."""
+    if hasattr(target, "data_dir"):
+        return Path(target.data_dir)
+    if isinstance(target, Path):
+        return target.parent
+    return None
 
 
 def sqlite_path(target):
@@ -109,5 +125,19 @@ def dump_text(target):
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")]
         return "\n".join(f"{table}: {tuple(row)!r}" for table in tables
                          for row in cx.execute(f'SELECT * FROM "{table}"'))
+    finally:
+        cx.close()
+
+
+def tables_as_json(target):
+    """PostgreSQL: {table: every row of it as JSON text, one a line} for every table of the database (for tests
+    that prove some text is stored nowhere)."""
+    cx = connect(target)
+    try:
+        tables = [row[0] for row in cx.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+            " AND table_type = 'BASE TABLE'")]
+        return {table: "\n".join(row[0] for row in cx.execute(f'SELECT row_to_json(t)::text FROM "{table}" t'))
+                for table in tables}
     finally:
         cx.close()

@@ -2,7 +2,8 @@
 for the team-inbox tests, in-process (add_user) and against a running server's file (add_user_to_file)."""
 from common.ids import new_id, now_iso
 from services.keys import hash_password
-from storage.db import connect_sync, writes
+from storage.db import writes
+from tests import db_direct
 
 
 @writes
@@ -19,7 +20,8 @@ async def add_user(services, account_id, email, password="correct horse battery 
 
 
 def add_user_to_file(db_path, account_id, email, password):
-    cx = connect_sync(db_path)
+    """db_path: a running server's SQLite file (on PostgreSQL: its data directory's database)."""
+    cx = db_direct.connect(db_path)
     try:
         cx.execute("BEGIN IMMEDIATE")
         user_id = _insert_user.sync(cx, account_id, email, hash_password(password))

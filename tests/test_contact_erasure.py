@@ -6,10 +6,13 @@ key learns nothing. In the UI: tests/test_contact_erasure_ui.py."""
 import base64
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from common.ids import now_iso
 from storage import bot_state
 from storage import campaigns as campaign_store
 from storage.db import reads
+from tests import db_direct
 
 HOOK = "http://127.0.0.1:9/hook"  # nothing listens: deliveries stay pending (then failed), with their payloads
 PERSON = {"firstName": "Zebulonius", "lastName": "Quarterflashby", "phone": "+14155559876",
@@ -82,18 +85,37 @@ def _raw_bytes(settings):
     return {str(p): p.read_bytes() for p in files if p.exists()}
 
 
+def _tables_text(settings):
+    """PostgreSQL's counterpart: every row of every table as JSON text (what a dump would show), and the media
+    files as bytes."""
+    blobs = {f"table {name}": text.encode() for name, text in db_direct.tables_as_json(settings).items()}
+    media = sorted((settings.data_dir / "media").iterdir()) if (settings.data_dir / "media").exists() else []
+    return {**blobs, **{str(p): p.read_bytes() for p in media}}
+
+
 def _found(blobs, needle):
     return [path for path, blob in blobs.items() if needle.encode() in blob]
 
 
+@pytest.mark.sqlite_only("searches the bytes of the SQLite file and its WAL (PostgreSQL: the test below)")
 async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_media(api, services, settings,
                                                                                         account):
+    await _erase_and_search(api, services, settings, account, _raw_bytes)
+
+
+@pytest.mark.postgres_only
+async def test_erasure_leaves_none_of_the_person_in_any_tables_text_or_the_media(api, services, settings, account):
+    await _erase_and_search(api, services, settings, account, _tables_text)
+
+
+async def _erase_and_search(api, services, settings, account, snapshot):
+    """Erase a person whose data is everywhere; snapshot(settings) -> {where: bytes} must hold none of it after."""
     key, account_id = account["api_key"], account["account_id"]
     contact_id, lst = await _person_with_everything(api, services, key, account_id)
     control = await _control(api, key)
     strings = [PERSON["firstName"], PERSON["lastName"], PERSON["phone"], PERSON["email"], RENAMED, TEXT_IN,
                TEXT_OUT, MEDIA.decode().strip(), NOTE]
-    before = _raw_bytes(settings)
+    before = snapshot(settings)
     assert all(_found(before, s) for s in strings), [s for s in strings if not _found(before, s)]
 
     r = await api.delete(f"/v1/contacts/{contact_id}", key=key, headers={"Idempotency-Key": "erase-person"})
@@ -106,7 +128,7 @@ async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_
     # a list remembers only "added", which names nobody).
     assert removed["webhooks"] == 4 and removed["idempotencyAnswers"] == 3
 
-    after = _raw_bytes(settings)
+    after = snapshot(settings)
     assert {s: _found(after, s) for s in strings} == {s: [] for s in strings}
     # The search can find what is there: the other contact is untouched, and so is the list (its count moved).
     assert _found(after, CONTROL["email"]) and _found(after, CONTROL_TEXT)
@@ -163,8 +185,8 @@ async def test_campaign_totals_and_credit_history_stay_and_the_recipient_is_anon
     assert r.code == 200 and r.json["removed"]["campaignRecipientsAnonymised"] == 1
     after = (await api.get(f"/v1/campaigns/{campaign['id']}", key=key)).json
     assert after["counts"] == before["counts"] and after["counts"]["total"] == 2
-    ids = await _value(services.db, "SELECT group_concat(contact_id) FROM campaign_recipients WHERE campaign_id = ?",
-                       campaign["id"])
+    ids = " ".join(row["contact_id"] for row in db_direct.rows(
+        services, "SELECT contact_id FROM campaign_recipients WHERE campaign_id = ?", campaign["id"]))
     assert person["id"] not in ids and other["id"] in ids and "erased_" in ids
     assert await _value(services.db, "SELECT COUNT(*) FROM credit_transactions WHERE account_id = ?",
                         sub["account_id"]) == 1

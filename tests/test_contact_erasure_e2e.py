@@ -1,11 +1,13 @@
 """Issue 21, erasure end to end: the real server.py over HTTPS, driven by Debian's Chromium. An owner erases a
 contact from its contact page (the confirm step refuses a wrong phone first) while an inbox page is open in
 a second browser context: the conversation leaves that inbox live, and afterwards neither the database file,
-its WAL nor the media directory holds a byte of the person (the raw bytes are searched)."""
+its WAL nor the media directory holds a byte of the person (the raw bytes are searched; on PostgreSQL
+every table's rows as JSON text)."""
 import base64
 
 import pytest
 
+from tests import db_direct
 from tests.parley_process import ParleyProcess
 from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (fixtures)
 
@@ -32,9 +34,12 @@ def pages(chromium):
 
 
 def _raw(parley):
-    files = [parley.data_dir / "parley.db", parley.data_dir / "parley.db-wal"]
+    """The database (SQLite: the file and its WAL, as bytes; PostgreSQL: every table's rows as JSON text) and
+    the media files."""
+    files = [parley.data_dir / "parley.db", parley.data_dir / "parley.db-wal"] if db_direct.on_sqlite(parley) else []
     files += sorted((parley.data_dir / "media").iterdir()) if (parley.data_dir / "media").exists() else []
-    return b"".join(p.read_bytes() for p in files if p.exists())
+    tables = "" if db_direct.on_sqlite(parley) else "\n".join(db_direct.tables_as_json(parley).values())
+    return tables.encode() + b"".join(p.read_bytes() for p in files if p.exists())
 
 
 def test_an_owner_erases_a_contact_from_its_page_and_it_leaves_the_open_inbox(pages, parley):

@@ -12,7 +12,7 @@ import pytest
 from common.report_buckets import bucket_of, bucket_value, outcome_group
 from services.reports_worker import SETTLE, ReportsWorker
 from storage import report_fold
-from storage.db import connect_sync
+from tests import db_direct
 from tests.report_seed import seed_history
 from tests.test_ui import PASSWORD, FormClient  # noqa: F401
 from services import accounts
@@ -107,7 +107,7 @@ def expected(cx, account_ids, first, last):
 def seeded(io_loop, services, make_account):
     """Two accounts with histories (the second one's must never show in the first's reports)."""
     mine, theirs = make_account(), make_account()
-    cx = connect_sync(services.settings.db_path)
+    cx = db_direct.connect(services)
     first = seed_history(cx, mine["account_id"], days=DAYS, seed=1)
     seed_history(cx, theirs["account_id"], days=DAYS, seed=2)
     yield {"mine": mine, "theirs": theirs, "first": first.date(), "last": (first + timedelta(days=DAYS - 1)).date(),
@@ -213,7 +213,7 @@ async def test_a_bad_range_is_400_naming_the_field(api, account, query, field):
 async def test_the_page_draws_every_chart_and_its_csv_has_the_api_numbers(services, api, http_server_client):
     owner = await accounts.create_account(services.db, services.box, services.keys, name="Shop",
                                           email="shop@reports.example", password=PASSWORD)
-    cx = connect_sync(services.settings.db_path)
+    cx = db_direct.connect(services)
     first = seed_history(cx, owner["account_id"], days=DAYS).date()
     last = first + timedelta(days=DAYS - 1)
     client = FormClient(http_server_client)

@@ -1,9 +1,9 @@
 """Users and roles (issue 21): invite through a one-time link, change role, name and active over the API
 and on the Users page; deactivating ends the user's sessions at once; the account keeps an active owner;
 another account's key sees and changes nothing."""
-import sqlite3
 
 from storage.db import migrate
+from tests import db_direct
 from tests.test_migrations_money_state import database_before
 
 from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
@@ -61,8 +61,7 @@ async def test_bad_input_names_the_field_and_changes_nothing(api, ui_account, se
     for body, field in (({"role": "boss"}, "role"), ({"active": "no"}, "active"), ({}, "")):
         r = await api.patch(f"/v1/users/{user['id']}", body, key=key)
         assert r.code == 400 and field in r.json["error"]["message"], r.body
-    count = sqlite3.connect(services.db.path).execute("SELECT COUNT(*) FROM users").fetchone()[0]
-    assert count == 2
+    assert db_direct.value(services, "SELECT COUNT(*) FROM users") == 2
 
 
 async def test_the_last_active_owner_cannot_be_demoted_or_deactivated(api, ui_account):

@@ -57,6 +57,15 @@ class Claim:
             if row is None or row["request_hash"] != claim["fingerprint"]:
                 raise
             self.replayed, result = row["created_at"] != claim["now"], json.loads(row["result"])
+        except Exception:
+            # The write failed (e.g. PostgreSQL: a unique index it waited on, or a check that saw the row) because
+            # a concurrent request with this key committed the same write first: its answer is ours.
+            row = await db.read(remembered, claim["account_id"], claim["key"], claim["not_before"])
+            if row is None:
+                raise
+            if row["request_hash"] != claim["fingerprint"]:
+                raise IdempotencyKeyReused(REUSED) from None
+            self.replayed, result = True, json.loads(row["result"])
         return result
 
 

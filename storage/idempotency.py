@@ -43,20 +43,22 @@ class Claim:
                  "now": iso(now), "not_before": iso(now - WINDOW)}
         try:
             self.replayed, result = await db.write(run_claimed, claim, *function_reference(fn), args, kwargs)
-        except ClaimTaken:
-            # A concurrent request with this key committed first (ours rolled back): its answer is ours.
-            row = await db.read(remembered, claim["account_id"], claim["key"], claim["not_before"])
-            if row is None:
-                raise
-            if row["request_hash"] != claim["fingerprint"]:
-                raise IdempotencyKeyReused(REUSED) from None
-            self.replayed, result = True, json.loads(row["result"])
         except StoredResultLost:
             # The transaction committed but its answer was lost: the key's row holds the result.
             row = await db.read(remembered, claim["account_id"], claim["key"], claim["not_before"])
             if row is None or row["request_hash"] != claim["fingerprint"]:
                 raise
             self.replayed, result = row["created_at"] != claim["now"], json.loads(row["result"])
+        except Exception:
+            # A concurrent request with this key committed first (ours rolled back): its answer is ours. Whether
+            # our insert of the key lost (ClaimTaken) or, on PostgreSQL, the write itself failed on what that
+            # request stored (a unique index it waited on, a check that saw the row).
+            row = await db.read(remembered, claim["account_id"], claim["key"], claim["not_before"])
+            if row is None:
+                raise
+            if row["request_hash"] != claim["fingerprint"]:
+                raise IdempotencyKeyReused(REUSED) from None
+            self.replayed, result = True, json.loads(row["result"])
         return result
 
 

@@ -180,8 +180,9 @@ async def _counts_from_messages(services, account_id):
     """What the conversations table must say, recomputed from the messages (unread: inbound since the read mark)."""
     def compute(cx):
         return {row[0]: (row[1], row[2], row[3]) for row in cx.execute(
-            "SELECT contact_id, MAX(id), SUM(direction = 'outbound' AND status = 'Failed'),"
-            " SUM(direction = 'inbound' AND body LIKE 'unread%') FROM messages WHERE account_id = ? GROUP BY contact_id",
+            "SELECT contact_id, MAX(id), SUM(CASE WHEN direction = 'outbound' AND status = 'Failed' THEN 1 ELSE 0 END),"
+            " SUM(CASE WHEN direction = 'inbound' AND body LIKE 'unread%' THEN 1 ELSE 0 END)"
+            " FROM messages WHERE account_id = ? GROUP BY contact_id",
             (account_id,))}
     return await services.db.read(compute)
 

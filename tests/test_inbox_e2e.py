@@ -64,14 +64,17 @@ def assert_not_reloaded(page):
 
 
 def watch_for(page, selector, text):
-    """Record (Date.now()) when an element matching selector first contains text."""
+    """Record (Date.now()) when an element matching selector first contains text, under that text: each
+    watch has its own slot, so an observer left from an earlier watch cannot answer for a later one."""
     page.evaluate("""([selector, text]) => {
-        window.__seenAt = null;
+        window.__seenAt = window.__seenAt || {};
+        window.__seenAt[text] = null;
+        const observer = new MutationObserver(() => check());
         const check = () => {
             const el = document.querySelector(selector);
-            if (!window.__seenAt && el && el.textContent.includes(text)) { window.__seenAt = Date.now(); }
+            if (el && el.textContent.includes(text)) { window.__seenAt[text] = Date.now(); observer.disconnect(); }
         };
-        new MutationObserver(check).observe(document.body, {subtree: true, childList: true, characterData: true});
+        observer.observe(document.body, {subtree: true, childList: true, characterData: true});
         check();
     }""", [selector, text])
 
@@ -86,11 +89,12 @@ def wait_until(page, expression, timeout=15):
         time.sleep(0.02)
 
 
-def seen_delay(page, answered):
-    """(ms from the API's 200 to the page showing it, ms from sending the request). The first can be
+def seen_delay(page, text, answered):
+    """(ms from the API's 200 to the page showing text, ms from sending the request). The first can be
     negative: the page may show the message before the client has read the 200 that left at the same time."""
-    wait_until(page, "window.__seenAt !== null")
-    seen = page.evaluate("window.__seenAt")
+    slot = f"window.__seenAt[{json.dumps(text)}]"
+    wait_until(page, f"{slot} !== null")
+    seen = page.evaluate(slot)
     return seen - answered, seen - post_inbound.sent
 
 
@@ -119,7 +123,7 @@ def test_browser_inbound_messages_appear_in_the_open_inbox_and_thread_without_re
         token = f"inbox-live-{n}-{time.time_ns()}"
         watch_for(page, "#conversations", token)
         message_id, answered = post_inbound(parley, f"Hello {token}", firstName="Live", lastName="Reader")
-        inbox_delays.append(seen_delay(page, answered))
+        inbox_delays.append(seen_delay(page, token, answered))
     assert "Live Reader" in page.inner_text("#conversations") and "unread" in page.inner_text("#conversations")
     assert_not_reloaded(page)
 
@@ -131,7 +135,7 @@ def test_browser_inbound_messages_appear_in_the_open_inbox_and_thread_without_re
         token = f"thread-live-{n}-{time.time_ns()}"
         watch_for(thread, "#messages", token)
         _, answered = post_inbound(parley, f"Again {token}")
-        thread_delays.append(seen_delay(thread, answered))
+        thread_delays.append(seen_delay(thread, token, answered))
     assert_not_reloaded(thread)
     assert thread.locator("#messages li").count() == 10
     for name, delays in (("inbox", inbox_delays), ("thread", thread_delays)):

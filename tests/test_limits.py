@@ -114,7 +114,8 @@ def test_twice_the_cap_of_idle_and_half_sent_connections_normal_requests_still_s
     assert statuses == [200] * 20
     assert still_open == 0
     access = [line for line in new_lines if "parley.access" in line]
-    assert len(access) == 20
+    # The first run's POST /setup may reach the log file after lines_before was read: count this test's own.
+    assert len([line for line in access if "GET /v1/account" in line]) == 20
     # Without the throttle: a line per evicted, timed-out or refused connection (800+ at the CI size).
     assert len(new_lines) - len(access) <= 20, "\n".join(new_lines[-40:])
     assert not [line for line in new_lines if "Traceback" in line or "ERROR" in line]

@@ -54,7 +54,7 @@ async def run_blocking(fn, *args):
 async def start_upload(services, account_id):
     """Before any byte of an upload: Conflict when the account's drafts (and uploads still arriving) are at
     --import-drafts-per-account; else the upload counts until end_upload()."""
-    services.import_limits.start_upload(account_id, await store.count_drafts(services.db, account_id))
+    await services.import_limits.start_upload(account_id, lambda: store.count_drafts(services.db, account_id))
 
 
 def end_upload(services, account_id):

@@ -1,6 +1,7 @@
 """What one account's contact imports may hold at once in this server process, so that one account never
 stalls another (issue 18): preview readers (one per account, --import-preview-readers in all) and drafts
 (--import-drafts-per-account, uploads still arriving counted)."""
+import asyncio
 import collections
 import contextlib
 
@@ -15,6 +16,9 @@ class ImportLimits:
         self.max_drafts = settings.import_drafts_per_account
         self.previewing = set()                 # accounts whose preview reader runs now
         self.uploading = collections.Counter()  # account -> its uploads still arriving
+        # One upload of an account starts at a time: its drafts are counted in the database (an await), and
+        # two uploads counting at once would both find room for one.
+        self.starting = collections.defaultdict(asyncio.Lock)
 
     @contextlib.contextmanager
     def preview_reader(self, account_id):
@@ -32,9 +36,13 @@ class ImportLimits:
         finally:
             self.previewing.discard(account_id)
 
-    def start_upload(self, account_id, drafts):
-        """Count an upload that begins for an account that has `drafts` drafts stored; Conflict at the cap.
-        end_upload() when it has ended (as a draft, or refused)."""
+    async def start_upload(self, account_id, count_drafts):
+        """Count an upload that begins for an account; Conflict at the cap. count_drafts(): the account's
+        stored drafts (awaited under the account's lock). end_upload() when it has ended (as a draft, or refused)."""
+        async with self.starting[account_id]:
+            self._count_upload(account_id, await count_drafts())
+
+    def _count_upload(self, account_id, drafts):
         if drafts + self.uploading[account_id] >= self.max_drafts:
             raise Conflict(f"this account already has {self.max_drafts} imports waiting to be started (or "
                            "being uploaded): start or discard one of them first", code="TOO_MANY_DRAFTS")

@@ -6,10 +6,13 @@ import asyncio
 import csv
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from common.errors import Conflict
 from services import contact_import, csv_import, import_runner
+from services.import_limits import ImportLimits
 from services.import_reader import ReaderProcess
 from tests.test_bodies import MB, Raw, head
 from tests.test_contact_import import (GOOD_FILE, browser, imports_files, other_browser, owner,  # noqa: F401
@@ -26,6 +29,15 @@ def upload_head(browser, length, xsrf=None):
 FORMULA_FILE = "=Phone;@Name;+Note;-Tag\n+1 415;=1+1;+SUM(A1);-2+3\n".encode()
 FORMULA_REPORT = [["row", "column", "reason", "'=Phone", "'@Name", "'+Note", "'-Tag"],
                   ["2", "'=Phone", None, "'+1 415", "'=1+1", "'+SUM(A1)", "'-2+3"]]
+
+
+async def counted_uploads(services, n):
+    """Wait until the server counts n uploads still arriving (of any account)."""
+    for _ in range(500):
+        if sum(services.import_limits.uploading.values()) == n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not {n} uploads counted: {dict(services.import_limits.uploading)}")
 
 
 def report_lines(data):
@@ -128,6 +140,7 @@ async def test_drafts_per_account_are_capped_counting_uploads_still_arriving(
     try:
         await raw.send(upload_head(browser, len(GOOD_FILE)))
         await raw.send(GOOD_FILE[:100])
+        await counted_uploads(services, 1)  # the server has the head: the upload is counted
         refused = await browser.upload(GOOD_FILE)
         assert refused.code == 409 and refused.json["error"]["code"] == "TOO_MANY_DRAFTS"
         assert "already has 2 imports waiting to be started" in refused.json["error"]["message"]
@@ -140,6 +153,21 @@ async def test_drafts_per_account_are_capped_counting_uploads_still_arriving(
     assert (await other_browser.upload(GOOD_FILE)).code == 201
     assert (await browser.post(f"{first['url']}/cancel")).code == 303
     assert (await browser.upload(GOOD_FILE)).code == 201
+
+
+async def test_two_uploads_that_start_together_with_room_for_one_one_is_refused():
+    """The drafts are counted in the database (an await): uploads counting at once all found room for one
+    and the account ended with more drafts than its cap. Now one upload of an account starts at a time."""
+    limits = ImportLimits(SimpleNamespace(import_preview_readers=1, import_drafts_per_account=2))
+
+    async def one_draft_stored():
+        await asyncio.sleep(0.01)  # the database read: the other uploads start meanwhile
+        return 1
+
+    outcomes = await asyncio.gather(*(limits.start_upload("acct", one_draft_stored) for _ in range(4)),
+                                    return_exceptions=True)
+    assert [o for o in outcomes if o is not None and not isinstance(o, Conflict)] == []
+    assert sum(o is None for o in outcomes) == 1 and limits.uploading["acct"] == 1
 
 
 @pytest.mark.parametrize("settings", [{"max_import_bytes": 64 * MB}], indirect=True)

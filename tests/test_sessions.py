@@ -1,5 +1,6 @@
 """Admin UI sessions kept server-side (issue 9): sign-out, a new API key and a new password end them;
 the cookie's id is stored hashed; sign-in is limited per address whatever the email."""
+import time
 from datetime import timedelta
 
 from tornado.web import create_signed_value, decode_signed_value
@@ -113,10 +114,13 @@ async def test_password_changes_are_limited_like_sign_ins(signed_in):
 async def test_sign_in_is_limited_per_address_whatever_the_email(browser, ui_account):
     """Trying one password against many emails from one address is limited too (30 in a burst)."""
     codes = []
+    started = time.monotonic()
     while 429 not in codes and len(codes) < 40:
         codes.append((await browser.login(f"user{len(codes)}@acme.example", "guess")).code)
-    # 30 in a burst, plus the one every 2 s that the attempts' own time (scrypt) earned back.
-    assert 30 <= codes.index(429) <= 33 and set(codes[:-1]) == {401}, codes
+    # 30 in a burst, plus the one every 2 s that the attempts' own time (scrypt, slower on a busy machine)
+    # earned back.
+    earned = int((time.monotonic() - started) / 2) + 1
+    assert 30 <= codes.index(429) <= 30 + earned and set(codes[:-1]) == {401}, (codes, earned)
     r = await browser.login(ui_account["email"])  # even the right password now waits
     assert r.code == 429 and int(r.headers["Retry-After"]) >= 1
 

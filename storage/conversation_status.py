@@ -8,14 +8,16 @@ _FIELDS = ("status", "snoozed_until", "assignee_user_id")
 
 @reads
 def assignable_users(cx, account_id):
-    """The account's users a conversation can be assigned to, by email: [{id, email}]."""
-    return fetch_all(cx, "SELECT id, email FROM users WHERE account_id = ? ORDER BY email", (account_id,))
+    """The account's active users (a conversation can be assigned to them), by email: [{id, email}]."""
+    return fetch_all(cx, "SELECT id, email FROM users WHERE account_id = ? AND active = 1 ORDER BY email",
+                     (account_id,))
 
 
 @reads
-def user_of_account(cx, account_id, user_id):
-    """True when user_id is a user of this account (an assignee must be)."""
-    return cx.execute("SELECT 1 FROM users WHERE id = ? AND account_id = ?", (user_id, account_id)).fetchone() is not None
+def active_user_of_account(cx, account_id, user_id):
+    """True when user_id is an active user of this account (an assignee must be)."""
+    return cx.execute("SELECT 1 FROM users WHERE id = ? AND account_id = ? AND active = 1",
+                      (user_id, account_id)).fetchone() is not None
 
 
 @writes

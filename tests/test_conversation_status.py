@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from common.ids import iso, utcnow
-from services import accounts, conversation_status, inbox, messaging
+from services import accounts, conversation_status, inbox, messaging, users
 from storage.db import fetch_all, reads
 from tests.team_users import add_user
 from tests.test_inbox import inbound
@@ -113,6 +113,16 @@ async def test_another_accounts_key_sees_and_changes_nothing(api, services, team
         assert await _state(services.db, contact_id) == {"status": "open", "snoozed_until": None,
                                                          "assignee_user_id": None}
     assert await _updates(services.db, team["other_account"]) == []
+
+
+async def test_a_deactivated_user_is_no_assignee(api, services, team):
+    account_id = team["account"]["account_id"]
+    await users.update(services.db, account_id, team["bob"], changes={"active": False}, by={"actor": "operator"},
+                       actor_role="owner")
+    r = await api.patch(f"{URL}/{team['ann']}", {"assigneeUserId": team["bob"]}, key=team["key"])
+    assert r.code == 400 and "assigneeUserId: no active user" in r.json["error"]["message"]
+    assert await _state(services.db, team["ann"]) == {"status": "open", "snoozed_until": None, "assignee_user_id": None}
+    assert team["bob"] not in [u["id"] for u in await conversation_status.assignable_users(services, account_id)]
 
 
 async def test_bulk_changes_every_conversation_in_one_go(api, services, team):

@@ -1,7 +1,7 @@
 """The bot's dry run (POST /v1/bot/test): what it would answer, sending and spending nothing."""
 from handlers.base import ApiHandler
 from handlers.openapi import Operation
-from handlers.schemas import BotTest, BotTestResult
+from handlers.message_schemas import BotTest, BotTestResult
 from services import bot
 
 

@@ -4,7 +4,7 @@ import asyncio
 
 from handlers.base import CustomChannelHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import InboundAccepted, InboundMessage, OutboundMessage, OutboundQueued
+from handlers.message_schemas import InboundAccepted, InboundMessage, OutboundMessage, OutboundQueued
 from services import messaging
 
 # Bodies below this are parsed on the event loop; larger ones (embedded media) in an executor.

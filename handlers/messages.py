@@ -6,7 +6,8 @@ import tornado.web
 
 from handlers.base import ApiHandler, StaticHandler, idempotent
 from handlers.openapi import BINARY, Operation
-from handlers.schemas import MediaQuery, Message, MessagePage, PageQuery, RetryQueued
+from handlers.message_schemas import Message, MessagePage, RetryQueued
+from handlers.schemas import MediaQuery, PageQuery
 from services import inbox, lists, media, messaging
 from common.errors import Forbidden
 

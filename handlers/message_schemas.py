@@ -1,0 +1,201 @@
+"""Pydantic models of the custom channel (spec §4.4, §4.5), messages and the bot's dry run, beside
+handlers/schemas.py."""
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank
+from handlers.schemas import Strict
+from services.bot import OUTCOMES
+
+# --- Custom channel (spec §4.4, §4.5) and messages (DESIGN §3) ---
+
+class Lenient(BaseModel):
+    """Custom-channel bodies come from other systems: unknown fields are ignored, numeric ids accepted."""
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+def _not_blank(value, info):
+    if value is not None and not value.strip():
+        raise ValueError(f"customData.{info.field_name} cannot be empty")
+    return value
+
+
+def _required_text(value, info):
+    """Before validation: null counts as missing, empty or whitespace-only as empty (spec §7 rules 1-2)."""
+    if value is None:
+        raise ValueError(f"customData.{info.field_name} is required")
+    return _not_blank(value, info) if isinstance(value, str) else value
+
+
+class InboundCustomData(Lenient):
+    # For the OpenAPI schema: one of messageSid or id, not null (the _has_message_sid check below).
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in ("messageSid", "id")]})
+    messageSid: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Unique per message; a "
+                                                     "repeat is answered with the first messageId.")
+    id: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Accepted instead of messageSid.")
+    fromId: IdentifierNotBlank = Field(max_length=512, description="Sender id in the external system; identifies "
+                                                                   "the contact.")
+    toId: IdentifierNotBlank = Field(max_length=512, description="Business identifier, any text but control "
+                                                                 "characters.")
+    body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.",
+                      json_schema_extra=NOT_BLANK)
+    status: Optional[Identifier] = Field(None, max_length=64, description='Defaults to "received".')
+    channel: Optional[Identifier] = Field(None, max_length=200)
+    campaignId: Optional[Identifier] = Field(None, max_length=200)
+    firstName: Optional[Identifier] = Field(None, max_length=200)
+    lastName: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320)
+    mediaUrl: Optional[str] = Field(None, description="http(s) URL, or data:<type>;base64,<data>.")
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255, description="Required with mediaUrl; "
+                                                                                     "must match the file content.")
+
+    _check_required = field_validator("fromId", "toId", "body", mode="before")(_required_text)
+    _check_not_blank = field_validator("messageSid", "id")(_not_blank)
+
+    @model_validator(mode="after")
+    def _has_message_sid(self):
+        if self.messageSid is None and self.id is None:
+            raise ValueError("customData.messageSid is required (customData.id is accepted instead)")
+        return self
+
+
+class InboundMessage(Lenient):
+    """POST /v1/incoming_custom_channel_message (spec §4.4)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"customData": {"messageSid": "SM0001", "fromId": "+14155552671", "toId": "shop-1", "body": "Hi! Prices?",
+                        "channel": "web chat", "firstName": "Ada", "mediaUrl": "https://cdn.example.com/photo.jpg",
+                        "mediaContentType": "image/jpeg"}}]})
+    customData: InboundCustomData
+    messageType: Optional[Literal["text", "reaction"]] = Field(None, description='Omitted means "text".')
+
+
+class InboundAccepted(BaseModel):
+    success: bool
+    messageId: str
+
+
+class OutboundCustomData(Lenient):
+    fromId: IdentifierNotBlank = Field(max_length=512, description="The contact's id on the client's platform.")
+    customChannel: IdentifierNotBlank = Field(max_length=200, description="Name of the custom channel.")
+    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK)
+    campaignId: Optional[Identifier] = Field(None, max_length=200)
+    firstName: Optional[Identifier] = Field(None, max_length=200)
+    lastName: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320)
+    mediaUrl: Optional[str] = None
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255)
+
+    _check_required = field_validator("fromId", "customChannel", "body", mode="before")(_required_text)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_id_not_guessed(cls, data):
+        """toId and channel are the inbound payload's names: a sender who guessed them is told the one it takes."""
+        if isinstance(data, dict) and data.get("fromId") is None and ("toId" in data or "channel" in data):
+            raise ValueError("customData.fromId is required (the contact's id on your platform; "
+                             "the inbound message's fromId)")
+        return data
+
+
+class OutboundMessage(Lenient):
+    """POST /v1/send_custom_channel_message (spec §4.5)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"customData": {"fromId": "+14155552671", "customChannel": "web chat", "body": "Thanks, we will call you."}}]})
+    customData: OutboundCustomData
+
+
+class OutboundQueued(BaseModel):
+    success: bool
+    messageId: str
+    contactId: str
+    message: str
+
+
+class MessageMedia(BaseModel):
+    url: str = Field(description="The http(s) URL as given, or a signed, expiring URL of the stored file.")
+    contentType: str
+
+
+class DeliveryAttempt(BaseModel):
+    at: str
+    httpStatus: Optional[int]
+    error: Optional[str]
+
+
+BotOutcomeName = Literal[tuple(OUTCOMES)]
+
+
+class BotOutcome(BaseModel):
+    """What the bot did with an inbound message (README "Bot" lists the outcomes)."""
+    outcome: BotOutcomeName = Field(description="docs/api.md \"Bot\" says when each is recorded.")
+    detail: str = Field(description="Why, in words (the keyword, the provider's error, the balance ...).")
+    replyId: Optional[str] = Field(None, description="The bot's reply message, or null when it sent none.")
+
+
+class Message(BaseModel):
+    id: str
+    direction: Literal["inbound", "outbound"]
+    status: str = Field(description="Inbound: as sent (default received). Outbound: Pending, Sent, Failed, or "
+                                    "Cancelled (its campaign was cancelled before it was sent).")
+    body: str
+    channel: Optional[str]
+    contactId: str
+    messageType: str
+    campaignId: Optional[str]
+    author: Literal["contact", "bot", "user", "api", "campaign"] = Field(
+        description="Who wrote it: the contact (inbound), the bot, a user in the inbox, an API client, a campaign.")
+    fromId: Optional[str]
+    toId: Optional[str]
+    media: Optional[MessageMedia]
+    error: Optional[dict] = Field(description="The last failed delivery's details, when delivery failed.")
+    attempts: list[DeliveryAttempt] = Field([], description="GET /v1/messages/{id} only.")
+    bot: Optional[BotOutcome] = Field(None, description="Inbound: what the bot did with it; null while it did "
+                                                        "nothing (no active bot, a reaction).")
+    createdAt: str
+
+
+class MessagePage(BaseModel):
+    data: list[Message]
+    nextCursor: Optional[str]
+
+
+# --- The bot's dry run (DESIGN §3 "Bot") ---
+
+class BotTest(Strict):
+    """POST /v1/bot/test: what the bot would answer, sending and spending nothing."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"body": "How much does it cost?", "campaignId": "spring"}]})
+    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description="The message to try.")
+    campaignId: Optional[Identifier] = Field(None, max_length=200, description="Try it under this campaign's "
+                                                                              "configuration.")
+    contactId: Optional[Identifier] = Field(None, max_length=200, description=(
+        "Try it as this contact: its pause, opt-out, first message and conversation (for the AI provider) count."))
+    firstMessage: Optional[StrictBool] = Field(None, description=(
+        "Treat it as the contact's first message (the greeting). Default: whether the contact has written "
+        "before; without contactId, false."))
+
+    @field_validator("body")
+    @classmethod
+    def _body(cls, body):
+        if not body.strip():
+            raise ValueError("body cannot be empty")
+        return body
+
+
+class BotTestResult(BaseModel):
+    reply: Optional[str] = Field(description="What the bot would send; null when it would send nothing.")
+    reason: BotOutcomeName = Field(description="The outcome a real message would record (docs/api.md \"Bot\").")
+    detail: str
+    handoff: bool = Field(description="True when it would pause the bot for the contact.")
+    active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")
+    providerMode: Optional[Literal["json_schema", "json_object", "plain"]] = Field(None, description=(
+        "The response format the AI provider answered in (plain: text, after an unusable structured answer or "
+        "in mode plain); null when it was not asked or failed."))
+
+
+class RetryQueued(BaseModel):
+    """POST /v1/messages/{id}/retry: the Failed message is Pending again and its delivery is due now."""
+    success: bool
+    messageId: str
+    status: Literal["Pending"]

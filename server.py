@@ -23,7 +23,7 @@ from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
 from services import accounts
-from services.bot import BotRunner
+from services.bot_runner import BotRunner
 from services.campaign_runner import CampaignRunner
 from services.conversation_status import SnoozeWaker
 from services.delivery import DeliveryWorker

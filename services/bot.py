@@ -1,25 +1,21 @@
 """The bot (DESIGN §3 "Bot"): decide() works out what to answer an inbound custom-channel message
 (handoff keyword, greeting, rule, AI provider, fallback), apply() carries it out (a reply through
 messaging.send_reply, with its outcome and its credits in the reply's own transaction), dry_run() runs
-the same decide() and applies nothing. BotRunner runs each new message after the 200, with bounded
-concurrency.
+the same decide() and applies nothing. services/bot_runner.py's BotRunner runs each new message after the
+200, with bounded concurrency.
 
 What the bot did is recorded on the inbound message (messages.bot_outcome, shown as `bot` in the API):
 {outcome, detail, replyId}; replyId is the bot's reply, or null when it sent none. OUTCOMES lists them.
 """
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Optional
 
-from tornado.simple_httpclient import SimpleAsyncHTTPClient
-
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import now_iso
-from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, tls_profile
+from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging
 from services.handoff import record_in_tx as record_handoff_in_tx
-from services.netguard import CheckedResolver
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store
@@ -43,12 +39,6 @@ OUTCOMES = {
     "not_sent": "a reply was due but there is nowhere to send it (no Custom Channel Webhook URL)",
     "busy": "the bot had MAX_WAITING messages waiting already (a slow AI provider under a flood): not answered",
 }
-# Messages waiting for the bot at most (each holds its message and context in memory); more are recorded
-# `busy` rather than letting memory grow without bound while a slow AI provider falls behind.
-MAX_WAITING = 10_000
-# After a restart, the messages the bot still owes a decision (bot_pending: the server stopped first, or a
-# decision's write kept failing) are answered, the oldest RECOVER_LIMIT of them: chosen by state, not by age.
-RECOVER_LIMIT = 1000
 # A decision whose write failed (the storage writer restarting, a full disk) is written again after each of
 # these pauses (seconds); the conditional outcome write makes a retry of a write that did commit a no-op.
 WRITE_RETRY_DELAYS = (1, 5, 30, 120)
@@ -236,7 +226,7 @@ async def _apply_once(services, message, context, decision):
             decision = decision.without_reply(exc.outcome, exc.detail)
         except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
             decision = decision.without_reply("not_sent", exc.message)
-    won = await services.db.write(_record_in_tx, account_id, contact_id, message["id"],
+    won = await services.db.write(record_outcome_in_tx, account_id, contact_id, message["id"],
                                   {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
                                   decision.handoff_reason if decision.handoff else None)
     if not won:
@@ -271,7 +261,7 @@ def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
         record_handoff_in_tx(cx, account_id, contact_id, inbound_id, handoff)
 
 
-def _record_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
+def record_outcome_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
     """In the writer: the outcome of a message the bot sent nothing for (and a handoff, by its reason), unless
     the message has one already. Returns whether it was recorded."""
     if not bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome):
@@ -319,106 +309,3 @@ def _dry_run_context(cx, account_id, contact_id, campaign_id):
 async def resume(services, account_id, contact_id):
     """End a pause of the bot for this contact (the inbox's "resume bot"); True when one was removed."""
     return await bot_state.clear_pause(services.db, account_id, contact_id)
-
-
-# ---- the runner --------------------------------------------------------------------------------
-
-class BotRunner:
-    """Runs on_inbound_message for each submitted message, at most `concurrency` at once (the rest wait
-    their turn in memory), off the request path; owns the AI provider's HTTP client (SSRF-guarded)."""
-
-    def __init__(self, services, concurrency=None, per_account=None):
-        self.services = services
-        self.concurrency = concurrency or services.settings.bot_concurrency
-        self.per_account = per_account or services.settings.bot_concurrency_per_account
-        self._slots = asyncio.Semaphore(self.concurrency)
-        self._account_slots = {}  # account id -> [Semaphore(per_account), holders and waiters]
-        self._tasks = set()
-        self._http = None
-        self._stopping = False
-
-    def submit(self, message):
-        """Answer this stored inbound message soon (call on the event loop, after the 200)."""
-        if self._stopping:
-            log.warning("bot: shutting down, message %s is left to the next start", message["id"])
-            return
-        if len(self._tasks) >= MAX_WAITING:
-            outcome = {"outcome": "busy", "detail": f"{len(self._tasks)} messages were waiting for the bot",
-                       "replyId": None}
-            log.warning("bot: %d messages waiting; message %s is not answered", len(self._tasks), message["id"])
-            task = asyncio.ensure_future(self.services.db.write(
-                _record_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, False))
-        else:
-            task = asyncio.ensure_future(self._answer(message))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @contextlib.asynccontextmanager
-    async def slot(self, account_id):
-        """One of the account's per_account slots, then one of the concurrency slots overall: an account
-        waits for its own share first, so that its backlog (a slow AI provider) never holds every slot and
-        the other accounts' messages go on. Answers and dry runs (POST /v1/bot/test) alike."""
-        entry = self._account_slots.setdefault(account_id, [asyncio.Semaphore(self.per_account), 0])
-        entry[1] += 1
-        try:
-            async with entry[0], self._slots:
-                yield
-        finally:
-            entry[1] -= 1
-            if not entry[1]:
-                del self._account_slots[account_id]
-
-    async def _answer(self, message):
-        async with self.slot(message["account_id"]):
-            try:
-                # Read now, not when the message came in: a pause, an opt-out or a new balance since counts.
-                context = await self.services.db.read(bot_context.context_in_tx, message["account_id"],
-                                                      message["contact_id"], message["campaign_id"], message["id"])
-                if context is None:  # the bot is off for it (now): it owes the message nothing
-                    await bot_state.release(self.services.db, message["account_id"], message["id"])
-                else:
-                    await on_inbound_message(self.services, message, context)
-            except Exception:
-                log.exception("bot failed on message %s of account %s", message["id"], message["account_id"])
-
-    async def recover(self, before_id):
-        """Submit the messages stored before before_id (before this process took requests) that the bot still
-        owes a decision, e.g. because the server was killed: the oldest RECOVER_LIMIT. Returns how many."""
-        try:
-            pending = await bot_state.undecided_inbound(self.services.db, before_id, RECOVER_LIMIT)
-        except Exception:
-            log.exception("bot: looking for messages left undecided by the previous run failed")
-            return 0
-        for message in pending:
-            self.submit(message)
-        if pending:
-            log.info("bot: answering %d message(s) left undecided by the previous run", len(pending))
-        return len(pending)
-
-    def http(self):
-        """The AI provider's client: connects only to addresses netguard checked; max_clients matches the
-        concurrency so that no call waits in Tornado's queue (its wait would count against the timeout)."""
-        if self._http is None:
-            self._http = SimpleAsyncHTTPClient(
-                force_instance=True, max_clients=self.concurrency, max_body_size=bot_provider.MAX_ANSWER_BYTES,
-                resolver=CheckedResolver(allow_private=self.services.settings.allow_private_webhooks),
-                defaults={"ssl_options": tls_profile.client_context(self.services.settings.tls_profile)})
-        return self._http
-
-    async def idle(self):
-        """Wait until every submitted message is answered (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def stop(self, grace=None):
-        """Take no more messages; give those in progress `grace` seconds, then cancel them."""
-        self._stopping = True
-        if self._tasks:
-            grace = self.services.settings.shutdown_grace_seconds if grace is None else grace
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace or None)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        if self._http is not None:
-            self._http.close()
-            self._http = None

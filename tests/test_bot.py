@@ -11,7 +11,7 @@ import tornado.web
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tornado.testing import bind_unused_port
 
-from services import accounts, bot, bot_match, bot_provider, messaging
+from services import accounts, bot, bot_match, bot_provider, bot_runner, messaging
 from services.netguard import CheckedResolver
 from settings import Settings
 from storage.db import writes
@@ -32,7 +32,8 @@ def settings(tmp_path, database_url):
 
 class Provider:
     """A real HTTP server speaking OpenAI-style chat-completions. Each request takes the next scripted
-    answer: ("answer", reply, handoff) | ("content", text) | ("status", code) | "hang" (until released);
+    answer: ("answer", reply, handoff) | ("content", text) | ("status", code) | "hang" (until released) |
+    ("hang", then this answer);
     then a default reply. It records every request body and the most requests it had in flight."""
 
     def __init__(self):
@@ -50,9 +51,9 @@ class Provider:
                 provider.in_flight += 1
                 provider.most_in_flight = max(provider.most_in_flight, provider.in_flight)
                 try:
-                    if step == "hang":
+                    if step == "hang" or step[0] == "hang":  # ("hang", the answer then)
                         await asyncio.wait_for(provider.release.wait(), 30)
-                        step = ("answer", "Sorry for the wait", False)
+                        step = step[1] if step != "hang" else ("answer", "Sorry for the wait", False)
                 finally:
                     provider.in_flight -= 1
                 if step[0] == "status":
@@ -448,6 +449,23 @@ async def test_answers_run_after_the_200_with_bounded_concurrency(api, account, 
         assert (await get_message(api, key, r.json["messageId"]))["bot"]["outcome"] == "provider"
 
 
+async def test_one_contacts_messages_are_decided_one_after_another(api, account, services, provider):
+    """A message that comes while the provider decides the contact's previous one waits for that decision:
+    when it hands off, the next one finds the bot paused (before, it was answered beside the handoff)."""
+    key = account["api_key"]
+    await configure(api, key, {"active": True, "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
+    provider.script = [("hang", ("answer", "I will get a colleague.", True)), ("answer", "Sure, here you go", False)]
+    first = await post_inbound(api, key, body="this is urgent", fromId="u-order")
+    second = await post_inbound(api, key, body="hello?", fromId="u-order")
+    while provider.in_flight < 1:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # room for the second to reach the provider, were it decided beside the first
+    provider.release.set()
+    await services.bot.idle()
+    outcomes = [(await get_message(api, key, r.json["messageId"]))["bot"]["outcome"] for r in (first, second)]
+    assert outcomes == ["handoff", "paused"] and len(provider.requests) == 1
+
+
 # ---- the dry run -------------------------------------------------------------------------------
 
 async def test_the_dry_run_answers_like_a_message_and_changes_nothing(api, agency, sub, services, provider):
@@ -616,7 +634,7 @@ async def test_a_flood_beyond_the_waiting_bound_is_recorded_busy(api, account, s
     """The bot's queue is bounded: beyond MAX_WAITING messages (2 here) a message is recorded `busy` rather
     than held in memory while a slow provider falls behind."""
     key = account["api_key"]
-    monkeypatch.setattr(bot, "MAX_WAITING", 2)
+    monkeypatch.setattr(bot_runner, "MAX_WAITING", 2)
     await configure(api, key, {"active": True, "provider": {"baseUrl": provider.base_url, "model": "tiny"}})
     provider.script = ["hang"] * 3
     ids = [(await post_inbound(api, key, body=f"q{n}", fromId=f"f{n}")).json["messageId"] for n in range(3)]

@@ -15,7 +15,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from tornado.netutil import Resolver
 
 from services import tls_profile
-from services.bot import BotRunner
+from services.bot_runner import BotRunner
 from services.tls import RENEWAL_CHECK_SECONDS, CertificateSource, needs_renewal
 from services.webhook_client import KeepAliveClient
 from tests.parley_process import ParleyProcess

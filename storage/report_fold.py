@@ -10,8 +10,20 @@ from common.ids import first_id_at
 from common.report_buckets import bucket_of, outcome_group
 from storage.db import writes
 
-MESSAGE_COLUMNS = ("id, account_id, contact_id, direction, author, author_user_id, created_at, bot_outcome,"
-                   " campaign_id")
+# A message's row for the summaries, with started_at: for a person's or the bot's reply, when the contact started
+# waiting for it (the created_at of the contact's earliest message after the conversation's last outbound one
+# before the reply; NULL when the reply follows an outbound message, so it is not a first response). Worked out
+# by SQLite or PostgreSQL in the same read (two seeks in messages_account_contact), not a query per row.
+MESSAGE_SELECT = (
+    "SELECT m.id, m.account_id, m.contact_id, m.direction, m.author, m.author_user_id, m.created_at, m.bot_outcome,"
+    " m.campaign_id, CASE WHEN m.direction = 'outbound' AND m.author IN ('user', 'bot') THEN ("
+    "SELECT f.created_at FROM messages f WHERE f.account_id = m.account_id AND f.contact_id = m.contact_id"
+    " AND f.id < m.id AND f.id > COALESCE((SELECT p.id FROM messages p WHERE p.account_id = m.account_id"
+    " AND p.contact_id = m.contact_id AND p.id < m.id AND p.direction = 'outbound' ORDER BY p.id DESC LIMIT 1), '')"
+    " ORDER BY f.id LIMIT 1) END AS started_at FROM messages m")
+# Only these rows add more than a count to messages_in/messages_out (a bot outcome, a campaign reply, a first
+# response): the tail reads them one by one and counts the rest with GROUP BY.
+NEEDS_A_LOOK = "(m.bot_outcome IS NOT NULL OR m.campaign_id IS NOT NULL OR m.author IN ('user', 'bot'))"
 DAILY_COLUMNS = ("messages_in", "messages_out", "bot_rule", "bot_provider", "bot_handoff", "bot_failed", "bot_other",
                  "attempts", "attempts_ok", "retries", "retries_ok")
 
@@ -31,18 +43,6 @@ def _seconds_between(earlier, later):
             - datetime.fromisoformat(earlier.replace("Z", "+00:00"))).total_seconds()
 
 
-def first_response_start(cx, account_id, contact_id, reply_id):
-    """When the contact started waiting for this reply: the created_at of its earliest message after the
-    conversation's last outbound one before the reply; None when the reply follows an outbound message (it
-    is not a first response). Two seeks in messages_account_contact."""
-    row = cx.execute("SELECT id FROM messages WHERE account_id = ? AND contact_id = ? AND id < ?"
-                     " AND direction = 'outbound' ORDER BY id DESC LIMIT 1",
-                     (account_id, contact_id, reply_id)).fetchone()
-    first = cx.execute("SELECT created_at FROM messages WHERE account_id = ? AND contact_id = ? AND id > ? AND id < ?"
-                       " ORDER BY id LIMIT 1", (account_id, contact_id, row[0] if row else "", reply_id)).fetchone()
-    return first[0] if first else None
-
-
 def campaign_answered(cx, account_id, contact_id, inbound_id):
     """The campaign (campaigns.id) whose message to the contact an inbound message answers: the contact's
     latest campaign message before it, through its recipient row; None if there is none."""
@@ -52,13 +52,14 @@ def campaign_answered(cx, account_id, contact_id, inbound_id):
     return row[0] if row else None
 
 
-def summarize_messages(cx, rows, summary):
-    """Add messages (dicts of MESSAGE_COLUMNS) to summary."""
+def summarize_messages(cx, rows, summary, counted=False):
+    """Add messages (dicts of MESSAGE_SELECT's columns) to summary; counted: their messages_in/messages_out are
+    in summary already (count_messages)."""
     for m in rows:
         account, day = m["account_id"], m["created_at"][:10]
         daily = summary.daily[(account, day)]
         if m["direction"] == "inbound":
-            daily["messages_in"] += 1
+            daily["messages_in"] += not counted
             if m["bot_outcome"]:
                 daily["bot_" + outcome_group(json.loads(m["bot_outcome"]).get("outcome"))] += 1
             if m["campaign_id"]:
@@ -66,30 +67,41 @@ def summarize_messages(cx, rows, summary):
                 if campaign:
                     summary.replies[(campaign, m["contact_id"], account)] += 1
             continue
-        daily["messages_out"] += 1
-        if m["author"] in ("user", "bot"):
-            start = first_response_start(cx, account, m["contact_id"], m["id"])
-            if start is not None:
-                responder = "bot" if m["author"] == "bot" else (m["author_user_id"] or "user")
-                summary.buckets[(account, day, responder,
-                                 bucket_of(max(_seconds_between(start, m["created_at"]), 0)))] += 1
+        daily["messages_out"] += not counted
+        if m["started_at"] is not None:
+            responder = "bot" if m["author"] == "bot" else (m["author_user_id"] or "user")
+            summary.buckets[(account, day, responder,
+                             bucket_of(max(_seconds_between(m["started_at"], m["created_at"]), 0)))] += 1
     return summary
 
 
-ATTEMPT_COLUMNS = "id, account_id, outbox_id, at, error"
+def count_messages(cx, since, accounts, summary):
+    """Add messages_in/messages_out of the accounts' messages from id `since` on to summary, counted by the
+    database."""
+    # direction leads the GROUP BY: grouping by account_id first would let SQLite's planner walk an account
+    # index over every message ever stored rather than the primary key's range.
+    for direction, account, day, n in cx.execute(
+            "SELECT direction, account_id, substr(created_at, 1, 10), COUNT(*) FROM messages WHERE id >= ?"
+            " GROUP BY direction, substr(created_at, 1, 10), account_id", (since,)):
+        if account in accounts:
+            summary.daily[(account, day)]["messages_in" if direction == "inbound" else "messages_out"] += n
+    return summary
 
 
-def summarize_attempts(cx, rows, summary):
-    """Add delivery attempts (dicts of ATTEMPT_COLUMNS) to summary: attempts, successes, and retries (an
-    attempt after its outbox row's first) with their successes."""
+# A delivery attempt's row, with retry: 1 when it is not its outbox row's first attempt.
+ATTEMPT_SELECT = ("SELECT a.id, a.account_id, a.at, a.error, CASE WHEN EXISTS (SELECT 1 FROM delivery_attempts e"
+                  " WHERE e.outbox_id = a.outbox_id AND e.id < a.id) THEN 1 ELSE 0 END AS retry FROM delivery_attempts a")
+
+
+def summarize_attempts(rows, summary):
+    """Add delivery attempts (dicts of ATTEMPT_SELECT's columns) to summary: attempts, successes, and retries
+    with their successes."""
     for a in rows:
         daily = summary.daily[(a["account_id"], a["at"][:10])]
         ok = a["error"] is None
         daily["attempts"] += 1
         daily["attempts_ok"] += ok
-        earlier = cx.execute("SELECT 1 FROM delivery_attempts WHERE outbox_id = ? AND id < ? LIMIT 1",
-                             (a["outbox_id"], a["id"])).fetchone()
-        if earlier:
+        if a["retry"]:
             daily["retries"] += 1
             daily["retries_ok"] += ok
     return summary
@@ -118,18 +130,17 @@ def fold(cx, settled_at, pending_since, limit):
     nothing more is due)."""
     marks, summary = watermarks(cx), Summary()
     cutoff = _message_cutoff(cx, marks["messages"], settled_at, pending_since)
-    messages = [dict(r) for r in cx.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-        (marks["messages"], cutoff, limit))]
+    messages = [dict(r) for r in cx.execute(f"{MESSAGE_SELECT} WHERE m.id >= ? AND m.id < ? ORDER BY m.id LIMIT ?",
+                                            (marks["messages"], cutoff, limit))]
     summarize_messages(cx, messages, summary)
     settled = settled_at.strftime("%Y-%m-%dT%H:%M:%S")
     attempts = []
-    for row in cx.execute(f"SELECT {ATTEMPT_COLUMNS} FROM delivery_attempts WHERE id > ? ORDER BY id LIMIT ?",
+    for row in cx.execute(f"{ATTEMPT_SELECT} WHERE a.id > ? ORDER BY a.id LIMIT ?",
                           (marks["delivery_attempts"], limit)):
         if row["at"] >= settled:
             break  # the watermark never passes an attempt left for later
         attempts.append(dict(row))
-    summarize_attempts(cx, attempts, summary)
+    summarize_attempts(attempts, summary)
     _apply(cx, summary)
     if messages:
         # The next fold starts after the last one folded: ids have one length, so id + "0" sorts right after it.

@@ -4,8 +4,8 @@ meanwhile is seen either wholly or not at all."""
 import collections
 
 from storage.db import reads
-from storage.report_fold import (ATTEMPT_COLUMNS, DAILY_COLUMNS, MESSAGE_COLUMNS, Summary, summarize_attempts,
-                                 summarize_messages, watermarks)
+from storage.report_fold import (ATTEMPT_SELECT, DAILY_COLUMNS, MESSAGE_SELECT, NEEDS_A_LOOK, Summary,
+                                 count_messages, summarize_attempts, summarize_messages, watermarks)
 
 
 def _in(values):
@@ -64,16 +64,18 @@ def summaries(cx, account_ids, first_day, last_day):
 
 
 def _tail(cx, account_ids):
-    """What the rows past the watermarks add (the last minutes' messages and attempts)."""
+    """What the rows past the watermarks add (the last minutes' messages and attempts): the database counts the
+    messages; only those that add more than a count (NEEDS_A_LOOK) are read one by one."""
     # Only the primary keys' ranges: an account_id condition would let the planner walk the account's whole
     # index instead (every message it ever had); the tail of all accounts is small, the filter is here.
     marks, summary, wanted = watermarks(cx), Summary(), set(account_ids)
-    messages = [dict(r) for r in cx.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id >= ?",
+    count_messages(cx, marks["messages"], wanted, summary)
+    messages = [dict(r) for r in cx.execute(f"{MESSAGE_SELECT} WHERE m.id >= ? AND {NEEDS_A_LOOK}",
                                             (marks["messages"],)) if r["account_id"] in wanted]
-    summarize_messages(cx, messages, summary)
-    attempts = [dict(r) for r in cx.execute(f"SELECT {ATTEMPT_COLUMNS} FROM delivery_attempts WHERE id > ?",
-                                            (marks["delivery_attempts"],)) if r["account_id"] in wanted]
-    return summarize_attempts(cx, attempts, summary)
+    summarize_messages(cx, messages, summary, counted=True)
+    attempts = [dict(r) for r in cx.execute(f"{ATTEMPT_SELECT} WHERE a.id > ?", (marks["delivery_attempts"],))
+                if r["account_id"] in wanted]
+    return summarize_attempts(attempts, summary)
 
 
 @reads

@@ -115,7 +115,7 @@ class ParleyProcess:
         raise RuntimeError("server did not start in time")
 
     def client(self, **kw):
-        return httpx.Client(base_url=self.base, verify=ssl.create_default_context(cafile=self.cert), timeout=30, **kw)
+        return httpx.Client(base_url=self.base, verify=ssl.create_default_context(cafile=self.cert), **{"timeout": 30, **kw})
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc and self.proc.poll() is None:

@@ -3,8 +3,10 @@ raw tables say, computed here independently (plain SQL and Python over the rows)
 of the data folded (summaries + tail) and with all of it folded; folding again changes nothing; tenancy and the
 agency roll-up; bad ranges answer 400 naming the field."""
 import csv
+import html
 import io
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,7 +17,7 @@ from storage import report_fold
 from tests import db_direct
 from tests.report_seed import seed_history
 from tests.test_ui import PASSWORD, FormClient  # noqa: F401
-from services import accounts
+from services import accounts, report_charts
 
 DAYS = 6
 
@@ -223,6 +225,10 @@ async def test_the_page_draws_every_chart_and_its_csv_has_the_api_numbers(servic
     assert page.text.count('<svg class="chart"') == 6 and "<script" not in page.text.split("<main")[1]
     want = expected(cx, [owner["account_id"]], first, last)
     for name, rows in want.items():
+        section = page.text.split(f'id="report-{name}"')[1].split("</section>")[0].split("<tbody>")[-1]
+        cells = [re.findall(r"<td>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", section)]
+        assert cells == [[html.escape(report_charts.duration(v) if k.endswith("Seconds") else "" if v is None
+                                      else str(v)) for k, v in row.items()] for row in rows], name
         r = await client.get(f"/reports/{name}.csv?from={first}&to={last}")
         assert r.code == 200 and r.headers["Content-Type"].startswith("text/csv")
         got = list(csv.DictReader(io.StringIO(r.text)))

@@ -29,9 +29,10 @@ class ReportsHandler(ReportsUiPage):
             error, status = str(exc), 400
             first, last = reports.parse_range(None, None)
         built = await reports.build_all(self.services.db, await self.account_ids(), first, last)
-        sections = [{"report": r, "chart": Markup(report_charts.chart(r) or "")} for r in built]
+        sections = [{"report": r, "chart": Markup(report_charts.chart(r) or ""),
+                     "rows": Markup(report_charts.data_rows(r))} for r in built]
         self.render("reports.html", status=status, sections=sections, first=first.isoformat(), last=last.isoformat(),
-                    presets=reports.preset_ranges(), scope=self.scope(), duration=report_charts.duration,
+                    presets=reports.preset_ranges(), scope=self.scope(),
                     is_agency=self.current_user.get("account_type") == "agency",
                     flashes=[{"kind": "error", "text": error}] if error else [])
 

@@ -119,6 +119,7 @@ def record_attempts(cx, outcomes):
     results = []
     with campaigns.one_progress_event_per_campaign(cx):
         for row, attempt, status, next_attempt_at, error in outcomes:
+            campaigns.attempt_starts()
             cx.execute("SAVEPOINT attempt")
             try:
                 record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
@@ -129,6 +130,7 @@ def record_attempts(cx, outcomes):
                     raise
                 cx.execute("ROLLBACK TO attempt")
                 cx.execute("RELEASE attempt")
+                campaigns.attempt_rolled_back()
                 results.append(exc)
     return results
 

@@ -108,3 +108,9 @@ def writes(fn):
         return await db.write(fn, *args, **kwargs)
     run.sync = fn
     return run
+
+
+def execute_later(cx, sql, params=()):
+    """A write whose result the transaction does not read (no rows, no rowcount, no lastrowid): on PostgreSQL
+    it travels with the next statement or the COMMIT (storage/pg_adapter.py), on SQLite it runs now."""
+    getattr(cx, "execute_later", cx.execute)(sql, params)

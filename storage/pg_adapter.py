@@ -32,10 +32,11 @@ def _row_class(names):
 
 
 def row_factory(cursor):
-    if cursor.description is None:
+    # The names straight from the result: cursor.description makes a Column object per column per statement.
+    res = cursor.pgresult
+    if res is None or not res.nfields:
         return tuple
-    cls = _row_class(tuple(column.name for column in cursor.description))
-    return cls
+    return _row_class(tuple(res.fname(i).decode() for i in range(res.nfields)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -64,17 +65,26 @@ def translate(sql):
     return "".join(out)
 
 
+def _no_rows(cursor):
+    """Whether the statement returns no rows (an UPDATE, a DELETE): description's test, without its Columns."""
+    res = cursor.pgresult
+    return not res or not (res.nfields or res.status in _ROW_STATUSES)
+
+
+_ROW_STATUSES = (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.SINGLE_TUPLE)
+
+
 class Cursor(psycopg.Cursor):
     """sqlite3's cursor gives no rows, not an error, for a statement that returns none (an UPDATE, a DELETE)."""
 
     def fetchone(self):
-        return None if self.description is None else super().fetchone()
+        return None if _no_rows(self) else super().fetchone()
 
     def fetchall(self):
-        return [] if self.description is None else super().fetchall()
+        return [] if _no_rows(self) else super().fetchall()
 
     def __iter__(self):
-        return iter(()) if self.description is None else super().__iter__()
+        return iter(()) if _no_rows(self) else super().__iter__()
 
 
 class IntBoolDumper(Dumper):
@@ -99,8 +109,11 @@ class PgConnection:
 
     def __init__(self, raw):
         self.raw = raw
+        self._later = []  # execute_later's statements not sent yet
 
     def execute(self, sql, params=()):
+        if self._later or self._starts_transaction():
+            return self._pipelined(sql, params)
         cursor = self.raw.cursor()
         if params:
             cursor.execute(translate(sql), params)
@@ -108,13 +121,46 @@ class PgConnection:
             cursor.execute(sql)
         return cursor
 
+    def execute_later(self, sql, params=()):
+        """A write whose result nobody reads (no rows, no rowcount): sent with the next statement or with the
+        COMMIT, in one round trip (psycopg's pipeline), not on its own. Its error, if any, is raised there."""
+        if self.raw.autocommit:
+            self.execute(sql, params)
+        else:
+            self._later.append((sql, params))
+
+    def _starts_transaction(self):
+        # psycopg sends the BEGIN of a transaction as a round trip of its own, except in a pipeline
+        return not self.raw.autocommit and self.raw.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    def _send_later(self):
+        later, self._later = self._later, []
+        for sql, params in later:
+            self.raw.cursor().execute(translate(sql) if params else sql, params or None)
+
+    def _pipelined(self, sql, params):
+        """The statements left for later, then this one, in one round trip; the cursor has its results."""
+        with self.raw.pipeline():
+            self._send_later()
+            cursor = self.raw.cursor()
+            cursor.execute(translate(sql) if params else sql, params or None)
+        return cursor
+
+    def flush(self):
+        """Send what execute_later holds now (before the caller uses the raw connection)."""
+        if self._later:
+            with self.raw.pipeline():
+                self._send_later()
+
     def executemany(self, sql, seq_of_params):
+        self.flush()
         cursor = self.raw.cursor()
         cursor.executemany(translate(sql), list(seq_of_params))
         return cursor
 
     def execute_script(self, script):
         """Several statements, no parameters (a migration file)."""
+        self.flush()
         self.raw.execute(script)
 
     @contextlib.contextmanager
@@ -122,28 +168,42 @@ class PgConnection:
         """A nested transaction: what fails inside it rolls back alone, and the transaction goes on (on
         PostgreSQL an error aborts the whole transaction otherwise)."""
         name = f"sp{next(self._savepoints)}"
-        self.raw.execute(f"SAVEPOINT {name}")
+        self.execute(f"SAVEPOINT {name}")
         try:
             yield self
         except BaseException:
+            self._later = []  # rolled back with the rest: never sent
             self.raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
             self.raw.execute(f"RELEASE SAVEPOINT {name}")
             raise
-        self.raw.execute(f"RELEASE SAVEPOINT {name}")
+        self.execute(f"RELEASE SAVEPOINT {name}")
 
     @contextlib.contextmanager
     def transaction(self):
         """BEGIN ... COMMIT (ROLLBACK on an exception), on a connection outside a transaction."""
-        with self.raw.transaction():
-            yield self
+        self.flush()
+        try:
+            with self.raw.transaction():
+                yield self
+                self.flush()
+        finally:
+            self._later = []
 
     def commit(self):
-        self.raw.commit()
+        """COMMIT, with what execute_later holds sent in the same round trip."""
+        if self._later:
+            with self.raw.pipeline():
+                self._send_later()
+                self.raw.commit()
+        else:
+            self.raw.commit()
 
     def rollback(self):
+        self._later = []
         self.raw.rollback()
 
     def close(self):
+        self._later = []
         self.raw.close()
 
     def __enter__(self):  # like sqlite3's: commit on success, roll back on an exception
@@ -151,9 +211,9 @@ class PgConnection:
 
     def __exit__(self, kind, value, traceback):
         if kind is None:
-            self.raw.commit()
+            self.commit()
         else:
-            self.raw.rollback()
+            self.rollback()
 
     @property
     def in_transaction(self):

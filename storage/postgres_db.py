@@ -169,13 +169,16 @@ class PostgresDatabase:
                     result = fn(cx, *args, **kwargs)
                 except BaseException:
                     if not raw.closed:
-                        raw.rollback()
+                        cx.rollback()
                     raise
                 try:
-                    raw.commit()
-                except psycopg.OperationalError as exc:
-                    if raw.closed or raw.broken:  # the COMMIT may or may not have reached the server
-                        raise WriteOutcomeUnknown(UNKNOWN) from exc
+                    cx.commit()  # with the statements execute_later holds, in one round trip
+                except psycopg.Error as exc:
+                    if raw.closed or raw.broken:
+                        if isinstance(exc, psycopg.OperationalError):  # the COMMIT may or may not have arrived
+                            raise WriteOutcomeUnknown(UNKNOWN) from exc
+                        raise
+                    cx.rollback()  # a statement sent with the COMMIT failed: nothing of it is stored
                     raise
                 return result
         except Exception as exc:

@@ -73,7 +73,7 @@ def progress_in_tx(cx, campaign_id, deltas=None, **changes):
 def progress_event_in_tx(cx, campaign):
     """campaign.progress for the account's open pages: the campaign's status and counts as this transaction
     leaves them (pages apply them as they are, without fetching anything)."""
-    events.emit_in_tx(cx, campaign["account_id"], events.CAMPAIGN_PROGRESS,
+    events.emit_at_commit_in_tx(cx, campaign["account_id"], events.CAMPAIGN_PROGRESS,
                       {"campaignId": campaign["id"], "status": campaign["status"],
                        "counts": {name: campaign[name] for name in COUNTS}})
 

@@ -110,8 +110,12 @@ class PgConnection:
     def __init__(self, raw):
         self.raw = raw
         self._later = []  # execute_later's statements not sent yet
+        self._at_commit = []  # execute_at_commit's, sent with the COMMIT
+        self._marks = []  # len(_at_commit) at each open SAVEPOINT
 
     def execute(self, sql, params=()):
+        if sql[:1] in "SRsr":
+            self._track_savepoint(sql)
         if self._later or self._starts_transaction():
             return self._pipelined(sql, params)
         cursor = self.raw.cursor()
@@ -128,6 +132,29 @@ class PgConnection:
             self.execute(sql, params)
         else:
             self._later.append((sql, params))
+
+    def execute_at_commit(self, sql, params=()):
+        """Like execute_later, but sent only with the COMMIT, after everything else: for a statement whose lock
+        others wait for (an account's event counter), so that it is held for no round trip. Dropped with a
+        SAVEPOINT rolled back to."""
+        if self.raw.autocommit:
+            self.execute(sql, params)
+        else:
+            self._at_commit.append((sql, params))
+
+    def send_at_commit_now(self):
+        """What execute_at_commit holds goes with the next statement instead (which must come after it)."""
+        self._later += self._at_commit
+        self._at_commit, self._marks = [], [0] * len(self._marks)  # what an open SAVEPOINT covers is sent
+
+    def _track_savepoint(self, sql):
+        head = sql[:12].upper()
+        if head.startswith("SAVEPOINT "):
+            self._marks.append(len(self._at_commit))
+        elif head.startswith("ROLLBACK TO") and self._marks:
+            del self._at_commit[self._marks[-1]:]
+        elif head.startswith("RELEASE ") and self._marks:
+            self._marks.pop()
 
     def _starts_transaction(self):
         # psycopg sends the BEGIN of a transaction as a round trip of its own, except in a pipeline
@@ -173,8 +200,8 @@ class PgConnection:
             yield self
         except BaseException:
             self._later = []  # rolled back with the rest: never sent
-            self.raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            self.raw.execute(f"RELEASE SAVEPOINT {name}")
+            self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.execute(f"RELEASE SAVEPOINT {name}")
             raise
         self.execute(f"RELEASE SAVEPOINT {name}")
 
@@ -185,12 +212,16 @@ class PgConnection:
         try:
             with self.raw.transaction():
                 yield self
+                self._later += self._at_commit
+                self._at_commit = []
                 self.flush()
         finally:
-            self._later = []
+            self._forget()
 
     def commit(self):
-        """COMMIT, with what execute_later holds sent in the same round trip."""
+        """COMMIT, with what execute_later and execute_at_commit hold sent in the same round trip."""
+        self._later += self._at_commit
+        self._at_commit, self._marks = [], []
         if self._later:
             with self.raw.pipeline():
                 self._send_later()
@@ -198,12 +229,15 @@ class PgConnection:
         else:
             self.raw.commit()
 
+    def _forget(self):
+        self._later, self._at_commit, self._marks = [], [], []
+
     def rollback(self):
-        self._later = []
+        self._forget()
         self.raw.rollback()
 
     def close(self):
-        self._later = []
+        self._forget()
         self.raw.close()
 
     def __enter__(self):  # like sqlite3's: commit on success, roll back on an exception

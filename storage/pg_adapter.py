@@ -5,6 +5,7 @@ schema's INTEGER 0/1."""
 import contextlib
 import functools
 import itertools
+import re
 
 import psycopg
 from psycopg.adapt import Dumper
@@ -102,6 +103,12 @@ def configure(raw):
     raw.cursor_factory = Cursor
 
 
+# INSERT INTO t (columns) VALUES (?, ...), and nothing after it (no ON CONFLICT: a key twice in one statement
+# would fail there; no RETURNING)
+_multirow = re.compile(r"^\s*(INSERT INTO \w+ \([^()]*\))\s+VALUES\s+(\((?:\s*\?\s*,)*\s*\?\s*\))\s*$", re.I | re.S)
+_MAX_PARAMS = 30_000  # per statement (PostgreSQL's limit is 65,535)
+
+
 class PgConnection:
     """The adapter over one checked-out psycopg connection (not thread-safe, like the connection)."""
     dialect = POSTGRESQL
@@ -181,8 +188,25 @@ class PgConnection:
 
     def executemany(self, sql, seq_of_params):
         self.flush()
+        rows = list(seq_of_params)
         cursor = self.raw.cursor()
-        cursor.executemany(translate(sql), list(seq_of_params))
+        values = _multirow.match(sql)
+        if values and len(rows) > 1:
+            # A plain INSERT of many rows as INSERT ... VALUES (...), (...), ...: one statement for each chunk,
+            # not one execution per row (a campaign's batch inserts hundreds of messages and deliveries).
+            head, row_sql = values.group(1), values.group(2)
+            width = row_sql.count("?")
+            per = max(1, _MAX_PARAMS // max(1, width))
+            count = 0
+            with self.raw.pipeline():
+                for start in range(0, len(rows), per):
+                    chunk = rows[start:start + per]
+                    cursor.execute(translate(f"{head} VALUES {', '.join([row_sql] * len(chunk))}"),
+                                   [value for row in chunk for value in row])
+                    count += len(chunk)
+            cursor._rowcount = count
+            return cursor
+        cursor.executemany(translate(sql), rows)
         return cursor
 
     def execute_script(self, script):

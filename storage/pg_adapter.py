@@ -106,7 +106,7 @@ def configure(raw):
 # INSERT INTO t (columns) VALUES (?, ...), and nothing after it (no ON CONFLICT: a key twice in one statement
 # would fail there; no RETURNING)
 _multirow = re.compile(r"^\s*(INSERT INTO \w+ \([^()]*\))\s+VALUES\s+(\((?:\s*\?\s*,)*\s*\?\s*\))\s*$", re.I | re.S)
-_MAX_PARAMS = 30_000  # per statement (PostgreSQL's limit is 65,535)
+_CACHED_LENGTH = 4096  # psycopg's MAX_CACHED_STATEMENT_LENGTH (a "?" becomes "%s")
 
 
 class PgConnection:
@@ -195,8 +195,9 @@ class PgConnection:
             # A plain INSERT of many rows as INSERT ... VALUES (...), (...), ...: one statement for each chunk,
             # not one execution per row (a campaign's batch inserts hundreds of messages and deliveries).
             head, row_sql = values.group(1), values.group(2)
-            width = row_sql.count("?")
-            per = max(1, _MAX_PARAMS // max(1, width))
+            # Chunks short enough for psycopg's statement cache (it parses a longer one on every call), so the
+            # same few statements repeat, and are prepared.
+            per = max(1, (_CACHED_LENGTH - len(head) - 8) // (len(row_sql) * 2 + 2))
             count = 0
             with self.raw.pipeline():
                 for start in range(0, len(rows), per):

@@ -1,6 +1,7 @@
 """The bot's state read and written inside transactions: whether it answers a message (asked by the
 inbound message's own write), what it needs to decide (read when it starts on the message), and the pause
 a human reply sets inside the outbound message's write (so the inbox pauses the bot just by sending one)."""
+import json
 from datetime import timedelta
 
 from common.ids import iso, now_iso, utcnow
@@ -10,11 +11,10 @@ from storage import bot_state
 HUMAN_AUTHORS = ("user", "api")  # replies written by a person: they pause the bot for the contact
 
 
-def active_in_tx(cx, account_id, campaign_id):
-    """Whether the account's bot is active for a message of this campaign (None: no campaign). SQLite
-    extracts the bot from the settings: an account without one costs no parsing."""
-    bot = bot_state.stored_bot_in_tx(cx, account_id)
-    return bot is not None and bool(bot_settings.effective(bot, campaign_id)["active"])
+def active_for(bot_json, campaign_id):
+    """Whether the account's bot is active for a message of this campaign (None: no campaign). bot_json: the
+    account's stored bot as JSON text, as the inbound write read it (None when it has none: no parsing)."""
+    return bool(bot_json) and bool(bot_settings.effective(json.loads(bot_json), campaign_id)["active"])
 
 
 def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, require_active=True):

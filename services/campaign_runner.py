@@ -65,8 +65,11 @@ class CampaignRunner(WorkerLoop):
         self.clock = clock
         self.poll_seconds = poll_seconds
         self._buckets = {}
-        self.adaptive = batch_size is None  # tests fix the size
-        self.batch_size = batch_size or BATCH_MAX // 5
+        # The batch keeps the single writer (SQLite) about BATCH_SECONDS; where writes run side by side
+        # (PostgreSQL) it holds no other write up, and full batches save round trips. Tests fix the size.
+        one_writer = getattr(services.db, "one_writer", True)
+        self.adaptive = batch_size is None and one_writer
+        self.batch_size = batch_size or (BATCH_MAX // 5 if one_writer else BATCH_MAX)
 
     async def round(self):
         """One step(); stop() waits for the batch in progress (a batch is one transaction: it commits whole

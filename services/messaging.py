@@ -31,6 +31,9 @@ AUTHORS = ("contact", "bot", "user", "api", "campaign")
 CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
 
 
+_UNREAD = object()  # _resolve_contact_in_tx: the caller has not read the fromId's contact
+
+
 def _blank_to_none(value):
     value = value.strip() if isinstance(value, str) else value
     return value or None
@@ -46,13 +49,14 @@ def _identity(account_id, from_id, first_name, last_name, email):
                        "email": normalize_email(email, field="customData.email") if email else None}}
 
 
-def _resolve_contact_in_tx(cx, identity):
+def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
     """Spec §2 rule 3 / DESIGN §3: a fromId maps to one contact for ever. On first sight a fromId that
     is the E.164 phone or the email of an existing contact links to it; otherwise a new contact is made
     (a changed fromId gives a new contact, so customData.email alone never links). Later messages only
-    fill blank fields. Returns (contact id, whether a contact was created)."""
+    fill blank fields. mapped: the contact the fromId maps to when the caller read it in this transaction
+    (None: not mapped then). Returns (contact id, whether a contact was created)."""
     account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
-    contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
+    contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id) if mapped is _UNREAD else mapped
     if contact_id is None and store.lock_identity_in_tx(cx, account_id, from_id):
         contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)  # made while we waited
     if contact_id is not None:
@@ -141,13 +145,17 @@ def _record_inbound(cx, message, identity, answers_since):
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (DESIGN §3)."""
     account_id = message["account_id"]
-    first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
-    if first is not None:
+    # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot.
+    stored, mapped, mapped_campaign_key, bot = store.inbound_context_in_tx(
+        cx, account_id, message["external_id"], identity["from_id"], answers_since)
+    if stored:
+        first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
         return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False
-    contact_id, contact_created = _resolve_contact_in_tx(cx, identity)
+    contact_id, contact_created = _resolve_contact_in_tx(cx, identity, mapped)
     campaign_id = message["campaign_id"]
     if campaign_id is None and not contact_created:
-        campaign_id = campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)
+        campaign_id = mapped_campaign_key if contact_id == mapped else \
+            campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)  # linked just now
     keyword = None
     if message["message_type"] == "text" and opt_out.might_be_keyword(message["body"]):
         # Only short bodies read the account's keywords: the common message pays nothing.
@@ -156,7 +164,7 @@ def _record_inbound(cx, message, identity, answers_since):
             contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword, via="reply",
                                               by=message["body"].strip(), at=message["created_at"])
     bot_wanted = message["message_type"] == "text" and keyword is None and \
-        bot_context.active_in_tx(cx, account_id, campaign_id)
+        bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
                                 "bot_pending": 1 if bot_wanted else None}])

@@ -61,14 +61,6 @@ def release(cx, account_id, message_id):
                (account_id, message_id))
 
 
-def stored_bot_in_tx(cx, account_id):
-    """The account's stored bot object, None when it has none (or no such account). The database extracts it
-    from the settings JSON: an account without a bot costs no parsing here."""
-    row = cx.execute(f"SELECT {dialect_of(cx).json_field('settings', 'bot')} FROM accounts WHERE id = ?",
-                     (account_id,)).fetchone()
-    return json.loads(row[0]) if row and row[0] else None
-
-
 def account_bot_in_tx(cx, account_id):
     """What answering needs of the account: {bot (the stored bot object, None when there is none), type,
     credit_hundredths, credits_per_reply (hundredths; None: the default), has_webhook}, or None for an unknown

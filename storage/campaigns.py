@@ -2,6 +2,7 @@
 change they count, through progress_in_tx), the state changes, and a delivery's outcome per recipient."""
 import contextlib
 import json
+import threading
 from datetime import timedelta
 
 from common.errors import Conflict, NotFound
@@ -61,37 +62,85 @@ def progress_in_tx(cx, campaign_id, deltas=None, **changes):
     campaign = fetch_one(cx, f"UPDATE campaigns SET {', '.join(assignments)} WHERE id = ? RETURNING {_COLUMNS}",
                          (*args, campaign_id))
     if campaign is not None and ("status" in changes or any((deltas or {}).values())):
-        if _held is None:
+        batch = getattr(_local, "batch", None)
+        if batch is None:
             progress_event_in_tx(cx, campaign)
         else:
-            _held.add(campaign_id)
+            batch.held.add(campaign_id)
     return campaign
 
 
 def progress_event_in_tx(cx, campaign):
     """campaign.progress for the account's open pages: the campaign's status and counts as this transaction
     leaves them (pages apply them as they are, without fetching anything)."""
-    events.emit_in_tx(cx, campaign["account_id"], events.CAMPAIGN_PROGRESS,
+    events.emit_at_commit_in_tx(cx, campaign["account_id"], events.CAMPAIGN_PROGRESS,
                       {"campaignId": campaign["id"], "status": campaign["status"],
                        "counts": {name: campaign[name] for name in COUNTS}})
 
 
-# Inside one_progress_event_per_campaign: the campaigns whose event waits for its end (the writer process runs
-# one write at a time).
-_held = None
+# The batch of delivery outcomes this thread's transaction is in (one_progress_event_per_campaign), or None. Per
+# thread: on PostgreSQL several writes run at once, each in a worker thread of its own.
+_local = threading.local()
+
+
+class _OutcomeBatch:
+    """Delivery outcomes written in one transaction: each campaign's counts move once, at the end, so that its
+    row is locked (PostgreSQL) only from there to the COMMIT, not through the whole batch: the campaign's
+    enqueue, which moves the same row, does not queue behind every batch of outcomes. Meanwhile the campaign
+    is seen as the transaction will leave it (its row as read, plus the counts moved so far)."""
+
+    def __init__(self):
+        self.rows, self.totals, self.held, self.undo = {}, {}, set(), None
+
+    def campaign(self, cx, campaign_id):
+        if campaign_id not in self.rows:
+            self.rows[campaign_id] = get_campaign_in_tx(cx, None, campaign_id)
+        row = self.rows[campaign_id]
+        if row is None:
+            return None
+        deltas, changes = self.totals.get(campaign_id, ({}, {}))
+        return {**row, **{name: row[name] + delta for name, delta in deltas.items()}, **changes}
+
+    def add(self, campaign_id, deltas, changes):
+        moved, changed = self.totals.setdefault(campaign_id, ({}, {}))
+        for name, delta in deltas.items():
+            moved[name] = moved.get(name, 0) + delta
+        changed.update(changes)
+
+    def flush(self, cx, campaign_id):
+        """Write the campaign's moved counts now; returns its row after them."""
+        deltas, changes = self.totals.pop(campaign_id, ({}, {}))
+        self.rows[campaign_id] = row = progress_in_tx(cx, campaign_id, deltas, **changes)
+        return row
+
+
+def attempt_starts():
+    """storage.delivery.record_attempts: an outcome's SAVEPOINT is taken (what attempt_rolled_back undoes)."""
+    batch = getattr(_local, "batch", None)
+    if batch is not None:
+        batch.undo = ({**batch.rows}, {k: ({**d}, {**c}) for k, (d, c) in batch.totals.items()}, {*batch.held})
+
+
+def attempt_rolled_back():
+    """The outcome was rolled back to its SAVEPOINT: so are the counts it moved."""
+    batch = getattr(_local, "batch", None)
+    if batch is not None and batch.undo is not None:
+        batch.rows, batch.totals, batch.held = batch.undo
 
 
 @contextlib.contextmanager
 def one_progress_event_per_campaign(cx):
-    """For a write that changes campaigns many times (a batch of delivery outcomes): their campaign.progress
-    events are held, and each changed campaign gets one at the end, with its counts as they are then."""
-    global _held
-    _held = held = set()
+    """For a write that changes campaigns many times (a batch of delivery outcomes): each changed campaign's
+    counts are written once at the end (_OutcomeBatch) and it gets one campaign.progress event, with its
+    counts as they are then."""
+    _local.batch = batch = _OutcomeBatch()
     try:
         yield
+        for campaign_id, (deltas, changes) in sorted(batch.totals.items()):
+            progress_in_tx(cx, campaign_id, deltas, **changes)  # its event is held with the others
     finally:
-        _held = None
-    for campaign_id in sorted(held):
+        _local.batch = None
+    for campaign_id in sorted(batch.held):
         progress_event_in_tx(cx, get_campaign_in_tx(cx, None, campaign_id))
 
 
@@ -278,9 +327,10 @@ def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
     good. Returns the outbox row's (status, next_attempt_at), adjusted when the campaign is paused (a retry
     is held) or cancelled (no retry)."""
     campaign_id = row["campaign_id"]
+    batch = getattr(_local, "batch", None)
     recipient = cx.execute("SELECT status FROM campaign_recipients WHERE campaign_id = ? AND message_id = ?",
                            (campaign_id, row["message_id"])).fetchone()
-    campaign = get_campaign_in_tx(cx, None, campaign_id)
+    campaign = get_campaign_in_tx(cx, None, campaign_id) if batch is None else batch.campaign(cx, campaign_id)
     if recipient is None or campaign is None:
         return status, next_attempt_at
     if status == "pending" and campaign["status"] == "cancelled":
@@ -297,11 +347,19 @@ def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
             changes["probe_attempts"] = campaign["probe_attempts"] + 1
             changes["probe_failures"] = campaign["probe_failures"] + failed
         changes["failure_streak"] = campaign["failure_streak"] + 1 if failed else 0
-    campaign = progress_in_tx(cx, campaign_id, deltas, **changes)
+    if batch is None:
+        campaign = progress_in_tx(cx, campaign_id, deltas, **changes)
+    else:
+        batch.add(campaign_id, deltas, changes)
+        campaign = batch.campaign(cx, campaign_id)
     if campaign["status"] == "running":
         reason = auto_pause_reason(campaign, error)
         if reason:
+            if batch is not None:
+                batch.flush(cx, campaign_id)
             campaign = _pause_in_tx(cx, campaign_id, reason)
+            if batch is not None:
+                batch.rows[campaign_id] = campaign
     if status == "pending" and campaign["status"] == "paused":
         next_attempt_at = HELD
     return status, next_attempt_at

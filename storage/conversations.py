@@ -3,6 +3,7 @@ of each message insert and outbound status change, listed by last activity witho
 from storage.contacts import search_clause
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
+from storage.interface import execute_later
 
 PREVIEW_CHARS = 140
 STATUSES = ("open", "pending", "resolved", "snoozed")
@@ -34,32 +35,38 @@ def on_messages_in_tx(cx, messages):
     """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
     one is there already), an inbound one counts as unread and reopens a resolved or snoozed conversation (in
     the same statement: issue 23 measures this path). One statement for all, no read."""
-    # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
-    newer = "excluded.last_message_id > conversations.last_message_id"
-    cx.executemany(
-        "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
-        " last_author, last_preview, channel, unread_count, failed_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
-        f" last_message_at = CASE WHEN {newer} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
-        f" last_direction = CASE WHEN {newer} THEN excluded.last_direction ELSE conversations.last_direction END,"
-        f" last_author = CASE WHEN {newer} THEN excluded.last_author ELSE conversations.last_author END,"
-        f" last_preview = CASE WHEN {newer} THEN excluded.last_preview ELSE conversations.last_preview END,"
-        f" channel = CASE WHEN {newer} THEN COALESCE(excluded.channel, conversations.channel)"
-        " ELSE conversations.channel END,"
-        f" last_message_id = CASE WHEN {newer} THEN excluded.last_message_id ELSE conversations.last_message_id END,"
-        " unread_count = conversations.unread_count + excluded.unread_count,"
-        " failed_count = conversations.failed_count + excluded.failed_count,"
-        " status = CASE WHEN excluded.last_direction = 'inbound' AND conversations.status IN ('resolved', 'snoozed')"
-        " THEN 'open' ELSE conversations.status END,"
-        " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END",
-        [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
-          m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
-          1 if m.get("status") == "Failed" else 0) for m in messages])
+    rows = [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
+             m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
+             1 if m.get("status") == "Failed" else 0) for m in messages]
+    if len(rows) == 1:  # every inbound message: sent with the transaction's next statement or its COMMIT
+        execute_later(cx, _UPSERT, rows[0])
+    else:
+        cx.executemany(_UPSERT, rows)
     answered = {(m["account_id"], m["contact_id"]) for m in messages
                 if m["direction"] == "outbound" and m.get("author") in PERSON_AUTHORS}
     if answered:  # a person answered: no handoff waits any more
         cx.executemany("UPDATE conversations SET handoff_waiting_since = NULL WHERE account_id = ? AND contact_id = ?"
                        " AND handoff_waiting_since IS NOT NULL", sorted(answered))
+
+
+# conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
+_NEWER = "excluded.last_message_id > conversations.last_message_id"
+_UPSERT = (
+    "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
+    " last_author, last_preview, channel, unread_count, failed_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
+    f" last_message_at = CASE WHEN {_NEWER} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
+    f" last_direction = CASE WHEN {_NEWER} THEN excluded.last_direction ELSE conversations.last_direction END,"
+    f" last_author = CASE WHEN {_NEWER} THEN excluded.last_author ELSE conversations.last_author END,"
+    f" last_preview = CASE WHEN {_NEWER} THEN excluded.last_preview ELSE conversations.last_preview END,"
+    f" channel = CASE WHEN {_NEWER} THEN COALESCE(excluded.channel, conversations.channel)"
+    " ELSE conversations.channel END,"
+    f" last_message_id = CASE WHEN {_NEWER} THEN excluded.last_message_id ELSE conversations.last_message_id END,"
+    " unread_count = conversations.unread_count + excluded.unread_count,"
+    " failed_count = conversations.failed_count + excluded.failed_count,"
+    " status = CASE WHEN excluded.last_direction = 'inbound' AND conversations.status IN ('resolved', 'snoozed')"
+    " THEN 'open' ELSE conversations.status END,"
+    " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END")
 
 
 def handoff_waiting_in_tx(cx, account_id, contact_id, now):

@@ -5,7 +5,7 @@ from common.errors import Conflict, NotFound
 from storage import campaigns, conversations
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
-from storage.events import MESSAGE_STATUS, emit_in_tx
+from storage.events import MESSAGE_STATUS, emit_at_commit_in_tx
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
                    " next_attempt_at, last_error, sent_at, created_at, campaign_id")
@@ -119,6 +119,7 @@ def record_attempts(cx, outcomes):
     results = []
     with campaigns.one_progress_event_per_campaign(cx):
         for row, attempt, status, next_attempt_at, error in outcomes:
+            campaigns.attempt_starts()
             cx.execute("SAVEPOINT attempt")
             try:
                 record_attempt.sync(cx, row, attempt, status=status, next_attempt_at=next_attempt_at, error=error)
@@ -129,6 +130,7 @@ def record_attempts(cx, outcomes):
                     raise
                 cx.execute("ROLLBACK TO attempt")
                 cx.execute("RELEASE attempt")
+                campaigns.attempt_rolled_back()
                 results.append(exc)
     return results
 
@@ -145,7 +147,7 @@ def set_message_status_in_tx(cx, account_id, message_id, status, error_json):
     cx.execute("UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ?",
                (status, error_json, account_id, message_id))
     conversations.on_status_in_tx(cx, account_id, contact_id, old_status, status)
-    emit_in_tx(cx, account_id, MESSAGE_STATUS, {"messageId": message_id, "contactId": contact_id, "status": status})
+    emit_at_commit_in_tx(cx, account_id, MESSAGE_STATUS, {"messageId": message_id, "contactId": contact_id, "status": status})
     return old_status
 
 

@@ -108,3 +108,15 @@ def writes(fn):
         return await db.write(fn, *args, **kwargs)
     run.sync = fn
     return run
+
+
+def execute_later(cx, sql, params=()):
+    """A write whose result the transaction does not read (no rows, no rowcount, no lastrowid): on PostgreSQL
+    it travels with the next statement or the COMMIT (storage/pg_adapter.py), on SQLite it runs now."""
+    getattr(cx, "execute_later", cx.execute)(sql, params)
+
+
+def execute_at_commit(cx, sql, params=()):
+    """Like execute_later, but on PostgreSQL sent only with the COMMIT: for a write whose row lock other
+    transactions wait for (an account's live-event counter), held then for no round trip."""
+    getattr(cx, "execute_at_commit", cx.execute)(sql, params)

@@ -3,6 +3,7 @@ The *_in_tx functions are plain sync functions for composing one transaction in 
 import json
 
 from storage.db import fetch_all, fetch_one, reads
+from storage.interface import execute_later
 from storage.dialect import dialect_of
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
@@ -26,7 +27,8 @@ def insert_messages_in_tx(cx, messages):
     if len(messages) == 1:
         message = messages[0]
         columns = tuple(f for f in _INSERT_FIELDS if message.get(f) is not None and (message[f] or f not in _JSON))
-        cx.execute(_insert_sql(columns), [json.dumps(message[c]) if c in _JSON else message[c] for c in columns])
+        execute_later(cx, _insert_sql(columns),
+                      [json.dumps(message[c]) if c in _JSON else message[c] for c in columns])
         return messages
     values = zip(*[[m.get(f) for f in _INSERT_FIELDS] for m in messages])  # column by column
     columns, kept = [], []
@@ -59,6 +61,21 @@ def find_by_external_id_in_tx(cx, account_id, external_id):
 
 
 find_by_external_id = reads(find_by_external_id_in_tx)
+
+
+def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since):
+    """What storing an inbound message needs to know first, in one statement (on PostgreSQL one round trip, not
+    four): (whether a message with this messageSid is stored already, the contact the fromId maps to or None,
+    the campaignId of that contact's latest campaign message if made at or after campaigns_since (as
+    storage.campaigns.latest_campaign_key_in_tx), the account's stored bot as JSON text or None)."""
+    bot = dialect_of(cx).json_field("a.settings", "bot")
+    row = cx.execute(
+        "SELECT EXISTS (SELECT 1 FROM messages e WHERE e.account_id = a.id AND e.external_id = ?), i.contact_id,"
+        " (SELECT CASE WHEN k.created_at >= ? THEN k.campaign_id END FROM messages k WHERE k.account_id = a.id"
+        f" AND k.contact_id = i.contact_id AND k.author = 'campaign' ORDER BY k.id DESC LIMIT 1), {bot}"
+        " FROM accounts a LEFT JOIN channel_identities i ON i.account_id = a.id AND i.from_id = ?"
+        " WHERE a.id = ?", (external_id, campaigns_since, from_id, account_id)).fetchone()
+    return (bool(row[0]), row[1], row[2], row[3]) if row else (False, None, None, None)
 
 
 def identity_contact_id_in_tx(cx, account_id, from_id):

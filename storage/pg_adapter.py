@@ -5,6 +5,7 @@ schema's INTEGER 0/1."""
 import contextlib
 import functools
 import itertools
+import re
 
 import psycopg
 from psycopg.adapt import Dumper
@@ -32,10 +33,11 @@ def _row_class(names):
 
 
 def row_factory(cursor):
-    if cursor.description is None:
+    # The names straight from the result: cursor.description makes a Column object per column per statement.
+    res = cursor.pgresult
+    if res is None or not res.nfields:
         return tuple
-    cls = _row_class(tuple(column.name for column in cursor.description))
-    return cls
+    return _row_class(tuple(res.fname(i).decode() for i in range(res.nfields)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -64,17 +66,26 @@ def translate(sql):
     return "".join(out)
 
 
+def _no_rows(cursor):
+    """Whether the statement returns no rows (an UPDATE, a DELETE): description's test, without its Columns."""
+    res = cursor.pgresult
+    return not res or not (res.nfields or res.status in _ROW_STATUSES)
+
+
+_ROW_STATUSES = (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.SINGLE_TUPLE)
+
+
 class Cursor(psycopg.Cursor):
     """sqlite3's cursor gives no rows, not an error, for a statement that returns none (an UPDATE, a DELETE)."""
 
     def fetchone(self):
-        return None if self.description is None else super().fetchone()
+        return None if _no_rows(self) else super().fetchone()
 
     def fetchall(self):
-        return [] if self.description is None else super().fetchall()
+        return [] if _no_rows(self) else super().fetchall()
 
     def __iter__(self):
-        return iter(()) if self.description is None else super().__iter__()
+        return iter(()) if _no_rows(self) else super().__iter__()
 
 
 class IntBoolDumper(Dumper):
@@ -92,6 +103,12 @@ def configure(raw):
     raw.cursor_factory = Cursor
 
 
+# INSERT INTO t (columns) VALUES (?, ...), and nothing after it (no ON CONFLICT: a key twice in one statement
+# would fail there; no RETURNING)
+_multirow = re.compile(r"^\s*(INSERT INTO \w+ \([^()]*\))\s+VALUES\s+(\((?:\s*\?\s*,)*\s*\?\s*\))\s*$", re.I | re.S)
+_CACHED_LENGTH = 4096  # psycopg's MAX_CACHED_STATEMENT_LENGTH (a "?" becomes "%s")
+
+
 class PgConnection:
     """The adapter over one checked-out psycopg connection (not thread-safe, like the connection)."""
     dialect = POSTGRESQL
@@ -99,8 +116,15 @@ class PgConnection:
 
     def __init__(self, raw):
         self.raw = raw
+        self._later = []  # execute_later's statements not sent yet
+        self._at_commit = []  # execute_at_commit's, sent with the COMMIT
+        self._marks = []  # len(_at_commit) at each open SAVEPOINT
 
     def execute(self, sql, params=()):
+        if sql[:1] in "SRsr":
+            self._track_savepoint(sql)
+        if self._later or self._starts_transaction():
+            return self._pipelined(sql, params)
         cursor = self.raw.cursor()
         if params:
             cursor.execute(translate(sql), params)
@@ -108,13 +132,87 @@ class PgConnection:
             cursor.execute(sql)
         return cursor
 
+    def execute_later(self, sql, params=()):
+        """A write whose result nobody reads (no rows, no rowcount): sent with the next statement or with the
+        COMMIT, in one round trip (psycopg's pipeline), not on its own. Its error, if any, is raised there."""
+        if self.raw.autocommit:
+            self.execute(sql, params)
+        else:
+            self._later.append((sql, params))
+
+    def execute_at_commit(self, sql, params=()):
+        """Like execute_later, but sent only with the COMMIT, after everything else: for a statement whose lock
+        others wait for (an account's event counter), so that it is held for no round trip. Dropped with a
+        SAVEPOINT rolled back to."""
+        if self.raw.autocommit:
+            self.execute(sql, params)
+        else:
+            self._at_commit.append((sql, params))
+
+    def send_at_commit_now(self):
+        """What execute_at_commit holds goes with the next statement instead (which must come after it)."""
+        self._later += self._at_commit
+        self._at_commit, self._marks = [], [0] * len(self._marks)  # what an open SAVEPOINT covers is sent
+
+    def _track_savepoint(self, sql):
+        head = sql[:12].upper()
+        if head.startswith("SAVEPOINT "):
+            self._marks.append(len(self._at_commit))
+        elif head.startswith("ROLLBACK TO") and self._marks:
+            del self._at_commit[self._marks[-1]:]
+        elif head.startswith("RELEASE ") and self._marks:
+            self._marks.pop()
+
+    def _starts_transaction(self):
+        # psycopg sends the BEGIN of a transaction as a round trip of its own, except in a pipeline
+        return not self.raw.autocommit and self.raw.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    def _send_later(self):
+        later, self._later = self._later, []
+        for sql, params in later:
+            self.raw.cursor().execute(translate(sql) if params else sql, params or None)
+
+    def _pipelined(self, sql, params):
+        """The statements left for later, then this one, in one round trip; the cursor has its results."""
+        with self.raw.pipeline():
+            self._send_later()
+            cursor = self.raw.cursor()
+            cursor.execute(translate(sql) if params else sql, params or None)
+        return cursor
+
+    def flush(self):
+        """Send what execute_later holds now (before the caller uses the raw connection)."""
+        if self._later:
+            with self.raw.pipeline():
+                self._send_later()
+
     def executemany(self, sql, seq_of_params):
+        self.flush()
+        rows = list(seq_of_params)
         cursor = self.raw.cursor()
-        cursor.executemany(translate(sql), list(seq_of_params))
+        values = _multirow.match(sql)
+        if values and len(rows) > 1:
+            # A plain INSERT of many rows as INSERT ... VALUES (...), (...), ...: one statement for each chunk,
+            # not one execution per row (a campaign's batch inserts hundreds of messages and deliveries).
+            head, row_sql = values.group(1), values.group(2)
+            # Chunks short enough for psycopg's statement cache (it parses a longer one on every call), so the
+            # same few statements repeat, and are prepared.
+            per = max(1, (_CACHED_LENGTH - len(head) - 8) // (len(row_sql) * 2 + 2))
+            count = 0
+            with self.raw.pipeline():
+                for start in range(0, len(rows), per):
+                    chunk = rows[start:start + per]
+                    cursor.execute(translate(f"{head} VALUES {', '.join([row_sql] * len(chunk))}"),
+                                   [value for row in chunk for value in row])
+                    count += len(chunk)
+            cursor._rowcount = count
+            return cursor
+        cursor.executemany(translate(sql), rows)
         return cursor
 
     def execute_script(self, script):
         """Several statements, no parameters (a migration file)."""
+        self.flush()
         self.raw.execute(script)
 
     @contextlib.contextmanager
@@ -122,28 +220,49 @@ class PgConnection:
         """A nested transaction: what fails inside it rolls back alone, and the transaction goes on (on
         PostgreSQL an error aborts the whole transaction otherwise)."""
         name = f"sp{next(self._savepoints)}"
-        self.raw.execute(f"SAVEPOINT {name}")
+        self.execute(f"SAVEPOINT {name}")
         try:
             yield self
         except BaseException:
-            self.raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            self.raw.execute(f"RELEASE SAVEPOINT {name}")
+            self._later = []  # rolled back with the rest: never sent
+            self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.execute(f"RELEASE SAVEPOINT {name}")
             raise
-        self.raw.execute(f"RELEASE SAVEPOINT {name}")
+        self.execute(f"RELEASE SAVEPOINT {name}")
 
     @contextlib.contextmanager
     def transaction(self):
         """BEGIN ... COMMIT (ROLLBACK on an exception), on a connection outside a transaction."""
-        with self.raw.transaction():
-            yield self
+        self.flush()
+        try:
+            with self.raw.transaction():
+                yield self
+                self._later += self._at_commit
+                self._at_commit = []
+                self.flush()
+        finally:
+            self._forget()
 
     def commit(self):
-        self.raw.commit()
+        """COMMIT, with what execute_later and execute_at_commit hold sent in the same round trip."""
+        self._later += self._at_commit
+        self._at_commit, self._marks = [], []
+        if self._later:
+            with self.raw.pipeline():
+                self._send_later()
+                self.raw.commit()
+        else:
+            self.raw.commit()
+
+    def _forget(self):
+        self._later, self._at_commit, self._marks = [], [], []
 
     def rollback(self):
+        self._forget()
         self.raw.rollback()
 
     def close(self):
+        self._forget()
         self.raw.close()
 
     def __enter__(self):  # like sqlite3's: commit on success, roll back on an exception
@@ -151,9 +270,9 @@ class PgConnection:
 
     def __exit__(self, kind, value, traceback):
         if kind is None:
-            self.raw.commit()
+            self.commit()
         else:
-            self.raw.rollback()
+            self.rollback()
 
     @property
     def in_transaction(self):

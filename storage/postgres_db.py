@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import sys
 
 import psycopg
 import psycopg_pool
@@ -18,6 +19,7 @@ from storage.pg_adapter import PgConnection, configure
 log = logging.getLogger("parley.db")
 
 POOL_SIZE = 10  # connections, and the worker threads that use them
+SWITCH_INTERVAL = 0.0005  # seconds: sys.setswitchinterval while a PostgreSQL database is open
 QUEUE_FULL = "storage is busy: too many writes are waiting; nothing was written, retry later"
 CLOSING = "the database is closing; nothing was written"
 DOWN = "the database cannot be reached; nothing was written, retry later"
@@ -43,6 +45,7 @@ def as_storage_error(exc):
 class PostgresDatabase:
     dialect = "postgresql"
     writer_pid = None  # no writer process
+    one_writer = False  # writes run side by side: a long one does not hold the others up
 
     def __init__(self, url, *, max_pending=10_000, pool_size=POOL_SIZE, **_ignored):
         self.url, self.max_pending, self.pool_size = url, max_pending, pool_size
@@ -57,6 +60,9 @@ class PostgresDatabase:
         self._commit_listeners = []
 
     async def open(self):
+        # A worker thread back from a round trip waits for the GIL; by default the event loop keeps it up to 5 ms
+        # (the switch interval), several times the round trip itself, and a write is a few round trips.
+        sys.setswitchinterval(SWITCH_INTERVAL)
         self._idle = asyncio.Event()
         self._idle.set()
         self._background = asyncio.Lock()
@@ -169,13 +175,16 @@ class PostgresDatabase:
                     result = fn(cx, *args, **kwargs)
                 except BaseException:
                     if not raw.closed:
-                        raw.rollback()
+                        cx.rollback()
                     raise
                 try:
-                    raw.commit()
-                except psycopg.OperationalError as exc:
-                    if raw.closed or raw.broken:  # the COMMIT may or may not have reached the server
-                        raise WriteOutcomeUnknown(UNKNOWN) from exc
+                    cx.commit()  # with the statements execute_later holds, in one round trip
+                except psycopg.Error as exc:
+                    if raw.closed or raw.broken:
+                        if isinstance(exc, psycopg.OperationalError):  # the COMMIT may or may not have arrived
+                            raise WriteOutcomeUnknown(UNKNOWN) from exc
+                        raise
+                    cx.rollback()  # a statement sent with the COMMIT failed: nothing of it is stored
                     raise
                 return result
         except Exception as exc:

@@ -16,6 +16,7 @@ from services import contacts, lists
 from services.campaign_runner import BATCH_MAX, CampaignRunner, hand_over
 from services.delivery import DeliveryWorker
 from storage import campaigns as campaign_store
+from storage.dialect import dialect_of
 from tests.test_delivery import Receiver, later, receiver, secret_of  # noqa: F401 (receiver: a fixture)
 from tests import db_direct
 
@@ -498,8 +499,10 @@ async def test_counts_stay_exact_under_concurrent_batches_deliveries_and_actions
 
 
 def _counts_and_statuses(cx, campaign_id):
-    """The campaign's counts and its recipients' statuses, read in one transaction."""
-    cx.execute("BEGIN")
+    """The campaign's counts and its recipients' statuses, read in one transaction (one snapshot: on PostgreSQL
+    READ COMMITTED gives each statement its own, and a batch committing between the two reads looked like a
+    miscount)."""
+    cx.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect_of(cx).name == "postgresql" else "BEGIN")
     try:
         row = campaign_store.get_campaign_in_tx(cx, None, campaign_id)
         return {name: row[name] for name in campaign_store.COUNTS}, _statuses(cx, campaign_id)

@@ -24,6 +24,8 @@ from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
 from services import accounts
 from services.bot import BotRunner
+from services.bot_recovery import BotRecovery
+from services.leases import Lease
 from services.campaign_runner import CampaignRunner
 from services.conversation_status import SnoozeWaker
 from services.delivery import DeliveryWorker
@@ -34,11 +36,12 @@ from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
 from services.ratelimit import RateLimiter
-from services.secretbox import SecretBox
+from services.secretbox import SecretBox, SecretKeyError
 from common.redact import RedactingFormatter
 from services.tls import CertificateSource
 from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
                      connection_cap, raise_file_limit)
+from storage import shared_facts
 from storage.db import open_database
 
 log = logging.getLogger("parley")
@@ -61,6 +64,7 @@ class Services:
     snoozes: "SnoozeWaker" = None  # reopens snoozed conversations when their time comes; main() starts it
     reports: "ReportsWorker" = None  # folds new rows into the Reports' summaries; main() starts it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
+    bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
 
     async def close(self):
@@ -74,6 +78,8 @@ class Services:
             await self.snoozes.stop()
         if self.reports is not None:
             await self.reports.stop()
+        if self.bot_recovery is not None:
+            await self.bot_recovery.stop()
         if self.campaigns is not None:
             await self.campaigns.stop()  # its last batch commits before the db closes
         if self.imports is not None:
@@ -99,7 +105,10 @@ def secure_data_dir(settings):
 async def open_services(settings):
     secure_data_dir(settings)
     db = await open_database(settings).open()
-    services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
+    box = SecretBox.from_settings(settings)
+    if settings.uses_postgres:
+        await check_shared_key(db, box)
+    services = Services(settings=settings, db=db, box=box,
                         keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
@@ -109,10 +118,25 @@ async def open_services(settings):
     services.snoozes = SnoozeWaker(services)
     services.reports = ReportsWorker(services)
     services.bot = BotRunner(services)
+    services.bot_recovery = BotRecovery(services)
+    for worker in (services.imports, services.campaigns, services.retention, services.snoozes, services.reports,
+                   services.bot_recovery):
+        worker.lease = Lease(db, worker.name, settings.worker_lease_seconds)  # one process runs each at a time
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
     return services
+
+
+async def check_shared_key(db, box):
+    """Every process of one database uses one secret key: the first to start records its fingerprint, and a
+    process with another key stops here (its cookies would be refused by the others, and the secrets stored
+    by them unreadable to it)."""
+    stored = await shared_facts.agree(db, "secret_key_fingerprint", box.fingerprint())
+    if stored != box.fingerprint():
+        await db.close()
+        raise SecretKeyError("this database was set up with another secret key: start every server with the same "
+                         "--secret-key-file (or the same secret.key in --data-dir)")
 
 
 class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
@@ -240,6 +264,7 @@ async def main(settings):
         services.snoozes.start()  # wakes the snoozes that ended while the server was down at once
         services.reports.start()  # a first fold now (what a previous run left), then every interval
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
+        services.bot_recovery.start()  # and later, what any process left undecided (one process at a time)
         services.hub.start()
 
         stop = asyncio.Event()
@@ -253,6 +278,7 @@ async def main(settings):
         await stop.wait()
 
         log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
+        app.draining = True  # /healthz answers 503: a balancer's keep-alive connections move elsewhere
         for server in servers:
             server.stop()
         await services.hub.stop()  # open pages reconnect to the next server and resume from their last event

@@ -36,6 +36,8 @@ class SqliteDialect:
 
     # The physical row id of a table without an integer key (batched deletes by age).
     row_id = "rowid"
+    # Rows claimed by one of several processes (the outbox): SQLite has one writer, nothing to skip.
+    skip_locked = ""
 
     @staticmethod
     def greatest(a, b):
@@ -76,6 +78,8 @@ class PostgresDialect:
         return f"(jsonb_set_lax(({document})::jsonb, '{{{key}}}', to_jsonb({value})))::text"
 
     row_id = "ctid"
+    # A row another transaction is claiming is left to it rather than waited for.
+    skip_locked = " FOR UPDATE SKIP LOCKED"
 
     @staticmethod
     def greatest(a, b):

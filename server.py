@@ -42,7 +42,9 @@ from services.tls import CertificateSource
 from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
                      connection_cap, raise_file_limit)
 from storage import shared_facts
+from storage.accounts import KEYS_CHANNEL
 from storage.db import open_database
+from storage.pg_listen import EVENTS_CHANNEL, PgListener
 
 log = logging.getLogger("parley")
 ROOT = Path(__file__).parent
@@ -66,6 +68,7 @@ class Services:
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
+    listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
 
     async def close(self):
         if self.bot is not None:
@@ -86,6 +89,8 @@ class Services:
             await self.imports.stop()  # running imports stop after their current batch, resumed at next start
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
+        if self.listener is not None:
+            await self.listener.stop()
         await self.db.close()
 
 
@@ -125,6 +130,11 @@ async def open_services(settings):
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
+    if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
+        services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: services.hub.notify,
+                                                               KEYS_CHANNEL: services.keys.forget})
+        db.add_commit_listener(services.listener.committed)
+        services.listener.start()
     return services
 
 

@@ -50,6 +50,11 @@ class SqliteDialect:
         nothing to do, and False (nothing locked, so nothing to re-read)."""
         return False
 
+    @staticmethod
+    def notify(cx, channel):
+        """Tell the other server processes, at COMMIT, that something of ``channel`` changed (one process on
+        SQLite: nobody to tell)."""
+
 
 class PostgresDialect:
     name = "postgresql"
@@ -91,6 +96,11 @@ class PostgresDialect:
         the first one's COMMIT, and its next statement (READ COMMITTED) then sees what that one stored."""
         cx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (key,))
         return True
+
+    @staticmethod
+    def notify(cx, channel):
+        """Delivered at COMMIT (never for a rollback) to every process LISTENing (storage/pg_listen.py)."""
+        cx.execute("SELECT pg_notify(?, '')", (channel,))
 
 
 SQLITE = SqliteDialect()

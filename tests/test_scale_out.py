@@ -5,6 +5,8 @@ import asyncio
 import pytest
 
 import server
+from common.errors import Unauthorized
+from services import accounts, keys
 from services.leases import Lease
 from services.secretbox import SecretBox, SecretKeyError
 from services.worker_loop import WorkerLoop
@@ -103,3 +105,53 @@ def test_healthz(io_loop, api, app, services):
         assert draining.code == 503 and draining.json["status"] == "unavailable"
         app.draining = False
     io_loop.run_sync(run)
+
+
+def _second_process(io_loop, settings, tmp_path):
+    """Another server process's services on the same database, with its own data directory (another host)."""
+    other = settings.model_copy(update={"data_dir": tmp_path / "host-b",
+                                        "secret_key_file": settings.data_dir / "secret.key"})
+    return io_loop.run_sync(lambda: server.open_services(other))
+
+
+async def _until(condition, seconds=10):
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+@pytest.mark.postgres_only
+def test_a_commit_in_one_process_wakes_the_live_hub_of_another(io_loop, services, settings, tmp_path, account):
+    b = _second_process(io_loop, settings, tmp_path)
+    woken = []
+    services.listener.handlers["parley_events"] = lambda: woken.append(1)
+
+    async def run():
+        await services.listener.connected.wait()
+        await b.listener.connected.wait()
+        await accounts.update_settings(b.db, account["account_id"], {"customChannelWebhookUrl": "https://x.test/"})
+        assert await _until(lambda: woken)
+    try:
+        io_loop.run_sync(run)
+    finally:
+        io_loop.run_sync(b.close)
+
+
+@pytest.mark.postgres_only
+def test_a_key_rotated_in_one_process_fails_at_once_in_another(io_loop, services, settings, tmp_path, account):
+    b = _second_process(io_loop, settings, tmp_path)
+    key_hash = keys.hash_api_key(account["api_key"])
+
+    async def run():
+        await services.listener.connected.wait()
+        assert (await services.keys.principal_for(key_hash)).account_id == account["account_id"]  # cached now
+        await accounts.rotate_key(b.db, b.keys, account["account_id"])
+        assert await _until(lambda: services.listener.received)
+        with pytest.raises(Unauthorized):
+            await services.keys.principal_for(key_hash)
+    try:
+        io_loop.run_sync(run)
+    finally:
+        io_loop.run_sync(b.close)

@@ -35,7 +35,7 @@ from services.live import Hub
 from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
-from services.ratelimit import RateLimiter
+from services.ratelimit import RateLimiter, SharedRateLimiter
 from services.secretbox import SecretBox, SecretKeyError
 from common.redact import RedactingFormatter
 from services.tls import CertificateSource
@@ -114,7 +114,8 @@ async def open_services(settings):
     if settings.uses_postgres:
         await check_shared_key(db, box)
     services = Services(settings=settings, db=db, box=box,
-                        keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
+                        keys=accounts.KeyRegistry(db, settings.data_dir),
+                        limiter=SharedRateLimiter(db) if settings.uses_postgres else RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
     services.import_limits = ImportLimits(settings)

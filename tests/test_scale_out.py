@@ -8,6 +8,7 @@ import server
 from common.errors import Unauthorized
 from services import accounts, keys
 from services.leases import Lease
+from services.ratelimit import SharedRateLimiter
 from services.secretbox import SecretBox, SecretKeyError
 from services.worker_loop import WorkerLoop
 from settings import Settings
@@ -155,3 +156,17 @@ def test_a_key_rotated_in_one_process_fails_at_once_in_another(io_loop, services
         io_loop.run_sync(run)
     finally:
         io_loop.run_sync(b.close)
+
+
+@pytest.mark.postgres_only
+def test_the_api_rate_limit_is_one_limit_for_every_process(io_loop, services):
+    first, second = SharedRateLimiter(services.db), SharedRateLimiter(services.db)  # two processes
+
+    async def run():
+        answers = [await (first if n % 2 else second).hit_api_key("key-hash", 10) for n in range(15)]
+        allowed = [a for a, _ in answers]
+        assert allowed == [True] * 10 + [False] * 5
+        assert answers[9][1]["X-RateLimit-Remaining"] == "0" and answers[10][1]["Retry-After"] == "6"
+        assert (await first.hit_api_key("other key", 10))[0]  # keys are independent
+        assert await first.prune_shared() == 0  # budgets not full again yet: kept
+    io_loop.run_sync(run)

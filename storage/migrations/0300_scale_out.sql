@@ -11,10 +11,12 @@ CREATE TABLE worker_leases (
     until TEXT NOT NULL
 );
 -- The API rate limit shared by every process on PostgreSQL: per key, GCRA's theoretical arrival time
--- (seconds since the epoch). SQLite (one process) keeps it in memory and never writes here.
+-- (seconds since the epoch, PostgreSQL's clock) and whether the last request was allowed. SQLite (one
+-- process) keeps it in memory and never writes here.
 CREATE TABLE rate_limits (
     key TEXT PRIMARY KEY,
-    tat DOUBLE PRECISION NOT NULL
+    tat DOUBLE PRECISION NOT NULL,
+    allowed INTEGER NOT NULL DEFAULT 1
 );
 -- Facts every process of one database must agree on: 'secret_key_fingerprint' (a process started with
 -- another --secret-key-file refuses to start, instead of failing every cookie and stored secret).

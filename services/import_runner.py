@@ -191,7 +191,9 @@ class ImportWorker(WorkerLoop):
 
     async def _run_one(self, job):
         try:
-            await run_job(self.services, job, SERVER, should_stop=lambda: self._stopping)
+            # Stops after its batch when this process lost the imports' lease: the new owner resumes it.
+            await run_job(self.services, job, SERVER,
+                          should_stop=lambda: self._stopping or (self.lease is not None and not self.lease.held))
         except Exception:
             log.exception("import %s failed", job["id"])
             try:  # not resumed in a loop: an operator looks at the log, a user at the message

@@ -186,9 +186,10 @@ def _import_arguments(c):
 
 def _serve(settings, args):
     import server  # here, not at the top: server.py imports this module
+    from services.secretbox import SecretKeyError
     try:
         asyncio.run(server.main(settings))
-    except OSError as exc:  # a port in use, a certificate that cannot be read: one line, no traceback
+    except (OSError, SecretKeyError) as exc:  # a port in use, a certificate that cannot be read: one line, no traceback
         log.error("cannot serve: %s", exc)
         return 1
     return 0

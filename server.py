@@ -23,7 +23,9 @@ from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
 from services import accounts
+from services.bot_recovery import BotRecovery
 from services.bot_runner import BotRunner
+from services.leases import Lease
 from services.campaign_runner import CampaignRunner
 from services.conversation_status import SnoozeWaker
 from services.delivery import DeliveryWorker
@@ -33,13 +35,16 @@ from services.live import Hub
 from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
-from services.ratelimit import RateLimiter
-from services.secretbox import SecretBox
+from services.ratelimit import RateLimiter, SharedRateLimiter
+from services.secretbox import SecretBox, SecretKeyError
 from common.redact import RedactingFormatter
 from services.tls import CertificateSource
 from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
                      connection_cap, raise_file_limit)
+from storage import shared_facts
+from storage.accounts import KEYS_CHANNEL
 from storage.db import open_database
+from storage.pg_listen import EVENTS_CHANNEL, PgListener
 
 log = logging.getLogger("parley")
 ROOT = Path(__file__).parent
@@ -61,7 +66,9 @@ class Services:
     snoozes: "SnoozeWaker" = None  # reopens snoozed conversations when their time comes; main() starts it
     reports: "ReportsWorker" = None  # folds new rows into the Reports' summaries; main() starts it
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
+    bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
+    listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
 
     async def close(self):
         if self.bot is not None:
@@ -74,12 +81,16 @@ class Services:
             await self.snoozes.stop()
         if self.reports is not None:
             await self.reports.stop()
+        if self.bot_recovery is not None:
+            await self.bot_recovery.stop()
         if self.campaigns is not None:
             await self.campaigns.stop()  # its last batch commits before the db closes
         if self.imports is not None:
             await self.imports.stop()  # running imports stop after their current batch, resumed at next start
         if self.delivery is not None:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
+        if self.listener is not None:
+            await self.listener.stop()
         await self.db.close()
 
 
@@ -99,8 +110,12 @@ def secure_data_dir(settings):
 async def open_services(settings):
     secure_data_dir(settings)
     db = await open_database(settings).open()
-    services = Services(settings=settings, db=db, box=SecretBox.from_data_dir(settings.data_dir),
-                        keys=accounts.KeyRegistry(db, settings.data_dir), limiter=RateLimiter())
+    box = SecretBox.from_settings(settings)
+    if settings.uses_postgres:
+        await check_shared_key(db, box)
+    services = Services(settings=settings, db=db, box=box,
+                        keys=accounts.KeyRegistry(db, settings.data_dir),
+                        limiter=SharedRateLimiter(db) if settings.uses_postgres else RateLimiter())
     services.delivery = DeliveryWorker(services)
     services.imports = ImportWorker(services)
     services.import_limits = ImportLimits(settings)
@@ -109,10 +124,30 @@ async def open_services(settings):
     services.snoozes = SnoozeWaker(services)
     services.reports = ReportsWorker(services)
     services.bot = BotRunner(services)
+    services.bot_recovery = BotRecovery(services)
+    for worker in (services.imports, services.campaigns, services.retention, services.snoozes, services.reports,
+                   services.bot_recovery):
+        worker.lease = Lease(db, worker.name, settings.worker_lease_seconds)  # one process runs each at a time
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
+    if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
+        services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: services.hub.notify,
+                                                               KEYS_CHANNEL: services.keys.forget})
+        db.add_commit_listener(services.listener.committed)
+        services.listener.start()
     return services
+
+
+async def check_shared_key(db, box):
+    """Every process of one database uses one secret key: the first to start records its fingerprint, and a
+    process with another key stops here (its cookies would be refused by the others, and the secrets stored
+    by them unreadable to it)."""
+    stored = await shared_facts.agree(db, "secret_key_fingerprint", box.fingerprint())
+    if stored != box.fingerprint():
+        await db.close()
+        raise SecretKeyError("this database was set up with another secret key: start every server with the same "
+                         "--secret-key-file (or the same secret.key in --data-dir)")
 
 
 class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
@@ -240,6 +275,7 @@ async def main(settings):
         services.snoozes.start()  # wakes the snoozes that ended while the server was down at once
         services.reports.start()  # a first fold now (what a previous run left), then every interval
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
+        services.bot_recovery.start()  # and later, what any process left undecided (one process at a time)
         services.hub.start()
 
         stop = asyncio.Event()
@@ -253,6 +289,7 @@ async def main(settings):
         await stop.wait()
 
         log.info("shutting down: no new connections, waiting for %d request(s) in flight", app.inflight)
+        app.draining = True  # /healthz answers 503: a balancer's keep-alive connections move elsewhere
         for server in servers:
             server.stop()
         await services.hub.stop()  # open pages reconnect to the next server and resume from their last event

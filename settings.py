@@ -119,6 +119,17 @@ class Settings(BaseModel):
                                                                        "for longer reloads instead of resuming from "
                                                                        "its last event.")
 
+    secret_key_file: Optional[Path] = Field(None, description="The key that encrypts secrets at rest and signs "
+                                                              "session and XSRF cookies; default secret.key in "
+                                                              "--data-dir (made at first start). Every process "
+                                                              "serving one database must use the same key.")
+    worker_lease_seconds: float = Field(30.0, ge=1, description="Several processes on one database: a background "
+                                                                "job (campaigns, imports, cleanup…) or a webhook "
+                                                                "being delivered is another process's to take "
+                                                                "over this long after its owner stopped renewing "
+                                                                "it (died). A delivery's lease adds "
+                                                                "--webhook-timeout-seconds.")
+
     @field_validator("database_url")
     @classmethod
     def _postgres_or_nothing(cls, url):

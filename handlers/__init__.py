@@ -8,7 +8,7 @@ def routes():
     from handlers import canned_replies, contacts, conversations, lists, notes
     from handlers import custom_channel, messages
     from handlers import subaccounts
-    from handlers import live, openapi, reports
+    from handlers import health, live, openapi, reports
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
@@ -56,6 +56,7 @@ def routes():
         (r"/v1/conversations/([^/]+)/notes/([^/]+)", notes.NoteHandler),
         (rf"/v1/reports/({reports.NAMES})", reports.ReportHandler),
         (r"/v1/openapi\.json", openapi.OpenApiHandler),
+        (r"/healthz", health.HealthHandler),
         (r"/docs", ui_docs.DocsHandler),  # the same document, rendered for people
         # Admin web UI (HTML forms; session cookie + XSRF). Unknown paths stay JSON 404s.
         (r"/", session.HomeHandler),

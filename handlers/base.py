@@ -269,7 +269,7 @@ class ApiHandler(BaseHandler):
         # an unknown key gets the default budget.
         cached = registry.cached(key_hash)
         limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
-        allowed, headers = self.services.limiter.hit(key_hash, limit)
+        allowed, headers = await self.services.limiter.hit_api_key(key_hash, limit)
         for name, value in headers.items():
             self.set_header(name, value)
         if not allowed:

@@ -62,7 +62,7 @@ _GROUP = re.compile(r"\((?!\?)((?:[^()\\]|\\.)*)\)")
 
 def is_api_route(handler):
     """Routes in the document: everything but the HTML admin UI and its live-events WebSocket."""
-    return not issubclass(handler, (UiHandler, tornado.websocket.WebSocketHandler))
+    return not issubclass(handler, (UiHandler, tornado.websocket.WebSocketHandler)) and getattr(handler, "in_openapi", True)
 
 
 def implemented_methods(handler):

@@ -67,6 +67,10 @@ class KeyRegistry:
         os.utime(self.stamp, ns=(stat.st_atime_ns, max(stat.st_mtime_ns, self._stamp_seen + 1)))
         self._stamp_seen = self._read_stamp()
 
+    def forget(self):
+        """A key changed in another process (storage/pg_listen.py): the next lookups read the database."""
+        self._forget()
+
     def cached(self, key_hash):
         stamp = self._read_stamp()
         if stamp != self._stamp_seen:

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 
+from services.leases import PROCESS_ID
 from services.netguard import CheckedResolver
 from services.webhook_post import Outcome, post_signed
 from services.accounts import signing_secrets
@@ -73,6 +74,7 @@ class DeliveryWorker(WorkerLoop):
         self._campaign_load = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
         self._tasks = set()
         self._held = {}               # outbox id -> not before (an unrecorded attempt)
+        self.owner = PROCESS_ID       # what this process's claims on outbox rows are recorded as
 
     @property
     def campaign_slots(self):
@@ -125,9 +127,10 @@ class DeliveryWorker(WorkerLoop):
         self._held = {i: until for i, until in self._held.items() if until > now}
         rows = await store.due_rows(self.services.db, iso(now), per_account=self.per_account,
                                     limit=free + self.concurrency,
-                                    exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated)
+                                    exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated,
+                                    owner=self.owner)
         accounts = {account_id: await self._account(account_id) for account_id in {row["account_id"] for row in rows}}
-        tasks = []
+        chosen = []
         for row in rows:  # re-checked after the await: another dispatch may have started some
             if len(self._sending) >= self.concurrency:
                 break
@@ -135,15 +138,40 @@ class DeliveryWorker(WorkerLoop):
                 continue
             if row["campaign_id"] and self._campaign_load[row["account_id"]] >= self.campaign_slots:
                 continue
-            tasks.append(self._start(row, now, accounts[row["account_id"]]))
+            self._reserve(row)
+            chosen.append(row)
+        claimed = await self._claim(chosen, now)
+        tasks = []
+        for row in chosen:
+            if row["id"] in claimed:
+                tasks.append(self._launch(row, now, accounts[row["account_id"]]))
+            else:  # another process is delivering it
+                self._release(row)
+                self._in_flight.pop(row["id"], None)
         return tasks
 
-    def _start(self, row, now, account):
+    async def _claim(self, rows, now):
+        """Claim the rows for this process (several processes share the outbox): their lease lasts one attempt
+        and the writing of its outcome, with room to spare; a process that dies leaves them to the others
+        once it lapses. Returns the ids claimed."""
+        if not rows:
+            return set()
+        until = now + timedelta(seconds=self.timeout + self.settings.worker_lease_seconds)
+        try:
+            return set(await store.claim(self.services.db, [row["id"] for row in rows], self.owner, iso(now),
+                                         iso(until)))
+        except Exception:
+            log.exception("delivery: claiming %d due row(s) failed; the next round tries again", len(rows))
+            return set()
+
+    def _reserve(self, row):
         self._in_flight[row["id"]] = row["account_id"]
         self._sending.add(row["id"])
         self._load[row["account_id"]] += 1
         if row["campaign_id"]:
             self._campaign_load[row["account_id"]] += 1
+
+    def _launch(self, row, now, account):
         task = asyncio.ensure_future(self._attempt(row, now, account))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(row, now, t))

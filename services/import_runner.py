@@ -168,6 +168,11 @@ class ImportWorker(WorkerLoop):
     async def round(self):
         await self.step()
 
+    def _lease_lost(self):
+        """Running as the server's loop, this process no longer holds the imports' lease (another process took
+        the job over): a job stops after its batch, and the new owner resumes it. (Tests drive step() alone.)"""
+        return self.lease is not None and self._task is not None and not self.lease.held
+
     async def step(self):
         """Start the active server jobs not running here yet; mark dead commands' jobs interrupted."""
         db = self.services.db
@@ -191,7 +196,7 @@ class ImportWorker(WorkerLoop):
 
     async def _run_one(self, job):
         try:
-            await run_job(self.services, job, SERVER, should_stop=lambda: self._stopping)
+            await run_job(self.services, job, SERVER, should_stop=lambda: self._stopping or self._lease_lost())
         except Exception:
             log.exception("import %s failed", job["id"])
             try:  # not resumed in a loop: an operator looks at the log, a user at the message

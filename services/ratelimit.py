@@ -1,6 +1,14 @@
-"""Per-key request limits with GCRA: one float per key, O(1) memory and time."""
+"""Per-key request limits with GCRA: one float per key, O(1) memory and time. RateLimiter keeps it in memory
+(one process); SharedRateLimiter keeps the API keys' in PostgreSQL, so that several processes on one database
+enforce one limit, not one each."""
+import asyncio
+import logging
 import math
 import time
+
+from storage import ratelimit as store
+
+log = logging.getLogger("parley.ratelimit")
 
 
 class RateLimiter:
@@ -18,12 +26,22 @@ class RateLimiter:
         allowed = new_tat - now <= self.window + 1e-9
         if allowed:
             self._tat[key] = new_tat
-            remaining = int((now + self.window - new_tat) // interval + 1e-9)
-            reset = new_tat - now
+        return allowed, self.headers(limit, allowed, new_tat if allowed else tat, now)
+
+    async def hit_api_key(self, key, limit):
+        """hit() for an API key's request (SharedRateLimiter shares these across processes)."""
+        return self.hit(key, limit)
+
+    def headers(self, limit, allowed, tat, now):
+        """The answer's headers; tat: after the request when allowed, else as it stands (not before now)."""
+        interval = self.window / limit
+        if allowed:
+            remaining = int((now + self.window - tat) // interval + 1e-9)
+            reset = tat - now
             retry_after = 0
         else:
             remaining = 0
-            retry_after = max(1, math.ceil(new_tat - self.window - now))
+            retry_after = max(1, math.ceil(tat + interval - self.window - now))
             reset = tat - now
         reset = max(0, math.ceil(reset))
         headers = {
@@ -35,7 +53,7 @@ class RateLimiter:
         }
         if not allowed:
             headers["Retry-After"] = str(retry_after)
-        return allowed, headers
+        return headers
 
     def prune(self):
         """Forget keys whose budget is full again; they behave exactly as unseen keys."""
@@ -47,3 +65,36 @@ class RateLimiter:
 
     def __len__(self):
         return len(self._tat)
+
+
+class SharedRateLimiter(RateLimiter):
+    """API keys' limits in PostgreSQL (storage/ratelimit.py): one atomic statement per API request, on the
+    key's row, with the database's clock. What it costs: one pooled connection and one round trip per API
+    request (no transaction of its own, no commit listener). The UI's limits (sign-in attempts, the webhook
+    test) stay in memory: per process. When the database cannot be reached, the request is counted in memory
+    (the database's failure answers the request's own storage work anyway)."""
+
+    def __init__(self, db, window=60.0):
+        super().__init__(window=window)
+        self.db = db
+
+    async def hit_api_key(self, key, limit):
+        interval = self.window / limit
+        try:
+            allowed, tat, now = await self.db.statement(store.hit, key, interval, self.window)
+        except Exception as exc:
+            log.warning("shared rate limit unavailable (%s): counted in this process", exc)
+            return self.hit(key, limit)
+        return allowed, self.headers(limit, allowed, tat, now)
+
+    def prune(self):
+        """Also the shared rows of keys whose budget is full again (a flood of made-up keys leaves one each)."""
+        asyncio.ensure_future(self.prune_shared())
+        return super().prune()
+
+    async def prune_shared(self):
+        try:
+            return await self.db.statement(store.prune)
+        except Exception as exc:
+            log.warning("shared rate limit: pruning failed (%s); the next one tries again", exc)
+            return 0

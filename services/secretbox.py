@@ -7,6 +7,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 
+class SecretKeyError(RuntimeError):
+    """The secret key cannot be used: a --secret-key-file that is missing, or not the database's key."""
+
+
 class SecretBox:
     def __init__(self, key):
         self._key = key
@@ -16,6 +20,19 @@ class SecretBox:
         """A secret for one purpose (e.g. the cookie secret), derived so that nothing more is stored."""
         return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                     info=purpose.encode()).derive(self._key).hex()
+
+    @classmethod
+    def from_settings(cls, settings):
+        """--secret-key-file, or secret.key in --data-dir (made at first start). Processes sharing a database
+        must share the key: a file given but missing is an error, never a new key made in its place."""
+        if settings.secret_key_file is None:
+            return cls.from_data_dir(settings.data_dir)
+        path = Path(settings.secret_key_file)
+        if not path.is_file():
+            raise SecretKeyError(f"--secret-key-file {path}: no such file (copy the secret.key of the first server, "
+                             "or make one with: python -c 'from cryptography.fernet import Fernet; "
+                             "print(Fernet.generate_key().decode())' > FILE; chmod 600 FILE)")
+        return cls(path.read_bytes().strip())
 
     @classmethod
     def from_data_dir(cls, data_dir):
@@ -30,6 +47,11 @@ class SecretBox:
         with os.fdopen(fd, "wb") as f:
             f.write(key)
         return cls(key)
+
+    def fingerprint(self):
+        """A short value that tells keys apart and reveals nothing of the key (stored in the database, so that a
+        process started with another key is refused before it signs a cookie or stores a secret)."""
+        return self.derive("key-fingerprint")[:16]
 
     def encrypt(self, text):
         return self._fernet.encrypt(text.encode()).decode()

@@ -2,6 +2,7 @@
 wait until notify() or the round's own deadline, until stop(). Tests call a worker's round directly."""
 import asyncio
 import logging
+import time
 
 log = logging.getLogger("parley.workers")
 
@@ -15,6 +16,7 @@ class WorkerLoop:
     name = "worker"
     poll_seconds = 1.0
     cancel_on_stop = False
+    lease = None  # a services.leases.Lease: rounds run only while this process holds it (several processes)
 
     def __init__(self):
         self._wake = asyncio.Event()
@@ -39,19 +41,34 @@ class WorkerLoop:
                 self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self.lease is not None:
+            await self.lease.release()
 
     async def round(self):
         raise NotImplementedError
 
     async def _loop(self):
+        due = 0.0  # monotonic time of the next round
         while not self._stopping:
+            woken = self._wake.is_set()
             self._wake.clear()
             try:
-                wait = await self.round()
+                if self.lease is not None and not await self.lease.hold():
+                    # Another process runs this job; look again in time to take it over when its lease lapses
+                    # (and then run a round at once).
+                    due, wait = 0.0, self.lease.seconds / 3
+                elif woken or time.monotonic() >= due:
+                    wait = await self.round()
+                    wait = self.poll_seconds if wait is None else wait
+                    due = time.monotonic() + wait
+                else:  # woken only to renew the lease
+                    wait = due - time.monotonic()
             except Exception:
                 log.exception("%s: a round failed; the next one runs as usual", self.name)
-                wait = None
-            wait = self.poll_seconds if wait is None else wait
+                wait = self.poll_seconds
+                due = time.monotonic() + wait
+            if self.lease is not None:
+                wait = min(wait, self.lease.seconds / 3)  # renewed long before it lapses, however long the poll
             if wait <= 0:
                 await asyncio.sleep(0)  # let requests in between rounds
                 continue

@@ -52,6 +52,10 @@ def _insert_key(cx, account_id, key_row):
                (key_row["key_hash"], account_id, key_row["prefix"], key_row["created_at"]))
 
 
+# Other server processes forget their cached keys when a key changes (storage/pg_listen.py listens).
+KEYS_CHANNEL = "parley_keys"
+
+
 @writes
 def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
     """Delete every key of the account and insert the new one: the old key is dead at commit. The
@@ -60,6 +64,7 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
     record_by(cx, by, account_id=account_id, action="api_key.rotated", detail={"prefix": key_row["prefix"]})
     _insert_key(cx, account_id, key_row)
     end_account_sessions_in_tx(cx, account_id, keep_session_hash)
+    dialect_of(cx).notify(cx, KEYS_CHANNEL)  # other processes forget the old key at once
 
 
 @writes

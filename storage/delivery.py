@@ -19,14 +19,15 @@ def _placeholders(values):
 
 
 @reads
-def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=()):
+def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=(), owner=None):
     """Pending rows due at ``now``, at most ``per_account`` per account so that one account's backlog
     cannot fill the batch; rows already in flight and saturated accounts left out. Two lanes: replies
     and notifications first (oldest first), then campaign deliveries (DESIGN §3: a campaign shares the
-    account's delivery concurrency without starving its other replies)."""
-    direct = _due_in_lane(cx, "direct", now, per_account, limit, exclude_ids, exclude_accounts)
+    account's delivery concurrency without starving its other replies). Rows claimed by another process than
+    ``owner`` are left out (claim())."""
+    direct = _due_in_lane(cx, "direct", now, per_account, limit, exclude_ids, exclude_accounts, owner)
     return direct + _due_in_lane(cx, "campaign", now, per_account, limit - len(direct), exclude_ids,
-                                 exclude_accounts)
+                                 exclude_accounts, owner)
 
 
 # Each lane has a partial index on (account_id, next_attempt_at, id): the accounts with pending rows are found
@@ -42,7 +43,25 @@ _NOT_CANCELLING = {"direct": "", "campaign": " AND NOT EXISTS (SELECT 1 FROM cam
                                              " AND c.pending_action = 'cancel')"}
 
 
-def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_accounts):
+# Not being delivered by another process: never claimed, its claim lapsed (that process died), or claimed by
+# this one (an attempt whose outcome could not be written, tried again).
+_UNCLAIMED = "(claimed_until IS NULL OR claimed_until < ? OR claimed_by = ?)"
+
+
+@writes
+def claim(cx, ids, owner, now, until):
+    """Claim due rows for ``owner`` (one server process) until ``until``: returns the ids it got, those still
+    pending and unclaimed (or whose claim lapsed). Of several processes claiming one row, one gets it: on
+    PostgreSQL the others skip the row the first has locked, and its committed claim fails their condition."""
+    if not ids:
+        return []
+    rows = cx.execute(f"UPDATE outbox SET claimed_by = ?, claimed_until = ? WHERE id IN (SELECT id FROM outbox"
+                      f" WHERE id IN ({_placeholders(ids)}) AND status = 'pending' AND {_UNCLAIMED}"
+                      f"{dialect_of(cx).skip_locked}) RETURNING id", (owner, until, *ids, now, owner)).fetchall()
+    return [row[0] for row in rows]
+
+
+def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_accounts, owner):
     """The lane's due rows, oldest first, at most per_account per account (exclude_accounts left out)."""
     if limit <= 0:
         return []
@@ -58,8 +77,8 @@ def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_account
     for account_id in accounts:
         # Rows in flight are skipped here: at most the worker's concurrency of them, so a few more are read.
         candidates = fetch_all(cx, f"SELECT {_OUTBOX_COLUMNS} {pending} AND account_id = ? AND next_attempt_at <= ?"
-                                   f"{_NOT_CANCELLING[lane]} ORDER BY next_attempt_at, id LIMIT ?",
-                               (account_id, now, per_account + len(excluded)), json_columns=_JSON)
+                                   f" AND {_UNCLAIMED}{_NOT_CANCELLING[lane]} ORDER BY next_attempt_at, id LIMIT ?",
+                               (account_id, now, now, owner, per_account + len(excluded)), json_columns=_JSON)
         rows += [row for row in candidates if row["id"] not in excluded][:per_account]
     rows.sort(key=lambda r: (r["next_attempt_at"], r["id"]))
     return rows[:limit]
@@ -94,7 +113,7 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
             error = {**error, "nextAttemptAt": None if next_attempt_at == campaigns.HELD else next_attempt_at}
     error_json = json.dumps(error) if error is not None else None
     retried = "(? <> 'sent' AND next_attempt_at IS DISTINCT FROM ?)"  # a manual retry came in meanwhile
-    cx.execute(f"UPDATE outbox SET attempts = attempts + 1,"
+    cx.execute(f"UPDATE outbox SET attempts = attempts + 1, claimed_by = NULL, claimed_until = NULL,"
                f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
                f" last_error = CASE WHEN {retried} THEN {dialect_of(cx).json_set('?', 'nextAttemptAt', 'next_attempt_at')}"
                " ELSE ? END,"

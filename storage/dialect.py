@@ -36,6 +36,8 @@ class SqliteDialect:
 
     # The physical row id of a table without an integer key (batched deletes by age).
     row_id = "rowid"
+    # Rows claimed by one of several processes (the outbox): SQLite has one writer, nothing to skip.
+    skip_locked = ""
 
     @staticmethod
     def greatest(a, b):
@@ -47,6 +49,11 @@ class SqliteDialect:
         every other transaction's on the same key, until COMMIT. SQLite's one writer does that already:
         nothing to do, and False (nothing locked, so nothing to re-read)."""
         return False
+
+    @staticmethod
+    def notify(cx, channel):
+        """Tell the other server processes, at COMMIT, that something of ``channel`` changed (one process on
+        SQLite: nobody to tell)."""
 
 
 class PostgresDialect:
@@ -76,6 +83,8 @@ class PostgresDialect:
         return f"(jsonb_set_lax(({document})::jsonb, '{{{key}}}', to_jsonb({value})))::text"
 
     row_id = "ctid"
+    # A row another transaction is claiming is left to it rather than waited for.
+    skip_locked = " FOR UPDATE SKIP LOCKED"
 
     @staticmethod
     def greatest(a, b):
@@ -87,6 +96,11 @@ class PostgresDialect:
         the first one's COMMIT, and its next statement (READ COMMITTED) then sees what that one stored."""
         cx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (key,))
         return True
+
+    @staticmethod
+    def notify(cx, channel):
+        """Delivered at COMMIT (never for a rollback) to every process LISTENing (storage/pg_listen.py)."""
+        cx.execute("SELECT pg_notify(?, '')", (channel,))
 
 
 SQLITE = SqliteDialect()

@@ -128,6 +128,11 @@ class PostgresDatabase:
             return await claim.run(self, fn, args, kwargs)
         return await self._write(fn, args, kwargs)
 
+    async def statement(self, fn, *args, **kwargs):
+        """Run ``fn(cx, ...)`` that makes one self-contained change in one statement (autocommit: it commits
+        alone), without a transaction around it or the commit listeners: the shared rate limit, per request."""
+        return await self._run(self._read_sync, fn, args, kwargs)
+
     async def write_background(self, fn, *args, **kwargs):
         """Like write(), for a long write that can wait (a campaign's batch): these run one at a time, as on
         SQLite (a campaign's next batch, queued while one runs, starts from where that one left off), beside

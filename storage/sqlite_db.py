@@ -275,6 +275,11 @@ class Database:
         kept the WAL busy."""
         return await asyncio.get_running_loop().run_in_executor(None, checkpoint_wal, self.path)
 
+    @property
+    def writer_down(self):
+        """Why writes are refused while the writer is being restarted, or None (the health check)."""
+        return self._down
+
     def add_commit_listener(self, callback):
         """callback() after every transaction that committed a write (before its callers resume): the live
         events hub reads what was committed. It must be quick and must not raise."""

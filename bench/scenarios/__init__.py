@@ -19,6 +19,7 @@ MODULES = [
     "bench.scenarios.team_inbox",
     "bench.scenarios.compare",
     "bench.scenarios.postgres",
+    "bench.scenarios.scale_out",
     "bench.scenarios.reports",
     "bench.scenarios.bot_real_model",
 ]

@@ -1,0 +1,26 @@
+"""SQL for worker leases: one row per background job, held by one process until its `until`."""
+from storage.db import writes
+
+
+@writes
+def take(cx, name, owner, now, until):
+    """Take or renew the lease ``name`` for ``owner`` until ``until`` when it is free, lapsed (its until before
+    ``now``) or already ours. Returns True when ``owner`` holds it now. One statement: two processes asking at
+    once cannot both win (the primary key and the conditional DO UPDATE decide)."""
+    row = cx.execute("INSERT INTO worker_leases (name, owner, until) VALUES (?, ?, ?)"
+                     " ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until"
+                     " WHERE worker_leases.owner = excluded.owner OR worker_leases.until < ?"
+                     " RETURNING owner", (name, owner, until, now)).fetchone()
+    return row is not None
+
+
+@writes
+def release(cx, name, owner):
+    """Give the lease up (a clean stop): the next process takes it at once instead of after it lapses."""
+    cx.execute("DELETE FROM worker_leases WHERE name = ? AND owner = ?", (name, owner))
+
+
+@writes
+def expire(cx, name):
+    """Tests: make the lease lapse now, as if its owner had died long ago."""
+    cx.execute("UPDATE worker_leases SET until = '' WHERE name = ?", (name,))

@@ -1,0 +1,109 @@
+"""PostgreSQL LISTEN/NOTIFY between the server processes of one database: wake-ups only, never data (the
+tables stay the truth, so a lost notification costs a delay, never an event).
+
+- parley_events: a process committed something (live events among it). The others' live hubs run a round at
+  once instead of at their next poll. Sent here, after commits, at most one NOTIFY in flight per process
+  (a burst of commits is one NOTIFY), never on a request's own transaction.
+- parley_keys: an API key changed (sent inside the key's transaction, storage/accounts.py): the others empty
+  their key caches.
+
+Two connections of their own beside the pool: one LISTENs, one sends. A lost connection is opened again
+(after 1 s, doubling to 30 s); after a reconnect every handler runs once, since notifications may have been
+missed meanwhile."""
+import asyncio
+import logging
+import os
+
+import psycopg
+
+from storage.accounts import KEYS_CHANNEL
+
+log = logging.getLogger("parley.db")
+
+EVENTS_CHANNEL = "parley_events"
+
+
+class PgListener:
+    def __init__(self, url, handlers):
+        """handlers: {channel: callback()} run on the event loop for each notification from another process."""
+        self.url, self.handlers = url, handlers
+        self.owner = os.urandom(8).hex()  # our notifications carry it: we skip our own
+        self._listen_task = None
+        self._sender = None
+        self._dirty = False
+        self._sending = None
+        self._stopping = False
+        self.connected = asyncio.Event()
+        self.received = 0
+
+    def start(self):
+        self._listen_task = asyncio.ensure_future(self._listen())
+
+    async def stop(self):
+        self._stopping = True
+        for task in (self._listen_task, self._sending):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if self._sender is not None:
+            await self._sender.close()
+            self._sender = None
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    def committed(self):
+        """A commit listener (storage's add_commit_listener): tell the other processes, coalesced."""
+        self._dirty = True
+        if self._sending is None and not self._stopping:
+            self._sending = asyncio.ensure_future(self._send())
+
+    async def _send(self):
+        try:
+            while self._dirty and not self._stopping:
+                self._dirty = False
+                try:
+                    if self._sender is None or self._sender.closed:
+                        self._sender = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                    await self._sender.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.owner))
+                except (psycopg.Error, OSError) as exc:
+                    log.warning("live events: could not notify the other processes (%s); they poll", exc)
+                    self._sender = None
+                    return
+        finally:
+            self._sending = None
+
+    # ---- listening -----------------------------------------------------------------------------
+
+    async def _listen(self):
+        delay = 1.0
+        while not self._stopping:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as cx:
+                    for channel in self.handlers:
+                        await cx.execute(f"LISTEN {channel}")
+                    if self.connected.is_set():  # a reconnect: what was sent meanwhile is unknown
+                        self._run_all()
+                    self.connected.set()
+                    delay = 1.0
+                    async for note in cx.notifies():
+                        if note.payload != self.owner:  # our own commits woke our hub already
+                            self.received += 1
+                            self._run(note.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("notifications from other processes: connection lost (%s); again in %g s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
+
+    def _run(self, channel):
+        callback = self.handlers.get(channel)
+        if callback is not None:
+            try:
+                callback()
+            except Exception:
+                log.exception("notification %s: its handler failed", channel)
+
+    def _run_all(self):
+        for channel in self.handlers:
+            self._run(channel)

@@ -1,0 +1,172 @@
+"""Several processes on one database (issue 20), in one process: worker leases, the shared secret key, the
+health check. The multi-process test on PostgreSQL is tests/test_scale_out_e2e.py."""
+import asyncio
+
+import pytest
+
+import server
+from common.errors import Unauthorized
+from services import accounts, keys
+from services.leases import Lease
+from services.ratelimit import SharedRateLimiter
+from services.secretbox import SecretBox, SecretKeyError
+from services.worker_loop import WorkerLoop
+from settings import Settings
+from storage import leases as lease_store
+
+
+def test_a_lease_has_one_owner_and_is_taken_over_when_it_lapses(io_loop, services):
+    db = services.db
+    first, second = Lease(db, "job", 30, owner="a"), Lease(db, "job", 30, owner="b")
+
+    async def run():
+        assert await first.hold() and first.held
+        assert not await second.hold() and not second.held
+        second._retry_at = 0  # tests: no pause between tries
+        assert not await second.hold()
+        await lease_store.expire(db, "job")  # the owner died: nobody renews
+        first._renew_at = second._retry_at = 0  # (no waiting between tries in a test)
+        assert await second.hold()
+        assert not await first.hold() and not first.held  # the old owner finds out and stops
+        await second.release()
+        first._retry_at = 0
+        assert await first.hold()  # a released lease is free at once
+    io_loop.run_sync(run)
+
+
+class Counting(WorkerLoop):
+    name = "counting"
+    poll_seconds = 0.01
+
+    def __init__(self):
+        super().__init__()
+        self.rounds = 0
+
+    async def round(self):
+        self.rounds += 1
+
+
+def test_only_the_lease_owner_runs_rounds(io_loop, services):
+    async def run():
+        owner, other = Counting(), Counting()
+        owner.lease = Lease(services.db, "counting", 3, owner="a")
+        other.lease = Lease(services.db, "counting", 3, owner="b")
+        owner.start()
+        await asyncio.sleep(0.2)
+        other.start()
+        await asyncio.sleep(0.3)
+        assert owner.rounds > 0 and other.rounds == 0
+        await owner.stop()  # gives the lease up: the other takes over within its next try
+        for _ in range(100):
+            if other.rounds:
+                break
+            await asyncio.sleep(0.05)
+        await other.stop()
+        assert other.rounds > 0
+    io_loop.run_sync(run, timeout=20)
+
+
+def test_every_background_job_has_a_lease(services):
+    for worker in (services.campaigns, services.imports, services.retention, services.snoozes, services.reports,
+                   services.bot_recovery):
+        assert worker.lease is not None and worker.lease.name == worker.name
+    assert services.delivery.lease is None  # deliveries are claimed row by row instead
+
+
+def test_secret_key_file_is_shared_and_never_made_up(tmp_path):
+    key_file = tmp_path / "shared.key"
+    first = SecretBox.from_data_dir(tmp_path / "one")
+    key_file.write_bytes((tmp_path / "one" / "secret.key").read_bytes())
+    other = SecretBox.from_settings(Settings(data_dir=tmp_path / "two", secret_key_file=key_file))
+    assert other.derive("cookie-secret") == first.derive("cookie-secret")
+    assert other.decrypt(first.encrypt("whsec")) == "whsec"
+    assert not (tmp_path / "two" / "secret.key").exists()
+    with pytest.raises(SecretKeyError, match="no such file"):
+        SecretBox.from_settings(Settings(data_dir=tmp_path / "two", secret_key_file=tmp_path / "missing.key"))
+
+
+@pytest.mark.postgres_only
+def test_a_process_with_another_key_is_refused(io_loop, services, settings, tmp_path):
+    (tmp_path / "other.key").write_bytes(b"x" * 43 + b"=")
+    other = settings.model_copy(update={"secret_key_file": tmp_path / "other.key"})
+    with pytest.raises(SecretKeyError, match="another secret key"):
+        io_loop.run_sync(lambda: server.open_services(other))
+    same = settings.model_copy(update={"data_dir": tmp_path / "elsewhere",
+                                       "secret_key_file": settings.data_dir / "secret.key"})
+    opened = io_loop.run_sync(lambda: server.open_services(same))  # the same key, from elsewhere: accepted
+    io_loop.run_sync(opened.close)
+
+
+def test_healthz(io_loop, api, app, services):
+    async def run():
+        ok = await api.get("/healthz")
+        assert ok.code == 200 and ok.json == {"status": "ok"}
+        app.draining = True
+        draining = await api.get("/healthz")
+        assert draining.code == 503 and draining.json["status"] == "unavailable"
+        app.draining = False
+    io_loop.run_sync(run)
+
+
+def _second_process(io_loop, settings, tmp_path):
+    """Another server process's services on the same database, with its own data directory (another host)."""
+    other = settings.model_copy(update={"data_dir": tmp_path / "host-b",
+                                        "secret_key_file": settings.data_dir / "secret.key"})
+    return io_loop.run_sync(lambda: server.open_services(other))
+
+
+async def _until(condition, seconds=10):
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+@pytest.mark.postgres_only
+def test_a_commit_in_one_process_wakes_the_live_hub_of_another(io_loop, services, settings, tmp_path, account):
+    b = _second_process(io_loop, settings, tmp_path)
+    woken = []
+    services.listener.handlers["parley_events"] = lambda: woken.append(1)
+
+    async def run():
+        await services.listener.connected.wait()
+        await b.listener.connected.wait()
+        await accounts.update_settings(b.db, account["account_id"], {"customChannelWebhookUrl": "https://x.test/"})
+        assert await _until(lambda: woken)
+    try:
+        io_loop.run_sync(run)
+    finally:
+        io_loop.run_sync(b.close)
+
+
+@pytest.mark.postgres_only
+def test_a_key_rotated_in_one_process_fails_at_once_in_another(io_loop, services, settings, tmp_path, account):
+    b = _second_process(io_loop, settings, tmp_path)
+    key_hash = keys.hash_api_key(account["api_key"])
+
+    async def run():
+        await services.listener.connected.wait()
+        assert (await services.keys.principal_for(key_hash)).account_id == account["account_id"]  # cached now
+        await accounts.rotate_key(b.db, b.keys, account["account_id"])
+        assert await _until(lambda: services.listener.received)
+        with pytest.raises(Unauthorized):
+            await services.keys.principal_for(key_hash)
+    try:
+        io_loop.run_sync(run)
+    finally:
+        io_loop.run_sync(b.close)
+
+
+@pytest.mark.postgres_only
+def test_the_api_rate_limit_is_one_limit_for_every_process(io_loop, services):
+    first, second = SharedRateLimiter(services.db), SharedRateLimiter(services.db)  # two processes
+
+    async def run():
+        answers = [await (first if n % 2 else second).hit_api_key("key-hash", 10) for n in range(15)]
+        allowed = [a for a, _ in answers]
+        assert allowed == [True] * 10 + [False] * 5
+        assert answers[9][1]["X-RateLimit-Remaining"] == "0" and answers[10][1]["Retry-After"] == "6"
+        assert (await first.hit_api_key("other key", 10))[0]  # keys are independent
+        assert await first.prune_shared() == 0  # budgets not full again yet: kept
+    io_loop.run_sync(run)

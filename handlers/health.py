@@ -1,10 +1,6 @@
 """GET /healthz: for a load balancer, no API key, outside /v1 (and the OpenAPI document)."""
-import asyncio
-
 from handlers.base import BaseHandler
-from storage import health
-
-PING_TIMEOUT = 2.0  # seconds: a balancer's check must not hang on a stuck database
+from services import health
 
 
 class HealthHandler(BaseHandler):
@@ -16,16 +12,7 @@ class HealthHandler(BaseHandler):
 
     async def get(self):
         self.set_header("Cache-Control", "no-store")
-        reason = None
-        if getattr(self.application, "draining", False):
-            reason = "shutting down"
-        elif getattr(self.services.db, "writer_down", None):
-            reason = "the storage writer is restarting"
-        else:
-            try:
-                await asyncio.wait_for(health.ping(self.services.db), PING_TIMEOUT)
-            except Exception:  # a timeout, a refused connection, a closed pool: all mean "not now"
-                reason = "the database cannot be reached"
+        reason = await health.unavailable_reason(self.services.db, getattr(self.application, "draining", False))
         self.set_status(200 if reason is None else 503)
         self.finish({"status": "ok"} if reason is None else {"status": "unavailable", "reason": reason})
 

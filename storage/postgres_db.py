@@ -184,12 +184,14 @@ class PostgresDatabase:
                     raise
                 try:
                     cx.commit()  # with the statements execute_later holds, in one round trip
-                except psycopg.Error as exc:
-                    if raw.closed or raw.broken:
-                        if isinstance(exc, psycopg.OperationalError):  # the COMMIT may or may not have arrived
-                            raise WriteOutcomeUnknown(UNKNOWN) from exc
-                        raise
-                    cx.rollback()  # a statement sent with the COMMIT failed: nothing of it is stored
+                except psycopg.OperationalError as exc:
+                    # The connection went while the COMMIT was on its way (in a pipeline the error may come
+                    # from a statement sent with it, the connection not yet marked broken): it may or may not
+                    # have arrived, so never "nothing was written".
+                    raise WriteOutcomeUnknown(UNKNOWN) from exc
+                except psycopg.Error:
+                    if not (raw.closed or raw.broken):
+                        cx.rollback()  # a statement sent with the COMMIT failed: nothing of it is stored
                     raise
                 return result
         except Exception as exc:

@@ -97,7 +97,8 @@ async def run_once(n, database_url):
             runner = services.campaigns  # its batch size and how it adapts
             trips = getattr(db, "round_trips", None)
             before = (trips.statements, trips.round_trips) if trips else (0, 0)
-            started, batches, queued, status = time.perf_counter(), 0, 0, "running"
+            cpu = time.process_time()
+            started, batches, queued, status, inside = time.perf_counter(), 0, 0, "running", 0.0
             while status == "running":
                 size = int(runner.batch_size)
                 results = await asyncio.gather(*(db.write_background(hand_over, campaign["id"], size, now_iso())
@@ -107,15 +108,17 @@ async def run_once(n, database_url):
                         runner._adapt(size, result["seconds"])
                     batches += result["queued"] > 0
                     queued += result["queued"]
+                    inside += result["seconds"]
                 status = results[-1]["status"]
                 if not any(result["queued"] for result in results) and status == "running":
                     raise SystemExit(f"nothing handed over, campaign still running: {results}")
             seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu
             stored = await campaign_store.get_campaign(db, account_id, campaign["id"])
             assert stored["queued"] == n and stored["pending"] == 0, stored
             line = (f"{'postgresql' if database_url else 'sqlite'} N={n}: enqueue {seconds:.2f} s"
-                    f" ({seconds / n * 1000:.3f} s per 1,000), {batches} batches (last size {int(runner.batch_size)}),"
-                    f" snapshot {snapshot:.2f} s")
+                    f" ({seconds / n * 1000:.3f} s per 1,000; {inside:.2f} s inside hand_over), {batches} batches (last size {int(runner.batch_size)}),"
+                    f" snapshot {snapshot:.2f} s, this process's CPU {cpu:.2f} s")
             if trips:
                 statements, round_trips = trips.statements - before[0], trips.round_trips - before[1]
                 line += f", per batch {statements / batches:.1f} statements, {round_trips / batches:.1f} round trips"

@@ -244,6 +244,10 @@ def next_pending_in_tx(cx, campaign, limit):
                          " ORDER BY r.contact_id LIMIT ?", (campaign["id"], campaign["cursor"], limit))
 
 
+def _bounds(contact_ids):
+    return min(contact_ids), max(contact_ids)
+
+
 def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
     """Mark recipients queued ([(contact id, message id)], their messages made in this transaction) or
     skipped ([contact id]), a statement for each kind; the campaign's counts and cursor move once for the
@@ -252,16 +256,20 @@ def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
     campaign_id = campaign["id"]
     changed = 0
     # One statement per kind for the whole batch (UPDATE ... FROM: SQLite 3.33+, PostgreSQL), not one per row.
+    # The batch's range of contact ids bounds the search: without it PostgreSQL's planner may hash-join the
+    # batch with every pending recipient of the campaign (one batch's cost then grows with the campaign).
     for values, args in values_rows(queued):
         changed += cx.execute("UPDATE campaign_recipients SET status = 'queued', message_id = v.column2"
                               f" FROM (VALUES {values}) AS v WHERE campaign_recipients.campaign_id = ?"
-                              " AND campaign_recipients.contact_id = v.column1"
-                              " AND campaign_recipients.status = 'pending'", (*args, campaign_id)).rowcount
+                              " AND campaign_recipients.contact_id BETWEEN ? AND ?"
+                              " AND campaign_recipients.contact_id = v.column1 AND campaign_recipients.status = 'pending'",
+                              (*args, campaign_id, *_bounds(args[::2]))).rowcount
     for values, args in values_rows((contact_id,) for contact_id in skipped):
         changed += cx.execute("UPDATE campaign_recipients SET status = 'skipped'"
                               f" FROM (VALUES {values}) AS v WHERE campaign_recipients.campaign_id = ?"
-                              " AND campaign_recipients.contact_id = v.column1"
-                              " AND campaign_recipients.status = 'pending'", (*args, campaign_id)).rowcount
+                              " AND campaign_recipients.contact_id BETWEEN ? AND ?"
+                              " AND campaign_recipients.contact_id = v.column1 AND campaign_recipients.status = 'pending'",
+                              (*args, campaign_id, *_bounds(args))).rowcount
     if changed != len(queued) + len(skipped):
         raise RuntimeError(f"campaign {campaign_id}: a recipient of this batch was not pending any more")
     done = len(queued) + len(skipped)

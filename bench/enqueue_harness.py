@@ -14,6 +14,7 @@ and round trips per batch.
 import argparse
 import asyncio
 import os
+import re
 import sys
 import tempfile
 import time
@@ -64,6 +65,25 @@ class RoundTrips:
         psycopg.Connection.pipeline, psycopg.Connection.commit = count_pipeline, count_commit
 
 
+def _server_cpu(database_url):
+    """CPU seconds used so far by the PostgreSQL cluster's processes (the postmaster in the socket directory the
+    URL names, and its children), or None when that cannot be read (another machine, no /proc)."""
+    host = re.search(r"host=([^&]+)", database_url or "")
+    try:
+        postmaster = int((Path(host.group(1)) / "data" / "postmaster.pid").read_text().split()[0])
+    except (AttributeError, OSError, ValueError):
+        return None
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat.parent.name) == postmaster or int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def _insert_contacts(cx, account_id, list_id, ids, now):
     for start in range(0, len(ids), 1000):
         chunk = ids[start:start + 1000]
@@ -97,7 +117,7 @@ async def run_once(n, database_url):
             runner = services.campaigns  # its batch size and how it adapts
             trips = getattr(db, "round_trips", None)
             before = (trips.statements, trips.round_trips) if trips else (0, 0)
-            cpu = time.process_time()
+            cpu, server_cpu = time.process_time(), _server_cpu(database_url)
             started, batches, queued, status, inside = time.perf_counter(), 0, 0, "running", 0.0
             while status == "running":
                 size = int(runner.batch_size)
@@ -114,11 +134,15 @@ async def run_once(n, database_url):
                     raise SystemExit(f"nothing handed over, campaign still running: {results}")
             seconds = time.perf_counter() - started
             cpu = time.process_time() - cpu
+            if server_cpu is not None:
+                server_cpu = _server_cpu(database_url) - server_cpu
             stored = await campaign_store.get_campaign(db, account_id, campaign["id"])
             assert stored["queued"] == n and stored["pending"] == 0, stored
             line = (f"{'postgresql' if database_url else 'sqlite'} N={n}: enqueue {seconds:.2f} s"
                     f" ({seconds / n * 1000:.3f} s per 1,000; {inside:.2f} s inside hand_over), {batches} batches (last size {int(runner.batch_size)}),"
                     f" snapshot {snapshot:.2f} s, this process's CPU {cpu:.2f} s")
+            if server_cpu is not None:
+                line += f", PostgreSQL's CPU {server_cpu:.2f} s"
             if trips:
                 statements, round_trips = trips.statements - before[0], trips.round_trips - before[1]
                 line += f", per batch {statements / batches:.1f} statements, {round_trips / batches:.1f} round trips"

@@ -9,6 +9,7 @@ from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
 from storage import events
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.interface import values_rows
 from storage.lists import list_not_found
 
 _COLUMNS = ("id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
@@ -243,6 +244,10 @@ def next_pending_in_tx(cx, campaign, limit):
                          " ORDER BY r.contact_id LIMIT ?", (campaign["id"], campaign["cursor"], limit))
 
 
+def _bounds(contact_ids):
+    return min(contact_ids), max(contact_ids)
+
+
 def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
     """Mark recipients queued ([(contact id, message id)], their messages made in this transaction) or
     skipped ([contact id]), a statement for each kind; the campaign's counts and cursor move once for the
@@ -250,14 +255,21 @@ def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
     transaction, so a contact can never get a second message."""
     campaign_id = campaign["id"]
     changed = 0
-    if queued:
-        changed += cx.executemany("UPDATE campaign_recipients SET status = 'queued', message_id = ?"
-                                  " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
-                                  [(message_id, campaign_id, contact_id) for contact_id, message_id in queued]).rowcount
-    if skipped:
-        changed += cx.executemany("UPDATE campaign_recipients SET status = 'skipped'"
-                                  " WHERE campaign_id = ? AND contact_id = ? AND status = 'pending'",
-                                  [(campaign_id, contact_id) for contact_id in skipped]).rowcount
+    # One statement per kind for the whole batch (UPDATE ... FROM: SQLite 3.33+, PostgreSQL), not one per row.
+    # The batch's range of contact ids bounds the search: without it PostgreSQL's planner may hash-join the
+    # batch with every pending recipient of the campaign (one batch's cost then grows with the campaign).
+    for values, args in values_rows(queued):
+        changed += cx.execute("UPDATE campaign_recipients SET status = 'queued', message_id = v.column2"
+                              f" FROM (VALUES {values}) AS v WHERE campaign_recipients.campaign_id = ?"
+                              " AND campaign_recipients.contact_id BETWEEN ? AND ?"
+                              " AND campaign_recipients.contact_id = v.column1 AND campaign_recipients.status = 'pending'",
+                              (*args, campaign_id, *_bounds(args[::2]))).rowcount
+    for values, args in values_rows((contact_id,) for contact_id in skipped):
+        changed += cx.execute("UPDATE campaign_recipients SET status = 'skipped'"
+                              f" FROM (VALUES {values}) AS v WHERE campaign_recipients.campaign_id = ?"
+                              " AND campaign_recipients.contact_id BETWEEN ? AND ?"
+                              " AND campaign_recipients.contact_id = v.column1 AND campaign_recipients.status = 'pending'",
+                              (*args, campaign_id, *_bounds(args))).rowcount
     if changed != len(queued) + len(skipped):
         raise RuntimeError(f"campaign {campaign_id}: a recipient of this batch was not pending any more")
     done = len(queued) + len(skipped)

@@ -3,7 +3,7 @@ of each message insert and outbound status change, listed by last activity witho
 from storage.contacts import search_clause
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
-from storage.interface import execute_later
+from storage.interface import execute_later, values_rows
 
 PREVIEW_CHARS = 140
 STATUSES = ("open", "pending", "resolved", "snoozed")
@@ -39,9 +39,13 @@ def on_messages_in_tx(cx, messages):
              m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
              1 if m.get("status") == "Failed" else 0) for m in messages]
     if len(rows) == 1:  # every inbound message: sent with the transaction's next statement or its COMMIT
-        execute_later(cx, _UPSERT, rows[0])
+        execute_later(cx, _UPSERT_ONE, rows[0])
+    elif len({row[:2] for row in rows}) == len(rows):
+        # A campaign's batch, one message per contact: one statement (PostgreSQL refuses a key twice in one).
+        for values, args in values_rows(rows):
+            cx.execute(_UPSERT.format(values=values), args)
     else:
-        cx.executemany(_UPSERT, rows)
+        cx.executemany(_UPSERT_ONE, rows)
     answered = {(m["account_id"], m["contact_id"]) for m in messages
                 if m["direction"] == "outbound" and m.get("author") in PERSON_AUTHORS}
     if answered:  # a person answered: no handoff waits any more
@@ -49,11 +53,12 @@ def on_messages_in_tx(cx, messages):
                        " AND handoff_waiting_since IS NOT NULL", sorted(answered))
 
 
+_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
 _NEWER = "excluded.last_message_id > conversations.last_message_id"
 _UPSERT = (
     "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
-    " last_author, last_preview, channel, unread_count, failed_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " last_author, last_preview, channel, unread_count, failed_count) VALUES {values}"
     " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
     f" last_message_at = CASE WHEN {_NEWER} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
     f" last_direction = CASE WHEN {_NEWER} THEN excluded.last_direction ELSE conversations.last_direction END,"
@@ -67,6 +72,7 @@ _UPSERT = (
     " status = CASE WHEN excluded.last_direction = 'inbound' AND conversations.status IN ('resolved', 'snoozed')"
     " THEN 'open' ELSE conversations.status END,"
     " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END")
+_UPSERT_ONE = _UPSERT.format(values=_ONE_ROW)
 
 
 def handoff_waiting_in_tx(cx, account_id, contact_id, now):

@@ -113,19 +113,20 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
             error = {**error, "nextAttemptAt": None if next_attempt_at == campaigns.HELD else next_attempt_at}
     error_json = json.dumps(error) if error is not None else None
     retried = "(? <> 'sent' AND next_attempt_at IS DISTINCT FROM ?)"  # a manual retry came in meanwhile
-    cx.execute(f"UPDATE outbox SET attempts = attempts + 1, claimed_by = NULL, claimed_until = NULL,"
-               f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
-               f" last_error = CASE WHEN {retried} THEN {dialect_of(cx).json_set('?', 'nextAttemptAt', 'next_attempt_at')}"
-               " ELSE ? END,"
-               f" next_attempt_at = CASE WHEN {retried} THEN next_attempt_at ELSE COALESCE(?, next_attempt_at) END,"
-               " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
-               " WHERE id = ? AND account_id = ?",
-               (status, row["next_attempt_at"], status, status, row["next_attempt_at"], error_json, error_json,
-                status, row["next_attempt_at"], next_attempt_at, status, attempt["at"], row["id"],
-                row["account_id"]))
+    written = cx.execute(
+        f"UPDATE outbox SET attempts = attempts + 1, claimed_by = NULL, claimed_until = NULL,"
+        f" status = CASE WHEN {retried} THEN 'pending' ELSE ? END,"
+        f" last_error = CASE WHEN {retried} THEN {dialect_of(cx).json_set('?', 'nextAttemptAt', 'next_attempt_at')}"
+        " ELSE ? END,"
+        f" next_attempt_at = CASE WHEN {retried} THEN next_attempt_at ELSE COALESCE(?, next_attempt_at) END,"
+        " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
+        " WHERE id = ? AND account_id = ? RETURNING last_error",
+        (status, row["next_attempt_at"], status, status, row["next_attempt_at"], error_json, error_json,
+         status, row["next_attempt_at"], next_attempt_at, status, attempt["at"], row["id"],
+         row["account_id"])).fetchall()
     if row["message_id"]:
         # The message's error is the row's last_error as just written (a retry asked meanwhile dated it).
-        error_json = cx.execute("SELECT last_error FROM outbox WHERE id = ?", (row["id"],)).fetchone()[0]
+        error_json = written[0][0]
         set_message_status_in_tx(cx, row["account_id"], row["message_id"], "Sent" if status == "sent" else "Failed",
                                  error_json)
 

@@ -110,6 +110,22 @@ def writes(fn):
     return run
 
 
+# Rows per multi-row statement (values_rows): 500 rows of 19 columns stay under SQLite's 32,766 parameters.
+VALUES_ROWS = 500
+
+
+def values_rows(rows):
+    """Multi-row statements (one statement for a batch, not one per row; on PostgreSQL one Bind/Execute, not
+    hundreds): yields (the VALUES list "(?, ?), (?, ?), ...", its parameters) for each chunk of at most
+    VALUES_ROWS rows, all rows tuples of one width. In FROM, ``(VALUES ...) AS v`` names its columns
+    v.column1, v.column2, ... on both databases."""
+    rows = list(rows)
+    for start in range(0, len(rows), VALUES_ROWS):
+        chunk = rows[start:start + VALUES_ROWS]
+        row_sql = f"({', '.join('?' * len(chunk[0]))})"
+        yield ", ".join([row_sql] * len(chunk)), [value for row in chunk for value in row]
+
+
 def execute_later(cx, sql, params=()):
     """A write whose result the transaction does not read (no rows, no rowcount, no lastrowid): on PostgreSQL
     it travels with the next statement or the COMMIT (storage/pg_adapter.py), on SQLite it runs now."""

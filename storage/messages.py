@@ -104,10 +104,13 @@ def reply_targets_in_tx(cx, account_id, contact_ids):
         return {}
     ids = json.dumps(list(contact_ids))
     each = dialect_of(cx).json_list()
+    # Scalar subqueries, one index seek each (messages_account_contact), not a join: PostgreSQL's planner may
+    # hash-join the list with every message of the table instead.
+    latest = ("FROM messages l WHERE l.account_id = ? AND l.contact_id = j.value AND l.direction = 'inbound'"
+              " AND l.from_id IS NOT NULL ORDER BY l.id DESC LIMIT 1")
     targets = {row[0]: (row[1], row[2]) for row in cx.execute(
-        f"SELECT j.value, m.from_id, m.channel FROM {each} JOIN messages m ON m.id ="
-        " (SELECT l.id FROM messages l WHERE l.account_id = ? AND l.contact_id = j.value"
-        " AND l.direction = 'inbound' AND l.from_id IS NOT NULL ORDER BY l.id DESC LIMIT 1)", (ids, account_id))}
+        f"SELECT j.value, (SELECT l.from_id {latest}), (SELECT l.channel {latest}) FROM {each}",
+        (account_id, account_id, ids)) if row[1] is not None}
     if len(targets) < len(contact_ids):
         # channel_identities_contact (migration 0095): one seek per contact, not a scan of the account's identities
         targets.update((row[0], (row[1], None)) for row in cx.execute(

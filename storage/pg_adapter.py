@@ -11,6 +11,7 @@ import psycopg
 from psycopg.adapt import Dumper
 
 from storage.dialect import POSTGRESQL
+from storage.interface import VALUES_ROWS
 
 
 class Row(tuple):
@@ -66,6 +67,20 @@ def translate(sql):
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=256)
+def numbered(sql):
+    """sqlite3's ``?`` placeholders as PostgreSQL's own ``$1``, ``$2``, ... (outside quoted text and comments),
+    for a RawCursor: psycopg then parses nothing. Cached per SQL string (a batch's few shapes)."""
+    numbers = itertools.count(1)
+    return re.sub(r"%%|%s", lambda m: "%" if m.group() == "%%" else f"${next(numbers)}", translate(sql))
+
+
+# psycopg parses a statement with more parameters than this (psycopg._queries.MAX_CACHED_STATEMENT_PARAMS) for
+# its placeholders in Python on every call, uncached: a campaign batch's multi-row statements (thousands of
+# parameters) spent more time there than PostgreSQL took to run them. Those go through a RawCursor instead.
+_PARSED_PARAMS = 50
+
+
 def _no_rows(cursor):
     """Whether the statement returns no rows (an UPDATE, a DELETE): description's test, without its Columns."""
     res = cursor.pgresult
@@ -88,6 +103,10 @@ class Cursor(psycopg.Cursor):
         return iter(()) if _no_rows(self) else super().__iter__()
 
 
+class RawCursor(Cursor, psycopg.RawCursor):
+    """Cursor's rules for a statement written with $1, $2, ... (numbered()), which psycopg does not parse."""
+
+
 class IntBoolDumper(Dumper):
     """True/False as 1/0: the schema keeps flags as INTEGER (as on SQLite)."""
     oid = psycopg.adapters.types["int8"].oid
@@ -106,7 +125,6 @@ def configure(raw):
 # INSERT INTO t (columns) VALUES (?, ...), and nothing after it (no ON CONFLICT: a key twice in one statement
 # would fail there; no RETURNING)
 _multirow = re.compile(r"^\s*(INSERT INTO \w+ \([^()]*\))\s+VALUES\s+(\((?:\s*\?\s*,)*\s*\?\s*\))\s*$", re.I | re.S)
-_CACHED_LENGTH = 4096  # psycopg's MAX_CACHED_STATEMENT_LENGTH (a "?" becomes "%s")
 
 
 class PgConnection:
@@ -125,11 +143,19 @@ class PgConnection:
             self._track_savepoint(sql)
         if self._later or self._starts_transaction():
             return self._pipelined(sql, params)
-        cursor = self.raw.cursor()
-        if params:
-            cursor.execute(translate(sql), params)
-        else:
+        return self._send(sql, params)
+
+    def _send(self, sql, params):
+        """Execute on a new cursor (in the pipeline, if one is open): big statements unparsed by psycopg."""
+        if not params:
+            cursor = self.raw.cursor()
             cursor.execute(sql)
+        elif len(params) > _PARSED_PARAMS:
+            cursor = RawCursor(self.raw)
+            cursor.execute(numbered(sql), params)
+        else:
+            cursor = self.raw.cursor()
+            cursor.execute(translate(sql), params)
         return cursor
 
     def execute_later(self, sql, params=()):
@@ -170,14 +196,13 @@ class PgConnection:
     def _send_later(self):
         later, self._later = self._later, []
         for sql, params in later:
-            self.raw.cursor().execute(translate(sql) if params else sql, params or None)
+            self._send(sql, params)
 
     def _pipelined(self, sql, params):
         """The statements left for later, then this one, in one round trip; the cursor has its results."""
         with self.raw.pipeline():
             self._send_later()
-            cursor = self.raw.cursor()
-            cursor.execute(translate(sql) if params else sql, params or None)
+            cursor = self._send(sql, params)
         return cursor
 
     def flush(self):
@@ -189,24 +214,22 @@ class PgConnection:
     def executemany(self, sql, seq_of_params):
         self.flush()
         rows = list(seq_of_params)
-        cursor = self.raw.cursor()
         values = _multirow.match(sql)
         if values and len(rows) > 1:
-            # A plain INSERT of many rows as INSERT ... VALUES (...), (...), ...: one statement for each chunk,
-            # not one execution per row (a campaign's batch inserts hundreds of messages and deliveries).
+            # A plain INSERT of many rows as INSERT ... VALUES (...), (...), ...: one statement for each chunk
+            # (VALUES_ROWS rows), not one execution per row (a campaign's batch inserts hundreds of messages and
+            # deliveries); psycopg leaves such statements unparsed (_send).
             head, row_sql = values.group(1), values.group(2)
-            # Chunks short enough for psycopg's statement cache (it parses a longer one on every call), so the
-            # same few statements repeat, and are prepared.
-            per = max(1, (_CACHED_LENGTH - len(head) - 8) // (len(row_sql) * 2 + 2))
             count = 0
             with self.raw.pipeline():
-                for start in range(0, len(rows), per):
-                    chunk = rows[start:start + per]
-                    cursor.execute(translate(f"{head} VALUES {', '.join([row_sql] * len(chunk))}"),
-                                   [value for row in chunk for value in row])
+                for start in range(0, len(rows), VALUES_ROWS):
+                    chunk = rows[start:start + VALUES_ROWS]
+                    cursor = self._send(f"{head} VALUES {', '.join([row_sql] * len(chunk))}",
+                                        [value for row in chunk for value in row])
                     count += len(chunk)
             cursor._rowcount = count
             return cursor
+        cursor = self.raw.cursor()
         cursor.executemany(translate(sql), rows)
         return cursor
 

@@ -39,8 +39,9 @@ from services.ratelimit import RateLimiter, SharedRateLimiter
 from services.secretbox import SecretBox, SecretKeyError
 from common.redact import RedactingFormatter
 from services.tls import CertificateSource
-from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
-                     connection_cap, raise_file_limit)
+from connection_guard import ConnectionGuard
+from serving import (GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog, connection_cap,
+                     raise_file_limit)
 from storage import shared_facts
 from storage.accounts import KEYS_CHANNEL
 from storage.db import open_database

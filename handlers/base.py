@@ -33,6 +33,7 @@ SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-
                     "Server": "Parley"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per answer
+_JSON_CONTENT_TYPE = {"Content-Type": "application/json; charset=UTF-8"}
 _date = [0, ""]  # the Date header of the current second: (second, formatted)
 
 
@@ -143,11 +144,16 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         the handler then skips what follows a first write (e.g. handing a new message to the bot)."""
         return self.idempotency is not None and self.idempotency.replayed
 
+    def set_own_headers(self, headers):
+        """Headers whose names and values Parley makes itself (plain text): set as they are, without
+        set_header()'s check per value (Tornado's write_headers still refuses a CR or LF in any header)."""
+        self._headers.update(headers)
+
     def respond(self, obj, status=200):
         if self.replayed:
             self.set_header("Idempotent-Replayed", "true")
         self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_own_headers(_JSON_CONTENT_TYPE)
         self.finish(_compact_json(obj))
 
     @classmethod
@@ -293,8 +299,7 @@ class ApiHandler(BaseHandler):
         cached = registry.cached(key_hash)
         limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
         allowed, headers = await self.services.limiter.hit_api_key(key_hash, limit)
-        for name, value in headers.items():
-            self.set_header(name, value)
+        self.set_own_headers(headers)
         if not allowed:
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
                               f"{headers['Retry-After']} s", headers=headers)

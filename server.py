@@ -18,7 +18,7 @@ import tornado.ioloop
 import tornado.web
 
 import settings as settings_module
-from handlers import routes
+from handlers import routes, serving_order
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
@@ -162,7 +162,7 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
                                        autoescape=True, undefined=jinja2.StrictUndefined)
         ui_text.install(self.jinja)
         super().__init__(
-            routes(),
+            serving_order(routes()),
             default_handler_class=NotFoundHandler,
             log_function=log_request,
             template_path=str(ROOT / "templates"),

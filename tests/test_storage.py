@@ -511,3 +511,21 @@ def test_a_locked_database_is_503_busy_not_a_fault():
     refused = as_unavailable(busy)
     assert isinstance(refused, StorageUnavailable) and refused.status == 503
     assert refused.message == "storage is locked by another process; nothing was written, retry later"
+
+
+def test_the_writer_s_reply_frames_are_read_whole_and_once_wherever_a_read_splits_them():
+    """storage/writer_supervisor.py reads whole frames in place and buffers only a frame cut by a read."""
+    from storage.writer_supervisor import _WriterConnection, encode_frame
+    replies = [("done", [(True, n * "x")]) for n in range(5)]
+    frames = b"".join(encode_frame(reply) for reply in replies)
+    for cut in range(len(frames) + 1):
+        got = []
+        connection = _WriterConnection(got.append, None)
+        connection.data_received(frames[:cut])
+        connection.data_received(frames[cut:])
+        assert got == replies and not connection.buffer, cut
+    got = []
+    connection = _WriterConnection(got.append, None)
+    for byte in frames:
+        connection.data_received(bytes([byte]))
+    assert got == replies and not connection.buffer

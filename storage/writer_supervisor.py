@@ -2,6 +2,7 @@
 the watchdog that replaces a stalled one, and settling the batch a lost writer was running (writer_batches
 says whether it committed) before the next writer starts. storage/sqlite_db.py's Database builds on it."""
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -34,11 +35,13 @@ def encode_frame(obj):
 
 class _Batch:
     """One transaction's worth of writes sent to the writer process: its number (recorded inside the
-    transaction, see writer_batches), the callers' futures in call order, and its watchdog timer."""
-    __slots__ = ("number", "futures", "watchdog", "limit")
+    transaction, see writer_batches), the callers' futures and their calls in call order, whether it came
+    from write_background, and its watchdog timer."""
+    __slots__ = ("number", "futures", "calls", "background", "watchdog", "limit")
 
-    def __init__(self, number, futures, limit):
-        self.number, self.futures, self.limit, self.watchdog = number, futures, limit, None
+    def __init__(self, number, futures, calls, background, limit):
+        self.number, self.futures, self.calls, self.background = number, futures, calls, background
+        self.limit, self.watchdog = limit, None
 
 
 async def _exited(process, timeout):
@@ -104,7 +107,7 @@ def _fail(futures, exc):
 class WriterSupervision:
     """What Database (storage/sqlite_db.py) does about its writer process: start it, replace it when it stalls
     or dies, and tell the callers of a lost writer's batch what became of their writes. It uses the Database's
-    state (_process, _connection, _in_flight, _pending, _background, ...) and its read(), _on_reply, _send_batch."""
+    state (_process, _connection, _flights, _pending, _background, ...) and its read(), _on_reply, _send_batch."""
 
     async def _start_writer(self):
         ours, theirs = socket.socketpair()
@@ -139,9 +142,18 @@ class WriterSupervision:
         """The writer process's pid (None when closed)."""
         return self._process.pid if self._process is not None else None
 
+    @property
+    def _in_flight(self):
+        """The batch the writer process is running (the oldest sent), or None."""
+        return self._flights[0] if self._flights else None
+
+    def _watch(self, batch):
+        """The watchdog for the batch the writer has started on (the oldest sent)."""
+        batch.watchdog = asyncio.get_running_loop().call_later(batch.limit, self._stalled, batch)
+
     def _stalled(self, batch):
         """The watchdog: the writer has run one batch for stall_seconds (a stuck disk, a lock held by
-        another process, a stopped process). Replace it; its batch is settled like a lost writer's."""
+        another process, a stopped process). Replace it; its batches are settled like a lost writer's."""
         if self._in_flight is batch and self._connection is not None:
             log.error("the writer process has been running one batch of %d writes for %g s; replacing it",
                       len(batch.futures), batch.limit)
@@ -149,36 +161,41 @@ class WriterSupervision:
 
     def _replace_writer(self):
         self._process.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
-        # Let go of it now, even if the process cannot die yet (blocked in the kernel): its batch is
+        # Let go of it now, even if the process cannot die yet (blocked in the kernel): its batches are
         # settled and the next writer started; its late connection_lost is then ignored.
         connection = self._connection
         connection.transport.close()
-        self._on_writer_lost(connection)
+        self._on_writer_lost(connection, replaced=True)
 
-    def _on_writer_lost(self, connection):
-        if connection is not self._connection or self._closing and self._in_flight is None:
+    def _on_writer_lost(self, connection, replaced=False):
+        if connection is not self._connection or self._closing and not self._flights:
             return
         self._connection = None  # until the restarted writer is connected, writes only queue
-        batch, self._in_flight = self._in_flight, None
-        if batch is not None:
-            batch.watchdog.cancel()
+        batches, self._flights = list(self._flights), collections.deque()
+        for batch in batches:
+            if batch.watchdog is not None:
+                batch.watchdog.cancel()
         process = self._process
         log.error("the writer process stopped unexpectedly (exit code %s); %d writes were in flight",
-                  process and process.poll(), len(batch.futures) if batch else 0)
+                  process and process.poll(), sum(len(batch.futures) for batch in batches))
         self._failed_starts = 0 if self._batches_since_start else self._failed_starts + 1
-        self._recovery = asyncio.ensure_future(self._recover(batch, process))
+        self._recovery = asyncio.ensure_future(self._recover(batches, process, replaced))
 
-    async def _recover(self, batch, process):
-        """Settle the lost writer's batch (before any new batch can overwrite its record), then start
+    async def _recover(self, batches, process, replaced):
+        """Settle the lost writer's batches (before any new batch can overwrite its record), then start
         the next writer."""
-        if batch is not None:
-            await self._settle(batch, process)
+        if batches:
+            await self._settle(batches, process, replaced)
         await self._restart_writer()
 
-    async def _settle(self, batch, process):
-        """Tell each caller of the batch the lost writer was running what became of its write: once the
-        process is gone, its record in writer_batches says whether the batch committed and which of its
-        calls rolled back."""
+    async def _settle(self, batches, process, replaced):
+        """Tell each caller of the batches sent to the lost writer what became of its write: once the process
+        is gone, its record in writer_batches says which batch it committed last and which of that batch's
+        calls rolled back. The writer reads a batch only once it has sent the answer to the one before, and
+        every answer it sent is read before its loss is seen: so the batches after the first unanswered one
+        were never read, and their writes go to the next writer. Unless the server cut the connection itself
+        (replaced, the watchdog), which may drop an answer on its way: then only a batch that did not commit
+        proves that the next one was never read."""
         record = None
         if await _exited(process, SETTLE_SECONDS):
             try:
@@ -186,18 +203,33 @@ class WriterSupervision:
             except Exception as exc:
                 log.error("could not read what the lost writer committed: %r", exc)
         else:
-            log.error("the lost writer process (pid %s) is still running; its batch's outcome is unknown",
+            log.error("the lost writer process (pid %s) is still running; its batches' outcome is unknown",
                       process.pid)
+        started, unread = True, []
+        for batch in batches:
+            if not started:  # never read by the lost writer
+                unread.append(batch)
+                continue
+            self._settle_batch(batch, record)
+            started = replaced and (record is None or record[0] >= batch.number)
+        for batch in reversed(unread):  # sent again, first, to the next writer: nothing of them was written
+            queue = self._background if batch.background else self._pending
+            queue.extendleft(reversed([(f, c) for f, c in zip(batch.futures, batch.calls) if not f.done()]))
+
+    def _settle_batch(self, batch, record):
+        # A batch committed before the last one recorded, yet unanswered, cannot happen (see _settle); if it
+        # did, which of its calls rolled back is not known: unknown, never "stored" for a call that was not.
+        known = record is not None and record[0] <= batch.number
         committed = record is not None and record[0] >= batch.number
         failed = set(record[1]) if committed and record[0] == batch.number else set()
         log.error("the lost writer's batch of %d writes %s", len(batch.futures),
-                  "is unknown" if record is None else "was committed" if committed else "was not committed")
-        if committed and len(failed) < len(batch.futures):  # some call's write is stored: like a reply
+                  "is unknown" if not known else "was committed" if committed else "was not committed")
+        if known and committed and len(failed) < len(batch.futures):  # some call's write is stored: like a reply
             self._committed()
         for index, future in enumerate(batch.futures):
             if future.done():
                 continue
-            if record is None:
+            if not known:
                 future.set_exception(WriteOutcomeUnknown(UNKNOWN))
             elif committed and index not in failed:
                 future.set_exception(StoredResultLost(STORED))
@@ -232,5 +264,5 @@ class WriterSupervision:
         _fail([future for queue in (self._pending, self._background) for future, _ in queue], exc)
         self._pending.clear()
         self._background.clear()
-        if self._in_flight is None:
+        if not self._flights:
             self._idle.set()

@@ -18,7 +18,7 @@ import tornado.ioloop
 import tornado.web
 
 import settings as settings_module
-from handlers import routes
+from handlers import routes, serving_order
 from handlers.base import NotFoundHandler, StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
@@ -39,8 +39,9 @@ from services.ratelimit import RateLimiter, SharedRateLimiter
 from services.secretbox import SecretBox, SecretKeyError
 from common.redact import RedactingFormatter
 from services.tls import CertificateSource
-from serving import (ConnectionGuard, GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog,
-                     connection_cap, raise_file_limit)
+from connection_guard import ConnectionGuard
+from serving import (GuardedHTTPServer, LogThrottle, RejecterApplication, TlsRefusalLog, connection_cap,
+                     raise_file_limit)
 from storage import shared_facts
 from storage.accounts import KEYS_CHANNEL
 from storage.db import open_database
@@ -161,7 +162,7 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
                                        autoescape=True, undefined=jinja2.StrictUndefined)
         ui_text.install(self.jinja)
         super().__init__(
-            routes(),
+            serving_order(routes()),
             default_handler_class=NotFoundHandler,
             log_function=log_request,
             template_path=str(ROOT / "templates"),

@@ -1,7 +1,6 @@
 """HTTP servers: the HTTPS server with connection limits (a cap, a TLS handshake deadline, lingering
 after early answers, 431 for oversized headers, accept() failures logged once per interval), draining
 on shutdown; and the plain-HTTP rejecter."""
-import collections
 import contextvars
 import errno
 import logging
@@ -23,184 +22,8 @@ from handlers.bodies import StreamedBodyRouting
 
 log = logging.getLogger("parley.connections")
 
-ACCEPT_BATCH = 128  # connections accepted per wake-up at most, as Tornado does
-RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-ACCEPT_PAUSE_SECONDS = 0.1  # after accept() ran out of file descriptors
-RESUME_CHECK_SECONDS = 0.5  # while paused at the cap: how often to look for closed connections again
 DISCARD_BEFORE_CLOSE = 1 << 20  # bytes read and dropped before closing after a 431 (avoids a reset)
 handshaking_client = contextvars.ContextVar("handshaking_client", default=None)  # its address, during a handshake
-
-
-class ConnectionGuard:
-    """The open connections of every server of the process, at most ``cap``.
-
-    At the cap, the connection that has waited longest for a request (a TLS handshake or request headers
-    that never came, an idle keep-alive, or an early answer's lingering) is closed to make room; with none
-    such (every connection busy with a request), accepting pauses until one closes. When accept() itself
-    fails for lack of file descriptors, accepting pauses briefly and one waiting connection is closed.
-    """
-
-    def __init__(self, cap, socket_share=0.5):
-        self.cap = cap
-        # WebSockets (detached) hold at most this many connections: the rest of the cap is never theirs, so
-        # that however many pages are open, the API and the pages themselves still get connections.
-        self.socket_cap = max(1, int(cap * socket_share))
-        self.open = set()
-        self.waiting = collections.OrderedDict()  # streams waiting for a request, longest first
-        self.detached = set()  # handed over to a WebSocket: counted until they close
-        self.listeners = []
-        self.paused = False
-        self._resume_timer = None
-        self.evicted = 0
-        self.accept_failures = 0
-        self.handshake_timeouts = 0
-
-    # ---- connection states ---------------------------------------------------------------------
-
-    def opened(self, stream):
-        self.open.add(stream)
-        self.wait(stream)
-
-    def wait(self, stream):
-        if stream in self.open:
-            self.waiting[stream] = None
-            self.waiting.move_to_end(stream)
-
-    def busy(self, stream):
-        self.waiting.pop(stream, None)
-
-    def closed(self, stream):
-        self.waiting.pop(stream, None)
-        if not stream.closed():  # the HTTP layer let go of it (a WebSocket took it over)
-            self.detached.add(stream)
-            return
-        self.open.discard(stream)
-        self.detached.discard(stream)
-        if self.paused and len(self.open) < self.cap:
-            self.resume()
-
-    def _forget_closed_detached(self):
-        for stream in [s for s in self.detached if s.closed()]:
-            self.detached.discard(stream)
-            self.open.discard(stream)
-
-    def socket_room(self):
-        """Whether one more connection may become a WebSocket (socket_cap)."""
-        if len(self.detached) >= self.socket_cap:
-            self._forget_closed_detached()
-        return len(self.detached) < self.socket_cap
-
-    def make_room(self):
-        """True when one more connection may be accepted (closing the longest-waiting one if need be)."""
-        if len(self.open) < self.cap:
-            return True
-        self._forget_closed_detached()
-        if self.waiting:
-            log.warning("connection limit (%d) reached: closing the connections that wait longest for a "
-                        "request", self.cap)
-        while len(self.open) >= self.cap and self.waiting:
-            self._evict()
-        return len(self.open) < self.cap
-
-    def abort_all(self):
-        """Close every connection now (shutdown, once the requests in flight were answered)."""
-        for stream in list(self.open):
-            if not stream.closed():
-                stream.abort()
-        self.open.clear()
-        self.waiting.clear()
-        self.detached.clear()
-
-    def _evict(self):
-        stream, _ = self.waiting.popitem(last=False)
-        self.open.discard(stream)
-        if not stream.closed():
-            self.evicted += 1
-            stream.abort()
-
-    # ---- accepting -----------------------------------------------------------------------------
-
-    def listen(self, sock, on_connection):
-        listener = _Listener(self, sock, on_connection)
-        self.listeners.append(listener)
-        if not self.paused:
-            listener.start()
-        return listener
-
-    def pause(self, seconds=RESUME_CHECK_SECONDS):
-        if not self.paused:
-            self.paused = True
-            for listener in self.listeners:
-                listener.stop()
-        if self._resume_timer is None:
-            self._resume_timer = IOLoop.current().call_later(seconds, self._try_resume)
-
-    def _try_resume(self):
-        self._resume_timer = None
-        self._forget_closed_detached()
-        if len(self.open) < self.cap or self.waiting:
-            self.resume()
-        else:
-            self.pause()
-
-    def resume(self):
-        if self._resume_timer is not None:
-            IOLoop.current().remove_timeout(self._resume_timer)
-            self._resume_timer = None
-        self.paused = False
-        for listener in self.listeners:
-            listener.start()
-
-    def accept_failed(self, exc):
-        self.accept_failures += 1
-        log.error("accept() failed: %s; accepting pauses for %.1f s", exc, ACCEPT_PAUSE_SECONDS)
-        if self.waiting:  # give a file descriptor back
-            self._evict()
-        self.pause(ACCEPT_PAUSE_SECONDS)
-
-
-class _Listener:
-    """One listening socket, accepted from on the IOLoop (instead of tornado.netutil.add_accept_handler,
-    which lets accept() errors escape: at EMFILE the loop logged a traceback for every retry)."""
-
-    def __init__(self, guard, sock, on_connection):
-        self.guard, self.sock, self.on_connection = guard, sock, on_connection
-        self.active = False
-
-    def start(self):
-        if not self.active and self.sock.fileno() >= 0:
-            IOLoop.current().add_handler(self.sock, self._ready, IOLoop.READ)
-            self.active = True
-
-    def stop(self):
-        if self.active:
-            IOLoop.current().remove_handler(self.sock)
-            self.active = False
-
-    def close(self):
-        self.stop()
-        if self in self.guard.listeners:
-            self.guard.listeners.remove(self)
-        self.sock.close()
-
-    def _ready(self, fd, events):
-        for _ in range(ACCEPT_BATCH):
-            if not self.guard.make_room():
-                self.guard.pause()
-                return
-            try:
-                connection, address = self.sock.accept()
-            except BlockingIOError:
-                return
-            except ConnectionAbortedError:
-                continue
-            except OSError as exc:
-                if exc.errno in RESOURCE_ERRORS:
-                    self.guard.accept_failed(exc)
-                else:
-                    log.error("accept() failed: %s", exc)
-                return
-            self.on_connection(connection, address)
 
 
 class _ServerStream:
@@ -224,7 +47,7 @@ class _ServerStream:
             # Tornado keeps draining the body it was reading (until its end, the body timeout, or the client
             # closing); the next close() is the real one. Meanwhile the connection may be evicted.
             self._lingering = True
-            self.server.guard.wait(self)
+            self.server.guard.wait(self, self.server.body_timeout)
             return None
         return super().close(exc_info)
 
@@ -284,8 +107,12 @@ class GuardedHTTPServer(tornado.httpserver.HTTPServer):
     (Application.inflight); shutdown waits for both, so a client halfway through sending a body when
     SIGTERM arrives still gets its answer."""
 
-    def initialize(self, *args, guard, handshake_timeout=None, **kwargs):
+    def initialize(self, *args, guard, handshake_timeout=None, idle_connection_timeout=None, body_timeout=None,
+                   **kwargs):
         super().initialize(*args, **kwargs)
+        # The guard keeps these deadlines (one sweep for all connections), not Tornado (a timer per request).
+        self.idle_timeout, self.body_timeout = idle_connection_timeout, body_timeout
+        self.conn_params.header_timeout = self.conn_params.body_timeout = None
         self.guard = guard
         self.handshake_timeout = handshake_timeout
         self.receiving = 0
@@ -311,7 +138,7 @@ class GuardedHTTPServer(tornado.httpserver.HTTPServer):
             return
         stream.server = self
         stream.client_address = address[0] if address else None
-        self.guard.opened(stream)
+        self.guard.opened(stream, self.idle_timeout)
         if isinstance(stream, SSLIOStream) and self.handshake_timeout:
             self._handshake_deadline(stream)
         self.handle_stream(stream, address)
@@ -346,7 +173,7 @@ class GuardedHTTPServer(tornado.httpserver.HTTPServer):
         handshake.add_done_callback(lambda f: (loop.remove_timeout(timer), f.cancelled() or f.exception()))
 
     def start_request(self, server_conn, request_conn):
-        self.guard.wait(server_conn.stream)
+        self.guard.wait(server_conn.stream, self.idle_timeout)
         return _RequestDelegate(super().start_request(server_conn, request_conn), self, server_conn.stream)
 
     def on_close(self, server_conn):
@@ -376,7 +203,7 @@ class _RequestDelegate(httputil.HTTPMessageDelegate):
         self.inner, self.server, self.stream, self.counted = inner, server, stream, False
 
     def headers_received(self, start_line, headers):
-        self.server.guard.busy(self.stream)
+        self.server.guard.busy(self.stream, self.server.body_timeout)
         self.counted = True
         self.server.receiving += 1
         return self.inner.headers_received(start_line, headers)
@@ -397,6 +224,7 @@ class _RequestDelegate(httputil.HTTPMessageDelegate):
             self._release()
 
     def _release(self):
+        self.server.guard.received(self.stream)
         if self.counted:
             self.counted = False
             self.server.receiving -= 1

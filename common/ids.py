@@ -11,6 +11,7 @@ _MS_SHIFTS = (40, 30, 20, 10, 0)
 # (value, its text), replaced as one tuple so that threads making ids at once never pair them wrongly.
 _ms_cache = (None, "")
 _second_cache = (None, "")
+_window_cache = (None, "")
 
 
 def _ms_digits():
@@ -66,6 +67,17 @@ def now_iso():
         text = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
         _second_cache = (second, text)
     return f"{text}{ms:03d}Z"
+
+
+def iso_of_second(second):
+    """The ISO text of a whole epoch second (…:SS.000Z), kept while the same second is asked for: a window
+    measured back from now (every inbound message asks for one) changes once a second."""
+    global _window_cache
+    cached_second, text = _window_cache
+    if second != cached_second:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(second))
+        _window_cache = (second, text)
+    return text
 
 
 def parse_iso(text):

@@ -25,11 +25,15 @@ def is_control(char):
     return code < 0x20 or 0x7F <= code <= 0x9F
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # what is_control() says, searched in C
+
+
 def refuse_control_characters(value, field=None):
     """The value unchanged, or ValueError naming the first control character (and the field, when given)."""
-    for char in value or ():
-        if is_control(char):
-            raise ValueError(f"{field + ' ' if field else ''}must not contain control characters (U+{ord(char):04X})")
+    found = _CONTROL.search(value) if value else None
+    if found is not None:
+        raise ValueError(f"{field + ' ' if field else ''}must not contain control characters "
+                         f"(U+{ord(found.group()):04X})")
     return value
 
 
@@ -44,6 +48,12 @@ def no_control_characters(value, field):
 Identifier = Annotated[str, AfterValidator(refuse_control_characters), Field(json_schema_extra=_NO_CONTROL)]
 IdentifierNotBlank = Annotated[str, AfterValidator(refuse_control_characters),
                                Field(json_schema_extra={**_NO_CONTROL, **NOT_BLANK})]
+
+
+def may_hold_lone_surrogate(text):
+    """False when JSON text cannot decode to a lone surrogate (no such character, no \\uD800-\\uDFFF escape):
+    the common case, decided in C before lone_surrogate_path walks the parsed value."""
+    return _has_surrogate(text) or _SURROGATE_ESCAPE.search(text) is not None
 
 
 def lone_surrogate_path(data, path=""):
@@ -68,6 +78,7 @@ def lone_surrogate_path(data, path=""):
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _has_surrogate(text):

@@ -1,5 +1,14 @@
 """HTTP only: parse, authenticate, call a service, shape the response."""
 
+# The routes automations call most, tried first: Tornado matches a request against the patterns in order
+# (the inbound endpoint was the 14th, ~1.5 % of its event-loop time); no other pattern matches these paths.
+HOT_PATHS = (r"/v1/incoming_custom_channel_message", r"/v1/send_custom_channel_message", r"/v1/contacts")
+
+
+def serving_order(table):
+    """routes() with the HOT_PATHS first, the rest in their order (the OpenAPI document keeps routes()'s)."""
+    return sorted(table, key=lambda route: HOT_PATHS.index(route[0]) if route[0] in HOT_PATHS else len(HOT_PATHS))
+
 
 def routes():
     """The whole URL table."""

@@ -1,6 +1,7 @@
 """The bot's state read and written inside transactions: whether it answers a message (asked by the
 inbound message's own write), what it needs to decide (read when it starts on the message), and the pause
 a human reply sets inside the outbound message's write (so the inbox pauses the bot just by sending one)."""
+import functools
 import json
 from datetime import timedelta
 
@@ -11,9 +12,11 @@ from storage import bot_state
 HUMAN_AUTHORS = ("user", "api")  # replies written by a person: they pause the bot for the contact
 
 
+@functools.lru_cache(maxsize=64)
 def active_for(bot_json, campaign_id):
     """Whether the account's bot is active for a message of this campaign (None: no campaign). bot_json: the
-    account's stored bot as JSON text, as the inbound write read it (None when it has none: no parsing)."""
+    account's stored bot as JSON text, as the inbound write read it (None when it has none: no parsing). Kept
+    per (text, campaign): every inbound write asks, and the text changes only when the bot is saved."""
     return bool(bot_json) and bool(bot_settings.effective(json.loads(bot_json), campaign_id)["active"])
 
 

@@ -7,7 +7,7 @@ from services import bot_context, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common.errors import Invalid, NotFound
-from common.ids import new_id, new_ids, now_iso
+from common.ids import iso_of_second, new_id, new_ids, now_iso
 from storage import accounts as account_store
 from storage import campaigns as campaign_store
 from storage import contacts as contact_store
@@ -110,7 +110,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "media_content_type": content_type, "error": None, "author": "contact", "author_user_id": None,
                "created_at": now_iso()}
 
-    answers_since = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - CAMPAIGN_ANSWER_WINDOW_SECONDS))
+    answers_since = iso_of_second(int(time.time()) - CAMPAIGN_ANSWER_WINDOW_SECONDS)
     try:
         first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted = await db.write(
             _record_inbound, message, identity, answers_since)

@@ -9,7 +9,7 @@ from storage.interface import (Conflict, StorageUnavailable, StoredResultLost, W
                                database_errors,
                                fetch_all, fetch_one, function_reference, idempotency_claim, reads, resolve,
                                writes)
-from storage.sqlite_db import (CLOSING, FRAME_HEADER, NOT_WRITTEN, QUEUE_FULL, STORED, UNKNOWN,  # noqa: F401
+from storage.sqlite_db import (CLOSING, FRAME_HEADER, NOT_WRITTEN, PIPELINE, QUEUE_FULL, STORED, UNKNOWN,  # noqa: F401
                                Database, _batch_record, as_unavailable, connect_sync, encode_frame, log)
 
 MIGRATIONS = Path(__file__).parent / "migrations"

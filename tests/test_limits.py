@@ -15,7 +15,8 @@ import time
 import httpx
 import pytest
 
-from serving import ConnectionGuard, LogThrottle, _Listener, connection_cap
+from connection_guard import ConnectionGuard, _Listener
+from serving import LogThrottle, connection_cap
 from tests.parley_process import ParleyProcess, child_pids
 
 SCALE = max(1, int(os.environ.get("PARLEY_FAULT_SCALE", "1")))

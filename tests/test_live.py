@@ -360,7 +360,7 @@ async def test_websockets_never_take_the_connections_kept_for_the_api(app, servi
     """Issue 18, item 2: a share of --max-connections is never the WebSockets'. At their limit (2 of a cap of
     4 here, held by two pages' streams) /ws answers 503 with Retry-After and the API still answers; once one
     of them closes, a page may go live again."""
-    from serving import ConnectionGuard
+    from connection_guard import ConnectionGuard
 
     class Held:  # a connection a WebSocket holds, as the guard sees it
         def __init__(self):

@@ -206,6 +206,12 @@ def _insert_then_die(cx, value):
     return _insert_probe.sync(cx, value)
 
 
+@writes
+def _slow_insert_then_die(cx, value, seconds):
+    """_slow_insert that PARLEY_WRITER_FAULT names: the writer dies right after its COMMIT."""
+    return _slow_insert.sync(cx, value, seconds)
+
+
 def _probe_values(cx):
     return sorted(r[0] for r in cx.execute("SELECT v FROM probe"))
 
@@ -386,6 +392,28 @@ async def test_a_writer_killed_after_commit_tells_each_caller_the_truth(tmp_path
 
 
 @pytest.mark.sqlite_only(WRITER)
+async def test_a_writer_killed_after_commit_with_the_next_batch_sent_tells_both_batches_the_truth(tmp_path,
+                                                                                                  monkeypatch):
+    """The next transaction is sent to the writer before the running one is answered (sqlite_db.PIPELINE).
+    The writer dies after the first one's COMMIT, with the second waiting unread in its socket: the first
+    batch's caller is told its write is stored, and the second batch, never read, is written by the next
+    writer (once: the value is unique)."""
+    monkeypatch.setenv("PARLEY_WRITER_FAULT", "kill-after-commit:tests.test_storage._slow_insert_then_die")
+    db = await _open(tmp_path)
+    try:
+        await _insert_probe(db, 1)
+        first = asyncio.ensure_future(_slow_insert_then_die(db, 2, 0.5))
+        await _wait_until(lambda: len(db._flights) == 1)
+        second = asyncio.ensure_future(_insert_probe(db, 3))
+        await _wait_until(lambda: len(db._flights) == 2)  # sent before the first one's answer
+        outcomes = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 20)
+        assert isinstance(outcomes[0], StoredResultLost) and outcomes[1] == 3, outcomes
+        assert await db.read(_probe_values) == [1, 2, 3]
+    finally:
+        await db.close()
+
+
+@pytest.mark.sqlite_only(WRITER)
 async def test_a_writer_lost_whose_record_cannot_be_read_says_the_outcome_is_unknown(tmp_path, monkeypatch):
     """When what the lost writer committed cannot be read, the caller is told exactly that, in DESIGN
     §3's words, never "nothing was written"."""
@@ -467,17 +495,20 @@ async def test_the_write_queue_is_bounded_and_refuses_at_once_when_full(tmp_path
         await _insert_probe(db, 1)
         pid = db.writer_pid
         os.kill(pid, signal.SIGSTOP)
-        held = asyncio.ensure_future(_insert_probe(db, 2))
-        await asyncio.sleep(0)  # in flight: it no longer counts as waiting
-        waiting = [asyncio.ensure_future(_insert_probe(db, v)) for v in (3, 4, 5)]
+        held = []
+        for value in range(2, 2 + dbmod.PIPELINE):  # in flight (sent, one transaction each): not waiting
+            held.append(asyncio.ensure_future(_insert_probe(db, value)))
+            await _wait_until(lambda: len(db._flights) == len(held))
+        waiting = [asyncio.ensure_future(_insert_probe(db, v)) for v in (10, 11, 12)]
         await asyncio.sleep(0)
-        refused = asyncio.ensure_future(_insert_probe(db, 6))
+        refused = asyncio.ensure_future(_insert_probe(db, 13))
         await asyncio.sleep(0)
         assert refused.done() and isinstance(refused.exception(), StorageUnavailable)
         assert refused.exception().message == dbmod.QUEUE_FULL
         os.kill(pid, signal.SIGCONT)
-        assert await asyncio.wait_for(asyncio.gather(held, *waiting), 20) == [2, 3, 4, 5]
-        assert await db.read(_probe_values) == [1, 2, 3, 4, 5]
+        stored = [*range(2, 2 + dbmod.PIPELINE), 10, 11, 12]
+        assert await asyncio.wait_for(asyncio.gather(*held, *waiting), 20) == stored
+        assert await db.read(_probe_values) == [1, *stored]
     finally:
         await db.close()
 
@@ -511,3 +542,21 @@ def test_a_locked_database_is_503_busy_not_a_fault():
     refused = as_unavailable(busy)
     assert isinstance(refused, StorageUnavailable) and refused.status == 503
     assert refused.message == "storage is locked by another process; nothing was written, retry later"
+
+
+def test_the_writer_s_reply_frames_are_read_whole_and_once_wherever_a_read_splits_them():
+    """storage/writer_supervisor.py reads whole frames in place and buffers only a frame cut by a read."""
+    from storage.writer_supervisor import _WriterConnection, encode_frame
+    replies = [("done", [(True, n * "x")]) for n in range(5)]
+    frames = b"".join(encode_frame(reply) for reply in replies)
+    for cut in range(len(frames) + 1):
+        got = []
+        connection = _WriterConnection(got.append, None)
+        connection.data_received(frames[:cut])
+        connection.data_received(frames[cut:])
+        assert got == replies and not connection.buffer, cut
+    got = []
+    connection = _WriterConnection(got.append, None)
+    for byte in frames:
+        connection.data_received(bytes([byte]))
+    assert got == replies and not connection.buffer

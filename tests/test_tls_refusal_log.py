@@ -8,7 +8,8 @@ import ssl
 import tornado.netutil
 import tornado.web
 
-from serving import ConnectionGuard, GuardedHTTPServer, TlsRefusalLog
+from connection_guard import ConnectionGuard
+from serving import GuardedHTTPServer, TlsRefusalLog
 from services.tls import CertificateSource
 
 

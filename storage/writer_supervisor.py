@@ -1,0 +1,268 @@
+"""The server's side of the SQLite writer process (storage/writer.py): the frames on its socket, starting it,
+the watchdog that replaces a stalled one, and settling the batch a lost writer was running (writer_batches
+says whether it committed) before the next writer starts. storage/sqlite_db.py's Database builds on it."""
+import asyncio
+import collections
+import json
+import logging
+import os
+import pickle
+import socket
+import struct
+import subprocess
+import sys
+
+from storage.interface import StorageUnavailable, StoredResultLost, WriteOutcomeUnknown
+
+log = logging.getLogger("parley.db")
+
+# After the writer process is lost: how long to wait for it to be gone, and for its batch record.
+SETTLE_SECONDS = 5.0
+
+NOT_WRITTEN = "the storage writer stopped before this write was committed; nothing was written, retry it"
+STORED = ("the write is stored, but its answer was lost when the storage writer stopped; "
+          "a retry with the same Idempotency-Key returns it")
+UNKNOWN = "the write may or may not be stored; retry with the same Idempotency-Key"
+CLOSING = "the database is closing; nothing was written"
+
+FRAME_HEADER = struct.Struct("!I")  # each frame to and from the writer process: length, then a pickle
+
+
+def encode_frame(obj):
+    data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    return FRAME_HEADER.pack(len(data)) + data
+
+
+class _Batch:
+    """One transaction's worth of writes sent to the writer process: its number (recorded inside the
+    transaction, see writer_batches), the callers' futures and their calls in call order, whether it came
+    from write_background, and its watchdog timer."""
+    __slots__ = ("number", "futures", "calls", "background", "watchdog", "limit")
+
+    def __init__(self, number, futures, calls, background, limit):
+        self.number, self.futures, self.calls, self.background = number, futures, calls, background
+        self.limit, self.watchdog = limit, None
+
+
+async def _exited(process, timeout):
+    """True once the process has exited (reaped), False if it still runs after timeout seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while process.poll() is None:
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+def _batch_record(cx, writer):
+    row = cx.execute("SELECT batch, failed FROM writer_batches WHERE writer = ?", (writer,)).fetchone()
+    return (row[0], json.loads(row[1]) if row[1] else []) if row else (0, [])
+
+
+class _WriterConnection(asyncio.Protocol):
+    """The parent's end of the socket to the writer process: reads reply frames as they arrive (never
+    blocking the loop) and hands each to the Database."""
+
+    def __init__(self, on_reply, on_lost):
+        self.on_reply, self.on_lost = on_reply, on_lost
+        self.buffer = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        if not self.buffer:
+            # The common case: the read holds whole frames, unpickled where they are (no copy into the buffer).
+            start, view = 0, memoryview(data)
+            while len(data) - start >= FRAME_HEADER.size:
+                end = start + FRAME_HEADER.size + FRAME_HEADER.unpack_from(data, start)[0]
+                if end > len(data):
+                    break
+                reply = pickle.loads(view[start + FRAME_HEADER.size:end])
+                start = end
+                self.on_reply(reply)
+            data = view[start:]
+        self.buffer += data
+        while len(self.buffer) >= FRAME_HEADER.size:
+            size = FRAME_HEADER.size + FRAME_HEADER.unpack_from(self.buffer)[0]
+            if len(self.buffer) < size:
+                return
+            reply = pickle.loads(bytes(self.buffer[FRAME_HEADER.size:size]))
+            del self.buffer[:size]
+            self.on_reply(reply)
+
+    def connection_lost(self, exc):
+        self.on_lost(self)
+
+
+def _fail(futures, exc):
+    """Answer every caller still waiting with exc."""
+    for future in futures:
+        if not future.done():
+            future.set_exception(exc)
+
+
+class WriterSupervision:
+    """What Database (storage/sqlite_db.py) does about its writer process: start it, replace it when it stalls
+    or dies, and tell the callers of a lost writer's batch what became of their writes. It uses the Database's
+    state (_process, _connection, _flights, _pending, _background, ...) and its read(), _on_reply, _send_batch."""
+
+    async def _start_writer(self):
+        ours, theirs = socket.socketpair()
+        try:
+            # The parent's sys.path, so that every module a write function lives in imports there too.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno()), self.token],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+                start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._batches_since_start = 0
+        try:
+            _, self._connection = await asyncio.get_running_loop().create_connection(
+                lambda: _WriterConnection(self._on_reply, self._on_writer_lost), sock=ours)
+        except BaseException:
+            ours.close()
+            self._process.kill()
+            raise
+
+    @property
+    def writer_down(self):
+        """Why writes are refused while the writer is being restarted, or None (the health check)."""
+        return self._down
+
+    @property
+    def writer_pid(self):
+        """The writer process's pid (None when closed)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def _in_flight(self):
+        """The batch the writer process is running (the oldest sent), or None."""
+        return self._flights[0] if self._flights else None
+
+    def _watch(self, batch):
+        """The watchdog for the batch the writer has started on (the oldest sent)."""
+        batch.watchdog = asyncio.get_running_loop().call_later(batch.limit, self._stalled, batch)
+
+    def _stalled(self, batch):
+        """The watchdog: the writer has run one batch for stall_seconds (a stuck disk, a lock held by
+        another process, a stopped process). Replace it; its batches are settled like a lost writer's."""
+        if self._in_flight is batch and self._connection is not None:
+            log.error("the writer process has been running one batch of %d writes for %g s; replacing it",
+                      len(batch.futures), batch.limit)
+            self._replace_writer()
+
+    def _replace_writer(self):
+        self._process.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+        # Let go of it now, even if the process cannot die yet (blocked in the kernel): its batches are
+        # settled and the next writer started; its late connection_lost is then ignored.
+        connection = self._connection
+        connection.transport.close()
+        self._on_writer_lost(connection, replaced=True)
+
+    def _on_writer_lost(self, connection, replaced=False):
+        if connection is not self._connection or self._closing and not self._flights:
+            return
+        self._connection = None  # until the restarted writer is connected, writes only queue
+        batches, self._flights = list(self._flights), collections.deque()
+        for batch in batches:
+            if batch.watchdog is not None:
+                batch.watchdog.cancel()
+        process = self._process
+        log.error("the writer process stopped unexpectedly (exit code %s); %d writes were in flight",
+                  process and process.poll(), sum(len(batch.futures) for batch in batches))
+        self._failed_starts = 0 if self._batches_since_start else self._failed_starts + 1
+        self._recovery = asyncio.ensure_future(self._recover(batches, process, replaced))
+
+    async def _recover(self, batches, process, replaced):
+        """Settle the lost writer's batches (before any new batch can overwrite its record), then start
+        the next writer."""
+        if batches:
+            await self._settle(batches, process, replaced)
+        await self._restart_writer()
+
+    async def _settle(self, batches, process, replaced):
+        """Tell each caller of the batches sent to the lost writer what became of its write: once the process
+        is gone, its record in writer_batches says which batch it committed last and which of that batch's
+        calls rolled back. The writer reads a batch only once it has sent the answer to the one before, and
+        every answer it sent is read before its loss is seen: so the batches after the first unanswered one
+        were never read, and their writes go to the next writer. Unless the server cut the connection itself
+        (replaced, the watchdog), which may drop an answer on its way: then only a batch that did not commit
+        proves that the next one was never read."""
+        record = None
+        if await _exited(process, SETTLE_SECONDS):
+            try:
+                record = await asyncio.wait_for(self.read(_batch_record, self.token), SETTLE_SECONDS)
+            except Exception as exc:
+                log.error("could not read what the lost writer committed: %r", exc)
+        else:
+            log.error("the lost writer process (pid %s) is still running; its batches' outcome is unknown",
+                      process.pid)
+        started, unread = True, []
+        for batch in batches:
+            if not started:  # never read by the lost writer
+                unread.append(batch)
+                continue
+            self._settle_batch(batch, record)
+            started = replaced and (record is None or record[0] >= batch.number)
+        for batch in reversed(unread):  # sent again, first, to the next writer: nothing of them was written
+            queue = self._background if batch.background else self._pending
+            queue.extendleft(reversed([(f, c) for f, c in zip(batch.futures, batch.calls) if not f.done()]))
+
+    def _settle_batch(self, batch, record):
+        # A batch committed before the last one recorded, yet unanswered, cannot happen (see _settle); if it
+        # did, which of its calls rolled back is not known: unknown, never "stored" for a call that was not.
+        known = record is not None and record[0] <= batch.number
+        committed = record is not None and record[0] >= batch.number
+        failed = set(record[1]) if committed and record[0] == batch.number else set()
+        log.error("the lost writer's batch of %d writes %s", len(batch.futures),
+                  "is unknown" if not known else "was committed" if committed else "was not committed")
+        if known and committed and len(failed) < len(batch.futures):  # some call's write is stored: like a reply
+            self._committed()
+        for index, future in enumerate(batch.futures):
+            if future.done():
+                continue
+            if not known:
+                future.set_exception(WriteOutcomeUnknown(UNKNOWN))
+            elif committed and index not in failed:
+                future.set_exception(StoredResultLost(STORED))
+            else:
+                future.set_exception(StorageUnavailable(NOT_WRITTEN))
+
+    async def _restart_writer(self):
+        """A writer that served is replaced at once (queued writes wait for it). Writers that keep dying
+        before serving anything (the database cannot be opened, say) are retried after 0.5 s, doubling
+        to 30 s, and meanwhile every write is refused with 503 at once rather than left waiting."""
+        while True:
+            if self._failed_starts >= 2:
+                delay = min(30.0, 0.5 * 2 ** (self._failed_starts - 2))
+                self._down = StorageUnavailable("the storage writer is restarting; nothing was written, retry later")
+                self._fail_pending(self._down)
+                log.error("the writer process keeps stopping; next start in %.1f s", delay)
+                await asyncio.sleep(delay)
+            if self._closing:
+                self._down = None
+                self._fail_pending(StorageUnavailable(CLOSING))
+                return
+            try:
+                await self._start_writer()
+                break
+            except Exception as exc:
+                log.error("could not start the writer process: %s", exc)
+                self._failed_starts += 1
+        self._down = None
+        self._send_batch()
+
+    def _fail_pending(self, exc):
+        _fail([future for queue in (self._pending, self._background) for future, _ in queue], exc)
+        self._pending.clear()
+        self._background.clear()
+        if not self._flights:
+            self._idle.set()

@@ -9,8 +9,9 @@ from storage.interface import (Conflict, StorageUnavailable, StoredResultLost, W
                                database_errors,
                                fetch_all, fetch_one, function_reference, idempotency_claim, reads, resolve,
                                writes)
-from storage.sqlite_db import (CLOSING, FRAME_HEADER, NOT_WRITTEN, PIPELINE, QUEUE_FULL, STORED, UNKNOWN,  # noqa: F401
-                               Database, _batch_record, as_unavailable, connect_sync, encode_frame, log)
+from storage.sqlite_db import PIPELINE, QUEUE_FULL, Database, as_unavailable, connect_sync, log  # noqa: F401
+from storage.writer_supervisor import (CLOSING, FRAME_HEADER, NOT_WRITTEN, STORED, UNKNOWN,  # noqa: F401
+                                       _batch_record, encode_frame)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -13,8 +13,7 @@ import aiosqlite
 
 from storage.dialect import SQLITE
 from storage.interface import Conflict, StorageUnavailable, function_reference, idempotency_claim
-from storage.writer_supervisor import (CLOSING, FRAME_HEADER, NOT_WRITTEN, SETTLE_SECONDS, STORED,  # noqa: F401
-                                       UNKNOWN, WriterSupervision, _Batch, _batch_record, _exited, _fail,
+from storage.writer_supervisor import (CLOSING, SETTLE_SECONDS, WriterSupervision, _Batch, _exited, _fail,
                                        encode_frame)
 
 log = logging.getLogger("parley.db")

@@ -32,14 +32,3 @@ def test_package_imports_respect_the_layers(package):
     offenders = {str(path.relative_to(ROOT)): sorted(parley_imports(path) & FORBIDDEN[package])
                  for path in sorted((ROOT / package).rglob("*.py"))}
     assert {k: v for k, v in offenders.items() if v} == {}
-
-
-def test_every_top_level_module_is_installed():
-    """The `parley` command imports server.py from the installed package: a module beside it that setup.cfg's
-    py_modules does not name works from the checkout (tests run there) and fails as `parley serve`."""
-    import configparser
-    config = configparser.ConfigParser()
-    config.read(ROOT / "setup.cfg")
-    installed = {name.strip() for name in config["options"]["py_modules"].split(",")}
-    modules = {path.stem for path in ROOT.glob("*.py") if path.stem != "setup"}
-    assert modules <= installed, sorted(modules - installed)

@@ -3,6 +3,7 @@
 background tasks, listens (HTTPS, plus the plain-HTTP rejecter), awaits a shutdown signal, drains
 and closes. `python server.py COMMAND` is the `parley` command (parley_cli.py)."""
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -283,6 +284,11 @@ async def main(settings):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        # What startup made (modules, routes, templates, the models: ~70,000 objects) lives as long as the process:
+        # out of the cyclic GC's reach, a full collection is ~3x shorter. Each one stops the event loop, and every
+        # request in flight with it (inbound load: ~50 ms of CPU each before, ~15 ms after; bench/README).
+        gc.collect()
+        gc.freeze()
         log.info("listening on https://%s:%d%s", settings.host, settings.port,
                  f" and http://{settings.host}:{settings.http_port} (rejects)" if settings.http_port else "")
         print(json.dumps({"event": "listening", "port": settings.port, "http_port": settings.http_port}),

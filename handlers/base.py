@@ -15,6 +15,7 @@ import tornado.web
 from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
+from common.jsontext import compact_json
 from common.redact import masked_uri
 from common.validation import lone_surrogate_path, may_hold_lone_surrogate, validation_message
 from handlers.bodies import BODY_METHODS, StreamedBody
@@ -32,7 +33,6 @@ CODES = {400: "VALIDATION_ERROR", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "N
 SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-Type-Options": "nosniff",
                     "Server": "Parley"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per answer
 _JSON_CONTENT_TYPE = {"Content-Type": "application/json; charset=UTF-8"}
 _date = [0, ""]  # the Date header of the current second: (second, formatted)
 
@@ -154,7 +154,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
             self.set_header("Idempotent-Replayed", "true")
         self.set_status(status)
         self.set_own_headers(_JSON_CONTENT_TYPE)
-        self.finish(_compact_json(obj))
+        self.finish(compact_json(obj))
 
     @classmethod
     def error_body(cls, code, message):
@@ -359,7 +359,7 @@ def raw_error_response(handler_class, status, message, request_id):
     else:
         content_type = "application/json; charset=UTF-8"
         error = handler_class.error_body(CODES.get(status, "ERROR"), message)
-        body = _compact_json(error).encode()
+        body = compact_json(error).encode()
     headers = {"Content-Type": content_type, "Content-Length": str(len(body)), "Connection": "close",
                "X-Request-Id": request_id, **SECURITY_HEADERS}
     head = f"HTTP/1.1 {status} {phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())

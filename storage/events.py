@@ -1,14 +1,13 @@
 """SQL for live events: appended in the transaction of a change (emit_in_tx), read by the hub after commits
 (read_after), replayed to a page that reconnects (catch_up), pruned by age (prune)."""
-import json
 from json.encoder import encode_basestring_ascii as _encode_string  # C: a quoted, escaped JSON string
 
 from common.ids import now_iso
+from common.jsontext import compact_json
 from storage.db import reads, writes
 from storage.interface import execute_at_commit
 from storage.dialect import dialect_of
 
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
 
 # Event types; a new feature adds its own here and emits it with emit_in_tx.
 MESSAGE_CREATED = "message.created"          # {messageId, contactId, direction, author, status}
@@ -31,14 +30,14 @@ def emit_in_tx(cx, account_id, type, data):
     """Append an event for the account's open pages, inside the caller's transaction: it is seen exactly when
     the change commits, and never when it rolls back. data: a JSON-able dict. Its seq (what pages see) is the
     account's next number, in the same statement (a seek in events_account_seq). Returns the event id."""
-    return _append_in_tx(cx, account_id, type, _compact_json(data), now_iso())
+    return _append_in_tx(cx, account_id, type, compact_json(data), now_iso())
 
 
 def emit_at_commit_in_tx(cx, account_id, type, data):
     """emit_in_tx for an event whose id the caller does not need: on PostgreSQL appended with the COMMIT, so
     that the account's event counter, which every other transaction of the account that emits an event waits
     for, is locked for no round trip (a batch of delivery outcomes would hold it through the whole batch)."""
-    _ORDER[dialect_of(cx).name].append_later(cx, account_id, type, _compact_json(data), now_iso())
+    _ORDER[dialect_of(cx).name].append_later(cx, account_id, type, compact_json(data), now_iso())
 
 
 def message_created_in_tx(cx, message):

@@ -15,6 +15,8 @@ frame is a 4-byte big-endian length and a pickle:
 Each committed transaction also records (TOKEN, batch number, the calls that rolled back) in
 writer_batches, so that the parent can tell what a writer that died before answering had committed.
 
+PARLEY_WRITER_PRELOAD (set by the parent): modules to import on a thread while it starts (preload()).
+
 PARLEY_WRITER_FAULT=kill-after-commit:MODULE.FUNCTION[,...] (tests only; read once at start) makes the
 writer kill itself with SIGKILL after committing a batch that calls one of those functions, before
 its answer is sent: the fault the batch records exist for.
@@ -28,6 +30,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
+import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import pickle  # noqa: E402
@@ -40,6 +43,7 @@ import traceback  # noqa: E402
 
 from common.errors import DomainError  # noqa: E402
 from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve  # noqa: E402
+from storage.writer_supervisor import PRELOAD_VARIABLE  # noqa: E402
 
 _RECORD_BATCH = ("INSERT INTO writer_batches (writer, batch, failed, at) VALUES (?, ?, ?, ?)"
                  " ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch, failed = excluded.failed,"
@@ -199,8 +203,21 @@ def serve(path, sock, token, kill_after_commit=None):
         cx.close()
 
 
+def preload(modules):
+    """Import the modules write functions live in (PARLEY_WRITER_PRELOAD, storage/writer_supervisor.py) on a
+    thread, beside the first batches: a batch that needs one still being imported waits for that import only."""
+    def run():
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # a write that needs it reports the error itself
+                pass
+    threading.Thread(target=run, name="parley-preload", daemon=True).start()
+
+
 def main(argv):
     path, fd, token = argv
+    preload([name for name in os.environ.get(PRELOAD_VARIABLE, "").split(",") if name])
     serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get("PARLEY_WRITER_FAULT")))
     return 0
 

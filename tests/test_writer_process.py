@@ -1,11 +1,15 @@
-"""The writer process's WAL checkpoints run beside it, not inside its COMMITs (storage/writer.py Checkpointer,
-issue 23): the batch that took the WAL past SQLite's 1,000 pages no longer stalls every write queued behind it."""
+"""What the SQLite writer process does beside its batches (issue 23: what made single batches slow, and every
+write queued behind them): its WAL checkpoints run on a thread of their own, not inside the COMMIT that takes
+the WAL past SQLite's 1,000 pages (storage/writer.py Checkpointer), and the modules write functions live in are
+imported while it starts, not by the first write that needs each (preload)."""
 import asyncio
 import os
+import sys
 
 import pytest
 
-from storage import writer
+from storage import writer, writer_supervisor
+import services.messaging  # noqa: F401  (imported here, so the writer preloads it)
 from storage.db import Database, connect_sync, writes
 
 WRITER = "the SQLite writer process's WAL"
@@ -74,3 +78,26 @@ def test_a_wal_past_the_limit_is_truncated(tmp_path, monkeypatch):
     finally:
         checkpoint_cx.close()
         writer_cx.close()
+
+
+@writes
+def _modules_not_loaded(cx, names):
+    return sorted(name for name in names if name not in sys.modules)
+
+
+@pytest.mark.sqlite_only(WRITER)
+async def test_the_writer_imports_the_services_and_storage_modules_before_a_write_needs_them(tmp_path):
+    """services.messaging alone took ~0.5 s to import: the first inbound message after each start of a writer
+    held every write behind it that long."""
+    wanted = ["services.messaging", "services.bot_settings", "storage.messages"]
+    assert all(name in writer_supervisor.write_modules() for name in wanted)
+    db = await Database(tmp_path / "parley.db").open()
+    try:
+        for _ in range(100):
+            missing = await _modules_not_loaded(db, wanted)
+            if not missing:
+                break
+            await asyncio.sleep(0.05)
+        assert missing == []
+    finally:
+        await db.close()

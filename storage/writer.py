@@ -137,17 +137,22 @@ def fault_targets(spec):
 # this process checkpoints on a connection of its own instead, beside the writer: a PASSIVE checkpoint never
 # blocks the writer, and SQLite releases the GIL while it copies pages.
 CHECKPOINT_INTERVAL = 0.1  # seconds between PASSIVE checkpoints
-# A WAL the passive checkpoints cannot empty (a reader holding old pages, or writes arriving faster than they are
-# copied) is emptied by a TRUNCATE checkpoint past this size, which waits for the writer as SQLite's own did.
-WAL_LIMIT_BYTES = 64 * 1024 * 1024
+# The WAL starts over from its beginning only at a write transaction's BEGIN that finds every frame copied. Under
+# steady load the writer has always committed more by the time a checkpoint beside it ends, so past this many
+# frames (16 MiB of pages) the writer copies the few left itself between two batches: its next BEGIN resets the
+# WAL. Not a blocking TRUNCATE: that would wait for the longest read in progress, holding every write up.
+WAL_RESET_FRAMES = 4096
+# A WAL that grew while a long read kept it from starting over is cut back to this size after it does.
+WAL_KEEP_BYTES = 64 * 1024 * 1024
 
 
 class Checkpointer(threading.Thread):
-    """Keeps the writer's WAL short from beside it; stop() waits for the checkpoint in progress."""
+    """Keeps the writer's WAL short from beside it; stop() waits for the checkpoint in progress. wal_long is set
+    when the WAL holds WAL_RESET_FRAMES or more: the writer then catches up (catch_up) between two batches."""
 
     def __init__(self, path):
         super().__init__(name="parley-checkpoint", daemon=True)
-        self.path, self._stopping = str(path), threading.Event()
+        self.path, self._stopping, self.wal_long = str(path), threading.Event(), threading.Event()
 
     def run(self):
         cx = connect_sync(self.path)
@@ -159,13 +164,18 @@ class Checkpointer(threading.Thread):
 
     def checkpoint(self, cx):
         try:
-            too_long = os.path.getsize(self.path + "-wal") > WAL_LIMIT_BYTES
-        except OSError:
-            too_long = False
-        try:
-            cx.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if too_long else 'PASSIVE'})").fetchall()
+            _, frames, _ = cx.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error:
-            pass  # busy or locked this time: the next one copies what this one did not
+            return  # busy or locked this time: the next one copies what this one did not
+        if frames >= WAL_RESET_FRAMES:
+            self.wal_long.set()
+
+    def catch_up(self, writer_cx):
+        """On the writer's connection, between two batches, when the WAL is long: copy what is left (the
+        Checkpointer copied the rest), so that the next write transaction starts the WAL over."""
+        if self.wal_long.is_set():
+            self.wal_long.clear()
+            writer_cx.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def stop(self):
         self._stopping.set()
@@ -175,6 +185,7 @@ class Checkpointer(threading.Thread):
 def serve(path, sock, token, kill_after_commit=None):
     cx = connect_sync(path)
     cx.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's work, not the COMMIT's
+    cx.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
     checkpointer = Checkpointer(path)
     checkpointer.start()
     stream = sock.makefile("rb")
@@ -198,6 +209,7 @@ def serve(path, sock, token, kill_after_commit=None):
                 sock.sendall(reply)
             except OSError:
                 return  # the parent died after the COMMIT: like a kill -9 after it, the write stands
+            checkpointer.catch_up(cx)  # after the answer: its callers do not wait for it
     finally:
         checkpointer.stop()
         cx.close()

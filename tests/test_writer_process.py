@@ -65,16 +65,30 @@ def test_a_passive_checkpoint_copies_the_pages_and_leaves_the_wal_for_the_writer
         writer_cx.close()
 
 
+def _wal_frames_written(path):
+    return os.path.getsize(f"{path}-wal") // (4096 + 24)  # a frame: its page and a 24-byte header
+
+
 @pytest.mark.sqlite_only(WRITER)
-def test_a_wal_past_the_limit_is_truncated(tmp_path, monkeypatch):
+def test_a_long_wal_is_caught_up_by_the_writer_so_that_it_starts_over(tmp_path, monkeypatch):
+    """Under steady load the writer commits more while each checkpoint beside it runs, and the WAL starts over
+    only at a BEGIN that finds every frame copied: past WAL_RESET_FRAMES the writer copies the rest itself."""
+    monkeypatch.setattr(writer, "WAL_RESET_FRAMES", 40)
     path = tmp_path / "parley.db"
     writer_cx = _wal_with_pages(path, 50)
+    writer_cx.execute("PRAGMA journal_size_limit=0")  # the file shows where the WAL starts over
     checkpoint_cx = connect_sync(path)
+    checkpointer = writer.Checkpointer(path)
     try:
-        monkeypatch.setattr(writer, "WAL_LIMIT_BYTES", 50 * BLOB)
-        writer.Checkpointer(path).checkpoint(checkpoint_cx)
-        assert os.path.getsize(f"{path}-wal") == 0
-        assert os.path.getsize(path) >= 50 * BLOB
+        checkpointer.checkpoint(checkpoint_cx)
+        assert checkpointer.wal_long.is_set()
+        for _ in range(5):  # committed after the checkpoint: not copied yet
+            writer_cx.execute("INSERT INTO blobs (b) VALUES (zeroblob(?))", (BLOB,))
+        checkpointer.catch_up(writer_cx)
+        assert not checkpointer.wal_long.is_set()
+        writer_cx.execute("INSERT INTO blobs (b) VALUES (1)")
+        assert _wal_frames_written(path) < 10  # started over (without the catch-up: 50 + 5 + 1 frames and more)
+        assert writer_cx.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 56
     finally:
         checkpoint_cx.close()
         writer_cx.close()

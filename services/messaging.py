@@ -126,8 +126,8 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         return first, first["id"] == message["id"]
     if first is not None:
         return first, False
-    if contact_created:
-        _wake_delivery(services)  # a contact.created notification may be queued
+    if contact_created or keyword is not None:
+        _wake_delivery(services)  # a contact.created (contact.updated) notification may be queued
     # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
     # request's message (the handler then does nothing more with it).
     message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword,
@@ -161,8 +161,8 @@ def _record_inbound(cx, message, identity, answers_since):
         # Only short bodies read the account's keywords: the common message pays nothing.
         keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
         if keyword is not None:
-            contact_store.set_opted_out_in_tx(cx, account_id, contact_id, keyword, via="reply",
-                                              by=message["body"].strip(), at=message["created_at"])
+            contact_store.set_opted_out_by_reply_in_tx(cx, account_id, contact_id, keyword,
+                                                       by=message["body"].strip(), at=message["created_at"])
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).

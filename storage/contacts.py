@@ -151,14 +151,24 @@ def existing_phones_and_emails(cx, account_id, phones, emails):
 
 def set_opted_out_in_tx(cx, account_id, contact_id, opted_out, *, via, by, at):
     """Mark the contact opted out (True) or back in (False), keeping who did it and when (via: reply, user or
-    api; by: the keyword, the user's email, None); True when that changed it."""
-    changed = cx.execute("UPDATE contacts SET opted_out = ?, opt_out_at = ?, opt_out_via = ?, opt_out_by = ?"
-                         " WHERE account_id = ? AND id = ? AND opted_out != ?",
-                         (int(opted_out), at, via, by, account_id, contact_id, int(opted_out))).rowcount == 1
+    api; by: the keyword, the user's email, None). Returns the contact's row as the change left it, or None
+    when it was so already (or is not the account's)."""
+    changed = fetch_one(cx, "UPDATE contacts SET opted_out = ?, opt_out_at = ?, opt_out_via = ?, opt_out_by = ?"
+                        f" WHERE account_id = ? AND id = ? AND opted_out != ? RETURNING {_COLUMNS}",
+                        (int(opted_out), at, via, by, account_id, contact_id, int(opted_out)))
     if changed:  # the Reports' opt-outs per day (contacts keep only the latest change)
         cx.execute("INSERT INTO opt_out_changes (id, account_id, contact_id, opted_out, via, at)"
                    " VALUES (?, ?, ?, ?, ?, ?)", (new_id("ooc"), account_id, contact_id, int(opted_out), via, at))
     return changed
+
+
+def set_opted_out_by_reply_in_tx(cx, account_id, contact_id, opted_out, *, by, at):
+    """The contact replied an opt-out (opt-in) keyword (by: as written): set_opted_out_in_tx, and when that
+    changed it contact.updated with the contact, as a PATCH of optedOut queues it. True when it changed."""
+    changed = set_opted_out_in_tx(cx, account_id, contact_id, opted_out, via="reply", by=by, at=at)
+    if changed:
+        enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(changed))
+    return changed is not None
 
 
 def _holder_of(cx, account_id, column, value, contact_id):
@@ -195,6 +205,6 @@ def update_contact(cx, account_id, contact_id, changes, opt_out, now):
                                                         via=opt_out["via"], by=opt_out["by"], at=now)
     if not changes and not opted:
         return public_contact(contact)
-    updated = get_contact.sync(cx, account_id, contact_id)
+    updated = opted or get_contact.sync(cx, account_id, contact_id)  # opted: the row after both changes
     enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(updated))
     return public_contact(updated)

@@ -597,6 +597,37 @@ async def test_opt_out_and_back_in_with_the_accounts_keywords(api, services, acc
     assert (await api.get("/v1/account", key=key)).json["settings"]["optInKeywords"] == ["START"]
 
 
+async def test_a_keyword_reply_that_changes_the_opt_out_notifies_contact_updated(api, services, account, receiver,
+                                                                                   worker):
+    """A STOP (START) reply changes optedOut as a PATCH does, so it queues contact.updated with the contact as
+    the API shows it, in the message's transaction; a repeated STOP changes nothing and queues nothing."""
+    key = account["api_key"]
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.updated": receiver.url}}, key=key)
+    assert r.code == 200, r.body
+
+    async def say(body, sid):
+        """The notifications this reply delivered, and the contact afterwards."""
+        before = len(receiver.requests)
+        r = await api.post(INBOUND, {"customData": {"messageSid": sid, "fromId": "u-1", "toId": "t", "body": body}},
+                           key=key)
+        assert r.code == 200, r.body
+        await deliver_all(worker)
+        message = (await api.get(f"/v1/messages/{r.json['messageId']}", key=key)).json
+        contact = (await api.get(f"/v1/contacts/{message['contactId']}", key=key)).json
+        return [json.loads(q["body"]) for q in receiver.requests[before:]], contact
+
+    assert (await say("hello", "1"))[0] == []  # a new contact: contact.created, which nobody listens to
+    sent, contact = await say("STOP", "2")
+    assert [body["event"] for body in sent] == ["contact.updated"]
+    assert sent[0]["data"] == contact and contact["optedOut"] is True
+    assert contact["optOutChange"]["via"] == "reply" and contact["optOutChange"]["by"] == "STOP"
+    assert (await say(" stop ", "3"))[0] == []  # already opted out: nothing changed
+    sent, contact = await say("Start", "4")
+    assert [body["event"] for body in sent] == ["contact.updated"]
+    assert sent[0]["data"] == contact and contact["optedOut"] is False
+    assert (await say("stop now please", "5"))[0] == []  # not a keyword (the whole body is not one)
+
+
 # ---- answers to a campaign ---------------------------------------------------------------------
 
 async def test_an_answer_without_campaign_id_is_attributed_to_the_latest_campaign(api, services, account, receiver,

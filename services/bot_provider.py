@@ -33,6 +33,11 @@ RESPONSE_FORMATS = {
     "json_object": {"type": "json_object", "schema": bot_answer.SCHEMA},
 }
 MAX_ANSWER_BYTES = 256 * 1024   # the provider's whole HTTP answer
+# max_tokens of every request, so that no provider writes (and bills) an answer longer than the bot would send:
+# replies are cut at MAX_REPLY_CHARS (4000, well under the 65,536 characters a message body holds), a token is
+# on average at least one character (about four in English, one in Chinese), and the JSON around the reply is
+# ~20 tokens: 4096 lets any reply the bot sends whole be written whole.
+MAX_TOKENS = bot_answer.MAX_REPLY_CHARS + 96
 ERROR_EXCERPT = 200
 USER_AGENT = "Parley-Bot/1"
 
@@ -65,7 +70,7 @@ def build_request(provider, api_key, messages, *, allow_private, response_format
         raise ProviderError(f"provider URL refused: it {refusal}")
     system = (provider.get("systemPrompt") or "").strip() or DEFAULT_SYSTEM_PROMPT
     instruction = bot_answer.PLAIN_INSTRUCTION if response_format == "plain" else bot_answer.FORMAT_INSTRUCTION
-    body = {"model": provider["model"], "stream": False,
+    body = {"model": provider["model"], "stream": False, "max_tokens": MAX_TOKENS,
             "messages": [{"role": "system", "content": f"{system}\n\n{instruction}"}, *messages]}
     if response_format != "plain":
         body["response_format"] = RESPONSE_FORMATS[response_format]

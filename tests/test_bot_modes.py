@@ -137,6 +137,20 @@ async def test_every_request_bounds_the_answer_and_a_longer_reply_is_cut(api, ac
     assert json.loads(reply["payload"])["body"] == reply["body"]  # what is delivered
 
 
+async def test_a_model_that_wants_max_completion_tokens_is_asked_again_with_it(api, account, services, provider):
+    """OpenAI's reasoning models refuse max_tokens with a 400 naming max_completion_tokens: not a refused format."""
+    key = account["api_key"]
+    await _bot(api, key, provider)
+    provider.script = [("status", 400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                                       "'max_completion_tokens' instead."), ("answer", "We open at 10.", False)]
+    outcome = (await say(api, services, key, "When do you open?"))["bot"]
+    assert (outcome["outcome"], outcome["detail"]) == ("provider", "model tiny (json_schema)")
+    assert [sorted(k for k in r["body"] if k.startswith("max_")) for r in provider.requests] == [
+        ["max_tokens"], ["max_completion_tokens"]]
+    assert provider.requests[1]["body"]["max_completion_tokens"] == bot_provider.MAX_TOKENS
+    assert _formats(provider) == ["json_schema", "json_schema"]
+
+
 async def test_a_plain_answer_with_nothing_in_it_sends_the_fallback(api, account, services, provider):
     key, account_id = account["api_key"], account["account_id"]
     await _bot(api, key, provider, mode="plain")

@@ -246,13 +246,17 @@ class ApiHandler(BaseHandler):
     key_in_header_only = False  # /v1/subaccounts/credits: x-api-key only, per spec §5.3
     requires_auth = True
     parsed_body = None  # what json_body() parsed (Idempotency-Key fingerprints use it)
+    rate_limit_headers = None  # the authenticated request's rate-limit headers (authenticate())
 
     def implemented_methods(self):
         return _implemented_methods(type(self))
 
     def write_error(self, status_code, **kwargs):
-        if status_code == 405:  # set here: send_error() clears the headers set before it
+        # Set here: send_error() clears the headers set before it.
+        if status_code == 405:
             self.set_header("Allow", ", ".join(self.implemented_methods()))
+        if self.rate_limit_headers is not None:  # a client backing off reads them on errors too
+            self.set_own_headers(self.rate_limit_headers)
         super().write_error(status_code, **kwargs)
 
     async def prepare(self):
@@ -303,7 +307,10 @@ class ApiHandler(BaseHandler):
         if not allowed:
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
                               f"{headers['Retry-After']} s", headers=headers)
-        return cached or await registry.principal_for(key_hash)
+        principal = cached or await registry.principal_for(key_hash)
+        # Kept for write_error: an error answer after authentication carries them too (not a 401).
+        self.rate_limit_headers = headers
+        return principal
 
     def json_body(self, model):
         """Parse the body as JSON into a pydantic model; 415 for another content type, 400 naming the field."""

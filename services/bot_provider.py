@@ -33,6 +33,13 @@ RESPONSE_FORMATS = {
     "json_object": {"type": "json_object", "schema": bot_answer.SCHEMA},
 }
 MAX_ANSWER_BYTES = 256 * 1024   # the provider's whole HTTP answer
+# max_tokens of every request, so that no provider writes (and bills) an answer longer than the bot would send:
+# replies are cut at MAX_REPLY_CHARS (4000, well under the 65,536 characters a message body holds), a token is
+# on average at least one character (about four in English, one in Chinese), and the JSON around the reply is
+# ~20 tokens: 4096 lets any reply the bot sends whole be written whole.
+MAX_TOKENS = bot_answer.MAX_REPLY_CHARS + 96
+# OpenAI's reasoning models refuse max_tokens with a 400 that names its replacement: asked again with that one.
+TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
 ERROR_EXCERPT = 200
 USER_AGENT = "Parley-Bot/1"
 
@@ -56,7 +63,8 @@ def conversation(history, max_messages, max_chars):
     return chosen[::-1]
 
 
-def build_request(provider, api_key, messages, *, allow_private, response_format="json_schema"):
+def build_request(provider, api_key, messages, *, allow_private, response_format="json_schema",
+                  token_limit="max_tokens"):
     """The HTTPRequest of one chat-completions call in a response format (RESPONSE_FORMATS, or "plain").
     ProviderError when the base URL is not allowed."""
     base = provider["baseUrl"].rstrip("/")
@@ -65,7 +73,7 @@ def build_request(provider, api_key, messages, *, allow_private, response_format
         raise ProviderError(f"provider URL refused: it {refusal}")
     system = (provider.get("systemPrompt") or "").strip() or DEFAULT_SYSTEM_PROMPT
     instruction = bot_answer.PLAIN_INSTRUCTION if response_format == "plain" else bot_answer.FORMAT_INSTRUCTION
-    body = {"model": provider["model"], "stream": False,
+    body = {"model": provider["model"], "stream": False, token_limit: MAX_TOKENS,
             "messages": [{"role": "system", "content": f"{system}\n\n{instruction}"}, *messages]}
     if response_format != "plain":
         body["response_format"] = RESPONSE_FORMATS[response_format]
@@ -94,9 +102,10 @@ class _Refused(Exception):
     """The server refused the request's response format (REFUSED): auto tries the next one."""
 
 
-async def _call(http, provider, api_key, messages, allow_private, response_format):
+async def _call(http, provider, api_key, messages, allow_private, response_format, token_limit=TOKEN_LIMITS[0]):
     """One call: the answer's text, _Refused (a structured format the server would not take), or ProviderError."""
-    request = build_request(provider, api_key, messages, allow_private=allow_private, response_format=response_format)
+    request = build_request(provider, api_key, messages, allow_private=allow_private, response_format=response_format,
+                            token_limit=token_limit)
     try:
         response = await http.fetch(request, raise_error=False)
     except netguard.BlockedAddress as exc:
@@ -106,6 +115,8 @@ async def _call(http, provider, api_key, messages, allow_private, response_forma
     except Exception as exc:  # refused, reset, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
         raise ProviderError(f"connection error: {netguard.describe_connection_error(exc)}") from None
     if not 200 <= response.code < 300:
+        if response.code == 400 and token_limit == TOKEN_LIMITS[0] and TOKEN_LIMITS[1].encode() in (response.body or b""):
+            return await _call(http, provider, api_key, messages, allow_private, response_format, TOKEN_LIMITS[1])
         excerpt = (response.body or b"")[:ERROR_EXCERPT].decode("utf-8", "replace")
         error = f"HTTP {response.code} {response.reason or ''}".rstrip() + (f": {excerpt}" if excerpt else "")
         refused = response.code in REFUSED or b"response_format" in (response.body or b"")

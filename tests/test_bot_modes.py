@@ -1,9 +1,13 @@
 """The bot's answer modes (issue 22): a real local HTTP server plays each behaviour of small models and of
 servers seen in the wild (a parroted placeholder, an empty answer, fenced JSON, chat-template debris, a
-server that refuses json_schema), and the bot answers usefully without losing the structured handoff."""
+server that refuses json_schema), and the bot answers usefully without losing the structured handoff; every
+request bounds the answer's length (max_tokens)."""
+import json
+
 import pytest
 
-from services import bot_answer
+from handlers.message_schemas import OutboundCustomData
+from services import bot_answer, bot_provider
 from tests.test_bot import bot_replies, configure, provider, say  # noqa: F401 (fixture)
 from tests.test_bot import settings  # noqa: F401 (fixture: private provider addresses allowed)
 from tests.test_bot_ui import account_form, signed_in, stored_bot, ui_account  # noqa: F401 (fixtures)
@@ -107,6 +111,44 @@ async def test_each_mode_asks_in_its_format(api, account, services, provider, mo
     assert outcome["outcome"] == "provider" and _formats(provider) == [first]
     assert outcome["detail"] == f"model tiny ({first})"
     assert bot_replies(services, account_id)[-1]["body"] == "We open at 10."
+
+
+# The characters a message body may hold (65,536): the limit on a message sent through the API.
+BODY_LIMIT = OutboundCustomData.model_json_schema()["properties"]["body"]["maxLength"]
+
+
+@pytest.mark.parametrize("script", [
+    [("answer", "x" * (BODY_LIMIT + 1000), False)],
+    # Cut short by max_tokens in the middle of the JSON, then the plain-text request, as long again.
+    [("content", '{"reply": "' + "y" * 3000), ("content", "z" * (BODY_LIMIT + 1000))],
+])
+async def test_every_request_bounds_the_answer_and_a_longer_reply_is_cut(api, account, services, provider, script):
+    """A provider is never left to write (and bill) an answer of any length: each request, structured or plain,
+    carries max_tokens; an answer longer than a message body may be is sent cut at MAX_REPLY_CHARS."""
+    key, account_id = account["api_key"], account["account_id"]
+    await _bot(api, key, provider)
+    provider.script = list(script)
+    outcome = (await say(api, services, key, "Tell me everything"))["bot"]
+    assert outcome["outcome"] == "provider", outcome
+    assert [r["body"]["max_tokens"] for r in provider.requests] == [bot_provider.MAX_TOKENS] * len(script)
+    assert bot_answer.MAX_REPLY_CHARS <= bot_provider.MAX_TOKENS < BODY_LIMIT
+    reply = bot_replies(services, account_id)[-1]
+    assert len(reply["body"]) == bot_answer.MAX_REPLY_CHARS < BODY_LIMIT
+    assert json.loads(reply["payload"])["body"] == reply["body"]  # what is delivered
+
+
+async def test_a_model_that_wants_max_completion_tokens_is_asked_again_with_it(api, account, services, provider):
+    """OpenAI's reasoning models refuse max_tokens with a 400 naming max_completion_tokens: not a refused format."""
+    key = account["api_key"]
+    await _bot(api, key, provider)
+    provider.script = [("status", 400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                                       "'max_completion_tokens' instead."), ("answer", "We open at 10.", False)]
+    outcome = (await say(api, services, key, "When do you open?"))["bot"]
+    assert (outcome["outcome"], outcome["detail"]) == ("provider", "model tiny (json_schema)")
+    assert [sorted(k for k in r["body"] if k.startswith("max_")) for r in provider.requests] == [
+        ["max_tokens"], ["max_completion_tokens"]]
+    assert provider.requests[1]["body"]["max_completion_tokens"] == bot_provider.MAX_TOKENS
+    assert _formats(provider) == ["json_schema", "json_schema"]
 
 
 async def test_a_plain_answer_with_nothing_in_it_sends_the_fallback(api, account, services, provider):

@@ -110,6 +110,30 @@ def test_rate_limit_429_with_headers_and_other_keys_unaffected(parley):
         assert _account(c, other).status_code == 200
 
 
+def test_error_answers_after_authentication_carry_the_rate_limit_headers(parley):
+    """A client backing off by the headers reads them on every authenticated answer: a 400, 404 and 409 carry
+    the values a success would (send_error() clears the headers set in prepare()); a 401 carries none."""
+    key = parley.first_run["api_key"]
+    with parley.client() as c:
+        missing, wrong = c.get("/v1/account"), _account(c, "pk_nope")
+        answers = [_account(c, key),
+                   c.post("/v1/contacts", params={"apiKey": key}, json={"firstName": 5, "phone": "+14155552671"}),
+                   c.get("/v1/contacts/ct_nope", params={"apiKey": key}),
+                   c.post("/v1/account/webhook-test", params={"apiKey": key}),  # no URL set
+                   _account(c, key)]
+    assert [r.status_code for r in (missing, wrong)] == [401, 401]
+    for unauthorized in (missing, wrong):
+        assert not [name for name in unauthorized.headers if "ratelimit" in name.lower()]
+    assert [r.status_code for r in answers] == [200, 400, 404, 409, 200]
+    assert "firstName" in answers[1].json()["error"]["message"]
+    assert [r.headers["x-ratelimit-remaining"] for r in answers] == ["4", "3", "2", "1", "0"]
+    for r in answers:
+        remaining = r.headers["x-ratelimit-remaining"]
+        assert r.headers["ratelimit-policy"] == '"default";q=5;w=60' and r.headers["x-ratelimit-limit"] == "5"
+        assert r.headers["ratelimit"].startswith(f'"default";r={remaining};t=')
+        assert int(r.headers["x-ratelimit-reset"]) >= 1 and "retry-after" not in r.headers
+
+
 def _tls_socket(port, cafile=None):
     ctx = ssl.create_default_context(cafile=cafile) if cafile else ssl._create_unverified_context()
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)

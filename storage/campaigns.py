@@ -9,7 +9,7 @@ from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
 from storage import events
 from storage.db import fetch_all, fetch_one, reads, writes
-from storage.interface import values_rows
+from storage.interface import execute_later, values_rows
 from storage.lists import list_not_found
 
 _COLUMNS = ("id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
@@ -349,8 +349,8 @@ def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
         status, next_attempt_at = "failed", None  # a cancelled campaign's retries are stopped
     old = recipient[0]
     new = {"sent": "sent", "pending": "retrying"}.get(status, "failed")
-    cx.execute("UPDATE campaign_recipients SET status = ?, error = ? WHERE campaign_id = ? AND message_id = ?",
-               (new, json.dumps(error) if error is not None else None, campaign_id, row["message_id"]))
+    execute_later(cx, "UPDATE campaign_recipients SET status = ?, error = ? WHERE campaign_id = ? AND message_id = ?",
+                  (new, json.dumps(error) if error is not None else None, campaign_id, row["message_id"]))
     deltas = {old: -1, new: 1} if old != new else {}
     changes = {}
     if row["attempts"] == 0:  # a first attempt: what the auto-pause rule looks at

@@ -164,6 +164,8 @@ class PgConnection:
         if self.raw.autocommit:
             self.execute(sql, params)
         else:
+            if sql[:1] in "SRsr":
+                self._track_savepoint(sql)
             self._later.append((sql, params))
 
     def execute_at_commit(self, sql, params=()):
@@ -299,4 +301,5 @@ class PgConnection:
 
     @property
     def in_transaction(self):
-        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        # Statements held by execute_later belong to the transaction they will open when sent.
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or bool(self._later)

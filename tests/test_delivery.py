@@ -601,26 +601,45 @@ async def test_a_slow_receiver_does_not_stall_other_accounts(services, workers):
         await fast.close()
 
 
-@pytest.mark.sqlite_only("an SQLite trigger refuses the attempt's write")
+def _refuse_attempts_sql(dialect, outbox_id):
+    """A real trigger, standing in for a full disk, that refuses the attempt records of one outbox row."""
+    if dialect == "sqlite":
+        return [f"CREATE TRIGGER refuse_attempts BEFORE INSERT ON delivery_attempts WHEN NEW.outbox_id = {outbox_id}"
+                " BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END"], ["DROP TRIGGER refuse_attempts"]
+    return ["CREATE FUNCTION refuse_attempts() RETURNS trigger LANGUAGE plpgsql AS"
+            " 'BEGIN RAISE EXCEPTION ''disk full (test)''; END'",
+            "CREATE TRIGGER refuse_attempts BEFORE INSERT ON delivery_attempts FOR EACH ROW"
+            f" WHEN (NEW.outbox_id = {outbox_id}) EXECUTE FUNCTION refuse_attempts()"], \
+        ["DROP TRIGGER refuse_attempts ON delivery_attempts", "DROP FUNCTION refuse_attempts()"]
+
+
 async def test_an_attempt_whose_outcome_cannot_be_written_is_held_back(services, account, receiver, workers):
-    """When the database refuses the attempt's record (here a real SQLite trigger standing in for a full
-    disk), the row is still due; it is not re-sent at every poll but held for 30 s, then delivered."""
+    """When the database refuses the attempt's record (here a real trigger standing in for a full disk), the row
+    is still due; it is not re-sent at every poll but held for 30 s, then delivered. The other outcomes recorded
+    in the same transaction are kept (each in its own SAVEPOINT; on PostgreSQL the refused INSERT travels with
+    the next statement, and its error rolls back that outcome alone)."""
     await set_reply_url(services, account, receiver.url)
     message_id, _ = await queue_reply(services, account)
-    await services.db.write(_execute, "CREATE TRIGGER refuse_attempts BEFORE INSERT ON delivery_attempts"
-                                      " BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END")
+    other_id, _ = await queue_reply(services, account)
+    dialect = "postgresql" if services.settings.uses_postgres else "sqlite"
+    refuse, allow = _refuse_attempts_sql(dialect, (await delivery_state(services, account, message_id))[1]["id"])
+    for sql in refuse:
+        await services.db.write(_execute, sql)
     worker = workers()
     now = utcnow()
-    assert await worker.run_due(now) == 1
-    assert len(receiver.requests) == 1
+    assert await worker.run_due(now) == 2
+    assert len(receiver.requests) == 2
     assert (await get_message(services.db, account["account_id"], message_id))["status"] == "Pending"
+    assert (await get_message(services.db, account["account_id"], other_id))["status"] == "Sent"
+    assert len((await delivery_state(services, account, other_id))[2]) == 1
     assert await worker.run_due(later(now, 5)) == 0
-    await services.db.write(_execute, "DROP TRIGGER refuse_attempts")
+    for sql in allow:
+        await services.db.write(_execute, sql)
     assert await worker.run_due(later(now, 31)) == 1
     message, _, attempts = await delivery_state(services, account, message_id)
-    assert message["status"] == "Sent" and len(attempts) == 1 and len(receiver.requests) == 2
-    assert {r["headers"]["Webhook-Id"] for r in receiver.requests} == {(await delivery_state(
-        services, account, message_id))[1]["webhook_id"]}
+    assert message["status"] == "Sent" and len(attempts) == 1 and len(receiver.requests) == 3
+    webhook_ids = {(await delivery_state(services, account, m))[1]["webhook_id"] for m in (message_id, other_id)}
+    assert {r["headers"]["Webhook-Id"] for r in receiver.requests} == webhook_ids
 
 
 async def test_a_message_sent_through_the_api_is_delivered_with_the_six_fields(api, services, account, receiver,

@@ -8,21 +8,30 @@ _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 # every write, on the event loop).
 _PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
 _MS_SHIFTS = (40, 30, 20, 10, 0)
-# (value, its text), replaced as one tuple so that threads making ids at once never pair them wrongly.
-_ms_cache = (None, "")
-_second_cache = (None, "")
-_window_cache = (None, "")
+
+
+def kept_text(format):
+    """format(value) for a value asked for many times in a row (the current millisecond or second: ids,
+    timestamps, the Date header are made on every request), made once per value. The (value, text) pair is
+    replaced as one tuple, so that threads asking at once never pair them wrongly."""
+    cache = [(None, "")]
+
+    def text(value):
+        cached, made = cache[0]
+        if value != cached:
+            made = format(value)
+            cache[0] = (value, made)
+        return made
+    return text
+
+
+# The 10 digits of a millisecond (of ids made in it).
+_ms_text = kept_text(lambda ms: "".join([_PAIRS[(ms >> shift) & 1023] for shift in _MS_SHIFTS]))
 
 
 def _ms_digits():
-    """The 10 digits of the current millisecond (kept while it lasts)."""
-    global _ms_cache
-    ms = time.time_ns() // 1_000_000
-    cached_ms, ms_digits = _ms_cache
-    if ms != cached_ms:
-        ms_digits = "".join([_PAIRS[(ms >> shift) & 1023] for shift in _MS_SHIFTS])
-        _ms_cache = (ms, ms_digits)
-    return ms_digits
+    """The 10 digits of the current millisecond."""
+    return _ms_text(time.time_ns() // 1_000_000)
 
 
 def _id(prefix, ms_digits, r, p=_PAIRS):
@@ -58,26 +67,18 @@ def iso(dt):
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
+_second_text = kept_text(lambda second: time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second)))
+
+
 def now_iso():
     """iso(utcnow()), without a datetime: the text of the current second is kept (every write stamps one)."""
-    global _second_cache
     second, ms = divmod(time.time_ns() // 1_000_000, 1000)
-    cached_second, text = _second_cache
-    if second != cached_second:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
-        _second_cache = (second, text)
-    return f"{text}{ms:03d}Z"
+    return f"{_second_text(second)}{ms:03d}Z"
 
 
-def iso_of_second(second):
-    """The ISO text of a whole epoch second (…:SS.000Z), kept while the same second is asked for: a window
-    measured back from now (every inbound message asks for one) changes once a second."""
-    global _window_cache
-    cached_second, text = _window_cache
-    if second != cached_second:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(second))
-        _window_cache = (second, text)
-    return text
+# The ISO text of a whole epoch second (…:SS.000Z): a window measured back from now (every inbound message asks
+# for one) changes once a second.
+iso_of_second = kept_text(lambda second: time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(second)))
 
 
 def parse_iso(text):

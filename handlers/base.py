@@ -15,6 +15,7 @@ import tornado.web
 from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
+from common.ids import kept_text
 from common.jsontext import compact_json
 from common.redact import masked_uri
 from common.validation import lone_surrogate_path, may_hold_lone_surrogate, validation_message
@@ -34,15 +35,12 @@ SECURITY_HEADERS = {"Strict-Transport-Security": "max-age=31536000", "X-Content-
                     "Server": "Parley"}
 _HASH_INLINE_BYTES = 256 * 1024  # larger bodies are fingerprinted off the event loop
 _JSON_CONTENT_TYPE = {"Content-Type": "application/json; charset=UTF-8"}
-_date = [0, ""]  # the Date header of the current second: (second, formatted)
+_date_text = kept_text(httputil.format_timestamp)
 
 
 def http_date():
     """The Date header's value, formatted once a second rather than once a response."""
-    second = int(time.time())
-    if _date[0] != second:
-        _date[:] = second, httputil.format_timestamp(second)
-    return _date[1]
+    return _date_text(int(time.time()))
 
 
 def log_request(handler):

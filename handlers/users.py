@@ -39,8 +39,9 @@ class UserHandler(ApiHandler):
         "get": Operation("A user by id", {200: User}, tags=("users",), errors={404: NOT_FOUND}),
         "patch": Operation(
             "Change a user's role, name or active", {200: User}, body=UserPatch, tags=("users",),
-            description="active: false deactivates the user: its sessions end at once (open pages close) and it "
-                        "cannot sign in. The account always keeps an active owner.",
+            description="active: false deactivates the user: its sessions end at once (open pages close), it "
+                        "cannot sign in, and its open, pending and snoozed conversations become unassigned. "
+                        "The account always keeps an active owner.",
             errors={400: "Invalid role, name or active, or none sent.", 404: NOT_FOUND,
                     409: "The change would leave the account without an active owner (LAST_OWNER)."}),
     }

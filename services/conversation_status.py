@@ -71,10 +71,6 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
     if len(contact_ids) > MAX_BULK:
         raise Invalid(f"at most {MAX_BULK} conversations at once", field="conversationIds")
     changes = _changes(status, snoozed_until, assignee_user_id, now or utcnow())
-    if changes.get("assignee_user_id") and not await store.active_user_of_account(services.db, account_id,
-                                                                                  changes["assignee_user_id"]):
-        raise Invalid(f"assigneeUserId: no active user with id {changes['assignee_user_id']} in this account",
-                      field="assigneeUserId")
     missing = await store.update(services.db, account_id, contact_ids, changes)
     if missing:
         raise NotFound(f"no conversation with id {missing[0]}", code="CONVERSATION_NOT_FOUND")

@@ -1,6 +1,8 @@
 """SQL for a conversation's status and assignee (issue 21): changed by people (one or many conversations in one
 transaction, each change a conversation.updated event) and woken from a snooze by the SnoozeWaker."""
+from common.errors import Invalid
 from storage.db import fetch_all, reads, writes
+from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
 
 _FIELDS = ("status", "snoozed_until", "assignee_user_id")
@@ -13,18 +15,29 @@ def assignable_users(cx, account_id):
                      (account_id,))
 
 
-@reads
-def active_user_of_account(cx, account_id, user_id):
-    """True when user_id is an active user of this account (an assignee must be)."""
-    return cx.execute("SELECT 1 FROM users WHERE id = ? AND account_id = ? AND active = 1",
-                      (user_id, account_id)).fetchone() is not None
+def _lock_assignee(cx, user_id):
+    """Serialize assigning to a user with deactivating them (PostgreSQL; SQLite's one writer does already):
+    an assignment that checked the user active before a deactivation commits would be left on them."""
+    dialect_of(cx).lock(cx, f"assignee:{user_id}")
+
+
+def _check_assignee_in_tx(cx, account_id, user_id):
+    """Invalid naming assigneeUserId unless user_id is an active user of this account (an assignee must be)."""
+    _lock_assignee(cx, user_id)
+    if cx.execute("SELECT 1 FROM users WHERE id = ? AND account_id = ? AND active = 1",
+                  (user_id, account_id)).fetchone() is None:
+        raise Invalid(f"assigneeUserId: no active user with id {user_id} in this account", field="assigneeUserId")
 
 
 @writes
 def update(cx, account_id, contact_ids, changes):
     """Set changes ({status, snoozed_until, assignee_user_id}: any subset) on the account's conversations of
     these contacts, all or none: returns the ids that are not the account's conversations (then nothing
-    changed), else []. Each conversation that changed gets a conversation.updated event."""
+    changed), else []. Invalid (naming assigneeUserId) when the assignee is no active user of the account:
+    checked here, so no deactivation commits in between. Each conversation that changed gets a
+    conversation.updated event."""
+    if changes.get("assignee_user_id") is not None:
+        _check_assignee_in_tx(cx, account_id, changes["assignee_user_id"])
     contact_ids = list(dict.fromkeys(contact_ids))
     marks = ", ".join("?" for _ in contact_ids)
     found = {row[0] for row in cx.execute(f"SELECT contact_id FROM conversations WHERE account_id = ?"
@@ -42,6 +55,21 @@ def update(cx, account_id, contact_ids, changes):
         if changed:
             _emit(cx, account_id, contact_id)
     return []
+
+
+def unassign_user_in_tx(cx, account_id, user_id):
+    """The user is deactivated in this transaction: their conversations that are not resolved (open, pending,
+    snoozed) return to the unassigned queue, each with the conversation.updated an unassignment by a person
+    emits. Resolved ones keep the assignee (who handled them). Returns how many were unassigned."""
+    _lock_assignee(cx, user_id)
+    unassigned = cx.execute("UPDATE conversations SET assignee_user_id = NULL WHERE account_id = ?"
+                            " AND assignee_user_id = ? AND status IN ('open', 'pending', 'snoozed')"
+                            " RETURNING contact_id, status",
+                            (account_id, user_id)).fetchall()
+    for contact_id, status in sorted(tuple(row) for row in unassigned):
+        emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": status,
+                                                          "assigneeUserId": None})
+    return len(unassigned)
 
 
 def _emit(cx, account_id, contact_id):

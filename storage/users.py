@@ -2,6 +2,7 @@
 active; each change audited in its own transaction (storage.audit)."""
 from common.errors import Conflict, Forbidden, NotFound
 from storage.audit import record_by
+from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
 from storage.sessions import end_user_sessions_in_tx
@@ -58,7 +59,8 @@ def insert_user(cx, user, link, shown, by):
 @writes
 def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
     """Set role, name and/or active of the account's user in one transaction. Deactivating ends the user's
-    sessions and unspent links in it. Refuses (nothing changed): NotFound for another account's or an
+    sessions and unspent links in it and unassigns their conversations that are not resolved (the audit
+    entry counts them: unassignedConversations). Refuses (nothing changed): NotFound for another account's or an
     unknown user; Forbidden when may_touch_owners is False and the user is or would become
     an owner; Conflict LAST_OWNER when the account would be left without an active owner.
     Returns (user as it is now, {field: [from, to]} of what changed)."""
@@ -79,10 +81,14 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
         columns = ", ".join(f"{column} = ?" for column in changed)
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
+        shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
         if not after["active"]:
             end_user_sessions_in_tx(cx, user_id)
             cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))
-        shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
+        if "active" in changed and not after["active"]:  # nobody signs in to answer them: back to the queue
+            unassigned = unassign_user_in_tx(cx, account_id, user_id)
+            if unassigned:
+                shown["unassignedConversations"] = unassigned
         record_by(cx, by, account_id=account_id, action="user.updated", subject_id=user_id,
                   detail={"email": before["email"], **shown})
     return _get_in_tx(cx, account_id, user_id), changed

@@ -1,6 +1,9 @@
 """A conversation's status and assignee (issue 21) through the API and the services: PATCH and bulk change,
 tenancy, bad input naming the field with nothing changed, the reopen-on-inbound rule, snooze presets and
-the SnoozeWaker, and the inbox views Mine, Unassigned, Resolved and Snoozed."""
+the SnoozeWaker, the inbox views Mine, Unassigned, Resolved and Snoozed, and a deactivated user's waiting
+conversations returning to the unassigned queue."""
+import asyncio
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -8,8 +11,11 @@ import pytest
 from common.ids import iso, utcnow
 from services import accounts, conversation_status, inbox, messaging, users
 from storage.db import fetch_all, reads
+from storage.events import last_seq
+from storage.users import update_user
 from tests.team_users import add_user
 from tests.test_inbox import inbound
+from tests.test_live import FakeTransport
 from tests.test_ui import PASSWORD
 
 URL = "/v1/conversations"
@@ -205,3 +211,85 @@ async def test_views_mine_unassigned_resolved_and_snoozed(services, team):
     assert counts == {"all": 2, "needs_reply": 0, "mine": 0, "unassigned": 0, "resolved": 1, "snoozed": 1,
                       "unread": 2, "failed": 0, "paused": 0}
     assert set((await view("all", team["bob"]))[0]) == {team["ann"], team["ben"]}
+
+
+def _live_updates(transport):
+    """The conversation.updated data a page was sent, in order."""
+    frames = [json.loads(frame) for frame in transport.frames]
+    return [e["data"] for f in frames if f["type"] == "events" for e in f["events"]
+            if e["type"] == "conversation.updated"]
+
+
+async def test_deactivating_a_user_returns_their_waiting_conversations_to_the_queue(api, services, team):
+    """Open, pending and snoozed conversations of a deactivated user become unassigned in the deactivation's
+    transaction, each with its live conversation.updated; resolved ones keep the assignee; other assignees and
+    other accounts are untouched; reactivating reassigns nothing."""
+    account_id, bob = team["account"]["account_id"], team["bob"]
+    cat = (await inbound(services, account_id, "+14155550004", "Hello from Cat"))["contact_id"]
+    dan = (await inbound(services, account_id, "+14155550005", "Hello from Dan"))["contact_id"]
+    await conversation_status.change(services, account_id, [team["ann"], team["ben"], cat], assignee_user_id=bob)
+    await conversation_status.change(services, account_id, [team["ben"]], status="snoozed",
+                                     snoozed_until=utcnow() + timedelta(days=1))
+    await conversation_status.change(services, account_id, [cat], status="resolved")
+    await conversation_status.change(services, account_id, [dan], assignee_user_id=team["alice"])
+    await conversation_status.change(services, team["other_account"], [team["theirs"]], assignee_user_id=team["eve"])
+    hub, page, their_page = services.hub, FakeTransport(), FakeTransport()
+    hub.min_interval = 30  # rounds run when this test says
+    hub._last_round = asyncio.get_running_loop().time()
+    assert await hub.subscribe(account_id, team["alice"], await last_seq(services.db, account_id), page)
+    assert await hub.subscribe(team["other_account"], team["eve"], await last_seq(services.db, team["other_account"]),
+                               their_page)
+
+    r = await api.patch(f"/v1/users/{bob}", {"active": False}, key=team["key"])
+    assert r.code == 200, r.body
+    assert set(r.json) == {"id", "email", "name", "role", "active", "createdAt"} and r.json["active"] is False
+    expected = {team["ann"]: {"status": "open", "snoozed_until": None, "assignee_user_id": None},
+                cat: {"status": "resolved", "snoozed_until": None, "assignee_user_id": bob},
+                dan: {"status": "open", "snoozed_until": None, "assignee_user_id": team["alice"]},
+                team["theirs"]: {"status": "open", "snoozed_until": None, "assignee_user_id": team["eve"]}}
+    for contact_id, state in expected.items():
+        assert await _state(services.db, contact_id) == state, contact_id
+    ben = await _state(services.db, team["ben"])
+    assert (ben["status"], ben["assignee_user_id"]) == ("snoozed", None) and ben["snoozed_until"]
+    page_view = await inbox.list_conversations(services, account_id, filter="unassigned", user_id=team["alice"])
+    assert [c["contact_id"] for c in page_view["items"]] == [team["ann"]]  # ben too, once it wakes
+
+    await hub._round()
+    assert sorted(_live_updates(page), key=lambda d: d["contactId"]) == sorted(
+        [{"contactId": team["ann"], "status": "open", "assigneeUserId": None},
+         {"contactId": team["ben"], "status": "snoozed", "assigneeUserId": None}], key=lambda d: d["contactId"])
+    assert _live_updates(their_page) == []
+    audit = (await api.get("/v1/audit", key=team["key"])).json["data"]
+    assert (audit[0]["action"], audit[0]["detail"]) == (
+        "user.updated", {"email": "bob@acme.example", "active": [True, False], "unassignedConversations": 2})
+
+    events = await _updates(services.db, account_id)
+    r = await api.patch(f"/v1/users/{bob}", {"active": True}, key=team["key"])
+    assert r.code == 200 and r.json["active"] is True
+    for contact_id, state in expected.items():
+        assert await _state(services.db, contact_id) == state, contact_id
+    assert (await _state(services.db, team["ben"]))["assignee_user_id"] is None
+    assert await _updates(services.db, account_id) == events
+    audit = (await api.get("/v1/audit", key=team["key"])).json["data"]
+    assert audit[0]["detail"] == {"email": "bob@acme.example", "active": [False, True]}
+
+
+@pytest.mark.postgres_only
+async def test_an_assignment_racing_a_deactivation_never_leaves_the_user_assigned(api, services, team):
+    """The assignee is checked inside the assignment's transaction, under the lock the deactivation takes: an
+    assignment that starts while a deactivation is uncommitted waits for it and is then refused. (SQLite's one
+    writer runs the two one after the other already.)"""
+    account_id, bob = team["account"]["account_id"], team["bob"]
+    cx = services.db.connect_sync()
+    try:
+        cx.execute("BEGIN")
+        update_user.sync(cx, account_id, bob, {"active": 0}, None, True)
+        assigning = asyncio.ensure_future(api.patch(f"{URL}/{team['ann']}", {"assigneeUserId": bob}, key=team["key"]))
+        # Time for the assignment to reach its check: a check outside the lock would commit bob meanwhile.
+        await asyncio.sleep(0.5)
+        cx.execute("COMMIT")
+    finally:
+        cx.close()
+    r = await assigning
+    assert r.code == 400 and "assigneeUserId: no active user" in r.json["error"]["message"], r.body
+    assert (await _state(services.db, team["ann"]))["assignee_user_id"] is None

@@ -150,3 +150,25 @@ def test_migration_0221_makes_the_first_user_owner_and_the_others_admins(tmp_pat
         assert rows == [("usr_1", "owner", 1, None), ("usr_2", "admin", 1, None)]
     finally:
         cx.close()
+
+
+def test_migration_0390_unassigns_what_users_deactivated_before_it_still_hold(tmp_path, monkeypatch):
+    """Deactivated before the deactivation unassigned: their open, pending and snoozed conversations go back to
+    the queue; a resolved one keeps its assignee, and an active user's stay theirs."""
+    cx = database_before(tmp_path, monkeypatch, 390)
+    try:
+        cx.executemany("INSERT INTO users (id, account_id, email, password_hash, is_owner, active, created_at)"
+                       " VALUES (?, 'acc_1', ?, 'x', 0, ?, '2026-01-01T00:00:00.000Z')",
+                       [("usr_gone", "g@x.example", 0), ("usr_here", "h@x.example", 1)])
+        cx.executemany("INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at,"
+                       " last_direction, last_preview, status, assignee_user_id) VALUES ('acc_1', ?, ?,"
+                       " '2026-01-01T00:00:00.000Z', 'inbound', 'hi', ?, ?)",
+                       [(f"ct_{n}", f"msg_{n}", status, user) for n, (status, user) in enumerate(
+                           [("open", "usr_gone"), ("pending", "usr_gone"), ("snoozed", "usr_gone"),
+                            ("resolved", "usr_gone"), ("open", "usr_here")])])
+        migrate(cx)
+        rows = [tuple(r) for r in cx.execute("SELECT status, assignee_user_id FROM conversations ORDER BY contact_id")]
+        assert rows == [("open", None), ("pending", None), ("snoozed", None), ("resolved", "usr_gone"),
+                        ("open", "usr_here")]
+    finally:
+        cx.close()

@@ -80,15 +80,24 @@ async def test_a_server_that_refuses_json_schema_is_asked_in_json_mode_and_can_s
     assert provider.requests[1]["body"]["response_format"] == {"type": "json_object", "schema": bot_answer.SCHEMA}
 
 
-async def test_a_500_that_names_response_format_is_a_refusal_too(api, account, services, provider):
-    """llama-cpp-python's server (0.3.36) answers json_schema with a 500 carrying the validation error."""
+@pytest.mark.parametrize("status, error, asked_in, token_limits", [
+    # llama-cpp-python's server (0.3.36) answers json_schema with a 500 carrying the validation error: a refusal.
+    (500, "1 validation error: ('body', 'response_format', 'type') Input should be 'text' or 'json_object'",
+     "json_object", ["max_tokens", "max_tokens"]),
+    # OpenAI's reasoning models refuse max_tokens with a 400 naming max_completion_tokens: not a refused format.
+    (400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+     "json_schema", ["max_tokens", "max_completion_tokens"]),
+])
+async def test_an_error_that_names_what_to_change_is_asked_again_with_it(api, account, services, provider, status,
+                                                                          error, asked_in, token_limits):
     key = account["api_key"]
     await _bot(api, key, provider)
-    provider.script = [("status", 500, "1 validation error: ('body', 'response_format', 'type') Input should be "
-                                       "'text' or 'json_object'"), ("answer", "We open at 10.", False)]
+    provider.script = [("status", status, error), ("answer", "We open at 10.", False)]
     outcome = (await say(api, services, key, "When do you open?"))["bot"]
-    assert (outcome["outcome"], outcome["detail"]) == ("provider", "model tiny (json_object)")
-    assert _formats(provider) == ["json_schema", "json_object"]
+    assert (outcome["outcome"], outcome["detail"]) == ("provider", f"model tiny ({asked_in})")
+    assert _formats(provider) == ["json_schema", asked_in]
+    assert [next(k for k in r["body"] if k.startswith("max_")) for r in provider.requests] == token_limits
+    assert provider.requests[1]["body"][token_limits[1]] == bot_provider.MAX_TOKENS
 
 
 async def test_a_refusal_in_an_explicit_mode_is_a_failure_not_a_guess(api, account, services, provider):
@@ -135,20 +144,6 @@ async def test_every_request_bounds_the_answer_and_a_longer_reply_is_cut(api, ac
     reply = bot_replies(services, account_id)[-1]
     assert len(reply["body"]) == bot_answer.MAX_REPLY_CHARS < BODY_LIMIT
     assert json.loads(reply["payload"])["body"] == reply["body"]  # what is delivered
-
-
-async def test_a_model_that_wants_max_completion_tokens_is_asked_again_with_it(api, account, services, provider):
-    """OpenAI's reasoning models refuse max_tokens with a 400 naming max_completion_tokens: not a refused format."""
-    key = account["api_key"]
-    await _bot(api, key, provider)
-    provider.script = [("status", 400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
-                                       "'max_completion_tokens' instead."), ("answer", "We open at 10.", False)]
-    outcome = (await say(api, services, key, "When do you open?"))["bot"]
-    assert (outcome["outcome"], outcome["detail"]) == ("provider", "model tiny (json_schema)")
-    assert [sorted(k for k in r["body"] if k.startswith("max_")) for r in provider.requests] == [
-        ["max_tokens"], ["max_completion_tokens"]]
-    assert provider.requests[1]["body"]["max_completion_tokens"] == bot_provider.MAX_TOKENS
-    assert _formats(provider) == ["json_schema", "json_schema"]
 
 
 async def test_a_plain_answer_with_nothing_in_it_sends_the_fallback(api, account, services, provider):

@@ -24,8 +24,9 @@ class ConnectionGuard:
     such (every connection busy with a request), accepting pauses until one closes. When accept() itself
     fails for lack of file descriptors, accepting pauses briefly and one waiting connection is closed.
 
-    Deadlines: a connection waiting for a request is closed once it has waited ``seconds`` (wait()), one
-    receiving a body once the body is not complete by its deadline (busy()). Tornado can keep these two
+    Deadlines: a TLS connection is closed once its handshake is not complete by its deadline (handshake()), one
+    waiting for a request once it has waited ``seconds`` (wait()), one receiving a body once the body is not
+    complete by its deadline (busy()). Tornado can keep these two
     timeouts itself, with a timer per request (gen.with_timeout: ~9 % of the event loop's time per inbound
     request); one sweep of every open connection four times a second costs nothing per request.
     """
@@ -38,6 +39,7 @@ class ConnectionGuard:
         self.open = set()
         self.waiting = collections.OrderedDict()  # streams waiting for a request, longest first: their deadline
         self.receiving = {}  # streams whose request body is being read: its deadline
+        self.handshaking = {}  # TLS streams before their handshake completes: (deadline, the seconds allowed)
         self._sweeper = None
         self.detached = set()  # handed over to a WebSocket: counted until they close
         self.listeners = []
@@ -63,6 +65,13 @@ class ConnectionGuard:
             self.waiting[stream] = None if seconds is None else IOLoop.current().time() + seconds
             self.waiting.move_to_end(stream)
 
+    def handshake(self, stream, seconds):
+        """A TLS stream is closed if its handshake is not complete within ``seconds`` (handshake_done())."""
+        self.handshaking[stream] = (IOLoop.current().time() + seconds, seconds)
+
+    def handshake_done(self, stream):
+        self.handshaking.pop(stream, None)
+
     def busy(self, stream, body_seconds=None):
         """A request's headers arrived: its body (if any) must be complete within ``body_seconds``."""
         self.waiting.pop(stream, None)
@@ -78,6 +87,13 @@ class ConnectionGuard:
         now = IOLoop.current().time()
         expired = [s for s, deadline in self.waiting.items() if deadline is not None and deadline <= now]
         late = [s for s, deadline in self.receiving.items() if deadline <= now]
+        for stream, (deadline, seconds) in list(self.handshaking.items()):
+            if deadline <= now:
+                del self.handshaking[stream]
+                if not stream.closed():
+                    self.handshake_timeouts += 1
+                    log.info("TLS handshake not completed within %g s: connection closed", seconds)
+                    stream.abort()
         for stream in late:
             self.receiving.pop(stream, None)
             log.info("request body not complete by its deadline: connection closed")
@@ -89,6 +105,7 @@ class ConnectionGuard:
     def closed(self, stream):
         self.waiting.pop(stream, None)
         self.receiving.pop(stream, None)
+        self.handshaking.pop(stream, None)
         if not stream.closed():  # the HTTP layer let go of it (a WebSocket took it over)
             self.detached.add(stream)
             return

@@ -160,17 +160,9 @@ class GuardedHTTPServer(tornado.httpserver.HTTPServer):
         return _TLSStream(connection, **params)
 
     def _handshake_deadline(self, stream):
-        loop = IOLoop.current()
-
-        def expired():
-            if not stream.closed():
-                self.guard.handshake_timeouts += 1
-                log.info("TLS handshake not completed within %g s: connection closed", self.handshake_timeout)
-                stream.abort()
-
-        timer = loop.call_later(self.handshake_timeout, expired)
-        handshake = stream.wait_for_handshake()
-        handshake.add_done_callback(lambda f: (loop.remove_timeout(timer), f.cancelled() or f.exception()))
+        self.guard.handshake(stream, self.handshake_timeout)  # kept by the guard's sweep, as the other deadlines
+        stream.wait_for_handshake().add_done_callback(
+            lambda f: (self.guard.handshake_done(stream), f.cancelled() or f.exception()))
 
     def start_request(self, server_conn, request_conn):
         self.guard.wait(server_conn.stream, self.idle_timeout)

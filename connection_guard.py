@@ -26,8 +26,8 @@ class ConnectionGuard:
 
     Deadlines: a TLS connection is closed once its handshake is not complete by its deadline (handshake()), one
     waiting for a request once it has waited ``seconds`` (wait()), one receiving a body once the body is not
-    complete by its deadline (busy()). Tornado can keep these two
-    timeouts itself, with a timer per request (gen.with_timeout: ~9 % of the event loop's time per inbound
+    complete by its deadline (busy()). Tornado can keep the last two
+    itself, with a timer per request (gen.with_timeout: ~9 % of the event loop's time per inbound
     request); one sweep of every open connection four times a second costs nothing per request.
     """
 

@@ -64,7 +64,7 @@ def conversation(history, max_messages, max_chars):
 
 
 def build_request(provider, api_key, messages, *, allow_private, response_format="json_schema",
-                  token_limit="max_tokens"):
+                  token_limit=TOKEN_LIMITS[0]):
     """The HTTPRequest of one chat-completions call in a response format (RESPONSE_FORMATS, or "plain").
     ProviderError when the base URL is not allowed."""
     base = provider["baseUrl"].rstrip("/")
@@ -115,8 +115,9 @@ async def _call(http, provider, api_key, messages, allow_private, response_forma
     except Exception as exc:  # refused, reset, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
         raise ProviderError(f"connection error: {netguard.describe_connection_error(exc)}") from None
     if not 200 <= response.code < 300:
-        if response.code == 400 and token_limit == TOKEN_LIMITS[0] and TOKEN_LIMITS[1].encode() in (response.body or b""):
-            return await _call(http, provider, api_key, messages, allow_private, response_format, TOKEN_LIMITS[1])
+        other_limit = TOKEN_LIMITS[1]
+        if response.code == 400 and token_limit != other_limit and other_limit.encode() in (response.body or b""):
+            return await _call(http, provider, api_key, messages, allow_private, response_format, other_limit)
         excerpt = (response.body or b"")[:ERROR_EXCERPT].decode("utf-8", "replace")
         error = f"HTTP {response.code} {response.reason or ''}".rstrip() + (f": {excerpt}" if excerpt else "")
         refused = response.code in REFUSED or b"response_format" in (response.body or b"")

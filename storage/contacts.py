@@ -164,11 +164,10 @@ def set_opted_out_in_tx(cx, account_id, contact_id, opted_out, *, via, by, at):
 
 def set_opted_out_by_reply_in_tx(cx, account_id, contact_id, opted_out, *, by, at):
     """The contact replied an opt-out (opt-in) keyword (by: as written): set_opted_out_in_tx, and when that
-    changed it contact.updated with the contact, as a PATCH of optedOut queues it. True when it changed."""
+    changed it contact.updated with the contact, as a PATCH of optedOut queues it."""
     changed = set_opted_out_in_tx(cx, account_id, contact_id, opted_out, via="reply", by=by, at=at)
     if changed:
         enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(changed))
-    return changed is not None
 
 
 def _holder_of(cx, account_id, column, value, contact_id):

@@ -13,6 +13,8 @@ _WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 # whitespace-only. Python's whitespace, spelled out: JSON Schema's \S differs (e.g. on U+001F, U+FEFF).
 NOT_BLANK = {"pattern": "[^" + _WHITESPACE + "]"}
 
+MESSAGE_BODY_MAX = 65536  # characters in a message body: sent, received, a campaign's, the bot's dry run
+
 # C0 (U+0000-U+001F), DEL and C1 (U+0080-U+009F): in a name or an id they end up in headers (a 500), in
 # CSV exports, in log lines and on pages as junk. Message bodies keep their newlines and tabs.
 # The schema says it as "not: pattern" (no anchors, whose "$" Python's re and ECMA read differently), so

@@ -3,7 +3,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank
+from common.validation import MESSAGE_BODY_MAX, NOT_BLANK, Identifier, IdentifierNotBlank
 from handlers.schemas import Strict, UtcDatetime
 
 # --- Campaigns (DESIGN §3 "Campaigns") ---
@@ -19,7 +19,7 @@ class CampaignCreate(Strict):
          "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600}]})
     name: IdentifierNotBlank = Field(max_length=200)
     listId: IdentifierNotBlank = Field(max_length=200)
-    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description=(
+    body: str = Field(max_length=MESSAGE_BODY_MAX, json_schema_extra=NOT_BLANK, description=(
         "The message; {{firstName}}, {{lastName}}, {{email}} and {{phone}} are replaced by the contact's "
         "(empty when missing). Any other {{name}} is refused (400)."))
     campaignId: Optional[IdentifierNotBlank] = Field(None, max_length=200, description=(

@@ -4,7 +4,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank
+from common.validation import MESSAGE_BODY_MAX, NOT_BLANK, Identifier, IdentifierNotBlank
 from handlers.schemas import Strict
 from services.bot import OUTCOMES
 
@@ -39,7 +39,7 @@ class InboundCustomData(Lenient):
                                                                    "the contact.")
     toId: IdentifierNotBlank = Field(max_length=512, description="Business identifier, any text but control "
                                                                  "characters.")
-    body: str = Field(max_length=65536, description="Must not be empty or whitespace-only.",
+    body: str = Field(max_length=MESSAGE_BODY_MAX, description="Must not be empty or whitespace-only.",
                       json_schema_extra=NOT_BLANK)
     status: Optional[Identifier] = Field(None, max_length=64, description='Defaults to "received".')
     channel: Optional[Identifier] = Field(None, max_length=200)
@@ -79,7 +79,7 @@ class InboundAccepted(BaseModel):
 class OutboundCustomData(Lenient):
     fromId: IdentifierNotBlank = Field(max_length=512, description="The contact's id on the client's platform.")
     customChannel: IdentifierNotBlank = Field(max_length=200, description="Name of the custom channel.")
-    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK)
+    body: str = Field(max_length=MESSAGE_BODY_MAX, json_schema_extra=NOT_BLANK)
     campaignId: Optional[Identifier] = Field(None, max_length=200)
     firstName: Optional[Identifier] = Field(None, max_length=200)
     lastName: Optional[Identifier] = Field(None, max_length=200)
@@ -166,7 +166,7 @@ class MessagePage(BaseModel):
 class BotTest(Strict):
     """POST /v1/bot/test: what the bot would answer, sending and spending nothing."""
     model_config = ConfigDict(json_schema_extra={"examples": [{"body": "How much does it cost?", "campaignId": "spring"}]})
-    body: str = Field(max_length=65536, json_schema_extra=NOT_BLANK, description="The message to try.")
+    body: str = Field(max_length=MESSAGE_BODY_MAX, json_schema_extra=NOT_BLANK, description="The message to try.")
     campaignId: Optional[Identifier] = Field(None, max_length=200, description="Try it under this campaign's "
                                                                               "configuration.")
     contactId: Optional[Identifier] = Field(None, max_length=200, description=(

@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 
-MAX_REPLY_CHARS = 4000  # the reply the bot sends (longer ones are cut; a message body holds 65,536)
+MAX_REPLY_CHARS = 4000  # the reply the bot sends (longer ones are cut; a message body holds MESSAGE_BODY_MAX)
 
 # The answer's JSON schema: response_format json_schema (OpenAI, vLLM, Ollama, llama.cpp's llama-server)
 # and json_object's "schema" (llama-cpp-python's server, llama-server) constrain the model to it.

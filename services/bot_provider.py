@@ -34,7 +34,7 @@ RESPONSE_FORMATS = {
 }
 MAX_ANSWER_BYTES = 256 * 1024   # the provider's whole HTTP answer
 # max_tokens of every request, so that no provider writes (and bills) an answer longer than the bot would send:
-# replies are cut at MAX_REPLY_CHARS (4000, well under the 65,536 characters a message body holds), a token is
+# replies are cut at MAX_REPLY_CHARS (4000, well under a message body's MESSAGE_BODY_MAX), a token is
 # on average at least one character (about four in English, one in Chinese), and the JSON around the reply is
 # ~20 tokens: 4096 lets any reply the bot sends whole be written whole.
 MAX_TOKENS = bot_answer.MAX_REPLY_CHARS + 96

@@ -16,7 +16,6 @@ from storage import campaigns as store
 
 DEFAULT_RATE_PER_MINUTE = 600
 MAX_RATE_PER_MINUTE = 1_000_000
-MAX_BODY_LENGTH = 65536
 # {{firstName}}, {{ lastName }} ...: a missing value is empty. Any other {{name}} is refused (400) at
 # creation, so that a typo such as {{firstname}} is caught before thousands of messages carry it;
 # single braces are plain text.

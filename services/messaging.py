@@ -145,8 +145,9 @@ def _record_inbound(cx, message, identity, answers_since):
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (DESIGN §3)."""
     account_id = message["account_id"]
-    # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot.
-    stored, mapped, mapped_campaign_key, bot = store.inbound_context_in_tx(
+    # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, the
+    # opt-out and opt-in keywords.
+    stored, mapped, mapped_campaign_key, bot, keywords = store.inbound_context_in_tx(
         cx, account_id, message["external_id"], identity["from_id"], answers_since)
     if stored:
         first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
@@ -158,8 +159,7 @@ def _record_inbound(cx, message, identity, answers_since):
             campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)  # linked just now
     keyword = None
     if message["message_type"] == "text" and opt_out.might_be_keyword(message["body"]):
-        # Only short bodies read the account's keywords: the common message pays nothing.
-        keyword = opt_out.match(message["body"], *account_store.opt_keywords_in_tx(cx, account_id))
+        keyword = opt_out.match(message["body"], *keywords)
         if keyword is not None:
             contact_store.set_opted_out_by_reply_in_tx(cx, account_id, contact_id, keyword,
                                                        by=message["body"].strip(), at=message["created_at"])

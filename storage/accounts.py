@@ -166,11 +166,3 @@ def rotate_webhook_secret(cx, account_id, secret, previous_expires_at, by=None):
 @writes
 def set_rate_limit(cx, account_id, per_minute):
     cx.execute("UPDATE accounts SET rate_limit_per_minute = ? WHERE id = ?", (per_minute, account_id))
-
-
-def opt_keywords_in_tx(cx, account_id):
-    """(optOutKeywords, optInKeywords) as stored in the account's settings; None where not set."""
-    field = dialect_of(cx).json_field
-    row = cx.execute(f"SELECT {field('settings', 'optOutKeywords')}, {field('settings', 'optInKeywords')}"
-                     " FROM accounts WHERE id = ?", (account_id,)).fetchone()
-    return tuple(json.loads(value) if value else None for value in (row or (None, None)))

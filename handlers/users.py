@@ -52,7 +52,7 @@ class UserHandler(ApiHandler):
     @idempotent
     async def patch(self, user_id):
         body = self.json_body(UserPatch)
-        user, deactivated = await users.update(self.services.db, self.principal.account_id, user_id,
+        user, deactivated, _ = await users.update(self.services.db, self.principal.account_id, user_id,
                                                changes=body.model_dump(exclude_unset=True), by=self.actor,
                                                actor_role=users.API_KEY_ROLE)
         if deactivated:

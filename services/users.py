@@ -87,7 +87,8 @@ async def invite(db, box, base_url, account_id, *, email, name=None, role, by, a
 
 async def update(db, account_id, user_id, *, changes, by, actor_role):
     """Change a user's role, name and/or active (changes: field -> value, as sent). Deactivating ends the
-    user's sessions at once. Returns (the user as it is now, whether it was deactivated now).
+    user's sessions at once and unassigns their conversations that are not resolved. Returns (the user as it is
+    now, whether it was deactivated now, how many conversations that unassigned).
     Invalid naming the field, NotFound USER_NOT_FOUND, Forbidden (an admin and an owner), Conflict
     LAST_OWNER (the account would have no active owner left)."""
     clean = {}
@@ -102,7 +103,8 @@ async def update(db, account_id, user_id, *, changes, by, actor_role):
     if not clean:
         raise Invalid("send at least one of role, name, active")
     _require_manager(actor_role, clean.get("role"))
-    row, changed = await store.update_user(db, account_id, user_id, clean, by, allows(actor_role, "owner"))
+    row, changed, unassigned = await store.update_user(db, account_id, user_id, clean, by,
+                                                       allows(actor_role, "owner"))
     if row is None:
         raise NotFound("no such user")
-    return public_user(row), changed.get("active") == [1, 0]
+    return public_user(row), changed.get("active") == [1, 0], unassigned

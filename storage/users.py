@@ -63,7 +63,7 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
     entry counts them: unassignedConversations). Refuses (nothing changed): NotFound for another account's or an
     unknown user; Forbidden when may_touch_owners is False and the user is or would become
     an owner; Conflict LAST_OWNER when the account would be left without an active owner.
-    Returns (user as it is now, {field: [from, to]} of what changed)."""
+    Returns (user as it is now, {field: [from, to]} of what changed, how many conversations were unassigned)."""
     before = _get_in_tx(cx, account_id, user_id)
     if before is None:
         raise user_not_found()
@@ -77,6 +77,7 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
             field = "role" if "role" in changes else "active"
             raise Conflict(f"{field}: {LAST_OWNER}", code="LAST_OWNER", field=field)
     changed = {k: [before[k], v] for k, v in changes.items() if before[k] != v}
+    unassigned = 0
     if changed:
         columns = ", ".join(f"{column} = ?" for column in changed)
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
@@ -91,4 +92,4 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
                 shown["unassignedConversations"] = unassigned
         record_by(cx, by, account_id=account_id, action="user.updated", subject_id=user_id,
                   detail={"email": before["email"], **shown})
-    return _get_in_tx(cx, account_id, user_id), changed
+    return _get_in_tx(cx, account_id, user_id), changed, unassigned

@@ -1,12 +1,13 @@
 """Users and roles in headless Chromium against the real server (issue 21): two browser contexts signed in at
 once. The owner invites an agent on the Users page; the agent signs in through the link, sees no Settings
 link and gets a 403 page at /settings; the owner deactivates the agent and the agent's open page is signed
-out at once (its live-events WebSocket closes, the reload shows the sign-in page)."""
+out at once (its live-events WebSocket closes, the reload shows the sign-in page), and the flash says how many
+conversations went back to the queue."""
 import pytest
 
 from tests.parley_process import ParleyProcess, run_cli
 from tests.test_agency_ui import sign_in
-from tests.test_inbox_e2e import wait_until
+from tests.test_inbox_e2e import contact_of, post_inbound, wait_until
 from tests.test_ui import PASSWORD, chromium, open_page  # noqa: F401 (chromium: fixture)
 
 AGENT_PASSWORD = "agent-chose-this-1"
@@ -47,9 +48,19 @@ def test_browser_owner_invites_an_agent_who_is_refused_settings_and_signed_out_w
         agent.goto(server.base + "/inbox")
         wait_until(agent, "document.getElementById('live-status').dataset.state === 'live'", timeout=10)
 
+        key = server.owner["api_key"]
+        with server.client(params={"apiKey": key}) as api:
+            sam = next(u for u in api.get("/v1/users").json()["data"] if u["email"] == "sam@acme.example")
+            contacts = [contact_of(server, post_inbound(server, "Is it in stock?", from_id=from_id, key=key)[0], key)
+                        for from_id in ("+14155550101", "+14155550102")]
+            for contact_id in contacts:
+                r = api.patch(f"/v1/conversations/{contact_id}", json={"assigneeUserId": sam["id"]})
+                assert r.status_code == 200, r.text
+
         owner.goto(server.base + "/users")
         owner.click("tr[data-email='sam@acme.example'] button:has-text('Deactivate')")
-        assert "deactivated" in owner.inner_text("main")
+        assert ("sam@acme.example: deactivated, signed out everywhere; their 2 unresolved conversations are"
+                " unassigned.") in owner.inner_text("main")
         agent.wait_for_url("**/login**", timeout=10_000)  # the socket closed, the reload found no session
         agent.goto(server.base + "/contacts")
         assert "/login" in agent.url

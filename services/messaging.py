@@ -145,10 +145,11 @@ def _record_inbound(cx, message, identity, answers_since):
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (DESIGN §3)."""
     account_id = message["account_id"]
-    # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, the
-    # opt-out and opt-in keywords.
+    # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
+    # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
+    may_be_keyword = message["message_type"] == "text" and opt_out.might_be_keyword(message["body"])
     stored, mapped, mapped_campaign_key, bot, keywords = store.inbound_context_in_tx(
-        cx, account_id, message["external_id"], identity["from_id"], answers_since)
+        cx, account_id, message["external_id"], identity["from_id"], answers_since, may_be_keyword)
     if stored:
         first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
         return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False
@@ -158,7 +159,7 @@ def _record_inbound(cx, message, identity, answers_since):
         campaign_id = mapped_campaign_key if contact_id == mapped else \
             campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)  # linked just now
     keyword = None
-    if message["message_type"] == "text" and opt_out.might_be_keyword(message["body"]):
+    if may_be_keyword:
         keyword = opt_out.match(message["body"], *keywords)
         if keyword is not None:
             contact_store.set_opted_out_by_reply_in_tx(cx, account_id, contact_id, keyword,

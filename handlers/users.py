@@ -53,8 +53,8 @@ class UserHandler(ApiHandler):
     async def patch(self, user_id):
         body = self.json_body(UserPatch)
         user, deactivated, _ = await users.update(self.services.db, self.principal.account_id, user_id,
-                                               changes=body.model_dump(exclude_unset=True), by=self.actor,
-                                               actor_role=users.API_KEY_ROLE)
+                                                  changes=body.model_dump(exclude_unset=True), by=self.actor,
+                                                  actor_role=users.API_KEY_ROLE)
         if deactivated:
             self.services.hub.disconnect(self.principal.account_id, user=user_id)
         self.respond(user)

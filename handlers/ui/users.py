@@ -51,8 +51,9 @@ class UserUpdateHandler(UsersPage):
         if self.get_body_argument("active", None) is not None:
             changes["active"] = self.get_body_argument("active") == "1"
         try:
-            user, deactivated, unassigned = await users.update(self.services.db, self.account_id, user_id, changes=changes,
-                                                   by=self.actor, actor_role=self.current_user["role"])
+            user, deactivated, unassigned = await users.update(
+                self.services.db, self.account_id, user_id, changes=changes, by=self.actor,
+                actor_role=self.current_user["role"])
         except DomainError as exc:
             await self.render_users(status=exc.status, error=exc)
             return
@@ -66,5 +67,6 @@ def _deactivated(unassigned):
     """The flash after a deactivation: what else it did (the user's open conversations are nobody's now)."""
     if not unassigned:
         return "deactivated, signed out everywhere"
-    conversations = "1 unresolved conversation is" if unassigned == 1 else f"{unassigned} unresolved conversations are"
+    conversations = ("1 unresolved conversation is" if unassigned == 1
+                     else f"{unassigned} unresolved conversations are")
     return f"deactivated, signed out everywhere; their {conversations} unassigned"

@@ -20,6 +20,13 @@ log = logging.getLogger("parley.db")
 
 # Upper bound on the writes folded into one transaction; keeps a batch's latency bounded.
 MAX_BATCH = 256
+# The writes of one transaction while few wait. Each is answered only after its transaction's COMMIT, so it
+# waits for every other write of its batch; small transactions, two in flight (PIPELINE), answer sooner and the
+# writer still never idles between them. Inbound at 32 connections took 15-25 writes a batch when every waiting
+# write went in, and the event loop idled ~20 % of the time waiting for them; at 12: +20-30 % requests/s
+# (bench/README.md, "the writer's batch size"). A longer queue gets a quarter of it (a backlog still commits in
+# few transactions), and writes taking turns with background ones take all that wait (up to MAX_BATCH).
+STEADY_BATCH = 12
 # Transactions sent to the writer before the first is answered. With one, the writer idled from its COMMIT
 # until the event loop had read the answer and sent the next batch, and the loop idled while every client
 # waited on the writer (inbound at 32 connections: the loop ~75 % busy); with the next batch already in the
@@ -269,34 +276,35 @@ class Database(WriterSupervision):
             target.close()
 
     def _send_batch(self):
+        """Send transactions until PIPELINE are in flight or nothing waits; a reply (or the restarted writer)
+        sends the rest."""
         self._send_scheduled = False
-        if len(self._flights) >= PIPELINE or self._connection is None:
-            return  # a reply (or the restarted writer) sends what is pending
-        futures, calls = self._next_calls()
-        if not calls:
-            if not self._flights:
-                self._idle.set()
-            return
-        self._batches_sent += 1
-        number = self._batches_sent
-        try:
-            frame = encode_frame((number, calls))
-        except Exception:  # some call's arguments cannot be pickled: fail those, send the rest
-            frame = self._encode_picklable(number, futures, calls)
-            if frame is None:
-                return self._send_batch()
-        batch = _Batch(number, futures, calls, self._background_last, self.stall_seconds)
-        self._flights.append(batch)
-        if len(self._flights) == 1:
-            self._watch(batch)
-        self._connection.transport.write(frame)
+        while len(self._flights) < PIPELINE and self._connection is not None:
+            futures, calls = self._next_calls()
+            if not calls:
+                if not self._flights:
+                    self._idle.set()
+                return
+            self._batches_sent += 1
+            number = self._batches_sent
+            try:
+                frame = encode_frame((number, calls))
+            except Exception:  # some call's arguments cannot be pickled: fail those, send the rest
+                frame = self._encode_picklable(number, futures, calls)
+                if frame is None:
+                    continue
+            batch = _Batch(number, futures, calls, self._background_last, self.stall_seconds)
+            self._flights.append(batch)
+            if len(self._flights) == 1:
+                self._watch(batch)
+            self._connection.transport.write(frame)
 
     def _next_calls(self):
         """The next transaction's (futures, calls): the writes waiting (up to MAX_BATCH), or one background
         write, alternating while both kinds wait."""
         while self._pending or self._background:
             background = bool(self._background) and (not self._pending or not self._background_last)
-            queue, limit = (self._background, 1) if background else (self._pending, MAX_BATCH)
+            queue, limit = (self._background, 1) if background else (self._pending, self._batch_limit())
             self._background_last = background
             futures, calls = [], []
             while queue and len(calls) < limit:
@@ -307,6 +315,12 @@ class Database(WriterSupervision):
             if calls:
                 return futures, calls
         return [], []
+
+    def _batch_limit(self):
+        """How many of the waiting writes the next transaction takes (STEADY_BATCH says why)."""
+        if self._background:
+            return MAX_BATCH  # a background write runs next: these wait for it, so take every one that waits
+        return min(MAX_BATCH, max(STEADY_BATCH, len(self._pending) // 4))
 
     @staticmethod
     def _encode_picklable(number, futures, calls):

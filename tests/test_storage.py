@@ -10,6 +10,7 @@ import time
 import pytest
 
 from storage import db as dbmod
+from storage import sqlite_db
 from storage.db import (Conflict, Database, StorageUnavailable, StoredResultLost, WriteOutcomeUnknown, as_unavailable,
                         reads, writes)
 from tests.parley_process import pid_alive
@@ -107,8 +108,8 @@ async def test_200_concurrent_writes_commit_in_fewer_transactions(tmp_path):
         results = await asyncio.gather(*(_insert_probe(db, i) for i in range(200)))
         assert results == list(range(200))
         transactions = db.transactions_committed - before
-        # Queued in one turn of the event loop, they share one transaction (MAX_BATCH is 256); 20 leaves
-        # room for a different batching policy, not for one transaction per write.
+        # Queued in one turn of the event loop, they go in a few transactions (a quarter of the queue each,
+        # STEADY_BATCH at least); 20 leaves room for a different batching policy, not for one per write.
         assert 1 <= transactions <= 20
         assert await _count_probe(db) == 200
     finally:
@@ -183,6 +184,47 @@ async def test_background_writes_run_alone_and_alternate_with_the_others(tmp_pat
         assert seen["w0"] == seen["w1"] == seen["w2"]  # the others share one transaction
         assert len({seen["b0"], seen["b1"], seen["b2"], seen["w0"]}) == 4  # each background one runs alone
         # b0 right after the held transaction, then the others (queued before b1), then b1, then b2.
+        assert seen["b0"] < seen["w0"] < seen["b1"] < seen["b2"]
+    finally:
+        await db.close()
+
+
+@pytest.mark.sqlite_only(WRITER)
+async def test_a_short_queue_goes_in_small_transactions_two_in_flight(tmp_path):
+    """storage/sqlite_db.py STEADY_BATCH: while few writes wait, a transaction takes at most STEADY_BATCH of them
+    (each is answered only after its transaction's COMMIT, so a small one answers sooner), and the next is sent at
+    once, so that PIPELINE transactions are in flight; a long queue goes in quarters."""
+    db = await _open(tmp_path)
+    try:
+        await _insert_probe(db, 0)
+        n = sqlite_db.STEADY_BATCH * 2 + 5
+        seen = [batch for _, batch in await asyncio.gather(*(db.write(_transaction_seen, i) for i in range(n)))]
+        sizes = [seen.count(batch) for batch in sorted(set(seen))]
+        assert sizes == [sqlite_db.STEADY_BATCH, sqlite_db.STEADY_BATCH, 5], sizes
+        n = sqlite_db.STEADY_BATCH * 8  # queued in one turn: a quarter of it, then a quarter of the rest
+        seen = [batch for _, batch in await asyncio.gather(*(db.write(_transaction_seen, i) for i in range(n)))]
+        sizes = [seen.count(batch) for batch in sorted(set(seen))]
+        assert sizes[:2] == [n // 4, (n - n // 4) // 4], sizes
+        assert sum(sizes) == n
+    finally:
+        await db.close()
+
+
+@pytest.mark.sqlite_only(WRITER)
+async def test_writes_taking_turns_with_background_ones_all_go_in_one_transaction(tmp_path):
+    """While background writes (a campaign's batches) wait, every waiting write goes into the transaction between
+    two of them, however many (up to MAX_BATCH): split into small ones, each would wait for a background one."""
+    db = await _open(tmp_path)
+    try:
+        await _insert_probe(db, 0)
+        started = tmp_path / "started"
+        held = asyncio.ensure_future(_slow_insert(db, 1, 0.5, str(started)))
+        await _wait_until(started.exists)
+        background = [asyncio.ensure_future(db.write_background(_transaction_seen, f"b{i}")) for i in range(3)]
+        others = [asyncio.ensure_future(db.write(_transaction_seen, f"w{i}")) for i in range(sqlite_db.STEADY_BATCH * 3)]
+        await held
+        seen = dict(await asyncio.gather(*background, *others))
+        assert len({seen[f"w{i}"] for i in range(sqlite_db.STEADY_BATCH * 3)}) == 1
         assert seen["b0"] < seen["w0"] < seen["b1"] < seen["b2"]
     finally:
         await db.close()

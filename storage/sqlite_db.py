@@ -25,7 +25,7 @@ MAX_BATCH = 256
 # writer still never idles between them. Inbound at 32 connections took 15-25 writes a batch when every waiting
 # write went in, and the event loop idled ~20 % of the time waiting for them; at 12: +20-30 % requests/s
 # (bench/README.md, "the writer's batch size"). A longer queue gets a quarter of it (a backlog still commits in
-# few transactions), and writes taking turns with background ones take all that wait (up to MAX_BATCH).
+# few transactions), and while a background write waits or runs, a transaction takes all that wait (up to MAX_BATCH).
 STEADY_BATCH = 12
 # Transactions sent to the writer before the first is answered. With one, the writer idled from its COMMIT
 # until the event loop had read the answer and sent the next batch, and the loop idled while every client
@@ -318,8 +318,8 @@ class Database(WriterSupervision):
 
     def _batch_limit(self):
         """How many of the waiting writes the next transaction takes (STEADY_BATCH says why)."""
-        if self._background:
-            return MAX_BATCH  # a background write runs next: these wait for it, so take every one that waits
+        if self._background or any(batch.background for batch in self._flights):
+            return MAX_BATCH  # these wait for a background write anyway: take every one that waits
         return min(MAX_BATCH, max(STEADY_BATCH, len(self._pending) // 4))
 
     @staticmethod

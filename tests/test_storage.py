@@ -212,8 +212,8 @@ async def test_a_short_queue_goes_in_small_transactions_two_in_flight(tmp_path):
 
 @pytest.mark.sqlite_only(WRITER)
 async def test_writes_taking_turns_with_background_ones_all_go_in_one_transaction(tmp_path):
-    """While background writes (a campaign's batches) wait, every waiting write goes into the transaction between
-    two of them, however many (up to MAX_BATCH): split into small ones, each would wait for a background one."""
+    """While background writes (a campaign's batches) wait or run, every waiting write goes into the next
+    transaction, however many (up to MAX_BATCH): split into small ones, each would wait for a background one."""
     db = await _open(tmp_path)
     try:
         await _insert_probe(db, 0)
@@ -226,6 +226,13 @@ async def test_writes_taking_turns_with_background_ones_all_go_in_one_transactio
         seen = dict(await asyncio.gather(*background, *others))
         assert len({seen[f"w{i}"] for i in range(sqlite_db.STEADY_BATCH * 3)}) == 1
         assert seen["b0"] < seen["w0"] < seen["b1"] < seen["b2"]
+        # The same while a background write runs and none waits (the campaign runner queues its next one later).
+        started.unlink()
+        held = asyncio.ensure_future(db.write_background(_slow_insert, 2, 0.5, str(started)))
+        await _wait_until(started.exists)
+        seen = await asyncio.gather(*(db.write(_transaction_seen, i) for i in range(sqlite_db.STEADY_BATCH * 3)))
+        await held
+        assert len({batch for _, batch in seen}) == 1
     finally:
         await db.close()
 

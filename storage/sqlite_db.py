@@ -300,8 +300,8 @@ class Database(WriterSupervision):
             self._connection.transport.write(frame)
 
     def _next_calls(self):
-        """The next transaction's (futures, calls): the writes waiting (up to MAX_BATCH), or one background
-        write, alternating while both kinds wait."""
+        """The next transaction's (futures, calls): the writes waiting (as many as _batch_limit says), or one
+        background write, alternating while both kinds wait."""
         while self._pending or self._background:
             background = bool(self._background) and (not self._pending or not self._background_last)
             queue, limit = (self._background, 1) if background else (self._pending, self._batch_limit())

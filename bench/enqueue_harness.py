@@ -65,7 +65,7 @@ class RoundTrips:
         psycopg.Connection.pipeline, psycopg.Connection.commit = count_pipeline, count_commit
 
 
-def _server_cpu(database_url):
+def postgres_cpu(database_url):
     """CPU seconds used so far by the PostgreSQL cluster's processes (the postmaster in the socket directory the
     URL names, and its children), or None when that cannot be read (another machine, no /proc)."""
     host = re.search(r"host=([^&]+)", database_url or "")
@@ -116,7 +116,7 @@ async def run_once(n, database_url, trips=None):
             snapshot = time.perf_counter() - posted
             runner = services.campaigns  # its batch size and how it adapts
             before = (trips.statements, trips.round_trips) if trips else (0, 0)
-            cpu, server_cpu = time.process_time(), _server_cpu(database_url)
+            cpu, server_cpu = time.process_time(), postgres_cpu(database_url)
             started, batches, queued, status, inside = time.perf_counter(), 0, 0, "running", 0.0
             while status == "running":
                 size = int(runner.batch_size)
@@ -134,7 +134,7 @@ async def run_once(n, database_url, trips=None):
             seconds = time.perf_counter() - started
             cpu = time.process_time() - cpu
             if server_cpu is not None:
-                server_cpu = _server_cpu(database_url) - server_cpu
+                server_cpu = postgres_cpu(database_url) - server_cpu
             stored = await campaign_store.get_campaign(db, account_id, campaign["id"])
             assert stored["queued"] == n and stored["pending"] == 0, stored
             line = (f"{'postgresql' if database_url else 'sqlite'} N={n}: enqueue {seconds:.2f} s"
@@ -151,27 +151,31 @@ async def run_once(n, database_url, trips=None):
             await services.close()
 
 
+def fresh_databases(postgres, repeat):
+    """Yields a database for each of ``repeat`` runs: "" (each run makes its own SQLite data dir), or with
+    ``postgres`` a new database on PARLEY_TEST_DATABASE_URL's server, dropped once the run is over."""
+    if not postgres:
+        yield from [""] * repeat
+        return
+    from tests import pg_databases
+    server_url = os.environ[pg_databases.SERVER_URL_VARIABLE]
+    for _ in range(repeat):
+        database_url = pg_databases.create(server_url)
+        try:
+            yield database_url
+        finally:
+            pg_databases.drop(server_url, database_url)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--contacts", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--postgres", action="store_true", help="use PARLEY_TEST_DATABASE_URL's server")
     args = parser.parse_args()
-    database_url = ""
-    trips = None
-    if args.postgres:
-        from tests import pg_databases
-        server_url = os.environ[pg_databases.SERVER_URL_VARIABLE]
-        trips = RoundTrips()
-    times = []
-    for _ in range(args.repeat):
-        if args.postgres:
-            database_url = pg_databases.create(server_url)
-        try:
-            times.append(asyncio.run(run_once(args.contacts, database_url, trips)))
-        finally:
-            if args.postgres:
-                pg_databases.drop(server_url, database_url)
+    trips = RoundTrips() if args.postgres else None
+    times = [asyncio.run(run_once(args.contacts, database_url, trips))
+             for database_url in fresh_databases(args.postgres, args.repeat)]
     if len(times) > 1:
         print(f"range {min(times):.2f}-{max(times):.2f} s over {len(times)} runs")
 

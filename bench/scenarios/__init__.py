@@ -1,11 +1,12 @@
-"""Scenarios the feature issues add to `make bench`, beside the core phases in bench/run.py.
+"""Scenarios the feature issues add to `make bench`, beside the core phases in bench/run.py (whose measuring parts
+are in bench/measure.py).
 
 A scenario is a module listed in MODULES with:
     NAME      short name: its key in results["scenarios"], and what `--only NAME` selects
-    run(ctx)  measures and returns a JSON-able dict (ctx: bench.run.Context: a fresh data dir with an owner
+    run(ctx)  measures and returns a JSON-able dict (ctx: bench.measure.Context: a fresh data dir with an owner
               account, the wrk wrapper, servers, process stats; see its docstring)
     render(result) -> list of markdown lines for bench/README.md's table section
-    goals(result)  -> list of bench.run.goal(...) dicts (an unmet goal is reported, never dropped)
+    goals(result)  -> list of bench.report.goal(...) dicts (an unmet goal is reported, never dropped)
 """
 import importlib
 

@@ -9,7 +9,6 @@ matches a rule) with the bot off and on, alternating; after each bot-on run the 
 message of the run has its outcome and every reply is delivered, and reports how long that took (the
 backlog the run left) and how many replies arrived during the run itself.
 """
-import json
 import signal
 import statistics
 import subprocess
@@ -164,5 +163,5 @@ def render(r):
 
 
 def goals(r):
-    from bench.run import goal
+    from bench.report import goal
     return [goal("rule bot on: inbound req/s >= 0.85 x bot off", r["ratio"], 0.85, r["ratio"] >= 0.85)]

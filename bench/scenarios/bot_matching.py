@@ -76,7 +76,7 @@ def render(r):
 
 
 def goals(r):
-    from bench.run import goal
+    from bench.report import goal
     worst = max(m["on_loop"]["median_ms"] for m in r.values())
     return [goal("bot matching on the event loop, at the limits: median <= 1 ms", worst, 1.0, worst <= 1.0)]
 

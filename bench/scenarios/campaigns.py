@@ -170,7 +170,7 @@ def render(r):
 
 
 def goals(r):
-    from bench.run import goal
+    from bench.report import goal
     a = r["alone"]
     return [
         goal("campaign: enqueue 100k recipients <= 10 s", a["enqueue_seconds"], 10, a["enqueue_seconds"] <= 10),

@@ -41,7 +41,8 @@ def _server(ctx, label, root):
 
 
 def run(ctx):
-    from bench.run import Ceiling, profile_inbound
+    from bench.inbound_profile import profile_inbound
+    from bench.measure import Ceiling
     args = ctx.args
     rev = getattr(args, "compare", None) or DEFAULT_REV
     described = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", rev],
@@ -132,7 +133,7 @@ def render(result):
 
 
 def goals(result):
-    from bench.run import goal
+    from bench.report import goal
     if "skipped" in result:
         return [goal(f"inbound ratio >= {result['commit']}'s in the same run", None, None, None)]
     head, rev = result["head_ratio"], result["rev_ratio"]

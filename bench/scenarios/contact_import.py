@@ -172,7 +172,7 @@ def render(r):
 
 
 def goals(r):
-    from bench.run import goal
+    from bench.report import goal
     a, during = r["alone"], r["lookup_during"]
     return [
         goal("import rows/s >= 5000 (100k rows, UI endpoints)", a["rows_per_second"], 5000, a["rows_per_second"] >= 5000),

@@ -14,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 
 NAME = "inbox"
 TITLE = "Inbox: 500 open pages (live events over WebSockets) under inbound load"
@@ -210,7 +209,7 @@ def _delay_row(label, d):
 def goals(r):
     """The issue sets no figures here: these are this branch's own bounds for a human-facing inbox (a page a
     person watches feels instant well under a quarter second; under a firehose, within a second)."""
-    from bench.run import goal
+    from bench.report import goal
     return [
         goal("inbox: no live event lost at 500 open pages (probe deliveries missing)", r["probe_deliveries_missing"],
              0, r["probe_deliveries_missing"] == 0),

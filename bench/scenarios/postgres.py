@@ -90,7 +90,7 @@ def _enqueue_seconds(parley, list_id, receiver, done=lambda counts: counts["pend
 
 
 def run(ctx):
-    from bench.run import Ceiling
+    from bench.measure import Ceiling
     from tests.pg_cluster import PgCluster, available
     if not available():
         return {"skipped": "PostgreSQL 15 is not installed (postgresql-15)"}
@@ -174,7 +174,7 @@ def render(result):
 
 
 def goals(result):
-    from bench.run import goal
+    from bench.report import goal
     if "skipped" in result:
         return [goal("PostgreSQL inbound >= 0.5 x ceiling", None, 0.5, None)]
     ratio = result["inbound"]["postgres_ratio"]

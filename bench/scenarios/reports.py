@@ -12,7 +12,7 @@ import statistics
 import time
 from datetime import datetime, timedelta, timezone
 
-from common.ids import first_id_at, iso, new_id
+from common.ids import first_id_at, iso
 
 NAME = "reports"
 TITLE = "Reports at 1 M messages"
@@ -176,7 +176,7 @@ def render(r):
 
 
 def goals(r):
-    from bench.run import goal
+    from bench.report import goal
     api_p99 = max(v["p99_ms"] for v in r["api"].values())
     return [goal("Reports page p99 at 1 M messages (ms)", r["page"]["p99_ms"], P99_GOAL_MS,
                  r["page"]["p99_ms"] < P99_GOAL_MS),

@@ -93,7 +93,7 @@ def render(result):
 
 
 def goals(result):
-    from bench.run import goal
+    from bench.report import goal
     p99 = result["cleanup"]["p99_ms"]
     return [goal(f"inbound p99 <= {P99_GOAL_MS} ms while the retention cleanup runs", p99, P99_GOAL_MS,
                  p99 <= P99_GOAL_MS and result["cleanup_ran_throughout"])]

@@ -116,7 +116,7 @@ def render(result):
 
 
 def goals(result):
-    from bench.run import goal
+    from bench.report import goal
     if "skipped" in result:
         return [goal("scale-out: 2 processes serve inbound without errors", None, 0, None)]
     errors = sum(r["errors"] for r in result["inbound"].values())

@@ -113,7 +113,7 @@ def render(r):
 
 
 def goals(r):
-    from bench.run import goal
+    from bench.report import goal
     p99 = r["delay_ms"]["p99"]
     return [goal("team inbox: p99 delay assignment 200 -> each of 50 pages", p99, 1000, p99 is not None and p99 <= 1000),
             goal("team inbox: no assignment event lost", r["deliveries_missing"], 0, r["deliveries_missing"] == 0)]

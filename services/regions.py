@@ -2,25 +2,38 @@
 The names come from phonenumbers' own locale table (Java's, English); a few it lacks or has outdated are
 given here."""
 import functools
+import importlib.util
 import unicodedata
+from pathlib import Path
 
 import phonenumbers
-from phonenumbers.geodata.locale import LOCALE_DATA
 
 NAMES = {"AC": "Ascension Island", "TA": "Tristan da Cunha", "XK": "Kosovo", "MK": "North Macedonia",
          "SZ": "Eswatini", "CZ": "Czechia", "TR": "Türkiye"}
 
 
+@functools.cache
+def _locale_names(lang):
+    """{region: its name in lang} from phonenumbers' locale table (an entry "*xx" there means "as in language
+    xx"). The table's module is run from its file alone, and only the names kept: importing
+    phonenumbers.geodata.locale runs the geodata package first, which loads every geocoding table (~100 MB for
+    the process's life; the server's peak RSS goal is 150 MB)."""
+    spec = importlib.util.spec_from_file_location(
+        "phonenumbers.geodata.locale", Path(phonenumbers.__file__).parent / "geodata" / "locale.py")
+    table = importlib.util.module_from_spec(spec)  # not in sys.modules: nothing keeps the whole table
+    spec.loader.exec_module(table)
+    names = {}
+    for region, by_lang in table.LOCALE_DATA.items():
+        name = by_lang.get(lang, "")
+        names[region] = by_lang.get(name[1:], "") if name.startswith("*") else name
+    return names
+
+
 def country_name(region, lang="en"):
-    """The region's name in English (its code when no name is known). An entry "*xx" in LOCALE_DATA means
-    "as in language xx"."""
+    """The region's name in English (its code when no name is known)."""
     if region in NAMES:
         return NAMES[region]
-    names = LOCALE_DATA.get(region, {})
-    name = names.get(lang, "")
-    if name.startswith("*"):
-        name = names.get(name[1:], "")
-    return name or region
+    return _locale_names(lang).get(region) or region
 
 
 @functools.cache

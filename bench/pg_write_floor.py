@@ -2,8 +2,9 @@
 
 Records the statements one real inbound write sends (services.messaging.receive_inbound for a known fromId, the
 common case), then drives PostgreSQL from 16 threads, each with a connection of its own, for --seconds, two ways:
-- "statements": the recorded statements with fresh ids, in the adapter's two round trips (BEGIN and the read;
-  the writes and the COMMIT), straight through psycopg, without Parley's services, pool or threads hand-offs;
+- "statements": the recorded statements with fresh ids (the fromIds spread over 500, as for the call), in the
+  adapter's two round trips (BEGIN and the read; the writes and the COMMIT), straight through psycopg, without
+  Parley's services, pool or thread hand-offs;
 - "one call": the same work as one PL/pgSQL function called once (defined below for this measurement only: the
   read, the message, its conversation and its message.created event; no opt-out keywords, no new contacts).
 Prints writes per second and the CPU per write of PostgreSQL's backends and of this process. bench/README
@@ -72,7 +73,7 @@ END $$;
 
 async def _record(database_url):
     """An account whose 500 fromIds have their contacts, and the statements of one more inbound write:
-    (account id, the probe message's id, [(sql, params)])."""
+    (account id, the probe message {id, from_id, contact_id}, [(sql, params)])."""
     with tempfile.TemporaryDirectory(prefix="pg-write-floor-") as tmp:
         services = await server.open_services(Settings(data_dir=Path(tmp) / "data", http_port=0,
                                                        database_url=database_url))
@@ -95,28 +96,33 @@ async def _record(database_url):
                                                            from_id="+12125550007", to_id="bench", body=BODY)
             finally:
                 pg_adapter.PgConnection._send = send
-            return account_id, probe["id"], sent
+            return account_id, probe, sent
         finally:
             await services.close()
 
 
-def _statements(recorded, probe_id):
-    """One write as the adapter sends it, with fresh ids: the read opens the transaction, the rest go with
-    the COMMIT."""
+def _statements(recorded, probe):
+    """One write as the adapter sends it, with fresh ids and the fromIds spread as one_call's are: the read
+    opens the transaction, the rest go with the COMMIT."""
     (read_sql, read_args), *writes = [(pg_adapter.translate(sql), args) for sql, args in recorded]
 
-    def fresh(args, n):
-        return [a.replace(probe_id, f"msg_bench{n:012d}").replace("probe", f"sid{n}") if isinstance(a, str) else a
-                for a in args]
+    def fresh(args, n, contact_id=None):
+        swaps = [(probe["id"], f"msg_bench{n:012d}"), ("probe", f"sid{n}"),
+                 (probe["from_id"], f"+1212555{n % 500:04d}")]
+        if contact_id:
+            swaps.append((probe["contact_id"], contact_id))
+        for old, new in swaps:
+            args = [a.replace(old, new) if isinstance(a, str) else a for a in args]
+        return args
 
     def write(cx, account_id, n):
         with cx.pipeline():
             cx.execute("BEGIN")
             cursor = cx.execute(read_sql, fresh(read_args, n))
-        cursor.fetchone()
+        contact_id = cursor.fetchone()[1]
         with cx.pipeline():
             for sql, args in writes:
-                cx.execute(sql, fresh(args, n))
+                cx.execute(sql, fresh(args, n, contact_id))
             cx.execute("COMMIT")
     write.__name__ = "statements"
     return write
@@ -171,12 +177,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     for database_url in fresh_databases(True, 1):
-        account_id, probe_id, recorded = asyncio.run(_record(database_url))
+        account_id, probe, recorded = asyncio.run(_record(database_url))
         with psycopg.connect(database_url, autocommit=True) as cx:
             cx.execute(FUNCTION)
         numbers = itertools.count()
         for _ in range(args.rounds):
-            for write in (_statements(recorded, probe_id), one_call):
+            for write in (_statements(recorded, probe), one_call):
                 _load(database_url, account_id, write, numbers, args.seconds)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import server  # noqa: E402
+from bench.measure import cpu_seconds, process_tree  # noqa: E402
 from common.ids import new_ids, now_iso  # noqa: E402
 from services import accounts, campaigns, lists  # noqa: E402
 from services.campaign_runner import PIPELINE, hand_over  # noqa: E402
@@ -73,15 +74,7 @@ def postgres_cpu(database_url):
         postmaster = int((Path(host.group(1)) / "data" / "postmaster.pid").read_text().split()[0])
     except (AttributeError, OSError, ValueError):
         return None
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(stat.parent.name) == postmaster or int(fields[1]) == postmaster:
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(postmaster, process_tree(postmaster))  # its backends are its children
 
 
 def _insert_contacts(cx, account_id, list_id, ids, now):

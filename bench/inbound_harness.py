@@ -12,7 +12,6 @@ inbound load adds the HTTP, TLS and rate-limit work to this; what it leaves out 
 """
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import server  # noqa: E402
 from bench.enqueue_harness import fresh_databases, postgres_cpu  # noqa: E402
+from bench.measure import cpu_seconds  # noqa: E402
 from services import accounts, messaging  # noqa: E402
 from settings import Settings  # noqa: E402
 
@@ -29,27 +29,33 @@ FROM_IDS = 500
 BODY = "Hello there, I would like to know more about the spring offer"
 
 
-def _process_cpu(pid):
-    """CPU seconds used so far by process pid (SQLite's writer)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def from_id(n):
+    """One of FROM_IDS phone numbers, by n."""
+    return f"+1212555{n % FROM_IDS:04d}"
 
 
-async def run_once(writes, concurrency, database_url, pool_size=10):
+async def warmed_account(services):
+    """A new account whose FROM_IDS fromIds have their contacts (600 messages stored): its id."""
+    made = await accounts.create_account(services.db, services.box, services.keys, name="Bench",
+                                         email=f"bench-{time.time_ns()}@example.com", with_user=False)
+    for i in range(-600, 0):
+        await messaging.receive_inbound(services, made["account_id"], message_sid=f"warm{i}", from_id=from_id(i),
+                                        to_id="bench", body=BODY)
+    return made["account_id"]
+
+
+async def run_once(writes, concurrency, database_url, pool_size):
     with tempfile.TemporaryDirectory(prefix="inbound-harness-") as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", allow_private_webhooks=True, http_port=0,
                             database_url=database_url, database_pool_size=pool_size)
         services = await server.open_services(settings)
         try:
-            made = await accounts.create_account(services.db, services.box, services.keys, name="Bench",
-                                                 email=f"bench-{time.time_ns()}@example.com", with_user=False)
+            account_id = await warmed_account(services)  # every fromId's contact exists: the common case
 
             async def receive(i):
-                await messaging.receive_inbound(services, made["account_id"], message_sid=f"sid{i}",
-                                                from_id=f"+1212555{i % FROM_IDS:04d}", to_id="bench", body=BODY)
+                await messaging.receive_inbound(services, account_id, message_sid=f"sid{i}", from_id=from_id(i),
+                                                to_id="bench", body=BODY)
 
-            for i in range(-600, 0):  # every fromId's contact exists: the common case measured below
-                await receive(i)
             slots = asyncio.Semaphore(concurrency)
 
             async def receive_in_slot(i):
@@ -58,7 +64,7 @@ async def run_once(writes, concurrency, database_url, pool_size=10):
 
             def database_cpu():
                 pid = services.db.writer_pid
-                return _process_cpu(pid) if pid else postgres_cpu(database_url)
+                return cpu_seconds(pid) if pid else postgres_cpu(database_url)
 
             cpu, db_cpu, started = time.process_time(), database_cpu(), time.perf_counter()
             await asyncio.gather(*(receive_in_slot(i) for i in range(writes)))
@@ -84,9 +90,9 @@ def main():
     parser.add_argument("--pool-size", type=int, nargs="+", default=[10], help="PostgreSQL: database_pool_size")
     args = parser.parse_args()
     for concurrency in args.concurrency:
-        for pool_size in args.pool_size if args.postgres else [None]:
+        for pool_size in args.pool_size if args.postgres else args.pool_size[:1]:  # SQLite: no pool
             for database_url in fresh_databases(args.postgres, args.repeat):
-                asyncio.run(run_once(args.writes, concurrency, database_url, pool_size or 10))
+                asyncio.run(run_once(args.writes, concurrency, database_url, pool_size))
 
 
 if __name__ == "__main__":

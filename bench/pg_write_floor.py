@@ -27,12 +27,12 @@ import psycopg  # noqa: E402
 
 import server  # noqa: E402
 from bench.enqueue_harness import fresh_databases, postgres_cpu  # noqa: E402
-from services import accounts, messaging  # noqa: E402
+from bench.inbound_harness import BODY, from_id, warmed_account  # noqa: E402
+from services import messaging  # noqa: E402
 from settings import Settings  # noqa: E402
 from storage import pg_adapter  # noqa: E402
 
 THREADS = 16
-BODY = "Hello there, I would like to know more about the spring offer"
 _CONVERSATION = (
     "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction, last_author,"
     " last_preview, channel, unread_count, failed_count) VALUES (p_account, v_contact, p_id, p_created, 'inbound',"
@@ -72,18 +72,13 @@ END $$;
 
 
 async def _record(database_url):
-    """An account whose 500 fromIds have their contacts, and the statements of one more inbound write:
+    """An account whose fromIds have their contacts, and the statements of one more inbound write:
     (account id, the probe message {id, from_id, contact_id}, [(sql, params)])."""
     with tempfile.TemporaryDirectory(prefix="pg-write-floor-") as tmp:
         services = await server.open_services(Settings(data_dir=Path(tmp) / "data", http_port=0,
                                                        database_url=database_url))
         try:
-            made = await accounts.create_account(services.db, services.box, services.keys, name="Bench",
-                                                 email="bench@example.com", with_user=False)
-            account_id = made["account_id"]
-            for i in range(600):
-                await messaging.receive_inbound(services, account_id, message_sid=f"warm{i}",
-                                                from_id=f"+1212555{i % 500:04d}", to_id="bench", body=BODY)
+            account_id = await warmed_account(services)
             sent, send = [], pg_adapter.PgConnection._send
 
             def recording(cx, sql, params):
@@ -93,7 +88,7 @@ async def _record(database_url):
             pg_adapter.PgConnection._send = recording
             try:
                 probe, _ = await messaging.receive_inbound(services, account_id, message_sid="probe",
-                                                           from_id="+12125550007", to_id="bench", body=BODY)
+                                                           from_id=from_id(7), to_id="bench", body=BODY)
             finally:
                 pg_adapter.PgConnection._send = send
             return account_id, probe, sent
@@ -108,7 +103,7 @@ def _statements(recorded, probe):
 
     def fresh(args, n, contact_id=None):
         swaps = [(probe["id"], f"msg_bench{n:012d}"), ("probe", f"sid{n}"),
-                 (probe["from_id"], f"+1212555{n % 500:04d}")]
+                 (probe["from_id"], from_id(n))]
         if contact_id:
             swaps.append((probe["contact_id"], contact_id))
         for old, new in swaps:
@@ -130,7 +125,7 @@ def _statements(recorded, probe):
 
 def one_call(cx, account_id, n):
     cx.execute("SELECT * FROM bench_inbound(%s, %s, %s, %s, %s, %s, %s, %s)",
-               (account_id, f"msg_call{n:012d}", f"call{n}", f"+1212555{n % 500:04d}", "bench", BODY,
+               (account_id, f"msg_call{n:012d}", f"call{n}", from_id(n), "bench", BODY,
                 "2026-11-26T12:00:00.000Z", "2026-11-23T12:00:00.000Z")).fetchone()
 
 

@@ -1,6 +1,7 @@
 """The import page's default-country picker (services/regions.py): English names from phonenumbers' locale table,
 without the geocoding tables that importing phonenumbers.geodata loads (~100 MB resident for the server's life,
 against the 150 MB peak RSS goal in bench/README)."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,6 @@ print(json.dumps({"geodata": sorted(m for m in sys.modules if m.startswith("phon
 
 
 def test_country_names_come_without_the_geocoding_tables():
-    import json
     out = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)

@@ -6,13 +6,13 @@ import asyncio
 from datetime import timedelta
 
 from common.errors import Invalid, NotFound
+from common.one_time_link_kinds import PURPOSES
 from common.ids import iso, utcnow
 from services import keys
 from storage import accounts as account_store
 from storage import one_time_links as store
 
 LINK_HOURS = 24
-PURPOSES = ("setup", "reset", "invite")  # the URL path of each: /setup/<token>, /reset/<token>, /invite/<token>
 
 
 class LinkInvalid(NotFound):

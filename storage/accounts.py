@@ -5,6 +5,7 @@ from common.errors import Conflict, NotFound
 from storage.audit import record_by
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
+from storage.one_time_links import end_user_links_in_tx
 from storage.sessions import end_account_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
@@ -69,9 +70,10 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
 
 @writes
 def set_password(cx, user_id, password_hash, keep_session_hash):
-    """A new password for the UI user; the user's other sessions end in the same transaction (the account's
-    other users keep theirs)."""
+    """A new password for the UI user; the user's other sessions and unspent one-time links end in the same
+    transaction (the account's other users keep theirs)."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+    end_user_links_in_tx(cx, user_id)
     cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
 
 

@@ -142,3 +142,32 @@ async def test_access_log_masks_every_link_kind_and_contact_lookups(services, ht
     for personal in ("14155550123", "someone", "upper%40"):
         assert personal not in logged
     assert "phoneNumber=***" in logged and "email=***" in logged
+
+
+async def test_a_password_change_by_any_path_kills_the_users_outstanding_links(services, http_server_client,
+                                                                              signed_in, ui_account, settings):
+    """Issue 36 §11: a reset link issued before the user changed the password still set a new one. A change in
+    Settings, or through another link, kills every unspent link of the user; other users' links live on."""
+    from storage import accounts as account_store
+    other = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                          email="other@acme.example", password=PASSWORD)
+    others_link = await one_time_links.issue_reset_for_email(services.db, settings.base_url, other["email"])
+    before = await one_time_links.issue_reset_for_email(services.db, settings.base_url, ui_account["email"])
+    r = await signed_in.post("/settings/password", {"current_password": PASSWORD, "new_password": NEW_PASSWORD,
+                                                    "new_password_again": NEW_PASSWORD})
+    assert r.code == 303
+    stranger = FormClient(http_server_client)
+    assert (await stranger.get(path_of(before["signInUrl"]))).code == 404
+    await stranger.get("/login")
+    form = {"password": "the attacker's choice", "password_again": "the attacker's choice"}
+    assert (await stranger.post(path_of(before["signInUrl"]), form)).code == 404
+    assert (await FormClient(http_server_client).login(ui_account["email"], NEW_PASSWORD)).code == 303
+
+    # Through a link: choosing the password with a setup link kills the reset link issued before it.
+    user_id = await account_store.get_owner_user_id(services.db, ui_account["account_id"])
+    reset = await one_time_links.issue_reset_for_email(services.db, settings.base_url, ui_account["email"])
+    setup = await one_time_links.issue(services.db, settings.base_url, user_id, ui_account["account_id"], "setup")
+    done = await choose(FormClient(http_server_client), setup["url"], password="chosen through setup")
+    assert done.code == 200 and "pk_" in done.text  # a setup link shows the new API key once
+    assert (await FormClient(http_server_client).get(path_of(reset["signInUrl"]))).code == 404
+    assert (await choose(FormClient(http_server_client), others_link["signInUrl"])).code == 303  # not theirs

@@ -77,6 +77,13 @@ def set_password(cx, user_id, password_hash, keep_session_hash):
     cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
 
 
+@writes
+def upgrade_password_hash(cx, user_id, old_hash, new_hash):
+    """The same password's hash in today's scheme: not a password change (sessions and links live on), and
+    only while the hash is still the one that was verified (a change made meanwhile wins)."""
+    cx.execute("UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, user_id, old_hash))
+
+
 @reads
 def count_accounts(cx):
     return cx.execute("SELECT COUNT(*) FROM accounts").fetchone()[0]

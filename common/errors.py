@@ -48,7 +48,7 @@ class Unavailable(DomainError):
 
 
 class IdempotencyKeyReused(DomainError):
-    """The Idempotency-Key was already used with other parameters (DESIGN §3 "Credits")."""
+    """The Idempotency-Key was already used with other parameters (docs/design.md#api-decisions "Credits")."""
     status, code = 422, "IDEMPOTENCY_KEY_REUSED"
 
 

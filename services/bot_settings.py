@@ -1,4 +1,4 @@
-"""The bot's settings object (DESIGN §3 "Bot"): its pydantic model, how a PATCH merges into the stored
+"""The bot's settings object (docs/design.md#api-decisions "Bot"): its pydantic model, how a PATCH merges into the stored
 object, the public view (the provider key is write-only) and the effective configuration for a message.
 
 PATCH semantics (docs/api.md "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
@@ -147,7 +147,7 @@ class BotConfig(_Strict):
 
 
 class BotSettings(BotConfig):
-    """The `bot` settings object (DESIGN §3)."""
+    """The `bot` settings object."""
     campaigns: Optional[dict[CampaignId, Optional[BotConfig]]] = Field(
         None, max_length=MAX_CAMPAIGNS, description="campaignId -> the keys that differ for messages carrying it.")
 

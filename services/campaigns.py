@@ -1,4 +1,4 @@
-"""Campaigns (DESIGN §3): creation with a personalised body, reading, pause/resume/cancel/retry-failed, and
+"""Campaigns (docs/design.md#api-decisions): creation with a personalised body, reading, pause/resume/cancel/retry-failed, and
 the per-recipient listing and CSV export. The sending itself is services/campaign_runner.py."""
 import csv
 import io

@@ -16,7 +16,7 @@ NO_URL = ("customChannelWebhookUrl is not set: save a Custom Channel Webhook URL
 
 
 def ping_body(account_id, webhook_id):
-    """The ping, shaped like a notification (DESIGN §3): {event, id, occurredAt, accountId, data}."""
+    """The ping, shaped like a notification (docs/design.md#api-decisions): {event, id, occurredAt, accountId, data}."""
     return json.dumps({"event": "ping", "id": webhook_id, "occurredAt": now_iso(), "accountId": account_id,
                        "data": {"test": True}}).encode()
 

@@ -143,7 +143,7 @@ def set_settings_in_tx(cx, account_id, settings):
 
 def delivery_context_in_tx(cx, account_id):
     """What an outbound message needs inside its transaction: {settings, owner_user_id} (the owner is the
-    payload's userId, spec §6), or None for an unknown account."""
+    payload's userId, docs/api.md#webhook-delivery), or None for an unknown account."""
     row = cx.execute("SELECT settings, (SELECT id FROM users WHERE account_id = a.id"
                      " ORDER BY is_owner DESC, created_at LIMIT 1) FROM accounts a WHERE id = ?",
                      (account_id,)).fetchone()

@@ -34,7 +34,7 @@ def campaign_not_found(campaign_id):
 
 
 def public_campaign(row):
-    """The campaign as the API shows it (DESIGN §3 "Campaigns", plus what the UI needs to show progress)."""
+    """The campaign as the API shows it (docs/design.md#api-decisions "Campaigns", plus what the UI needs to show progress)."""
     return {"id": row["id"], "name": row["name"], "listId": row["list_id"], "campaignId": row["campaign_key"],
             "status": row["status"], "pausedReason": row["paused_reason"], "body": row["body"],
             "channel": row["channel"], "ratePerMinute": row["rate_per_minute"],

@@ -26,7 +26,7 @@ class StoredResultLost(Unavailable):
 
 class WriteOutcomeUnknown(Unavailable):
     """503 UNAVAILABLE: whether the write is stored cannot be known (the writer process could not be
-    confirmed gone, or its batch record could not be read). DESIGN §3 "Idempotency"."""
+    confirmed gone, or its batch record could not be read). docs/design.md#api-decisions "Idempotency"."""
 
 
 def database_errors():

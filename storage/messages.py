@@ -86,7 +86,7 @@ def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since,
 
 
 def identity_contact_id_in_tx(cx, account_id, from_id):
-    """The contact a fromId maps to (spec §2 rule 3), or None on first sight."""
+    """The contact a fromId maps to (docs/api.md#custom-channel), or None on first sight."""
     row = cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
                      (account_id, from_id)).fetchone()
     return row[0] if row else None

@@ -1,6 +1,6 @@
 """Bad input answers 400 naming the field, never 500 (issue 9): deeply nested JSON, duplicate JSON keys,
 webhook hosts IDNA refuses (API and UI), a sign-in `next` with a control character, a garbage cursor.
-Spec §7: "400 Bad Request – missing or invalid parameter"; DESIGN §3: a 500 is a bug."""
+Spec §7: "400 Bad Request – missing or invalid parameter"; docs/design.md#api-decisions: a 500 is a bug."""
 import copy
 import json
 import re

@@ -69,7 +69,7 @@ def test_fifty_contacts_get_one_signed_personalised_message_each_at_the_rate(tmp
 
 
 def test_a_receiver_failing_some_requests_ends_with_exact_counts_and_retries(tmp_path):
-    """DESIGN §3 retries (5xx retried after 5 s, other 4xx final); the campaign's counts end exact and every
+    """docs/design.md#api-decisions retries (5xx retried after 5 s, other 4xx final); the campaign's counts end exact and every
     recipient's status and error says what happened."""
     def answer(payload, earlier):
         n = int(payload["contact"]["firstName"][3:])  # Ann<n>
@@ -101,7 +101,7 @@ def test_a_receiver_failing_some_requests_ends_with_exact_counts_and_retries(tmp
 
 
 def test_cancel_mid_run_stops_new_sends(tmp_path):
-    """DESIGN §3: cancel — queued messages are dropped, sent ones stay. After the cancel is answered at most
+    """docs/design.md#api-decisions: cancel — queued messages are dropped, sent ones stay. After the cancel is answered at most
     the attempts already in flight (3 campaign slots per account) still arrive."""
     with Receiver() as receiver, ParleyProcess(tmp_path / "data", *ARGS, http=False) as parley, \
             parley.client() as client:

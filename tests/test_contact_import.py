@@ -1,4 +1,4 @@
-"""Bulk contact import (issue 14; spec §8.4: "High-volume bulk imports use a separate import feature, not the
+"""Bulk contact import (issue 14; docs/api.md#contacts: "High-volume bulk imports use a separate import feature, not the
 API."): the CSV upload streamed to disk, column mapping and preview, the job in batches with the API's
 normalization and phone-first dedupe, exact counts, the error report, the list, cancel, resume, tenancy,
 the size limit and the retention. In-process tests drive the app over HTTP; test_contact_import_e2e.py

@@ -1,4 +1,4 @@
-"""Inbox, thread, contacts and lists pages (DESIGN §3 "Inbox (UI) and live events"), in-process over HTTP with
+"""Inbox, thread, contacts and lists pages (docs/design.md#api-decisions "Inbox (UI) and live events"), in-process over HTTP with
 a cookie-keeping client: what each page shows, its actions, and that another account's ids are 404."""
 import base64
 import re

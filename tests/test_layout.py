@@ -1,4 +1,4 @@
-"""House rules of DESIGN §1 and §4, checked on the source: storage/ imports nothing from services/ or
+"""House rules of docs/design.md#layout and §4, checked on the source: storage/ imports nothing from services/ or
 handlers/, handlers reach storage only through services, and common/ imports nothing of Parley's."""
 import ast
 from pathlib import Path

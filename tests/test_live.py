@@ -1,4 +1,4 @@
-"""Live events (DESIGN §3 "Inbox (UI) and live events"): events written in the transaction of the change,
+"""Live events (docs/design.md#api-decisions "Inbox (UI) and live events"): events written in the transaction of the change,
 conversations kept incrementally, and the /ws WebSocket: session and origin checks, resume from the last
 event id, the reload signal, tenancy, and a slow page's bounded queue. In-process, on a real SQLite file."""
 import asyncio

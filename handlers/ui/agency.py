@@ -10,7 +10,7 @@ from services import credits, sessions, subaccounts
 
 def new_grant_key():
     """The Idempotency-Key a grant form carries from the moment it is rendered: submitting the same form twice
-    grants once (DESIGN §3 "Credits")."""
+    grants once (docs/design.md#api-decisions "Credits")."""
     return new_id("uigrant")
 
 

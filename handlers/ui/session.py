@@ -44,9 +44,9 @@ class LoginHandler(UiHandler):
         password = self.get_body_argument("password", "")
         next_url = safe_next(self.get_body_argument("next", ""))
         limiter, address = self.services.limiter, self.request.remote_ip
-        allowed, headers = limiter.hit(f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE)
+        allowed, headers = await limiter.hit_shared(f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE)
         if allowed:
-            allowed, headers = limiter.hit(f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE)
+            allowed, headers = await limiter.hit_shared(f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE)
         if not allowed:
             self.set_header("Retry-After", headers["Retry-After"])
             self.render("login.html", status=429, email=email, next_url=next_url, flashes=[{

@@ -194,3 +194,17 @@ async def test_campaign_totals_and_credit_history_stay_and_the_recipient_is_anon
     listed = (await api.get(f"/v1/campaigns/{campaign['id']}/recipients", key=key)).json["data"]
     assert [row["contactId"] if "contactId" in row else row["id"] for row in listed] == [other["id"]]
 
+
+
+async def test_opt_out_changes_keep_their_count_but_not_the_contact_id(api, services, account):
+    """Issue 36 item 6: the Reports' opt-out rows kept the erased contact's id."""
+    contact = (await api.post("/v1/contacts", PERSON, key=account["api_key"])).json
+    for opted_out in (True, False):
+        r = await api.patch(f"/v1/contacts/{contact['id']}", {"optedOut": opted_out}, key=account["api_key"])
+        assert r.code == 200, r.body
+    assert (await api.delete(f"/v1/contacts/{contact['id']}", key=account["api_key"])).code == 200
+    assert await _value(services.db, "SELECT COUNT(*) FROM opt_out_changes WHERE contact_id = ?", contact["id"]) == 0
+    assert await _value(services.db, "SELECT COUNT(DISTINCT contact_id) FROM opt_out_changes WHERE account_id = ?",
+                        account["account_id"]) == 1
+    assert await _value(services.db, "SELECT COUNT(*) FROM opt_out_changes WHERE account_id = ?",
+                        account["account_id"]) == 2

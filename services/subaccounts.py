@@ -9,7 +9,6 @@ from services.contact_fields import normalize_email
 from services.credits import as_number, price_to_hundredths, require_agency, to_hundredths
 from storage.credits import DEFAULT_PRICE
 from services.lists import keyset_page
-from storage import accounts as account_store
 from storage import subaccounts as store
 
 log = logging.getLogger("parley.audit")
@@ -94,17 +93,14 @@ async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
     return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
 
 
-async def start_view_as(db, agency_user, caller_type, sub_id):
-    """The agency opens a sub-account's UI without its password: a session of the sub-account's user that works
-    only beside the agency user's own session (which stays as it is). Recorded in the log (there is no audit
-    log yet). Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
+async def start_view_as(db, agency_user, viewer_session_id, caller_type, sub_id, by=None):
+    """The agency user opens a sub-account's UI without its password: a view-as session of their own (never
+    the sub-account owner's), with at most their role and never above admin, that lives only beside and as long
+    as their session viewer_session_id (services.sessions.start_view_as). Audited (view_as.started) and logged.
+    Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
     sub = await get_subaccount(db, agency_user["account_id"], caller_type, sub_id)
-    user_id = await account_store.get_owner_user_id(db, sub_id)
-    if user_id is None:
-        raise NotFound(f"the sub-account {sub_id} has no UI user", code="SUBACCOUNT_NOT_FOUND")
-    log.info("agency user %s views sub-account %s (%s) as its user %s", agency_user["id"], sub_id, sub["name"],
-             user_id)
-    return await sessions.start(db, {"id": user_id, "account_id": sub_id}, viewer_user_id=agency_user["id"])
+    log.info("agency user %s views sub-account %s (%s)", agency_user["id"], sub_id, sub["name"])
+    return await sessions.start_view_as(db, agency_user, viewer_session_id, sub_id, by)
 
 
 async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):

@@ -5,7 +5,7 @@ from storage.audit import record_by
 from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
-from storage.sessions import end_user_sessions_in_tx
+from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 
 _COLUMNS = "id, account_id, email, name, role, active, created_at"
 LAST_OWNER = "the account must keep an active owner: make another user owner first"
@@ -83,6 +83,8 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
         shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
+        if "role" in changed:  # a sub-account viewed as this user would keep what the old role gave
+            end_view_as_sessions_in_tx(cx, user_id)
         if not after["active"]:
             end_user_sessions_in_tx(cx, user_id)
             cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))

@@ -4,7 +4,7 @@ from tornado.web import authenticated
 
 from common.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from common.ids import new_id
-from handlers.ui_base import UiHandler, view_as_id
+from handlers.ui_base import UiHandler, session_key, view_as_id
 from services import credits, sessions, subaccounts
 
 
@@ -152,12 +152,15 @@ class SubaccountResetPasswordHandler(AgencyPage):
 
 
 class SubaccountViewAsHandler(AgencyPage):
-    """Open the sub-account's UI as its user, without its password: a second cookie beside the agency's own
-    session, which is not changed; every page then says "Viewing as …: back to the agency"."""
+    """Open the sub-account's UI without its password: a second cookie beside the agency user's own session,
+    which is not changed; there they act with their own role, never above admin (no API key, signing secret or
+    owners), and every page says "Viewing as …: back to the agency". It ends with their session, a change of
+    their role or their deactivation (services.sessions.start_view_as)."""
 
     @authenticated
     async def post(self, sub_id):
-        view_id = await subaccounts.start_view_as(self.services.db, self.current_user, "agency", sub_id)
+        view_id = await subaccounts.start_view_as(self.services.db, self.current_user, self.session_id, "agency",
+                                                  sub_id, by=self.actor)
         self.set_signed_cookie(self.VIEW_AS_COOKIE, view_id, expires_days=None, **self.COOKIE_FLAGS)
         self.redirect("/inbox", status=303)
 
@@ -169,6 +172,8 @@ class ViewAsEndHandler(UiHandler):
     @authenticated
     async def post(self):
         sub_id = self.current_user["account_id"] if self.current_user.get("viewer") else None
-        await sessions.end(self.services.db, view_as_id(self))
+        if sub_id:  # its open pages close (the agency's own go on)
+            self.services.hub.disconnect(sub_id, session=session_key(self, self.current_user))
+        await sessions.end(self.services.db, view_as_id(self), by=self.actor if sub_id else None)
         self.clear_cookie(self.VIEW_AS_COOKIE, **self.COOKIE_FLAGS)
         self.redirect(f"/agency/subaccounts/{sub_id}" if sub_id else "/agency", status=303)

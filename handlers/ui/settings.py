@@ -117,6 +117,7 @@ class PasswordHandler(SettingsPage):
     """Change password: the current one, the new one twice. The user's other sessions end; this one stays. Every
     role has it: an agent's form is on Your account (handlers/ui/users.py), an error shows that page again."""
     role = "agent"
+    while_viewing_as = False
 
     async def render_settings(self, status=200, error=None, **kwargs):
         if users.allows(self.current_user["role"], "admin"):

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from common.ids import iso, utcnow
 from services import keys
-from services.users import allows as users_allow
+from services.users import allows as users_allow, author_name
 from storage import sessions as store
 
 SESSION_DAYS = 7
@@ -63,12 +63,7 @@ async def view_as_user(db, view_id, viewer_session_id):
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": view_as_role(row["role"]),
             "account_id": row["account_id"], "account_type": row["account_type"],
             "account_name": row["account_name"], "viewer": viewer,
-            "label": as_label(row["email"], row["account_name"])}
-
-
-def as_label(email, account_name):
-    """An agency user's name where the sub-account shows who did something while viewing as it."""
-    return f"{email} as {account_name}"
+            "label": author_name(row["email"], row["account_name"])}
 
 
 async def end(db, session_id, by=None):

@@ -58,7 +58,7 @@ def _clean_name(name):
     return name
 
 
-async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, email):
+async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, email, by=None):
     """A new sub-account of the agency, with its API key and a UI user (its login is the email) whose
     generated password is returned once, like the key. Invalid (name, email: INVALID_EMAIL), Conflict
     (the email belongs to an account already)."""
@@ -70,7 +70,7 @@ async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, 
         raise Invalid(f"email is longer than {MAX_EMAIL} characters", code="INVALID_EMAIL")
     normalize_email(email)  # validates; accounts keep the email as given, lower-cased (grants look it up so)
     created = await accounts.create_account(db, box, registry, name=name, email=email,
-                                            parent_agency_id=agency_id)
+                                            parent_agency_id=agency_id, by=by)
     # As it was made (an Idempotency-Key retry gets this same answer, whatever changed since).
     row = {"id": created["account_id"], "name": created["name"], "email": created["email"],
            "credit_hundredths": 0, "auto_recharge_threshold": None, "created_at": created["created_at"]}
@@ -127,7 +127,7 @@ def parse_auto_recharge(value):
             to_hundredths(value["amount"], field="autoRecharge.amount"))
 
 
-async def update_subaccount(db, agency_id, caller_type, sub_id, changes):
+async def update_subaccount(db, agency_id, caller_type, sub_id, changes, by=None):
     """The agency's PATCH of its sub-account, in one transaction; changes holds any of autoRecharge
     ({threshold, amount} sets it, None turns it off: below the threshold a spend queues one
     subaccount.auto_recharge notification per episode, storage.credits.spend) and creditsPerReply (what each
@@ -143,15 +143,15 @@ async def update_subaccount(db, agency_id, caller_type, sub_id, changes):
         columns["credits_per_reply"] = None if price is None else price_to_hundredths(price)
     if not columns:
         raise Invalid("autoRecharge or creditsPerReply is required")
-    row = await store.update_subaccount(db, agency_id, sub_id, columns)
+    row = await store.update_subaccount(db, agency_id, sub_id, columns, by)
     if row is None:
         raise not_found(sub_id)
     return public_subaccount(row)
 
 
-async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
+async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge, by=None):
     """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account."""
-    return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge})
+    return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge}, by)
 
 
 async def own_credits(db, account_id):

@@ -63,7 +63,7 @@ class SubaccountCreateHandler(AgencyPage):
         form = {"name": self.get_body_argument("name", ""), "email": self.get_body_argument("email", "")}
         try:
             created = await subaccounts.create_subaccount(self.services.db, self.services.box, self.services.keys,
-                                                          self.agency_id, "agency", **form)
+                                                          self.agency_id, "agency", **form, by=self.actor)
         except (Invalid, Conflict) as exc:
             await self.render_list(status=exc.status, error=exc.message, form=form)
             return
@@ -109,7 +109,8 @@ class SubaccountAutoRechargeHandler(AgencyPage):
         try:
             setting = {"threshold": credits.number_from_text(form["threshold"], "autoRecharge.threshold"),
                        "amount": credits.number_from_text(form["amount"], "autoRecharge.amount")}
-            await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, setting)
+            await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, setting,
+                                                by=self.actor)
         except Invalid as exc:
             await self.render_subaccount(sub_id, status=400, error=exc.message, recharge=form)
             return
@@ -119,7 +120,7 @@ class SubaccountAutoRechargeHandler(AgencyPage):
 class SubaccountAutoRechargeOffHandler(AgencyPage):
     @authenticated
     async def post(self, sub_id):
-        await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None)
+        await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None, by=self.actor)
         self.back_to(sub_id, "success", "Auto-recharge is off.")
 
 
@@ -132,7 +133,7 @@ class SubaccountPriceHandler(AgencyPage):
         try:
             price = credits.number_from_text(text, "creditsPerReply")
             await subaccounts.update_subaccount(self.services.db, self.agency_id, "agency", sub_id,
-                                                {"creditsPerReply": price})
+                                                {"creditsPerReply": price}, by=self.actor)
         except Invalid as exc:
             await self.render_subaccount(sub_id, status=400, error=exc.message, price=text)
             return

@@ -140,7 +140,7 @@ class PasswordHandler(SettingsPage):
                 raise Invalid("new password and its repetition differ")
             await accounts.change_password(self.services.db, self.current_user["id"],
                                            self.get_body_argument("current_password", ""), new,
-                                           keep_session=self.session_id)
+                                           keep_session=self.session_id, by=self.actor)
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message[:1].upper() + exc.message[1:] + ".")
             return

@@ -53,10 +53,12 @@ def summaries(cx, account_ids, first_day, last_day):
         # The responders: the accounts' users, and agency users who answered viewing one of them (with the
         # account they viewed: the one of the report, or of several "a sub-account").
         responders = sorted(({*responses} | {key[2] for key in tail.buckets}) - {"bot", "user"})
-        viewed = (cx.execute("SELECT name FROM accounts WHERE id = ?", account_ids[:1]).fetchone()[0]
-                  if len(account_ids) == 1 else "a sub-account")
-        users = {row[0]: (row[1], None if row[2] in account_ids else viewed) for row in cx.execute(
-            f"SELECT id, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
+        users = {}
+        if responders:
+            viewed = (cx.execute("SELECT name FROM accounts WHERE id = ?", account_ids[:1]).fetchone()[0]
+                      if len(account_ids) == 1 else "a sub-account")
+            users = {row[0]: (row[1], None if row[2] in account_ids else viewed) for row in cx.execute(
+                f"SELECT id, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
     finally:
         cx.execute("COMMIT")
     for (_, day), counts in tail.daily.items():

@@ -234,6 +234,9 @@ async def test_a_view_as_socket_closes_when_the_viewers_role_changes(
     await socket.until(lambda f: f["type"] == "ready")
     await services.db.write(_emit, sub_id, [("message.created", {"n": 1})])
     assert [e["type"] for e in await socket.events(1)] == ["message.created"]
+    # Presence names the viewer "as" the sub-account (services/presence.py tells the others by this label).
+    [page] = services.hub._subscribers[sub_id]
+    assert (page.user_id, page.label, page.role) == (user["id"], "staff@agency.example as Rossi Ltd", "admin")
     assert (await api.patch(f"/v1/users/{user['id']}", {"role": "agent"}, key=ui_agency["api_key"])).code == 200
     assert await socket.next() is None and socket.connection.close_code == live.CLOSE_SIGNED_OUT
     # Reconnecting with the same cookies is the agency's own socket now (the view-as is over).

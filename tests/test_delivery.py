@@ -558,7 +558,10 @@ async def test_notify_wakes_the_running_worker(services, account, receiver, work
     await set_reply_url(services, account, receiver.url)
     worker = workers(poll_seconds=60)
     worker.start()
-    await asyncio.sleep(0.05)  # the loop is now waiting
+
+    async def first_round_over():  # the loop found nothing and now waits (60 s) for a notify
+        return worker.rounds_finished >= 1
+    await wait_for(first_round_over)
     message_id, _ = await queue_reply(services, account)
     worker.notify()
 

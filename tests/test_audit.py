@@ -2,7 +2,7 @@
 the change's own transaction; GET /v1/audit pages it newest first, scoped to the account; the Audit page
 shows it."""
 from services import accounts
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 
 
 async def entries(api, key, **query):

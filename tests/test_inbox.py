@@ -11,7 +11,7 @@ from storage import bot_state
 from storage.db import fetch_one
 from tests.test_delivery import Receiver
 from tests.test_media import PNG
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 
 _sids = iter(range(1, 1_000_000))
 

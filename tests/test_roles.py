@@ -8,7 +8,7 @@ import pytest
 from handlers import routes
 from handlers.ui_base import UiHandler
 from services import users
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 from tests.test_users import accept, invite
 
 # A value for each kind of path group, so that every route can be requested.

@@ -11,7 +11,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import credits
 from tests import db_direct
-from tests.test_ui import FormClient
+from tests.ui_helpers import FormClient
 
 PATH = "/v1/subaccounts"
 

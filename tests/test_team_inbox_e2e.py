@@ -7,7 +7,7 @@ import pytest
 from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
 from tests.test_inbox_e2e import assert_not_reloaded, contact_of, mark_no_reload, post_inbound, wait_live, wait_until
-from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 BOB, BOB_PASSWORD = "bob@team.example", "bob's long enough password"
 

@@ -673,7 +673,7 @@ async def test_picking_due_rows_is_a_seek_per_account_not_a_scan_of_the_backlog(
     """A bot answering a burst of messages leaves a backlog of replies; picking the next due rows must not
     read all of it each time (bench/README.md, the rule bot: the ranked scan took a third of the server's
     time). The pick stays fair: at most per_account rows per account, oldest first, in both lanes."""
-    from tests.test_contacts import query_plans
+    from tests.db_direct import query_plans
     other = await new_account(services)
     backlog = [(await queue_reply(services, account))[0] for _ in range(30)]
     await queue_reply(services, other)

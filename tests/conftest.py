@@ -9,6 +9,8 @@ import pytest
 
 from tests import pg_databases
 
+pytest_plugins = ["tests.ui_fixtures"]  # the UI tests' fixtures, for every module
+
 import server
 from services import accounts
 from settings import Settings

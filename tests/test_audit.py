@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 from services import accounts, reports
 from tests.test_live import inbound
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 
 
 async def entries(api, key, **query):

@@ -8,13 +8,13 @@ import pytest
 from handlers import routes
 from handlers.ui_base import UiHandler
 from services import users
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
 from handlers.ui.campaigns import CampaignPage, CampaignsPage
 from services import accounts, live
 from storage import events
 from tests.test_live import Socket
 from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
 from tests.test_users import NEW_PASSWORD, accept, invite
+from tests.ui_helpers import PASSWORD, FormClient
 
 # A value for each kind of path group, so that every route can be requested.
 _GROUP_VALUES = [(r"\((\w+)_\[0-9a-z\]\+\)", lambda m: f"{m[1]}_0"), (r"\(\[\^/\]\+\)", lambda m: "x"),

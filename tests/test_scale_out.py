@@ -57,9 +57,11 @@ def test_only_the_lease_owner_runs_rounds(io_loop, services):
         owner.lease = Lease(services.db, "counting", 3, owner="a")
         other.lease = Lease(services.db, "counting", 3, owner="b")
         owner.start()
-        await asyncio.sleep(0.2)
+        while not owner.rounds:
+            await asyncio.sleep(0.01)
         other.start()
-        await asyncio.sleep(0.3)
+        while not other.lease._retry_at:  # it asked for the lease and was refused: its loop decided
+            await asyncio.sleep(0.01)
         assert owner.rounds > 0 and other.rounds == 0
         await owner.stop()  # gives the lease up: the other takes over within its next try
         for _ in range(100):

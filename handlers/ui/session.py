@@ -67,7 +67,7 @@ class LogoutHandler(UiHandler):
 
     async def post(self):
         if self.current_user:  # this session's open pages stop updating (the user's other sessions go on)
-            self.services.hub.disconnect(self.account_id, session=session_key(self))
+            self.services.hub.disconnect(None, session=session_key(self))  # a sub-account's viewed from it too
         await self.end_session()
         self.flash("success", "You are signed out.")
         self.redirect("/login", status=303)

@@ -119,6 +119,7 @@ class PasswordHandler(SettingsPage):
     """Change password: the current one, the new one twice. The user's other sessions end; this one stays. Every
     role has it: an agent's form is on Your account (handlers/ui/users.py), an error shows that page again."""
     role = "agent"
+    while_viewing_as = False
 
     async def render_settings(self, status=200, error=None, **kwargs):
         if users.allows(self.current_user["role"], "admin"):
@@ -141,7 +142,7 @@ class PasswordHandler(SettingsPage):
                 raise Invalid("new password and its repetition differ")
             await accounts.change_password(self.services.db, self.current_user["id"],
                                            self.get_body_argument("current_password", ""), new,
-                                           keep_session=self.session_id)
+                                           keep_session=self.session_id, by=self.actor)
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message[:1].upper() + exc.message[1:] + ".")
             return

@@ -17,7 +17,7 @@ from services.secretbox import SecretBox, SecretKeyError
 from services.worker_loop import WorkerLoop
 from settings import Settings
 from storage import leases as lease_store
-from tests.test_ui import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD, FormClient
 
 
 def test_a_lease_has_one_owner_and_is_taken_over_when_it_lapses(io_loop, services):

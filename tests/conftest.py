@@ -4,14 +4,25 @@ import json
 import os
 import shutil
 
+import hypothesis
 import pytest
 
 from tests import pg_databases
+
+pytest_plugins = ["tests.ui_fixtures"]  # the UI tests' fixtures, for every module
 
 import server
 from services import accounts
 from settings import Settings
 from storage import sqlite_db
+
+
+# Hypothesis (schemathesis's engine): `ci`, the default, draws the same examples on every run, so a red run is
+# a finding that reproduces and a green one cannot turn red by chance; `deep` (make faults) draws anew, with
+# PARLEY_FUZZ_EXAMPLES raising the examples per operation.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis.settings.register_profile("deep", derandomize=False, database=None, print_blob=True)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)

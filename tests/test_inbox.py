@@ -46,7 +46,7 @@ def other(io_loop, services):
 
 
 def link_ids(html, prefix):
-    return re.findall(rf'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
+    return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
 
 
 # ---- inbox ----------------------------------------------------------------------------------

@@ -300,7 +300,7 @@ class ApiHandler(BaseHandler):
         # an unknown key gets the default budget.
         cached = registry.cached(key_hash)
         limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
-        allowed, headers = await self.services.limiter.hit_api_key(key_hash, limit)
+        allowed, headers = await self.services.limiter.hit_shared(key_hash, limit)
         self.set_own_headers(headers)
         if not allowed:
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "

@@ -66,7 +66,7 @@ class SubaccountsHandler(ApiHandler):
         body = self.json_body(SubAccountCreate)
         self.respond(await subaccounts.create_subaccount(
             self.services.db, self.services.box, self.services.keys, self.principal.account_id,
-            self.principal.type, name=body.name, email=body.email), 201)
+            self.principal.type, name=body.name, email=body.email, by=self.actor), 201)
 
 
 class SubaccountHandler(ApiHandler):
@@ -93,7 +93,7 @@ class SubaccountHandler(ApiHandler):
         credits.require_agency(self.principal.type)
         body = self.json_body(SubAccountPatch)
         self.respond(await subaccounts.update_subaccount(self.services.db, self.principal.account_id,
-                                                         self.principal.type, sub_id, body.changes()))
+                                                         self.principal.type, sub_id, body.changes(), by=self.actor))
 
 
 class SubaccountTransactionsHandler(ApiHandler):

@@ -19,7 +19,7 @@ def email_taken(email):
 
 
 @writes
-def insert_account(cx, account, user, key_row, shown=None):
+def insert_account(cx, account, user, key_row, shown=None, by=None):
     """Insert an account with its owner user (optional) and its first API key, in one transaction.
     Conflict, writing nothing, when an account or a UI user already has the email (checked here, in the
     writer, so that concurrent creations with one email give one account and no IntegrityError).
@@ -43,6 +43,9 @@ def insert_account(cx, account, user, key_row, shown=None):
                    " VALUES (?, ?, ?, ?, 1, 'owner', ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
+    if account["parent_agency_id"]:  # the agency's audit list has its sub-accounts' creation
+        record_by(cx, by, account_id=account["parent_agency_id"], action="subaccount.created",
+                  subject_id=account["id"], detail={"name": account["name"], "email": account["email"]})
     return {**{k: account[k] for k in ("id", "name", "email", "type", "parent_agency_id", "created_at")},
             "shown": shown}
 
@@ -68,10 +71,12 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
 
 
 @writes
-def set_password(cx, user_id, password_hash, keep_session_hash):
+def set_password(cx, user_id, password_hash, keep_session_hash, by=None):
     """A new password for the UI user; the user's other sessions end in the same transaction (the account's
-    other users keep theirs)."""
+    other users keep theirs). Audited as password.changed by ``by``."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+    account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+    record_by(cx, by, account_id=account_id, action="password.changed", subject_id=user_id)
     cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
 
 

@@ -3,6 +3,7 @@ The *_in_tx functions are plain sync functions for composing one transaction in 
 import json
 
 from storage.db import fetch_all, fetch_one, reads
+from storage.users import author_sql
 from storage.interface import execute_later
 from storage.dialect import dialect_of
 
@@ -173,8 +174,9 @@ def list_delivery_attempts(cx, account_id, message_id):
 
 # ---- the inbox's thread ------------------------------------------------------------------------
 
-_THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, u.email AS author_email"
-                  " FROM messages m LEFT JOIN users u ON u.id = m.author_user_id AND u.account_id = m.account_id")
+_AUTHOR, _AUTHOR_JOINS = author_sql("m")
+_THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, {_AUTHOR}"
+                  f" FROM messages m{_AUTHOR_JOINS}")
 _THREAD_JSON = ("error", "bot_outcome")
 
 

@@ -43,7 +43,7 @@ import traceback
 
 from common.errors import DomainError
 from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve
-from storage.writer_supervisor import PRELOAD_VARIABLE
+from storage.writer_supervisor import FAULT_VARIABLE, PRELOAD_VARIABLE
 
 _RECORD_BATCH = ("INSERT INTO writer_batches (writer, batch, failed, at) VALUES (?, ?, ?, ?)"
                  " ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch, failed = excluded.failed,"
@@ -230,7 +230,7 @@ def preload(modules):
 def main(argv):
     path, fd, token = argv
     preload([name for name in os.environ.get(PRELOAD_VARIABLE, "").split(",") if name])
-    serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get("PARLEY_WRITER_FAULT")))
+    serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get(FAULT_VARIABLE)))
     return 0
 
 

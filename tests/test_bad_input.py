@@ -11,7 +11,6 @@ from handlers import routes
 from handlers.openapi import build_document
 from tests.test_control_characters import (call_args, operations_with_a_body, snapshot, string_fields,
                                            world)  # noqa: F401 (world: a fixture)
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 INBOUND = "/v1/incoming_custom_channel_message"
 

@@ -23,7 +23,7 @@ from tests.test_campaigns import (deliver_all, make_list, people, run_all, runne
                                   worker)
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
-from tests.test_ui import browser, chromium, open_page, sign_in, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 
 # ---- helpers --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from services import accounts, contact_import, csv_import, import_runner
 from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
-from tests.test_ui import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD, FormClient
 
 BOM = codecs.BOM_UTF8
 HEADER = "Vorname;Nachname;Mobil;E-Mail"

@@ -6,9 +6,9 @@ import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from storage import contacts as contact_store
-from storage.db import connect_sync
 from storage.outbox import list_outbox
 from tests import db_direct
+from tests.db_direct import query_plans
 
 PHONE_SPELLINGS = ["+14155552671", "+1 415 555 2671", "+1 (415) 555-2671", "+1-415-555-2671",
                    "+1.415.555.2671", " +1 415 5552671 "]
@@ -287,20 +287,6 @@ async def test_contact_created_is_written_in_the_contacts_transaction(api, accou
         cx.execute("ROLLBACK")
         assert cx.execute("SELECT COUNT(*) FROM contacts").fetchone()[0] == 0
         assert cx.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 0
-    finally:
-        cx.close()
-
-
-def query_plans(db_path, run):
-    """Run storage calls on a traced connection; return {sql: EXPLAIN QUERY PLAN details}."""
-    cx = connect_sync(db_path)
-    statements = []
-    cx.set_trace_callback(lambda sql: statements.append(sql) if sql.lstrip().upper().startswith(("SELECT", "WITH"))
-                          else None)
-    try:
-        run(cx)
-        cx.set_trace_callback(None)
-        return {sql: [r["detail"] for r in cx.execute("EXPLAIN QUERY PLAN " + sql)] for sql in statements}
     finally:
         cx.close()
 

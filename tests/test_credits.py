@@ -14,7 +14,7 @@ from common.ids import utcnow
 from storage import credits as credit_store
 from storage import subaccounts as subaccount_store
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount
-from tests.test_contacts import query_plans
+from tests.db_direct import query_plans
 from tests import db_direct
 
 PATH = "/v1/subaccounts/credits"

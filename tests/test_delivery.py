@@ -558,7 +558,10 @@ async def test_notify_wakes_the_running_worker(services, account, receiver, work
     await set_reply_url(services, account, receiver.url)
     worker = workers(poll_seconds=60)
     worker.start()
-    await asyncio.sleep(0.05)  # the loop is now waiting
+
+    async def first_round_over():  # the loop found nothing and now waits (60 s) for a notify
+        return worker.rounds_finished >= 1
+    await wait_for(first_round_over)
     message_id, _ = await queue_reply(services, account)
     worker.notify()
 
@@ -670,7 +673,7 @@ async def test_picking_due_rows_is_a_seek_per_account_not_a_scan_of_the_backlog(
     """A bot answering a burst of messages leaves a backlog of replies; picking the next due rows must not
     read all of it each time (bench/README.md, the rule bot: the ranked scan took a third of the server's
     time). The pick stays fair: at most per_account rows per account, oldest first, in both lanes."""
-    from tests.test_contacts import query_plans
+    from tests.db_direct import query_plans
     other = await new_account(services)
     backlog = [(await queue_reply(services, account))[0] for _ in range(30)]
     await queue_reply(services, other)

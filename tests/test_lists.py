@@ -5,7 +5,7 @@ import pytest
 
 from storage import lists as list_store
 from storage.outbox import list_outbox
-from tests.test_contacts import query_plans
+from tests.db_direct import query_plans
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from storage.db import fetch_all, reads
 from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
                                   set_webhook, worker)
 from tests.test_delivery import Receiver, receiver  # noqa: F401 (fixtures)
-from tests.test_ui import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD, FormClient
 
 TIMEOUT = 10
 

@@ -7,7 +7,7 @@ import time
 
 from tests.test_inbox_e2e import (assert_not_reloaded, contact_of, mark_no_reload, parley, post_inbound,  # noqa: F401
                                   receiver, wait_live, wait_until)
-from tests.test_ui import chromium, open_page, page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 NOTE_YELLOW = "rgb(255, 246, 204)"  # static/parley.css .message.note
 

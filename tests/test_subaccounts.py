@@ -11,7 +11,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import credits
 from tests import db_direct
-from tests.test_ui import FormClient
+from tests.ui_helpers import FormClient
 
 PATH = "/v1/subaccounts"
 
@@ -297,7 +297,7 @@ async def test_transactions_are_cursor_paginated(api, agency, sub, services):
 def test_sub_account_reads_use_indexes(services, make_account):
     """DESIGN §4: the sub-account lookup, its listing and a history page are index searches, never scans."""
     from storage import subaccounts as store
-    from tests.test_contacts import query_plans
+    from tests.db_direct import query_plans
 
     agency = make_account("agency")
     sub = make_account(agency_email=agency["email"])

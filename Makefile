@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test test-postgres install clean bench faults chromium screenshots test-ai
+.PHONY: run test test-postgres install lint clean bench faults chromium screenshots test-ai
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,12 @@ $(STAMP): setup.cfg pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# ruff over the tree, mypy over common/, storage/ and services/ (both configured in pyproject.toml).
+lint: $(STAMP)
+	@test -x $(BIN)/ruff -a -x $(BIN)/mypy || $(BIN)/pip install -q -e '.[test,lint]'
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 run: $(STAMP)
 	$(BIN)/parley serve $(ARGS)

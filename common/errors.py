@@ -5,7 +5,8 @@ class DomainError(Exception):
     status = 400
     code = "VALIDATION_ERROR"
 
-    def __init__(self, message, code=None, headers=None, field=None, existing_id=None):
+    def __init__(self, message: str, code: str | None = None, headers: dict[str, str] | None = None,
+                 field: str | None = None, existing_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code:

@@ -38,7 +38,7 @@ def new_password():
 def hash_password(password):
     salt = os.urandom(16)
     digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
-    return "scrypt$%s$%s" % (salt.hex(), digest.hex())
+    return f"scrypt${salt.hex()}${digest.hex()}"
 
 
 def verify_password(password, stored):

@@ -137,7 +137,7 @@ def check_content(declared, charset, data, field="customData.mediaContentType"):
 
 
 def _label(candidates):
-    for mime, ext in candidates:
+    for mime, _ext in candidates:
         if mime:
             return mime
     return candidates[0][1] or "another type"

@@ -10,6 +10,9 @@ import time
 from storage import ratelimit as store
 
 log = logging.getLogger("parley.ratelimit")
+# The prune tasks in flight: the event loop keeps only a weak reference to a task, so one nobody holds may be
+# collected before it finishes.
+_pruning = set()
 
 
 class RateLimiter:
@@ -91,7 +94,9 @@ class SharedRateLimiter(RateLimiter):
 
     def prune(self):
         """Also the shared rows of keys whose budget is full again (a flood of made-up keys leaves one each)."""
-        asyncio.ensure_future(self.prune_shared())
+        task = asyncio.ensure_future(self.prune_shared())
+        _pruning.add(task)
+        task.add_done_callback(_pruning.discard)
         return super().prune()
 
     async def prune_shared(self):

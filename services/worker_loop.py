@@ -80,5 +80,5 @@ class WorkerLoop:
                 continue
             try:
                 await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass

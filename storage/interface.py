@@ -53,8 +53,8 @@ def function_reference(fn):
     return reference
 
 
-_references = {}
-_functions = {}
+_references: dict = {}
+_functions: dict = {}
 # The Idempotency-Key claim of the request being served, if any (storage/idempotency.py sets it; write()
 # hands the request's first write to it). Tasks copy the context, so it never leaks across requests.
 idempotency_claim = contextvars.ContextVar("idempotency_claim", default=None)

@@ -41,7 +41,7 @@ def insert_messages_in_tx(cx, messages):
     return messages
 
 
-_INSERT_SQL = {}
+_INSERT_SQL: dict[tuple, str] = {}
 
 
 def _insert_sql(columns):

@@ -219,7 +219,7 @@ class WriterSupervision:
         self._on_writer_lost(connection, replaced=True)
 
     def _on_writer_lost(self, connection, replaced=False):
-        if connection is not self._connection or self._closing and not self._flights:
+        if connection is not self._connection or (self._closing and not self._flights):
             return
         self._connection = None  # until the restarted writer is connected, writes only queue
         batches, self._flights = list(self._flights), collections.deque()

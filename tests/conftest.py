@@ -7,14 +7,13 @@ import shutil
 import hypothesis
 import pytest
 
-from tests import pg_databases
-
-pytest_plugins = ["tests.ui_fixtures"]  # the UI tests' fixtures, for every module
-
 import server
 from services import accounts
 from settings import Settings
 from storage import sqlite_db
+from tests import pg_databases
+
+pytest_plugins = ["tests.ui_fixtures"]  # the UI tests' fixtures, for every module
 
 
 # Hypothesis (schemathesis's engine): `ci`, the default, draws the same examples on every run, so a red run is

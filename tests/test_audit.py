@@ -29,7 +29,7 @@ async def test_api_changes_are_audited_as_the_key_newest_first(api, account):
 
 async def test_pages_follow_the_cursor_and_bad_paging_is_400(api, account):
     key = account["api_key"]
-    for n in range(3):
+    for _ in range(3):
         await api.patch("/v1/account/settings", {"customChannelWebhookUrl": None}, key=key)
     first = await entries(api, key, limit=2)
     assert len(first["data"]) == 2 and first["nextCursor"]

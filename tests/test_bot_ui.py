@@ -148,7 +148,7 @@ def parley(tmp_path_factory):
 
 
 @pytest.fixture
-def page(chromium):  # noqa: F811
+def page(chromium):
     context, page = open_page(chromium, viewport={"width": 390, "height": 844})  # a phone
     yield page
     context.close()

@@ -298,7 +298,7 @@ def _batch_events(cx, account_id):
 async def test_a_batch_of_opted_out_contacts_only_makes_no_message(api, services, account, receiver):
     await set_webhook(api, account, receiver.url)
     list_id, ids = await make_list(services, account, people(2))
-    for i, contact_id in enumerate(ids):
+    for i in range(len(ids)):
         r = await api.post(INBOUND, {"customData": {"messageSid": f"s{i}", "fromId": f"+1415555000{i}",
                                                     "toId": "shop", "body": "STOP"}}, key=account["api_key"])
         assert r.code == 200

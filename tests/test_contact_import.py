@@ -243,7 +243,7 @@ async def test_options_are_checked(browser, services, api, stranger, owner):
 
 
 async def test_a_default_country_reads_national_numbers(browser, services):
-    data = BOM + "Name,Telefon\r\nHans,030 901820\r\nJo,+1 415 555 2671\r\nX,12\r\n".encode()
+    data = BOM + b"Name,Telefon\r\nHans,030 901820\r\nJo,+1 415 555 2671\r\nX,12\r\n"
     _, p = await upload_and_start(browser, services, data, {"firstName": "0", "lastName": "", "phone": "1",
                                                             "email": "", "defaultCountry": "DE"})
     assert (p["created"], p["failed"]) == (2, 1)

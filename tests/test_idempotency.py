@@ -361,7 +361,6 @@ async def test_a_key_is_remembered_for_24_hours(world):
 @pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_keys_are_looked_up_by_their_primary_key(services, account):
     """The key's check in the write is one primary-key search, never a scan (EXPLAIN QUERY PLAN)."""
-    from storage.db import connect_sync
     cx = services.db.connect_sync()
     try:
         plan = [row[3] for row in cx.execute(

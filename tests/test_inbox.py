@@ -11,7 +11,7 @@ from storage import bot_state
 from storage.db import fetch_one
 from tests.test_delivery import Receiver
 from tests.test_media import PNG
-from tests.ui_helpers import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD
 
 _sids = iter(range(1, 1_000_000))
 
@@ -46,7 +46,7 @@ def other(io_loop, services):
 
 
 def link_ids(html, prefix):
-    return re.findall(rf'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
+    return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
 
 
 # ---- inbox ----------------------------------------------------------------------------------

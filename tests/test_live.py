@@ -8,7 +8,7 @@ import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from common.ids import new_id, now_iso
+from common.ids import now_iso
 from services import accounts, messaging
 from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, CLOSE_REPLACED, Hub, Subscriber
 from services.retention import RetentionWorker

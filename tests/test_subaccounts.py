@@ -435,7 +435,6 @@ def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(t
     import socket
     import subprocess
     import sys
-    import time
     from datetime import datetime, timezone
 
     import httpx

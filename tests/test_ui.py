@@ -310,7 +310,7 @@ def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
     # The stylesheet loaded under the Content-Security-Policy (its background colour applies).
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"
     assert "default-src 'self'" in response.headers["content-security-policy"]
-    session = [c for c in page.context.cookies() if c["name"] == "parley_session"][0]
+    session = next(c for c in page.context.cookies() if c["name"] == "parley_session")
     assert session["httpOnly"] and session["secure"] and session["sameSite"] == "Lax"
 
     with parley.client() as api:

@@ -42,7 +42,7 @@ def key(parley):
 
 
 @pytest.fixture
-def desktop(chromium):  # noqa: F811
+def desktop(chromium):
     context, page = open_page(chromium, viewport={"width": 1100, "height": 820}, timezone_id="Asia/Tokyo")
     yield page
     context.close()

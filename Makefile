@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test test-postgres install clean bench faults chromium screenshots test-ai
+.PHONY: run test test-postgres install lint clean bench faults chromium screenshots test-ai
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,16 +18,27 @@ $(STAMP): setup.cfg pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# ruff over the tree, mypy over common/, storage/ and services/ (both configured in pyproject.toml).
+lint: $(STAMP)
+	@test -x $(BIN)/ruff -a -x $(BIN)/mypy || $(BIN)/pip install -q -e '.[test,lint]'
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 run: $(STAMP)
 	$(BIN)/parley serve $(ARGS)
 
+# pytest-xdist workers: 3 on 2 cores pays, since many tests wait on a server process, a browser or a socket
+# (docs/testing.md). WORKERS=0 runs in this process (for pdb, or one quick file).
+WORKERS ?= 3
+XDIST = $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
+
 test: $(STAMP) chromium
-	env -u PARLEY_TEST_DATABASE_URL PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(ARGS)
+	env -u PARLEY_TEST_DATABASE_URL PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The same suite with PARLEY_TEST_DATABASE_URL set: each test gets a fresh database in a cluster started for this run
 # (initdb + pg_ctl in a temp directory, Unix socket only), stopped and deleted at the end (scripts/with_postgres.py).
 test-postgres: $(STAMP) chromium
-	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/with_postgres.py $(BIN)/python -m pytest $(ARGS)
+	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/with_postgres.py $(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The UI tests drive Debian's Chromium through Playwright (its own browser download does not work offline).
 # A Chromium (or Chrome) installed elsewhere: make test CHROMIUM=/path/to/chromium (then nothing is installed).
@@ -57,8 +68,10 @@ screenshots: $(STAMP) chromium
 
 # Fault tests with larger counts than the CI-sized run inside `make test`.
 PARLEY_FAULT_SCALE ?= 10
+# The deep fuzz too: schemathesis with fresh random examples (HYPOTHESIS_PROFILE=deep), 200 an operation.
 faults: $(STAMP)
-	PARLEY_FAULT_SCALE=$(PARLEY_FAULT_SCALE) $(BIN)/python -m pytest -v tests/test_faults.py tests/test_limits.py $(ARGS)
+	PARLEY_FAULT_SCALE=$(PARLEY_FAULT_SCALE) HYPOTHESIS_PROFILE=deep PARLEY_FUZZ_EXAMPLES=200 \
+	  $(BIN)/python -m pytest -v tests/test_faults.py tests/test_limits.py tests/test_openapi.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

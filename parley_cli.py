@@ -249,7 +249,7 @@ def cli(argv=None, prog=None):
     """`parley …` (the console script) and `python server.py …`; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(prog or ("server.py" if os.path.basename(sys.argv[0]) == "server.py" else "parley"))
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["serve", *argv]
     args = parser.parse_args(argv)
     try:

@@ -315,7 +315,7 @@ async def main(settings):
         for server in servers:
             try:
                 await asyncio.wait_for(server.close_all_connections(), 2)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         await services.close()
     log.info("stopped")

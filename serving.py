@@ -12,7 +12,6 @@ import time
 import tornado.httpserver
 import tornado.web
 from tornado import httputil
-from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream, SSLIOStream, UnsatisfiableReadError
 from tornado.netutil import ssl_wrap_socket
 

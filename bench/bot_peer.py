@@ -83,7 +83,7 @@ async def drive(peer, *, base, key, cafile, conversations, seconds, salt):
                     continue
                 try:
                     replied = await asyncio.wait_for(arrival, WAIT_FOR_REPLY)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     result["timeouts"] += 1
                     continue
                 result["replies"] += 1

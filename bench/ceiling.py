@@ -18,8 +18,8 @@ import tornado.httpserver
 import tornado.web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common.ids import new_id, now_iso  # noqa: E402  (the same id generator Parley uses)
-from services.tls import CertificateSource  # noqa: E402
+from common.ids import new_id, now_iso
+from services.tls import CertificateSource
 
 
 class JsonHandler(tornado.web.RequestHandler):

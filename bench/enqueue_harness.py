@@ -22,13 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import server  # noqa: E402
-from bench.measure import cpu_seconds, process_tree  # noqa: E402
-from common.ids import new_ids, now_iso  # noqa: E402
-from services import accounts, campaigns, lists  # noqa: E402
-from services.campaign_runner import PIPELINE, hand_over  # noqa: E402
-from settings import Settings  # noqa: E402
-from storage import campaigns as campaign_store  # noqa: E402
+import server
+from bench.measure import cpu_seconds, process_tree
+from common.ids import new_ids, now_iso
+from services import accounts, campaigns, lists
+from services.campaign_runner import PIPELINE, hand_over
+from settings import Settings
+from storage import campaigns as campaign_store
 
 
 class RoundTrips:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import server  # noqa: E402
-from bench.enqueue_harness import fresh_databases, postgres_cpu  # noqa: E402
-from bench.measure import cpu_seconds  # noqa: E402
-from services import accounts, messaging  # noqa: E402
-from settings import Settings  # noqa: E402
+import server
+from bench.enqueue_harness import fresh_databases, postgres_cpu
+from bench.measure import cpu_seconds
+from services import accounts, messaging
+from settings import Settings
 
 FROM_IDS = 500
 BODY = "Hello there, I would like to know more about the spring offer"

@@ -44,7 +44,7 @@ def summarize_profile(raw):
         frames = stack.split(";")
         in_writer = any(f.startswith("process ") and "storage.writer" in f for f in frames)
         frames = [_frame_name(f) for f in frames if not f.startswith("process ")]
-        if not frames or in_writer and frames[-1] == "SocketIO.readinto (socket.py)":
+        if not frames or (in_writer and frames[-1] == "SocketIO.readinto (socket.py)"):
             continue  # the writer waiting for its next batch is idle, not busy
         total += count
         per_thread["writer_process" if in_writer else "reader_thread"

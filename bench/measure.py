@@ -101,9 +101,9 @@ def cpu_seconds(pid, tree=None):
 
 
 def machine():
-    model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                  if l.startswith("model name")), platform.processor())
-    mem_kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+    model = next((row.split(":", 1)[1].strip() for row in Path("/proc/cpuinfo").read_text().splitlines()
+                  if row.startswith("model name")), platform.processor())
+    mem_kb = int(next(row for row in Path("/proc/meminfo").read_text().splitlines() if row.startswith("MemTotal")).split()[1])
     wrk_version = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split("[")[0].strip()
     return {"cpus": os.cpu_count(), "cpu_model": model, "memory_gb": round(mem_kb / 1024 / 1024, 1),
             "kernel": platform.release(), "python": platform.python_version(), "tornado": tornado.version,
@@ -151,7 +151,7 @@ class Load:
         wrk_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
         # Whatever else ran on the machine meanwhile (other jobs skew a 2-core measurement).
         other = busy_cpu_seconds() - busy_before - cpu - wrk_cpu
-        line = next((l for l in out.stdout.splitlines() if l.startswith("WRKJSON ")), None)
+        line = next((row for row in out.stdout.splitlines() if row.startswith("WRKJSON ")), None)
         if line is None:
             raise RuntimeError(f"wrk failed: {out.stdout}\n{out.stderr}")
         result = json.loads(line[len("WRKJSON "):])
@@ -220,7 +220,7 @@ def lookup_growth(load, targets, key, repeat):
     connections and at 1 (latency without queueing); medians, and p50 big / p50 small."""
     path = f"{CONTACTS}?apiKey={key}"
     growth = {name: {"contacts": n} for name, (_, n) in targets.items()}
-    for name, (server, n) in targets.items():
+    for server, n in targets.values():
         load.wrk(server.base, server.proc.pid, "lookup", path, "-", n, duration=2)  # warm up
     for connections, label in ((load.connections, "c32"), (1, "c1")):
         runs = {name: [] for name in targets}

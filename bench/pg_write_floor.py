@@ -23,14 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
+import psycopg
 
-import server  # noqa: E402
-from bench.enqueue_harness import fresh_databases, postgres_cpu  # noqa: E402
-from bench.inbound_harness import BODY, from_id, warmed_account  # noqa: E402
-from services import messaging  # noqa: E402
-from settings import Settings  # noqa: E402
-from storage import pg_adapter  # noqa: E402
+import server
+from bench.enqueue_harness import fresh_databases, postgres_cpu
+from bench.inbound_harness import BODY, from_id, warmed_account
+from services import messaging
+from settings import Settings
+from storage import pg_adapter
 
 THREADS = 16
 _CONVERSATION = (

@@ -16,12 +16,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench import scenarios  # noqa: E402
-from bench.inbound_profile import profile_inbound  # noqa: E402
-from bench.measure import (BENCH, CONTACTS, INBOUND, Ceiling, Context, Load, Salts, available,  # noqa: E402
+from bench import scenarios
+from bench.inbound_profile import profile_inbound
+from bench.measure import (BENCH, CONTACTS, INBOUND, Ceiling, Context, Load, Salts, available,
                            compare, count_rows, log, lookup_growth, machine, median_of, proc_status, start_parley)
-from bench.preload import preload  # noqa: E402
-from bench.report import goal, render_table, write_readme_table  # noqa: E402
+from bench.preload import preload
+from bench.report import goal, render_table, write_readme_table
 
 ACCOUNT = "/v1/account"
 

@@ -5,7 +5,8 @@ class DomainError(Exception):
     status = 400
     code = "VALIDATION_ERROR"
 
-    def __init__(self, message, code=None, headers=None, field=None, existing_id=None):
+    def __init__(self, message: str, code: str | None = None, headers: dict[str, str] | None = None,
+                 field: str | None = None, existing_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code:
@@ -48,7 +49,7 @@ class Unavailable(DomainError):
 
 
 class IdempotencyKeyReused(DomainError):
-    """The Idempotency-Key was already used with other parameters (DESIGN §3 "Credits")."""
+    """The Idempotency-Key was already used with other parameters (docs/design.md#api-decisions "Credits")."""
     status, code = 422, "IDEMPOTENCY_KEY_REUSED"
 
 

@@ -23,23 +23,23 @@ _MASKED_PARAMETERS = frozenset({"apikey", "phonenumber", "email"})
 _ENCODED_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9_\-.~+/=])*%[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9_\-.~+/=])*")
 
 
-def _plain(text):
+def _plain(text: str) -> str:
     return _SECRET.sub(lambda m: f"{m.group(1)}_{_MASK}", text)
 
 
-def _encoded(match):
+def _encoded(match: re.Match[str]) -> str:
     decoded = unquote_plus(match.group())
     cleaned = _plain(decoded)
     return match.group() if cleaned == decoded else quote(cleaned, safe="/*=&")
 
 
-def redact(text):
+def redact(text: str) -> str:
     """Any API key or signing secret in text masked, whether plain or percent-encoded."""
     text = _plain(text)
     return _ENCODED_RUN.sub(_encoded, text) if "%" in text else text
 
 
-def masked_uri(uri):
+def masked_uri(uri: str) -> str:
     """A request URI (or path) for the log: the value of every apiKey, phoneNumber and email parameter
     (its name in any case or encoding) masked, a one-time link's token, and any key or secret elsewhere."""
     path, sep, query = uri.partition("?")
@@ -57,5 +57,5 @@ def masked_uri(uri):
 class RedactingFormatter(logging.Formatter):
     """The whole formatted record (message, arguments, traceback) with secrets masked."""
 
-    def format(self, record):
+    def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))

@@ -2,9 +2,10 @@
 "bot.rules[0].keywords: …"), the JSON Schema note for text that must not be blank, and the rule for
 identifier-like text (ids, names, emails, keywords, settings keys): no C0/C1 control characters."""
 import re
+from collections.abc import Iterable
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, ValidationError
 
 from common.errors import Invalid
 
@@ -22,7 +23,7 @@ MESSAGE_BODY_MAX = 65536  # characters in a message body: sent, received, a camp
 _NO_CONTROL = {"not": {"pattern": "[\\u0000-\\u001f\\u007f-\\u009f]"}}
 
 
-def is_control(char):
+def is_control(char: str) -> bool:
     code = ord(char)
     return code < 0x20 or 0x7F <= code <= 0x9F
 
@@ -30,7 +31,7 @@ def is_control(char):
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # what is_control() says, searched in C
 
 
-def refuse_control_characters(value, field=None):
+def refuse_control_characters(value: str, field: str | None = None) -> str:
     """The value unchanged, or ValueError naming the first control character (and the field, when given)."""
     found = _CONTROL.search(value) if value else None
     if found is not None:
@@ -39,7 +40,7 @@ def refuse_control_characters(value, field=None):
     return value
 
 
-def no_control_characters(value, field):
+def no_control_characters(value: str, field: str) -> str:
     """refuse_control_characters for code outside the pydantic models (UI forms, imports): Invalid."""
     try:
         return refuse_control_characters(value, field)
@@ -52,13 +53,13 @@ IdentifierNotBlank = Annotated[str, AfterValidator(refuse_control_characters),
                                Field(json_schema_extra={**_NO_CONTROL, **NOT_BLANK})]
 
 
-def may_hold_lone_surrogate(text):
+def may_hold_lone_surrogate(text: str) -> bool:
     """False when JSON text cannot decode to a lone surrogate (no such character, no \\uD800-\\uDFFF escape):
     the common case, decided in C before lone_surrogate_path walks the parsed value."""
     return _has_surrogate(text) or _SURROGATE_ESCAPE.search(text) is not None
 
 
-def lone_surrogate_path(data, path=""):
+def lone_surrogate_path(data: object, path: str = "") -> str | None:
     """Where parsed JSON holds a lone surrogate ("\\ud800" is valid JSON but no Unicode text: it cannot be
     stored or sent on), as a field path; None when nowhere."""
     if isinstance(data, str):
@@ -83,17 +84,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _has_surrogate(text):
+def _has_surrogate(text: str) -> bool:
     # isascii() is a flag lookup: megabytes of base64 media are passed over at once.
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-def _printable(part):
+def _printable(part: str) -> str:
     """A path part as a message can show it: a dict key with a control character escaped."""
     return part.encode("unicode_escape").decode("ascii") if any(map(is_control, part)) else part
 
 
-def field_path(loc, prefix=""):
+def field_path(loc: Iterable[int | str], prefix: str = "") -> str:
     """("rules", 0, "keywords") -> "rules[0].keywords" (after prefix, when given)."""
     path = prefix
     for part in loc:
@@ -107,7 +108,7 @@ def field_path(loc, prefix=""):
     return path
 
 
-def validation_message(error, prefix=""):
+def validation_message(error: ValidationError, prefix: str = "") -> str:
     """One sentence naming the field of a pydantic.ValidationError's first error."""
     first = error.errors()[0]
     field = field_path(first["loc"], prefix)

@@ -170,7 +170,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
                   exc_info=(typ, value, tb))
 
     def _request_summary(self):
-        return "%s %s" % (self.request.method, masked_uri(self.request.uri))
+        return f"{self.request.method} {masked_uri(self.request.uri)}"
 
     def describe_error(self, status_code, exc):
         """(status, code, message) of an error answer, for every page kind; applies a DomainError's
@@ -222,7 +222,7 @@ def _implemented_methods(handler_class):
 
 
 def idempotent(method):
-    """For an API handler's mutating method: an Idempotency-Key header (DESIGN §3) makes the request's
+    """For an API handler's mutating method: an Idempotency-Key header (docs/design.md#api-decisions) makes the request's
     write exactly-once for the calling account: a retry within 24 h with the same key and parameters
     (request_fingerprint) is answered from the first write's result, with Idempotent-Replayed: true;
     other parameters are 422 IDEMPOTENCY_KEY_REUSED; a malformed key is 400. The OpenAPI document shows
@@ -241,7 +241,7 @@ def idempotent(method):
 class ApiHandler(BaseHandler):
     """Authenticated JSON API endpoint: method check, size limit, rate limit, API key, JSON body."""
 
-    key_in_header_only = False  # /v1/subaccounts/credits: x-api-key only, per spec §5.3
+    key_in_header_only = False  # /v1/subaccounts/credits: x-api-key only, per docs/api.md#basics
     requires_auth = True
     parsed_body = None  # what json_body() parsed (Idempotency-Key fingerprints use it)
     rate_limit_headers = None  # the authenticated request's rate-limit headers (authenticate())
@@ -287,7 +287,7 @@ class ApiHandler(BaseHandler):
                     "(or the apiKey query parameter)")
         if self.get_query_argument("apiKey", None) is not None:
             return ("missing API key: this endpoint takes the key only in the x-api-key header (or as "
-                    "Authorization: Bearer), not ?apiKey= (spec §4.6)")
+                    "Authorization: Bearer), not ?apiKey=")
         return "missing API key: pass it in the x-api-key header or as Authorization: Bearer"
 
     async def authenticate(self):
@@ -300,7 +300,7 @@ class ApiHandler(BaseHandler):
         # an unknown key gets the default budget.
         cached = registry.cached(key_hash)
         limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
-        allowed, headers = await self.services.limiter.hit_api_key(key_hash, limit)
+        allowed, headers = await self.services.limiter.hit_shared(key_hash, limit)
         self.set_own_headers(headers)
         if not allowed:
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
@@ -345,7 +345,7 @@ class UnsupportedMediaType(DomainError):
 
 
 class CustomChannelHandler(ApiHandler):
-    """The custom-channel endpoints answer every error as {"error": "text"} (spec §7)."""
+    """The custom-channel endpoints answer every error as {"error": "text"} (docs/api.md#errors)."""
 
     @classmethod
     def error_body(cls, code, message):

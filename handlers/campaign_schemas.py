@@ -1,4 +1,4 @@
-"""Pydantic models of the campaigns API (DESIGN §3 "Campaigns"), beside handlers/schemas.py."""
+"""Pydantic models of the campaigns API (docs/design.md#api-decisions "Campaigns"), beside handlers/schemas.py."""
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from common.validation import MESSAGE_BODY_MAX, NOT_BLANK, Identifier, IdentifierNotBlank
 from handlers.schemas import Strict, UtcDatetime
 
-# --- Campaigns (DESIGN §3 "Campaigns") ---
+# --- Campaigns (docs/design.md#api-decisions "Campaigns") ---
 
 CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
 RecipientStatus = Literal["pending", "queued", "sent", "failed", "retrying", "skipped", "cancelled"]

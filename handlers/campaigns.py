@@ -30,7 +30,7 @@ class CampaignsHandler(ApiHandler):
         self.respond(await campaigns.create_campaign(
             self.services.db, self.principal.account_id, name=body.name, list_id=body.listId, body=body.body,
             campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
-            rate_per_minute=body.ratePerMinute), 201)
+            rate_per_minute=body.ratePerMinute, by=self.actor), 201)
         self.services.campaigns.notify()
 
     async def get(self):
@@ -63,7 +63,8 @@ class CampaignActionHandler(ApiHandler):
 
     @idempotent
     async def post(self, campaign_id, action):
-        self.respond(await campaigns.act(self.services, self.principal.account_id, campaign_id, action))
+        self.respond(await campaigns.act(self.services, self.principal.account_id, campaign_id, action,
+                                         by=self.actor))
 
 
 class RecipientsHandler(ApiHandler):

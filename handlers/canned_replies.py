@@ -23,7 +23,7 @@ class CannedRepliesHandler(ApiHandler):
     async def post(self):
         body = self.json_body(CannedReplyCreate)
         self.respond(await canned_replies.create(self.services.db, self.principal.account_id, code=body.code,
-                                                 body=body.body), 201)
+                                                 body=body.body, by=self.actor), 201)
 
     async def get(self):
         self.respond(await canned_replies.list_all(self.services.db, self.principal.account_id))
@@ -46,8 +46,9 @@ class CannedReplyHandler(ApiHandler):
     async def patch(self, reply_id):
         body = self.json_body(CannedReplyPatch)
         self.respond(await canned_replies.update(self.services.db, self.principal.account_id, reply_id,
-                                                 code=body.code, body=body.body))
+                                                 code=body.code, body=body.body, by=self.actor))
 
     @idempotent
     async def delete(self, reply_id):
-        self.respond(await canned_replies.delete(self.services.db, self.principal.account_id, reply_id))
+        self.respond(await canned_replies.delete(self.services.db, self.principal.account_id, reply_id,
+                                                 by=self.actor))

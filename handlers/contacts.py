@@ -78,7 +78,8 @@ class ContactHandler(ApiHandler):
     async def patch(self, contact_id):
         body = self.json_body(ContactPatch)
         self.respond(await contacts.update_contact(self.services.db, self.principal.account_id, contact_id,
-                                                   body.model_dump(exclude_unset=True), contacts.API_ACTOR))
+                                                   body.model_dump(exclude_unset=True), contacts.API_ACTOR,
+                                                   by=self.actor))
 
     @idempotent
     async def delete(self, contact_id):

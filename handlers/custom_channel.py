@@ -1,4 +1,4 @@
-"""Custom-channel endpoints (spec §4.4, §4.5): inbound messages in, outbound messages queued. Every
+"""Custom-channel endpoints (docs/api.md#custom-channel): inbound messages in, outbound messages queued. Every
 error is {"error": "text"}; any method but POST is 405 with Allow: POST."""
 import asyncio
 

@@ -58,7 +58,7 @@ class ListHandler(ApiHandler):
         self.respond(await lists.rename_list(self.services.db, self.principal.account_id, list_id, body.name))
 
     async def delete(self, list_id):
-        self.respond(await lists.delete_list(self.services.db, self.principal.account_id, list_id))
+        self.respond(await lists.delete_list(self.services.db, self.principal.account_id, list_id, by=self.actor))
 
 
 class ListContactsHandler(ApiHandler):

@@ -10,8 +10,7 @@ import tornado.web
 import tornado.websocket
 
 from handlers.base import CODES, SECURITY_HEADERS
-from handlers.ui_base import session_user
-from handlers.ui_base import session_key
+from handlers.ui_base import session_key, session_user
 from services.presence import viewing_message
 
 
@@ -100,13 +99,16 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
 
     async def open(self):
         hub = self.application.services.hub
-        subscriber = await hub.subscribe(self.user["account_id"], self.user["id"], self.after, _Transport(self),
-                                         session_key(self))
+        viewer = self.user.get("viewer")
+        subscriber = await hub.subscribe(
+            self.user["account_id"], self.user["id"], self.after, _Transport(self), session_key(self, self.user),
+            role=self.user.get("role") or "admin", user_role=(viewer or self.user).get("role") or "admin",
+            parent_session=session_key(self) if viewer else None)
         if subscriber is not None and self.ws_connection is None:  # the page left while it was subscribing
             hub.unsubscribe(subscriber)
             return
         if subscriber is not None:
-            subscriber.label = self.user["email"]
+            subscriber.label = self.user.get("label") or self.user["email"]
         self.subscriber = subscriber
 
     def on_message(self, message):

@@ -1,4 +1,4 @@
-"""Pydantic models of the custom channel (spec §4.4, §4.5), messages and the bot's dry run, beside
+"""Pydantic models of the custom channel (docs/api.md#custom-channel), messages and the bot's dry run, beside
 handlers/schemas.py."""
 from typing import Literal, Optional
 
@@ -8,7 +8,7 @@ from common.validation import MESSAGE_BODY_MAX, NOT_BLANK, Identifier, Identifie
 from handlers.schemas import Strict
 from services.bot import OUTCOMES
 
-# --- Custom channel (spec §4.4, §4.5) and messages (DESIGN §3) ---
+# --- Custom channel (docs/api.md#custom-channel) and messages (docs/design.md#api-decisions) ---
 
 class Lenient(BaseModel):
     """Custom-channel bodies come from other systems: unknown fields are ignored, numeric ids accepted."""
@@ -22,7 +22,7 @@ def _not_blank(value, info):
 
 
 def _required_text(value, info):
-    """Before validation: null counts as missing, empty or whitespace-only as empty (spec §7 rules 1-2)."""
+    """Before validation: null counts as missing, empty or whitespace-only as empty."""
     if value is None:
         raise ValueError(f"customData.{info.field_name} is required")
     return _not_blank(value, info) if isinstance(value, str) else value
@@ -62,7 +62,7 @@ class InboundCustomData(Lenient):
 
 
 class InboundMessage(Lenient):
-    """POST /v1/incoming_custom_channel_message (spec §4.4)."""
+    """POST /v1/incoming_custom_channel_message."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"customData": {"messageSid": "SM0001", "fromId": "+14155552671", "toId": "shop-1", "body": "Hi! Prices?",
                         "channel": "web chat", "firstName": "Ada", "mediaUrl": "https://cdn.example.com/photo.jpg",
@@ -100,7 +100,7 @@ class OutboundCustomData(Lenient):
 
 
 class OutboundMessage(Lenient):
-    """POST /v1/send_custom_channel_message (spec §4.5)."""
+    """POST /v1/send_custom_channel_message."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"customData": {"fromId": "+14155552671", "customChannel": "web chat", "body": "Thanks, we will call you."}}]})
     customData: OutboundCustomData
@@ -161,7 +161,7 @@ class MessagePage(BaseModel):
     nextCursor: Optional[str]
 
 
-# --- The bot's dry run (DESIGN §3 "Bot") ---
+# --- The bot's dry run (docs/design.md#api-decisions "Bot") ---
 
 class BotTest(Strict):
     """POST /v1/bot/test: what the bot would answer, sending and spending nothing."""

@@ -160,7 +160,7 @@ ERROR_DESCRIPTIONS = {
 }
 IDEMPOTENCY_KEY = {"name": idempotency.HEADER, "in": "header", "required": False, "schema": {
     "type": "string", "pattern": idempotency.KEY_PATTERN}, "description": (
-    "Optional (DESIGN §3): a retry with the same key and the same parameters within 24 h is answered "
+    "Optional: a retry with the same key and the same parameters within 24 h is answered "
     "with the first answer, and writes nothing again; keys are per account.")}
 REPLAYED = {"Idempotent-Replayed": "\"true\" when this is the stored answer of an earlier request with "
                                    "the same Idempotency-Key."}
@@ -290,7 +290,7 @@ def build_document(route_table, title="Parley API", version="1"):
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": title, "version": version,
-                 "description": "Contacts, lists and custom-channel messaging (spec §4). Every request but "
+                 "description": "Contacts, lists and custom-channel messaging. Every request but "
                                 "this document's needs an API key: in a header (recommended: query strings "
                                 "end up in proxy and browser logs), x-api-key or Authorization: Bearer, or "
                                 "as the apiKey query parameter; POST /v1/subaccounts/credits takes only the "

@@ -31,10 +31,10 @@ class Strict(BaseModel):
 
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
-    customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed (spec §6).")
+    customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed.")
     notificationUrls: Optional[dict[NotificationEvent, str]] = Field(
         None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
-    bot: Optional[BotSettings] = Field(None, description="The bot (DESIGN §3), merged into the stored one "
+    bot: Optional[BotSettings] = Field(None, description="The bot, merged into the stored one "
                                                          "(RFC 7386); null removes it.")
     optOutKeywords: Optional[list[Identifier]] = Field(
         None, min_length=1, max_length=20, description="An inbound message whose whole body (trimmed, any case) "
@@ -71,10 +71,10 @@ class ErrorBody(BaseModel):
     error: Detail
 
 
-# --- Contacts and lists (spec §4.1-4.3, DESIGN §3) ---
+# --- Contacts and lists (docs/api.md#contacts, docs/api.md#lists, docs/design.md#api-decisions) ---
 
 class ContactCreate(Strict):
-    """POST /v1/contacts: at least one of phone or email (spec §2 rule 1)."""
+    """POST /v1/contacts: at least one of phone or email."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671", "email": "ada@example.com"}]})
     firstName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
@@ -176,7 +176,7 @@ class RemoveFromListResult(BaseModel):
 
 
 class AddToList(Strict):
-    """POST /v1/lists/{listId}/contacts (spec §4.3)."""
+    """POST /v1/lists/{listId}/contacts."""
     contactId: IdentifierNotBlank
 
 
@@ -190,7 +190,7 @@ class AddToListResult(BaseModel):
 # --- OpenAPI document only (handlers/openapi.py): shapes the handlers produce or read by hand ---
 
 class ChannelError(BaseModel):
-    """Every error of the custom-channel endpoints (spec §7): {"error": "<message text>"}."""
+    """Every error of the custom-channel endpoints: {"error": "<message text>"}."""
     error: str
 
 

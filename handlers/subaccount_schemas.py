@@ -1,4 +1,4 @@
-"""Pydantic models of the sub-accounts and credits API (spec §4.6), beside handlers/schemas.py."""
+"""Pydantic models of the sub-accounts and credits API (docs/api.md#sub-account-credits-agency-accounts), beside handlers/schemas.py."""
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from common.validation import Identifier, IdentifierNotBlank
 from handlers.schemas import Strict
 
-# --- Sub-accounts and credits (spec §4.6, DESIGN §3 "Credits") ---
+# --- Sub-accounts and credits (docs/api.md#sub-account-credits-agency-accounts, docs/design.md#api-decisions "Credits") ---
 
 def _credits_check(name, allow_none=False):
     """A before-validator running services.credits.<name>(value, field=...) (a finite JSON number with at most
@@ -50,7 +50,7 @@ class CreditGrantResult(BaseModel):
 
 class AutoRechargeSetting(Strict):
     """When a spend leaves the balance below threshold, the agency gets one subaccount.auto_recharge
-    notification asking for amount (DESIGN §3 "Auto-recharge")."""
+    notification asking for amount."""
     threshold: float = Field(description="Credits: a number > 0, at most 2 decimals.", **CREDITS)
     amount: float = Field(description="Credits the notification asks the agency to grant: a number > 0, at most "
                                       "2 decimals.", **CREDITS)

@@ -1,5 +1,5 @@
-"""Sub-accounts API (agencies only): POST /v1/subaccounts/credits (spec §4.6), create, list, read and set
-auto-recharge on sub-accounts, and their credit history (DESIGN §3 "Sub-accounts")."""
+"""Sub-accounts API (agencies only): POST /v1/subaccounts/credits (docs/api.md#sub-account-credits-agency-accounts), create, list, read and set
+auto-recharge on sub-accounts, and their credit history (docs/design.md#api-decisions "Sub-accounts")."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import PageQuery
@@ -13,11 +13,11 @@ BY_ID = {"subAccountId": "$response.body#/id"}
 
 
 class SubaccountCreditsHandler(ApiHandler):
-    key_in_header_only = True  # spec §5.3: "pass the key in the header x-api-key"; apiKey is not used here
+    key_in_header_only = True  # docs/api.md#basics: "pass the key in the header x-api-key"; apiKey is not used here
     operations = {"post": Operation(
         "Grant credits to a sub-account (agencies only)", {200: CreditGrantResult}, body=CreditGrant,
         tags=("subaccounts",),
-        description="Without an Idempotency-Key every call grants (spec §4.6: the service does not itself "
+        description="Without an Idempotency-Key every call grants (the service does not itself "
                     "deduplicate grants); send the auto-recharge notification's idempotency_key as one.",
         errors={400: "Invalid email or amount, or the balance would exceed its ceiling.",
                 403: "The key is not an agency's (FORBIDDEN).",
@@ -66,7 +66,7 @@ class SubaccountsHandler(ApiHandler):
         body = self.json_body(SubAccountCreate)
         self.respond(await subaccounts.create_subaccount(
             self.services.db, self.services.box, self.services.keys, self.principal.account_id,
-            self.principal.type, name=body.name, email=body.email), 201)
+            self.principal.type, name=body.name, email=body.email, by=self.actor), 201)
 
 
 class SubaccountHandler(ApiHandler):
@@ -93,7 +93,7 @@ class SubaccountHandler(ApiHandler):
         credits.require_agency(self.principal.type)
         body = self.json_body(SubAccountPatch)
         self.respond(await subaccounts.update_subaccount(self.services.db, self.principal.account_id,
-                                                         self.principal.type, sub_id, body.changes()))
+                                                         self.principal.type, sub_id, body.changes(), by=self.actor))
 
 
 class SubaccountTransactionsHandler(ApiHandler):

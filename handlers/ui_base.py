@@ -18,9 +18,11 @@ def _session_id(handler):
     return value.decode() if value else None
 
 
-def session_key(handler):
+def session_key(handler, user=None):
     """What the sessions store knows the request's UI session by (None without a session cookie): the live
-    events hub closes a session's pages by it."""
+    events hub closes a session's pages by it. For ``user`` viewing a sub-account, the view-as session."""
+    if user is not None and user.get("viewer"):
+        return sessions.session_hash(view_as_id(handler))
     return sessions.session_hash(_session_id(handler))
 
 
@@ -31,16 +33,18 @@ def view_as_id(handler):
 
 async def session_user(handler):
     """The signed-in UI user {id, account_id, email, account_type, ...} of a request's session cookie, or None.
-    While an agency user views a sub-account (the view-as cookie, beside the agency's own live session), the
-    sub-account's user, with "viewer": the agency user. UI pages and the live-events WebSocket both
-    authenticate through this one function."""
+    While an agency user views a sub-account (the view-as cookie, beside the live session it was started from),
+    the agency user in the sub-account with at most their role and never above admin, "viewer" and "label"
+    (services.sessions.view_as_user). UI pages and the live-events WebSocket both authenticate through this
+    one function."""
     db = handler.application.services.db
-    user = await sessions.user_for(db, _session_id(handler))
+    session_id = _session_id(handler)
+    user = await sessions.user_for(db, session_id)
     viewing = view_as_id(handler) if user else None
     if viewing:
-        viewed = await sessions.user_for(db, viewing)
-        if viewed and viewed["viewer_user_id"] == user["id"]:
-            return {**viewed, "viewer": user}
+        viewed = await sessions.view_as_user(db, viewing, session_id)
+        if viewed is not None:
+            return viewed
     return user
 
 
@@ -71,6 +75,9 @@ class UiHandler(BaseHandler):
     # lists), "admin" (settings-like pages), "owner" (API keys, owners). Every UI route declares one
     # (tests/test_roles.py walks the route table); prepare() refuses the others with a 403 page.
     role = None
+    # False for a page about the signed-in person themselves (their password): not for an agency user viewing a
+    # sub-account, who is not that account's user.
+    while_viewing_as = True
     SESSION_COOKIE = "parley_session"
     VIEW_AS_COOKIE = "parley_view_as"  # an agency viewing a sub-account (handlers/ui/agency.py)
     FLASH_COOKIE = "parley_flash"
@@ -158,6 +165,10 @@ class UiHandler(BaseHandler):
         if self.current_user and not users.allows(self.current_user.get("role"), self.role or "owner"):
             raise Forbidden(f"Your role ({self.current_user.get('role')}) cannot use this page. Ask an owner or "
                             f"an admin of the account.", code="ROLE_FORBIDDEN")
+        if self.current_user and self.current_user.get("viewer") and not self.while_viewing_as:
+            raise Forbidden(f"You are viewing {self.current_user['account_name']} as "
+                            f"{self.current_user['viewer']['account_name']}: this page is for your own account. "
+                            f"Go back to the agency first.", code="ROLE_FORBIDDEN")
         # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
         self.needs_person = self.credits = None
         if self.current_user and self.request.method == "GET":

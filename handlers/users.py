@@ -55,6 +55,6 @@ class UserHandler(ApiHandler):
         user, deactivated, _ = await users.update(self.services.db, self.principal.account_id, user_id,
                                                   changes=body.model_dump(exclude_unset=True), by=self.actor,
                                                   actor_role=users.API_KEY_ROLE)
-        if deactivated:
-            self.services.hub.disconnect(self.principal.account_id, user=user_id)
+        if deactivated or "role" in body.model_fields_set:  # their pages load again, with what their role has now
+            self.services.hub.disconnect(None, user=user_id)
         self.respond(user)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.pg_cluster import PgCluster, available  # noqa: E402
+from tests.pg_cluster import PgCluster, available
 
 
 def _terminate(signum, frame):

@@ -104,7 +104,7 @@ def _key_row(key_hash, prefix):
 
 
 async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,
-                         parent_agency_id=None, password=None, with_user=True):
+                         parent_agency_id=None, password=None, with_user=True, by=None):
     """Create an account (and its owner user for the UI). Returns the account and, once, the API key
     and the password. agency_email (the CLI) or parent_agency_id (an agency's API call) makes a
     sub-account of that agency. Conflict when the email is taken."""
@@ -138,7 +138,7 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
     shown = box.encrypt(json.dumps({"api_key": api_key, "password": password if with_user else None}))
     try:
-        created = await store.insert_account(db, account, user, _key_row(key_hash, prefix), shown)
+        created = await store.insert_account(db, account, user, _key_row(key_hash, prefix), shown, by)
     except StoredResultLost:  # committed, only the writer's answer was lost: what was made here is stored
         created = {**account, "shown": shown}
     registry.changed()
@@ -184,7 +184,7 @@ async def verify_password(password, stored_hash, db=None, user_id=None):
     return True
 
 
-async def change_password(db, user_id, current, new, keep_session=None):
+async def change_password(db, user_id, current, new, keep_session=None, by=None):
     """Set a UI user's password after checking the current one; the account's other sessions end.
     Invalid naming the field for a wrong current password or a new one that is too short or long."""
     if not await verify_password(current or "", await store.get_password_hash(db, user_id)):
@@ -192,7 +192,7 @@ async def change_password(db, user_id, current, new, keep_session=None):
     if not MIN_PASSWORD <= len(new or "") <= MAX_PASSWORD:
         raise Invalid(f"new password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters")
     password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, new)
-    await store.set_password(db, user_id, password_hash, sessions.session_hash(keep_session))
+    await store.set_password(db, user_id, password_hash, sessions.session_hash(keep_session), by)
 
 
 async def get_account(db, account_id):

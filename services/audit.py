@@ -8,9 +8,9 @@ OPERATOR = {"actor": "operator", "actor_label": None}
 
 
 def by_user(user):
-    """The actor of a UI user's change; an agency viewing a sub-account acts as its own user (the viewer)."""
-    acting = user.get("viewer") or user
-    return {"actor": acting["id"], "actor_label": acting["email"]}
+    """The actor of a UI user's change; an agency user viewing a sub-account is themselves there, labelled
+    "<email> as <the sub-account>" (services.sessions.view_as_user)."""
+    return {"actor": user["id"], "actor_label": user.get("label") or user["email"]}
 
 
 def public_entry(row):

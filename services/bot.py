@@ -1,4 +1,4 @@
-"""The bot (DESIGN §3 "Bot"): decide() works out what to answer an inbound custom-channel message
+"""The bot (docs/design.md#api-decisions "Bot"): decide() works out what to answer an inbound custom-channel message
 (handoff keyword, greeting, rule, AI provider, fallback), apply() carries it out (a reply through
 messaging.send_reply, with its outcome and its credits in the reply's own transaction), dry_run() runs
 the same decide() and applies nothing. services/bot_runner.py's BotRunner runs each new message after the

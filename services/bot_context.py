@@ -26,7 +26,7 @@ def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, r
     credit_hundredths, credits_per_reply, has_webhook, opted_out, pause, first_message}. With require_active, None when the
     bot is not active for this message's campaign (nothing more is read then)."""
     account = bot_state.account_bot_in_tx(cx, account_id)
-    if account is None or require_active and account["bot"] is None:
+    if account is None or (require_active and account["bot"] is None):
         return None
     config = bot_settings.effective(account["bot"], campaign_id)
     if require_active and not config["active"]:

@@ -138,6 +138,6 @@ def prepare(bot):
 # Compiled matchers kept, least recently used first, up to MAX_CACHED_CHARS keyword characters in all (about
 # 50 bytes of memory each): a configuration at the limits has MAX_TOTAL_KEYWORDS x MAX_KEYWORD_LENGTH.
 MAX_CACHED_CHARS = 2_000_000
-_cache = collections.OrderedDict()
+_cache: collections.OrderedDict = collections.OrderedDict()
 _lock = threading.Lock()
 _cached_chars = 0

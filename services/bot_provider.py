@@ -90,7 +90,7 @@ def content_of(raw):
     try:
         content = json.loads(raw)["choices"][0]["message"]["content"]
     except (ValueError, TypeError, KeyError, IndexError):
-        raise ProviderError("malformed answer: not a chat-completions response with choices[0].message.content")
+        raise ProviderError("malformed answer: not a chat-completions response with choices[0].message.content") from None
     if content is None:  # e.g. a tool call instead of text
         return ""
     if not isinstance(content, str):

@@ -75,6 +75,11 @@ class BotRunner:
         async with _held(self._account_slots, account_id, lambda: asyncio.Semaphore(self.per_account)), self._slots:
             yield
 
+    def contact_queue(self, account_id, contact_id):
+        """How many of the contact's messages are being decided or waiting their turn (at most one decided)."""
+        entry = self._contact_turns.get((account_id, contact_id))
+        return entry[1] if entry else 0
+
     async def _answer(self, message):
         # One contact's messages are decided one after another, in the order they came: a message right
         # after one that hands off must see the pause, not be answered beside it.

@@ -1,4 +1,4 @@
-"""The bot's settings object (DESIGN §3 "Bot"): its pydantic model, how a PATCH merges into the stored
+"""The bot's settings object (docs/design.md#api-decisions "Bot"): its pydantic model, how a PATCH merges into the stored
 object, the public view (the provider key is write-only) and the effective configuration for a message.
 
 PATCH semantics (docs/api.md "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
@@ -29,7 +29,7 @@ MAX_TOTAL_KEYWORDS = 1000  # of one configuration (the account's, or a campaign'
 MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
-DEFAULTS = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
+DEFAULTS: dict[str, object] = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
             "handoffMessage": None, "provider": None, "pauseMinutesAfterHumanReply": 30}
 DEFAULT_TIMEOUT_SECONDS = 20.0
 PRICE = "creditsPerReply"  # once a bot setting, now the agency's (accounts.credits_per_reply)
@@ -66,7 +66,7 @@ class Rule(_Strict):
     """Answers when one of its keywords occurs in the message as a word (case-insensitive)."""
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
-    answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)
+    answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)  # type: ignore[arg-type]  # a plain dict is a JsonDict
     handoff: Optional[StrictBool] = Field(None, description=(
         "True: the answer is sent and the conversation goes to a person, like a handoff keyword."))
 
@@ -88,7 +88,8 @@ class Provider(_Strict):
     apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
     systemPrompt: Optional[str] = Field(None, max_length=MAX_SYSTEM_PROMPT)
     timeoutSeconds: Optional[Annotated[float, Number]] = Field(None, ge=1, le=120, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
-    mode: Optional[Literal[bot_provider.MODES]] = Field(None, description=(
+    # Literal of the tuple is Literal of its values (pydantic reads it so); mypy wants them spelled out.
+    mode: Optional[Literal[bot_provider.MODES]] = Field(None, description=(  # type: ignore[valid-type]
         "How the answer is asked for (default auto): json_schema, json_object (JSON mode; llama.cpp reads its "
         "schema), or auto: json_schema, then json_object when the server refuses it. A structured answer that "
         "is not usable (example text copied, empty) is followed by one plain-text request. plain: text only, "
@@ -147,7 +148,7 @@ class BotConfig(_Strict):
 
 
 class BotSettings(BotConfig):
-    """The `bot` settings object (DESIGN §3)."""
+    """The `bot` settings object."""
     campaigns: Optional[dict[CampaignId, Optional[BotConfig]]] = Field(
         None, max_length=MAX_CAMPAIGNS, description="campaignId -> the keys that differ for messages carrying it.")
 

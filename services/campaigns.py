@@ -1,4 +1,4 @@
-"""Campaigns (DESIGN §3): creation with a personalised body, reading, pause/resume/cancel/retry-failed, and
+"""Campaigns (docs/design.md#api-decisions): creation with a personalised body, reading, pause/resume/cancel/retry-failed, and
 the per-recipient listing and CSV export. The sending itself is services/campaign_runner.py."""
 import csv
 import io
@@ -48,8 +48,9 @@ def render(parts, contact):
 
 
 async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=None, channel=None, start_at=None,
-                          rate_per_minute=None):
-    """POST /v1/campaigns. start_at: an aware datetime (None or past: now). Starts at once unless scheduled."""
+                          rate_per_minute=None, by=None):
+    """POST /v1/campaigns (audited as campaign.sent by ``by``). start_at: an aware datetime (None or past: now).
+    Starts at once unless scheduled."""
     name, campaign_id, channel = (v.strip() if isinstance(v, str) else v for v in (name, campaign_id, channel))
     if not name:
         raise Invalid("name is required and cannot be blank", field="name")
@@ -69,7 +70,7 @@ async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=No
            "channel": channel or None, "rate_per_minute": rate, "created_at": now,
            "start_at": max(iso(start_at), now) if start_at else now}
     row["campaign_key"] = campaign_id or row["id"]
-    return public_campaign(await store.create_campaign(db, row, now))
+    return public_campaign(await store.create_campaign(db, row, now, by))
 
 
 async def get_campaign(db, account_id, campaign_id):
@@ -121,11 +122,11 @@ async def resume(db, account_id, campaign_id):
     return public_campaign(await store.resume(db, account_id, campaign_id, now_iso()))
 
 
-async def cancel(db, account_id, campaign_id):
+async def cancel(db, account_id, campaign_id, by=None):
     """Cancelled at once; a large campaign's recipients are dropped by the runner's batches after the first
     (pendingAction "cancel" until then: storage/campaign_actions.py)."""
     return public_campaign(await campaign_actions.cancel(db, account_id, campaign_id, now_iso(),
-                                                         campaign_actions.BATCH))
+                                                         campaign_actions.BATCH, by))
 
 
 async def retry_failed(db, account_id, campaign_id):
@@ -146,10 +147,11 @@ async def retry_failed(db, account_id, campaign_id):
 ACTIONS = {"pause": pause, "resume": resume, "cancel": cancel, "retry-failed": retry_failed}
 
 
-async def act(services, account_id, campaign_id, action):
+async def act(services, account_id, campaign_id, action, by=None):
     """One of ACTIONS (the API's POST /v1/campaigns/{id}/<action>, the UI's buttons): the campaign after it.
-    A resumed campaign wakes the runner, retried messages the delivery worker."""
-    campaign = await ACTIONS[action](services.db, account_id, campaign_id)
+    A resumed campaign wakes the runner, retried messages the delivery worker. A cancel is audited by ``by``."""
+    campaign = await (cancel(services.db, account_id, campaign_id, by) if action == "cancel"
+                      else ACTIONS[action](services.db, account_id, campaign_id))
     if action == "resume" or campaign["pendingAction"]:
         services.campaigns.notify()  # resumed, or batches of a cancel or retry left for the runner
     if action == "retry-failed":

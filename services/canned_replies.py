@@ -29,11 +29,11 @@ def _body(body):
     return body
 
 
-async def create(db, account_id, *, code, body):
+async def create(db, account_id, *, code, body, by=None):
     """A new canned reply: Invalid naming the field, Conflict when the account has the code already."""
     row = {"id": new_id("cr"), "account_id": account_id, "code": _code(code), "body": _body(body),
            "created_at": now_iso()}
-    return await store.insert_canned_reply(db, row)
+    return await store.insert_canned_reply(db, row, by)
 
 
 async def list_all(db, account_id):
@@ -48,7 +48,7 @@ async def get(db, account_id, reply_id):
     return store.public_canned_reply(row)
 
 
-async def update(db, account_id, reply_id, *, code=None, body=None):
+async def update(db, account_id, reply_id, *, code=None, body=None, by=None):
     """Change the code and/or the body (None: unchanged); at least one of them."""
     changes = {}
     if code is not None:
@@ -57,11 +57,11 @@ async def update(db, account_id, reply_id, *, code=None, body=None):
         changes["body"] = _body(body)
     if not changes:
         raise Invalid("give code or body (or both) to change")
-    return await store.update_canned_reply(db, account_id, reply_id, changes, now_iso())
+    return await store.update_canned_reply(db, account_id, reply_id, changes, now_iso(), by)
 
 
-async def delete(db, account_id, reply_id):
-    return await store.delete_canned_reply(db, account_id, reply_id)
+async def delete(db, account_id, reply_id, by=None):
+    return await store.delete_canned_reply(db, account_id, reply_id, by)
 
 
 async def rendered_for_contact(db, account_id, contact_id):

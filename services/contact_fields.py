@@ -81,7 +81,7 @@ def check_length(value, field, limit):
 
 def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None, region=None):
     """The contact fields as stored ({first_name, last_name, phone, email}: blanks as None, the phone E.164,
-    the email case-folded), or Invalid naming the field (spec §2 rule 1: phone or email required).
+    the email case-folded), or Invalid naming the field (docs/api.md#contacts: phone or email required).
     region: a default region for phones without "+" (the import's option; the API passes none)."""
     first_name, last_name = blank_to_none(first_name), blank_to_none(last_name)
     phone, email = blank_to_none(phone), blank_to_none(email)

@@ -80,7 +80,7 @@ def _normalize_patch(fields):
     return changes
 
 
-async def update_contact(db, account_id, contact_id, fields, actor):
+async def update_contact(db, account_id, contact_id, fields, actor, by=None):
     """PATCH a contact: fields holds any of firstName, lastName, phone, email (None clears) and optedOut (a
     bool: by hand, who from actor, see API_ACTOR and user_actor). The same validation as on creation; Conflict
     naming the contact that already has the phone or email; contact.updated queued with the change.
@@ -91,7 +91,7 @@ async def update_contact(db, account_id, contact_id, fields, actor):
         if not isinstance(fields["optedOut"], bool):
             raise Invalid("optedOut must be true or false", field="optedOut")
         opt_out = {"opted_out": fields["optedOut"], **actor}
-    return await store.update_contact(db, account_id, contact_id, changes, opt_out, now_iso())
+    return await store.update_contact(db, account_id, contact_id, changes, opt_out, now_iso(), by)
 
 
 def display_name(contact):

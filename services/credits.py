@@ -1,4 +1,4 @@
-"""Credits: agencies grant them to their sub-accounts (spec §4.6; an Idempotency-Key makes a grant
+"""Credits: agencies grant them to their sub-accounts (docs/api.md#sub-account-credits-agency-accounts; an Idempotency-Key makes a grant
 exactly-once, services/idempotency.py); spend_credits takes them away (never below zero, auto-recharge
 notification included); balances are exact integer hundredths underneath."""
 import math

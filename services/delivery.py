@@ -1,7 +1,7 @@
 """The outbox worker: signs and POSTs due webhooks (replies and notifications), records every attempt,
 retries on the Standard Webhooks schedule, with bounded concurrency overall and per account.
 
-Outcomes (DESIGN §3 "Reply delivery"):
+Outcomes (docs/design.md#api-decisions "Reply delivery"):
 - 2xx: the outbox row is 'sent', its message 'Sent' (message error cleared; the attempts keep history).
 - 5xx, 408, 429, timeouts, connection and DNS errors: the message is 'Failed' with the error stored, and
   the row stays 'pending' with a retry at 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h after attempts 1..7

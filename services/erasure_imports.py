@@ -54,10 +54,17 @@ def scrub_report(path, email, phone):
 
 
 async def scrub_import_reports(db, data_dir, account_id, contact):
-    """Cut the contact (a storage row, read before its erasure) out of the account's ended imports' error
-    reports; the records removed."""
+    """Cut the contact (a storage row, read before its erasure) out of the account's imports' headers and its
+    ended imports' error reports; the headers replaced and records removed."""
     email = (contact.get("email") or "").casefold()
+    phone_digits = _digits(contact.get("phone") or "")
     removed = 0
+    # A file without a header row: its first record, kept as the header, is a person's whole row. One naming the
+    # erased person becomes column numbers (the mapping refers to columns by position).
+    for import_id, header in await store.headers(db, account_id):
+        if _names_person(header, email, phone_digits):
+            await store.replace_header(db, account_id, import_id, [f"Column {n}" for n in range(1, len(header) + 1)])
+            removed += 1
     for import_id in await store.ended_with_report(db, account_id):
         removed += await run_blocking(scrub_report, report_path(data_dir, import_id), email, contact.get("phone"))
     return removed

@@ -1,4 +1,4 @@
-"""A handoff (issue 25 §3, DESIGN §7 Day two): the bot hands a conversation to a person (a handoff keyword,
+"""A handoff (issue 25 §3, docs/design.md#wave-3-contracts Day two): the bot hands a conversation to a person (a handoff keyword,
 the AI provider, or a rule with "handoff": true). The contact gets the account's bot.handoffMessage once, as
 the bot's reply; the bot pauses for the contact; and a conversation.handoff notification is queued, all in
 the transaction that records the bot's outcome (services/bot.py calls in here and nothing else). The

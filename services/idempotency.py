@@ -1,4 +1,4 @@
-"""Idempotency-Key for the requests of one account (DESIGN §3): the key checked, the request's
+"""Idempotency-Key for the requests of one account (docs/design.md#api-decisions): the key checked, the request's
 fingerprint, and the claim that makes the request's write exactly-once (storage/idempotency.py)."""
 import contextlib
 import hashlib

@@ -4,6 +4,7 @@ from common.errors import Invalid, NotFound
 from common.ids import now_iso
 from services import bot, bot_settings, media, messaging, notes
 from services.contacts import MAX_QUERY, display_name, search_patterns
+from services.users import author_name
 from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
@@ -100,7 +101,7 @@ def message_view(services, row, contact_name):
     if author == "contact":
         author_label = contact_name
     elif author == "user":
-        author_label = f"User {row['author_email']}" if row["author_email"] else "User"
+        author_label = f"User {author_name(row['author_email'], row['author_as'])}" if row["author_email"] else "User"
     elif author == "campaign" and row["campaign_id"]:
         author_label = f"Campaign {row['campaign_id']}"
     else:

@@ -117,9 +117,9 @@ async def rename_list(db, account_id, list_id, name):
     return public_list(await store.rename_list(db, account_id, list_id, _valid_name(name)))
 
 
-async def delete_list(db, account_id, list_id):
+async def delete_list(db, account_id, list_id, by=None):
     """Delete a list and its memberships (never its contacts): {deleted: true, id, removedMemberships}."""
-    removed = await store.delete_list(db, account_id, list_id, now_iso())
+    removed = await store.delete_list(db, account_id, list_id, now_iso(), by)
     return {"deleted": True, "id": list_id, "removedMemberships": removed}
 
 

@@ -23,6 +23,7 @@ import time
 import zlib
 
 from common.ids import iso, utcnow
+from services.users import allows
 from storage import events as store
 from storage import sessions as session_store
 
@@ -33,6 +34,17 @@ CLOSE_RELOAD = 4000        # the page must load again (a reload frame came first
 CLOSE_SIGNED_OUT = 4001    # the session ended
 CLOSE_REPLACED = 4002      # the session or account opened more pages than it may keep live: the oldest close
 CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
+
+
+# Each event goes only to pages whose user may open the page that shows it: the least role of that page (its
+# handler's role; tests/test_roles.py checks they agree). Every other type belongs to the inbox's pages,
+# which every role has.
+EVENT_PAGE_ROLES = {store.CAMPAIGN_PROGRESS: "admin"}
+
+
+def may_see(role, row):
+    """Whether a page of a user with ``role`` receives the event row (its type is row[2])."""
+    return allows(role, EVENT_PAGE_ROLES.get(row[2], "agent"))
 
 
 def event_json(row):
@@ -80,11 +92,16 @@ class Subscriber:
     """One open page of an account. transport: write(Frame) -> a future done once the frame left our buffer
     (raises once the connection is closed), close(code, reason). session: what the sessions store knows the
     page's UI session by (services.sessions.session_hash). last_sent: the newest event id it was sent (or
-    that its page had already seen)."""
+    that its page had already seen). role: what the page's user may do in the account (may_see); user_role:
+    their role as the sessions store has it (check_sessions closes the page when it changes); parent_session:
+    the agency user's own session of a page that views a sub-account (session is then the view-as one)."""
 
-    def __init__(self, hub, account_id, user_id, transport, session=None):
+    def __init__(self, hub, account_id, user_id, transport, session=None, role="owner", user_role=None,
+                 parent_session=None):
         self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
-        self.session = session
+        self.session, self.parent_session = session, parent_session
+        self.role = role
+        self.user_role = user_role or role
         self.label = None  # who the page's user is, for presence (services/presence.py): their email
         self.opened = next(_opened)  # the order pages joined in: the oldest close first beyond the limits
         self.last_sent = 0
@@ -192,10 +209,11 @@ class Hub:
 
     # ---- subscriptions ----------------------------------------------------------------------------
 
-    async def subscribe(self, account_id, user_id, after, transport, session=None):
+    async def subscribe(self, account_id, user_id, after, transport, session=None, **page):
         """A page of the account that has seen events up to ``after`` (its render's position) opens: replay
-        what it missed, then keep it live. Returns the Subscriber, or None when the page was told to reload."""
-        subscriber = Subscriber(self, account_id, user_id, transport, session)
+        what it missed (that its role may see), then keep it live. page: Subscriber's role, user_role,
+        parent_session. Returns the Subscriber, or None when the page was told to reload."""
+        subscriber = Subscriber(self, account_id, user_id, transport, session, **page)
         async with self._lock:  # no round runs while the replay is read and the page joins
             if not self._subscribers:
                 self.position = await store.position(self.db)
@@ -207,6 +225,7 @@ class Hub:
             if len(rows) > self.catch_up_limit:
                 subscriber.reload("the page missed too many live events")
                 return None
+            rows = [r for r in rows if may_see(subscriber.role, r)]
             if rows:
                 subscriber.send(events_frame([event_json(r) for r in rows]))
             subscriber.last_sent = max(after, seq_at_position)
@@ -237,25 +256,27 @@ class Hub:
                 del self._subscribers[subscriber.account_id]
 
     def disconnect(self, account_id, *, session=None, keep_session=None, user=None):
-        """Close the account's pages whose UI session was ended here: the one ``session`` (sign-out), or every
-        one but ``keep_session`` (a new API key or password ends the account's other sessions); with ``user``,
-        only that user's pages (a deactivated user, a one-time link used). Their scripts
-        reload and find the session gone. Sessions ended elsewhere (the rotate-key command, expiry) are found
-        by check_sessions."""
-        for subscriber in list(self._subscribers.get(account_id, ())):
-            if ((session is None or subscriber.session == session) and subscriber.session != keep_session
-                    and (user is None or subscriber.user_id == user)):
+        """Close the account's pages (account_id None: every account's) whose UI session was ended here: the
+        one ``session`` (sign-out; the sub-accounts viewed from it too), or every one but ``keep_session`` (a
+        new API key or password ends the account's other sessions); with ``user``, only that user's pages (a
+        deactivated user, a one-time link used, a role changed). Their scripts reload and find the session
+        gone, or the pages their role has now. Sessions ended elsewhere (the rotate-key command, expiry) and
+        roles changed elsewhere are found by check_sessions."""
+        groups = self._subscribers.values() if account_id is None else [self._subscribers.get(account_id, ())]
+        for subscriber in [s for group in groups for s in group]:
+            if ((session is None or session in (subscriber.session, subscriber.parent_session))
+                    and subscriber.session != keep_session and (user is None or subscriber.user_id == user)):
                 subscriber.close(CLOSE_SIGNED_OUT, "signed out")
 
     async def check_sessions(self, now=None):
-        """Close the pages whose session is no longer live (ended by another process, or expired). Returns
-        how many were closed."""
+        """Close the pages whose session is no longer live (ended by another process, or expired) or whose
+        user's role changed (their events are chosen by it). Returns how many were closed."""
         subscribers = [s for group in self._subscribers.values() for s in group]
         if not subscribers:
             return 0
         live = await session_store.live_sessions(self.db, sorted({s.session for s in subscribers if s.session}),
                                                  iso(now or utcnow()))
-        ended = [s for s in subscribers if s.session is not None and s.session not in live]
+        ended = [s for s in subscribers if s.session is not None and live.get(s.session) != s.user_role]
         for subscriber in ended:
             subscriber.close(CLOSE_SIGNED_OUT, "signed out")
         return len(ended)
@@ -307,19 +328,26 @@ class Hub:
                 if row[1] in self._subscribers:
                     by_account.setdefault(row[1], []).append(row)
             for account_id, account_rows in by_account.items():
-                self._push(account_rows, list(self._subscribers.get(account_id, ())))
+                subscribers = list(self._subscribers.get(account_id, ()))
+                for role in {s.role for s in subscribers}:
+                    self._push([r for r in account_rows if may_see(role, r)], account_rows[-1][5],
+                               [s for s in subscribers if s.role == role])
             self._push_seconds = time.thread_time() - started
             return len(rows) == self.round_limit
 
     @staticmethod
-    def _push(rows, subscribers):
+    def _push(rows, last, subscribers):
         """One frame for every subscriber that lacks all of rows (the usual case); a subscriber that saw some
-        of them already (it joined with a newer position) gets only the rest."""
+        of them already (it joined with a newer position) gets only the rest. rows: what these subscribers'
+        role may see of the account's events up to number ``last`` (they are then up to date through it)."""
         shared = None
-        first, last = rows[0][5], rows[-1][5]  # the account's numbers (seq)
         for subscriber in subscribers:
             if subscriber.last_sent >= last:
                 continue
+            if not rows or subscriber.last_sent >= rows[-1][5]:
+                subscriber.last_sent = last  # nothing it may see among them
+                continue
+            first = rows[0][5]  # the account's numbers (seq)
             if subscriber.last_sent < first:
                 if shared is None:
                     shared = events_frame([event_json(r) for r in rows])

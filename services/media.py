@@ -117,7 +117,7 @@ def sniff(data):
 
 
 def check_content(declared, charset, data, field="customData.mediaContentType"):
-    """Invalid unless the bytes are plausibly of the declared type (spec §2: the type "must match the
+    """Invalid unless the bytes are plausibly of the declared type (docs/api.md#custom-channel: the type "must match the
     real file content"). PNG bytes labelled application/pdf fail; text types need text."""
     if declared == "application/octet-stream":
         return  # claims nothing beyond "bytes"
@@ -137,7 +137,7 @@ def check_content(declared, charset, data, field="customData.mediaContentType"):
 
 
 def _label(candidates):
-    for mime, ext in candidates:
+    for mime, _ext in candidates:
         if mime:
             return mime
     return candidates[0][1] or "another type"

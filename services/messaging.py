@@ -50,7 +50,7 @@ def _identity(account_id, from_id, first_name, last_name, email):
 
 
 def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
-    """Spec §2 rule 3 / DESIGN §3: a fromId maps to one contact for ever. On first sight a fromId that
+    """Spec §2 rule 3 / docs/design.md#api-decisions: a fromId maps to one contact for ever. On first sight a fromId that
     is the E.164 phone or the email of an existing contact links to it; otherwise a new contact is made
     (a changed fromId gives a new contact, so customData.email alone never links). Later messages only
     fill blank fields. mapped: the contact the fromId maps to when the caller read it in this transaction
@@ -143,7 +143,7 @@ def _record_inbound(cx, message, identity, answers_since):
     stored message's id, the contact id, whether the contact was created, the campaignId, True/False/None
     for an opt-out/opt-in/no keyword, whether the bot is to answer it): only what the caller lacks crosses
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
-    account whose bot is active for it; reactions never (DESIGN §3)."""
+    account whose bot is active for it; reactions never (docs/design.md#api-decisions)."""
     account_id = message["account_id"]
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
     # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
@@ -229,7 +229,7 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     outbox_campaign_id: the campaign (campaigns.id) the messages belong to, whose counts their deliveries
     move. announce: False when the caller emits one event for a batch of messages (_store_messages_in_tx).
 
-    The payload is the spec's six fields (§6) plus, per DESIGN §3 "Reply payload, extended", campaignId
+    The payload is the spec's six fields (§6) plus, per docs/design.md#api-decisions "Reply payload, extended", campaignId
     (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
     channel has no fromId (toId is null), and the receiver needs an address to reach it."""
     settings = None
@@ -237,7 +237,7 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
         account = account_store.delivery_context_in_tx(cx, account_id)
         if account is None or not account["settings"].get("customChannelWebhookUrl"):
             raise Invalid(NO_WEBHOOK)
-        # The payload's userId (spec §6): the account's owner, or the account itself when it has no user.
+        # The payload's userId (docs/api.md#webhook-delivery): the account's owner, or the account itself when it has no user.
         settings, user_id = account["settings"], account["owner_user_id"] or account_id
     now = now_iso()  # one transaction, one time
     messages, deliveries = [], []
@@ -362,7 +362,7 @@ def _record_reply(cx, *, account_id, contact_id, body, to_id, channel, in_tx=Non
 # ---- reading ---------------------------------------------------------------------------------
 
 def public_message(services, message):
-    """A message as the API shows it (DESIGN §3), without its delivery attempts."""
+    """A message as the API shows it (docs/design.md#api-decisions), without its delivery attempts."""
     return {"id": message["id"], "direction": message["direction"], "status": message["status"],
             "body": message["body"], "channel": message["channel"], "contactId": message["contact_id"],
             "messageType": message["message_type"], "campaignId": message["campaign_id"],

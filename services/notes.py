@@ -5,6 +5,7 @@ admin (an API key acts as the account: it may delete any note)."""
 from common.errors import Invalid
 from common.ids import new_id, now_iso
 from services.lists import keyset_page
+from services.users import author_name
 from storage import notes as store
 from storage.contacts import contact_not_found, get_contact
 
@@ -55,7 +56,8 @@ def note_view(row):
     """A note shaped for the thread page (templates/_note_item.html)."""
     return {"kind": "note", "id": row["id"], "body": row["body"], "created_at": row["created_at"],
             "author_user_id": row["author_user_id"],
-            "author_label": f"Note by {row['author_email']}" if row.get("author_email") else "Note by API"}
+            "author_label": (f"Note by {author_name(row['author_email'], row['author_as'])}"
+                             if row.get("author_email") else "Note by API")}
 
 
 async def get_view(db, account_id, contact_id, note_id):

@@ -1,4 +1,4 @@
-"""One-time links (DESIGN §7 Day two): one mechanism for the first-run setup link, reset-password's sign-in
+"""One-time links (docs/design.md#wave-3-contracts Day two): one mechanism for the first-run setup link, reset-password's sign-in
 link and an agency's reset of a sub-account. The token is shown once, in the link; only its hash is stored;
 using the link (choosing a password) spends it, and it dies after LINK_HOURS. No password or API key is
 ever printed: the person chooses the password, and the Settings page shows the key once."""

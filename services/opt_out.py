@@ -1,4 +1,4 @@
-"""Opt-out keywords (DESIGN §3 "Campaigns"): the account settings, their validation, and matching an
+"""Opt-out keywords (docs/design.md#api-decisions "Campaigns"): the account settings, their validation, and matching an
 inbound message's whole body. An opted-out contact is skipped by campaigns and not answered by the bot."""
 from common.errors import Invalid
 

@@ -1,7 +1,8 @@
 """Per-key request limits with GCRA: one float per key, O(1) memory and time. RateLimiter keeps it in memory
-(one process); SharedRateLimiter keeps the API keys' in PostgreSQL, so that several processes on one database
-enforce one limit, not one each."""
+(one process); SharedRateLimiter keeps them in PostgreSQL, so that several processes on one database enforce
+one limit, not one each (API keys, sign-in attempts, password changes, the webhook test)."""
 import asyncio
+import hashlib
 import logging
 import math
 import time
@@ -9,6 +10,9 @@ import time
 from storage import ratelimit as store
 
 log = logging.getLogger("parley.ratelimit")
+# The prune tasks in flight: the event loop keeps only a weak reference to a task, so one nobody holds may be
+# collected before it finishes.
+_pruning = set()
 
 
 class RateLimiter:
@@ -28,8 +32,8 @@ class RateLimiter:
             self._tat[key] = new_tat
         return allowed, self.headers(limit, allowed, new_tat if allowed else tat, now)
 
-    async def hit_api_key(self, key, limit):
-        """hit() for an API key's request (SharedRateLimiter shares these across processes)."""
+    async def hit_shared(self, key, limit):
+        """hit() for a limit every process enforces together (SharedRateLimiter shares it across processes)."""
         return self.hit(key, limit)
 
     def headers(self, limit, allowed, tat, now):
@@ -68,20 +72,21 @@ class RateLimiter:
 
 
 class SharedRateLimiter(RateLimiter):
-    """API keys' limits in PostgreSQL (storage/ratelimit.py): one atomic statement per API request, on the
-    key's row, with the database's clock. What it costs: one pooled connection and one round trip per API
-    request (no transaction of its own, no commit listener). The UI's limits (sign-in attempts, the webhook
-    test) stay in memory: per process. When the database cannot be reached, the request is counted in memory
-    (the database's failure answers the request's own storage work anyway)."""
+    """hit_shared()'s limits in PostgreSQL (storage/ratelimit.py): one atomic statement per request, on the
+    key's row, with the database's clock. What it costs: one pooled connection and one round trip per limited
+    request (no transaction of its own, no commit listener). Keys are stored hashed: sign-in keys hold an
+    email and an address, which the table need not keep. When the database cannot be reached, the request is
+    counted in memory (the database's failure answers the request's own storage work anyway)."""
 
     def __init__(self, db, window=60.0):
         super().__init__(window=window)
         self.db = db
 
-    async def hit_api_key(self, key, limit):
+    async def hit_shared(self, key, limit):
         interval = self.window / limit
         try:
-            allowed, tat, now = await self.db.statement(store.hit, key, interval, self.window)
+            allowed, tat, now = await self.db.statement(store.hit, hashlib.sha256(key.encode()).hexdigest(),
+                                                        interval, self.window)
         except Exception as exc:
             log.warning("shared rate limit unavailable (%s): counted in this process", exc)
             return self.hit(key, limit)
@@ -89,7 +94,9 @@ class SharedRateLimiter(RateLimiter):
 
     def prune(self):
         """Also the shared rows of keys whose budget is full again (a flood of made-up keys leaves one each)."""
-        asyncio.ensure_future(self.prune_shared())
+        task = asyncio.ensure_future(self.prune_shared())
+        _pruning.add(task)
+        task.add_done_callback(_pruning.discard)
         return super().prune()
 
     async def prune_shared(self):

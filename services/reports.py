@@ -9,6 +9,7 @@ from common.errors import Invalid
 from common.spreadsheet import safe_cell
 from common.report_buckets import GROUPS, percentile
 from common.ids import utcnow
+from services.users import author_name
 from storage import reports as store
 
 DEFAULT_DAYS = 30
@@ -135,7 +136,8 @@ def _response_rows(data, days):
     """The bot first, then people by name; medians and p90s from the histogram (common/report_buckets.py)."""
     rows = []
     for responder, counts in data["responses"].items():
-        name = "Bot" if responder == "bot" else data["users"].get(responder, "a person no longer here")
+        name = ("Bot" if responder == "bot" else author_name(*data["users"][responder]) if responder in data["users"]
+                else "a person no longer here")
         rows.append({"responder": responder, "name": name, "responses": sum(counts.values()),
                      "medianSeconds": percentile(counts, 0.5), "p90Seconds": percentile(counts, 0.9)})
     return sorted(rows, key=lambda r: (r["responder"] != "bot", r["name"]))

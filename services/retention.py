@@ -17,7 +17,11 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from settings import Settings
+from collections.abc import Callable
 
 from common.ids import iso, utcnow
 from services.worker_loop import WorkerLoop
@@ -35,7 +39,7 @@ log = logging.getLogger("parley.retention")
 class Rule:
     """Rows deleted once older than keep(settings) (a timedelta; None or zero keeps them for ever)."""
     name: str
-    keep: Callable[[object], Optional[timedelta]]
+    keep: Callable[["Settings"], Optional[timedelta]]
     prune: Callable
     args: tuple = ()
 

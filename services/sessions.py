@@ -4,21 +4,40 @@ from datetime import timedelta
 
 from common.ids import iso, utcnow
 from services import keys
+from services.users import allows as users_allow, author_name
 from storage import sessions as store
 
 SESSION_DAYS = 7
+VIEW_AS_MAX_ROLE = "admin"
 
 
-async def start(db, user, now=None, viewer_user_id=None):
-    """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else).
-    viewer_user_id: an agency user viewing a sub-account as its user (works only beside that user's session)."""
+async def start(db, user, now=None):
+    """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else)."""
+    return await _insert(db, {"user_id": user["id"], "account_id": user["account_id"]}, now)
+
+
+async def start_view_as(db, viewer, viewer_session_id, sub_id, by=None):
+    """A "View as" session: the agency user ``viewer`` (their own session's user) in their agency's sub-account
+    sub_id. It works only beside viewer_session_id, and only while that session lives, the viewer is active and
+    keeps the role they have now (storage/sessions.py); the viewer acts there with at most that role, never
+    above admin (view_as_role). Audited in the sub-account as view_as.started by ``by``."""
+    return await _insert(db, {"user_id": viewer["id"], "account_id": sub_id, "viewer_user_id": viewer["id"],
+                              "viewer_session_hash": session_hash(viewer_session_id),
+                              "viewer_role": viewer.get("role") or "admin"}, None, by)
+
+
+async def _insert(db, row, now, by=None):
     session_id = keys.new_session_id()
     now = now or utcnow()
-    await store.insert_session(db, {"id_hash": keys.hash_token(session_id), "user_id": user["id"],
-                                    "account_id": user["account_id"], "created_at": iso(now),
-                                    "expires_at": iso(now + timedelta(days=SESSION_DAYS)),
-                                    "viewer_user_id": viewer_user_id})
+    await store.insert_session(db, {**row, "id_hash": keys.hash_token(session_id), "created_at": iso(now),
+                                    "expires_at": iso(now + timedelta(days=SESSION_DAYS))}, by)
     return session_id
+
+
+def view_as_role(role):
+    """What an agency user may do in a sub-account they view: their own role, never above admin (an owner's
+    API key, signing secret and owners stay the sub-account's own)."""
+    return role if not users_allow(role, VIEW_AS_MAX_ROLE) else VIEW_AS_MAX_ROLE
 
 
 async def user_for(db, session_id):
@@ -28,9 +47,30 @@ async def user_for(db, session_id):
     return await store.get_session_user(db, keys.hash_token(session_id), iso(utcnow()))
 
 
-async def end(db, session_id):
+async def view_as_user(db, view_id, viewer_session_id):
+    """The user of a live view-as session started from viewer_session_id: the agency user, in the sub-account
+    (account_id, account_type, account_name are the sub-account's), with role capped by view_as_role, "viewer":
+    {id, email, role (their own), account_id, account_name (the agency's)} and "label" ("alice@… as Corner
+    Shop", what the sub-account's people see the viewer's work credited to). None otherwise."""
+    if not view_id or not viewer_session_id:
+        return None
+    row = await store.get_view_as_user(db, keys.hash_token(view_id), keys.hash_token(viewer_session_id),
+                                       iso(utcnow()))
+    if row is None:
+        return None
+    viewer = {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
+              "account_id": row["viewer_account_id"], "account_name": row["viewer_account_name"]}
+    return {"id": row["id"], "email": row["email"], "name": row["name"], "role": view_as_role(row["role"]),
+            "account_id": row["account_id"], "account_type": row["account_type"],
+            "account_name": row["account_name"], "viewer": viewer,
+            "label": author_name(row["email"], row["account_name"])}
+
+
+async def end(db, session_id, by=None):
+    """End a session (a view-as one is audited as view_as.ended by ``by``) and the view-as sessions started
+    from it."""
     if session_id:
-        await store.delete_session(db, keys.hash_token(session_id))
+        await store.delete_session(db, keys.hash_token(session_id), by)
 
 
 def session_hash(session_id):

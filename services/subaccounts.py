@@ -1,4 +1,4 @@
-"""An agency's sub-accounts (DESIGN §3 "Sub-accounts", "Auto-recharge"): create, read, list, set the
+"""An agency's sub-accounts (docs/design.md#api-decisions "Sub-accounts", "Auto-recharge"): create, read, list, set the
 auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
 sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
 import logging
@@ -9,7 +9,6 @@ from services.contact_fields import normalize_email
 from services.credits import as_number, price_to_hundredths, require_agency, to_hundredths
 from storage.credits import DEFAULT_PRICE
 from services.lists import keyset_page
-from storage import accounts as account_store
 from storage import subaccounts as store
 
 log = logging.getLogger("parley.audit")
@@ -59,7 +58,7 @@ def _clean_name(name):
     return name
 
 
-async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, email):
+async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, email, by=None):
     """A new sub-account of the agency, with its API key and a UI user (its login is the email) whose
     generated password is returned once, like the key. Invalid (name, email: INVALID_EMAIL), Conflict
     (the email belongs to an account already)."""
@@ -71,7 +70,7 @@ async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, 
         raise Invalid(f"email is longer than {MAX_EMAIL} characters", code="INVALID_EMAIL")
     normalize_email(email)  # validates; accounts keep the email as given, lower-cased (grants look it up so)
     created = await accounts.create_account(db, box, registry, name=name, email=email,
-                                            parent_agency_id=agency_id)
+                                            parent_agency_id=agency_id, by=by)
     # As it was made (an Idempotency-Key retry gets this same answer, whatever changed since).
     row = {"id": created["account_id"], "name": created["name"], "email": created["email"],
            "credit_hundredths": 0, "auto_recharge_threshold": None, "created_at": created["created_at"]}
@@ -94,17 +93,14 @@ async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
     return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
 
 
-async def start_view_as(db, agency_user, caller_type, sub_id):
-    """The agency opens a sub-account's UI without its password: a session of the sub-account's user that works
-    only beside the agency user's own session (which stays as it is). Recorded in the log (there is no audit
-    log yet). Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
+async def start_view_as(db, agency_user, viewer_session_id, caller_type, sub_id, by=None):
+    """The agency user opens a sub-account's UI without its password: a view-as session of their own (never
+    the sub-account owner's), with at most their role and never above admin, that lives only beside and as long
+    as their session viewer_session_id (services.sessions.start_view_as). Audited (view_as.started) and logged.
+    Returns the session id for the view-as cookie. Another agency's sub-account is NotFound."""
     sub = await get_subaccount(db, agency_user["account_id"], caller_type, sub_id)
-    user_id = await account_store.get_owner_user_id(db, sub_id)
-    if user_id is None:
-        raise NotFound(f"the sub-account {sub_id} has no UI user", code="SUBACCOUNT_NOT_FOUND")
-    log.info("agency user %s views sub-account %s (%s) as its user %s", agency_user["id"], sub_id, sub["name"],
-             user_id)
-    return await sessions.start(db, {"id": user_id, "account_id": sub_id}, viewer_user_id=agency_user["id"])
+    log.info("agency user %s views sub-account %s (%s)", agency_user["id"], sub_id, sub["name"])
+    return await sessions.start_view_as(db, agency_user, viewer_session_id, sub_id, by)
 
 
 async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
@@ -131,7 +127,7 @@ def parse_auto_recharge(value):
             to_hundredths(value["amount"], field="autoRecharge.amount"))
 
 
-async def update_subaccount(db, agency_id, caller_type, sub_id, changes):
+async def update_subaccount(db, agency_id, caller_type, sub_id, changes, by=None):
     """The agency's PATCH of its sub-account, in one transaction; changes holds any of autoRecharge
     ({threshold, amount} sets it, None turns it off: below the threshold a spend queues one
     subaccount.auto_recharge notification per episode, storage.credits.spend) and creditsPerReply (what each
@@ -147,15 +143,15 @@ async def update_subaccount(db, agency_id, caller_type, sub_id, changes):
         columns["credits_per_reply"] = None if price is None else price_to_hundredths(price)
     if not columns:
         raise Invalid("autoRecharge or creditsPerReply is required")
-    row = await store.update_subaccount(db, agency_id, sub_id, columns)
+    row = await store.update_subaccount(db, agency_id, sub_id, columns, by)
     if row is None:
         raise not_found(sub_id)
     return public_subaccount(row)
 
 
-async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge):
+async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge, by=None):
     """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account."""
-    return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge})
+    return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge}, by)
 
 
 async def own_credits(db, account_id):

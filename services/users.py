@@ -23,6 +23,12 @@ def allows(role, required):
     return _RANK.get(role or "admin", -1) >= _RANK[required]
 
 
+def author_name(email, as_account=None):
+    """Who did something, as a page shows it: the user's email; for an agency user who did it viewing a
+    sub-account (services.sessions.view_as_user), "<email> as <the sub-account>"."""
+    return f"{email} as {as_account}" if as_account else email
+
+
 def public_user(row):
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
             "active": bool(row["active"]), "createdAt": row["created_at"]}

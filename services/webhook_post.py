@@ -1,7 +1,6 @@
 """One signed webhook POST and what came of it: the outbox worker's attempts and the "Send test event"
 ping both send through post_signed, so they share the SSRF guard (the client's CheckedResolver connects
 only to checked addresses), the Standard Webhooks signature, the timeout and the error texts."""
-import asyncio
 import time
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
@@ -61,7 +60,7 @@ async def post_signed(http, url, *, secrets, webhook_id, body, timeout, allow_pr
         response = await http.post(url, headers, body, timeout=timeout, on_chunk=keep_excerpt)
     except netguard.BlockedAddress as exc:
         return Outcome(error=f"webhook URL refused: {exc}")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return Outcome(error=f"timeout: no answer within {timeout:g} s", retryable=True)
     except Exception as exc:  # refused, reset, DNS failure, TLS failure: worth another try
         return Outcome(error=f"connection error: {netguard.describe_connection_error(exc)}", retryable=True)

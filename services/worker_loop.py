@@ -22,6 +22,9 @@ class WorkerLoop:
         self._wake = asyncio.Event()
         self._task = None
         self._stopping = False
+        # Rounds the loop has finished (failed ones included): what a caller can wait on to know the loop has
+        # looked at the data at least once since a point, instead of guessing with a sleep.
+        self.rounds_finished = 0
 
     def notify(self):
         """Something for this worker was committed: start a round now."""
@@ -58,7 +61,10 @@ class WorkerLoop:
                     # (and then run a round at once).
                     due, wait = 0.0, self.lease.seconds / 3
                 elif woken or time.monotonic() >= due:
-                    wait = await self.round()
+                    try:
+                        wait = await self.round()
+                    finally:
+                        self.rounds_finished += 1
                     wait = self.poll_seconds if wait is None else wait
                     due = time.monotonic() + wait
                 else:  # woken only to renew the lease
@@ -74,5 +80,5 @@ class WorkerLoop:
                 continue
             try:
                 await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass

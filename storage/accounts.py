@@ -20,7 +20,7 @@ def email_taken(email):
 
 
 @writes
-def insert_account(cx, account, user, key_row, shown=None):
+def insert_account(cx, account, user, key_row, shown=None, by=None):
     """Insert an account with its owner user (optional) and its first API key, in one transaction.
     Conflict, writing nothing, when an account or a UI user already has the email (checked here, in the
     writer, so that concurrent creations with one email give one account and no IntegrityError).
@@ -44,6 +44,9 @@ def insert_account(cx, account, user, key_row, shown=None):
                    " VALUES (?, ?, ?, ?, 1, 'owner', ?)",
                    (user["id"], account["id"], user["email"], user["password_hash"], account["created_at"]))
     _insert_key(cx, account["id"], key_row)
+    if account["parent_agency_id"]:  # the agency's audit list has its sub-accounts' creation
+        record_by(cx, by, account_id=account["parent_agency_id"], action="subaccount.created",
+                  subject_id=account["id"], detail={"name": account["name"], "email": account["email"]})
     return {**{k: account[k] for k in ("id", "name", "email", "type", "parent_agency_id", "created_at")},
             "shown": shown}
 
@@ -69,11 +72,13 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
 
 
 @writes
-def set_password(cx, user_id, password_hash, keep_session_hash):
+def set_password(cx, user_id, password_hash, keep_session_hash, by=None):
     """A new password for the UI user; the user's other sessions and unspent one-time links end in the same
-    transaction (the account's other users keep theirs)."""
+    transaction (the account's other users keep theirs). Audited as password.changed by ``by``."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
     end_user_links_in_tx(cx, user_id)
+    account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+    record_by(cx, by, account_id=account_id, action="password.changed", subject_id=user_id)
     cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
 
 
@@ -152,7 +157,7 @@ def set_settings_in_tx(cx, account_id, settings):
 
 def delivery_context_in_tx(cx, account_id):
     """What an outbound message needs inside its transaction: {settings, owner_user_id} (the owner is the
-    payload's userId, spec §6), or None for an unknown account."""
+    payload's userId, docs/api.md#webhook-delivery), or None for an unknown account."""
     row = cx.execute("SELECT settings, (SELECT id FROM users WHERE account_id = a.id"
                      " ORDER BY is_owner DESC, created_at LIMIT 1) FROM accounts a WHERE id = ?",
                      (account_id,)).fetchone()

@@ -18,6 +18,7 @@ from common.errors import Conflict
 from common.ids import iso, parse_iso
 from storage import conversations, events
 from storage.campaigns import HELD, _for_change, get_campaign_in_tx, progress_in_tx
+from storage.audit import record_by
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 
@@ -27,7 +28,7 @@ BATCH = 500  # recipients per write: the request's first batch, and each of the 
 # ---- the request's write -------------------------------------------------------------------------
 
 @writes
-def cancel(cx, account_id, campaign_id, now, limit):
+def cancel(cx, account_id, campaign_id, now, limit, by=None):
     """-> cancelled: recipients still pending and messages not yet attempted are dropped (their message
     becomes Cancelled), scheduled retries are stopped (failed); what was sent stays sent. A completed
     campaign can be cancelled while some of its messages are queued or retrying. The first ``limit``
@@ -38,6 +39,7 @@ def cancel(cx, account_id, campaign_id, now, limit):
                        code="CONFLICT")
     progress_in_tx(cx, campaign_id, status="cancelled", paused_reason=None, finished_at=now,
                    pending_action="cancel", action_cursor="")
+    record_by(cx, by, account_id=account_id, action="campaign.cancelled", subject_id=campaign_id)
     return continue_action.sync(cx, campaign_id, limit, now)["campaign"]
 
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
 from storage import events
+from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.interface import execute_later, values_rows
 from storage.lists import list_not_found
@@ -34,7 +35,7 @@ def campaign_not_found(campaign_id):
 
 
 def public_campaign(row):
-    """The campaign as the API shows it (DESIGN §3 "Campaigns", plus what the UI needs to show progress)."""
+    """The campaign as the API shows it (docs/design.md#api-decisions "Campaigns", plus what the UI needs to show progress)."""
     return {"id": row["id"], "name": row["name"], "listId": row["list_id"], "campaignId": row["campaign_key"],
             "status": row["status"], "pausedReason": row["paused_reason"], "body": row["body"],
             "channel": row["channel"], "ratePerMinute": row["rate_per_minute"],
@@ -159,7 +160,7 @@ get_campaign = reads(get_campaign_in_tx)
 
 
 @writes
-def create_campaign(cx, row, now):
+def create_campaign(cx, row, now, by=None):
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
     not), and start it at once (the snapshot) unless it is scheduled for later."""
     if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ? AND deleted_at IS NULL",
@@ -169,6 +170,8 @@ def create_campaign(cx, row, now):
                " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)",
                (row["id"], row["account_id"], row["name"], row["list_id"], row["campaign_key"], row["body"],
                 row["channel"], row["rate_per_minute"], row["start_at"], row["created_at"]))
+    record_by(cx, by, account_id=row["account_id"], action="campaign.sent", subject_id=row["id"],
+              detail={"name": row["name"], "listId": row["list_id"], "startAt": row["start_at"]})
     if row["start_at"] <= now:
         return start_in_tx(cx, row["id"], now)
     campaign = get_campaign_in_tx(cx, None, row["id"])

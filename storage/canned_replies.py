@@ -1,5 +1,6 @@
 """SQL for canned replies: an account's saved replies, each with a code unique per account without case."""
 from common.errors import Conflict, NotFound
+from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
 
 _COLUMNS = "id, account_id, code, body, created_at, updated_at"
@@ -25,12 +26,14 @@ def _check_code_free(cx, account_id, code, reply_id=""):
 
 
 @writes
-def insert_canned_reply(cx, row):
+def insert_canned_reply(cx, row, by=None):
     """Insert {id, account_id, code, body, created_at}; Conflict when the code is taken. Returns the public form."""
     _check_code_free(cx, row["account_id"], row["code"])
     cx.execute("INSERT INTO canned_replies (id, account_id, code, code_key, body, created_at, updated_at)"
                " VALUES (?, ?, ?, ?, ?, ?, ?)", (row["id"], row["account_id"], row["code"], row["code"].lower(),
                                                   row["body"], row["created_at"], row["created_at"]))
+    record_by(cx, by, account_id=row["account_id"], action="canned_reply.created", subject_id=row["id"],
+              detail={"code": row["code"]})
     return public_canned_reply({**row, "updated_at": row["created_at"]})
 
 
@@ -48,7 +51,7 @@ def list_canned_replies(cx, account_id):
 
 
 @writes
-def update_canned_reply(cx, account_id, reply_id, changes, now):
+def update_canned_reply(cx, account_id, reply_id, changes, now, by=None):
     """Change code and/or body (changes: {code?, body?}); NotFound, Conflict on a taken code. The public form."""
     row = get_canned_reply.sync(cx, account_id, reply_id)
     if row is None:
@@ -58,12 +61,15 @@ def update_canned_reply(cx, account_id, reply_id, changes, now):
         _check_code_free(cx, account_id, row["code"], reply_id)
     cx.execute("UPDATE canned_replies SET code = ?, code_key = ?, body = ?, updated_at = ? WHERE account_id = ?"
                " AND id = ?", (row["code"], row["code"].lower(), row["body"], now, account_id, reply_id))
+    record_by(cx, by, account_id=account_id, action="canned_reply.updated", subject_id=reply_id,
+              detail={"code": row["code"], "changed": sorted(changes)})
     return public_canned_reply(row)
 
 
 @writes
-def delete_canned_reply(cx, account_id, reply_id):
+def delete_canned_reply(cx, account_id, reply_id, by=None):
     """Delete the account's canned reply; NotFound unless there was one. Returns {deleted, id}."""
     if cx.execute("DELETE FROM canned_replies WHERE account_id = ? AND id = ?", (account_id, reply_id)).rowcount == 0:
         raise canned_reply_not_found(reply_id)
+    record_by(cx, by, account_id=account_id, action="canned_reply.deleted", subject_id=reply_id)
     return {"deleted": True, "id": reply_id}

@@ -152,6 +152,20 @@ def import_ids(cx):
 
 
 @reads
+def headers(cx, account_id):
+    """(id, first record's cells) of each of the account's imports: a file without a header row has a person
+    there (erasure replaces one that names the erased person)."""
+    return [(r[0], json.loads(r[1])) for r in cx.execute(
+        "SELECT id, header FROM contact_imports WHERE account_id = ?", (account_id,))]
+
+
+@writes
+def replace_header(cx, account_id, import_id, header):
+    cx.execute("UPDATE contact_imports SET header = ? WHERE account_id = ? AND id = ?",
+               (json.dumps(header), account_id, import_id))
+
+
+@reads
 def ended_with_report(cx, account_id):
     """Ids of the account's imports that ended for good (completed, cancelled, failed: never resumed) with an
     error report (erasure scrubs the person's rows from them)."""

@@ -1,6 +1,7 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
 from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id
+from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.outbox import enqueue_notification_in_tx
@@ -178,7 +179,7 @@ def _holder_of(cx, account_id, column, value, contact_id):
 
 
 @writes
-def update_contact(cx, account_id, contact_id, changes, opt_out, now):
+def update_contact(cx, account_id, contact_id, changes, opt_out, now, by=None):
     """Change the contact's fields (changes: any of FILLABLE, None clears) and opt-out (opt_out: None, or
     {opted_out, via, by}) in one transaction, queueing contact.updated when anything changed. CONTACT_NOT_FOUND;
     Invalid when neither phone nor email would be left; Conflict naming the other contact of the account that
@@ -205,5 +206,11 @@ def update_contact(cx, account_id, contact_id, changes, opt_out, now):
     if not changes and not opted:
         return public_contact(contact)
     updated = opted or get_contact.sync(cx, account_id, contact_id)  # opted: the row after both changes
+    if changes:  # which fields, never their values (the audit outlives an erasure)
+        record_by(cx, by, account_id=account_id, action="contact.updated", subject_id=contact_id,
+                  detail={"fields": sorted(changes)})
+    if opted:
+        record_by(cx, by, account_id=account_id, action="contact.opted_out" if opt_out["opted_out"]
+                  else "contact.opted_in", subject_id=contact_id)
     enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(updated))
     return public_contact(updated)

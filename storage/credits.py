@@ -22,7 +22,7 @@ def as_number(hundredths):
 
 
 def grant_response(sub_account_id, amount, balance):
-    """The body of POST /v1/subaccounts/credits (spec §4.6), amounts in hundredths."""
+    """The body of POST /v1/subaccounts/credits (docs/api.md#sub-account-credits-agency-accounts), amounts in hundredths."""
     return {"success": True, "sub_account_id": sub_account_id, "credits_added": as_number(amount),
             "new_balance": as_number(balance)}
 
@@ -93,7 +93,7 @@ def grant(cx, agency_id, email, amount, description, now, idempotency_key=None, 
     one transaction (the single writer serializes it: concurrent grants never lose an update).
     idempotency_key: the request's key, kept in the history; when the agency already granted with it, that
     grant's answer is returned and nothing is granted (the caller compares parameters first: keyed_grant).
-    Returns the body of the answer (spec §4.6); raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance
+    Returns the body of the answer (docs/api.md#sub-account-credits-agency-accounts); raises NotFound SUBACCOUNT_NOT_FOUND or Invalid (the balance
     would pass its ceiling), writing nothing."""
     if idempotency_key is not None:
         dialect_of(cx).lock(cx, f"grant:{agency_id}:{idempotency_key}")  # concurrent retries: one grant

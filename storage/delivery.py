@@ -23,7 +23,7 @@ def _placeholders(values):
 def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=(), owner=None):
     """Pending rows due at ``now``, at most ``per_account`` per account so that one account's backlog
     cannot fill the batch; rows already in flight and saturated accounts left out. Two lanes: replies
-    and notifications first (oldest first), then campaign deliveries (DESIGN §3: a campaign shares the
+    and notifications first (oldest first), then campaign deliveries (docs/design.md#api-decisions: a campaign shares the
     account's delivery concurrency without starving its other replies). Rows claimed by another process than
     ``owner`` are left out (claim())."""
     direct = _due_in_lane(cx, "direct", now, per_account, limit, exclude_ids, exclude_accounts, owner)

@@ -71,6 +71,28 @@ def _campaign_recipients(cx, t):
     return len(rows)
 
 
+def _opt_out_changes(cx, t):
+    """The Reports' opt-outs per day count these rows: they stay, under one new id that names nobody (the
+    person's changes still read as one contact's)."""
+    return cx.execute("UPDATE opt_out_changes SET contact_id = ? WHERE account_id = ? AND contact_id = ?",
+                      (new_id("erased"), t["account_id"], t["contact_id"])).rowcount
+
+
+def _report_campaign_replies(cx, t):
+    """A campaign's replies per contact: the row stays for the campaign's figures, under a new id."""
+    return cx.execute("UPDATE report_campaign_replies SET contact_id = ? WHERE account_id = ? AND contact_id = ?",
+                      (new_id("erased"), t["account_id"], t["contact_id"])).rowcount
+
+
+def _batch_events(cx, t):
+    """A campaign batch's live event lists its contacts' ids ({campaignId, contactIds}): the erased one's id is
+    replaced by one that names nobody, the others stay."""
+    return cx.execute("UPDATE events SET data = REPLACE(data, ?, ?) WHERE account_id = ?"
+                      " AND data LIKE ? ESCAPE '\\'",
+                      (f'"{t["contact_id"]}"', f'"{new_id("erased")}"', t["account_id"],
+                       '%"contactIds":' + like_pattern(t["contact_id"]))).rowcount
+
+
 def _messages(cx, t):
     return cx.execute("DELETE FROM messages WHERE account_id = ? AND contact_id = ?",
                       (t["account_id"], t["contact_id"])).rowcount
@@ -119,6 +141,9 @@ STEPS = [
     ("deliveryAttempts", _delivery_attempts),
     ("webhooks", _outbox),
     ("campaignRecipientsAnonymised", _campaign_recipients),
+    ("optOutChangesAnonymised", _opt_out_changes),
+    ("reportCampaignRepliesAnonymised", _report_campaign_replies),
+    ("batchEventsAnonymised", _batch_events),
     ("messages", _messages),
     ("channelIdentities", _by_contact("channel_identities")),
     ("listMemberships", _list_members),
@@ -130,7 +155,8 @@ STEPS = [
     ("contacts", _contacts),
 ]
 # The tables STEPS deletes from (PostgreSQL vacuums them after the commit).
-ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "messages", "channel_identities",
+ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "opt_out_changes", "report_campaign_replies",
+                 "messages", "channel_identities",
                  "list_members", "bot_pauses", "notes", "conversations", "events", "idempotency_keys", "contacts")
 
 

@@ -1,4 +1,4 @@
-"""Idempotency-Key (DESIGN §3), one mechanism for every mutating endpoint: the key, a fingerprint of the
+"""Idempotency-Key (docs/design.md#api-decisions), one mechanism for every mutating endpoint: the key, a fingerprint of the
 request and the result of the write it protects are stored in that write's own transaction, so a
 retry within 24 h gets the first result back instead of writing again -- across writer crashes too.
 

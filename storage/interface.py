@@ -26,7 +26,7 @@ class StoredResultLost(Unavailable):
 
 class WriteOutcomeUnknown(Unavailable):
     """503 UNAVAILABLE: whether the write is stored cannot be known (the writer process could not be
-    confirmed gone, or its batch record could not be read). DESIGN §3 "Idempotency"."""
+    confirmed gone, or its batch record could not be read). docs/design.md#api-decisions "Idempotency"."""
 
 
 def database_errors():
@@ -53,8 +53,8 @@ def function_reference(fn):
     return reference
 
 
-_references = {}
-_functions = {}
+_references: dict = {}
+_functions: dict = {}
 # The Idempotency-Key claim of the request being served, if any (storage/idempotency.py sets it; write()
 # hands the request's first write to it). Tasks copy the context, so it never leaks across requests.
 idempotency_claim = contextvars.ContextVar("idempotency_claim", default=None)

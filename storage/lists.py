@@ -1,6 +1,7 @@
 """SQL for contact lists and their members; adding a member queues contact.tagged in the same transaction."""
 from common.errors import Conflict, NotFound
 from storage.contacts import COLUMNS as CONTACT_COLUMNS, contact_not_found, get_contact, public_contact
+from storage.audit import record_by
 from storage.db import fetch_one, reads, writes
 from storage.outbox import enqueue_notification_in_tx
 
@@ -67,7 +68,7 @@ def rename_list(cx, account_id, list_id, name):
 
 
 @writes
-def delete_list(cx, account_id, list_id, now):
+def delete_list(cx, account_id, list_id, now, by=None):
     """Delete the account's list and its memberships, never its contacts; the row stays, marked deleted and
     its name freed, because campaigns refer to it (their recipients were fixed when they started). Conflict
     while a scheduled campaign, which has not fixed its recipients yet, is to send to it. Returns the number
@@ -81,6 +82,8 @@ def delete_list(cx, account_id, list_id, now):
     removed = cx.execute("DELETE FROM list_members WHERE list_id = ?", (list_id,)).rowcount
     cx.execute("UPDATE lists SET deleted_at = ?, name_key = NULL, contact_count = 0 WHERE account_id = ? AND id = ?",
                (now, account_id, list_id))
+    record_by(cx, by, account_id=account_id, action="list.deleted", subject_id=list_id,
+              detail={"membersRemoved": removed})
     return removed
 
 

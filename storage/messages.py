@@ -3,6 +3,7 @@ The *_in_tx functions are plain sync functions for composing one transaction in 
 import json
 
 from storage.db import fetch_all, fetch_one, reads
+from storage.users import author_sql
 from storage.interface import execute_later
 from storage.dialect import dialect_of
 
@@ -40,7 +41,7 @@ def insert_messages_in_tx(cx, messages):
     return messages
 
 
-_INSERT_SQL = {}
+_INSERT_SQL: dict[tuple, str] = {}
 
 
 def _insert_sql(columns):
@@ -86,7 +87,7 @@ def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since,
 
 
 def identity_contact_id_in_tx(cx, account_id, from_id):
-    """The contact a fromId maps to (spec §2 rule 3), or None on first sight."""
+    """The contact a fromId maps to (docs/api.md#custom-channel), or None on first sight."""
     row = cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
                      (account_id, from_id)).fetchone()
     return row[0] if row else None
@@ -173,8 +174,9 @@ def list_delivery_attempts(cx, account_id, message_id):
 
 # ---- the inbox's thread ------------------------------------------------------------------------
 
-_THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, u.email AS author_email"
-                  " FROM messages m LEFT JOIN users u ON u.id = m.author_user_id AND u.account_id = m.account_id")
+_AUTHOR, _AUTHOR_JOINS = author_sql("m")
+_THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, {_AUTHOR}"
+                  f" FROM messages m{_AUTHOR_JOINS}")
 _THREAD_JSON = ("error", "bot_outcome")
 
 

@@ -5,9 +5,11 @@ from common.errors import Forbidden, NotFound
 from storage.contacts import contact_not_found
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import NOTE_CREATED, NOTE_DELETED, emit_in_tx
+from storage.users import author_sql
 
+_AUTHOR, _AUTHOR_JOINS = author_sql("n")
 _SELECT = ("SELECT n.id, n.account_id, n.contact_id, n.body, n.author, n.author_user_id, n.created_at,"
-           " u.email AS author_email FROM notes n LEFT JOIN users u ON u.id = n.author_user_id")
+           f" {_AUTHOR} FROM notes n{_AUTHOR_JOINS}")
 
 
 def note_not_found(note_id):

@@ -32,7 +32,7 @@ def enqueue_many_in_tx(cx, deliveries):
 
 def enqueue_notification_in_tx(cx, account_id, event_type, data):
     """Queue a notification when the account has a URL for this event now; returns its webhook id or None.
-    Body per DESIGN §3: {event, id, occurredAt, accountId, data}."""
+    Body per docs/design.md#api-decisions: {event, id, occurredAt, accountId, data}."""
     url = dialect_of(cx).json_field_param("settings", "notificationUrls")
     row = cx.execute(f"SELECT {url} FROM accounts WHERE id = ?", (event_type, account_id)).fetchone()
     if not row or not row[0]:

@@ -17,7 +17,7 @@ from storage.interface import VALUES_ROWS
 class Row(tuple):
     """A result row like sqlite3.Row: a tuple that also answers to column names."""
     __slots__ = ()
-    _index = {}
+    _index: dict[str, int] = {}
 
     def __getitem__(self, key):
         if isinstance(key, str):

@@ -16,7 +16,6 @@ import os
 
 import psycopg
 
-from storage.accounts import KEYS_CHANNEL
 
 log = logging.getLogger("parley.db")
 

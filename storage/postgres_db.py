@@ -109,7 +109,7 @@ class PostgresDatabase:
         self._closing = True
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.error("closing: writes still running after %g s", timeout)
         pool, self._pool = self._pool, None
         await asyncio.get_running_loop().run_in_executor(self._executor, pool.close)

@@ -23,7 +23,7 @@ def account_ids_of_agency(cx, agency_id):
 def summaries(cx, account_ids, first_day, last_day):
     """For these accounts and days (inclusive, YYYY-MM-DD): {"daily": {day: Counter of DAILY_COLUMNS},
     "responses": {responder: {bucket: count}}, "replies": {campaign id: [repliers, replies]} (all days:
-    a campaign's replies are its own total), "users": {user id: email}}."""
+    a campaign's replies are its own total), "users": {user id: (email, the account an agency user viewed or None)}}."""
     if not account_ids:
         return {"daily": {}, "responses": {}, "replies": {}, "users": {}}
     cx.execute("BEGIN")
@@ -50,8 +50,15 @@ def summaries(cx, account_ids, first_day, last_day):
             entry = replies.setdefault(campaign, [0, 0])
             entry[0] += 0 if known else 1
             entry[1] += n
-        users = dict(cx.execute("SELECT id, email FROM users WHERE account_id IN "
-                                f"({_in(account_ids)})", account_ids).fetchall())
+        # The responders: the accounts' users, and agency users who answered viewing one of them (with the
+        # account they viewed: the one of the report, or of several "a sub-account").
+        responders = sorted(({*responses} | {key[2] for key in tail.buckets}) - {"bot", "user"})
+        users = {}
+        if responders:
+            viewed = (cx.execute("SELECT name FROM accounts WHERE id = ?", account_ids[:1]).fetchone()[0]
+                      if len(account_ids) == 1 else "a sub-account")
+            users = {row[0]: (row[1], None if row[2] in account_ids else viewed) for row in cx.execute(
+                f"SELECT id, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
     finally:
         cx.execute("COMMIT")
     for (_, day), counts in tail.daily.items():

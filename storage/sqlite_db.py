@@ -208,7 +208,7 @@ class Database(WriterSupervision):
             self._closing = True
             try:
                 await asyncio.wait_for(self._idle.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.error("closing: writes still queued after %g s are refused", timeout)
                 self._fail_pending(StorageUnavailable(CLOSING))
                 if self._flights and self._connection is not None:
@@ -216,7 +216,7 @@ class Database(WriterSupervision):
             if self._recovery is not None and not self._recovery.done():
                 try:  # settling takes seconds at most; a restart backing off is cut short
                     await asyncio.wait_for(asyncio.shield(self._recovery), timeout)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self._recovery.cancel()
                 self._fail_pending(StorageUnavailable(CLOSING))
             if self._connection is not None:  # None: the writer died and could not be restarted

@@ -1,4 +1,5 @@
 """SQL for an agency's sub-accounts: lookup by id, listing, the auto-recharge setting, and credit-history pages."""
+from storage.audit import record_by
 from storage.credits import close_recharge_episode_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 
@@ -33,13 +34,14 @@ def page_subaccounts(cx, agency_id, after_id, limit):
 
 
 @writes
-def update_subaccount(cx, agency_id, sub_id, changes):
+def update_subaccount(cx, agency_id, sub_id, changes, by=None):
     """Set the agency's settings of its sub-account in one transaction; changes: column -> value among
     _SETTABLE (auto-recharge threshold and amount in hundredths, both None = off; credits_per_reply in
     hundredths, None = the default). Returns the sub-account as it is now, or None when the agency has no such
     sub-account. When auto-recharge changes, an outstanding notification's episode ends if the balance is
     not below the new threshold (or auto-recharge is off); otherwise it stays open, so changing the numbers
-    never sends a second notification for the same low balance."""
+    never sends a second notification for the same low balance. Audited in the agency as subaccount.updated
+    by ``by``."""
     unknown = set(changes) - set(_SETTABLE)
     if unknown or not changes:
         raise ValueError(f"not a sub-account setting: {sorted(unknown)}")
@@ -50,6 +52,7 @@ def update_subaccount(cx, agency_id, sub_id, changes):
         return None
     if "auto_recharge_threshold" in changes:
         close_recharge_episode_in_tx(cx, sub_id)
+    record_by(cx, by, account_id=agency_id, action="subaccount.updated", subject_id=sub_id, detail=changes)
     return _get_in_tx(cx, agency_id, sub_id)
 
 

@@ -5,9 +5,19 @@ from storage.audit import record_by
 from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
-from storage.sessions import end_user_sessions_in_tx
+from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 
 _COLUMNS = "id, account_id, email, name, role, active, created_at"
+
+
+def author_sql(item, user="u", account="aa"):
+    """The author columns of an item (a note, a message: table alias ``item``, with account_id and
+    author_user_id) written by a UI user: author_email, and author_as, the name of the item's account when the
+    author is an agency user who viewed it as that account (None otherwise); and the joins they need."""
+    return (f"{user}.email AS author_email, CASE WHEN {user}.account_id <> {item}.account_id THEN {account}.name END"
+            f" AS author_as", f" LEFT JOIN users {user} ON {user}.id = {item}.author_user_id"
+            f" LEFT JOIN accounts {account} ON {account}.id = {item}.account_id"
+            f" AND {user}.account_id <> {item}.account_id")
 LAST_OWNER = "the account must keep an active owner: make another user owner first"
 OWNERS_ONLY = "only an owner can change an owner or make a user owner"
 
@@ -83,6 +93,8 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
         shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
+        if "role" in changed:  # a sub-account viewed as this user would keep what the old role gave
+            end_view_as_sessions_in_tx(cx, user_id)
         if not after["active"]:
             end_user_sessions_in_tx(cx, user_id)
             cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))

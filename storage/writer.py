@@ -30,20 +30,20 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-import importlib  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import pickle  # noqa: E402
-import socket  # noqa: E402
-import sqlite3  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
+import importlib
+import json
+import os
+import pickle
+import socket
+import sqlite3
+import sys
+import threading
+import time
+import traceback
 
-from common.errors import DomainError  # noqa: E402
-from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve  # noqa: E402
-from storage.writer_supervisor import PRELOAD_VARIABLE  # noqa: E402
+from common.errors import DomainError
+from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve
+from storage.writer_supervisor import FAULT_VARIABLE, PRELOAD_VARIABLE
 
 _RECORD_BATCH = ("INSERT INTO writer_batches (writer, batch, failed, at) VALUES (?, ?, ?, ?)"
                  " ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch, failed = excluded.failed,"
@@ -230,7 +230,7 @@ def preload(modules):
 def main(argv):
     path, fd, token = argv
     preload([name for name in os.environ.get(PRELOAD_VARIABLE, "").split(",") if name])
-    serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get("PARLEY_WRITER_FAULT")))
+    serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get(FAULT_VARIABLE)))
     return 0
 
 

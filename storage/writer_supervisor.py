@@ -11,6 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 
 from storage.interface import StorageUnavailable, StoredResultLost, WriteOutcomeUnknown
 
@@ -106,6 +107,7 @@ def _fail(futures, exc):
 
 # The modules the writer imports while it starts, before a write needs them (storage/writer.py preload).
 PRELOAD_VARIABLE = "PARLEY_WRITER_PRELOAD"
+FAULT_VARIABLE = "PARLEY_WRITER_FAULT"  # storage/writer.py: a writer that kills itself is a process
 
 
 def write_modules():
@@ -115,26 +117,63 @@ def write_modules():
     return {name for name in sys.modules if name.split(".")[0] in ("services", "storage")}
 
 
+class WriterThread:
+    """The writer's own loop (storage/writer.py serve()) on a thread of this process instead of a child process:
+    the same frames, group commit, batch records and answers, without the process boundary. For the tests
+    whose subject is not that boundary (tests/conftest.py's services fixture): a writer process started with
+    every module preloaded costs ~0.7 s of CPU, once per test. It offers what the supervision uses of
+    subprocess.Popen: poll() and kill() (which can only cut the socket: a thread cannot be killed), and no
+    pid, since there is no process to signal. The server never uses it."""
+    pid = None
+
+    def __init__(self, path, sock, token):
+        from storage import writer  # it imports this module
+        self._sock = sock
+
+        def run():
+            try:
+                writer.serve(str(path), sock, token)
+            finally:
+                sock.close()
+        self._thread = threading.Thread(target=run, name="parley-writer", daemon=True)
+        self._thread.start()
+
+    def poll(self):
+        return None if self._thread.is_alive() else 0
+
+    def kill(self):
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class WriterSupervision:
     """What Database (storage/sqlite_db.py) does about its writer process: start it, replace it when it stalls
     or dies, and tell the callers of a lost writer's batch what became of their writes. It uses the Database's
     state (_process, _connection, _flights, _pending, _background, ...) and its read(), _on_reply, _send_batch."""
 
+    writer_in_thread = False  # WriterThread instead of a process: tests only (tests/conftest.py)
+
     async def _start_writer(self):
         ours, theirs = socket.socketpair()
         try:
-            # The parent's sys.path, so that every module a write function lives in imports there too.
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-                   PRELOAD_VARIABLE: ",".join(sorted(write_modules()))}
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno()), self.token],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
-                start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
+            if self.writer_in_thread and not os.environ.get(FAULT_VARIABLE):
+                self._process, theirs = WriterThread(self.path, theirs, self.token), None  # the thread owns it
+            else:
+                # The parent's sys.path, so that every module a write function lives in imports there too.
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+                       PRELOAD_VARIABLE: ",".join(sorted(write_modules()))}
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "storage.writer", str(self.path), str(theirs.fileno()), self.token],
+                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
+                    start_new_session=True)  # a terminal's Ctrl-C goes to the server, which stops the writer
         except BaseException:
             ours.close()
             raise
         finally:
-            theirs.close()
+            if theirs is not None:
+                theirs.close()
         self._batches_since_start = 0
         try:
             _, self._connection = await asyncio.get_running_loop().create_connection(
@@ -180,7 +219,7 @@ class WriterSupervision:
         self._on_writer_lost(connection, replaced=True)
 
     def _on_writer_lost(self, connection, replaced=False):
-        if connection is not self._connection or self._closing and not self._flights:
+        if connection is not self._connection or (self._closing and not self._flights):
             return
         self._connection = None  # until the restarted writer is connected, writes only queue
         batches, self._flights = list(self._flights), collections.deque()

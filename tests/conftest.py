@@ -2,14 +2,26 @@
 fresh PostgreSQL database per test), the real app, real HTTP."""
 import json
 import os
+import shutil
 
+import hypothesis
 import pytest
-
-from tests import pg_databases
 
 import server
 from services import accounts
 from settings import Settings
+from storage import sqlite_db
+from tests import pg_databases
+
+pytest_plugins = ["tests.ui_fixtures"]  # the UI tests' fixtures, for every module
+
+
+# Hypothesis (schemathesis's engine): `ci`, the default, draws the same examples on every run, so a red run is
+# a finding that reproduces and a green one cannot turn red by chance; `deep` (make faults) draws anew, with
+# PARLEY_FUZZ_EXAMPLES raising the examples per operation.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis.settings.register_profile("deep", derandomize=False, database=None, print_blob=True)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +47,32 @@ def settings(tmp_path, database_url):
     return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, database_url=database_url)
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite_file(tmp_path_factory):
+    """A SQLite database with every migration applied, made once per test session (per xdist worker): the
+    services fixture starts from a copy instead of migrating a new file for each test (~0.25 s each)."""
+    from storage import db
+    path = tmp_path_factory.mktemp("template") / "parley.db"
+    cx = db.connect_sync(path)
+    try:
+        db.migrate(cx)
+        cx.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file: copying it is enough
+    finally:
+        cx.close()
+    return path
+
+
 @pytest.fixture
-def services(io_loop, settings):
+def services(request, io_loop, settings, monkeypatch):
+    """The app's services in this process. On SQLite: from a copy of the migrated template, with the writer
+    on a thread (storage/writer_supervisor.py WriterThread) unless the test is marked writer_process: the
+    tests whose subject is the writer process itself (a kill, a stall, its pid) start it as the server does."""
+    if not settings.uses_postgres:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if not settings.db_path.exists():
+            shutil.copyfile(request.getfixturevalue("migrated_sqlite_file"), settings.db_path)
+        if not request.node.get_closest_marker("writer_process"):
+            monkeypatch.setattr(sqlite_db.Database, "writer_in_thread", True)
     svc = io_loop.run_sync(lambda: server.open_services(settings))
     yield svc
     io_loop.run_sync(svc.close, timeout=30)
@@ -137,9 +173,21 @@ def api(http_server_client):
     return Api(http_server_client)
 
 
+def stores_nothing(item):
+    """A test with no data directory (neither tmp_path nor tmp_path_factory in its fixtures) gets no database
+    (database_url above, pg_databases.env_for): it runs the same on both halves, so the PostgreSQL half
+    leaves it to the SQLite half (docs/testing.md)."""
+    return not {"tmp_path", "tmp_path_factory"} & set(getattr(item, "fixturenames", ()))
+
+
 def pytest_collection_modifyitems(config, items):
-    """sqlite_only tests are skipped on PostgreSQL, postgres_only ones on SQLite, each with its reason."""
+    """sqlite_only tests are skipped on PostgreSQL, postgres_only ones on SQLite, each with its reason; on
+    PostgreSQL, so are the tests that store nothing (they ran in the SQLite half)."""
     on_postgres = bool(os.environ.get("PARLEY_TEST_DATABASE_URL"))
+    if on_postgres:
+        kept = [item for item in items if item.get_closest_marker("postgres_only") or not stores_nothing(item)]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
     for item in items:
         marker = item.get_closest_marker("sqlite_only")
         if marker and on_postgres:

@@ -141,3 +141,17 @@ def tables_as_json(target):
                 for table in tables}
     finally:
         cx.close()
+
+
+def query_plans(db_path, run):
+    """Run storage calls on a traced connection; return {sql: EXPLAIN QUERY PLAN details}."""
+    cx = connect_sync(db_path)
+    statements = []
+    cx.set_trace_callback(lambda sql: statements.append(sql) if sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                          else None)
+    try:
+        run(cx)
+        cx.set_trace_callback(None)
+        return {sql: [r["detail"] for r in cx.execute("EXPLAIN QUERY PLAN " + sql)] for sql in statements}
+    finally:
+        cx.close()

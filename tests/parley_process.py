@@ -28,6 +28,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def parley_command():
+    """The installed `parley` console script when this venv has it, else the same code by its file."""
+    script = Path(sys.executable).parent / "parley"
+    return [str(script)] if script.exists() else [sys.executable, str(ROOT / "parley_cli.py")]
+
+
 def run_cli(data_dir, *args, root=ROOT):
     """Run an ops command (create-account, rotate-key, backup) of the checkout at root; returns its JSON output."""
     out = subprocess.run([sys.executable, str(Path(root) / "server.py"), *args, "--data-dir", str(data_dir)],

@@ -1,31 +1,28 @@
-"""A second UI user in an account, written straight into the database (invites are the team-users branch's):
-for the team-inbox tests, in-process (add_user) and against a running server's file (add_user_to_file)."""
-from common.ids import new_id, now_iso
-from services.keys import hash_password
-from storage.db import writes
-from tests import db_direct
+"""A second UI user in an account, made the way an account makes one: invited with the role asked for
+(services.users.invite, what POST /v1/users runs), then the invite link redeemed with a password (what the
+/invite/<token> page runs). In-process (add_user) and against a running server over HTTPS (add_user_to_server).
+The role is the caller's to say: a user written straight into the table used to get the column's default,
+admin, whatever the test meant."""
+from services import accounts, one_time_links, users
+from tests.parley_process import use_link
+
+PASSWORD = "correct horse battery staple"
 
 
-@writes
-def _insert_user(cx, account_id, email, password_hash):
-    user_id = new_id("usr")
-    cx.execute("INSERT INTO users (id, account_id, email, password_hash, is_owner, created_at)"
-               " VALUES (?, ?, ?, ?, 0, ?)", (user_id, account_id, email, password_hash, now_iso()))
-    return user_id
+async def add_user(services, account_id, email, password=PASSWORD, *, role="agent"):
+    """The new user's id, signed-in-able with password."""
+    invited = await users.invite(services.db, services.box, services.settings.base_url, account_id, email=email,
+                                 role=role, by=None, actor_role=users.API_KEY_ROLE)
+    token = invited["signInUrl"].rsplit("/", 1)[1]
+    await one_time_links.redeem(services.db, token, "invite", password, accounts.MIN_PASSWORD, accounts.MAX_PASSWORD)
+    return invited["id"]
 
 
-async def add_user(services, account_id, email, password="correct horse battery staple"):
-    """The new user's id."""
-    return await _insert_user(services.db, account_id, email, hash_password(password))
-
-
-def add_user_to_file(db_path, account_id, email, password):
-    """db_path: a running server's SQLite file (on PostgreSQL: its data directory's database)."""
-    cx = db_direct.connect(db_path)
-    try:
-        cx.execute("BEGIN IMMEDIATE")
-        user_id = _insert_user.sync(cx, account_id, email, hash_password(password))
-        cx.execute("COMMIT")
-        return user_id
-    finally:
-        cx.close()
+def add_user_to_server(parley, api_key, email, password, *, role="agent"):
+    """parley: a running tests.parley_process.ParleyProcess; through POST /v1/users and the invite link."""
+    with parley.client() as client:
+        r = client.post("/v1/users", params={"apiKey": api_key}, json={"email": email, "role": role})
+        assert r.status_code == 201, r.text
+        response = use_link(client, r.json()["signInUrl"], password)
+        assert response.status_code in (200, 303), response.text
+        return r.json()["id"]

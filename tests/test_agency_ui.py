@@ -9,7 +9,7 @@ import pytest
 
 from services import accounts, credits
 from tests.parley_process import ParleyProcess, run_cli
-from tests.test_ui import PASSWORD, FormClient, chromium, page  # noqa: F401 (chromium, page: fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 
 # Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh docs/guide.md's).
 SCREENSHOT_DIR = os.environ.get("PARLEY_SCREENSHOT_DIR")

@@ -1,4 +1,4 @@
-"""Auth, error envelopes and the Account API, in-process (DESIGN §3 Auth, Errors, Account API)."""
+"""Auth, error envelopes and the Account API, in-process (docs/design.md#api-decisions Auth, Errors, Account API)."""
 import logging
 
 from handlers.base import ApiHandler
@@ -16,7 +16,7 @@ async def test_missing_and_wrong_key_are_401(api):
 
 
 async def test_key_in_query_or_header(api, account):
-    """Spec §5.2: pass the key as the query parameter apiKey; DESIGN §3: also as x-api-key."""
+    """Spec §5.2: pass the key as the query parameter apiKey; docs/design.md#api-decisions: also as x-api-key."""
     r1 = await api.get("/v1/account", key=account["api_key"])
     r2 = await api.get("/v1/account", key=account["api_key"], query_key=False)
     assert r1.code == r2.code == 200
@@ -168,7 +168,7 @@ async def test_a_key_read_just_before_a_rotation_is_not_cached(services, account
 
 async def test_key_as_authorization_bearer(api, account, agency, sub):
     """Beside ?apiKey= and x-api-key: query strings end up in proxy and browser logs. The credit endpoint
-    stays header-only (spec §5.3): Bearer counts there, the query parameter does not."""
+    stays header-only (docs/api.md#basics): Bearer counts there, the query parameter does not."""
     key = account["api_key"]
     for scheme in ("Bearer", "bearer"):
         r = await api.get("/v1/account", headers={"Authorization": f"{scheme} {key}"})

@@ -1,6 +1,6 @@
 """Error messages that point a first-time API user at the fix (issue 26 item 4), in the spec's error shapes
 (§7): an outbound message carrying the inbound payload's names for the contact, and ?apiKey= on the one
-endpoint that takes the key only in the x-api-key header (spec §4.6, §5 rule 3)."""
+endpoint that takes the key only in the x-api-key header (docs/api.md#sub-account-credits-agency-accounts)."""
 import pytest
 
 SEND = "/v1/send_custom_channel_message"

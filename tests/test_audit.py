@@ -1,8 +1,11 @@
 """The audit list (issue 21): settings, keys, the signing secret and credit grants each leave one entry, in
 the change's own transaction; GET /v1/audit pages it newest first, scoped to the account; the Audit page
 shows it."""
-from services import accounts
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from datetime import datetime, timezone
+
+from services import accounts, reports
+from tests.test_live import inbound
+from tests.ui_helpers import PASSWORD, FormClient
 
 
 async def entries(api, key, **query):
@@ -26,7 +29,7 @@ async def test_api_changes_are_audited_as_the_key_newest_first(api, account):
 
 async def test_pages_follow_the_cursor_and_bad_paging_is_400(api, account):
     key = account["api_key"]
-    for n in range(3):
+    for _ in range(3):
         await api.patch("/v1/account/settings", {"customChannelWebhookUrl": None}, key=key)
     first = await entries(api, key, limit=2)
     assert len(first["data"]) == 2 and first["nextCursor"]
@@ -78,3 +81,87 @@ async def test_the_audit_page_lists_entries(signed_in):
     page = await signed_in.get("/audit")
     assert page.code == 200 and "settings.updated" in page.text and "owner@acme.example" in page.text
     assert 'href="/audit"' in page.text
+
+
+# ---- issue 36 §10: "View as" is credited to the viewer; the changes that were not audited are --------------
+
+async def test_work_done_viewing_as_is_credited_to_the_agency_user_as_the_sub_account(
+        api, services, http_server_client):
+    """Notes, replies, opt-outs, contact edits, canned replies and the first-response report name the agency user
+    "as" the sub-account, never its owner; starting and ending the view are in both accounts' audit lists."""
+    agency = await accounts.create_account(services.db, services.box, services.keys, name="Agency",
+                                           email="boss@agency.example", account_type="agency", password=PASSWORD)
+    sub = await accounts.create_account(services.db, services.box, services.keys, name="Rossi Ltd",
+                                        email="rossi@client.example", agency_email=agency["email"],
+                                        password=PASSWORD)
+    sub_id, as_label = sub["account_id"], "boss@agency.example as Rossi Ltd"
+    await accounts.update_settings(services.db, sub_id, {"customChannelWebhookUrl": "http://127.0.0.1:9/x"})
+    message = await inbound(services, sub_id, "sid-1")
+    contact_id = message["contact_id"]
+    browser = FormClient(http_server_client)
+    assert (await browser.login(agency["email"])).code == 303
+    assert (await browser.post(f"/agency/subaccounts/{sub_id}/view-as")).code == 303
+    assert (await browser.post(f"/inbox/{contact_id}/notes", {"body": "Call back"})).code == 303
+    assert (await browser.post(f"/inbox/{contact_id}/reply", {"body": "On it"})).code == 303
+    assert (await browser.post(f"/contacts/{contact_id}", {"firstName": "Ann", "phone": message["from_id"],
+                                                          "lastName": "", "email": ""})).code == 303
+    assert (await browser.post(f"/contacts/{contact_id}/opt-out", {"optedOut": "1"})).code == 303
+    assert (await browser.post("/canned-replies", {"code": "hi", "body": "Hello"})).code == 303
+    thread = (await browser.get(f"/inbox/{contact_id}")).text
+    assert f"Note by {as_label}" in thread and f"User {as_label}" in thread
+    assert f"by {as_label}" in (await browser.get(f"/contacts/{contact_id}")).text
+    assert (await browser.post("/view-as/end")).code == 303
+    today = datetime.now(timezone.utc).date()
+    report = await reports.build(services.db, [sub_id], "first-response", today, today)
+    assert [row["name"] for row in report["rows"]] == [as_label]
+    notes = (await api.get(f"/v1/conversations/{contact_id}/notes", key=sub["api_key"])).json["data"]
+    assert [n["authorEmail"] for n in notes] == ["boss@agency.example"]  # the API's field stays an email
+    sub_entries = (await entries(api, sub["api_key"]))["data"]
+    assert [e["action"] for e in sub_entries] == ["view_as.ended", "canned_reply.created", "contact.opted_out",
+                                                  "contact.updated", "view_as.started"]
+    viewer_id = sub_entries[0]["actor"]
+    assert viewer_id.startswith("usr_") and {(e["actor"], e["actorLabel"]) for e in sub_entries} == {
+        (viewer_id, as_label), (viewer_id, "boss@agency.example")}  # started from the agency's own page
+    assert sub_entries[3]["detail"] == {"fields": ["first_name"]}  # which fields, never the values
+    agency_entries = (await entries(api, agency["api_key"]))["data"]
+    assert [(e["action"], e["subjectId"]) for e in agency_entries] == [("view_as.ended", sub_id),
+                                                                       ("view_as.started", sub_id)]
+
+
+async def test_the_changes_issue_36_names_are_audited(api, services, http_server_client):
+    """Price per reply and auto-recharge, a sub-account created, a password changed, a campaign sent and
+    cancelled, a list deleted, a contact edited and opted out by hand, canned replies changed: each one entry."""
+    agency = await accounts.create_account(services.db, services.box, services.keys, name="Agency",
+                                           email="boss@agency.example", account_type="agency", password=PASSWORD)
+    key = agency["api_key"]
+    created = await api.post("/v1/subaccounts", {"name": "Rossi", "email": "rossi@client.example"}, key=key)
+    sub_id = created.json["id"]
+    assert (await api.patch(f"/v1/subaccounts/{sub_id}", {"creditsPerReply": 2}, key=key)).code == 200
+    assert (await api.patch(f"/v1/subaccounts/{sub_id}", {"autoRecharge": {"threshold": 5, "amount": 10}},
+                            key=key)).code == 200
+    await accounts.update_settings(services.db, agency["account_id"],
+                                   {"customChannelWebhookUrl": "http://127.0.0.1:9/x"})
+    list_id = (await api.post("/v1/lists", {"name": "Spring"}, key=key)).json["id"]
+    campaign = (await api.post("/v1/campaigns", {"name": "Sale", "listId": list_id, "body": "Hi",
+                                                 "startAt": "2099-01-01T00:00:00Z"}, key=key)).json
+    assert (await api.post(f"/v1/campaigns/{campaign['id']}/cancel", key=key)).code == 200
+    assert (await api.delete(f"/v1/lists/{list_id}", key=key)).code == 200
+    contact_id = (await api.post("/v1/contacts", {"phone": "+14155552671"}, key=key)).json["id"]
+    assert (await api.patch(f"/v1/contacts/{contact_id}", {"firstName": "Ann"}, key=key)).code == 200
+    assert (await api.patch(f"/v1/contacts/{contact_id}", {"optedOut": True}, key=key)).code == 200
+    reply_id = (await api.post("/v1/canned-replies", {"code": "hi", "body": "Hello"}, key=key)).json["id"]
+    assert (await api.patch(f"/v1/canned-replies/{reply_id}", {"body": "Hello!"}, key=key)).code == 200
+    assert (await api.delete(f"/v1/canned-replies/{reply_id}", key=key)).code == 200
+    browser = FormClient(http_server_client)
+    assert (await browser.login(agency["email"])).code == 303
+    r = await browser.post("/settings/password", {"current_password": PASSWORD, "new_password": "x" * 20,
+                                                  "new_password_again": "x" * 20})
+    assert r.code == 303
+    page = (await entries(api, key))["data"]
+    assert [(e["action"], e["subjectId"]) for e in reversed(page)] == [
+        ("subaccount.created", sub_id), ("subaccount.updated", sub_id), ("subaccount.updated", sub_id),
+        ("campaign.sent", campaign["id"]), ("campaign.cancelled", campaign["id"]), ("list.deleted", list_id),
+        ("contact.updated", contact_id), ("contact.opted_out", contact_id), ("canned_reply.created", reply_id),
+        ("canned_reply.updated", reply_id), ("canned_reply.deleted", reply_id),
+        ("password.changed", page[0]["actor"])]
+    assert page[0]["actorLabel"] == "boss@agency.example" and page[-1]["actor"] == "api-key"

@@ -1,5 +1,5 @@
-"""Auto-recharge (spec §6 "an agency sub-account auto-recharge notification whose payload carries an
-idempotency_key"; DESIGN §3 "Auto-recharge"): a spend that leaves a sub-account below its threshold queues
+"""Auto-recharge (docs/api.md#webhook-delivery "an agency sub-account auto-recharge notification whose payload carries an
+idempotency_key"; docs/design.md#api-decisions "Auto-recharge"): a spend that leaves a sub-account below its threshold queues
 one subaccount.auto_recharge notification to the agency, in the spend's transaction; none again until a
 grant brings the balance back to the threshold. In-process app on the real SQLite file, spends through
 services.credits.spend_credits (and spend.sync inside a larger write, as the bot makes them), real local
@@ -167,7 +167,7 @@ async def test_spend_credits_wakes_the_running_delivery_worker(api, services, ag
 
 
 async def test_a_failed_delivery_is_retried_with_the_same_id_and_key(api, services, agency, sub, receiver, workers):
-    """DESIGN §3 Notifications: "same outbox, signing and retries": a 503 is retried with the same webhook-id
+    """docs/design.md#api-decisions Notifications: "same outbox, signing and retries": a 503 is retried with the same webhook-id
     and body (the same idempotency_key), every attempt recorded; the receiver's second copy grants nothing
     when it uses the key."""
     receiver.answers = [(503, {}, b"busy")]
@@ -191,7 +191,7 @@ async def test_a_failed_delivery_is_retried_with_the_same_id_and_key(api, servic
 
 async def test_no_url_means_no_notification_and_the_next_spend_asks_again(api, services, agency, sub, receiver,
                                                                          workers):
-    """Notifications go to the URLs in notificationUrls (DESIGN §3); with none for this event nothing is
+    """Notifications go to the URLs in notificationUrls (docs/design.md#api-decisions); with none for this event nothing is
     queued and no episode starts, so a spend after the agency configured the URL notifies."""
     await grant(api, agency, sub, 10)
     await set_auto_recharge(api, agency, sub, 8, 10)

@@ -1,6 +1,6 @@
 """Bad input answers 400 naming the field, never 500 (issue 9): deeply nested JSON, duplicate JSON keys,
 webhook hosts IDNA refuses (API and UI), a sign-in `next` with a control character, a garbage cursor.
-Spec §7: "400 Bad Request – missing or invalid parameter"; DESIGN §3: a 500 is a bug."""
+Spec §7: "400 Bad Request – missing or invalid parameter"; docs/design.md#api-decisions: a 500 is a bug."""
 import copy
 import json
 import re
@@ -11,7 +11,6 @@ from handlers import routes
 from handlers.openapi import build_document
 from tests.test_control_characters import (call_args, operations_with_a_body, snapshot, string_fields,
                                            world)  # noqa: F401 (world: a fixture)
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 INBOUND = "/v1/incoming_custom_channel_message"
 

@@ -146,7 +146,7 @@ def account(parley, receiver):
 
 def test_a_rule_answers_a_matching_question_and_the_receiver_gets_the_signed_reply(account):
     """Spec §4.4: the service "has the bot answer when it is active"; §6: a reply "written by the bot" is
-    POSTed to the Custom Channel Webhook; DESIGN §3: signed per Standard Webhooks."""
+    POSTed to the Custom Channel Webhook; docs/design.md#api-decisions: signed per Standard Webhooks."""
     account.configure({"active": True, "rules": RULES})
     asked = account.say("How much does it cost?", from_id="+14155552671")
     payload = account.reply_to(asked)
@@ -173,7 +173,7 @@ def test_a_message_with_a_campaign_id_uses_that_campaigns_rules(account):
 
 
 def test_an_inactive_bot_a_reaction_and_a_repeated_message_sid_are_not_answered(account):
-    """Spec §4.4: messageSid is "Used to prevent a message being processed twice"; DESIGN §3: a reaction
+    """Spec §4.4: messageSid is "Used to prevent a message being processed twice"; docs/design.md#api-decisions: a reaction
     "is stored and never answered by the bot"; the bot answers "when it is active"."""
     account.configure({"active": False, "rules": RULES})
     inactive = account.say("price?")
@@ -211,7 +211,7 @@ def test_a_handoff_keyword_and_a_human_reply_pause_the_bot(account):
 
 
 def test_a_sub_account_at_zero_credits_gets_no_reply_and_the_reason_is_readable(parley, receiver):
-    """DESIGN §3 "Credits": "at zero the bot stays silent and the inbox says why"; issue 10: "the reason is
+    """docs/design.md#api-decisions "Credits": "at zero the bot stays silent and the inbox says why"; issue 10: "the reason is
     readable through the API"."""
     _, sub = create_agency_with_subaccount(parley.data_dir, "agency-zero@example.com", "client-zero@example.com")
     account = Account(parley, receiver, sub)

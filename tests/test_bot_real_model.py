@@ -16,7 +16,7 @@ from services import bot_answer
 from tests.parley_process import ParleyProcess
 from tests.test_bot_e2e import FALLBACK, Account, receiver  # noqa: F401 (fixture)
 from tests.test_delivery_e2e import wait_until
-from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (fixture)
+from tests.ui_helpers import open_page, sign_in
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("PARLEY_AI_MODEL") or os.environ.get("PARLEY_AI_SERVER")),
                                 reason="a real model: set PARLEY_AI_MODEL or PARLEY_AI_SERVER (make test-ai)")

@@ -1,4 +1,4 @@
-"""The bot's settings object (DESIGN §3 "Bot") in PATCH /v1/account/settings and GET /v1/account: validation
+"""The bot's settings object (docs/design.md#api-decisions "Bot") in PATCH /v1/account/settings and GET /v1/account: validation
 naming the field, merge-patch semantics, the write-only provider key encrypted at rest, campaign overrides."""
 import pytest
 
@@ -25,7 +25,7 @@ async def stored_settings(services, account_id):
 
 
 async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
-    """DESIGN §3: "The `bot` settings object (API and UI alike)" with the keys it shows."""
+    """docs/design.md#api-decisions: "The `bot` settings object (API and UI alike)" with the keys it shows."""
     key = account["api_key"]
     bot = {"active": True, "greeting": "Hi!", "fallback": "A person will answer soon.", "rules": RULES,
            "handoffKeywords": ["human", "agent"], "provider": PROVIDER, "pauseMinutesAfterHumanReply": 30,
@@ -93,7 +93,7 @@ async def test_a_patch_merges_into_the_stored_bot(api, account):
 
 
 async def test_the_provider_key_is_write_only_and_encrypted_at_rest(api, account, services):
-    """DESIGN §3: "`apiKey` is write-only (reads show whether one is set)"; §4 "Secrets at rest (... provider
+    """docs/design.md#api-decisions: "`apiKey` is write-only (reads show whether one is set)"; §4 "Secrets at rest (... provider
     keys ...) are encrypted"."""
     key, account_id = account["api_key"], account["account_id"]
     r = await patch_bot(api, key, {"provider": PROVIDER})
@@ -142,7 +142,7 @@ async def test_provider_urls_are_checked_like_webhook_urls():
 
 
 def test_a_campaign_overrides_the_accounts_keys():
-    """DESIGN §3: "campaigns: {<campaignId>: {…the same keys, overriding the account's…}}". A campaign's
+    """docs/design.md#api-decisions: "campaigns: {<campaignId>: {…the same keys, overriding the account's…}}". A campaign's
     provider overrides field by field and keeps the account's key only on the same host."""
     bot = {"active": False, "greeting": "Hi", "rules": RULES,
            "provider": {"baseUrl": "https://a.example/v1", "model": "m", bot_settings.KEY: "token"},

@@ -7,7 +7,7 @@ import pytest
 
 from services import accounts, bot_settings
 from tests.parley_process import ParleyProcess
-from tests.test_ui import PASSWORD, FormClient, chromium, open_page, sign_in  # noqa: F401 (chromium: a fixture)
+from tests.ui_helpers import PASSWORD, FormClient, open_page, sign_in
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def parley(tmp_path_factory):
 
 
 @pytest.fixture
-def page(chromium):  # noqa: F811
+def page(chromium):
     context, page = open_page(chromium, viewport={"width": 390, "height": 844})  # a phone
     yield page
     context.close()

@@ -1,4 +1,4 @@
-"""Campaigns in process (DESIGN §3 "Campaigns"): the API's validation and shapes, the runner's batches
+"""Campaigns in process (docs/design.md#api-decisions "Campaigns"): the API's validation and shapes, the runner's batches
 and personalisation, the state machine, exact counts (also under concurrency), per-recipient truth and
 the CSV export, auto-pause, opt-out keywords, answers attributed to a campaign, and tenancy. The runner
 and the delivery worker are driven one step at a time; the receivers are real local HTTP servers."""
@@ -106,7 +106,7 @@ def assert_counts_add_up(c):
 # ---- creation and validation -------------------------------------------------------------------
 
 async def test_create_answers_201_with_the_campaign_and_its_snapshot(api, services, account, receiver):
-    """DESIGN §3: POST /v1/campaigns → 201 {id, name, listId, campaignId, status, counts: {total, queued,
+    """docs/design.md#api-decisions: POST /v1/campaigns → 201 {id, name, listId, campaignId, status, counts: {total, queued,
     sent, failed, skipped}, startAt, createdAt, finishedAt}; campaignId defaults to the campaign's id."""
     await set_webhook(api, account, receiver.url)
     list_id, _ = await make_list(services, account, people(3))
@@ -154,9 +154,9 @@ async def test_unknown_list_is_404_and_no_webhook_url_is_400(api, services, acco
 
 async def test_each_contact_gets_one_personalised_message_with_the_extended_payload(api, services, account, receiver,
                                                                                    runner, worker):
-    """DESIGN §3: placeholders (missing → empty); campaignId in every message and its reply payload;
+    """docs/design.md#api-decisions: placeholders (missing → empty); campaignId in every message and its reply payload;
     "Reply payload, extended": contact {firstName, lastName, phone, email}, toId null for a contact that
-    never wrote; a contact that did write gets its fromId as toId (spec §6)."""
+    never wrote; a contact that did write gets its fromId as toId (docs/api.md#webhook-delivery)."""
     await set_webhook(api, account, receiver.url)
     list_id, ids = await make_list(services, account, people(3) + [{"email": "noname@example.com"}])
     r = await api.post(INBOUND, {"customData": {"messageSid": "s1", "fromId": "+14155550001", "toId": "shop",
@@ -187,7 +187,7 @@ async def test_each_contact_gets_one_personalised_message_with_the_extended_payl
 
 
 async def test_an_opted_out_contact_is_skipped_and_counted(api, services, account, receiver, runner, worker):
-    """DESIGN §3: "a contact that opted out is skipped"; the opt-out is an inbound message whose whole body
+    """docs/design.md#api-decisions: "a contact that opted out is skipped"; the opt-out is an inbound message whose whole body
     is one of optOutKeywords (default STOP, UNSUBSCRIBE; case-insensitive)."""
     await set_webhook(api, account, receiver.url)
     list_id, ids = await make_list(services, account, people(3))
@@ -298,7 +298,7 @@ def _batch_events(cx, account_id):
 async def test_a_batch_of_opted_out_contacts_only_makes_no_message(api, services, account, receiver):
     await set_webhook(api, account, receiver.url)
     list_id, ids = await make_list(services, account, people(2))
-    for i, contact_id in enumerate(ids):
+    for i in range(len(ids)):
         r = await api.post(INBOUND, {"customData": {"messageSid": f"s{i}", "fromId": f"+1415555000{i}",
                                                     "toId": "shop", "body": "STOP"}}, key=account["api_key"])
         assert r.code == 200
@@ -337,7 +337,7 @@ async def test_batches_follow_the_bucket_and_the_runner_resumes_after_its_last_b
 
 
 async def test_a_scheduled_campaign_snapshots_its_list_when_it_starts(api, services, account, receiver, runner):
-    """DESIGN §3: status scheduled (startAt in the future) → running; the runner snapshots the list's
+    """docs/design.md#api-decisions: status scheduled (startAt in the future) → running; the runner snapshots the list's
     members when the campaign starts, so a contact added meanwhile is included and one added later is not."""
     await set_webhook(api, account, receiver.url)
     list_id, _ = await make_list(services, account, people(2))
@@ -371,7 +371,7 @@ async def test_an_empty_list_completes_at_once(api, services, account, receiver)
 # ---- state machine -----------------------------------------------------------------------------
 
 async def test_the_state_machine_and_its_409s(api, services, account, receiver, runner, worker):
-    """DESIGN §3: pause, resume, cancel (queued messages are dropped, sent ones stay), retry-failed;
+    """docs/design.md#api-decisions: pause, resume, cancel (queued messages are dropped, sent ones stay), retry-failed;
     an action the status does not allow is 409 CONFLICT and changes nothing."""
     key = account["api_key"]
     await set_webhook(api, account, receiver.url)
@@ -417,7 +417,7 @@ async def test_the_state_machine_and_its_409s(api, services, account, receiver, 
 
 
 async def test_retry_failed_resends_only_the_failed_ones(api, services, account, receiver, runner, worker):
-    """DESIGN §3: retry-failed "re-sends only the failed ones", with the same message ids; the counts end
+    """docs/design.md#api-decisions: retry-failed "re-sends only the failed ones", with the same message ids; the counts end
     exact."""
     await set_webhook(api, account, receiver.url)
     list_id, _ = await make_list(services, account, people(4))
@@ -549,7 +549,7 @@ async def test_recipients_page_and_the_csv_export(api, services, account, receiv
 # ---- lanes: replies are not starved ------------------------------------------------------------
 
 async def test_a_reply_goes_out_before_a_campaign_backlog(api, services, account, receiver, runner, worker):
-    """A campaign shares the account's delivery concurrency (DESIGN §3) but its backlog never delays the
+    """A campaign shares the account's delivery concurrency (docs/design.md#api-decisions) but its backlog never delays the
     account's replies: they are read first, and campaigns leave a slot free."""
     await set_webhook(api, account, receiver.url)
     list_id, _ = await make_list(services, account, people(30))
@@ -569,7 +569,7 @@ async def test_a_reply_goes_out_before_a_campaign_backlog(api, services, account
 # ---- opt-out keywords --------------------------------------------------------------------------
 
 async def test_opt_out_and_back_in_with_the_accounts_keywords(api, services, account):
-    """DESIGN §3: optOutKeywords / optInKeywords account settings, case-insensitive, the whole body."""
+    """docs/design.md#api-decisions: optOutKeywords / optInKeywords account settings, case-insensitive, the whole body."""
     key = account["api_key"]
 
     async def say(body, sid):
@@ -632,7 +632,7 @@ async def test_a_keyword_reply_that_changes_the_opt_out_notifies_contact_updated
 
 async def test_an_answer_without_campaign_id_is_attributed_to_the_latest_campaign(api, services, account, receiver,
                                                                                   runner):
-    """Answers to a campaign reach bot.campaigns[campaignId] (DESIGN §3): an inbound message with a
+    """Answers to a campaign reach bot.campaigns[campaignId] (docs/design.md#api-decisions): an inbound message with a
     campaignId keeps it; one without it, from a contact that got a campaign message in the last 72 h,
     gets that campaign's."""
     key = account["api_key"]

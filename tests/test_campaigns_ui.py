@@ -23,7 +23,7 @@ from tests.test_campaigns import (deliver_all, make_list, people, run_all, runne
                                   worker)
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
-from tests.test_ui import browser, chromium, open_page, sign_in, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ async def test_a_start_time_schedules_it_in_utc(signed_in, api, ui_account, read
 ])
 async def test_bad_input_is_shown_next_to_its_field_in_the_apis_words_and_creates_nothing(
         signed_in, api, ui_account, ready, fields, field, api_body):
-    """DESIGN §3 (the API's 400 naming the field, 404 LIST_NOT_FOUND): the page shows the API's own message for
+    """docs/design.md#api-decisions (the API's 400 naming the field, 404 LIST_NOT_FOUND): the page shows the API's own message for
     the same input next to the field, keeps what was typed, and nothing is created."""
     expected = await api.post("/v1/campaigns", {"name": "Spring sale", "listId": ready["list_id"],
                                                 "body": "Hi {{firstName}}, the sale is on!", **api_body},

@@ -7,7 +7,6 @@ import pytest
 
 from storage.db import reads
 from tests.test_inbox import inbound
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 PATH = "/v1/canned-replies"
 

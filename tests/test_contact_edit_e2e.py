@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli
-from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import re
 from services import contacts as contact_service
 from services import lists as list_service
 from tests.test_campaigns_ui import field_error, unescape
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 
 async def make_contact(services, account_id, **fields):

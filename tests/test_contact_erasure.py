@@ -12,6 +12,7 @@ from common.ids import now_iso
 from storage import bot_state
 from storage import campaigns as campaign_store
 from storage.db import reads
+from storage.events import MESSAGES_CREATED, emit_in_tx
 from tests import db_direct
 
 HOOK = "http://127.0.0.1:9/hook"  # nothing listens: deliveries stay pending (then failed), with their payloads
@@ -194,3 +195,32 @@ async def test_campaign_totals_and_credit_history_stay_and_the_recipient_is_anon
     listed = (await api.get(f"/v1/campaigns/{campaign['id']}/recipients", key=key)).json["data"]
     assert [row["contactId"] if "contactId" in row else row["id"] for row in listed] == [other["id"]]
 
+
+
+async def test_opt_out_changes_keep_their_count_but_not_the_contact_id(api, services, account):
+    """Issue 36 item 6: the Reports' opt-out rows kept the erased contact's id."""
+    contact = (await api.post("/v1/contacts", PERSON, key=account["api_key"])).json
+    for opted_out in (True, False):
+        r = await api.patch(f"/v1/contacts/{contact['id']}", {"optedOut": opted_out}, key=account["api_key"])
+        assert r.code == 200, r.body
+    assert (await api.delete(f"/v1/contacts/{contact['id']}", key=account["api_key"])).code == 200
+    assert await _value(services.db, "SELECT COUNT(*) FROM opt_out_changes WHERE contact_id = ?", contact["id"]) == 0
+    assert await _value(services.db, "SELECT COUNT(DISTINCT contact_id) FROM opt_out_changes WHERE account_id = ?",
+                        account["account_id"]) == 1
+    assert await _value(services.db, "SELECT COUNT(*) FROM opt_out_changes WHERE account_id = ?",
+                        account["account_id"]) == 2
+
+
+def _emit_batch_event(cx, account_id, contact_ids):
+    emit_in_tx(cx, account_id, MESSAGES_CREATED, {"campaignId": "cmp_x", "contactIds": contact_ids})
+
+
+async def test_a_campaign_batch_event_keeps_the_others_but_not_the_erased_contact_id(api, services, account):
+    """Issue 36 item 6: a campaign batch's live event ({campaignId, contactIds}) kept the erased contact's id."""
+    person = (await api.post("/v1/contacts", PERSON, key=account["api_key"])).json
+    control = (await api.post("/v1/contacts", CONTROL, key=account["api_key"])).json
+    await services.db.write(_emit_batch_event, account["account_id"], [control["id"], person["id"]])
+    assert (await api.delete(f"/v1/contacts/{person['id']}", key=account["api_key"])).code == 200
+    count = "SELECT COUNT(*) FROM events WHERE account_id = ? AND data LIKE ? AND data LIKE '%contactIds%'"
+    assert await _value(services.db, count, account["account_id"], f"%{person['id']}%") == 0
+    assert await _value(services.db, count, account["account_id"], f"%{control['id']}%") == 1

@@ -9,7 +9,7 @@ import pytest
 
 from tests import db_direct
 from tests.parley_process import ParleyProcess
-from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 PHONE = "+14155550177"
 NAME = "Wilhelmina Erasable"

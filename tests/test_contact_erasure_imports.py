@@ -1,7 +1,10 @@
 """Erasure and contact imports (issue 21): a row of the erased person that failed an import stays in that
 import's error report; erasing the contact cuts it out (matched by email, or by phone in any spelling) and
 leaves the other failed rows."""
+import json
+
 from services import contact_import
+from tests.test_contact_erasure import _value
 from tests.test_contact_import import browser, owner, settings, upload_and_start  # noqa: F401 (fixtures)
 
 FILE = (b"first,last,phone,email\r\n"
@@ -25,3 +28,17 @@ async def test_erasure_cuts_the_person_out_of_import_error_reports(browser, serv
     assert b"Quarterflashby" not in text and b"quokka" not in text.lower() and b"555-9876" not in text
     assert b"other.failure@example.org" in text and text.count(b"\r\n") == 2  # the header and the other row
     assert (await browser.get(f"/contacts/import/{import_id}/errors.csv")).code == 200
+
+
+async def test_erasure_replaces_a_header_that_is_the_persons_row(browser, services, api, owner):
+    """Issue 36 item 6: a file without a header row keeps its first record, the person's whole row, as the
+    import's header; erasing that person turns it into column numbers."""
+    r = await browser.upload(b"Zebulonius,Quarterflashby,(415) 555-9876,quokka.zanzibar@example.org\r\n"
+                             b"Other,Person,+14155550190,other@example.com\r\n")
+    assert r.code == 201, r.body
+    header = "SELECT header FROM contact_imports WHERE id = ?"
+    assert "Quarterflashby" in await _value(services.db, header, r.json["id"])
+    person = (await api.post("/v1/contacts", {"phone": "+14155559876"}, key=owner["api_key"])).json
+    assert (await api.delete(f"/v1/contacts/{person['id']}", key=owner["api_key"])).code == 200
+    assert json.loads(await _value(services.db, header, r.json["id"])) == ["Column 1", "Column 2", "Column 3",
+                                                                           "Column 4"]

@@ -7,7 +7,6 @@ from services import lists as list_service
 from storage import messages as message_store
 from tests.test_campaigns_ui import field_error
 from tests.test_contact_edit_ui import make_contact
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 
 async def _inbound(api, key, from_id, body, sid):

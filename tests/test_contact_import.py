@@ -1,4 +1,4 @@
-"""Bulk contact import (issue 14; spec §8.4: "High-volume bulk imports use a separate import feature, not the
+"""Bulk contact import (issue 14; docs/api.md#contacts: "High-volume bulk imports use a separate import feature, not the
 API."): the CSV upload streamed to disk, column mapping and preview, the job in batches with the API's
 normalization and phone-first dedupe, exact counts, the error report, the list, cancel, resume, tenancy,
 the size limit and the retention. In-process tests drive the app over HTTP; test_contact_import_e2e.py
@@ -18,7 +18,7 @@ from services import accounts, contact_import, csv_import, import_runner
 from services.retention import RetentionWorker
 from common.ids import utcnow
 from settings import Settings
-from tests.test_ui import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD, FormClient
 
 BOM = codecs.BOM_UTF8
 HEADER = "Vorname;Nachname;Mobil;E-Mail"
@@ -243,7 +243,7 @@ async def test_options_are_checked(browser, services, api, stranger, owner):
 
 
 async def test_a_default_country_reads_national_numbers(browser, services):
-    data = BOM + "Name,Telefon\r\nHans,030 901820\r\nJo,+1 415 555 2671\r\nX,12\r\n".encode()
+    data = BOM + b"Name,Telefon\r\nHans,030 901820\r\nJo,+1 415 555 2671\r\nX,12\r\n"
     _, p = await upload_and_start(browser, services, data, {"firstName": "0", "lastName": "", "phone": "1",
                                                             "email": "", "defaultCountry": "DE"})
     assert (p["created"], p["failed"]) == (2, 1)

@@ -10,7 +10,7 @@ import threading
 import time
 
 from tests.parley_process import ROOT, ParleyProcess, run_cli
-from tests.test_ui import chromium, sign_in  # noqa: F401 (chromium: a fixture)
+from tests.ui_helpers import sign_in
 from tests import db_direct
 
 ROWS = 25_000

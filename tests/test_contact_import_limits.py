@@ -26,7 +26,7 @@ def upload_head(browser, length, xsrf=None):
                 extra=(f"Cookie: {cookies}", f"X-XSRFToken: {xsrf or browser.cookies['_xsrf']}"))
 
 
-FORMULA_FILE = "=Phone;@Name;+Note;-Tag\n+1 415;=1+1;+SUM(A1);-2+3\n".encode()
+FORMULA_FILE = b"=Phone;@Name;+Note;-Tag\n+1 415;=1+1;+SUM(A1);-2+3\n"
 FORMULA_REPORT = [["row", "column", "reason", "'=Phone", "'@Name", "'+Note", "'-Tag"],
                   ["2", "'=Phone", None, "'+1 415", "'=1+1", "'+SUM(A1)", "'-2+3"]]
 

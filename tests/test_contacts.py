@@ -1,4 +1,4 @@
-"""Contacts API: spec §2 (Contact rules 1-2), §4.1 create, §4.2 look up; DESIGN §3 Contacts."""
+"""Contacts API: docs/api.md#custom-channel (Contact rules 1-2), §4.1 create, §4.2 look up; docs/design.md#api-decisions Contacts."""
 import asyncio
 import json
 
@@ -6,9 +6,9 @@ import pytest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from storage import contacts as contact_store
-from storage.db import connect_sync
 from storage.outbox import list_outbox
 from tests import db_direct
+from tests.db_direct import query_plans
 
 PHONE_SPELLINGS = ["+14155552671", "+1 415 555 2671", "+1 (415) 555-2671", "+1-415-555-2671",
                    "+1.415.555.2671", " +1 415 5552671 "]
@@ -68,7 +68,7 @@ async def test_phone_without_valid_country_code_is_invalid_phone(api, account):
 
 
 async def test_invalid_email_is_invalid_email(api, account):
-    """DESIGN §3 errors: INVALID_EMAIL 400 (emails validated with email-validator)."""
+    """docs/design.md#api-decisions errors: INVALID_EMAIL 400 (emails validated with email-validator)."""
     for email in ("not-an-email", "a@", "@example.com", "a b@example.com"):
         r = await create(api, account["api_key"], email=email)
         assert r.code == 400, (email, r.body)
@@ -89,7 +89,7 @@ async def test_wrong_types_and_unknown_fields_are_400_naming_the_field(api, acco
 
 async def test_same_phone_returns_existing_contact_and_fills_blanks_only(api, account, services):
     """§2 rule 2: "A contact with a phone number that already exists is not duplicated. The existing
-    contact is returned." DESIGN §3: 200 with the existing one; blank fields filled, none overwritten."""
+    contact is returned." docs/design.md#api-decisions: 200 with the existing one; blank fields filled, none overwritten."""
     key = account["api_key"]
     first = await create(api, key, firstName="Ada", phone="+14155552671")
     assert first.code == 201
@@ -107,7 +107,7 @@ async def test_same_phone_returns_existing_contact_and_fills_blanks_only(api, ac
 
 
 async def test_email_only_contacts_are_matched_by_case_folded_email(api, account):
-    """DESIGN §3: with no phone, the same case-folded email returns the existing contact (200)."""
+    """docs/design.md#api-decisions: with no phone, the same case-folded email returns the existing contact (200)."""
     key = account["api_key"]
     first = await create(api, key, email="lead@example.com")
     assert first.code == 201
@@ -144,7 +144,7 @@ async def test_fifty_concurrent_creates_of_one_phone_give_one_contact(api, accou
 
 
 async def test_concurrent_email_only_creates_give_one_contact(api, account, http_server_client, services):
-    """DESIGN §3: with no phone, the same case-folded email returns the existing contact, also when
+    """docs/design.md#api-decisions: with no phone, the same case-folded email returns the existing contact, also when
     the creates race: 20 simultaneous creates in different letter cases give one 201 and 19 200s."""
     client = SimpleAsyncHTTPClient(force_instance=True, max_clients=64)
     url = http_server_client.get_url("/v1/contacts?apiKey=" + account["api_key"])
@@ -162,7 +162,7 @@ async def test_concurrent_email_only_creates_give_one_contact(api, account, http
 
 
 async def test_lookup_by_phone_finds_the_contact_by_each_spelling(api, account):
-    """§4.2 "GET /contacts, with query parameter phoneNumber=<phone>"; DESIGN §3: normalized the same
+    """§4.2 "GET /contacts, with query parameter phoneNumber=<phone>"; docs/design.md#api-decisions: normalized the same
     way as on creation, and a "+" that arrived as a space from an unencoded query is read as "+"."""
     key = account["api_key"]
     created = await create(api, key, firstName="Ada", phone="+14155552671", email="ada@example.com")
@@ -181,7 +181,7 @@ async def test_lookup_by_phone_finds_the_contact_by_each_spelling(api, account):
 
 
 async def test_lookup_by_email_is_case_insensitive(api, account):
-    """§4.2 "or email=<email>"; DESIGN §3: ?email= likewise (case-folded)."""
+    """§4.2 "or email=<email>"; docs/design.md#api-decisions: ?email= likewise (case-folded)."""
     key = account["api_key"]
     created = await create(api, key, email="ada@example.com")
     for query in ("email=ada@example.com", "email=ADA%40Example.COM", "email=%20ada@example.com%20"):
@@ -191,7 +191,7 @@ async def test_lookup_by_email_is_case_insensitive(api, account):
 
 
 async def test_lookup_errors(api, account):
-    """DESIGN §3: 404 CONTACT_NOT_FOUND; 400 with neither parameter, naming phoneNumber and email;
+    """docs/design.md#api-decisions: 404 CONTACT_NOT_FOUND; 400 with neither parameter, naming phoneNumber and email;
     an invalid phone is 400 INVALID_PHONE, as on creation."""
     key = account["api_key"]
     await create(api, key, phone="+14155552671", email="ada@example.com")
@@ -213,7 +213,7 @@ async def test_lookup_errors(api, account):
 
 
 async def test_lookup_with_both_parameters_tries_phone_then_email(api, account):
-    """DESIGN §3 lookup: with both parameters the phone decides when it matches, else the email."""
+    """docs/design.md#api-decisions lookup: with both parameters the phone decides when it matches, else the email."""
     key = account["api_key"]
     by_phone = await create(api, key, phone="+14155552671")
     by_email = await create(api, key, email="ada@example.com")
@@ -224,7 +224,7 @@ async def test_lookup_with_both_parameters_tries_phone_then_email(api, account):
 
 
 async def test_get_contact_by_id(api, account):
-    """DESIGN §3: GET /v1/contacts/{id} answers the contact, 404 CONTACT_NOT_FOUND for an unknown id."""
+    """docs/design.md#api-decisions: GET /v1/contacts/{id} answers the contact, 404 CONTACT_NOT_FOUND for an unknown id."""
     key = account["api_key"]
     created = await create(api, key, phone="+14155552671")
     r = await api.get(f"/v1/contacts/{created.json['id']}", key=key)
@@ -234,7 +234,7 @@ async def test_get_contact_by_id(api, account):
 
 
 async def test_another_account_sees_none_of_this_accounts_contacts(api, account, other_account):
-    """DESIGN §4: every query is scoped by account; another account's key sees nothing."""
+    """docs/design.md#conventions: every query is scoped by account; another account's key sees nothing."""
     mine, theirs = account, other_account
     created = await create(api, mine["api_key"], phone="+14155552671", email="ada@example.com")
     r = await api.get(f"/v1/contacts/{created.json['id']}", key=theirs["api_key"])
@@ -249,7 +249,7 @@ async def test_another_account_sees_none_of_this_accounts_contacts(api, account,
 
 async def test_new_contact_queues_contact_created_when_the_account_listens(api, account, other_account,
                                                                           services):
-    """§6 "The service also has notifications for contact creation"; DESIGN §3 Notifications: body
+    """§6 "The service also has notifications for contact creation"; docs/design.md#api-decisions Notifications: body
     {event, id, occurredAt, accountId, data}. Only accounts with a contact.created URL get a row."""
     listening, silent = account, other_account
     r = await api.patch("/v1/account/settings",
@@ -287,20 +287,6 @@ async def test_contact_created_is_written_in_the_contacts_transaction(api, accou
         cx.execute("ROLLBACK")
         assert cx.execute("SELECT COUNT(*) FROM contacts").fetchone()[0] == 0
         assert cx.execute("SELECT COUNT(*) FROM outbox").fetchone()[0] == 0
-    finally:
-        cx.close()
-
-
-def query_plans(db_path, run):
-    """Run storage calls on a traced connection; return {sql: EXPLAIN QUERY PLAN details}."""
-    cx = connect_sync(db_path)
-    statements = []
-    cx.set_trace_callback(lambda sql: statements.append(sql) if sql.lstrip().upper().startswith(("SELECT", "WITH"))
-                          else None)
-    try:
-        run(cx)
-        cx.set_trace_callback(None)
-        return {sql: [r["detail"] for r in cx.execute("EXPLAIN QUERY PLAN " + sql)] for sql in statements}
     finally:
         cx.close()
 

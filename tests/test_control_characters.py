@@ -14,7 +14,7 @@ import pytest
 from handlers import routes
 from handlers.openapi import build_document
 from services import accounts
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 from tests import db_direct
 
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)

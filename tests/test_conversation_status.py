@@ -16,7 +16,7 @@ from storage.users import update_user
 from tests.team_users import add_user
 from tests.test_inbox import inbound
 from tests.test_live import FakeTransport
-from tests.test_ui import PASSWORD
+from tests.ui_helpers import PASSWORD
 
 URL = "/v1/conversations"
 

@@ -6,7 +6,6 @@ import re
 from storage.db import fetch_all, reads
 from tests.team_users import add_user
 from tests.test_inbox import inbound, link_ids, other  # noqa: F401 (fixture)
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 
 @reads

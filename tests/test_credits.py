@@ -1,5 +1,5 @@
-"""Sub-account credits: spec §4.6 (grant credits to a sub-account), §5.3/§5.7 (header-only key, agencies
-only); DESIGN §3 "Credits" (errors, one transaction, Idempotency-Key); spend_credits for the bot."""
+"""Sub-account credits: docs/api.md#sub-account-credits-agency-accounts (grant credits to a sub-account), §5.3/§5.7 (header-only key, agencies
+only); docs/design.md#api-decisions "Credits" (errors, one transaction, Idempotency-Key); spend_credits for the bot."""
 import asyncio
 import json
 from datetime import timedelta
@@ -14,14 +14,14 @@ from common.ids import utcnow
 from storage import credits as credit_store
 from storage import subaccounts as subaccount_store
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount
-from tests.test_contacts import query_plans
+from tests.db_direct import query_plans
 from tests import db_direct
 
 PATH = "/v1/subaccounts/credits"
 
 
 async def grant(api, key, body, headers=None):
-    """POST the grant with the key in the x-api-key header (spec §5.3)."""
+    """POST the grant with the key in the x-api-key header (docs/api.md#basics)."""
     return await api.post(PATH, body, key=key, query_key=False, headers=headers)
 
 
@@ -80,14 +80,14 @@ async def test_key_is_taken_only_from_the_x_api_key_header(api, agency, sub, ser
     r = await grant(api, "pk_not_a_key", body)
     assert r.code == 401 and r.json["error"]["code"] == "UNAUTHORIZED"
     assert history(services, sub["account_id"]) == []
-    # Elsewhere the query parameter still works, and the header is also accepted there (DESIGN §3).
+    # Elsewhere the query parameter still works, and the header is also accepted there (docs/design.md#api-decisions).
     assert (await api.get("/v1/account", key=agency["api_key"])).code == 200
     assert (await api.get("/v1/account", key=agency["api_key"], query_key=False)).code == 200
     assert (await grant(api, agency["api_key"], body)).code == 200
 
 
 async def test_non_agency_keys_are_403(api, account, sub, agency):
-    """§5.7 "The credit endpoint is available to agency accounts only" -> 403 FORBIDDEN (DESIGN §3), also
+    """§5.7 "The credit endpoint is available to agency accounts only" -> 403 FORBIDDEN (docs/design.md#api-decisions), also
     for a sub-account granting to itself, and before any body error."""
     for key in (account["api_key"], sub["api_key"]):
         for body in ({"email": sub["email"], "amount": 5}, {"amount": "lots"}):
@@ -101,7 +101,7 @@ async def test_non_agency_keys_are_403(api, account, sub, agency):
 
 async def test_unknown_or_foreign_email_is_404_subaccount_not_found(api, agency, sub, other_agency, other_sub,
                                                                     account, services):
-    """§4.6 email "Must match an existing sub-account under the calling agency"; DESIGN §3: 404
+    """§4.6 email "Must match an existing sub-account under the calling agency"; docs/design.md#api-decisions: 404
     SUBACCOUNT_NOT_FOUND otherwise. Another agency's sub-account answers exactly like an unknown email
     (no information leak) and is not credited."""
     key = agency["api_key"]
@@ -140,7 +140,7 @@ async def test_unknown_or_foreign_email_is_404_subaccount_not_found(api, agency,
     '{"email": "%s", "amount": 100000000000000000000000000000}',
 ])
 async def test_amount_must_be_a_finite_number_above_zero(api, agency, sub, services, raw):
-    """DESIGN §3: 400 unless amount is a finite number > 0 (§4.6 amount: number, required; §7 "400 Bad
+    """docs/design.md#api-decisions: 400 unless amount is a finite number > 0 (§4.6 amount: number, required; §7 "400 Bad
     request. Missing required fields ... or invalid parameters"). Nothing is granted."""
     r = await api.post(PATH, raw=raw % sub["email"], key=agency["api_key"], query_key=False,
                        headers={"Content-Type": "application/json"})
@@ -176,7 +176,7 @@ async def test_only_post_is_allowed(api, agency):
 
 
 async def test_fifty_concurrent_grants_lose_no_update(http_server_client, agency, sub, services, api):
-    """DESIGN §3: "The grant and its history row ... are one transaction; concurrent grants never lose an
+    """docs/design.md#api-decisions: "The grant and its history row ... are one transaction; concurrent grants never lose an
     update": 50 simultaneous grants of 1 give a balance of 50 and 50 history rows whose balance_after
     runs 1..50."""
     client = SimpleAsyncHTTPClient(force_instance=True, max_clients=64)
@@ -205,7 +205,7 @@ async def test_without_idempotency_key_every_call_grants(api, agency, sub):
 
 
 async def test_idempotency_key_retry_returns_the_first_answer(api, agency, sub, services):
-    """DESIGN §3: "An optional Idempotency-Key header (as Stripe's) makes a retry return the first answer
+    """docs/design.md#api-decisions: "An optional Idempotency-Key header (as Stripe's) makes a retry return the first answer
     for 24 h, and the same key with other parameters is 422". A retry grants nothing."""
     key = agency["api_key"]
     body = {"email": sub["email"], "amount": 10, "description": "recharge ik-1"}
@@ -247,7 +247,7 @@ async def test_idempotency_keys_are_per_agency_and_failures_are_not_remembered(a
 
 async def test_concurrent_identical_idempotent_requests_grant_once(http_server_client, agency, sub, services,
                                                                    api):
-    """DESIGN §3 Idempotency-Key: 20 simultaneous identical requests with one key grant once; every one
+    """docs/design.md#api-decisions Idempotency-Key: 20 simultaneous identical requests with one key grant once; every one
     answers the same body."""
     client = SimpleAsyncHTTPClient(force_instance=True, max_clients=64)
     headers = {"Content-Type": "application/json", "x-api-key": agency["api_key"], "Idempotency-Key": "race"}
@@ -268,7 +268,7 @@ async def test_concurrent_identical_idempotent_requests_grant_once(http_server_c
 async def test_a_grant_key_answers_for_good_not_only_24_hours(api, agency, sub, services):
     """Issue 18 item 11: an auto-recharge notification is redelivered for ~30 h but Idempotency-Key answers
     are kept 24 h, so a receiver granting with a redelivered idempotency_key after a day granted twice. A
-    grant's key is unique per agency for good (DESIGN §3 "never grants twice"): the first answer is replayed
+    grant's key is unique per agency for good (docs/design.md#api-decisions "never grants twice"): the first answer is replayed
     whenever the key comes again, and the same key with another grant is 422 (driven with an injected clock
     through the service, then over HTTP once the 24 h answers are pruned)."""
     r = await grant(api, agency["api_key"], {"email": sub["email"], "amount": 2}, headers={"Idempotency-Key": "k"})
@@ -298,7 +298,7 @@ async def test_a_grant_key_answers_for_good_not_only_24_hours(api, agency, sub, 
 
 async def test_the_grant_history_refuses_a_second_grant_under_one_key(api, agency, sub, other_agency, other_sub,
                                                                       services):
-    """The invariant lives in the data (DESIGN §7: "grant key per agency for good"): a unique index on the
+    """The invariant lives in the data (docs/design.md#wave-3-contracts: "grant key per agency for good"): a unique index on the
     grant history, per agency (another agency's same key is its own)."""
     headers = {"Idempotency-Key": "rch_same"}
     assert (await grant(api, agency["api_key"], {"email": sub["email"], "amount": 1}, headers=headers)).code == 200
@@ -321,7 +321,7 @@ def second_sub(make_account, agency, sub):
 
 
 async def test_list_subaccounts_shows_only_this_agencys_with_balances(api, agency, sub, second_sub, other_sub):
-    """GET /v1/subaccounts (beyond the spec, like DESIGN §3's account API): the agency's own sub-accounts
+    """GET /v1/subaccounts (beyond the spec, like docs/design.md#api-decisions's account API): the agency's own sub-accounts
     {id, name, email, credits}, never another agency's; keyset pages in id order."""
     await grant(api, agency["api_key"], {"email": sub["email"], "amount": 1.25})
     expected = sorted([(sub["account_id"], sub["email"], 1.25), (second_sub["account_id"], second_sub["email"], 0)])
@@ -339,7 +339,7 @@ async def test_list_subaccounts_shows_only_this_agencys_with_balances(api, agenc
 # --- spend_credits: what a bot reply will call ---
 
 async def test_spend_credits_never_goes_below_zero(api, agency, sub, services):
-    """DESIGN §3: "Each bot reply spends credits (1 by default) from a sub-account ... at zero the bot
+    """docs/design.md#api-decisions: "Each bot reply spends credits (1 by default) from a sub-account ... at zero the bot
     stays silent": a spend returns the new balance, may reach exactly zero, and a spend larger than the
     balance raises and spends nothing."""
     db, sub_id = services.db, sub["account_id"]
@@ -417,7 +417,7 @@ def test_balance_cannot_go_negative_even_in_raw_sql(services, sub):
 
 @pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_grant_and_listing_use_indexes(services, agency, sub):
-    """DESIGN §4: queries are scoped and cheap: the grant's lookups and the sub-account page are index
+    """docs/design.md#conventions: queries are scoped and cheap: the grant's lookups and the sub-account page are index
     searches (EXPLAIN QUERY PLAN), never table scans."""
     plans = query_plans(services.db.path, lambda cx: (
         credit_store.grant.sync(cx, agency["account_id"], sub["email"], 100, None, "2030-01-01T00:00:00.000Z", "k"),

@@ -2,7 +2,7 @@
 with its history, and a banner at 0 ("the bot is not answering: no credits") or below the auto-recharge
 threshold. Other accounts have no Credits page. In-process with a cookie-keeping client."""
 from services import accounts, credits, subaccounts
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
 
 

@@ -1,5 +1,5 @@
-"""Custom-channel endpoints: inbound messages (spec §4.4, §7), the fromId -> contact mapping (spec §2
-rule 3, DESIGN §3) and outbound messages queued for delivery (spec §4.5, §6, DESIGN §3)."""
+"""Custom-channel endpoints: inbound messages (docs/api.md#custom-channel), the fromId -> contact mapping (docs/api.md#custom-channel
+rule 3, docs/design.md#api-decisions) and outbound messages queued for delivery (docs/api.md#custom-channel, docs/design.md#api-decisions)."""
 import asyncio
 import json
 
@@ -111,7 +111,7 @@ async def test_unknown_fields_are_ignored_and_numeric_ids_accepted(api, account)
     assert m["fromId"] == "12345"
 
 
-# ---- inbound: errors (spec §7) ---------------------------------------------------------------
+# ---- inbound: errors (docs/api.md#errors) ---------------------------------------------------------------
 
 @pytest.mark.parametrize("empty", ["", "   ", "\n\t  "])
 async def test_empty_or_whitespace_body_is_400_saying_it_cannot_be_empty(api, account, empty):
@@ -164,7 +164,7 @@ async def test_invalid_email_is_400_naming_the_field(api, account):
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
 async def test_other_methods_are_405_with_allow_post(api, account, path, method):
     """Spec §7 rule 3: "A request to an inbound custom-channel endpoint with a method other than POST
-    yields 405." (DESIGN §3 gives the send endpoint the same treatment.)"""
+    yields 405." (docs/design.md#api-decisions gives the send endpoint the same treatment.)"""
     body = inbound_body() if method in ("PUT", "PATCH") else None
     r = await api.call(method, path, body, key=account["api_key"])
     assert r.code == 405
@@ -203,7 +203,7 @@ async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, acc
                                                                        monkeypatch):
     """Spec §4.4 messageSid "Used to prevent a message being processed twice", also when the repeats
     arrive at the same time: 20 answers, one message id, one stored message, one contact, one bot call
-    (DESIGN §3: a repeat "does nothing else (no second bot reply)")."""
+    (docs/design.md#api-decisions: a repeat "does nothing else (no second bot reply)")."""
     key, account_id = account["api_key"], account["account_id"]
     bot_calls = []
     sentinel_seen = asyncio.Event()
@@ -238,7 +238,7 @@ async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, acc
 
 
 async def test_same_message_sid_in_two_accounts_gives_two_messages(api, account, other_account):
-    """DESIGN §3: messageSid is unique per account; §4: another account's key sees nothing."""
+    """docs/design.md#api-decisions: messageSid is unique per account; §4: another account's key sees nothing."""
     a, b = account, other_account
     ra = await post_inbound(api, a["api_key"], messageSid="shared-sid", fromId="same-user")
     rb = await post_inbound(api, b["api_key"], messageSid="shared-sid", fromId="same-user")
@@ -250,7 +250,7 @@ async def test_same_message_sid_in_two_accounts_gives_two_messages(api, account,
     assert (await api.get(f"/v1/messages/{ra.json['messageId']}", key=b["api_key"])).code == 404
 
 
-# ---- fromId -> contact (spec §2 rule 3, DESIGN §3) -------------------------------------------
+# ---- fromId -> contact (docs/api.md#custom-channel, docs/design.md#api-decisions) -------------------------------------------
 
 async def test_same_from_id_maps_to_one_contact_and_new_from_id_to_a_new_one(api, account, services):
     """Spec §2 rule 3: "The same fromId always maps to the same contact. A changed fromId produces a new
@@ -265,7 +265,7 @@ async def test_same_from_id_maps_to_one_contact_and_new_from_id_to_a_new_one(api
 
 
 async def test_phone_from_id_links_to_existing_contact_by_e164(api, account, services):
-    """DESIGN §3: "on first sight, a fromId that is an E.164 phone ... of an existing contact links to it"."""
+    """docs/design.md#api-decisions: "on first sight, a fromId that is an E.164 phone ... of an existing contact links to it"."""
     key, account_id = account["api_key"], account["account_id"]
     existing, _ = await contact_store.find_or_create(services.db, {
         "id": "ct_existing_phone", "account_id": account_id, "phone": "+14155552671", "created_at": "2024-01-01"})
@@ -286,7 +286,7 @@ async def test_email_from_id_links_to_existing_contact_case_insensitively(api, a
 
 
 async def test_new_contact_takes_names_and_email_and_later_messages_fill_blanks_only(api, account, services):
-    """Spec §4.4: firstName/lastName/email are "Used when a new contact is created"; DESIGN §3: "later
+    """Spec §4.4: firstName/lastName/email are "Used when a new contact is created"; docs/design.md#api-decisions: "later
     messages fill blanks only"."""
     key, account_id = account["api_key"], account["account_id"]
     r = await post_inbound(api, key, fromId="+442071838750", firstName="Ada")
@@ -327,7 +327,7 @@ async def test_contact_created_from_inbound_queues_contact_created(api, account,
 # ---- bot hook --------------------------------------------------------------------------------
 
 async def test_bot_hook_runs_after_commit_once_per_new_text_message(api, account, services, monkeypatch):
-    """Spec §4.4: the service "has the bot answer when it is active"; DESIGN §3: "bot work happens after the
+    """Spec §4.4: the service "has the bot answer when it is active"; docs/design.md#api-decisions: "bot work happens after the
     response", "no second bot reply" for a repeat, and a reaction is "never answered by the bot".
     (tests/test_bot.py checks the answers themselves.)"""
     seen = []
@@ -351,7 +351,7 @@ async def test_bot_hook_runs_after_commit_once_per_new_text_message(api, account
     assert seen == [(first.json["messageId"], True), (last.json["messageId"], True)]
 
 
-# ---- outbound (spec §4.5) --------------------------------------------------------------------
+# ---- outbound (docs/api.md#custom-channel) --------------------------------------------------------------------
 
 def send_body(**custom):
     data = {"fromId": "user-1", "customChannel": "webchat", "body": "Hi from us"}
@@ -360,7 +360,7 @@ def send_body(**custom):
 
 
 async def test_send_without_webhook_url_is_400(api, account):
-    """DESIGN §3: "400 when no Custom Channel Webhook URL is configured"."""
+    """docs/design.md#api-decisions: "400 when no Custom Channel Webhook URL is configured"."""
     r = await api.post(SEND, send_body(), key=account["api_key"])
     assert r.code == 400
     assert "Custom Channel Webhook URL" in r.json["error"]
@@ -368,7 +368,7 @@ async def test_send_without_webhook_url_is_400(api, account):
 
 async def test_send_stores_pending_message_and_queues_its_delivery(api, account, services):
     """Spec §4.5: "Response body: success (boolean), messageId (string), contactId (string), message";
-    §6 payload {contactId, messageId, userId, body, toId, channel}, toId "equals the fromId"; DESIGN §3
+    §6 payload {contactId, messageId, userId, body, toId, channel}, toId "equals the fromId"; docs/design.md#api-decisions
     "Reply payload, extended": plus campaignId (when set) and contact {firstName, lastName, phone, email}."""
     key, account_id = account["api_key"], account["account_id"]
     await set_webhook(api, key)
@@ -433,8 +433,8 @@ async def test_send_empty_body_is_400(api, account, services):
 
 
 async def test_send_reply_service_replies_where_the_contact_last_wrote(api, account, other_account, services):
-    """DESIGN §3: bot reply, inbox reply and API send all store an outbound message and queue it in the same
-    transaction; the reply goes to the contact's fromId on its channel (spec §6 toId)."""
+    """docs/design.md#api-decisions: bot reply, inbox reply and API send all store an outbound message and queue it in the same
+    transaction; the reply goes to the contact's fromId on its channel (docs/api.md#webhook-delivery toId)."""
     key, account_id = account["api_key"], account["account_id"]
     await set_webhook(api, key)
     m = await get_message(api, key, (await post_inbound(api, key, fromId="tg-7", channel="telegram")).json["messageId"])

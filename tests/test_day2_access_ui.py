@@ -10,7 +10,7 @@ import pytest
 from tests.parley_process import OWNER_PASSWORD, ParleyProcess, ThreadedReceiver, run_cli
 from tests.test_agency_ui import sign_in
 from tests.test_inbox_e2e import wait_until
-from tests.test_ui import PASSWORD, chromium, open_page  # noqa: F401 (chromium: fixture)
+from tests.ui_helpers import PASSWORD, open_page
 
 
 @pytest.fixture(scope="module")

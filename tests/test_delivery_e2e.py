@@ -73,7 +73,7 @@ def wait_until(check, timeout=30.0):
 
 def test_a_reply_queued_while_the_receiver_is_down_is_delivered_after_a_restart(tmp_path):
     """Spec §6: "the message status becomes Sent on success and Failed on error or unreachability";
-    DESIGN §3: "Outbox rows survive restarts", "a later success moves the message to Sent", "every
+    docs/design.md#api-decisions: "Outbox rows survive restarts", "a later success moves the message to Sent", "every
     attempt is recorded"."""
     data = tmp_path / "data"
     args = ("--allow-private-webhooks", "--webhook-timeout-seconds", "2")

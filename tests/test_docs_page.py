@@ -3,7 +3,7 @@ with its licence, no CDN, under the site's CSP (only the style and worker source
 import pytest
 
 from tests.parley_process import ParleyProcess
-from tests.test_ui import chromium, open_page  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from tests import db_direct
 from tests.parley_process import ParleyProcess, child_pids, free_port, pid_alive
 
 SCALE = max(1, int(os.environ.get("PARLEY_FAULT_SCALE", "1")))
@@ -122,7 +123,7 @@ class InboundLoad:
 @pytest.mark.sqlite_only("kills the server with its SQLite writer process and checks the file (PRAGMA integrity_check);"
                          " tests/test_postgres_faults.py is the PostgreSQL counterpart")
 def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_nothing(tmp_path):
-    """DESIGN §3: "The 200 is sent once the message is durably committed". Spec §4.4: messageSid is
+    """docs/design.md#api-decisions: "The 200 is sent once the message is durably committed". Spec §4.4: messageSid is
     "Unique per message. Used to prevent a message being processed twice." So after kill -9 under load
     and a restart, every messageId answered 200 is stored exactly once, nothing unanswered is
     half-written, and the client's retry of any sid (answered or not) yields exactly one message."""
@@ -180,7 +181,7 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
 @pytest.mark.sqlite_only("the SQLite writer process")
 def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses_nothing(tmp_path):
     """The writer process dies mid-transaction (OOM killer, a crash): the requests of its batch are
-    answered 503 (spec §7: "The client may retry shortly"), a new writer takes over, every 200 is stored
+    answered 503 (docs/api.md#errors: "The client may retry shortly"), a new writer takes over, every 200 is stored
     exactly once, and a retry of a refused sid stores it once."""
     data = tmp_path / "data"
     parley = start(data)
@@ -360,7 +361,7 @@ def wait_for(predicate, timeout, interval=0.2):
 
 def test_webhook_receiver_down_then_up_every_reply_ends_sent_and_none_is_delivered_twice(tmp_path):
     """Spec §6: "the message status becomes Sent on success and Failed on error or unreachability".
-    DESIGN §3: unreachable is retried with backoff (first retry after 5 s), "webhook-id stays the same
+    docs/design.md#api-decisions: unreachable is retried with backoff (first retry after 5 s), "webhook-id stays the same
     across retries, and a later success moves the message to Sent". With the receiver down for the
     first attempts and up afterwards, every reply ends Sent and the receiver sees each webhook-id once."""
     parley = start(tmp_path / "data")
@@ -390,11 +391,16 @@ def test_webhook_receiver_down_then_up_every_reply_ends_sent_and_none_is_deliver
 
             receiver.up()
             assert wait_for(lambda: statuses() == Counter({"Sent": len(message_ids)}), 45), statuses()
-            time.sleep(1)  # anything sent twice would arrive by now
     finally:
-        parley.stop()
+        parley.stop()  # returns once the server has ended: nothing it owed can arrive later
         if receiver:
             receiver.down()
+    # What the server recorded: each reply's delivery done (sent, nothing left to retry) after one success.
+    recorded = {r["message_id"]: (r["status"], r["successes"]) for r in db_direct.rows(
+        parley, "SELECT o.message_id, o.status, SUM(CASE WHEN a.error IS NULL THEN 1 ELSE 0 END) AS successes"
+                " FROM outbox o JOIN delivery_attempts a ON a.outbox_id = o.id WHERE o.kind = 'reply'"
+                " GROUP BY o.message_id, o.status")}
+    assert recorded == {m: ("sent", 1) for m in message_ids}
     assert receiver.bad_signatures == 0
     assert len(receiver.deliveries) == len(message_ids)
     assert set(receiver.deliveries.values()) == {1}, receiver.deliveries
@@ -436,7 +442,7 @@ def fill_disk(directory):
 @pytest.mark.sqlite_only("fills the data directory's filesystem, where only SQLite keeps its database")
 def test_disk_full_fails_requests_cleanly_loses_nothing_acknowledged_and_recovers(small_disk):
     """Spec §7: "500 Server-side error. The client may retry shortly." (Parley answers 503 UNAVAILABLE:
-    a server-side error the client may retry.) DESIGN §3: the 200 is sent once the message is durably
+    a server-side error the client may retry.) docs/design.md#api-decisions: the 200 is sent once the message is durably
     committed. With the disk full, inbound messages fail with 503 in the custom-channel error shape and
     the log says why in one line; every message answered 200 is still there; once space returns, the
     server accepts messages again without a restart."""
@@ -497,7 +503,7 @@ def _limit_pages(cx, extra):
 
 @pytest.mark.sqlite_only("PRAGMA max_page_count fills the SQLite file")
 async def test_full_database_answers_503_with_the_reason_and_recovers(api, account, services):
-    """Spec §7: "500 Server-side error. The client may retry shortly." DESIGN §3 "Errors": UNAVAILABLE
+    """Spec §7: "500 Server-side error. The client may retry shortly." docs/design.md#api-decisions "Errors": UNAVAILABLE
     is 503. A full database refuses the write with 503 (custom-channel shape on the inbound endpoint,
     the general envelope elsewhere), keeps what was acknowledged, and accepts writes again as soon as
     there is room, without a restart."""
@@ -538,7 +544,7 @@ def _fails_like_a_full_disk(cx):
 
 @pytest.mark.sqlite_only("SQLite's rollback on SQLITE_FULL in the writer's batch")
 async def test_a_transaction_sqlite_rolled_back_fails_the_whole_batch_with_its_own_error(tmp_path):
-    """DESIGN §4: a request is answered only after its commit. SQLite may roll the whole transaction
+    """docs/design.md#conventions: a request is answered only after its commit. SQLite may roll the whole transaction
     back on SQLITE_FULL/IOERR: then no write of that batch is durable, every caller is told so with the
     real reason (503 storage is full), and no later call of the batch commits on its own."""
     import asyncio

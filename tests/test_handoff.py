@@ -5,7 +5,6 @@ In-process on a real SQLite file; the outbox rows are what is checked (delivery,
 the outbox's, tested in tests/test_delivery*.py)."""
 import json
 
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 from tests.test_bot import (RULES, bot_replies, configure, provider, rows, say,  # noqa: F401 (provider: fixture)
                             settings)
 

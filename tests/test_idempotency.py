@@ -1,4 +1,4 @@
-"""Idempotency-Key on every mutating POST (DESIGN §3 "Idempotency (all mutating POSTs)"): "first answer
+"""Idempotency-Key on every mutating POST (docs/design.md#api-decisions "Idempotency (all mutating POSTs)"): "first answer
 replayed for 24 h with Idempotent-Replayed: true, other parameters -> 422 IDEMPOTENCY_KEY_REUSED", per
 calling account, stored in the transaction of the write it protects -- so exactly-once holds when the
 writer dies after COMMIT too."""
@@ -181,7 +181,7 @@ def idempotent_operations():
 
 
 def test_every_mutating_post_takes_an_idempotency_key_and_the_document_says_so():
-    """DESIGN §3: "Every POST of the API accepts an optional Idempotency-Key header"; the OpenAPI document
+    """docs/design.md#api-decisions: "Every POST of the API accepts an optional Idempotency-Key header"; the OpenAPI document
     shows the header, the 422 and Idempotent-Replayed on each. (PATCH /v1/account/settings does not take
     one: it sets absolute values, so repeating it is already harmless; see docs/api.md.)"""
     posts = {(path_template(p, h)[0], "post") for p, h, *_ in routes()
@@ -338,7 +338,7 @@ async def _until(predicate, timeout=10):
 
 
 async def test_a_key_is_remembered_for_24_hours(world):
-    """DESIGN §3: "first answer replayed for 24 h"; after that the key is new again (an injected clock)."""
+    """docs/design.md#api-decisions: "first answer replayed for 24 h"; after that the key is new again (an injected clock)."""
     from common.ids import utcnow
     from datetime import timedelta
     from services import lists
@@ -361,7 +361,6 @@ async def test_a_key_is_remembered_for_24_hours(world):
 @pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_keys_are_looked_up_by_their_primary_key(services, account):
     """The key's check in the write is one primary-key search, never a scan (EXPLAIN QUERY PLAN)."""
-    from storage.db import connect_sync
     cx = services.db.connect_sync()
     try:
         plan = [row[3] for row in cx.execute(

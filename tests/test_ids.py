@@ -1,4 +1,4 @@
-"""Ids and timestamps (DESIGN §3 "Ids: prefixed, time-ordered, random"): the fast encodings made on
+"""Ids and timestamps (docs/design.md#api-decisions "Ids: prefixed, time-ordered, random"): the fast encodings made on
 every write give exactly the text of the plain definitions."""
 import random
 import time

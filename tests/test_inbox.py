@@ -1,4 +1,4 @@
-"""Inbox, thread, contacts and lists pages (DESIGN §3 "Inbox (UI) and live events"), in-process over HTTP with
+"""Inbox, thread, contacts and lists pages (docs/design.md#api-decisions "Inbox (UI) and live events"), in-process over HTTP with
 a cookie-keeping client: what each page shows, its actions, and that another account's ids are 404."""
 import base64
 import re
@@ -11,7 +11,7 @@ from storage import bot_state
 from storage.db import fetch_one
 from tests.test_delivery import Receiver
 from tests.test_media import PNG
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD
 
 _sids = iter(range(1, 1_000_000))
 
@@ -46,7 +46,7 @@ def other(io_loop, services):
 
 
 def link_ids(html, prefix):
-    return re.findall(rf'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
+    return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
 
 
 # ---- inbox ----------------------------------------------------------------------------------
@@ -205,9 +205,7 @@ async def test_a_reply_goes_out_as_the_user_and_resume_ends_a_pause(signed_in, s
                            "channel": "webchat", "status": "Pending"}
     await services.delivery.run_due()
     assert receiver.requests[-1]["body"].decode().count("Hi from a person") == 1
-    # The bot branch pauses the bot inside the reply's transaction; here a pause is recorded directly.
-    await services.db.write(bot_state.pause_in_tx, account_id, contact_id, "2999-01-01T00:00:00.000Z",
-                            "human_reply", now_iso())
+    # That reply paused the bot for this contact, in its own transaction (pauseMinutesAfterHumanReply).
     page = (await signed_in.get(f"/inbox/{contact_id}")).text
     assert "Bot paused for this contact</strong>" in page and "a person replied" in page and "Resume bot" in page
     r = await signed_in.post(f"/inbox/{contact_id}/resume-bot", headers={"Accept": "application/json"})

@@ -17,7 +17,7 @@ from tornado.websocket import websocket_connect
 from storage import bot_state
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
-from tests.test_ui import chromium, page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import sign_in
 from tests import db_direct
 
 INBOUND = "/v1/incoming_custom_channel_message"

@@ -7,7 +7,6 @@ import re
 from tests.test_campaigns import create, make_list, people, run_all, runner, set_webhook  # noqa: F401
 from tests.test_delivery import receiver  # noqa: F401 (fixture)
 from tests.test_inbox import inbound, link_ids
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 
 def counts(html):

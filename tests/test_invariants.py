@@ -1,7 +1,7 @@
 """The invariants that once rested on SQLite's single writer, under concurrency, on whichever backend the suite
 runs on (PARLEY_TEST_DATABASE_URL set: PostgreSQL at READ COMMITTED, where every request has its own connection
 and transaction, so these races are real). Issue 19: "concurrent requests must still produce one contact, one
-message, one grant"; DESIGN §7: "Invariants live in the data on both backends: unique indexes (contact phone,
+message, one grant"; docs/design.md#wave-3-contracts: "Invariants live in the data on both backends: unique indexes (contact phone,
 contact email, messageSid per account, idempotency key per account, grant key per agency for good), conditional
 updates (credits, bot outcome, recipient state)". Each test fires its requests at the same moment over real HTTP
 against the in-process app (or its service calls through asyncio.gather) and counts what was stored."""
@@ -78,7 +78,7 @@ EMAILS = ["lead@example.com", "LEAD@example.com", "Lead@Example.Com", " lead@EXA
 async def test_concurrent_creates_of_one_phone_or_email_give_one_contact(http_server_client, account, services,
                                                                          field, spellings):
     """Spec §2 rule 2: "A contact with a phone number that already exists is not duplicated. The existing
-    contact is returned." (and DESIGN §3: the same case-folded email when there is no phone). 30 creates in
+    contact is returned." (and docs/design.md#api-decisions: the same case-folded email when there is no phone). 30 creates in
     different spellings at once: one 201, 29 answers of 200 with the same contact, one row."""
     path = "/v1/contacts?apiKey=" + account["api_key"]
     responses = await burst(http_server_client, [("POST", path, {field: spellings[i % len(spellings)],
@@ -102,7 +102,7 @@ def inbound(sid, from_id, body="Hello"):
 async def test_one_message_sid_sent_concurrently_is_stored_once_and_one_sender_is_one_contact(
         http_server_client, account, services):
     """Spec §4.4: customData.messageSid "Unique per message. Used to prevent a message being processed
-    twice."; spec §2 rule 3: "The same fromId always maps to the same contact." At once: 20 repeats of one
+    twice."; docs/api.md#custom-channel: "The same fromId always maps to the same contact." At once: 20 repeats of one
     messageSid and 20 other messages of the same new sender. 21 messages, every repeat answers the same
     messageId, one contact, one channel identity."""
     account_id, path = account["account_id"], f"{INBOUND}?apiKey={account['api_key']}"
@@ -123,7 +123,7 @@ async def test_one_message_sid_sent_concurrently_is_stored_once_and_one_sender_i
 
 
 async def test_one_message_sid_is_per_account(http_server_client, account, other_account, services):
-    """The messageSid is unique per account (DESIGN §7 "messageSid per account"): two accounts racing with the
+    """The messageSid is unique per account (docs/design.md#wave-3-contracts "messageSid per account"): two accounts racing with the
     same messageSid each store their own message."""
     requests = [("POST", f"{INBOUND}?apiKey={a['api_key']}", inbound("shared-sid", "someone"), None)
                 for a in (account, other_account) for _ in range(10)]
@@ -139,7 +139,7 @@ async def test_one_message_sid_is_per_account(http_server_client, account, other
 
 async def test_one_idempotency_key_sent_concurrently_has_one_effect_and_one_answer(http_server_client, account,
                                                                                    services):
-    """DESIGN §3 "Idempotency (all mutating POSTs)": "first answer replayed for 24 h with Idempotent-Replayed:
+    """docs/design.md#api-decisions "Idempotency (all mutating POSTs)": "first answer replayed for 24 h with Idempotent-Replayed:
     true". Today's answer to requests racing on one key (storage/idempotency.py: the key's row is stored in the
     transaction of the write it protects, and a request that finds it replays it): every caller gets the
     first answer, 200 with the same body, all but one replayed; one list is created."""
@@ -155,8 +155,8 @@ async def test_one_idempotency_key_sent_concurrently_has_one_effect_and_one_answ
 
 
 async def test_one_grant_key_sent_concurrently_grants_once(http_server_client, agency, sub, services):
-    """DESIGN §3 "Auto-recharge": "The agency's automation grants amount with Idempotency-Key:
-    <idempotency_key>, so a notification delivered twice never grants twice"; spec §4.6: "so that a repeated
+    """docs/design.md#api-decisions "Auto-recharge": "The agency's automation grants amount with Idempotency-Key:
+    <idempotency_key>, so a notification delivered twice never grants twice"; docs/api.md#sub-account-credits-agency-accounts: "so that a repeated
     notification does not grant credits twice". 20 grants with one key at once, beside 10 grants without a key
     (each of which grants: "The service does not itself deduplicate grants"): 11 grants, a balance of 3 + 10."""
     headers = {"x-api-key": agency["api_key"]}
@@ -179,7 +179,7 @@ async def test_one_grant_key_sent_concurrently_grants_once(http_server_client, a
 # ---- credits ------------------------------------------------------------------------------------
 
 async def test_racing_spends_and_grants_never_overdraw(agency, sub, services, api):
-    """DESIGN §3 "Credits": "concurrent grants never lose an update"; "at zero the bot stays silent": a
+    """docs/design.md#api-decisions "Credits": "concurrent grants never lose an update"; "at zero the bot stays silent": a
     balance never goes below zero. From a balance of 5: 40 spends of 1 and 5 grants of 1 at once. Every credit
     is spent at most once (successful spends + the final balance = the 10 granted), no balance in the history
     is below zero, and the history adds up to the balance."""
@@ -207,7 +207,7 @@ async def test_racing_spends_and_grants_never_overdraw(agency, sub, services, ap
 
 async def test_concurrent_bot_replies_racing_for_the_last_credits_spend_each_credit_once(
         http_server_client, api, agency, sub, services):
-    """DESIGN §3 "Credits": "Each bot reply spends credits (1 by default) from a sub-account; ... at zero the
+    """docs/design.md#api-decisions "Credits": "Each bot reply spends credits (1 by default) from a sub-account; ... at zero the
     bot stays silent and the inbox says why". 3 credits, 12 messages from 12 senders at once, answered
     concurrently: 3 replies, 9 no_credits, a balance of 0, 3 spends."""
     sub_id, key = sub["account_id"], sub["api_key"]
@@ -233,7 +233,7 @@ async def test_concurrent_bot_replies_racing_for_the_last_credits_spend_each_cre
 
 async def test_one_message_gets_one_bot_answer_whatever_runs_concurrently(api, account, services):
     """Spec §4.4 "Processing: the service creates or updates the contact, stores the message, and has the bot
-    answer when it is active" -- once: DESIGN §7 "conditional updates (... bot outcome ...)". Ten decisions
+    answer when it is active" -- once: docs/design.md#wave-3-contracts "conditional updates (... bot outcome ...)". Ten decisions
     applied to one message at once (a recovery racing the live runner, a second process): one wins, one reply
     is queued, the other nine send nothing."""
     key, account_id = account["api_key"], account["account_id"]
@@ -262,7 +262,7 @@ async def test_one_message_gets_one_bot_answer_whatever_runs_concurrently(api, a
 # ---- campaigns ----------------------------------------------------------------------------------
 
 async def test_campaign_recipients_racing_batches_each_get_one_message(api, account, services, receiver):
-    """DESIGN §3 "Campaigns": "Each recipient gets its message once, also across restarts"; DESIGN §7
+    """docs/design.md#api-decisions "Campaigns": "Each recipient gets its message once, also across restarts"; docs/design.md#wave-3-contracts
     "conditional updates (... recipient state)". Eight hand-overs of the same campaign at once (the runner
     of a second process, a retried batch), then whatever is still pending, then delivery: every recipient has
     one message, the receiver got one request per contact, and the counts add up."""

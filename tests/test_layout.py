@@ -1,4 +1,4 @@
-"""House rules of DESIGN §1 and §4, checked on the source: storage/ imports nothing from services/ or
+"""House rules of docs/design.md#layout and §4, checked on the source: storage/ imports nothing from services/ or
 handlers/, handlers reach storage only through services, and common/ imports nothing of Parley's."""
 import ast
 from pathlib import Path
@@ -32,3 +32,35 @@ def test_package_imports_respect_the_layers(package):
     offenders = {str(path.relative_to(ROOT)): sorted(parley_imports(path) & FORBIDDEN[package])
                  for path in sorted((ROOT / package).rglob("*.py"))}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+# Test modules that still import fixtures or helpers from another test module (issue 42 §6): the shared ones
+# move to helper modules (tests/ui_fixtures.py, a pytest plugin; tests/ui_helpers.py, plain), so that a change
+# to one test file breaks no other. The list only shrinks: a module not in it may not start, and a module that
+# stopped must leave it.
+STILL_IMPORTING_TEST_MODULES = {
+    "test_audit", "test_auto_recharge", "test_bad_input", "test_bot", "test_bot_e2e", "test_bot_modes", "test_bot_real_model",
+    "test_campaign_state", "test_campaigns", "test_campaigns_e2e", "test_campaigns_ui", "test_canned_replies",
+    "test_contact_edit", "test_contact_edit_ui", "test_contact_erasure_imports", "test_contact_erasure_ui",
+    "test_contact_import_limits", "test_conversation_status", "test_conversation_status_ui",
+    "test_credits_ui", "test_day2_access_ui", "test_delivery_claims", "test_handoff", "test_inbox",
+    "test_inbox_views", "test_invariants", "test_live", "test_live_commit_order", "test_messages_api",
+    "test_notes", "test_notes_e2e", "test_one_time_links", "test_postgres_faults", "test_presence", "test_roles",
+    "test_scale_out_e2e", "test_subaccount_price", "test_subaccounts", "test_team_inbox_e2e", "test_thread_bot_state",
+    "test_ui", "test_ui_edges_e2e", "test_users", "test_users_ui", "test_webhook_ping",
+}
+
+
+def imports_a_test_module(path):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(name.startswith("tests.test_") for name in names):
+            return True
+    return False
+
+
+def test_no_test_module_imports_another():
+    importing = {path.stem for path in (ROOT / "tests").glob("*.py") if imports_a_test_module(path)}
+    assert not importing - STILL_IMPORTING_TEST_MODULES, "import shared fixtures from a helper module instead"
+    assert not STILL_IMPORTING_TEST_MODULES - importing, "no longer imports a test module: take it off the list"

@@ -1,11 +1,11 @@
-"""Lists API: spec §4.3 (add a contact to a list), §2 List; DESIGN §3 Lists."""
+"""Lists API: docs/api.md#lists (add a contact to a list), §2 List; docs/design.md#api-decisions Lists."""
 import json
 
 import pytest
 
 from storage import lists as list_store
 from storage.outbox import list_outbox
-from tests.test_contacts import query_plans
+from tests.db_direct import query_plans
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def membership_rows(services, list_id):
 
 
 async def test_create_list_answers_201_and_the_list(api, account):
-    """§2 List: "A contact list is identified by a list id"; DESIGN §3: POST /lists {name} → 201 list."""
+    """§2 List: "A contact list is identified by a list id"; docs/design.md#api-decisions: POST /lists {name} → 201 list."""
     key = account["api_key"]
     r = await api.post("/v1/lists", {"name": "  Spring leads "}, key=key)
     assert r.code == 201, r.body
@@ -57,7 +57,7 @@ async def test_create_list_answers_201_and_the_list(api, account):
 
 async def test_add_contact_to_list_is_idempotent(api, account, services):
     """§4.3 "POST /lists/{listId}/contacts ... contactId (string, required), the id of an existing
-    contact"; DESIGN §3: 200 {success, listId, contactId, added}, added false when already a member."""
+    contact"; docs/design.md#api-decisions: 200 {success, listId, contactId, added}, added false when already a member."""
     key = account["api_key"]
     lst = await new_list(api, key)
     contact = await new_contact(api, key, phone="+14155552671")
@@ -89,7 +89,7 @@ async def test_adding_the_contact_returned_for_an_existing_phone_uses_that_conta
 
 async def test_add_errors(api, account):
     """§4.3 listId "the id of an existing list", contactId "required", "the id of an existing
-    contact"; DESIGN §3: 404 for an unknown list or contact (LIST_NOT_FOUND / CONTACT_NOT_FOUND);
+    contact"; docs/design.md#api-decisions: 404 for an unknown list or contact (LIST_NOT_FOUND / CONTACT_NOT_FOUND);
     400 without contactId."""
     key = account["api_key"]
     lst = await new_list(api, key)
@@ -109,7 +109,7 @@ async def test_add_errors(api, account):
 
 
 async def test_another_account_cannot_see_or_add_to_this_accounts_lists(api, account, other_account, services):
-    """DESIGN §4: every query is scoped by account; another account's key gets 404 for this account's
+    """docs/design.md#conventions: every query is scoped by account; another account's key gets 404 for this account's
     list and contact ids and cannot add to them."""
     mine, theirs = account["api_key"], other_account["api_key"]
     lst = await new_list(api, mine, "Mine")
@@ -132,7 +132,7 @@ async def test_another_account_cannot_see_or_add_to_this_accounts_lists(api, acc
 
 
 async def test_lists_are_paginated_with_a_cursor(api, account):
-    """DESIGN §3 GET /lists; pagination: ?limit= (default 50, max 200), opaque ?cursor=, response
+    """docs/design.md#api-decisions GET /lists; pagination: ?limit= (default 50, max 200), opaque ?cursor=, response
     {data, nextCursor}; nextCursor is null on the last page."""
     key = account["api_key"]
     created = sorted([await new_list(api, key, f"List {i}") for i in range(5)], key=lambda x: x["id"])
@@ -158,7 +158,7 @@ async def test_lists_are_paginated_with_a_cursor(api, account):
 
 
 async def test_list_members_are_paginated_by_keyset(api, account):
-    """DESIGN §3 "GET /lists/{id}/contacts (paginated with a cursor)": every member once, in id order,
+    """docs/design.md#api-decisions "GET /lists/{id}/contacts (paginated with a cursor)": every member once, in id order,
     even when members are added while a client pages. Keyset, not OFFSET: a member added before the
     cursor position shifts nothing (OFFSET would repeat a row), one added after it is still reached."""
     key = account["api_key"]
@@ -187,7 +187,7 @@ async def test_list_members_are_paginated_by_keyset(api, account):
 
 
 async def test_first_membership_queues_contact_tagged(api, account, services):
-    """§6 "The service also has notifications for ... contact tagging"; DESIGN §3 "A first add emits
+    """§6 "The service also has notifications for ... contact tagging"; docs/design.md#api-decisions "A first add emits
     contact.tagged": one row per new membership, none for a repeat, written with the membership."""
     key = account["api_key"]
     r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.tagged": "http://127.0.0.1:9/t"}},

@@ -1,4 +1,4 @@
-"""Live events (DESIGN §3 "Inbox (UI) and live events"): events written in the transaction of the change,
+"""Live events (docs/design.md#api-decisions "Inbox (UI) and live events"): events written in the transaction of the change,
 conversations kept incrementally, and the /ws WebSocket: session and origin checks, resume from the last
 event id, the reload signal, tenancy, and a slow page's bounded queue. In-process, on a real SQLite file."""
 import asyncio
@@ -8,7 +8,7 @@ import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from common.ids import new_id, now_iso
+from common.ids import now_iso
 from services import accounts, messaging
 from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, CLOSE_REPLACED, Hub, Subscriber
 from services.retention import RetentionWorker
@@ -18,7 +18,7 @@ from storage.db import fetch_all, reads
 from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
                                   set_webhook, worker)
 from tests.test_delivery import Receiver, receiver  # noqa: F401 (fixtures)
-from tests.test_ui import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD, FormClient
 
 TIMEOUT = 10
 

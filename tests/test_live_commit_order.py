@@ -1,5 +1,5 @@
 """Live events read in commit order on PostgreSQL (issue 19: "sequence ids in PostgreSQL are not commit-ordered, so
-a page reading 'events after N' can miss one that commits late with a smaller id"; DESIGN §7: "Live events are read
+a page reading 'events after N' can miss one that commits late with a smaller id"; docs/design.md#wave-3-contracts: "Live events are read
 in commit order on both"). Two writers whose commits interleave: the one that took the smaller event id commits
 last. The hub (services/live.py) and a page that joins between the two commits must still get the late event, once.
 SQLite's single writer cannot interleave two transactions, so these run on PostgreSQL only."""

@@ -1,4 +1,4 @@
-"""Custom-channel media (spec §2 "Custom-channel media attachment", §7 rule 4, DESIGN §3 "Media"):
+"""Custom-channel media (docs/api.md#custom-channel "Custom-channel media attachment", §7 rule 4, docs/design.md#api-decisions "Media"):
 data URIs decoded, sniffed against mediaContentType, stored content-addressed under data/media/ and
 served by signed, expiring URLs; http(s) URLs stored as given and never fetched."""
 import base64
@@ -71,7 +71,7 @@ async def message_media(api, key, message_id):
 # ---- data URIs -------------------------------------------------------------------------------
 
 async def test_png_data_uri_is_stored_once_and_served_by_a_signed_url(api, account, settings):
-    """Spec §2: "Embedded files are decoded and stored by the service"; DESIGN §3: "stored content-addressed
+    """Spec §2: "Embedded files are decoded and stored by the service"; docs/design.md#api-decisions: "stored content-addressed
     under data/media/, served ... by signed, expiring URLs"."""
     key = account["api_key"]
     r = await post_media(api, key, data_uri("image/png", PNG), "image/png")
@@ -93,7 +93,7 @@ async def test_png_data_uri_is_stored_once_and_served_by_a_signed_url(api, accou
 
 
 async def test_signed_url_refuses_tampering_expiry_and_wrong_methods(api, account, services):
-    """DESIGN §3: media are served by "signed, expiring URLs"."""
+    """docs/design.md#api-decisions: media are served by "signed, expiring URLs"."""
     r = await post_media(api, account["api_key"], data_uri("image/png", PNG), "image/png")
     url = urlsplit((await message_media(api, account["api_key"], r.json["messageId"]))["url"])
     path, query = url.path, parse_qs(url.query)
@@ -165,7 +165,7 @@ async def test_malformed_data_uris_are_400(api, account, bad):
 
 
 async def test_embedded_file_over_the_cap_is_413(api, account, settings):
-    """DESIGN §3: "size caps are settings"; §2 of the error table: 413 PAYLOAD_TOO_LARGE, here in the
+    """docs/design.md#api-decisions: "size caps are settings"; §2 of the error table: 413 PAYLOAD_TOO_LARGE, here in the
     custom-channel shape."""
     big = PNG + b"\x00" * (settings.max_media_bytes + 1 - len(PNG))
     r = await post_media(api, account["api_key"], data_uri("image/png", big), "image/png")
@@ -237,7 +237,7 @@ async def test_content_type_must_be_a_mime_type(api, account):
 # ---- outbound with media ---------------------------------------------------------------------
 
 async def test_outbound_media_goes_to_the_webhook_as_a_signed_url(api, account, services):
-    """DESIGN §3: the reply payload carries the media URL when present; stored files by signed URL."""
+    """docs/design.md#api-decisions: the reply payload carries the media URL when present; stored files by signed URL."""
     key = account["api_key"]
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://127.0.0.1:9/r"}, key=key)
     assert r.code == 200

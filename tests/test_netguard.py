@@ -34,8 +34,8 @@ def settings(tmp_path, database_url):
 
 @pytest.mark.parametrize("url", PRIVATE_URLS)
 async def test_a_private_reply_url_is_refused_when_saved(api, account, url):
-    """DESIGN §3: "Webhook URLs must be https and public: private, loopback and link-local targets are
-    refused at save"; spec §6: "The URL must be publicly reachable"."""
+    """docs/design.md#api-decisions: "Webhook URLs must be https and public: private, loopback and link-local targets are
+    refused at save"; docs/api.md#webhook-delivery: "The URL must be publicly reachable"."""
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=account["api_key"])
     assert r.code == 400, r.body
     assert r.json["error"]["code"] == "VALIDATION_ERROR"
@@ -46,7 +46,7 @@ async def test_a_private_reply_url_is_refused_when_saved(api, account, url):
 
 @pytest.mark.parametrize("url", ["https://10.0.0.1/n", "https://localhost/n", "https://[::1]/n"])
 async def test_a_private_notification_url_is_refused_when_saved(api, account, url):
-    """DESIGN §3 Notifications use the same rules as replies."""
+    """docs/design.md#api-decisions Notifications use the same rules as replies."""
     r = await api.patch("/v1/account/settings", {"notificationUrls": {"contact.created": url}},
                         key=account["api_key"])
     assert r.code == 400, r.body
@@ -54,7 +54,7 @@ async def test_a_private_notification_url_is_refused_when_saved(api, account, ur
 
 
 async def test_plain_http_is_refused_when_saved(api, account):
-    """DESIGN §3: webhook URLs must be https (plain http only with --allow-private-webhooks)."""
+    """docs/design.md#api-decisions: webhook URLs must be https (plain http only with --allow-private-webhooks)."""
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://1.1.1.1/hook"},
                         key=account["api_key"])
     assert r.code == 400 and "https" in r.json["error"]["message"]
@@ -69,7 +69,7 @@ async def test_a_public_https_url_is_accepted(api, account):
 
 
 async def test_allow_private_lets_local_urls_and_plain_http_through():
-    """DESIGN §3: "--allow-private-webhooks, which also allows plain http (local development and tests)"."""
+    """docs/design.md#api-decisions: "--allow-private-webhooks, which also allows plain http (local development and tests)"."""
     url = "http://localhost:9999/hook"
     assert await netguard.check_webhook_url(url, allow_private=True, field="f") == (url, None)
     with pytest.raises(Invalid):
@@ -128,7 +128,7 @@ def test_is_public_unwraps_every_ipv6_form_that_embeds_ipv4(address, public, wha
 
 @pytest.mark.parametrize("address,public,what", EMBEDDED_FORMS, ids=[row[2] for row in EMBEDDED_FORMS])
 async def test_embedded_ipv4_forms_are_checked_when_saved(api, account, address, public, what):
-    """DESIGN §3: private targets "are refused at save and at connect time"."""
+    """docs/design.md#api-decisions: private targets "are refused at save and at connect time"."""
     r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": f"https://[{address}]/hook"},
                         key=account["api_key"])
     assert r.code == (200 if public else 400), (what, r.body)

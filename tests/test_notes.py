@@ -13,7 +13,6 @@ from services import notes
 from storage.db import reads
 from tests.test_delivery import receiver, workers  # noqa: F401 (fixtures)
 from tests.test_inbox import inbound
-from tests.test_ui import browser, signed_in, ui_account  # noqa: F401 (fixtures)
 
 SEND = "/v1/send_custom_channel_message"
 

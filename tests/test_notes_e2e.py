@@ -7,7 +7,7 @@ import time
 
 from tests.test_inbox_e2e import (assert_not_reloaded, contact_of, mark_no_reload, parley, post_inbound,  # noqa: F401
                                   receiver, wait_live, wait_until)
-from tests.test_ui import chromium, open_page, page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 NOTE_YELLOW = "rgb(255, 246, 204)"  # static/parley.css .message.note
 
@@ -84,7 +84,7 @@ def test_browser_a_note_shows_live_in_a_second_context_and_never_reaches_the_rec
         # After the inbound message, in time order.
         assert reader.evaluate("document.querySelector('#messages').lastElementChild.classList.contains('note')")
         assert writer.input_value("#reply-body") == ""
-        wait_until(writer, f"document.querySelector('#messages .message.note') !== null")
+        wait_until(writer, "document.querySelector('#messages .message.note') !== null")
 
         # A reply from the same box (back in Reply mode) reaches the receiver; the note never does.
         writer.click("#mode-reply")
@@ -99,7 +99,7 @@ def test_browser_a_note_shows_live_in_a_second_context_and_never_reaches_the_rec
         assert reader.locator("#messages .message.note").count() == 1
 
         # Deleted in the reader: gone from the writer's page too.
-        reader.click(f"#messages .message.note button:has-text('Delete note')")
+        reader.click("#messages .message.note button:has-text('Delete note')")
         wait_until(writer, "document.querySelector('#messages .message.note') === null")
         for p in (writer, reader):
             assert p.console_errors == []

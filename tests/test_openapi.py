@@ -52,7 +52,7 @@ def fetch_document(server):
 
 
 def test_document_is_served_without_a_key_and_is_valid_openapi_3_1(parley):
-    """DESIGN §1: "schemas.py pydantic request/response models; also the source of /v1/openapi.json"."""
+    """docs/design.md#layout: "schemas.py pydantic request/response models; also the source of /v1/openapi.json"."""
     status, headers, document = fetch_document(parley)
     assert status == 200
     assert headers["Content-Type"].startswith("application/json")
@@ -123,7 +123,7 @@ def test_both_error_shapes_are_described():
 
 def test_a_forged_media_signature_with_non_ascii_characters_is_403_not_500(parley):
     """Found by schemathesis (HEAD /v1/media/{sha256} answered 500): hmac.compare_digest refuses str with
-    non-ASCII characters. DESIGN §3: media is "served ... by signed, expiring URLs"; a bad link is 403."""
+    non-ASCII characters. docs/design.md#api-decisions: media is "served ... by signed, expiring URLs"; a bad link is 403."""
     digest = "c4aa6ec1eeae1a0e54588477cc4bda259913d10301d9081c6067b36a31e59245"
     with parley.client() as client:
         for method in ("GET", "HEAD"):
@@ -203,7 +203,7 @@ SEMANTIC_VALIDATION = {
 def excluded_checks(case):
     """positive_data_acceptance is left out where validity depends on what JSON Schema cannot say
     (SEMANTIC_VALIDATION), and for a request with an Idempotency-Key: the fuzzer repeats keys across
-    requests, and a key already used with other parameters is 422 IDEMPOTENCY_KEY_REUSED (DESIGN §3)."""
+    requests, and a key already used with other parameters is 422 IDEMPOTENCY_KEY_REUSED (docs/design.md#api-decisions)."""
     if case.operation.label in SEMANTIC_VALIDATION or "Idempotency-Key" in (case.headers or {}):
         return [positive_data_acceptance]
     return []

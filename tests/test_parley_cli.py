@@ -5,20 +5,11 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import parley_cli
+from tests.parley_process import ROOT, parley_command
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = ["serve", "create-account", "reset-password", "rotate-key", "backup", "import-contacts"]
-# The one command built on another branch (day2-access): its absence is allowed until it is registered.
-PENDING_COMMANDS = {"reset-password"}
-
-
-def parley_command():
-    """The installed console script when this venv has it, else the same code by its file."""
-    script = Path(sys.executable).parent / "parley"
-    return [str(script)] if script.exists() else [sys.executable, str(ROOT / "parley_cli.py")]
 
 
 def run(*args, command=None):
@@ -39,9 +30,8 @@ def test_setup_cfg_declares_the_console_script_and_its_module():
 
 
 def test_every_command_is_registered():
-    """reset-password comes with the day2-access branch; until it is merged its absence is allowed."""
     names = [c.name for c in parley_cli.COMMANDS]
-    assert set(EXPECTED) - PENDING_COMMANDS <= set(names)
+    assert set(EXPECTED) == set(names)
     assert len(names) == len(set(names))
 
 

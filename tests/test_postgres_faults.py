@@ -1,8 +1,8 @@
 """PostgreSQL counterparts of tests/test_faults.py's SQLite-only faults (run when PARLEY_TEST_DATABASE_URL is set):
 the real server.py over HTTPS killed with -9 under inbound load, the database server restarted under load (a
-cluster of the test's own, tests/pg_cluster.py), and the database dropping the server's connections. DESIGN §3:
-"The 200 is sent once the message is durably committed"; spec §4.4 messageSid is "Unique per message. Used to
-prevent a message being processed twice"; spec §7 / DESIGN §3 "Errors": a storage outage is 503 UNAVAILABLE,
+cluster of the test's own, tests/pg_cluster.py), and the database dropping the server's connections. docs/design.md#api-decisions:
+"The 200 is sent once the message is durably committed"; docs/api.md#custom-channel messageSid is "Unique per message. Used to
+prevent a message being processed twice"; docs/api.md#errors / docs/design.md#api-decisions "Errors": a storage outage is 503 UNAVAILABLE,
 which the client may retry."""
 import asyncio
 import json

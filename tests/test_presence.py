@@ -6,7 +6,7 @@ import json
 from services.presence import viewing_message
 from tests.team_users import add_user
 from tests.test_live import Socket, signed_in  # noqa: F401 (fixture)
-from tests.test_ui import FormClient
+from tests.ui_helpers import FormClient
 
 THREAD = "ct_0000000000000000000000000a"
 

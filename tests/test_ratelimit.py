@@ -1,4 +1,4 @@
-"""GCRA rate limiting: per key per minute, O(1) memory per key, stale keys pruned (DESIGN §3)."""
+"""GCRA rate limiting: per key per minute, O(1) memory per key, stale keys pruned (docs/design.md#api-decisions)."""
 from services.ratelimit import RateLimiter
 
 

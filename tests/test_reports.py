@@ -16,7 +16,7 @@ from services.reports_worker import SETTLE, ReportsWorker
 from storage import report_fold
 from tests import db_direct
 from tests.report_seed import seed_history
-from tests.test_ui import PASSWORD, FormClient  # noqa: F401
+from tests.ui_helpers import PASSWORD, FormClient
 from services import accounts, report_charts
 
 DAYS = 6

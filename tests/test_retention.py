@@ -80,7 +80,7 @@ async def test_zero_days_keeps_webhooks_for_ever(services, account):
 
 
 async def test_idempotency_keys_go_after_24_hours(api, services, account):
-    """DESIGN §3: an Idempotency-Key's answer is replayed "for 24 h": kept that long, deleted after."""
+    """docs/design.md#api-decisions: an Idempotency-Key's answer is replayed "for 24 h": kept that long, deleted after."""
     r = await api.post("/v1/lists", {"name": "Keyed"}, key=account["api_key"], headers={"Idempotency-Key": "r-1"})
     assert r.code == 201
     worker = RetentionWorker(services, pause=0)

@@ -8,8 +8,13 @@ import pytest
 from handlers import routes
 from handlers.ui_base import UiHandler
 from services import users
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
-from tests.test_users import accept, invite
+from handlers.ui.campaigns import CampaignPage, CampaignsPage
+from services import accounts, live
+from storage import events
+from tests.test_live import Socket
+from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
+from tests.test_users import NEW_PASSWORD, accept, invite
+from tests.ui_helpers import PASSWORD, FormClient
 
 # A value for each kind of path group, so that every route can be requested.
 _GROUP_VALUES = [(r"\((\w+)_\[0-9a-z\]\+\)", lambda m: f"{m[1]}_0"), (r"\(\[\^/\]\+\)", lambda m: "x"),
@@ -101,3 +106,167 @@ async def test_an_agent_changes_its_own_password_on_its_account_page(agent):
     r = await agent.post("/settings/password", {"current_password": "a long enough password",
                                                 "new_password": PASSWORD, "new_password_again": PASSWORD})
     assert (r.code, r.headers["Location"]) == (303, "/account")
+
+
+# ---- "View as" (issue 36 §1, §2): an agency user in a sub-account is never more than they are ------------------
+
+@pytest.fixture
+def sub_with_owner(io_loop, services, ui_agency):
+    """A sub-account of ui_agency with its own owner, who can sign in."""
+    return io_loop.run_sync(lambda: accounts.create_account(
+        services.db, services.box, services.keys, name="Rossi Ltd", email="rossi@client.example",
+        agency_email=ui_agency["email"], password=PASSWORD))
+
+
+@pytest.fixture
+def agency_admin(io_loop, api, http_server_client, ui_agency):
+    """(user, browser) of an admin of the agency, signed in."""
+    user = io_loop.run_sync(lambda: invite(api, ui_agency["api_key"], "staff@agency.example", role="admin"))
+    return user, io_loop.run_sync(lambda: accept(http_server_client, user["signInUrl"]))
+
+
+async def _view_as(browser, sub_id):
+    r = await browser.post(f"/agency/subaccounts/{sub_id}/view-as")
+    assert (r.code, r.headers["Location"]) == (303, "/inbox")
+    return browser
+
+
+async def _viewing(browser, sub):
+    """Whether the browser's pages are the sub-account's (the view-as works)."""
+    page = (await browser.get("/inbox")).text
+    return 'id="viewing-as"' in page and f"Viewing as <strong>{sub['name']}</strong>" in page
+
+
+async def _walk_viewing(browser, sub):
+    """_walk as a view-as session: every route but the one that ends it; the view-as must hold throughout."""
+    outcomes = {}
+    for path, handler, methods in ui_routes():
+        if path in ("/logout", "/view-as/end"):
+            continue
+        for method in methods:
+            r = await (browser.get(path) if method == "get" else browser.post(path, {}))
+            refused = REFUSED in r.text
+            assert not refused or r.code == 403, (method, path, r.code)
+            outcomes[(method, path)] = (refused, users.allows(handler.role, "owner"))
+    assert await _viewing(browser, sub)
+    return outcomes
+
+
+async def test_viewing_as_an_agency_owner_or_admin_is_an_admin_of_the_sub_account(
+        api, services, agency_browser, agency_admin, sub_with_owner):
+    """The walk of every UI route: viewing a sub-account, the agency's owner and admin alike are refused every
+    owner page (API key, signing secret, owners) and nothing else; the sub-account's key is never rotated."""
+    for browser in (agency_browser, agency_admin[1]):
+        await _view_as(browser, sub_with_owner["account_id"])
+        for (method, path), (refused, should_refuse) in (await _walk_viewing(browser, sub_with_owner)).items():
+            assert refused == should_refuse, (method, path)
+        assert (await api.get("/v1/account", key=sub_with_owner["api_key"])).code == 200  # the key still works
+    for path in ("/settings/webhook-secret", "/settings/api-key"):
+        r = await agency_browser.get(path)
+        assert r.code in (403, 405) and "whsec_" not in r.text, path
+    settings = (await agency_browser.get("/settings")).text
+    assert "whsec_" not in settings and 'action="/settings/password"' not in settings
+    # Their own password is not the sub-account's page to change.
+    r = await agency_browser.post("/settings/password", {"current_password": PASSWORD, "new_password": "x" * 20,
+                                                         "new_password_again": "x" * 20})
+    assert r.code == 403 and "your own account" in r.text
+
+
+async def test_an_invitation_made_viewing_as_cannot_make_an_owner(api, services, agency_browser, sub_with_owner):
+    await _view_as(agency_browser, sub_with_owner["account_id"])
+    r = await agency_browser.post("/users", {"email": "mole@agency.example", "role": "owner"})
+    assert r.code == 403
+    people = (await api.get("/v1/users", key=sub_with_owner["api_key"])).json["data"]
+    assert [(u["email"], u["role"]) for u in people] == [("rossi@client.example", "owner")]
+    r = await agency_browser.post("/users", {"email": "helper@agency.example", "role": "admin"})
+    assert r.code == 201
+    page = (await agency_browser.get("/users")).text
+    assert 'value="owner"' not in page  # the role choices offer no owner
+    people = (await api.get("/v1/users", key=sub_with_owner["api_key"])).json["data"]
+    assert sorted(u["role"] for u in people) == ["admin", "owner"]
+
+
+async def test_viewing_as_ends_with_the_viewers_role_change_sign_out_or_deactivation(
+        api, services, http_server_client, ui_agency, agency_admin, sub_with_owner):
+    """A view-as works only beside the session it was started from, while the viewer keeps their role and is
+    active: a demotion (even one undone), a sign-out (even a new sign-in in the same browser), a deactivation
+    (even one undone) each end it, and it does not come back."""
+    user, browser = agency_admin
+    key = ui_agency["api_key"]
+    await _view_as(browser, sub_with_owner["account_id"])
+    assert await _viewing(browser, sub_with_owner)
+    for role in ("agent", "admin"):
+        assert (await api.patch(f"/v1/users/{user['id']}", {"role": role}, key=key)).code == 200
+        assert not await _viewing(browser, sub_with_owner)
+    await _view_as(browser, sub_with_owner["account_id"])
+    view_cookie = browser.cookies["parley_view_as"]
+    assert (await browser.post("/logout", {})).code == 303
+    assert (await browser.login("staff@agency.example", NEW_PASSWORD)).code == 303
+    browser.cookies["parley_view_as"] = view_cookie
+    assert not await _viewing(browser, sub_with_owner)
+    await _view_as(browser, sub_with_owner["account_id"])
+    for active in (False, True):
+        assert (await api.patch(f"/v1/users/{user['id']}", {"active": active}, key=key)).code == 200
+    assert (await browser.login("staff@agency.example", NEW_PASSWORD)).code == 303
+    assert not await _viewing(browser, sub_with_owner)
+    # A view-as cookie beside another session of the same viewer (another browser) opens nothing either.
+    await _view_as(browser, sub_with_owner["account_id"])
+    other = FormClient(http_server_client)
+    assert (await other.login("staff@agency.example", NEW_PASSWORD)).code == 303
+    other.cookies["parley_view_as"] = browser.cookies["parley_view_as"]
+    assert not await _viewing(other, sub_with_owner)
+    assert await _viewing(browser, sub_with_owner)
+
+
+# ---- the live socket (/ws): a page receives what its user's role may see, for as long as it may -------------
+
+def _emit(cx, account_id, events_):
+    for event_type, data in events_:
+        events.emit_in_tx(cx, account_id, event_type, data)
+
+
+async def test_a_view_as_socket_closes_when_the_viewers_role_changes(
+        api, services, http_server_client, ui_agency, agency_admin, sub_with_owner):
+    user, browser = agency_admin
+    sub_id = sub_with_owner["account_id"]
+    await _view_as(browser, sub_id)
+    socket = await Socket.open(http_server_client, browser.cookies, 0)
+    await socket.until(lambda f: f["type"] == "ready")
+    await services.db.write(_emit, sub_id, [("message.created", {"n": 1})])
+    assert [e["type"] for e in await socket.events(1)] == ["message.created"]
+    # Presence names the viewer "as" the sub-account (services/presence.py tells the others by this label).
+    [page] = services.hub._subscribers[sub_id]
+    assert (page.user_id, page.label, page.role) == (user["id"], "staff@agency.example as Rossi Ltd", "admin")
+    assert (await api.patch(f"/v1/users/{user['id']}", {"role": "agent"}, key=ui_agency["api_key"])).code == 200
+    assert await socket.next() is None and socket.connection.close_code == live.CLOSE_SIGNED_OUT
+    # Reconnecting with the same cookies is the agency's own socket now (the view-as is over).
+    again = await Socket.open(http_server_client, browser.cookies, 0)
+    await again.until(lambda f: f["type"] == "ready")
+    await services.db.write(_emit, sub_id, [("message.created", {"n": 2})])
+    await services.db.write(_emit, ui_agency["account_id"], [("message.created", {"n": 3})])
+    assert [e["data"] for e in await again.events(1)] == [{"n": 3}]
+    again.close()
+
+
+async def test_campaign_progress_reaches_only_pages_whose_role_has_the_campaign_pages(
+        services, http_server_client, ui_account, signed_in, agent, admin):
+    """Live and on catch-up alike: an agent's page never receives campaign.progress (the campaign pages are
+    the admins'); the owner's and an admin's do. One rule in the hub, by the pages' own roles."""
+    account_id = ui_account["account_id"]
+    sockets = {}
+    for name, client in (("owner", signed_in), ("admin", admin), ("agent", agent)):
+        sockets[name] = await Socket.open(http_server_client, client.cookies, 0)
+        await sockets[name].until(lambda f: f["type"] == "ready")
+    mixed = [("campaign.progress", {"campaignId": "cmp_1"}), ("message.created", {"n": 1}),
+             ("campaign.progress", {"campaignId": "cmp_1"})]
+    await services.db.write(_emit, account_id, mixed)
+    await services.db.write(_emit, account_id, [("message.created", {"n": 2})])
+    for name in ("owner", "admin"):
+        assert [e["type"] for e in await sockets[name].events(4)] == [t for t, _ in mixed] + ["message.created"]
+    assert [e["data"] for e in await sockets["agent"].events(2)] == [{"n": 1}, {"n": 2}]
+    late = await Socket.open(http_server_client, agent.cookies, 0)  # a page that catches up from the start
+    frame = await late.until(lambda f: f["type"] == "events")
+    assert [e["data"] for e in frame["events"]] == [{"n": 1}, {"n": 2}]
+    for socket in (*sockets.values(), late):
+        socket.close()
+    assert live.EVENT_PAGE_ROLES[events.CAMPAIGN_PROGRESS] == CampaignsPage.role == CampaignPage.role

@@ -1,8 +1,12 @@
 """Several processes on one database (issue 20), in one process: worker leases, the shared secret key, the
 health check. The multi-process test on PostgreSQL is tests/test_scale_out_e2e.py."""
 import asyncio
+import time
 
 import pytest
+from tornado.httpclient import AsyncHTTPClient
+from tornado.httpserver import HTTPServer
+from tornado.testing import bind_unused_port
 
 import server
 from common.errors import Unauthorized
@@ -13,6 +17,7 @@ from services.secretbox import SecretBox, SecretKeyError
 from services.worker_loop import WorkerLoop
 from settings import Settings
 from storage import leases as lease_store
+from tests.ui_helpers import PASSWORD, FormClient
 
 
 def test_a_lease_has_one_owner_and_is_taken_over_when_it_lapses(io_loop, services):
@@ -52,9 +57,11 @@ def test_only_the_lease_owner_runs_rounds(io_loop, services):
         owner.lease = Lease(services.db, "counting", 3, owner="a")
         other.lease = Lease(services.db, "counting", 3, owner="b")
         owner.start()
-        await asyncio.sleep(0.2)
+        while not owner.rounds:
+            await asyncio.sleep(0.01)
         other.start()
-        await asyncio.sleep(0.3)
+        while not other.lease._retry_at:  # it asked for the lease and was refused: its loop decided
+            await asyncio.sleep(0.01)
         assert owner.rounds > 0 and other.rounds == 0
         await owner.stop()  # gives the lease up: the other takes over within its next try
         for _ in range(100):
@@ -163,10 +170,53 @@ def test_the_api_rate_limit_is_one_limit_for_every_process(io_loop, services):
     first, second = SharedRateLimiter(services.db), SharedRateLimiter(services.db)  # two processes
 
     async def run():
-        answers = [await (first if n % 2 else second).hit_api_key("key-hash", 10) for n in range(15)]
+        answers = [await (first if n % 2 else second).hit_shared("key-hash", 10) for n in range(15)]
         allowed = [a for a, _ in answers]
         assert allowed == [True] * 10 + [False] * 5
         assert answers[9][1]["X-RateLimit-Remaining"] == "0" and answers[10][1]["Retry-After"] == "6"
-        assert (await first.hit_api_key("other key", 10))[0]  # keys are independent
+        assert (await first.hit_shared("other key", 10))[0]  # keys are independent
         assert await first.prune_shared() == 0  # budgets not full again yet: kept
     io_loop.run_sync(run)
+
+
+class _Served:
+    """One process's app on its own port, fetched by path like pytest-tornado's http_server_client."""
+
+    def __init__(self, settings, services):
+        sock, self.port = bind_unused_port()
+        self.server = HTTPServer(server.make_app(settings, services))
+        self.server.add_sockets([sock])
+        self.http = AsyncHTTPClient(force_instance=True)
+
+    async def fetch(self, path, **kw):
+        return await self.http.fetch(f"http://127.0.0.1:{self.port}{path}", **kw)
+
+    def close(self):
+        self.http.close()
+        self.server.stop()
+
+
+@pytest.mark.postgres_only
+def test_sign_in_attempts_are_limited_once_for_every_process(io_loop, services, settings, tmp_path):
+    """Ten attempts per email and address in a burst, whichever process answers them (issue 36 item 9): per
+    process, each of two let ten through."""
+    b = _second_process(io_loop, settings, tmp_path)
+    io_loop.run_sync(lambda: accounts.create_account(services.db, services.box, services.keys, name="Acme",
+                                                     email="owner@acme.example", password=PASSWORD))
+    served = [_Served(settings, services), _Served(settings.model_copy(update={"data_dir": tmp_path / "host-b"}), b)]
+    browsers = [FormClient(s) for s in served]
+
+    async def run():
+        codes, started = [], time.monotonic()
+        while 429 not in codes and len(codes) < 20:
+            browser = browsers[len(codes) % 2]
+            await browser.get("/login")
+            codes.append((await browser.post("/login", {"email": "owner@acme.example", "password": "guess"})).code)
+        earned = int((time.monotonic() - started) / 6)  # one attempt every 6 s is earned back
+        assert 10 <= codes.index(429) <= 10 + earned and set(codes[:-1]) == {401}, (codes, earned)
+    try:
+        io_loop.run_sync(run, timeout=120)
+    finally:
+        for s in served:
+            s.close()
+        io_loop.run_sync(b.close)

@@ -71,7 +71,7 @@ class LivePage:
         while not self.stopping:
             try:
                 message = await asyncio.wait_for(connection.read_message(), 0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
             if message is None:  # the connection ended (its process was killed)
                 self.dropped = True

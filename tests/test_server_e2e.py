@@ -202,7 +202,7 @@ def test_replaced_certificate_is_served_without_restart(tmp_path):
 
 @pytest.mark.sqlite_only("backup is SQLite's online backup (on PostgreSQL it points to pg_dump)")
 def test_backup_while_running_holds_the_data(parley, tmp_path):
-    """DESIGN §2: `backup OUT` → online SQLite backup of a running instance."""
+    """docs/design.md#running: `backup OUT` → online SQLite backup of a running instance."""
     created = run_cli(parley.data_dir, "create-account", "--name", "Kept", "--email", "kept@x.test")
     with parley.client() as c:
         assert c.patch("/v1/account/settings", params={"apiKey": created["api_key"]},

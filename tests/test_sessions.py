@@ -14,7 +14,7 @@ from tornado.web import create_signed_value, decode_signed_value
 from common.ids import utcnow
 from services import accounts, keys, one_time_links, sessions
 from services.keys import hash_token
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import PASSWORD, FormClient
 from tests import db_direct
 
 COOKIE = "parley_session"

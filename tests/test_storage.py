@@ -1,4 +1,4 @@
-"""Storage: migrations, the single writer's group commit, its failure isolation (DESIGN §4), and the
+"""Storage: migrations, the single writer's group commit, its failure isolation (docs/design.md#conventions), and the
 writer process it runs in."""
 import asyncio
 import os
@@ -101,7 +101,7 @@ async def test_migrations_applied_and_tracked_with_user_version(tmp_path):
 
 @pytest.mark.sqlite_only(WRITER)
 async def test_200_concurrent_writes_commit_in_fewer_transactions(tmp_path):
-    """DESIGN §4: many requests' writes commit together (group commit), each answered after its commit."""
+    """docs/design.md#conventions: many requests' writes commit together (group commit), each answered after its commit."""
     db = await _open(tmp_path)
     try:
         before = db.transactions_committed

@@ -1,4 +1,4 @@
-"""Sub-accounts API for agencies (DESIGN §3 "Sub-accounts"): POST /v1/subaccounts, GET /v1/subaccounts/{id},
+"""Sub-accounts API for agencies (docs/design.md#api-decisions "Sub-accounts"): POST /v1/subaccounts, GET /v1/subaccounts/{id},
 PATCH /v1/subaccounts/{id} (autoRecharge), GET /v1/subaccounts/{id}/transactions. Spec §5.7: "The credit
 endpoint is available to agency accounts only"; §4.6 "Must match an existing sub-account under the calling
 agency"; §7 "400 Bad request. Missing required fields ... or invalid parameters", "201 Resource created"."""
@@ -11,7 +11,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import credits
 from tests import db_direct
-from tests.test_ui import FormClient
+from tests.ui_helpers import FormClient
 
 PATH = "/v1/subaccounts"
 
@@ -38,7 +38,7 @@ def row_counts(services):
 # ---- POST /v1/subaccounts ----------------------------------------------------------------------
 
 async def test_create_answers_201_with_the_key_and_password_shown_once(api, agency, services, http_server_client):
-    """DESIGN §3: POST /v1/subaccounts {name, email} -> 201 {id, name, email, credits, autoRecharge, apiKey,
+    """docs/design.md#api-decisions: POST /v1/subaccounts {name, email} -> 201 {id, name, email, credits, autoRecharge, apiKey,
     createdAt} (the key shown once). The sub-account's key works at once; its UI user signs in with the
     email and the password of this answer."""
     r = await api.post(PATH, {"name": "  Bakery Rossi ", "email": "Ops@Rossi.example"}, key=agency["api_key"])
@@ -62,14 +62,14 @@ async def test_create_answers_201_with_the_key_and_password_shown_once(api, agen
     listed = await api.get(PATH, key=agency["api_key"])
     assert listed.json["data"] == [one.json]
     assert created["apiKey"] not in listed.body.decode() and created["password"] not in listed.body.decode()
-    # The email is what grants name (spec §4.6), in any case.
+    # The email is what grants name (docs/api.md#sub-account-credits-agency-accounts), in any case.
     r = await api.post("/v1/subaccounts/credits", {"email": "OPS@rossi.example", "amount": 5},
                        key=agency["api_key"], query_key=False)
     assert r.code == 200 and r.json["sub_account_id"] == created["id"]
 
 
 async def test_create_takes_the_key_as_query_parameter_or_header(api, agency):
-    """DESIGN §3: sub-accounts use "the standard auth rules" (spec §5.2 apiKey, and x-api-key)."""
+    """docs/design.md#api-decisions: sub-accounts use "the standard auth rules" (docs/api.md#basics apiKey, and x-api-key)."""
     r = await api.post(PATH, {"name": "A", "email": "a@rossi.example"}, key=agency["api_key"], query_key=False)
     assert r.code == 201
     assert (await api.post(PATH, {"name": "B", "email": "b@rossi.example"})).code == 401
@@ -152,7 +152,7 @@ async def test_concurrent_creations_with_one_email_make_one_account(http_server_
 
 async def test_another_agencys_sub_account_is_404_like_an_unknown_id(api, agency, sub, other_agency, other_sub,
                                                                      account, services):
-    """DESIGN §3: "Another agency's sub-account is 404 SUBACCOUNT_NOT_FOUND"; it answers exactly like an
+    """docs/design.md#api-decisions: "Another agency's sub-account is 404 SUBACCOUNT_NOT_FOUND"; it answers exactly like an
     unknown id (nothing is learned) on every endpoint, and nothing of it changes."""
     before = row_counts(services)
     key = agency["api_key"]
@@ -178,7 +178,7 @@ async def test_another_agencys_sub_account_is_404_like_an_unknown_id(api, agency
 # ---- PATCH /v1/subaccounts/{id} ----------------------------------------------------------------
 
 async def test_patch_sets_and_clears_auto_recharge(api, agency, sub):
-    """DESIGN §3: PATCH /v1/subaccounts/{id} {"autoRecharge": {"threshold": 10, "amount": 100} | null}."""
+    """docs/design.md#api-decisions: PATCH /v1/subaccounts/{id} {"autoRecharge": {"threshold": 10, "amount": 100} | null}."""
     path, key = f"{PATH}/{sub['account_id']}", agency["api_key"]
     r = await api.patch(path, {"autoRecharge": {"threshold": 10, "amount": 100}}, key=key)
     assert r.code == 200, r.body
@@ -244,7 +244,7 @@ async def test_patch_needs_a_json_body_and_other_methods_are_405(api, agency, su
 # ---- GET /v1/subaccounts/{id}/transactions -----------------------------------------------------
 
 async def test_transactions_list_grants_and_spends_newest_first(api, agency, sub, services):
-    """DESIGN §3: {data: [{id, kind: grant|spend, amount, balanceAfter, description, idempotencyKey,
+    """docs/design.md#api-decisions: {data: [{id, kind: grant|spend, amount, balanceAfter, description, idempotencyKey,
     createdAt}], nextCursor} newest first; amounts are signed so that they add up to the balance."""
     await grant(api, agency, sub, 10, key="k-1", description="March")
     await credits.spend_credits(services.db, sub["account_id"], 1, "bot reply msg_1")
@@ -295,9 +295,9 @@ async def test_transactions_are_cursor_paginated(api, agency, sub, services):
 
 @pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's planner")
 def test_sub_account_reads_use_indexes(services, make_account):
-    """DESIGN §4: the sub-account lookup, its listing and a history page are index searches, never scans."""
+    """docs/design.md#conventions: the sub-account lookup, its listing and a history page are index searches, never scans."""
     from storage import subaccounts as store
-    from tests.test_contacts import query_plans
+    from tests.db_direct import query_plans
 
     agency = make_account("agency")
     sub = make_account(agency_email=agency["email"])
@@ -435,7 +435,6 @@ def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(t
     import socket
     import subprocess
     import sys
-    import time
     from datetime import datetime, timezone
 
     import httpx

@@ -5,9 +5,9 @@ see the other go."""
 import pytest
 
 from tests.parley_process import ParleyProcess
-from tests.team_users import add_user_to_file
+from tests.team_users import add_user_to_server
 from tests.test_inbox_e2e import assert_not_reloaded, contact_of, mark_no_reload, post_inbound, wait_live, wait_until
-from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (fixtures)
+from tests.ui_helpers import open_page, sign_in
 
 BOB, BOB_PASSWORD = "bob@team.example", "bob's long enough password"
 
@@ -15,7 +15,7 @@ BOB, BOB_PASSWORD = "bob@team.example", "bob's long enough password"
 @pytest.fixture(scope="module")
 def parley(tmp_path_factory):
     with ParleyProcess(tmp_path_factory.mktemp("team") / "data", "--allow-private-webhooks") as process:
-        add_user_to_file(process.data_dir / "parley.db", process.first_run["account_id"], BOB, BOB_PASSWORD)
+        add_user_to_server(process, process.first_run["api_key"], BOB, BOB_PASSWORD)
         yield process
 
 

@@ -1,4 +1,4 @@
-"""Self-signed certificate generation, renewal and reload (DESIGN §2); the Mozilla TLS configurations of the\nlistener (sslyze) and of Parley's own clients (issue 27)."""
+"""Self-signed certificate generation, renewal and reload (docs/design.md#running); the Mozilla TLS configurations of the\nlistener (sslyze) and of Parley's own clients (issue 27)."""
 import datetime
 import logging
 import shutil

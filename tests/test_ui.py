@@ -2,93 +2,17 @@
 signing secret). Fast tests drive the in-process app over HTTP with a cookie-keeping client; the
 end-to-end tests drive the real server.py over HTTPS with headless Chromium (Playwright)."""
 import json
-import os
 import time
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from http.cookies import SimpleCookie
-from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from services import accounts
 from tests.parley_process import ParleyProcess, ThreadedReceiver
+from tests.ui_helpers import PASSWORD, sign_in
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
-
-PASSWORD = "correct horse battery staple"
-CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")  # make test CHROMIUM=… sets it
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-# ---- in-process: a tiny browser (cookies + XSRF field) over the test server -------------------
-
-class FormClient:
-    """Keeps cookies like a browser (the Secure flag is ignored: the in-process server is plain HTTP)
-    and adds the _xsrf field to forms unless told not to."""
-
-    def __init__(self, client):
-        self.client = client
-        self.cookies = {}
-        self.set_cookies = {}  # name -> the last Set-Cookie morsel, to check its attributes
-
-    async def request(self, method, path, form=None, *, xsrf=True, headers=None):
-        headers = dict(headers or {})
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        body = None
-        if method == "POST":
-            form = dict(form or {})
-            if xsrf:
-                form["_xsrf"] = self.cookies["_xsrf"]
-            body = urlencode(form, doseq=True)  # a list value: the field repeated (checkboxes)
-        response = await self.client.fetch(path, method=method, body=body, headers=headers,
-                                           follow_redirects=False, raise_error=False)
-        for header in response.headers.get_list("Set-Cookie"):
-            jar = SimpleCookie()
-            jar.load(header)
-            for name, morsel in jar.items():
-                self.set_cookies[name] = morsel
-                if morsel.value:
-                    self.cookies[name] = morsel.value
-                else:
-                    self.cookies.pop(name, None)
-        response.text = response.body.decode()
-        return response
-
-    async def get(self, path, **kw):
-        return await self.request("GET", path, **kw)
-
-    async def post(self, path, form=None, **kw):
-        return await self.request("POST", path, form, **kw)
-
-    async def login(self, email, password=PASSWORD, next_url=None):
-        await self.get("/login")
-        form = {"email": email, "password": password}
-        if next_url is not None:
-            form["next"] = next_url
-        return await self.post("/login", form)
-
-
-@pytest.fixture
-def ui_account(io_loop, services):
-    """An account with an owner user who can sign in."""
-    return io_loop.run_sync(lambda: accounts.create_account(
-        services.db, services.box, services.keys, name="Acme <script>alert(1)</script>",
-        email="owner@acme.example", password=PASSWORD))
-
-
-@pytest.fixture
-def browser(http_server_client):
-    return FormClient(http_server_client)
-
-
-@pytest.fixture
-def signed_in(io_loop, browser, ui_account):
-    response = io_loop.run_sync(lambda: browser.login(ui_account["email"]))
-    assert response.code == 303, response.text
-    return browser
 
 
 async def test_unauthenticated_settings_redirects_to_login(browser):
@@ -354,39 +278,7 @@ def parley(tmp_path_factory):
         yield process
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright  # the test extra; Chromium is Debian's (.ci/run)
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def open_page(chromium, **context_options):
-    """(context, page): a page of its own browser context that collects console errors (a CSP violation or
-    a missing resource shows up there) in page.console_errors."""
-    context = chromium.new_context(ignore_https_errors=True, **context_options)
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    page.console_errors = []
-    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-    return context, page
-
-
-@pytest.fixture
-def page(chromium):
-    context, page = open_page(chromium)
-    yield page
-    context.close()
-
-
-def sign_in(page, parley, password=None):
-    page.goto(parley.base + "/login")
-    page.fill("#email", parley.first_run["login"])
-    page.fill("#password", password or parley.first_run["password"])
-    page.click("button:has-text('Sign in')")
 
 
 def generate_key(page, parley):
@@ -418,7 +310,7 @@ def test_browser_signs_in_and_generates_a_new_api_key(page, parley):
     # The stylesheet loaded under the Content-Security-Policy (its background colour applies).
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"
     assert "default-src 'self'" in response.headers["content-security-policy"]
-    session = [c for c in page.context.cookies() if c["name"] == "parley_session"][0]
+    session = next(c for c in page.context.cookies() if c["name"] == "parley_session")
     assert session["httpOnly"] and session["secure"] and session["sameSite"] == "Lax"
 
     with parley.client() as api:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
 from tests.test_delivery_e2e import wait_until
-from tests.test_ui import chromium, open_page, sign_in  # noqa: F401 (chromium: a fixture)
+from tests.ui_helpers import open_page, sign_in
 
 INBOUND = "/v1/incoming_custom_channel_message"
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
@@ -42,7 +42,7 @@ def key(parley):
 
 
 @pytest.fixture
-def desktop(chromium):  # noqa: F811
+def desktop(chromium):
     context, page = open_page(chromium, viewport={"width": 1100, "height": 820}, timezone_id="Asia/Tokyo")
     yield page
     context.close()

@@ -6,7 +6,7 @@ from storage.db import migrate
 from tests import db_direct
 from tests.test_migrations_money_state import database_before
 
-from tests.test_ui import PASSWORD, FormClient, browser, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.ui_helpers import FormClient
 
 NEW_PASSWORD = "a long enough password"
 

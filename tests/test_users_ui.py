@@ -8,7 +8,7 @@ import pytest
 from tests.parley_process import ParleyProcess, run_cli
 from tests.test_agency_ui import sign_in
 from tests.test_inbox_e2e import contact_of, post_inbound, wait_until
-from tests.test_ui import PASSWORD, chromium, open_page  # noqa: F401 (chromium: fixture)
+from tests.ui_helpers import PASSWORD, open_page
 
 AGENT_PASSWORD = "agent-chose-this-1"
 

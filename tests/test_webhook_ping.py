@@ -1,15 +1,20 @@
 """Send test event (issue 26 §3): POST /v1/account/webhook-test posts a signed {"event": "ping", …} to the
 Custom Channel Webhook URL now, outside the outbox, through the deliveries' guard, signing and timeout."""
+import asyncio
 import dataclasses
 import json
+from datetime import timedelta
 
 import pytest
 from standardwebhooks import Webhook
 
+from common.errors import RateLimited
+from common.ids import iso, utcnow
 from services import accounts, webhook_ping
 from settings import Settings
+from storage import webhook_tests as slot_store
 from storage.outbox import list_outbox
-from tests.test_delivery import receiver  # noqa: F401 (a fixture)
+from tests.test_delivery import queue_reply, receiver, workers  # noqa: F401 (fixtures)
 
 TEST = "/v1/account/webhook-test"
 
@@ -116,3 +121,86 @@ async def test_a_tls_failure_says_what_failed(api, account, tmp_path):
     assert r.json["httpStatus"] is None
     assert r.json["error"].startswith("connection error: TLS: ") and "certificate" in r.json["error"], r.json
     assert "127.0.0.1" not in r.json["error"]
+
+
+async def _until(condition, seconds=10):
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def patient(services):
+    """The services with a 30 s timeout: tests hang at the receiver until released."""
+    return dataclasses.replace(services, settings=services.settings.model_copy(
+        update={"webhook_timeout_seconds": 30.0, "delivery_concurrency_per_account": 3}))
+
+
+async def test_tests_in_flight_are_capped_per_account_with_the_deliveries(patient, api, account, other_account,
+                                                                          receiver, workers):
+    """Issue 36 item 8: 200 parallel tests held 200 sockets. At most delivery_concurrency_per_account at once,
+    a delivery in flight counting as one, each test beyond that answered RateLimited with Retry-After; another
+    account's tests are not counted against this one."""
+    receiver.answers = ["hang"] * 10
+    for owner in (account, other_account):
+        await accounts.update_settings(patient.db, owner["account_id"], {"customChannelWebhookUrl": receiver.url})
+    await queue_reply(patient, account)
+    delivery = asyncio.ensure_future(workers(patient).run_due(utcnow()))  # one delivery in flight
+    assert await _until(lambda: receiver.in_flight == 1)
+    tests = [asyncio.ensure_future(webhook_ping.send_test_event(patient, account["account_id"])) for _ in range(6)]
+    assert await _until(lambda: receiver.in_flight == 3 and sum(t.done() for t in tests) == 4)
+    refused = [t.exception() for t in tests if t.done()]
+    assert all(isinstance(e, RateLimited) and int(e.headers["Retry-After"]) >= 1 for e in refused), refused
+    other = asyncio.ensure_future(webhook_ping.send_test_event(patient, other_account["account_id"]))
+    assert await _until(lambda: receiver.in_flight == 4)  # another account's slots are its own
+    receiver.release.set()
+    await asyncio.gather(delivery, other, *[t for t in tests if not t.done()])
+    result = await webhook_ping.send_test_event(patient, account["account_id"])  # the slots were given back
+    assert result["httpStatus"] == 200
+
+
+async def test_a_test_beyond_the_cap_is_429_in_the_error_shape(api, services, account):
+    """Every slot taken (a process's tests, or one that died: its slots lapse after the timeout): the API
+    answers 429 RATE_LIMITED with Retry-After."""
+    await _save_url(api, account, "http://127.0.0.1:9/hook")
+    now = utcnow()
+    for n in range(services.settings.delivery_concurrency_per_account):
+        assert await slot_store.take_slot(services.db, account["account_id"], f"wht_{n}", iso(now),
+                                          iso(now + timedelta(seconds=60)), 99)
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.code == 429 and r.json["error"]["code"] == "RATE_LIMITED", r.body
+    assert int(r.headers["Retry-After"]) >= 1
+    later = now + timedelta(seconds=61)  # the slots lapsed: a test takes one again
+    assert await slot_store.take_slot(services.db, account["account_id"], "wht_after", iso(later), iso(later), 1)
+
+
+async def test_the_ping_honours_the_tls_profile(services, account, tmp_path):
+    """Issue 36 item 8: under --tls-profile modern the ping negotiated TLS 1.2 (it used Python's defaults, not
+    the deliveries' context). A receiver that speaks TLS 1.2 at most is refused at the handshake."""
+    import ssl
+
+    import tornado.httpserver
+    import tornado.testing
+    import tornado.web
+
+    from services.tls import write_self_signed
+
+    write_self_signed(tmp_path / "cert.pem", tmp_path / "key.pem", ["localhost"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = tornado.httpserver.HTTPServer(tornado.web.Application([]), ssl_options=context)
+    sock, port = tornado.testing.bind_unused_port()
+    server.add_sockets([sock])
+    modern = dataclasses.replace(services, settings=services.settings.model_copy(update={"tls_profile": "modern"}))
+    try:
+        await accounts.update_settings(services.db, account["account_id"],
+                                       {"customChannelWebhookUrl": f"https://localhost:{port}/hook"})
+        result = await webhook_ping.send_test_event(modern, account["account_id"])
+    finally:
+        server.stop()
+        await server.close_all_connections()
+    assert result["httpStatus"] is None and result["error"].startswith("connection error: TLS: ")
+    assert "certificate" not in result["error"], result  # refused for its version, before any certificate

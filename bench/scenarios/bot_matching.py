@@ -30,7 +30,10 @@ def _timed(fn, repeat):
 def _configurations():
     from services import bot_settings as limits
     rng = random.Random(18)
-    word = lambda: "".join(rng.choice(string.ascii_lowercase) for _ in range(limits.MAX_KEYWORD_LENGTH // 4))
+
+    def word():
+        return "".join(rng.choice(string.ascii_lowercase) for _ in range(limits.MAX_KEYWORD_LENGTH // 4))
+
     rule_keywords = [word() for _ in range(limits.MAX_TOTAL_KEYWORDS - limits.MAX_KEYWORDS)]
     spread = ([word() for _ in range(limits.MAX_KEYWORDS)],
               [{"keywords": rule_keywords[i::limits.MAX_RULES], "answer": "x"} for i in range(limits.MAX_RULES)])

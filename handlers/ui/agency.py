@@ -4,13 +4,13 @@ from tornado.web import authenticated
 
 from common.errors import Conflict, IdempotencyKeyReused, Invalid, NotFound
 from common.ids import new_id
-from handlers.ui_base import UiHandler, view_as_id
+from handlers.ui_base import UiHandler, session_key, view_as_id
 from services import credits, sessions, subaccounts
 
 
 def new_grant_key():
     """The Idempotency-Key a grant form carries from the moment it is rendered: submitting the same form twice
-    grants once (DESIGN §3 "Credits")."""
+    grants once (docs/design.md#api-decisions "Credits")."""
     return new_id("uigrant")
 
 
@@ -63,7 +63,7 @@ class SubaccountCreateHandler(AgencyPage):
         form = {"name": self.get_body_argument("name", ""), "email": self.get_body_argument("email", "")}
         try:
             created = await subaccounts.create_subaccount(self.services.db, self.services.box, self.services.keys,
-                                                          self.agency_id, "agency", **form)
+                                                          self.agency_id, "agency", **form, by=self.actor)
         except (Invalid, Conflict) as exc:
             await self.render_list(status=exc.status, error=exc.message, form=form)
             return
@@ -109,7 +109,8 @@ class SubaccountAutoRechargeHandler(AgencyPage):
         try:
             setting = {"threshold": credits.number_from_text(form["threshold"], "autoRecharge.threshold"),
                        "amount": credits.number_from_text(form["amount"], "autoRecharge.amount")}
-            await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, setting)
+            await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, setting,
+                                                by=self.actor)
         except Invalid as exc:
             await self.render_subaccount(sub_id, status=400, error=exc.message, recharge=form)
             return
@@ -119,7 +120,7 @@ class SubaccountAutoRechargeHandler(AgencyPage):
 class SubaccountAutoRechargeOffHandler(AgencyPage):
     @authenticated
     async def post(self, sub_id):
-        await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None)
+        await subaccounts.set_auto_recharge(self.services.db, self.agency_id, "agency", sub_id, None, by=self.actor)
         self.back_to(sub_id, "success", "Auto-recharge is off.")
 
 
@@ -132,7 +133,7 @@ class SubaccountPriceHandler(AgencyPage):
         try:
             price = credits.number_from_text(text, "creditsPerReply")
             await subaccounts.update_subaccount(self.services.db, self.agency_id, "agency", sub_id,
-                                                {"creditsPerReply": price})
+                                                {"creditsPerReply": price}, by=self.actor)
         except Invalid as exc:
             await self.render_subaccount(sub_id, status=400, error=exc.message, price=text)
             return
@@ -152,12 +153,15 @@ class SubaccountResetPasswordHandler(AgencyPage):
 
 
 class SubaccountViewAsHandler(AgencyPage):
-    """Open the sub-account's UI as its user, without its password: a second cookie beside the agency's own
-    session, which is not changed; every page then says "Viewing as …: back to the agency"."""
+    """Open the sub-account's UI without its password: a second cookie beside the agency user's own session,
+    which is not changed; there they act with their own role, never above admin (no API key, signing secret or
+    owners), and every page says "Viewing as …: back to the agency". It ends with their session, a change of
+    their role or their deactivation (services.sessions.start_view_as)."""
 
     @authenticated
     async def post(self, sub_id):
-        view_id = await subaccounts.start_view_as(self.services.db, self.current_user, "agency", sub_id)
+        view_id = await subaccounts.start_view_as(self.services.db, self.current_user, self.session_id, "agency",
+                                                  sub_id, by=self.actor)
         self.set_signed_cookie(self.VIEW_AS_COOKIE, view_id, expires_days=None, **self.COOKIE_FLAGS)
         self.redirect("/inbox", status=303)
 
@@ -169,6 +173,8 @@ class ViewAsEndHandler(UiHandler):
     @authenticated
     async def post(self):
         sub_id = self.current_user["account_id"] if self.current_user.get("viewer") else None
-        await sessions.end(self.services.db, view_as_id(self))
+        if sub_id:  # its open pages close (the agency's own go on)
+            self.services.hub.disconnect(sub_id, session=session_key(self, self.current_user))
+        await sessions.end(self.services.db, view_as_id(self), by=self.actor if sub_id else None)
         self.clear_cookie(self.VIEW_AS_COOKIE, **self.COOKIE_FLAGS)
         self.redirect(f"/agency/subaccounts/{sub_id}" if sub_id else "/agency", status=303)

@@ -122,7 +122,7 @@ class CampaignsHandler(CampaignsPage):
             created = await campaigns.create_campaign(
                 self.services.db, self.account_id, name=body.name, list_id=body.listId, body=body.body,
                 campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
-                rate_per_minute=body.ratePerMinute)
+                rate_per_minute=body.ratePerMinute, by=self.actor)
         return created, bool(claim and claim.replayed)
 
 
@@ -200,7 +200,7 @@ class CampaignActionHandler(UiHandler):
     @authenticated
     async def post(self, campaign_id, action):
         try:
-            result = await campaigns.act(self.services, self.account_id, campaign_id, action)
+            result = await campaigns.act(self.services, self.account_id, campaign_id, action, by=self.actor)
         except Conflict as exc:
             self.flash("error", exc.message)
             self.redirect(f"/campaigns/{campaign_id}", status=303)

@@ -16,7 +16,7 @@ class CannedReplyForm(UiHandler):
     async def save(self, write, show_error):
         form = {"code": self.get_body_argument("code", "").strip(), "body": self.get_body_argument("body", "")}
         try:
-            await write(self.services.db, self.account_id, **form)
+            await write(self.services.db, self.account_id, **form, by=self.actor)
         except (Invalid, Conflict) as exc:
             await show_error(exc, form)
             return
@@ -53,7 +53,7 @@ class CannedReplyHandler(CannedReplyForm):
         reply = await canned_replies.get(self.services.db, self.account_id, reply_id)  # 404 page unless the account's
 
         async def update(db, account_id, **form):
-            await canned_replies.update(db, account_id, reply_id, **form)
+            await canned_replies.update(db, account_id, reply_id, **form)  # form: code, body and by
 
         async def show_error(error, form):
             self.render("canned_reply.html", status=error.status, reply=reply, form=form, error=error)
@@ -67,7 +67,7 @@ class CannedReplyDeleteHandler(UiHandler):
     @authenticated
     async def post(self, reply_id):
         reply = await canned_replies.get(self.services.db, self.account_id, reply_id)
-        await canned_replies.delete(self.services.db, self.account_id, reply_id)
+        await canned_replies.delete(self.services.db, self.account_id, reply_id, by=self.actor)
         self.action_done("/canned-replies", f"Canned reply /{reply['code']} deleted.")
 
 

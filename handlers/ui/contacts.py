@@ -69,7 +69,7 @@ class ContactHandler(UiHandler):
         form = {name: self.get_body_argument(name, "").strip() for name in FIELDS}
         try:
             await contacts.update_contact(self.services.db, self.account_id, contact_id, form,
-                                          contacts.user_actor(self.current_user["email"]))
+                                          contacts.user_actor(self.actor["actor_label"]), by=self.actor)
         except (Invalid, Conflict) as exc:
             await self.render_contact(contact_id, status=exc.status, form=form, error=exc)
             return
@@ -85,7 +85,7 @@ class ContactOptOutHandler(UiHandler):
     async def post(self, contact_id):
         opted_out = self.get_body_argument("optedOut", "") == "1"
         await contacts.update_contact(self.services.db, self.account_id, contact_id, {"optedOut": opted_out},
-                                      contacts.user_actor(self.current_user["email"]))
+                                      contacts.user_actor(self.actor["actor_label"]), by=self.actor)
         self.action_done(f"/contacts/{contact_id}", "Opted out: campaigns skip this contact and the bot does not "
                          "answer it." if opted_out else "Opted back in.")
 

@@ -112,7 +112,7 @@ class ListDeleteHandler(UiHandler):
     @authenticated
     async def post(self, list_id):
         try:
-            result = await lists.delete_list(self.services.db, self.account_id, list_id)
+            result = await lists.delete_list(self.services.db, self.account_id, list_id, by=self.actor)
         except Conflict as exc:
             await self.render_confirm(list_id, status=409, error=exc)
             return

@@ -32,7 +32,7 @@ class OneTimeLinkHandler(SettingsPage):
             return
         await self.start_session(user)
         # The user's ended sessions: their open pages reload and find themselves signed out.
-        self.services.hub.disconnect(user["account_id"], user=user["id"],
+        self.services.hub.disconnect(None, user=user["id"],
                                      keep_session=sessions.session_hash(self.session_id))
         self.current_user = user
         if purpose == "setup":

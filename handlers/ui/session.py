@@ -44,9 +44,9 @@ class LoginHandler(UiHandler):
         password = self.get_body_argument("password", "")
         next_url = safe_next(self.get_body_argument("next", ""))
         limiter, address = self.services.limiter, self.request.remote_ip
-        allowed, headers = limiter.hit(f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE)
+        allowed, headers = await limiter.hit_shared(f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE)
         if allowed:
-            allowed, headers = limiter.hit(f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE)
+            allowed, headers = await limiter.hit_shared(f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE)
         if not allowed:
             self.set_header("Retry-After", headers["Retry-After"])
             self.render("login.html", status=429, email=email, next_url=next_url, flashes=[{
@@ -68,7 +68,7 @@ class LogoutHandler(UiHandler):
 
     async def post(self):
         if self.current_user:  # this session's open pages stop updating (the user's other sessions go on)
-            self.services.hub.disconnect(self.account_id, session=session_key(self))
+            self.services.hub.disconnect(None, session=session_key(self))  # a sub-account's viewed from it too
         await self.end_session()
         self.flash("success", "You are signed out.")
         self.redirect("/login", status=303)

@@ -5,7 +5,7 @@ from tornado.web import authenticated
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
 from services import accounts, users, webhook_ping
-from common.errors import Conflict, Invalid
+from common.errors import Conflict, Invalid, RateLimited
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
@@ -83,7 +83,7 @@ class WebhookTestHandler(SettingsPage):
 
     @authenticated
     async def post(self):
-        allowed, headers = self.services.limiter.hit(f"webhook-test:{self.account_id}",
+        allowed, headers = await self.services.limiter.hit_shared(f"webhook-test:{self.account_id}",
                                                      self.application.settings_obj.rate_limit)
         if not allowed:
             self.set_header("Retry-After", headers["Retry-After"])
@@ -92,8 +92,10 @@ class WebhookTestHandler(SettingsPage):
             return
         try:
             result = await webhook_ping.send_test_event(self.services, self.account_id)
-        except Conflict as exc:
-            await self.render_settings(status=409, error=exc.message[:1].upper() + exc.message[1:] + ".")
+        except (Conflict, RateLimited) as exc:
+            for name, value in exc.headers.items():
+                self.set_header(name, value)
+            await self.render_settings(status=exc.status, error=exc.message[:1].upper() + exc.message[1:] + ".")
             return
         await self.render_settings(webhook_test=result)
 
@@ -117,6 +119,7 @@ class PasswordHandler(SettingsPage):
     """Change password: the current one, the new one twice. The user's other sessions end; this one stays. Every
     role has it: an agent's form is on Your account (handlers/ui/users.py), an error shows that page again."""
     role = "agent"
+    while_viewing_as = False
 
     async def render_settings(self, status=200, error=None, **kwargs):
         if users.allows(self.current_user["role"], "admin"):
@@ -126,7 +129,7 @@ class PasswordHandler(SettingsPage):
 
     @authenticated
     async def post(self):
-        allowed, headers = self.services.limiter.hit(f"password:{self.current_user['id']}",
+        allowed, headers = await self.services.limiter.hit_shared(f"password:{self.current_user['id']}",
                                                      PASSWORD_CHANGES_PER_MINUTE)
         if not allowed:
             self.set_header("Retry-After", headers["Retry-After"])
@@ -139,7 +142,7 @@ class PasswordHandler(SettingsPage):
                 raise Invalid("new password and its repetition differ")
             await accounts.change_password(self.services.db, self.current_user["id"],
                                            self.get_body_argument("current_password", ""), new,
-                                           keep_session=self.session_id)
+                                           keep_session=self.session_id, by=self.actor)
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message[:1].upper() + exc.message[1:] + ".")
             return

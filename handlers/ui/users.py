@@ -57,8 +57,8 @@ class UserUpdateHandler(UsersPage):
         except DomainError as exc:
             await self.render_users(status=exc.status, error=exc)
             return
-        if deactivated:
-            self.services.hub.disconnect(self.account_id, user=user_id)
+        if deactivated or "role" in changes:  # their pages load again, with the events their role has now
+            self.services.hub.disconnect(None, user=user_id)
         self.flash("success", f"{user['email']}: {_deactivated(unassigned) if deactivated else 'saved'}.")
         self.redirect("/users", status=303)
 

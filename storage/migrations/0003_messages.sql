@@ -21,7 +21,7 @@ CREATE TABLE messages (
 CREATE UNIQUE INDEX messages_account_external ON messages(account_id, external_id) WHERE external_id IS NOT NULL;
 CREATE INDEX messages_account_contact ON messages(account_id, contact_id, id);
 
--- spec §2 rule 3: the same fromId always maps to the same contact.
+-- docs/api.md#custom-channel: the same fromId always maps to the same contact.
 CREATE TABLE channel_identities (
     account_id TEXT NOT NULL REFERENCES accounts(id),
     from_id TEXT NOT NULL,

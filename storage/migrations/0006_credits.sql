@@ -1,4 +1,4 @@
--- Credits (spec §4.6, DESIGN §3 "Credits"): a balance per account, its history, and the answers
+-- Credits (docs/api.md#sub-account-credits-agency-accounts, docs/design.md#api-decisions "Credits"): a balance per account, its history, and the answers
 -- remembered for the optional Idempotency-Key header.
 --
 -- Amounts are INTEGER hundredths of a credit (1.5 credits = 150), never REAL: 0.1 + 0.2 is exactly 30

@@ -1,4 +1,4 @@
--- The bot's state per contact (DESIGN §3 "Bot"), shared by the bot and the inbox: a pause (a handoff keyword,
+-- The bot's state per contact (docs/design.md#api-decisions "Bot"), shared by the bot and the inbox: a pause (a handoff keyword,
 -- or a human reply, stops the bot for that contact until paused_until) and, on each inbound message, what
 -- the bot did with it (JSON {outcome, detail}; NULL while it did nothing).
 CREATE TABLE bot_pauses (

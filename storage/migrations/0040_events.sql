@@ -1,4 +1,4 @@
--- Live events (DESIGN §3 "Inbox (UI) and live events"): one row per change an open page should see, written in
+-- Live events (docs/design.md#api-decisions "Inbox (UI) and live events"): one row per change an open page should see, written in
 -- the transaction of the change (storage/events.py emit_in_tx) and pushed to the account's WebSockets after the
 -- commit. id is the monotonic position a page resumes from. Without AUTOINCREMENT a new id is MAX(id) + 1, so
 -- pruning never deletes the newest row (storage/events.prune): ids then never go back, and MIN(id) - 1 is the

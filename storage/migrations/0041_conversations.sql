@@ -1,4 +1,4 @@
--- The inbox (DESIGN §3): one conversation per contact with messages, kept in the transaction of every message
+-- The inbox (docs/design.md#api-decisions): one conversation per contact with messages, kept in the transaction of every message
 -- insert and outbound status change (storage/conversations.py), so that listing it never counts messages.
 CREATE TABLE conversations (
     account_id TEXT NOT NULL REFERENCES accounts(id),

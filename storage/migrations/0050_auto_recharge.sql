@@ -1,4 +1,4 @@
--- Auto-recharge (DESIGN §3 "Auto-recharge"), per sub-account: the agency's threshold and the amount its
+-- Auto-recharge (docs/design.md#api-decisions "Auto-recharge"), per sub-account: the agency's threshold and the amount its
 -- notification asks for (integer hundredths, like balances; both NULL = off), and the episode state.
 --
 -- auto_recharge_key is the idempotency_key of the subaccount.auto_recharge notification that is

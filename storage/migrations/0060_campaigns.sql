@@ -1,4 +1,4 @@
--- Campaigns (DESIGN §3 "Campaigns"): one message to every contact of a list, paced, exactly once.
+-- Campaigns (docs/design.md#api-decisions "Campaigns"): one message to every contact of a list, paced, exactly once.
 --
 -- The counts live on the campaign row and change in the same transaction as the recipient rows they
 -- count (never recounted): total = pending + queued + sent + failed + skipped + cancelled at every commit.

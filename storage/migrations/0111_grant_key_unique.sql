@@ -1,4 +1,4 @@
--- A grant's Idempotency-Key is unique per agency for good (issue 18 item 11, DESIGN §7): an auto-recharge
+-- A grant's Idempotency-Key is unique per agency for good (issue 18 item 11, docs/design.md#wave-3-contracts): an auto-recharge
 -- notification is retried for ~30 h while Idempotency-Key answers are kept 24 h, so the grant history, which
 -- is never pruned, is what answers a key seen before (the first answer, replayed), whenever it comes again.
 --

@@ -1,4 +1,4 @@
--- One-time links (DESIGN §7 Day two): the first-run setup link, reset-password's sign-in link, an agency's
+-- One-time links (docs/design.md#wave-3-contracts Day two): the first-run setup link, reset-password's sign-in link, an agency's
 -- reset of a sub-account. The link carries a random token; this table keeps only its SHA-256, so a copy
 -- of the table opens nothing. A link is spent once (used_at) and dead after expires_at.
 CREATE TABLE one_time_links (

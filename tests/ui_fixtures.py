@@ -1,0 +1,45 @@
+"""Fixtures of the UI tests, for every test module (registered in tests/conftest.py's pytest_plugins): an account
+whose owner can sign in, an in-process form client signed in or not, the real headless Chromium and a page."""
+import pytest
+
+from services import accounts
+from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page
+
+
+@pytest.fixture
+def ui_account(io_loop, services):
+    """An account with an owner user who can sign in."""
+    return io_loop.run_sync(lambda: accounts.create_account(
+        services.db, services.box, services.keys, name="Acme <script>alert(1)</script>",
+        email="owner@acme.example", password=PASSWORD))
+
+
+@pytest.fixture
+def browser(http_server_client):
+    return FormClient(http_server_client)
+
+
+@pytest.fixture
+def signed_in(io_loop, browser, ui_account):
+    response = io_loop.run_sync(lambda: browser.login(ui_account["email"]))
+    assert response.code == 303, response.text
+    return browser
+
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright  # the test extra; Chromium is Debian's (.ci/run)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+
+@pytest.fixture
+def page(chromium):
+    context, page = open_page(chromium)
+    yield page
+    context.close()

@@ -82,6 +82,14 @@ async def _finish(services, names, started, *, first):
     return not left and emptied
 
 
+async def settled():
+    """Once every erasure's cleanup retries (media files, the WAL) have ended, done or given up: a caller that
+    must see what an erasure leaves after its cleanup (the tests that search the file for the person)."""
+    loop = asyncio.get_running_loop()  # a task of another (a closed) loop is none of this caller's
+    while pending := [task for task in _retries if task.get_loop() is loop and not task.done()]:
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
 async def _retry(services, names, started):
     for delay in RETRY_SECONDS:
         await asyncio.sleep(delay)

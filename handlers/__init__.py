@@ -18,6 +18,7 @@ def routes():
     from handlers import custom_channel, messages
     from handlers import subaccounts
     from handlers import health, live, openapi, reports
+    from common import one_time_link_kinds
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
@@ -71,7 +72,7 @@ def routes():
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),
         (r"/logout", session.LogoutHandler),
-        (r"/(setup|reset|invite)/([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
+        (one_time_link_kinds.PATH_PATTERN + r"([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
         (r"/settings", ui_settings.SettingsHandler),
         (r"/settings/api-key", ui_settings.ApiKeyHandler),
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),

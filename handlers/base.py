@@ -200,7 +200,7 @@ class NotFoundHandler(BaseHandler):
     """Every unknown path: 404 in the JSON error shape, whatever the method."""
 
     def prepare(self):
-        raise tornado.web.HTTPError(404, "no such path: %s", self.request.path)
+        raise tornado.web.HTTPError(404, "no such path: %s", masked_uri(self.request.path))
 
 
 class StaticHandler(BaseHandler, tornado.web.StaticFileHandler):

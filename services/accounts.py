@@ -124,7 +124,7 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
     if account_type not in ACCOUNT_TYPES:
         raise Invalid(f"type must be one of {', '.join(ACCOUNT_TYPES)}")
     if await store.get_account_by_email(db, email) is not None and not idempotency.claim_pending():
-        raise store.email_taken(email)  # before scrypt; the writer checks again (insert_account). With an
+        raise store.email_taken(email)  # before hashing; the writer checks again (insert_account). With an
         # Idempotency-Key the write answers: a retry finds the account its first request made.
     api_key, key_hash, prefix = keys.new_api_key()
     account = {"id": new_id("acc"), "name": name.strip(), "email": email, "type": account_type,
@@ -133,7 +133,7 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
     user = None
     if with_user:
         password = password or keys.new_password()
-        # scrypt is CPU-heavy: keep it off the event loop.
+        # Password hashing is CPU-heavy: keep it off the event loop.
         password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
         user = {"id": new_id("usr"), "email": email, "password_hash": password_hash}
     shown = box.encrypt(json.dumps({"api_key": api_key, "password": password if with_user else None}))
@@ -164,9 +164,11 @@ async def rotate_key(db, registry, account_id, keep_session=None, by=None):
 _dummy_hash = None
 
 
-async def verify_password(password, stored_hash):
-    """scrypt is CPU-heavy: verify in an executor. A missing user (stored_hash None) is checked against a
-    dummy hash so that the answer takes as long as for a known one (no probing which emails exist)."""
+async def verify_password(password, stored_hash, db=None, user_id=None):
+    """Password hashing is CPU-heavy: verify in an executor. A missing user (stored_hash None) is checked
+    against a dummy hash so that the answer takes as long as for a known one (no probing which emails exist).
+    With db and user_id, a matching hash of an older scheme (scrypt) or older argon2id parameters is replaced
+    by one of today's (the user's next sign-in upgrades it; a password change in between wins)."""
     global _dummy_hash
     loop = asyncio.get_running_loop()
     if stored_hash is None:
@@ -174,7 +176,12 @@ async def verify_password(password, stored_hash):
             _dummy_hash = await loop.run_in_executor(None, keys.hash_password, "no such user")
         await loop.run_in_executor(None, keys.verify_password, password, _dummy_hash)
         return False
-    return await loop.run_in_executor(None, keys.verify_password, password, stored_hash)
+    if not await loop.run_in_executor(None, keys.verify_password, password, stored_hash):
+        return False
+    if db is not None and keys.password_needs_rehash(stored_hash):
+        new_hash = await loop.run_in_executor(None, keys.hash_password, password)
+        await store.upgrade_password_hash(db, user_id, stored_hash, new_hash)
+    return True
 
 
 async def change_password(db, user_id, current, new, keep_session=None, by=None):
@@ -210,7 +217,7 @@ async def get_user_for_login(db, email):
     """The active UI user with this (case-folded) email, with its password hash, or None (also for an invited
     user who has no password yet: the sign-in then takes as long as for anyone)."""
     user = await store.get_user_by_email(db, email)
-    return user if user and user["password_hash"].startswith("scrypt$") else None
+    return user if user and keys.is_password_hash(user["password_hash"]) else None
 
 
 async def get_account_by_email(db, email):

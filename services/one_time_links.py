@@ -6,13 +6,13 @@ import asyncio
 from datetime import timedelta
 
 from common.errors import Invalid, NotFound
+from common.one_time_link_kinds import PURPOSES
 from common.ids import iso, utcnow
 from services import keys
 from storage import accounts as account_store
 from storage import one_time_links as store
 
 LINK_HOURS = 24
-PURPOSES = ("setup", "reset", "invite")  # the URL path of each: /setup/<token>, /reset/<token>, /invite/<token>
 
 
 class LinkInvalid(NotFound):
@@ -79,7 +79,7 @@ async def redeem(db, token, purpose, password, min_length, max_length):
     Invalid naming the field for a bad password (the link stays unspent); LinkInvalid for a dead link."""
     if not min_length <= len(password or "") <= max_length:
         raise Invalid(f"password must have {min_length} to {max_length} characters")
-    await peek(db, token, purpose)  # before scrypt: a dead link costs no hashing
+    await peek(db, token, purpose)  # before hashing: a dead link costs none
     password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, password)
     user = await store.spend_link(db, keys.hash_token(token), purpose, iso(utcnow()), password_hash)
     if user is None:

@@ -8,7 +8,9 @@ ciphers. The two missing calls go to OpenSSL directly, through the libssl that P
 linked against, on the SSL_CTX behind the SSLContext object."""
 import ctypes
 import logging
+import os
 import ssl
+import sys
 
 import _ssl
 
@@ -26,6 +28,14 @@ PROFILES = {"intermediate": (ssl.TLSVersion.TLSv1_2, _INTERMEDIATE_CIPHERS),
             "modern": (ssl.TLSVersion.TLSv1_3, None)}
 
 _SSL_CTRL_SET_GROUPS_LIST = 92  # OpenSSL's SSL_CTX_set1_groups_list() is SSL_CTX_ctrl() with this command
+# CPython versions whose PySSLContext is known to begin with PyObject_HEAD, then SSL_CTX *ctx (Modules/_ssl.c,
+# 3.11 to 3.14). Any other runtime is a doubt: Python's defaults apply, with a warning.
+LAYOUT_VERSIONS = ((3, 11), (3, 14))
+# The SSL_METHOD each protocol makes its SSL_CTX with (_ssl.c): an SSL_CTX holds that static pointer among
+# its first fields (OpenSSL 1.1.1 and 3.x: libctx, method, ...).
+_METHODS = {ssl.PROTOCOL_TLS_SERVER: "TLS_server_method", ssl.PROTOCOL_TLS_CLIENT: "TLS_client_method",
+            ssl.PROTOCOL_TLS: "TLS_method"}
+_METHOD_SEARCH_BYTES = 64
 
 
 def _libssl():
@@ -36,6 +46,9 @@ def _libssl():
     lib.SSL_CTX_set_ciphersuites.restype = ctypes.c_int
     lib.SSL_CTX_get_options.argtypes = [ctypes.c_void_p]
     lib.SSL_CTX_get_options.restype = ctypes.c_uint64
+    for name in _METHODS.values():
+        getattr(lib, name).argtypes = []
+        getattr(lib, name).restype = ctypes.c_void_p
     return lib
 
 
@@ -46,23 +59,65 @@ except (OSError, AttributeError) as exc:  # a Python without a dynamically linke
     log.warning("TLS groups and TLS 1.3 suites cannot be restricted (%s): OpenSSL's defaults apply", exc)
 
 
+class LayoutDoubt(Exception):
+    """The SSL_CTX behind an SSLContext could not be found for certain: nothing is written through it."""
+
+
+def _memory(address, size):
+    """size bytes at address, read through /proc/self/mem: an unmapped address is an OSError there, where
+    reading it directly would crash the process."""
+    try:
+        fd = os.open("/proc/self/mem", os.O_RDONLY)
+    except OSError as exc:
+        raise LayoutDoubt(f"this process's memory cannot be checked ({exc.strerror})") from None
+    try:
+        data = os.pread(fd, size, address)
+    except (OSError, OverflowError, ValueError):
+        raise LayoutDoubt(f"the SSL_CTX pointer {address:#x} is not readable memory") from None
+    finally:
+        os.close(fd)
+    if len(data) != size:
+        raise LayoutDoubt(f"the SSL_CTX pointer {address:#x} is not readable memory")
+    return data
+
+
 def _ssl_ctx(context):
     """The SSL_CTX* of an SSLContext: CPython's PySSLContext begins with PyObject_HEAD, then SSL_CTX *ctx.
-    Checked against the options both sides report before anything is written through it."""
-    pointer = ctypes.c_void_p.from_address(id(context) + object.__basicsize__).value
-    if not pointer or _LIB.SSL_CTX_get_options(pointer) != context.options:
-        raise RuntimeError("the SSLContext layout is not the one expected")
+    Each step is checked before the next touches memory: the runtime and the object's type (the read stays
+    inside the object), then the word found there through /proc/self/mem (readable, and holding the
+    SSL_METHOD this context's protocol is made with), and only then OpenSSL is asked for the context's
+    options, which must be the ones Python reports. LayoutDoubt at the first step that fails."""
+    version = sys.version_info[:2]
+    if sys.implementation.name != "cpython" or not LAYOUT_VERSIONS[0] <= version <= LAYOUT_VERSIONS[1]:
+        raise LayoutDoubt(f"the SSLContext layout of {sys.implementation.name} {version[0]}.{version[1]} "
+                          "is not one this code knows")
+    offset, word = object.__basicsize__, ctypes.sizeof(ctypes.c_void_p)
+    if type(context).__basicsize__ < offset + word or not isinstance(context, _ssl._SSLContext):
+        raise LayoutDoubt(f"{type(context).__name__} is not CPython's SSLContext")
+    method = _METHODS.get(context.protocol)  # the protocol is a field of the Python object: no SSL_CTX read
+    if method is None:
+        raise LayoutDoubt(f"the protocol {context.protocol!r} is not one this code knows")
+    pointer = int.from_bytes(_memory(id(context) + offset, word), sys.byteorder)
+    if not pointer or pointer % word:
+        raise LayoutDoubt(f"the word after the object header ({pointer:#x}) is not an SSL_CTX pointer")
+    method_bytes = getattr(_LIB, method)().to_bytes(word, sys.byteorder)
+    head = _memory(pointer, _METHOD_SEARCH_BYTES)
+    if not any(head[at:at + word] == method_bytes for at in range(0, len(head), word)):
+        raise LayoutDoubt(f"the memory at {pointer:#x} is not an SSL_CTX made with {method}()")
+    if _LIB.SSL_CTX_get_options(pointer) != context.options:
+        raise LayoutDoubt(f"the SSL_CTX at {pointer:#x} reports other options than the SSLContext")
     return pointer
 
 
 def restrict_groups_and_suites(context):
-    """Key exchange X25519, P-256, P-384 only; TLS 1.3 suites as Mozilla lists them. True when applied."""
+    """Key exchange X25519, P-256, P-384 only; TLS 1.3 suites as Mozilla lists them. True when applied; on
+    any doubt about where the SSL_CTX is, False with a WARNING, and Python's defaults for both apply."""
     if _LIB is None:
         return False
     try:
         pointer = _ssl_ctx(context)
-    except RuntimeError as exc:
-        log.warning("TLS groups and TLS 1.3 suites not restricted: %s", exc)
+    except LayoutDoubt as exc:
+        log.warning("TLS groups and TLS 1.3 suites not restricted, Python's defaults apply: %s", exc)
         return False
     if _LIB.SSL_CTX_ctrl(pointer, _SSL_CTRL_SET_GROUPS_LIST, 0, _GROUPS.encode()) != 1:
         raise ssl.SSLError(f"OpenSSL refused the groups {_GROUPS}")

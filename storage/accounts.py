@@ -5,6 +5,7 @@ from common.errors import Conflict, NotFound
 from storage.audit import record_by
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
+from storage.one_time_links import end_user_links_in_tx
 from storage.sessions import end_account_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
@@ -72,12 +73,20 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
 
 @writes
 def set_password(cx, user_id, password_hash, keep_session_hash, by=None):
-    """A new password for the UI user; the user's other sessions end in the same transaction (the account's
-    other users keep theirs). Audited as password.changed by ``by``."""
+    """A new password for the UI user; the user's other sessions and unspent one-time links end in the same
+    transaction (the account's other users keep theirs). Audited as password.changed by ``by``."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
+    end_user_links_in_tx(cx, user_id)
     account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
     record_by(cx, by, account_id=account_id, action="password.changed", subject_id=user_id)
     cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
+
+
+@writes
+def upgrade_password_hash(cx, user_id, old_hash, new_hash):
+    """The same password's hash in today's scheme: not a password change (sessions and links live on), and
+    only while the hash is still the one that was verified (a change made meanwhile wins)."""
+    cx.execute("UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, user_id, old_hash))
 
 
 @reads

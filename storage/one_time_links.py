@@ -16,6 +16,12 @@ def insert_link(cx, link):
                 link["expires_at"]))
 
 
+def end_user_links_in_tx(cx, user_id):
+    """A password change, by any path, kills the user's unspent links of every kind: each one sets the
+    password, so a reset link issued before the change would undo it (issue 36 §11)."""
+    cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))
+
+
 _LIVE = ("SELECT l.purpose, l.user_id, l.account_id, l.expires_at, u.email, u.name, u.role, a.type AS account_type,"
          " a.name AS account_name"
          " FROM one_time_links l JOIN users u ON u.id = l.user_id JOIN accounts a ON a.id = l.account_id"
@@ -38,6 +44,7 @@ def spend_link(cx, token_hash, purpose, now, password_hash):
                                       (now, token_hash)).rowcount:
         return None
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, link["user_id"]))
+    end_user_links_in_tx(cx, link["user_id"])
     end_user_sessions_in_tx(cx, link["user_id"])
     return {"id": link["user_id"], "account_id": link["account_id"], "email": link["email"], "name": link["name"],
             "role": link["role"], "account_type": link["account_type"], "account_name": link["account_name"]}

@@ -1,10 +1,12 @@
 """One-time links (issue 25 §2): reset-password's sign-in link, create-account's setup link, an agency's reset
 of a sub-account. Single use, expiring, stored hashed; using one ends the user's other sessions and asks for a
 new password. In-process with a cookie-keeping client, and the real CLI against a real server."""
+import logging
 import subprocess
 import sys
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+from common import one_time_link_kinds
 from services import accounts, one_time_links
 from tests.parley_process import ROOT, ParleyProcess, run_cli, use_link
 from tests.ui_helpers import PASSWORD, FormClient
@@ -110,3 +112,62 @@ def test_cli_reset_password_and_create_account_print_links_not_passwords(tmp_pat
     missing = subprocess.run([sys.executable, "server.py", "reset-password", "--email", "nobody@x.example",
                               "--data-dir", str(data)], capture_output=True, text=True, cwd=ROOT)
     assert missing.returncode == 1 and "no user with email nobody@x.example" in missing.stdout
+
+
+async def test_access_log_masks_every_link_kind_and_contact_lookups(services, http_server_client, api, ui_account,
+                                                                   account, settings, caplog):
+    """Issue 36 §3: an invitation's link was logged in full (only /setup/ and /reset/ were masked). Every kind
+    declared (common/one_time_link_kinds.py), live or mistyped, has its token masked in the access log, and a
+    contact lookup's phone number or email never reaches it."""
+    from storage import accounts as account_store
+    user_id = await account_store.get_owner_user_id(services.db, ui_account["account_id"])
+    tokens, browser = [], FormClient(http_server_client)
+    with caplog.at_level(logging.INFO, logger="parley.access"), caplog.at_level(logging.WARNING, "parley.http"):
+        for purpose in one_time_link_kinds.PURPOSES:
+            link = await one_time_links.issue(services.db, settings.base_url, user_id, ui_account["account_id"],
+                                              purpose)
+            path = path_of(link["url"])
+            tokens.append(path.rsplit("/", 1)[1])
+            assert (await browser.get(path)).code == 200, purpose
+            for mistyped in (path.upper(), quote(path, safe="/").replace(purpose[0], f"%{ord(purpose[0]):02X}", 1),
+                             path[:-30]):  # too short for the route: a 404 that quotes the path
+                await browser.get(mistyped)
+        for query in ("phoneNumber=%2B14155550123", "email=someone%40private.example", "EMAIL=upper%40private.example"):
+            assert (await api.get(f"/v1/contacts?{query}", key=account["api_key"])).code in (400, 404)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "/invite/***" in logged and "/setup/***" in logged and "/reset/***" in logged
+    for token in tokens:
+        for part in (token, token[:-30], token.upper(), token.upper()[:-30]):
+            assert part not in logged
+    for personal in ("14155550123", "someone", "upper%40"):
+        assert personal not in logged
+    assert "phoneNumber=***" in logged and "email=***" in logged
+
+
+async def test_a_password_change_by_any_path_kills_the_users_outstanding_links(services, http_server_client,
+                                                                              signed_in, ui_account, settings):
+    """Issue 36 §11: a reset link issued before the user changed the password still set a new one. A change in
+    Settings, or through another link, kills every unspent link of the user; other users' links live on."""
+    from storage import accounts as account_store
+    other = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                          email="other@acme.example", password=PASSWORD)
+    others_link = await one_time_links.issue_reset_for_email(services.db, settings.base_url, other["email"])
+    before = await one_time_links.issue_reset_for_email(services.db, settings.base_url, ui_account["email"])
+    r = await signed_in.post("/settings/password", {"current_password": PASSWORD, "new_password": NEW_PASSWORD,
+                                                    "new_password_again": NEW_PASSWORD})
+    assert r.code == 303
+    stranger = FormClient(http_server_client)
+    assert (await stranger.get(path_of(before["signInUrl"]))).code == 404
+    await stranger.get("/login")
+    form = {"password": "the attacker's choice", "password_again": "the attacker's choice"}
+    assert (await stranger.post(path_of(before["signInUrl"]), form)).code == 404
+    assert (await FormClient(http_server_client).login(ui_account["email"], NEW_PASSWORD)).code == 303
+
+    # Through a link: choosing the password with a setup link kills the reset link issued before it.
+    user_id = await account_store.get_owner_user_id(services.db, ui_account["account_id"])
+    reset = await one_time_links.issue_reset_for_email(services.db, settings.base_url, ui_account["email"])
+    setup = await one_time_links.issue(services.db, settings.base_url, user_id, ui_account["account_id"], "setup")
+    done = await choose(FormClient(http_server_client), setup["url"], password="chosen through setup")
+    assert done.code == 200 and "pk_" in done.text  # a setup link shows the new API key once
+    assert (await FormClient(http_server_client).get(path_of(reset["signInUrl"]))).code == 404
+    assert (await choose(FormClient(http_server_client), others_link["signInUrl"])).code == 303  # not theirs

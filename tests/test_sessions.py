@@ -1,12 +1,18 @@
 """Admin UI sessions kept server-side (issue 9): sign-out, a new API key and a new password end them;
 the cookie's id is stored hashed; sign-in is limited per address whatever the email."""
+import hashlib
+import os
+import re
+import threading
 import time
 from datetime import timedelta
+from urllib.parse import urlsplit
 
+import argon2
 from tornado.web import create_signed_value, decode_signed_value
 
 from common.ids import utcnow
-from services import accounts, sessions
+from services import accounts, keys, one_time_links, sessions
 from services.keys import hash_token
 from tests.ui_helpers import PASSWORD, FormClient
 from tests import db_direct
@@ -134,3 +140,60 @@ async def test_an_expired_session_is_not_a_session(services, ui_account):
     assert (await sessions.user_for(services.db, live))["account_id"] == ui_account["account_id"]
     rows = db_direct.value(services, "SELECT COUNT(*) FROM sessions")
     assert rows == 1  # starting a session deleted the expired one
+
+
+def _legacy_scrypt(password):
+    """The hash Parley stored before argon2id: scrypt, N=2^14, r=8, p=1, and no parameters in the string."""
+    salt = os.urandom(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=2**14, r=8, p=1, dklen=32)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+_TODAYS_HASH = re.compile(r"\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}")
+
+
+async def test_passwords_are_argon2id_and_older_hashes_upgrade_at_the_next_sign_in(
+        signed_in, http_server_client, ui_account, services, settings):
+    """Issue 36 §13: passwords were scrypt with N=2^14 and no parameters stored. Now argon2id, its parameters in
+    the stored PHC string. A scrypt hash (or argon2id of weaker parameters) still signs in, and that sign-in
+    stores today's hash of the same password: no session or link of the user ends (not a password change).
+    A failed sign-in changes nothing."""
+    email = ui_account["email"]
+
+    def stored():
+        return db_direct.value(settings, "SELECT password_hash FROM users WHERE email = ?", email)
+
+    assert _TODAYS_HASH.fullmatch(stored()), stored()
+    link = await one_time_links.issue_reset_for_email(services.db, settings.base_url, email)
+    weaker = argon2.PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(PASSWORD)
+    for old in (_legacy_scrypt(PASSWORD), weaker):
+        db_direct.execute(settings, "UPDATE users SET password_hash = ? WHERE email = ?", old, email)
+        assert (await FormClient(http_server_client).login(email, "not the password")).code == 401
+        assert stored() == old
+        assert (await FormClient(http_server_client).login(email)).code == 303
+        upgraded = stored()
+        assert _TODAYS_HASH.fullmatch(upgraded) and keys.verify_password(PASSWORD, upgraded)
+        assert (await FormClient(http_server_client).login(email)).code == 303
+        assert stored() == upgraded  # today's hash stays as it is
+        assert (await signed_in.get("/settings")).code == 200
+    assert (await FormClient(http_server_client).get(urlsplit(link["signInUrl"]).path)).code == 200
+
+
+async def test_password_hashing_runs_off_the_event_loop(http_server_client, ui_account, monkeypatch):
+    """Issue 36 §13: argon2id (like scrypt before it) is CPU-heavy: sign-in, the rehash and a password change
+    hash in the executor, never on the event loop's thread."""
+    threads = []
+    for name in ("hash_password", "verify_password"):
+        real = getattr(keys, name)
+
+        def spy(*args, real=real):
+            threads.append(threading.get_ident())
+            return real(*args)
+        monkeypatch.setattr(keys, name, spy)
+    loop_thread = threading.get_ident()
+    browser = FormClient(http_server_client)
+    assert (await browser.login(ui_account["email"])).code == 303
+    r = await browser.post("/settings/password", {"current_password": PASSWORD, "new_password": NEW_PASSWORD,
+                                                  "new_password_again": NEW_PASSWORD})
+    assert r.code == 303
+    assert len(threads) >= 3 and loop_thread not in threads

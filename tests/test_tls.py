@@ -1,11 +1,13 @@
 """Self-signed certificate generation, renewal and reload (docs/design.md#running); the Mozilla TLS configurations of the\nlistener (sslyze) and of Parley's own clients (issue 27)."""
 import datetime
 import json
+import logging
 import os
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import urllib.request
 from pathlib import Path
@@ -21,9 +23,7 @@ from services import tls_profile
 from services.bot_runner import BotRunner
 from services.tls import RENEWAL_CHECK_SECONDS, CertificateSource, needs_renewal
 from services.webhook_client import KeepAliveClient
-from tests.parley_process import ParleyProcess
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.parley_process import ROOT, ParleyProcess
 
 
 def test_generated_certificate_covers_localhost_and_public_host(tmp_path):
@@ -118,10 +118,10 @@ def test_curl_python_and_openssl_accept_the_pinned_certificate(parley):
 def sslyze_issues(port, profile):
     """What sslyze's Mozilla check finds on 127.0.0.1:port against "intermediate" or "modern". sslyze runs in its own
     venv (.venv-tools, made by `make test`/`make tools`): it pins cryptography<47, Parley's lock has 50.x."""
-    tools_python = Path(os.environ.get("PARLEY_TOOLS_PYTHON", REPO / ".venv-tools" / "bin" / "python"))
+    tools_python = Path(os.environ.get("PARLEY_TOOLS_PYTHON", ROOT / ".venv-tools" / "bin" / "python"))
     if not tools_python.exists():
         pytest.fail(f"{tools_python} is missing: `make tools` makes .venv-tools with sslyze (requirements/tools.txt)")
-    out = subprocess.run([str(tools_python), str(REPO / "scripts" / "mozilla_tls_check.py"), "127.0.0.1", str(port),
+    out = subprocess.run([str(tools_python), str(ROOT / "scripts" / "mozilla_tls_check.py"), "127.0.0.1", str(port),
                           profile], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -234,3 +234,56 @@ async def test_webhook_deliveries_and_the_ai_provider_connect_with_the_profile(t
     provider_tls = BotRunner(SimpleNamespace(settings=settings)).http().defaults["ssl_options"]
     assert provider_tls.minimum_version == ssl.TLSVersion.TLSv1_2
     assert "ECDHE-ECDSA-AES128-SHA256" not in {c["name"] for c in provider_tls.get_ciphers()}
+
+
+# --- the SSL_CTX pointer is verified before anything touches it (issue 36 item 14) -----------------------
+
+_NOT_AN_SSL_CTX = r'''
+import ctypes, logging, ssl, sys
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+from services import tls_profile
+context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+slot = ctypes.c_void_p.from_address(id(context) + object.__basicsize__)  # where CPython keeps SSL_CTX *ctx
+real, readable = slot.value, b"readable memory that is no SSL_CTX, long enough to be read whole" * 4
+for name, word in [("unmapped", 0xdead0000), ("readable", id(readable) + 32), ("misaligned", real + 1)]:
+    slot.value = word  # the layout as a runtime that keeps another field there would have it
+    try:
+        applied = tls_profile.restrict_groups_and_suites(context)
+    finally:
+        slot.value = real
+    print(name, applied, flush=True)
+print("real", tls_profile.restrict_groups_and_suites(context))
+'''
+
+
+def test_a_word_that_is_not_an_ssl_ctx_falls_back_with_a_warning_and_no_crash(tmp_path):
+    """Issue 36 §14: the safety check called SSL_CTX_get_options on the pointer it meant to check, so a layout
+    other than the expected one crashed the process (SIGSEGV). Now the word is checked first (readable
+    through /proc/self/mem, holding the SSL_METHOD the context was made with) and any doubt leaves
+    Python's defaults with a WARNING. In a child process: a crash there must not take the suite down."""
+    done = subprocess.run([sys.executable, "-c", _NOT_AN_SSL_CTX], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    assert done.stdout.split("\n") == ["unmapped False", "readable False", "misaligned False", "real True", ""]
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING parley.tls:")]
+    assert len(warnings) == 3 and all("Python's defaults apply" in line for line in warnings), done.stderr
+
+
+def test_an_unknown_runtime_gets_pythons_defaults_with_a_warning(tmp_path, monkeypatch, caplog):
+    """A CPython whose SSLContext layout this code does not know is a doubt: the profile's versions and TLS 1.2
+    ciphers (public API) still apply, groups and TLS 1.3 suites stay Python's defaults, with a WARNING."""
+    source = CertificateSource(tmp_path)
+    source.ensure()
+    assert tls_profile.restrict_groups_and_suites(tls_profile.server_context("modern"))  # this runtime: known
+    monkeypatch.setattr(tls_profile, "LAYOUT_VERSIONS", ((3, 0), (3, 1)))
+    with caplog.at_level(logging.WARNING, logger="parley.tls"):
+        client = tls_profile.client_context("modern")
+    assert any("not restricted, Python's defaults apply" in r.getMessage() and "is not one this code knows"
+               in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    client.load_verify_locations(source.cert_path)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(source.cert_path, source.key_path)
+    server.set_ecdh_curve("secp521r1")
+    assert _handshake(server, client) is None  # Python's default groups: secp521r1 is accepted again
+    server.maximum_version = ssl.TLSVersion.TLSv1_2
+    assert _handshake(server, client) is not None  # the profile's versions hold

@@ -54,7 +54,8 @@ class LoginHandler(UiHandler):
                 "text": f"Too many sign-in attempts. Try again in {headers['Retry-After']} seconds."}])
             return
         user = await accounts.get_user_for_login(self.services.db, email) if email else None
-        if not await accounts.verify_password(password, user and user["password_hash"]):
+        if not await accounts.verify_password(password, user and user["password_hash"], self.services.db,
+                                              user and user["id"]):
             self.render("login.html", status=401, email=email, next_url=next_url,
                         flashes=[{"kind": "error", "text": WRONG_LOGIN}])
             return

@@ -1,0 +1,5 @@
+"""The kinds of one-time link (services/one_time_links.py), each served at /<kind>/<token>. Declared below
+every layer so that the route table and the log's redaction (common/redact.py) read this one list: a new
+kind is routed and its token masked alike."""
+PURPOSES = ("setup", "reset", "invite")
+PATH_PATTERN = "/(" + "|".join(PURPOSES) + ")/"  # a link's path up to its token

@@ -6,17 +6,45 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test test-postgres install lint clean bench faults chromium screenshots test-ai
+.PHONY: run test test-postgres install tools lock lock-check lint clean bench faults chromium screenshots test-ai
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): setup.cfg pyproject.toml | $(BIN)/python
+# .venv gets the locked set (requirements/, docs/dependencies.md): the runtime pins plus the test and lint tools, each
+# file checked against its hashes; then Parley itself without resolving again. `pip install -e .` works without them.
+$(STAMP): setup.cfg pyproject.toml requirements/runtime.txt requirements/dev.txt | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --require-hashes -r requirements/dev.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Tools that pin libraries Parley uses (sslyze: cryptography<47) live in their own venv, never in .venv.
+TOOLS_VENV := .venv-tools
+TOOLS_STAMP := $(TOOLS_VENV)/.installed
+$(TOOLS_STAMP): requirements/tools.txt
+	test -x $(TOOLS_VENV)/bin/python || $(PY) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install -q --require-hashes -r requirements/tools.txt
+	touch $(TOOLS_STAMP)
+
+tools: $(TOOLS_STAMP)
+
+# Regenerates the three lock files from setup.cfg and requirements/tools.in (newest versions within the bounds;
+# UPGRADE="--upgrade-package NAME" or "--upgrade"; by default uv keeps the pins already in the files).
+# `make lock-check` (in .ci/run) fails when a lock no longer matches its inputs, without reaching any index.
+UPGRADE ?=
+UV_COMPILE = UV_CUSTOM_COMPILE_COMMAND="make lock" $(TOOLS_VENV)/bin/uv pip compile -q --generate-hashes \
+  --python-version 3.11 $(UPGRADE)
+lock: $(TOOLS_STAMP)
+	$(UV_COMPILE) setup.cfg -o requirements/runtime.txt
+	$(UV_COMPILE) setup.cfg --extra test --extra lint -c requirements/runtime.txt -o requirements/dev.txt
+	$(UV_COMPILE) requirements/tools.in -o requirements/tools.txt
+	$(MAKE) lock-check
+
+lock-check: $(STAMP)
+	$(BIN)/python scripts/check_lock.py
 
 # ruff over the tree, mypy over common/, storage/ and services/ (both configured in pyproject.toml).
 lint: $(STAMP)
@@ -32,12 +60,12 @@ run: $(STAMP)
 WORKERS ?= 3
 XDIST = $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
 
-test: $(STAMP) chromium
+test: $(STAMP) $(TOOLS_STAMP) chromium
 	env -u PARLEY_TEST_DATABASE_URL PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The same suite with PARLEY_TEST_DATABASE_URL set: each test gets a fresh database in a cluster started for this run
 # (initdb + pg_ctl in a temp directory, Unix socket only), stopped and deleted at the end (scripts/with_postgres.py).
-test-postgres: $(STAMP) chromium
+test-postgres: $(STAMP) $(TOOLS_STAMP) chromium
 	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/with_postgres.py $(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The UI tests drive Debian's Chromium through Playwright (its own browser download does not work offline).
@@ -74,4 +102,4 @@ faults: $(STAMP)
 	  $(BIN)/python -m pytest -v tests/test_faults.py tests/test_limits.py tests/test_openapi.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(TOOLS_VENV) build *.egg-info .pytest_cache

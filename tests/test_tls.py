@@ -1,6 +1,8 @@
 """Self-signed certificate generation, renewal and reload (docs/design.md#running); the Mozilla TLS configurations of the\nlistener (sslyze) and of Parley's own clients (issue 27)."""
 import datetime
+import json
 import logging
+import os
 import shutil
 import socket
 import ssl
@@ -8,6 +10,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -113,20 +116,15 @@ def test_curl_python_and_openssl_accept_the_pinned_certificate(parley):
 # --- Mozilla's TLS configurations (issue 27 item 1) -------------------------------------------------
 
 def sslyze_issues(port, profile):
-    """What sslyze's Mozilla check finds on 127.0.0.1:port against "intermediate" or "modern"."""
-    from sslyze import Scanner, ServerNetworkLocation, ServerScanRequest
-    from sslyze.mozilla_tls_profile.tls_config_checker import (
-        SCAN_COMMANDS_NEEDED_BY_MOZILLA_CHECKER, MozillaTlsConfiguration, ServerNotCompliantWithTlsConfiguration,
-        TlsConfigurationEnum, check_server_against_tls_configuration)
-    scanner = Scanner()
-    scanner.queue_scans([ServerScanRequest(server_location=ServerNetworkLocation("127.0.0.1", port),
-                                           scan_commands=SCAN_COMMANDS_NEEDED_BY_MOZILLA_CHECKER)])
-    (result,) = list(scanner.get_results())
-    try:
-        check_server_against_tls_configuration(result, MozillaTlsConfiguration.get(TlsConfigurationEnum(profile)))
-    except ServerNotCompliantWithTlsConfiguration as exc:
-        return exc.issues
-    return {}
+    """What sslyze's Mozilla check finds on 127.0.0.1:port against "intermediate" or "modern". sslyze runs in its own
+    venv (.venv-tools, made by `make test`/`make tools`): it pins cryptography<47, Parley's lock has 50.x."""
+    tools_python = Path(os.environ.get("PARLEY_TOOLS_PYTHON", ROOT / ".venv-tools" / "bin" / "python"))
+    if not tools_python.exists():
+        pytest.fail(f"{tools_python} is missing: `make tools` makes .venv-tools with sslyze (requirements/tools.txt)")
+    out = subprocess.run([str(tools_python), str(ROOT / "scripts" / "mozilla_tls_check.py"), "127.0.0.1", str(port),
+                          profile], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 def test_sslyze_finds_the_listener_mozilla_intermediate(parley):

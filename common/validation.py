@@ -2,7 +2,7 @@
 "bot.rules[0].keywords: …"), the JSON Schema note for text that must not be blank, and the rule for
 identifier-like text (ids, names, emails, keywords, settings keys): no C0/C1 control characters."""
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, ValidationError
@@ -59,22 +59,43 @@ def may_hold_lone_surrogate(text: str) -> bool:
     return _has_surrogate(text) or _SURROGATE_ESCAPE.search(text) is not None
 
 
-def lone_surrogate_path(data: object, path: str = "") -> str | None:
+def lone_surrogate_path(data: object) -> str | None:
     """Where parsed JSON holds a lone surrogate ("\\ud800" is valid JSON but no Unicode text: it cannot be
-    stored or sent on), as a field path; None when nowhere."""
+    stored or sent on), as a field path ("" for the body itself); None when nowhere."""
+    return _path_of_text(data, _has_surrogate, "")
+
+
+def may_hold_nul(text: str) -> bool:
+    """False when JSON text cannot decode to U+0000 (JSON has it only as an escape), decided in C."""
+    return "\\u0000" in text
+
+
+def nul_path(data: object) -> str | None:
+    """Where parsed JSON holds U+0000, as a field path: PostgreSQL's text cannot store it, and no person's
+    text holds it, so every field refuses it, free text too (its newlines and tabs are kept)."""
+    return _path_of_text(data, _has_nul, "")
+
+
+def _has_nul(text: str) -> bool:
+    return "\x00" in text
+
+
+def _path_of_text(data: object, found_in: Callable[[str], bool], path: str) -> str | None:
+    """The path of the first string (value or key) of parsed JSON for which found_in is true."""
     if isinstance(data, str):
-        return path if _has_surrogate(data) else None
+        return path if found_in(data) else None
     if isinstance(data, dict):
         for key, value in data.items():
             inner = f"{path}.{_printable(key)}" if path else _printable(key)
-            if _has_surrogate(key):
-                return (path + " key" if path else "key") + f" {key.encode('utf-8', 'backslashreplace').decode()}"
-            found = lone_surrogate_path(value, inner)
+            if found_in(key):
+                shown = _printable(key.encode("utf-8", "backslashreplace").decode())
+                return (path + " key" if path else "key") + f" {shown}"
+            found = _path_of_text(value, found_in, inner)
             if found is not None:
                 return found
     if isinstance(data, list):
         for index, value in enumerate(data):
-            found = lone_surrogate_path(value, f"{path}[{index}]")
+            found = _path_of_text(value, found_in, f"{path}[{index}]")
             if found is not None:
                 return found
     return None

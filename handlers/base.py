@@ -18,7 +18,8 @@ from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthor
 from common.ids import kept_text
 from common.jsontext import compact_json
 from common.redact import masked_uri
-from common.validation import lone_surrogate_path, may_hold_lone_surrogate, validation_message
+from common.validation import (lone_surrogate_path, may_hold_lone_surrogate, may_hold_nul, nul_path,
+                               validation_message)
 from handlers.bodies import BODY_METHODS, StreamedBody
 from services import audit, idempotency
 from services.keys import hash_api_key
@@ -84,6 +85,9 @@ def parse_json(raw):
     where = lone_surrogate_path(data) if may_hold_lone_surrogate(text) else None
     if where is not None:
         raise Invalid(f"{where or 'request body'} is not valid Unicode text (a lone surrogate \\uD800-\\uDFFF)")
+    where = nul_path(data) if may_hold_nul(text) else None
+    if where is not None:
+        raise Invalid(f"{where or 'request body'} must not contain control characters (U+0000)")
     return data
 
 
@@ -123,6 +127,16 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         self._write_buffer = []
         self._status_code = 200
         self._reason = httputil.responses[200]
+
+    def decode_argument(self, value, name=None):
+        """A path part or query argument as text; U+0000 in it is refused here, on every route: PostgreSQL's
+        text cannot hold it (a lookup with it was a 500), and no id, name or search has one."""
+        text = super().decode_argument(value, name)
+        if "\x00" in text:
+            if name is None:  # a path part: no resource is named with U+0000
+                raise tornado.web.HTTPError(404, "no such path: %s", masked_uri(self.request.path))
+            raise Invalid(f"{name} must not contain control characters (U+0000)", field=name)
+        return text
 
     def check_xsrf_cookie(self):
         """API requests authenticate with a key, not a cookie, so XSRF cannot apply; UiHandler checks."""

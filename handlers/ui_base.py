@@ -8,7 +8,7 @@ import tornado.web
 from markupsafe import Markup
 from tornado import httputil
 
-from common.errors import DomainError, Forbidden
+from common.errors import DomainError, Forbidden, Invalid
 from common.validation import no_control_characters
 from handlers.base import BaseHandler, log
 from services import audit, inbox, sessions, subaccounts, users
@@ -58,9 +58,13 @@ def refuse_control_characters_in_form(arguments):
     """Invalid naming the first identifier-like form field with a control character: before the handler
     runs, so that nothing is saved (the API's models refuse the same, common/validation.py)."""
     for name, values in arguments.items():
-        if not _FREE_TEXT_FIELDS.fullmatch(name):
-            for value in values:
+        free_text = _FREE_TEXT_FIELDS.fullmatch(name)
+        for value in values:
+            if not free_text:
                 no_control_characters(value.decode("utf-8", "replace"), name)
+            elif b"\x00" in value and "password" not in name:
+                # free text keeps newlines and tabs, not U+0000 (PostgreSQL cannot store it); a password is hashed
+                raise Invalid(f"{name} must not contain control characters (U+0000)", field=name)
 
 
 class UiHandler(BaseHandler):

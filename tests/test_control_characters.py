@@ -158,9 +158,8 @@ async def test_every_identifier_like_field_of_the_json_api_refuses_control_chara
             assert method == "PATCH" and path == "/v1/subaccounts/{subAccountId}", f"no baseline for {path}"
             continue  # autoRecharge: numbers only
         for field, kind in string_fields(body):
-            if kind == "value" and field[-1] in FREE_TEXT:
-                continue
-            for char in CONTROLS:
+            # Free text keeps newlines and tabs, never U+0000 (PostgreSQL's text cannot hold it: it was a 500)
+            for char in (["\x00"] if kind == "value" and field[-1] in FREE_TEXT else CONTROLS):
                 r = await api.call(method, url, with_control(body, field, kind, char), key=key, query_key=False)
                 assert 400 <= r.code < 500, (method, path, field, repr(char), r.code, r.body)
                 message = r.json["error"] if isinstance(r.json["error"], str) else r.json["error"]["message"]
@@ -170,6 +169,37 @@ async def test_every_identifier_like_field_of_the_json_api_refuses_control_chara
                 checked += 1
     assert snapshot(services) == before  # nothing stored by any of them
     assert checked > 150
+
+
+async def test_u0000_in_any_path_or_query_parameter_is_a_4xx_naming_it_never_a_500(api, services, account):
+    """On PostgreSQL a lookup of an id with U+0000 was a 500 (its text cannot hold one): a path part with it
+    names nothing (404), a query parameter with it is a 400 naming the parameter."""
+    before = snapshot(services)
+    probed = 0
+    for path, item in build_document(routes())["paths"].items():
+        for method, op in item.items():
+            if method not in ("get", "post", "patch", "put", "delete"):
+                continue
+            params = op.get("parameters", []) + item.get("parameters", [])
+            url = path
+            for param in params:
+                if param["in"] == "path":
+                    url = url.replace("{" + param["name"] + "}", "x%00y")
+            body = {} if method in ("post", "patch", "put") else None
+            if url != path:
+                r = await api.call(method.upper(), url, body, key=account["api_key"], query_key=False)
+                assert r.code == 404, (method, url, r.code, r.body)
+                probed += 1
+            for param in params:
+                if param["in"] == "query" and param["name"] != "apiKey":
+                    r = await api.call(method.upper(), f"{path}?{param['name']}=a%00b", body,
+                                       key=account["api_key"], query_key=False)
+                    assert 400 <= r.code < 500, (method, path, param["name"], r.code, r.body)
+                    if r.code == 400:
+                        assert param["name"] in r.json["error"]["message"], (path, r.json)
+                    probed += 1
+    assert snapshot(services) == before
+    assert probed > 30, probed
 
 
 async def test_the_baselines_are_accepted_with_newlines_and_tabs_in_free_text(api, world, account, agency, sub):
@@ -262,9 +292,10 @@ async def test_every_field_of_every_ui_form_refuses_control_characters(
     for client, found in forms.items():
         for action, fields in found.items():
             for name in fields:
-                if name in UI_FREE_TEXT or name == "_xsrf" or name.endswith("-answer"):
+                if name == "_xsrf" or "password" in name:  # hashed, never stored as text
                     continue
-                for char in ("\n", "\x85"):
+                free_text = name in UI_FREE_TEXT or name.endswith("-answer")
+                for char in (["\x00"] if free_text else ["\n", "\x85"]):
                     form = {**fields, name: (fields[name] or "probe")[:1] + char + "line2"}
                     form.pop("_xsrf", None)
                     r = await client.post(action, form)
@@ -273,4 +304,5 @@ async def test_every_field_of_every_ui_form_refuses_control_characters(
                     probed.add((action, name))
     assert snapshot(services) == before
     assert ("/bot/campaign", "campaignId") in probed and ("/contacts", "firstName") in probed
+    assert any(name == "body" for _, name in probed)  # free text was probed with U+0000
     assert len(probed) > 30, sorted(probed)

@@ -57,7 +57,8 @@ class MediaHandler(StaticHandler):
     path_params = {"sha256": "SHA-256 of the file's content (lower-case hex)."}
     _media = dict(responses={200: (BINARY, "The file."), 206: (BINARY, "The requested range."),
                              304: (None, "Not modified (If-None-Match).")}, query=MediaQuery, tags=("messages",),
-                  errors={403: "The link is invalid or has expired.", 404: "No such file.",
+                  errors={400: "A query parameter holds U+0000 (named in the message).",
+                          403: "The link is invalid or has expired.", 404: "No such file.",
                           416: "The range cannot be satisfied."},
                   description="No API key: the link's signature authorizes it. Never fetch it with your key.")
     operations = {"get": Operation("A stored media file (signed link)", **_media),

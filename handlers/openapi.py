@@ -88,10 +88,12 @@ def path_template(pattern, handler):
 
 class _Generator(GenerateJsonSchema):
     """Pydantic's schema, plus what its config changes about validation: a model with
-    coerce_numbers_to_str (the custom channel's) accepts a JSON number wherever it takes a string."""
+    coerce_numbers_to_str (the custom channel's) accepts a JSON number wherever it takes a string; and no
+    string holds U+0000, free text neither (handlers/base.py refuses it before any model: PostgreSQL's text
+    cannot store it). An identifier's own "not" (all control characters) replaces this one."""
 
     def str_schema(self, schema):
-        result = super().str_schema(schema)
+        result = {**super().str_schema(schema), "not": {"pattern": "\\u0000"}}
         if self._config.coerce_numbers_to_str or schema.get("coerce_numbers_to_str"):
             result["type"] = ["string", "number"]
         return result

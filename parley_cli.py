@@ -13,8 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import server_record
 import settings as settings_module
 from common.errors import DomainError, NotFound
+from common.version import VERSION
 from services import accounts, audit, contact_import, import_runner, one_time_links
 from storage.db import connect_sync
 
@@ -235,6 +237,7 @@ def build_parser(prog="parley"):
         prog=prog, formatter_class=ExampleFormatter,
         description="Parley: self-hosted customer messaging.\nEvery command takes the settings (--data-dir at least) "
                     "as flags or PARLEY_* variables;\n`%(prog)s COMMAND --help` lists them, with an example.")
+    parser.add_argument("--version", action="version", version=f"parley {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help, description=command.help,
@@ -249,19 +252,28 @@ def cli(argv=None, prog=None):
     """`parley …` (the console script) and `python server.py …`; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(prog or ("server.py" if os.path.basename(sys.argv[0]) == "server.py" else "parley"))
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["serve", *argv]
     args = parser.parse_args(argv)
     try:
         settings = settings_module.from_namespace(args)
     except Exception as exc:
         parser.error(str(exc))
+    if args.command != "serve":
+        try:
+            settings, record = server_record.follow(settings, settings_module.given(args))
+        except server_record.Mismatch as exc:
+            print(json.dumps({"error": str(exc)}))
+            return 1
     import server  # here, not at the top: server.py imports this module
     server.configure_logging(settings.log_level)
     os.umask(0o077)  # whatever this process and its writer create (media, certificates, backups) is private
     command = next(c for c in COMMANDS if c.name == args.command)
     if command.name == "serve":
         return command.run(settings, args)
+    # Which database this command used, on stderr (stdout is the JSON answer): a backup of the wrong
+    # directory's file is seen at once.
+    print(f"parley {command.name}: {server_record.describe_use(settings, record)}", file=sys.stderr, flush=True)
     try:
         result = command.run(settings, args)
     except DomainError as exc:

@@ -18,11 +18,13 @@ import jinja2
 import tornado.ioloop
 import tornado.web
 
+import server_record
 import settings as settings_module
 from handlers import routes, serving_order
-from handlers.base import NotFoundHandler, StaticHandler, log_request
+from handlers.base import StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
+from handlers.ui_base import NotFoundPage
 from services import accounts
 from services.bot_recovery import BotRecovery
 from services.bot_runner import BotRunner
@@ -164,7 +166,7 @@ class ParleyApplication(StreamedBodyRouting, tornado.web.Application):
         ui_text.install(self.jinja)
         super().__init__(
             serving_order(routes()),
-            default_handler_class=NotFoundHandler,
+            default_handler_class=NotFoundPage,
             log_function=log_request,
             template_path=str(ROOT / "templates"),
             static_path=str(ROOT / "static"),
@@ -224,7 +226,7 @@ async def main(settings):
         log.warning("--allow-private-webhooks is on: webhook and AI provider URLs may be private, loopback or "
                     "plain http addresses. For local testing only: never in production.")
     services = await open_services(settings)
-    servers, tasks, guard, recovery = [], [], None, None
+    servers, tasks, guard, recovery, record = [], [], None, None, None
     try:
         certs = CertificateSource(settings.data_dir, settings.tls_cert, settings.tls_key,
                                   hosts=[urlsplit(settings.base_url).hostname], profile=settings.tls_profile)
@@ -289,6 +291,7 @@ async def main(settings):
         # request in flight with it (inbound load: ~50 ms of CPU each before, ~15 ms after; bench/README).
         gc.collect()
         gc.freeze()
+        record = server_record.record_start(settings)  # what the ops commands of this --data-dir follow
         log.info("listening on https://%s:%d%s", settings.host, settings.port,
                  f" and http://{settings.host}:{settings.http_port} (rejects)" if settings.http_port else "")
         print(json.dumps({"event": "listening", "port": settings.port, "http_port": settings.http_port}),
@@ -318,6 +321,8 @@ async def main(settings):
             except TimeoutError:
                 pass
         await services.close()
+        if record is not None:
+            server_record.record_stop(settings, record)
     log.info("stopped")
 
 

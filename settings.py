@@ -176,8 +176,13 @@ def add_arguments(parser):
             parser.add_argument(flag(name), dest=name, default=env, help=help_text)
 
 
+def given(ns):
+    """The settings set by a flag or a PARLEY_* variable (the others are the model's defaults)."""
+    return {name for name in Settings.model_fields if getattr(ns, name, None) is not None}
+
+
 def from_namespace(ns):
-    values = {name: getattr(ns, name) for name in Settings.model_fields if getattr(ns, name, None) is not None}
+    values = {name: getattr(ns, name) for name in given(ns)}
     return Settings(**values)
 
 

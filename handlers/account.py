@@ -1,15 +1,25 @@
 """Account API: the calling account, its settings and its webhook signing secret."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import Account, AccountSettings, SettingsPatch, WebhookSecret, WebhookTestResult
+from handlers.schemas import Account, AccountPatch, AccountSettings, SettingsPatch, WebhookSecret, WebhookTestResult
 from services import accounts, webhook_ping
 
 
 class AccountHandler(ApiHandler):
-    operations = {"get": Operation("The calling account", {200: Account}, tags=("account",))}
+    operations = {"get": Operation("The calling account", {200: Account}, tags=("account",)),
+                  "patch": Operation("Rename the account", {200: Account}, body=AccountPatch, tags=("account",),
+                                     errors={400: "An empty name."})}
 
     async def get(self):
         account = await accounts.get_account(self.services.db, self.principal.account_id)
+        await self._respond(account)
+
+    async def patch(self):
+        body = self.json_body(AccountPatch)
+        await self._respond(await accounts.rename(self.services.db, self.principal.account_id, body.name,
+                                                  by=self.actor))
+
+    async def _respond(self, account):
         key = await accounts.get_key_prefix(self.services.db, self.principal.account_id)
         self.respond(accounts.public_account(account, key and key["prefix"]))
 

@@ -128,8 +128,13 @@ BotOutcomeName = Literal[tuple(OUTCOMES)]
 
 
 class BotOutcome(BaseModel):
-    """What the bot did with an inbound message (README "Bot" lists the outcomes)."""
-    outcome: BotOutcomeName = Field(description="docs/api.md \"Bot\" says when each is recorded.")
+    """What the bot did with an inbound message."""
+    outcome: BotOutcomeName = Field(description=(
+        "greeting, rule, provider, fallback or handoff: the bot answered (replyId); provider_failed: the AI "
+        "provider failed (the fallback answered, if set); no_answer: nothing matched and there is no provider or "
+        "fallback; no_credits: a sub-account's balance is below its price per bot reply; paused: the bot is "
+        "paused for the contact; opted_out: the contact opted out; not_sent: no Custom Channel Webhook URL; "
+        "busy: too many messages were waiting for the bot."))
     detail: str = Field(description="Why, in words (the keyword, the provider's error, the balance ...).")
     replyId: Optional[str] = Field(None, description="The bot's reply message, or null when it sent none.")
 
@@ -185,7 +190,7 @@ class BotTest(Strict):
 
 class BotTestResult(BaseModel):
     reply: Optional[str] = Field(description="What the bot would send; null when it would send nothing.")
-    reason: BotOutcomeName = Field(description="The outcome a real message would record (docs/api.md \"Bot\").")
+    reason: BotOutcomeName = Field(description="The outcome a real message would record (see BotOutcome).")
     detail: str
     handoff: bool = Field(description="True when it would pause the bot for the contact.")
     active: bool = Field(description="Whether the bot is on for this campaign; the dry run answers either way.")

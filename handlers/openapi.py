@@ -8,6 +8,7 @@ import tornado.web
 import tornado.websocket
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
+from common.version import VERSION
 from handlers.base import ApiHandler, CustomChannelHandler
 from handlers.ui_base import UiHandler
 from handlers.schemas import ChannelError, ErrorBody
@@ -261,7 +262,7 @@ def _tag(path):
     return parts[0] if parts else "api"
 
 
-def build_document(route_table, title="Parley API", version="1"):
+def build_document(route_table, title="Parley API", version=VERSION):
     """The whole OpenAPI 3.1 document for the API routes of route_table (a routes() list).
 
     Raises ValueError when an API handler does not describe a method it implements: a new endpoint

@@ -29,6 +29,11 @@ class Strict(BaseModel):
 
 
 
+class AccountPatch(Strict):
+    """PATCH /v1/account: the account's name (the first account is called "Owner" until renamed)."""
+    name: Identifier = Field(max_length=200, description="The account's name, as pages and reports show it.")
+
+
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed.")

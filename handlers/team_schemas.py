@@ -26,6 +26,9 @@ class UserPatch(Strict):
                                                                                   {"active": False}]})
     role: Role = Field(None, description=ROLE_HELP, json_schema_extra=lambda schema: schema.pop("default", None))
     name: Optional[Identifier] = Field(None, max_length=200)
+    email: Optional[Identifier] = Field(None, max_length=320, description="A new login; unique among all users and accounts "
+                                                               "(409 names the conflict). The user's sessions and "
+                                                               "links stay valid.")
     active: StrictBool = Field(None, description="false deactivates: the user's sessions end at once and it "
                                                  "cannot sign in; true lets it sign in again.",
                                json_schema_extra=lambda schema: schema.pop("default", None))
@@ -58,7 +61,7 @@ class AuditEntry(BaseModel):
     actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
     action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
                                     "webhook_secret.rotated, credits.granted, contact.erased, view_as.started, "
-                                    "password.changed, campaign.sent, ... (docs/api.md#audit)")
+                                    "password.changed, campaign.sent, ...")
     subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
     detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")
 

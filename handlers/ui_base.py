@@ -10,7 +10,9 @@ from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid
 from common.validation import no_control_characters
-from handlers.base import BaseHandler, log
+from common.version import VERSION
+from common.redact import masked_uri
+from handlers.base import BaseHandler, NotFoundHandler, log
 from services import audit, inbox, sessions, subaccounts, users
 
 def _session_id(handler):
@@ -215,7 +217,8 @@ class UiHandler(BaseHandler):
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
             path=self.request.path, needs_person=getattr(self, "needs_person", None),
             own_credits=getattr(self, "credits", None),
-            static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), **context)
+            static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), parley_version=VERSION,
+            **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.finish(html)
@@ -236,3 +239,26 @@ class UiHandler(BaseHandler):
             log.exception("error page failed to render rid=%s", self.request_id)
             self.set_header("Content-Type", "text/plain; charset=UTF-8")
             self.finish(f"{status_code} {message} (request id {self.request_id})")
+
+
+class NotFoundPage(UiHandler):
+    """Every unknown path (the application's default handler). A browser loading a mistyped address of the app
+    (Accept: text/html, outside /v1/) gets the error page, with the navigation when signed in; anything else,
+    the API's paths above all, the JSON 404 of NotFoundHandler."""
+
+    role = "agent"  # whoever is signed in sees the page
+
+    def for_a_browser(self):
+        return not self.request.path.startswith("/v1/") and "text/html" in self.request.headers.get("Accept", "")
+
+    async def prepare(self):
+        if not self.for_a_browser():
+            NotFoundHandler.prepare(self)
+        await super().prepare()  # the session, for the navigation
+        raise tornado.web.HTTPError(404, "There is no page at %s.", masked_uri(self.request.path))
+
+    def write_error(self, status_code, **kwargs):
+        if self.for_a_browser():
+            super().write_error(status_code, **kwargs)
+        else:
+            BaseHandler.write_error(self, status_code, **kwargs)

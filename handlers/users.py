@@ -38,12 +38,13 @@ class UserHandler(ApiHandler):
     operations = {
         "get": Operation("A user by id", {200: User}, tags=("users",), errors={404: NOT_FOUND}),
         "patch": Operation(
-            "Change a user's role, name or active", {200: User}, body=UserPatch, tags=("users",),
+            "Change a user's role, name, email or active", {200: User}, body=UserPatch, tags=("users",),
             description="active: false deactivates the user: its sessions end at once (open pages close), it "
                         "cannot sign in, and its open, pending and snoozed conversations become unassigned. "
                         "The account always keeps an active owner.",
-            errors={400: "Invalid role, name or active, or none sent.", 404: NOT_FOUND,
-                    409: "The change would leave the account without an active owner (LAST_OWNER)."}),
+            errors={400: "Invalid role, name, email or active, or none sent.", 404: NOT_FOUND,
+                    409: "The change would leave the account without an active owner (LAST_OWNER), or the email "
+                         "is another user's or account's (CONFLICT)."}),
     }
 
     async def get(self, user_id):

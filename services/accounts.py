@@ -271,6 +271,13 @@ async def validate_settings_changes(changes, allow_private):
     return validated, warnings
 
 
+async def rename(db, account_id, name, by=None):
+    """The account's new name (Invalid naming the field when empty); returns the account."""
+    if not isinstance(name, str) or not name.strip():
+        raise Invalid("name is required", field="name")
+    return await store.rename_account(db, account_id, name.strip(), by)
+
+
 async def update_settings(db, account_id, changes, box=None, by=None):
     """changes: validated top-level settings (the opt-out keywords are checked here, against the account's
     other list; a `bot` merge patch needs the box to encrypt provider keys); returns the whole settings

@@ -92,7 +92,7 @@ async def invite(db, box, base_url, account_id, *, email, name=None, role, by, a
 
 
 async def update(db, account_id, user_id, *, changes, by, actor_role):
-    """Change a user's role, name and/or active (changes: field -> value, as sent). Deactivating ends the
+    """Change a user's role, name, email (the login) and/or active (changes: field -> value, as sent). Deactivating ends the
     user's sessions at once and unassigns their conversations that are not resolved. Returns (the user as it is
     now, whether it was deactivated now, how many conversations that unassigned).
     Invalid naming the field, NotFound USER_NOT_FOUND, Forbidden (an admin and an owner), Conflict
@@ -102,12 +102,16 @@ async def update(db, account_id, user_id, *, changes, by, actor_role):
         clean["role"] = _role(changes["role"])
     if "name" in changes:
         clean["name"] = _name(changes["name"])
+    if "email" in changes:
+        if not isinstance(changes["email"], str) or not changes["email"].strip():
+            raise Invalid("email is required", field="email")
+        clean["email"] = normalize_email(changes["email"])
     if "active" in changes:
         if not isinstance(changes["active"], bool):
             raise Invalid("active must be true or false", field="active")
         clean["active"] = int(changes["active"])
     if not clean:
-        raise Invalid("send at least one of role, name, active")
+        raise Invalid("send at least one of role, name, email, active")
     _require_manager(actor_role, clean.get("role"))
     row, changed, unassigned = await store.update_user(db, account_id, user_id, clean, by,
                                                        allows(actor_role, "owner"))

@@ -100,6 +100,16 @@ def get_account(cx, account_id):
                      (account_id,), json_columns=_JSON)
 
 
+@writes
+def rename_account(cx, account_id, name, by=None):
+    """The account's new name (the audit list keeps from and to); the account as it is now."""
+    before = get_account.sync(cx, account_id)
+    if before["name"] != name:
+        cx.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, account_id))
+        record_by(cx, by, account_id=account_id, action="account.renamed", detail={"name": [before["name"], name]})
+    return get_account.sync(cx, account_id)
+
+
 @reads
 def get_account_by_email(cx, email):
     return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE email = ?",

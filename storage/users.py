@@ -66,9 +66,21 @@ def insert_user(cx, user, link, shown, by):
     return {**_get_in_tx(cx, user["account_id"], user["id"]), "shown": shown}
 
 
+def _move_login_in_tx(cx, before, email):
+    """A user's new login: refused when another user or account has it; the account whose email was this user's
+    login (its first owner: the ops commands' --email) follows it. Sessions and links are the user's, by id: they
+    stay valid."""
+    if cx.execute("SELECT 1 FROM users WHERE email = ? AND id <> ? UNION ALL "
+                  "SELECT 1 FROM accounts WHERE email = ? AND NOT (id = ? AND email = ?)",
+                  (email, before["id"], email, before["account_id"], before["email"])).fetchone():
+        raise email_taken(email)
+    cx.execute("UPDATE accounts SET email = ? WHERE id = ? AND email = ?", (email, before["account_id"],
+                                                                           before["email"]))
+
+
 @writes
 def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
-    """Set role, name and/or active of the account's user in one transaction. Deactivating ends the user's
+    """Set role, name, email and/or active of the account's user in one transaction. Deactivating ends the user's
     sessions and unspent links in it and unassigns their conversations that are not resolved (the audit
     entry counts them: unassignedConversations). Refuses (nothing changed): NotFound for another account's or an
     unknown user; Forbidden when may_touch_owners is False and the user is or would become
@@ -87,6 +99,8 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
             field = "role" if "role" in changes else "active"
             raise Conflict(f"{field}: {LAST_OWNER}", code="LAST_OWNER", field=field)
     changed = {k: [before[k], v] for k, v in changes.items() if before[k] != v}
+    if "email" in changed:
+        _move_login_in_tx(cx, before, changes["email"])
     unassigned = 0
     if changed:
         columns = ", ".join(f"{column} = ?" for column in changed)

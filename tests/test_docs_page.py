@@ -34,3 +34,36 @@ def test_docs_renders_the_routes_with_no_csp_violation_and_nothing_from_elsewher
         assert licence.ok and "MIT License" in licence.text()
     finally:
         context.close()
+
+
+def test_docs_names_the_version_not_a_1_and_links_back_to_the_app(chromium, parley):
+    """Issue 43 §13: the title said "Parley API (1)"; the page offered no way back."""
+    from common.version import VERSION
+    context, page = open_page(chromium)
+    try:
+        page.goto(parley.base + "/docs")
+        page.get_by_text("/v1/contacts", exact=True).first.wait_for(state="attached", timeout=60_000)
+        title = page.locator("h1").first.inner_text()
+        assert "Parley API" in title and VERSION in title and "(1)" not in title, title
+        page.click("#back-to-app")
+        page.wait_for_url("**/login**")  # the app, which asks a visitor to sign in first
+        assert page.get_attribute("#parley-version", "id") and VERSION in page.inner_text("#parley-version")
+    finally:
+        context.close()
+
+
+def test_a_mistyped_address_shows_a_page_while_the_api_keeps_json(chromium, parley):
+    """Issue 43 §13: /inboxx in a browser was raw JSON; an API client still gets the JSON error shape."""
+    context, page = open_page(chromium)
+    try:
+        response = page.goto(parley.base + "/inboxx")
+        assert response.status == 404 and response.headers["content-type"].startswith("text/html")
+        assert page.inner_text("h1") == "Not Found"
+        assert "There is no page at /inboxx." in page.inner_text("main")
+        page.click("text=Back to the inbox")
+        page.wait_for_url("**/login**")
+        for path, accept in (("/inboxx", "application/json"), ("/inboxx", "*/*"), ("/v1/nope", "text/html")):
+            answer = page.request.get(parley.base + path, headers={"Accept": accept})
+            assert answer.status == 404 and answer.json()["error"]["code"] == "NOT_FOUND", (path, accept)
+    finally:
+        context.close()

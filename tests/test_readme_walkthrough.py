@@ -33,6 +33,15 @@ def shell_lines(section):
     return [c for c in commands if c]
 
 
+def lines_printed(stdout, count, within):
+    """The next `count` lines a process prints (they may arrive in one read), failing after `within` seconds."""
+    deadline, data = time.monotonic() + within, b""
+    while data.count(b"\n") < count:
+        assert select.select([stdout], [], [], max(0, deadline - time.monotonic()))[0], f"printed only {data!r}"
+        data += os.read(stdout.fileno(), 65536)
+    return data.decode().splitlines()
+
+
 def test_the_first_fifteen_minutes_work_as_written(tmp_path):
     section = walkthrough()
     [receiver_code] = re.findall(r"```python\n(.*?)```", section, re.S)
@@ -40,9 +49,12 @@ def test_the_first_fifteen_minutes_work_as_written(tmp_path):
     commands = shell_lines(section)
     port = free_port()
 
+    # One BASE= names the server's address (issue 43 §12): every command uses $BASE, none hard-codes it.
+    assert "BASE=https://localhost:8443" in section
+    assert not [c for c in commands if "https://" in c], "a command hard-codes the server's address: use $BASE"
+
     def bash(line, env):
-        line = (line.replace("https://localhost:8443", server.base).replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-                .replace(".venv/bin/python", sys.executable))
+        line = line.replace("127.0.0.1:8000", f"127.0.0.1:{port}").replace(".venv/bin/python", sys.executable)
         out = subprocess.run(["bash", "-c", f"{line}\necho; env | grep ^PARLEY_WEBHOOK_SECRET= || true"],
                              capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
         assert out.returncode == 0, f"{line}\n{out.stderr}"
@@ -51,7 +63,7 @@ def test_the_first_fifteen_minutes_work_as_written(tmp_path):
     with ParleyProcess(tmp_path / "data", "--allow-private-webhooks") as server:
         # The key the README has you generate in Settings > Account; an account of its own here.
         key = run_cli(server.data_dir, "create-account", "--name", "Shop", "--email", "shop@example.test")["api_key"]
-        env = {**os.environ, "KEY": key, "CURL_CA_BUNDLE": server.cert}
+        env = {**os.environ, "BASE": server.base, "KEY": key, "CURL_CA_BUNDLE": server.cert}
         assert '"email":"shop@example.test"' in bash(next(c for c in commands if "/v1/account?" in c), env).replace(" ", "")
 
         exported = bash(next(c for c in commands if c.startswith("export PARLEY_WEBHOOK_SECRET")), env)
@@ -76,6 +88,18 @@ def test_the_first_fifteen_minutes_work_as_written(tmp_path):
             assert line.strip() == "verified reply to +14155552671 on webchat: Yes, 10 to 4."
             forged = next(c for c in commands if "forged" in c)
             assert bash(forged, env).split()[0] == "401"
+
+            # The same receiver takes the handoff notification the PATCH above asked for (it crashed on one
+            # with KeyError: 'toId'), beside the bot's handoff message to a new contact (a person answered the first).
+            bash("""curl -k -X PATCH "$BASE/v1/account/settings?apiKey=$KEY" -H 'Content-Type: application/json' """
+                 """-d '{"bot": {"active": true, "handoffKeywords": ["human"]}}'""", env)
+            bash("""curl -k "$BASE/v1/incoming_custom_channel_message?apiKey=$KEY" -H 'Content-Type: application/json' """
+                 """-d '{"customData": {"messageSid": "m-2", "fromId": "+14155552672", "toId": "shop", """
+                 """"channel": "webchat", "body": "A human, please"}}'""", env)
+            printed = lines_printed(receiver.stdout, 2, within=30)
+            [notification] = [p for p in printed if "notification" in p]
+            assert notification.startswith("verified conversation.handoff notification: {'contactId': 'ct_")
+            assert [p for p in printed if p.startswith("verified reply to +14155552672 on webchat: ")], printed
         finally:
             receiver.kill()
             receiver.wait()

@@ -10,6 +10,7 @@ from tornado.testing import bind_unused_port
 
 import server
 from common.errors import Unauthorized
+from common.version import VERSION
 from services import accounts, keys
 from services.leases import Lease
 from services.ratelimit import SharedRateLimiter
@@ -107,7 +108,7 @@ def test_a_process_with_another_key_is_refused(io_loop, services, settings, tmp_
 def test_healthz(io_loop, api, app, services):
     async def run():
         ok = await api.get("/healthz")
-        assert ok.code == 200 and ok.json == {"status": "ok"}
+        assert ok.code == 200 and ok.json == {"status": "ok", "version": VERSION}  # issue 43 §2: the version
         app.draining = True
         draining = await api.get("/healthz")
         assert draining.code == 503 and draining.json["status"] == "unavailable"

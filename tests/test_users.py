@@ -172,3 +172,39 @@ def test_migration_0390_unassigns_what_users_deactivated_before_it_still_hold(tm
                         ("open", "usr_here")]
     finally:
         cx.close()
+
+
+async def test_a_login_changes_unique_and_the_session_stays(api, http_server_client, ui_account, other_account):
+    """Issue 43 §3: admin@localhost could not change. PATCH {"email"} changes a login: unique among users and
+    accounts (409 naming the conflict, nothing changed); the user's session stays; the new login signs in."""
+    key = ui_account["api_key"]
+    user = await invite(api, key, "e@acme.example")
+    agent = await accept(http_server_client, user["signInUrl"])
+    taken = await api.patch(f"/v1/users/{user['id']}", {"email": other_account["email"]}, key=key)
+    assert taken.code == 409 and other_account["email"] in taken.json["error"]["message"]
+    assert (await api.patch(f"/v1/users/{user['id']}", {"email": " "}, key=key)).code == 400
+    r = await api.patch(f"/v1/users/{user['id']}", {"email": "Erin@Acme.example"}, key=key)
+    assert r.code == 200 and r.json["email"] == "erin@acme.example"
+    assert (await agent.get("/inbox")).code == 200  # the same person, still signed in
+    assert (await FormClient(http_server_client).login("e@acme.example", NEW_PASSWORD)).code == 401
+    assert (await FormClient(http_server_client).login("erin@acme.example", NEW_PASSWORD)).code == 303
+    # The owner's login is the account's email too: both move, and the old one is free again.
+    owner = (await api.get("/v1/users", key=key)).json["data"][0]
+    r = await api.patch(f"/v1/users/{owner['id']}", {"email": "boss@acme.example"}, key=key)
+    assert r.code == 200 and (await api.get("/v1/account", key=key)).json["email"] == "boss@acme.example"
+    again = await api.patch(f"/v1/users/{user['id']}", {"email": ui_account["email"]}, key=key)
+    assert again.code == 200
+
+
+async def test_the_account_is_renamed(api, ui_account, other_account):
+    """Issue 43 §3: PATCH /v1/account {"name"}; an empty name is 400 naming the field and changes nothing."""
+    key = ui_account["api_key"]
+    r = await api.patch("/v1/account", {"name": "  Bakery Bergmann "}, key=key)
+    assert r.code == 200 and r.json["name"] == "Bakery Bergmann"
+    assert (await api.get("/v1/account", key=key)).json["name"] == "Bakery Bergmann"
+    empty = await api.patch("/v1/account", {"name": " "}, key=key)
+    assert empty.code == 400 and "name" in empty.json["error"]["message"]
+    assert (await api.get("/v1/account", key=key)).json["name"] == "Bakery Bergmann"
+    assert (await api.get("/v1/account", key=other_account["api_key"])).json["name"] != "Bakery Bergmann"
+    [entry, *_] = (await api.get("/v1/audit", key=key)).json["data"]
+    assert entry["action"] == "account.renamed" and entry["detail"]["name"][1] == "Bakery Bergmann"

@@ -17,7 +17,7 @@ from tests.parley_process import parley_command
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md", ROOT / "bench" / "HISTORY.md"]
 OPERATIONS = ROOT / "docs" / "operations.md"
 
 

@@ -112,7 +112,7 @@ async def get_conversation(services, account_id, contact_id):
 
 
 async def assignable_users(services, account_id):
-    """[{id, email}] of the account: whom the inbox offers as an assignee."""
+    """[{id, email, name}] of the account: whom the inbox offers as an assignee."""
     return await store.assignable_users(services.db, account_id)
 
 

@@ -10,8 +10,10 @@ _FIELDS = ("status", "snoozed_until", "assignee_user_id")
 
 @reads
 def assignable_users(cx, account_id):
-    """The account's active users (a conversation can be assigned to them), by email: [{id, email}]."""
-    return fetch_all(cx, "SELECT id, email FROM users WHERE account_id = ? AND active = 1 ORDER BY email",
+    """The account's active users (a conversation can be assigned to them), by name (else email): [{id, email,
+    name}]."""
+    return fetch_all(cx, "SELECT id, email, name FROM users WHERE account_id = ? AND active = 1"
+                         " ORDER BY COALESCE(name, email), email",
                      (account_id,))
 
 

@@ -208,3 +208,22 @@ async def test_the_account_is_renamed(api, ui_account, other_account):
     assert (await api.get("/v1/account", key=other_account["api_key"])).json["name"] != "Bakery Bergmann"
     [entry, *_] = (await api.get("/v1/audit", key=key)).json["data"]
     assert entry["action"] == "account.renamed" and entry["detail"]["name"][1] == "Bakery Bergmann"
+
+
+async def test_the_settings_page_renames_the_account(signed_in, api, ui_account):
+    """Issue 43 §3: Settings shows the name in a form that renames the account; an empty one is refused there."""
+    page = await signed_in.get("/settings")
+    assert 'action="/settings/account-name"' in page.text
+    r = await signed_in.post("/settings/account-name", {"name": "Bakery Bergmann"})
+    assert r.code == 303 and r.headers["Location"] == "/settings"
+    assert 'value="Bakery Bergmann"' in (await signed_in.get("/settings")).text
+    refused = await signed_in.post("/settings/account-name", {"name": "  "})
+    assert refused.code == 400 and "name is required" in refused.text
+    assert (await api.get("/v1/account", key=ui_account["api_key"])).json["name"] == "Bakery Bergmann"
+
+
+async def test_the_assignee_menu_names_people_by_name(signed_in, api, ui_account):
+    """Issue 43 §3: the inbox's assignee menu showed logins; a person with a name is shown by it."""
+    sam = await invite(api, ui_account["api_key"], "sam@acme.example", name="Sam Baker")
+    page = (await signed_in.get("/inbox")).text
+    assert f'<option value="assign:{sam["id"]}">Assign to Sam Baker</option>' in page

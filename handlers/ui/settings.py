@@ -26,7 +26,7 @@ class SettingsPage(UiHandler):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)
         settings = account["settings"]
-        values = {"customChannelWebhookUrl": settings.get("customChannelWebhookUrl", "")}
+        values = {"customChannelWebhookUrl": settings.get("customChannelWebhookUrl", ""), "name": account["name"]}
         for event in notification_events(account):
             values[event] = settings.get("notificationUrls", {}).get(event, "")
         values.update(form or {})
@@ -68,6 +68,21 @@ class ApiKeyHandler(SettingsPage):
         self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         key = await accounts.get_key_prefix(self.services.db, self.account_id)
         self.render("api_key.html", api_key=api_key, key=key)
+
+
+class AccountNameHandler(SettingsPage):
+    """Rename the account (PATCH /v1/account's service): the first one is "Owner" until renamed."""
+
+    @authenticated
+    async def post(self):
+        name = self.get_body_argument("name", "")
+        try:
+            account = await accounts.rename(self.services.db, self.account_id, name, by=self.actor)
+        except Invalid as exc:
+            await self.render_settings(status=400, error=exc.message, form={"name": name})
+            return
+        self.flash("success", f"The account is now called {account['name']}.")
+        self.redirect("/settings", status=303)
 
 
 class CustomChannelWebhookHandler(SettingsPage):

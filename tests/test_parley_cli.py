@@ -79,7 +79,8 @@ def ops(data_dir, *args, cwd):
     from tests import pg_databases
     out = subprocess.run([sys.executable, str(ROOT / "server.py"), *args, "--data-dir", str(data_dir)],
                          capture_output=True, text=True, timeout=60, cwd=cwd, env=pg_databases.env_for(data_dir))
-    return out.returncode, json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+    lines = out.stdout.strip().splitlines()
+    return out.returncode, json.loads(lines[-1]) if lines else None, out.stderr
 
 
 def test_ops_commands_follow_the_server_of_their_data_directory(tmp_path):

@@ -31,7 +31,8 @@ class Strict(BaseModel):
 
 class AccountPatch(Strict):
     """PATCH /v1/account: the account's name (the first account is called "Owner" until renamed)."""
-    name: Identifier = Field(max_length=200, description="The account's name, as pages and reports show it.")
+    name: IdentifierNotBlank = Field(max_length=200, description="The account's name, as pages and reports show "
+                                                                 "it.")
 
 
 class SettingsPatch(Strict):

@@ -3,7 +3,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from common.validation import Identifier
+from common.validation import Identifier, IdentifierNotBlank
 from handlers.schemas import Strict
 
 Role = Literal["owner", "admin", "agent"]
@@ -26,7 +26,7 @@ class UserPatch(Strict):
                                                                                   {"active": False}]})
     role: Role = Field(None, description=ROLE_HELP, json_schema_extra=lambda schema: schema.pop("default", None))
     name: Optional[Identifier] = Field(None, max_length=200)
-    email: Optional[Identifier] = Field(None, max_length=320, description="A new login; unique among all users and accounts "
+    email: Optional[IdentifierNotBlank] = Field(None, max_length=320, description="A new login; unique among all users and accounts "
                                                                "(409 names the conflict). The user's sessions and "
                                                                "links stay valid.")
     active: StrictBool = Field(None, description="false deactivates: the user's sessions end at once and it "

@@ -24,6 +24,7 @@ LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
 CONVERSATION, CANNED = "{conversation}", "{canned}"
 
 BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
+    ("PATCH", "/v1/account"): {"name": "Bakery Bergmann"},
     ("PATCH", "/v1/account/settings"): {
         "optOutKeywords": ["STOP"], "optInKeywords": ["START"],
         "customChannelWebhookUrl": "http://127.0.0.1:9/hook",
@@ -54,7 +55,7 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
                                             "email": "patched@example.com"},
     ("PATCH", "/v1/lists/{listId}"): {"name": "Renamed"},
     ("POST", "/v1/users"): {"email": "sam@example.com", "name": "Sam", "role": "agent"},
-    ("PATCH", "/v1/users/{userId}"): {"name": "Sam K.", "role": "agent"},
+    ("PATCH", "/v1/users/{userId}"): {"name": "Sam K.", "role": "agent", "email": "sam.k@acme.example"},
     ("POST", "/v1/conversations/bulk"): {"conversationIds": [CONVERSATION], "status": "resolved",
                                          "assigneeUserId": USER},
     ("PATCH", "/v1/conversations/{conversationId}"): {"status": "snoozed", "snoozedUntil": "2030-01-01T00:00:00Z",

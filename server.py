@@ -33,6 +33,7 @@ from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
+from services.event_stream import LongPolls
 from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
@@ -133,6 +134,7 @@ async def open_services(settings):
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
+    services.long_polls = LongPolls(settings.events_long_polls_per_key, settings.events_long_polls_per_account)
     if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
         services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: services.hub.notify,
                                                                KEYS_CHANNEL: services.keys.forget})

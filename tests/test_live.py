@@ -442,7 +442,7 @@ async def test_a_page_older_than_the_events_kept_is_told_to_reload(services, htt
     for n in range(4):
         await inbound(services, account_id, f"sid-{n}")
     await services.db.write(_age_events, "2000-01-01T00:00:00.000Z")
-    deleted = await RetentionWorker(services).run_once()  # the "live events" rule, after 24 h by default
+    deleted = await RetentionWorker(services).run_once()  # the "live events" rule, after 7 days by default
     assert deleted["live events"] == 3  # the newest one is always kept
     for after in (1, 99):  # pruned since; and an id this database never had (a restored backup)
         socket = await Socket.open(http_server_client, client.cookies, after)

@@ -1,4 +1,4 @@
-"""The public event stream, GET /v1/events (docs/api.md "Events", shared/DESIGN.md §8): an account's events in
+"""The public event stream, GET /v1/events (docs/api.md "Events"): an account's events in
 commit order behind an opaque cursor, read from the live events' table (storage/events.py) and woken by the
 same hub as the inbox's pages (services/live.py), so there is one mechanism for both.
 
@@ -100,7 +100,9 @@ def _number(name, text, low, high, default, integer):
 async def page(services, account_id, position, sources, limit):
     """One read: {data, nextCursor}. position: (seq, item) seen through, or None for the oldest kept."""
     after_seq = 0 if position is None else position[0]
-    rows, oldest, newest = await store.account_page(services.db, account_id, after_seq, sources, limit + 1)
+    # From the cursor's own event: a batch may have items after the cursor's.
+    rows, oldest, newest = await store.account_page(services.db, account_id, max(after_seq - 1, 0), sources,
+                                                    limit + 1)
     if position is not None and (oldest is None and after_seq > 0 or oldest is not None
                                  and not oldest - 1 <= after_seq <= newest):
         raise CursorExpired("after is older than the events kept (--event-retention-days) or not of this "

@@ -10,7 +10,11 @@ from pydantic import TypeAdapter
 from handlers.event_schemas import EVENT_DATA, Event
 from services import event_stream, messaging
 from services.retention import RetentionWorker
-from storage.db import reads
+from storage.db import fetch_all, reads
+from tests.test_bot import configure, say, settings  # noqa: F401 (settings: fixture, private webhooks allowed)
+from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
+                                  set_webhook, worker)
+from tests.test_delivery import receiver  # noqa: F401 (fixture)
 
 EVENT = TypeAdapter(Event)
 
@@ -132,6 +136,25 @@ async def test_a_long_poll_answers_when_an_event_commits(services, api, account,
     assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
 
 
+async def test_a_long_poll_wakes_for_an_event_another_process_commits(settings, services, api, account, tmp_path):
+    """PostgreSQL with several processes: another process's commit reaches this one's long-poll by
+    LISTEN/NOTIFY (this hub is not started, so no backstop poll could have found it)."""
+    if not settings.uses_postgres:
+        pytest.skip("one process holds a SQLite database")
+    import server
+    key = account["api_key"]
+    cursor = (await read(api, key)).json["nextCursor"]
+    other = await server.open_services(settings)
+    try:
+        waiting = asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="message.created"))
+        await asyncio.sleep(0.3)
+        message = await inbound(other, account["account_id"], "sid-1")
+        r = await asyncio.wait_for(waiting, 10)
+        assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
+    finally:
+        await other.close()
+
+
 async def test_a_long_poll_with_nothing_answers_empty_with_its_cursor(services, api, account, tmp_path):
     key = account["api_key"]
     await inbound(services, account["account_id"], "sid-1")
@@ -192,6 +215,53 @@ async def test_erasure_leaves_only_contact_erased_in_kept_events(services, api, 
 def _stored_data(cx, account_id):
     return json.dumps([list(r) for r in cx.execute("SELECT type, data FROM events WHERE account_id = ?",
                                                    (account_id,))])
+
+
+NOTIFY = "http://127.0.0.1:9/notifications"
+
+
+async def test_every_notification_is_an_event_with_the_same_data(services, api, account, tmp_path):
+    """contact.created, .updated, .tagged and conversation.handoff: each notification queued has its event,
+    of the same type with the same data, and every event matches its type's schema (read_all)."""
+    key = account["api_key"]
+    types = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff")
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {t: NOTIFY for t in types}}, key=key)
+    assert r.code == 200, r.body
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]})
+    contact = (await api.post("/v1/contacts", {"phone": "+14155550100"}, key=key)).json
+    await api.patch(f"/v1/contacts/{contact['id']}", {"firstName": "Ada"}, key=key)
+    listed = (await api.post("/v1/lists", {"name": "VIP"}, key=key)).json
+    assert (await api.post(f"/v1/lists/{listed['id']}/contacts", {"contactId": contact["id"]}, key=key)).code < 300
+    await say(api, services, key, "a human please")
+    events, _ = await read_all(api, key)
+    notifications = await services.db.read(fetch_all, "SELECT payload FROM outbox WHERE account_id = ? AND"
+                                                       " kind = 'notification' ORDER BY id", (account["account_id"],))
+    sent = [(n["event"], n["data"]) for n in (json.loads(r["payload"]) for r in notifications)]
+    assert {t for t, _ in sent} == set(types)
+    for pair in sent:
+        assert pair in [(e["type"], e["data"]) for e in events]
+
+
+async def test_a_campaigns_batches_are_one_event_per_message(services, api, account, runner, worker, receiver,
+                                                             tmp_path):
+    key = account["api_key"]
+    await set_webhook(api, account, receiver.url)
+    list_id, contact_ids = await make_list(services, account, people(3))
+    receiver.answers = [(410, {}, b"gone")] * 3
+    cursor = (await read(api, key)).json["nextCursor"]
+    created = await create(api, account, list_id)
+    await run_all(runner)
+    await deliver_all(worker)
+    events, _ = await read_all(api, key, after=cursor, types="message.created,message.updated", limit=2)
+    made = [e["data"] for e in events if e["type"] == "message.created"]
+    assert sorted(m["contactId"] for m in made) == sorted(contact_ids)
+    assert {m["campaignId"] for m in made} == {created.json["campaignKey"] if "campaignKey" in created.json
+                                               else made[0]["campaignId"]}
+    assert {e["data"]["id"] for e in events if e["type"] == "message.updated"} == {m["id"] for m in made}
+    assert (await api.post(f"/v1/campaigns/{created.json['id']}/retry-failed", key=key)).code == 200
+    assert (await api.post(f"/v1/campaigns/{created.json['id']}/cancel", key=key)).code == 200
+    cancelled, _ = await read_all(api, key, after=events[-1]["id"], types="message.updated")
+    assert {e["data"]["status"] for e in cancelled} >= {"Cancelled"}
 
 
 @pytest.mark.parametrize("event_type", sorted(EVENT_DATA))

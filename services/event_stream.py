@@ -108,7 +108,9 @@ async def page(services, account_id, position, sources, limit):
         raise CursorExpired("after is older than the events kept (--event-retention-days) or not of this "
                             "database: read from the oldest kept (omit after) and resync what you keep",
                             field="after")
-    items = [(row, index, item) for row in rows for index, item in enumerate(_items(row))
+    # A stored event with no public ones (a batch stored before its messageIds were) is passed over whole.
+    items = [(row, index, item) for row in rows for index, item in (list(enumerate(_items(row))) or
+                                                                    [(_LAST_ITEM, None)])
              if position is None or (row[5], index) > position]
     messages = await _messages(services, account_id, [item for _, _, item in items[:limit] if _is_message(item)])
     data, through = [], None
@@ -116,7 +118,7 @@ async def page(services, account_id, position, sources, limit):
         if len(data) == limit:
             break
         through = (row[5], index)
-        event = _public(services, row, item, messages)
+        event = None if item is None else _public(services, row, item, messages)
         if event is not None:
             data.append({"id": encode_cursor(account_id, *through), "type": PUBLIC_TYPE[row[2]],
                          "createdAt": row[4], "data": event})

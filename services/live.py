@@ -42,9 +42,15 @@ CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
 EVENT_PAGE_ROLES = {store.CAMPAIGN_PROGRESS: "admin"}
 
 
+# Events only GET /v1/events reads (the notification types, storage/outbox.py, and emptied ones): no page
+# shows them, so none is sent them (a contact import would otherwise push a frame per contact).
+STREAM_ONLY = frozenset({"contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+                         "subaccount.auto_recharge", store.ERASED_EVENT})
+
+
 def may_see(role, row):
     """Whether a page of a user with ``role`` receives the event row (its type is row[2])."""
-    return allows(role, EVENT_PAGE_ROLES.get(row[2], "agent"))
+    return row[2] not in STREAM_ONLY and allows(role, EVENT_PAGE_ROLES.get(row[2], "agent"))
 
 
 def event_json(row):
@@ -226,7 +232,7 @@ class Hub:
             if not self._listening:
                 self.position = await store.position(self.db)
             rows, resumable, seq_at_position = await store.catch_up(self.db, account_id, after, self.position,
-                                                                    self.catch_up_limit)
+                                                                    self.catch_up_limit, sorted(STREAM_ONLY))
             if not resumable:
                 subscriber.reload("the page is older than the live events kept")
                 return None

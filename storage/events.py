@@ -180,12 +180,13 @@ def read_after(cx, position, limit):
 
 
 @reads
-def catch_up(cx, account_id, after_seq, through_id, limit):
+def catch_up(cx, account_id, after_seq, through_id, limit, skip_types=()):
     """What a page of the account that saw its events up to number after_seq missed, up to through_id (the
     hub's position): returns (rows, resumable, seq_at_through). resumable is False when after_seq is older
     than the account's oldest event kept (pruned since) or newer than its newest (another database, a
     restored backup). rows: at most ``limit`` + 1 events of this account, shaped like read_after's, so the
-    caller can tell when there are too many to replay. seq_at_through: the account's number at through_id."""
+    caller can tell when there are too many to replay; none of skip_types (no page is shown them).
+    seq_at_through: the account's number at through_id."""
     oldest, newest = cx.execute("SELECT MIN(seq), MAX(seq) FROM events WHERE account_id = ?",
                                 (account_id,)).fetchone()
     if newest is None:
@@ -193,8 +194,9 @@ def catch_up(cx, account_id, after_seq, through_id, limit):
     if after_seq < oldest - 1 or after_seq > newest:
         return [], False, 0
     seen, through = _ORDER[dialect_of(cx).name].through(through_id)
-    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND {seen} ORDER BY seq LIMIT ?",
-                      (account_id, after_seq, through, limit + 1)).fetchall()
+    skip = f" AND type NOT IN ({', '.join('?' for _ in skip_types)})" if skip_types else ""
+    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND {seen}{skip} ORDER BY seq LIMIT ?",
+                      (account_id, after_seq, through, *skip_types, limit + 1)).fetchall()
     # seq grows in commit order within an account: from its newest event back, the first the hub has read
     # (the events committed since the hub last read are few).
     at_through = cx.execute(f"SELECT seq FROM events WHERE account_id = ? AND {seen} ORDER BY seq DESC LIMIT 1",

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 from handlers.event_schemas import EVENT_DATA, Event
 from services import event_stream, messaging
 from services.retention import RetentionWorker
+from storage import events
 from storage.db import fetch_all, reads
 from tests.test_bot import configure, say, settings  # noqa: F401 (settings: fixture, private webhooks allowed)
 from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
@@ -215,6 +216,20 @@ async def test_erasure_leaves_only_contact_erased_in_kept_events(services, api, 
 def _stored_data(cx, account_id):
     return json.dumps([list(r) for r in cx.execute("SELECT type, data FROM events WHERE account_id = ?",
                                                    (account_id,))])
+
+
+def _old_batch(cx, account_id):
+    events.emit_in_tx(cx, account_id, events.MESSAGES_CREATED, {"campaignId": "cmp_old", "contactIds": ["ct_x"]})
+
+
+async def test_a_stored_batch_without_messages_is_passed_over(services, api, account, tmp_path):
+    """A campaign batch stored before batches named their messages has no public event: paging goes past it
+    rather than stopping at it."""
+    for _ in range(3):
+        await services.db.write(_old_batch, account["account_id"])
+    message = await inbound(services, account["account_id"], "sid-1")
+    found, _ = await read_all(api, account["api_key"], limit=1, types="message.created")
+    assert [e["data"]["id"] for e in found] == [message["id"]]
 
 
 NOTIFY = "http://127.0.0.1:9/notifications"

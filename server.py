@@ -71,6 +71,7 @@ class Services:
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
+    long_polls: "LongPolls" = None  # GET /v1/events long-polls waiting, bounded per key and per account
     listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
 
     async def close(self):

@@ -98,13 +98,29 @@ def _number(name, text, low, high, default, integer):
 
 
 async def page(services, account_id, position, sources, limit):
-    """One read: {data, nextCursor}. position: (seq, item) seen through, or None for the oldest kept."""
+    """One answer: {data, nextCursor}. position: (seq, item) seen through, or None for the oldest kept. Stored
+    events with nothing to show (a message erased since) are passed over, reading on rather than answering an
+    empty page while more events follow."""
+    checked, newest = False, None
+    while True:
+        data, through, full, newest = await _read(services, account_id, position, sources, limit, checked)
+        checked = True
+        position = through or position
+        if data or not full:
+            break
+    # Nothing of these types yet: from the account's newest (all before it were read, in commit order).
+    return {"data": data, "nextCursor": encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM)))}
+
+
+async def _read(services, account_id, position, sources, limit, checked):
+    """(data, position through which the rows were read or None, whether more rows may follow, the account's
+    newest event number)."""
     after_seq = 0 if position is None else position[0]
     # From the cursor's own event: a batch may have items after the cursor's.
     rows, oldest, newest = await store.account_page(services.db, account_id, max(after_seq - 1, 0), sources,
                                                     limit + 1)
-    if position is not None and (oldest is None and after_seq > 0 or oldest is not None
-                                 and not oldest - 1 <= after_seq <= newest):
+    if not checked and position is not None and (oldest is None and after_seq > 0 or oldest is not None
+                                                 and not oldest - 1 <= after_seq <= newest):
         raise CursorExpired("after is older than the events kept (--event-retention-days) or not of this "
                             "database: read from the oldest kept (omit after) and resync what you keep",
                             field="after")
@@ -122,13 +138,7 @@ async def page(services, account_id, position, sources, limit):
         if event is not None:
             data.append({"id": encode_cursor(account_id, *through), "type": PUBLIC_TYPE[row[2]],
                          "createdAt": row[4], "data": event})
-    if through is not None:
-        next_cursor = encode_cursor(account_id, *through)
-    elif position is not None:
-        next_cursor = encode_cursor(account_id, *position)
-    else:  # nothing of these types yet: from the account's newest (all before it was read, in commit order)
-        next_cursor = encode_cursor(account_id, newest or 0, _LAST_ITEM)
-    return {"data": data, "nextCursor": next_cursor}
+    return data, through, len(rows) > limit, newest
 
 
 class _MessageRef(str):

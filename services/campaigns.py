@@ -2,7 +2,6 @@
 the per-recipient listing and CSV export. The sending itself is services/campaign_runner.py."""
 import csv
 import io
-import re
 
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso

@@ -87,6 +87,7 @@ def routes():
         (r"/account", ui_account.AccountHandler),
         (r"/users", ui_users.UsersHandler),
         (r"/users/(usr_[0-9a-z]+)", ui_users.UserUpdateHandler),
+        (r"/users/(usr_[0-9a-z]+)/invite-link", ui_users.InviteLinkHandler),
         (r"/reports", ui_reports.ReportsHandler),
         (rf"/reports/({reports.NAMES})\.csv", ui_reports.ReportCsvHandler),
         (r"/agency", agency.AgencyHandler),

@@ -17,7 +17,7 @@ _sids = iter(range(1, 1_000_000))
 
 
 async def inbound(services, account_id, from_id="+14155552671", body="Hello", **kw):
-    message, _ = await messaging.receive_inbound(services, account_id, message_sid=f"sid-{next(_sids)}",
+    message, _ = await messaging.receive_inbound(services, account_id, message_sid=f"inbox-sid-{next(_sids)}",
                                                  from_id=from_id, to_id="shop", body=body, **kw)
     return message
 

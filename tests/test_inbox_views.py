@@ -64,6 +64,7 @@ async def test_keyword_replies_stay_out_and_a_handoff_is_marked_and_has_its_tab(
 
     await configure(api, key, {"active": True, "handoffKeywords": ["human"]}, webhook=receiver.url)
     handoff = await say(api, services, key, "a human please", fromId="+14155550001")  # Bea again
+    assert handoff["bot"] is not None, handoff
     assert handoff["bot"]["outcome"] == "handoff" and handoff["contactId"] == bea
     page = (await signed_in.get("/inbox?filter=handed_off")).text
     assert 'data-view="handed_off" aria-current="page"' in page and link_ids(page, "ct") == [bea]

@@ -32,8 +32,10 @@ class Strict(BaseModel):
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed.")
-    notificationUrls: Optional[dict[NotificationEvent, str]] = Field(
-        None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
+    notificationUrls: Optional[dict[NotificationEvent, Optional[str]]] = Field(
+        None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}, merged into the stored "
+        "ones (RFC 7386 JSON Merge Patch): events not named are kept, an event given null is removed "
+        "({\"contact.created\": null} turns that one notification off); null removes them all.")
     bot: Optional[BotSettings] = Field(None, description="The bot, merged into the stored one "
                                                          "(RFC 7386); null removes it.")
     optOutKeywords: Optional[list[Identifier]] = Field(

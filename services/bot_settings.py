@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
-from services import bot_provider
+from services import bot_provider, placeholders
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
 # size. Checked when the settings are saved, each 400 naming the field.
@@ -54,6 +54,21 @@ def _a_number(value):
 
 
 Number = BeforeValidator(_a_number)
+
+
+def _known_placeholders(text, info):
+    """An answer's placeholders are a campaign's ({{firstName}} ...): an unknown one is refused at save,
+    named by its field (bot.rules[0].answer), not found by a customer."""
+    if text is not None:
+        try:
+            placeholders.placeholder_parts(text, field=info.field_name)
+        except Invalid as exc:
+            raise ValueError(exc.message) from None
+    return text
+
+
+# Greeting, fallback, rule answers and the handoff message: sent to a contact with its placeholders filled.
+AnswerText = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_known_placeholders)]
 Keyword = Annotated[IdentifierNotBlank, StringConstraints(max_length=MAX_KEYWORD_LENGTH), AfterValidator(_not_blank)]
 CampaignId = Annotated[Identifier, StringConstraints(min_length=1, max_length=200)]
 
@@ -66,7 +81,7 @@ class Rule(_Strict):
     """Answers when one of its keywords occurs in the message as a word (case-insensitive)."""
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
-    answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)  # type: ignore[arg-type]  # a plain dict is a JsonDict
+    answer: AnswerText = Field(json_schema_extra=NOT_BLANK)  # type: ignore[arg-type]  # a plain dict is a JsonDict
     handoff: Optional[StrictBool] = Field(None, description=(
         "True: the answer is sent and the conversation goes to a person, like a handoff keyword."))
 
@@ -128,13 +143,13 @@ class ProviderShown(_ProviderFields):
 class _BotConfigFields(_Strict):
     """One configuration: the account's, or a campaign's override of some of its keys."""
     active: Optional[StrictBool] = Field(None, description="Off (false) by default: an inactive bot is silent.")
-    greeting: Optional[str] = Field(None, max_length=MAX_TEXT, description="Sent on a contact's first message.")
-    fallback: Optional[str] = Field(None, max_length=MAX_TEXT,
+    greeting: Optional[AnswerText] = Field(None, description="Sent on a contact's first message.")
+    fallback: Optional[AnswerText] = Field(None,
                                     description="Sent when no rule matches and the provider is absent or failed.")
     rules: Optional[list[Rule]] = Field(None, max_length=MAX_RULES, description="The first matching rule answers.")
     handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
                                                      description="Pause the bot for the contact that writes one.")
-    handoffMessage: Optional[str] = Field(None, max_length=MAX_TEXT, description=(
+    handoffMessage: Optional[AnswerText] = Field(None, description=(
         'Sent to the contact once per handoff (keyword, provider or rule without its own answer). Unset: '
         '"Thanks! A person will answer here soon."; "" sends nothing.'))
     pauseMinutesAfterHumanReply: Optional[Annotated[int, Field(ge=0, le=525600), Number]] = Field(

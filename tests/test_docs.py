@@ -17,7 +17,7 @@ from tests.parley_process import parley_command
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md", ROOT / "bench" / "HISTORY.md"]
 OPERATIONS = ROOT / "docs" / "operations.md"
 
 
@@ -188,3 +188,24 @@ def test_the_openapi_document_cites_no_document_a_user_lacks():
     text = json.dumps(build_document(routes()))
     for citation in ("docs/design.md", "#api-decisions", "DESIGN", "§", "shared/"):
         assert citation not in text, f"/v1/openapi.json cites {citation!r}"
+
+
+def test_the_architecture_diagram_names_every_background_task_of_services():
+    """docs/architecture.md's "Processes and workers" lists what runs beside the handlers: a new worker in
+    server.Services (SnoozeWaker, ReportsWorker and BotRecovery were missing) fails here until it is drawn."""
+    import dataclasses
+
+    import server
+    diagram = (ROOT / "docs" / "architecture.md").read_text().split("## The live-event path")[0]
+    kinds = [field.type for field in dataclasses.fields(server.Services) if isinstance(field.type, str)]
+    tasks = [kind for kind in kinds if kind.endswith(("Worker", "Runner", "Waker", "Recovery", "Hub"))]
+    assert len(tasks) >= 9, tasks
+    missing = [kind for kind in tasks if f"│   {kind} " not in diagram]
+    assert not missing, f"docs/architecture.md's diagram does not show {missing}"
+
+
+def test_the_screenshots_script_imports():
+    """`make screenshots` (docs/ images) is not run by the suite, so a helper it imports from tests/ could go
+    away unnoticed (add_user_to_file did): importing it at least finds that."""
+    import importlib
+    importlib.import_module("scripts.screenshots")

@@ -18,6 +18,7 @@ from services.worker_loop import WorkerLoop
 from settings import Settings
 from storage import leases as lease_store
 from tests.ui_helpers import PASSWORD, FormClient
+from tests.waiting import until
 
 
 def test_a_lease_has_one_owner_and_is_taken_over_when_it_lapses(io_loop, services):
@@ -122,14 +123,6 @@ def _second_process(io_loop, settings, tmp_path):
     return io_loop.run_sync(lambda: server.open_services(other))
 
 
-async def _until(condition, seconds=10):
-    for _ in range(int(seconds / 0.02)):
-        if condition():
-            return True
-        await asyncio.sleep(0.02)
-    return False
-
-
 @pytest.mark.postgres_only
 def test_a_commit_in_one_process_wakes_the_live_hub_of_another(io_loop, services, settings, tmp_path, account):
     b = _second_process(io_loop, settings, tmp_path)
@@ -140,7 +133,7 @@ def test_a_commit_in_one_process_wakes_the_live_hub_of_another(io_loop, services
         await services.listener.connected.wait()
         await b.listener.connected.wait()
         await accounts.update_settings(b.db, account["account_id"], {"customChannelWebhookUrl": "https://x.test/"})
-        assert await _until(lambda: woken)
+        assert await until(lambda: woken)
     try:
         io_loop.run_sync(run)
     finally:
@@ -156,7 +149,7 @@ def test_a_key_rotated_in_one_process_fails_at_once_in_another(io_loop, services
         await services.listener.connected.wait()
         assert (await services.keys.principal_for(key_hash)).account_id == account["account_id"]  # cached now
         await accounts.rotate_key(b.db, b.keys, account["account_id"])
-        assert await _until(lambda: services.listener.received)
+        assert await until(lambda: services.listener.received)
         with pytest.raises(Unauthorized):
             await services.keys.principal_for(key_hash)
     try:

@@ -127,8 +127,13 @@ async def test_sign_in_is_limited_per_address_whatever_the_email(browser, ui_acc
     # earned back.
     earned = int((time.monotonic() - started) / 2) + 1
     assert 30 <= codes.index(429) <= 30 + earned and set(codes[:-1]) == {401}, (codes, earned)
-    r = await browser.login(ui_account["email"])  # even the right password now waits
-    assert r.code == 429 and int(r.headers["Retry-After"]) >= 1
+    # Even the right password now waits. The budget earns one attempt back every 2 s, and the 429 may have
+    # come with most of one earned already (under load, the next request can start that much later): so of
+    # two tries at once, at most one gets in, and the other waits.
+    tries = [await browser.login(ui_account["email"]) for _ in range(2)]
+    waited = [r for r in tries if r.code == 429]
+    assert waited and all(r.code in (303, 429) for r in tries), [r.code for r in tries]
+    assert int(waited[0].headers["Retry-After"]) >= 1
 
 
 async def test_an_expired_session_is_not_a_session(services, ui_account):

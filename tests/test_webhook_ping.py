@@ -15,6 +15,7 @@ from settings import Settings
 from storage import webhook_tests as slot_store
 from storage.outbox import list_outbox
 from tests.test_delivery import queue_reply, receiver, workers  # noqa: F401 (fixtures)
+from tests.waiting import until
 
 TEST = "/v1/account/webhook-test"
 
@@ -123,14 +124,6 @@ async def test_a_tls_failure_says_what_failed(api, account, tmp_path):
     assert "127.0.0.1" not in r.json["error"]
 
 
-async def _until(condition, seconds=10):
-    for _ in range(int(seconds / 0.02)):
-        if condition():
-            return True
-        await asyncio.sleep(0.02)
-    return False
-
-
 @pytest.fixture
 def patient(services):
     """The services with a 30 s timeout: tests hang at the receiver until released."""
@@ -148,13 +141,13 @@ async def test_tests_in_flight_are_capped_per_account_with_the_deliveries(patien
         await accounts.update_settings(patient.db, owner["account_id"], {"customChannelWebhookUrl": receiver.url})
     await queue_reply(patient, account)
     delivery = asyncio.ensure_future(workers(patient).run_due(utcnow()))  # one delivery in flight
-    assert await _until(lambda: receiver.in_flight == 1)
+    assert await until(lambda: receiver.in_flight == 1)
     tests = [asyncio.ensure_future(webhook_ping.send_test_event(patient, account["account_id"])) for _ in range(6)]
-    assert await _until(lambda: receiver.in_flight == 3 and sum(t.done() for t in tests) == 4)
+    assert await until(lambda: receiver.in_flight == 3 and sum(t.done() for t in tests) == 4)
     refused = [t.exception() for t in tests if t.done()]
     assert all(isinstance(e, RateLimited) and int(e.headers["Retry-After"]) >= 1 for e in refused), refused
     other = asyncio.ensure_future(webhook_ping.send_test_event(patient, other_account["account_id"]))
-    assert await _until(lambda: receiver.in_flight == 4)  # another account's slots are its own
+    assert await until(lambda: receiver.in_flight == 4)  # another account's slots are its own
     receiver.release.set()
     await asyncio.gather(delivery, other, *[t for t in tests if not t.done()])
     result = await webhook_ping.send_test_event(patient, account["account_id"])  # the slots were given back

@@ -1,0 +1,12 @@
+"""Waiting in tests for something another task or process does: a deadline to give up at, never a timing
+assertion."""
+import asyncio
+
+
+async def until(condition, seconds=10):
+    """True as soon as condition() is true (checked every 20 ms), False if it is not within seconds."""
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return True
+        await asyncio.sleep(0.02)
+    return False

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from common.validation import Identifier, IdentifierNotBlank
-from services.bot_settings import BotSettings
+from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
@@ -201,8 +201,8 @@ class AccountSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
     customChannelWebhookUrl: Optional[str] = None
     notificationUrls: Optional[dict[str, str]] = None
-    bot: Optional[BotSettings] = Field(None, description="provider.apiKey never appears: apiKeySet says "
-                                                         "whether one is stored.")
+    bot: Optional[BotSettingsShown] = Field(None, description="provider.apiKey never appears: apiKeySet says "
+                                                              "whether one is stored.")
     optOutKeywords: list[str]
     optInKeywords: list[str]
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "

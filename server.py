@@ -35,6 +35,7 @@ from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
+from services.event_stream import LongPolls
 from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
 from common.ids import new_id
@@ -72,6 +73,7 @@ class Services:
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
+    long_polls: "LongPolls" = None  # GET /v1/events long-polls waiting, bounded per key and per account
     listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
 
     async def close(self):
@@ -135,6 +137,7 @@ async def open_services(settings):
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
+    services.long_polls = LongPolls(settings.events_long_polls_per_key, settings.events_long_polls_per_account)
     if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
         services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: services.hub.notify,
                                                                KEYS_CHANNEL: services.keys.forget})

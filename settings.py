@@ -114,10 +114,15 @@ class Settings(BaseModel):
     live_sockets_share: float = Field(0.5, gt=0, lt=1, description="Share of --max-connections that live-event "
                                                                    "WebSockets may hold in all (503 above): the "
                                                                    "rest is kept for the API and the pages.")
-    live_events_retention_hours: float = Field(24.0, gt=0, description="How long live events are kept (deleted by "
-                                                                       "the retention cleanup): an inbox page offline "
-                                                                       "for longer reloads instead of resuming from "
-                                                                       "its last event.")
+    event_retention_days: float = Field(7.0, gt=0, description="How long events are kept (deleted by the retention "
+                                                               "cleanup): GET /v1/events answers a cursor older "
+                                                               "than that 410 CURSOR_EXPIRED, and an inbox page "
+                                                               "offline for longer reloads.")
+    events_long_polls_per_key: int = Field(10, ge=1, description="GET /v1/events long-polls (wait) one API key "
+                                                                 "keeps waiting at once on a process (429 above).")
+    events_long_polls_per_account: int = Field(20, ge=1, description="GET /v1/events long-polls one account keeps "
+                                                                     "waiting at once on a process, across its "
+                                                                     "keys (429 above).")
 
     secret_key_file: Optional[Path] = Field(None, description="The key that encrypts secrets at rest and signs "
                                                               "session and XSRF cookies; default secret.key in "

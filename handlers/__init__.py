@@ -15,7 +15,7 @@ def routes():
     from handlers import account, audit, bot, users
     from handlers import campaigns
     from handlers import canned_replies, contacts, conversations, lists, notes
-    from handlers import custom_channel, messages
+    from handlers import custom_channel, events, messages
     from handlers import subaccounts
     from handlers import health, live, openapi, reports
     from common import one_time_link_kinds
@@ -43,6 +43,7 @@ def routes():
         (r"/incomingCustomChannelMessage", custom_channel.IncomingMessageHandler),
         (r"/v1/send_custom_channel_message", custom_channel.SendMessageHandler),
         (r"/v1/sendCustomChannelMessage", custom_channel.SendMessageHandler),
+        (r"/v1/events", events.EventsHandler),
         (r"/v1/messages/([^/]+)", messages.MessageHandler),
         (r"/v1/messages/([^/]+)/retry", messages.MessageRetryHandler),
         (r"/v1/contacts/([^/]+)/messages", messages.ContactMessagesHandler),
@@ -87,6 +88,7 @@ def routes():
         (r"/account", ui_account.AccountHandler),
         (r"/users", ui_users.UsersHandler),
         (r"/users/(usr_[0-9a-z]+)", ui_users.UserUpdateHandler),
+        (r"/users/(usr_[0-9a-z]+)/invite-link", ui_users.InviteLinkHandler),
         (r"/reports", ui_reports.ReportsHandler),
         (rf"/reports/({reports.NAMES})\.csv", ui_reports.ReportCsvHandler),
         (r"/agency", agency.AgencyHandler),

@@ -52,8 +52,8 @@ class ContactHandler(ApiHandler):
             errors={400: "An invalid field (INVALID_PHONE, INVALID_EMAIL, VALIDATION_ERROR), or neither phone nor "
                          "email would be left.",
                     404: "No such contact (CONTACT_NOT_FOUND).",
-                    409: "Another contact of the account has this phone or email (CONFLICT; error.existingId "
-                         "is its id); nothing changed."}),
+                    409: "Another contact of the account has this phone or email (CONFLICT; the message names "
+                         "it and its id, error.existingId is its id); nothing changed."}),
         "delete": Operation(
             "Erase a contact (GDPR art. 17)", {200: (ContactErased, "Erased: nothing of the contact is left.")},
             description="Removes the contact, its messages and their stored media files, channel identities, "

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from common.validation import Identifier, IdentifierNotBlank
-from services.bot_settings import BotSettings
+from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
@@ -38,8 +38,10 @@ class AccountPatch(Strict):
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed.")
-    notificationUrls: Optional[dict[NotificationEvent, str]] = Field(
-        None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}.")
+    notificationUrls: Optional[dict[NotificationEvent, Optional[str]]] = Field(
+        None, description="Event name to URL, e.g. {\"contact.created\": \"https://…\"}, merged into the stored "
+        "ones (RFC 7386 JSON Merge Patch): events not named are kept, an event given null is removed "
+        "({\"contact.created\": null} turns that one notification off); null removes them all.")
     bot: Optional[BotSettings] = Field(None, description="The bot, merged into the stored one "
                                                          "(RFC 7386); null removes it.")
     optOutKeywords: Optional[list[Identifier]] = Field(
@@ -205,8 +207,8 @@ class AccountSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
     customChannelWebhookUrl: Optional[str] = None
     notificationUrls: Optional[dict[str, str]] = None
-    bot: Optional[BotSettings] = Field(None, description="provider.apiKey never appears: apiKeySet says "
-                                                         "whether one is stored.")
+    bot: Optional[BotSettingsShown] = Field(None, description="provider.apiKey never appears: apiKeySet says "
+                                                              "whether one is stored.")
     optOutKeywords: list[str]
     optInKeywords: list[str]
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "

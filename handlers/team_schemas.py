@@ -40,6 +40,8 @@ class User(BaseModel):
     name: Optional[str]
     role: Role
     active: bool
+    invitationPending: bool = Field(description="Invited and the sign-in link not used yet: the user has no "
+                                                "password and cannot sign in until they choose one through it.")
     createdAt: str
 
 

@@ -1,5 +1,6 @@
 """The admin UI's base: UiHandler (session cookie, XSRF, roles, view-as) and the session helpers the live
 WebSocket shares; handlers/base.py has what the API and the UI share."""
+import functools
 import json
 import re
 from http import HTTPStatus
@@ -67,6 +68,24 @@ def refuse_control_characters_in_form(arguments):
             elif b"\x00" in value and "password" not in name:
                 # free text keeps newlines and tabs, not U+0000 (PostgreSQL cannot store it); a password is hashed
                 raise Invalid(f"{name} must not contain control characters (U+0000)", field=name)
+
+
+@functools.cache
+def _ui_route_roles():
+    """(compiled pattern, the least role) of every UI route, from the URL table (imported late: it imports us)."""
+    from handlers import routes
+    return [(re.compile(pattern + "$"), handler.role or "owner") for pattern, handler, *_ in routes()
+            if isinstance(handler, type) and issubclass(handler, UiHandler)]
+
+
+def may_open(user, path):
+    """Whether this user's role may use the UI route of path (query ignored): the pages offer only those
+    (issue 43 §4: no button, link or form that ends on the 403 page). Not a UI route: True."""
+    path = path.split("?", 1)[0]
+    for pattern, role in _ui_route_roles():
+        if pattern.match(path):
+            return bool(user) and users.allows(user.get("role"), role)
+    return True
 
 
 class UiHandler(BaseHandler):
@@ -216,6 +235,7 @@ class UiHandler(BaseHandler):
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
             path=self.request.path, needs_person=getattr(self, "needs_person", None),
+            may=functools.partial(may_open, self.current_user),
             own_credits=getattr(self, "credits", None),
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), parley_version=VERSION,
             **context)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli  # noqa: E402
-from tests.team_users import add_user_to_file  # noqa: E402 (until the team-users branch's invites)
+from tests.team_users import add_user_to_server  # noqa: E402
 
 PAGES = [
     ("inbox", "/inbox", False),
@@ -163,8 +163,7 @@ def seed(parley, page):
             api.post("/v1/canned-replies", params=key, json={"code": code, "body": body}).raise_for_status()
 
         # A teammate; conversations assigned, resolved and snoozed (the team views, issue 21).
-        sam = add_user_to_file(parley.data_dir / "parley.db", parley.first_run["account_id"], "sam@example.com",
-                               "sam's demo password")
+        sam = add_user_to_server(parley, key["apiKey"], "sam@example.com", "sam's demo password")
         owner = sqlite3.connect(parley.data_dir / "parley.db").execute(
             "SELECT id FROM users WHERE account_id = ? AND is_owner = 1", (parley.first_run["account_id"],)).fetchone()[0]
         api.patch(f"/v1/conversations/{ada}", params=key, json={"assigneeUserId": owner}).raise_for_status()

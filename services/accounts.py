@@ -263,7 +263,8 @@ async def validate_settings_changes(changes, allow_private):
             value = await check(value, name)
         elif name == "notificationUrls" and value is not None:
             for event, url in value.items():
-                await check(url, f"{name}.{event}")
+                if url is not None:  # null removes the event's URL (a merge patch)
+                    await check(url, f"{name}.{event}")
         elif name == "bot":
             for field, url in bot_settings.provider_urls(value):
                 await check(url, field)
@@ -302,6 +303,9 @@ def _save_settings(cx, account_id, changes, by=None):
     for name, value in changes.items():
         if name == "bot":
             value = bot_settings.merged(settings.get("bot"), value)
+        elif name == "notificationUrls" and value is not None:
+            # A merge patch of the stored URLs: null removes one event's; none left removes the setting.
+            value = bot_settings.merge_patch(settings.get(name) or {}, value) or None
         if value is None:
             settings.pop(name, None)
         else:

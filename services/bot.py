@@ -14,7 +14,7 @@ from typing import Optional
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import now_iso
-from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging
+from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, placeholders
 from services.handoff import record_in_tx as record_handoff_in_tx
 from storage import bot_state
 from storage import contacts as contact_store
@@ -100,18 +100,27 @@ def _cannot_reply(context, would):
     return None
 
 
+def _filled(context, text):
+    """A configured answer (greeting, rule, fallback, handoff message) with its placeholders filled for the
+    contact, as campaigns fill them; as written without a contact (a dry run without contactId). An AI
+    provider's answer is sent as it came."""
+    if text is None or context.get("fields") is None:
+        return text
+    return placeholders.fill(text, context["fields"])
+
+
 def _local_answer(config, context, match):
     """The greeting (on a contact's first message) or the matching rule, as a Decision, or None."""
     if context["first_message"] and bot_settings.is_set(config["greeting"]):
-        return Decision("greeting", "the contact's first message", reply=config["greeting"])
+        return Decision("greeting", "the contact's first message", reply=_filled(context, config["greeting"]))
     if match is not None:
         index, keyword = match
         rule = config["rules"][index]
         if rule.get("handoff"):
             return Decision("handoff", f'keyword "{keyword}" of rules[{index}], a handoff rule: the bot is '
-                                       f'paused for this contact', reply=rule["answer"], handoff=True,
+                                       f'paused for this contact', reply=_filled(context, rule["answer"]), handoff=True,
                             handoff_reason="rule")
-        return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=rule["answer"])
+        return Decision("rule", f'keyword "{keyword}" of rules[{index}]', reply=_filled(context, rule["answer"]))
     return None
 
 
@@ -140,11 +149,11 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
     found = await match(config, body)
     if found is not None and found[0] == bot_match.HANDOFF:
         return Decision("handoff", f'handoff keyword "{found[1]}": the bot is paused for this contact',
-                        reply=handoff.message_for(config), handoff=True, handoff_reason="keyword")
+                        reply=_filled(context, handoff.message_for(config)), handoff=True, handoff_reason="keyword")
     local = _local_answer(config, context, found)
     if local is not None:
         return _cannot_reply(context, f"{local.outcome}: {local.detail}") or local
-    fallback = config["fallback"] if bot_settings.is_set(config["fallback"]) else None
+    fallback = _filled(context, config["fallback"]) if bot_settings.is_set(config["fallback"]) else None
     provider = config["provider"]
     if provider:
         blocked = _cannot_reply(context, "the AI provider would have been asked")
@@ -159,7 +168,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
             return Decision("provider_failed", f"{exc}; no fallback is set")
         if answer.handoff:
             return Decision("handoff", f"the AI provider handed the conversation to a person ({answer.mode}): the "
-                                       "bot is paused for this contact", reply=answer.reply or handoff.message_for(config),
+                                       "bot is paused for this contact",
+                            reply=answer.reply or _filled(context, handoff.message_for(config)),
                             handoff=True, handoff_reason="provider", provider_mode=answer.mode)
         if answer.unstructured:
             return Decision("provider", f"unstructured answer: model {provider['model']} answered in plain text "

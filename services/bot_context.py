@@ -23,7 +23,8 @@ def active_for(bot_json, campaign_id):
 def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, require_active=True):
     """What the bot needs to decide on a message of this contact (contact_id None: no contact, a dry run;
     message_id: the message, stored already): {config (bot_settings.effective), account_type,
-    credit_hundredths, credits_per_reply, has_webhook, opted_out, pause, first_message}. With require_active, None when the
+    credit_hundredths, credits_per_reply, has_webhook, opted_out, pause, first_message, fields (the contact's, for
+    placeholders; None without a contact)}. With require_active, None when the
     bot is not active for this message's campaign (nothing more is read then)."""
     account = bot_state.account_bot_in_tx(cx, account_id)
     if account is None or (require_active and account["bot"] is None):
@@ -31,7 +32,7 @@ def context_in_tx(cx, account_id, contact_id, campaign_id, message_id=None, *, r
     config = bot_settings.effective(account["bot"], campaign_id)
     if require_active and not config["active"]:
         return None
-    contact = {"opted_out": False, "pause": None, "first_message": False}
+    contact = {"opted_out": False, "pause": None, "first_message": False, "fields": None}
     if contact_id is not None:
         contact = bot_state.contact_state_in_tx(cx, account_id, contact_id, now_iso(), message_id) or contact
     return {"config": config, "account_type": account["type"], "credit_hundredths": account["credit_hundredths"],

@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
-from services import bot_provider
+from services import bot_provider, placeholders
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
 # size. Checked when the settings are saved, each 400 naming the field.
@@ -54,6 +54,21 @@ def _a_number(value):
 
 
 Number = BeforeValidator(_a_number)
+
+
+def _known_placeholders(text, info):
+    """An answer's placeholders are a campaign's ({{firstName}} ...): an unknown one is refused at save,
+    named by its field (bot.rules[0].answer), not found by a customer."""
+    if text is not None:
+        try:
+            placeholders.placeholder_parts(text, field=info.field_name)
+        except Invalid as exc:
+            raise ValueError(exc.message) from None
+    return text
+
+
+# Greeting, fallback, rule answers and the handoff message: sent to a contact with its placeholders filled.
+AnswerText = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_known_placeholders)]
 Keyword = Annotated[IdentifierNotBlank, StringConstraints(max_length=MAX_KEYWORD_LENGTH), AfterValidator(_not_blank)]
 CampaignId = Annotated[Identifier, StringConstraints(min_length=1, max_length=200)]
 
@@ -66,7 +81,7 @@ class Rule(_Strict):
     """Answers when one of its keywords occurs in the message as a word (case-insensitive)."""
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
-    answer: str = Field(max_length=MAX_TEXT, json_schema_extra=NOT_BLANK)  # type: ignore[arg-type]  # a plain dict is a JsonDict
+    answer: AnswerText = Field(json_schema_extra=NOT_BLANK)  # type: ignore[arg-type]  # a plain dict is a JsonDict
     handoff: Optional[StrictBool] = Field(None, description=(
         "True: the answer is sent and the conversation goes to a person, like a handoff keyword."))
 
@@ -76,18 +91,20 @@ class Rule(_Strict):
         return _not_blank(answer)
 
 
-class Provider(_Strict):
+# Request and response models are kept apart (issue 36 item 15): a write takes the provider key and refuses
+# apiKeySet, which only reads show; a read shows apiKeySet (readOnly) and never the key.
+
+class _ProviderFields(_Strict):
     """An OpenAI-compatible chat-completions server: POST {baseUrl}/chat/completions."""
     baseUrl: Optional[str] = Field(None, max_length=2000, description=(
         "e.g. https://api.openai.com/v1, or a local server's /v1 (Ollama, llama.cpp); https and public unless "
         "the server runs with --allow-private-webhooks."))
     model: Optional[IdentifierNotBlank] = Field(None, max_length=200)
-    apiKey: Optional[Identifier] = Field(None, min_length=1, max_length=4000, description=(
-        "Write-only: sent as a bearer token, stored encrypted, never shown (reads say apiKeySet). Omitted, "
-        "the stored key is kept; null removes it."))
-    apiKeySet: Optional[bool] = Field(None, description="Read-only: whether a key is stored (ignored on writes).")
     systemPrompt: Optional[str] = Field(None, max_length=MAX_SYSTEM_PROMPT)
-    timeoutSeconds: Optional[Annotated[float, Number]] = Field(None, ge=1, le=120, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
+    # The bounds inside Annotated, before Number: on the Optional they reached the document as ge and le, which
+    # JSON Schema does not know (so the fuzzer never tried a value out of range).
+    timeoutSeconds: Optional[Annotated[float, Field(ge=1, le=120), Number]] = Field(
+        None, description=f"Default {DEFAULT_TIMEOUT_SECONDS:g}.")
     # Literal of the tuple is Literal of its values (pydantic reads it so); mypy wants them spelled out.
     mode: Optional[Literal[bot_provider.MODES]] = Field(None, description=(  # type: ignore[valid-type]
         "How the answer is asked for (default auto): json_schema, json_object (JSON mode; llama.cpp reads its "
@@ -101,20 +118,42 @@ class Provider(_Strict):
         return _not_blank(model)
 
 
-class BotConfig(_Strict):
+class Provider(_ProviderFields):
+    """The provider as a write sends it."""
+    apiKey: Optional[Identifier] = Field(None, min_length=1, max_length=4000, json_schema_extra={"writeOnly": True},
+                                         description=(
+        "Write-only: sent as a bearer token, stored encrypted, never shown (reads say apiKeySet). Omitted, "
+        "the stored key is kept; null removes it."))
+    # Declared only to refuse it with a message that says why (a GET answer sent back as it is); not in the
+    # document, where it is no property of a request (additionalProperties false).
+    apiKeySet: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
+
+    @field_validator("apiKeySet", mode="before")
+    @classmethod
+    def _read_only(cls, value):
+        raise ValueError("apiKeySet is read-only: reads show whether a key is stored; send apiKey to set one, or "
+                         "null to remove it")
+
+
+class ProviderShown(_ProviderFields):
+    """The provider as reads show it: never the key, only whether one is stored."""
+    apiKeySet: bool = Field(description="Whether a key is stored.", json_schema_extra={"readOnly": True})
+
+
+class _BotConfigFields(_Strict):
     """One configuration: the account's, or a campaign's override of some of its keys."""
     active: Optional[StrictBool] = Field(None, description="Off (false) by default: an inactive bot is silent.")
-    greeting: Optional[str] = Field(None, max_length=MAX_TEXT, description="Sent on a contact's first message.")
-    fallback: Optional[str] = Field(None, max_length=MAX_TEXT,
+    greeting: Optional[AnswerText] = Field(None, description="Sent on a contact's first message.")
+    fallback: Optional[AnswerText] = Field(None,
                                     description="Sent when no rule matches and the provider is absent or failed.")
     rules: Optional[list[Rule]] = Field(None, max_length=MAX_RULES, description="The first matching rule answers.")
     handoffKeywords: Optional[list[Keyword]] = Field(None, max_length=MAX_KEYWORDS,
                                                      description="Pause the bot for the contact that writes one.")
-    handoffMessage: Optional[str] = Field(None, max_length=MAX_TEXT, description=(
+    handoffMessage: Optional[AnswerText] = Field(None, description=(
         'Sent to the contact once per handoff (keyword, provider or rule without its own answer). Unset: '
         '"Thanks! A person will answer here soon."; "" sends nothing.'))
-    provider: Optional[Provider] = None
-    pauseMinutesAfterHumanReply: Optional[Annotated[int, Number]] = Field(None, ge=0, le=525600, description="Default 30.")
+    pauseMinutesAfterHumanReply: Optional[Annotated[int, Field(ge=0, le=525600), Number]] = Field(
+        None, description="Default 30.")
     # Not a bot setting any more (issue 18 item 4): what a sub-account pays per reply is its agency's to set
     # (PATCH /v1/subaccounts/{id}), so an account's own key cannot make its replies free. Declared only to
     # refuse it with a message that says where it went (400, like any field the schema does not have);
@@ -147,10 +186,27 @@ class BotConfig(_Strict):
         return value
 
 
+class BotConfig(_BotConfigFields):
+    provider: Optional[Provider] = None
+
+
+class BotConfigShown(_BotConfigFields):
+    provider: Optional[ProviderShown] = None
+
+
+def _campaigns():
+    return Field(None, max_length=MAX_CAMPAIGNS,
+                 description="campaignId -> the keys that differ for messages carrying it.")
+
+
 class BotSettings(BotConfig):
-    """The `bot` settings object."""
-    campaigns: Optional[dict[CampaignId, Optional[BotConfig]]] = Field(
-        None, max_length=MAX_CAMPAIGNS, description="campaignId -> the keys that differ for messages carrying it.")
+    """The `bot` settings object as a write (PATCH /v1/account/settings) sends it."""
+    campaigns: Optional[dict[CampaignId, Optional[BotConfig]]] = _campaigns()
+
+
+class BotSettingsShown(BotConfigShown):
+    """The `bot` settings object as reads show it."""
+    campaigns: Optional[dict[CampaignId, Optional[BotConfigShown]]] = _campaigns()
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -176,12 +232,11 @@ def validate_patch(patch):
 
 
 def prepare_patch(patch, box):
-    """A validated `bot` merge patch (model_dump(exclude_unset=True) of BotSettings) ready to merge: read-only
-    apiKeySet dropped, each apiKey encrypted (null stays null: it removes the key)."""
+    """A validated `bot` merge patch (model_dump(exclude_unset=True) of BotSettings) ready to merge: each
+    apiKey encrypted (null stays null: it removes the key)."""
     if patch is None:
         return None
     for _, provider in _providers(patch):
-        provider.pop("apiKeySet", None)
         if "apiKey" in provider:
             key = provider.pop("apiKey")
             provider[KEY] = box.encrypt(key) if key is not None else None
@@ -236,7 +291,7 @@ def merged(current, patch):
     # Validated without the encrypted keys, which are not part of the public model.
     public_form = public(result)
     try:
-        BotSettings.model_validate(public_form)
+        BotSettingsShown.model_validate(public_form)
     except pydantic.ValidationError as exc:
         raise Invalid(validation_message(exc, prefix="bot")) from None
     if public_form.get("provider"):

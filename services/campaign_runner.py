@@ -168,6 +168,7 @@ def hand_over(cx, campaign_id, limit, now):
     campaign = store.record_batch_in_tx(cx, campaign, queued, skipped, cursor, now)
     # One live event for the batch's messages: open inboxes refresh, and threads of these contacts fetch theirs.
     events.emit_batches_in_tx(cx, account_id, events.MESSAGES_CREATED, {"campaignId": campaign_id}, "contactIds",
-                              [contact_id for contact_id, _ in queued])
+                              [contact_id for contact_id, _ in queued],
+                              also=("messageIds", [message_id for _, message_id in queued]))
     return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False,
             "seconds": time.perf_counter() - started}

@@ -2,12 +2,12 @@
 the per-recipient listing and CSV export. The sending itself is services/campaign_runner.py."""
 import csv
 import io
-import re
 
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
 from common.spreadsheet import safe_cell
 from services import lists
+from services.placeholders import FIELDS, compile_body, render  # noqa: F401  (the runner and the UI read them here)
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
 from storage import accounts as account_store
@@ -16,35 +16,11 @@ from storage import campaigns as store
 
 DEFAULT_RATE_PER_MINUTE = 600
 MAX_RATE_PER_MINUTE = 1_000_000
-# {{firstName}}, {{ lastName }} ...: a missing value is empty. Any other {{name}} is refused (400) at
-# creation, so that a typo such as {{firstname}} is caught before thousands of messages carry it;
-# single braces are plain text.
-PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
-FIELDS = {"firstName": "first_name", "lastName": "last_name", "email": "email", "phone": "phone"}
 CSV_COLUMNS = ("contactId", "firstName", "lastName", "phone", "email", "messageId", "status", "httpStatus", "error",
                "errorAt")
 
 public_campaign = store.public_campaign
 RECIPIENT_STATUSES = store.RECIPIENT_STATUSES
-
-
-def compile_body(body):
-    """The body as [text, field, text, field, ..., text] (fields are contact columns); Invalid naming the
-    field for an unknown placeholder or a body that is only placeholders and blanks."""
-    parts = PLACEHOLDER.split(body)
-    for i in range(1, len(parts), 2):
-        if parts[i] not in FIELDS:
-            raise Invalid(f"body has an unknown placeholder {{{{{parts[i]}}}}}; the placeholders are "
-                          + ", ".join(f"{{{{{name}}}}}" for name in FIELDS), field="body")
-        parts[i] = FIELDS[parts[i]]
-    if not "".join(parts[0::2]).strip():
-        raise Invalid("body needs some text besides its placeholders", field="body")
-    return parts
-
-
-def render(parts, contact):
-    """The body personalised for one contact (a row with first_name, last_name, email, phone)."""
-    return "".join(part if i % 2 == 0 else (contact[part] or "") for i, part in enumerate(parts))
 
 
 async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=None, channel=None, start_at=None,

@@ -5,7 +5,7 @@ import re
 
 from common.errors import Invalid
 from common.ids import new_id, now_iso
-from services.campaigns import compile_body, render
+from services.placeholders import compile_body, render
 from storage import canned_replies as store
 from storage import contacts as contact_store
 

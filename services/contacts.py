@@ -4,7 +4,7 @@ import re
 
 from services.contact_fields import (blank_to_none, check_length, normalize_contact, normalize_email,
                                      normalize_phone, MAX_NAME_LENGTH)
-from common.errors import Invalid, NotFound
+from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id, now_iso
 from storage import contacts as store
 from storage import conversations as conversation_store
@@ -91,7 +91,23 @@ async def update_contact(db, account_id, contact_id, fields, actor, by=None):
         if not isinstance(fields["optedOut"], bool):
             raise Invalid("optedOut must be true or false", field="optedOut")
         opt_out = {"opted_out": fields["optedOut"], **actor}
-    return await store.update_contact(db, account_id, contact_id, changes, opt_out, now_iso(), by)
+    try:
+        return await store.update_contact(db, account_id, contact_id, changes, opt_out, now_iso(), by)
+    except Conflict as exc:
+        raise await _named_conflict(db, account_id, exc) from None
+
+
+async def _named_conflict(db, account_id, exc):
+    """The phone or email collision, naming the contact that has it as people know it (issue 43 §9: an id alone
+    told nobody who); its id stays in the message and in existing_id (error.existingId), and existing_name is
+    the page's link text."""
+    other = exc.existing_id and await store.get_contact(db, account_id, exc.existing_id)
+    if not other:
+        return exc
+    named = Conflict(f"{display_name(other)} ({exc.existing_id}) already has this {exc.field}",
+                     existing_id=exc.existing_id, field=exc.field)
+    named.existing_name = display_name(other)
+    return named
 
 
 def display_name(contact):

@@ -14,8 +14,9 @@ from storage import messages as message_store
 
 PAGE_SIZE = 30
 THREAD_PAGE_SIZE = 50
-# The views (issue 21: Mine, Unassigned, All, Resolved, Snoozed) and the filters before them (issue 25), as tabs.
-FILTERS = {"needs_reply": "Needs reply", "mine": "Mine", "unassigned": "Unassigned", "all": "All",
+# The views (issue 21: Mine, Unassigned, All, Resolved, Snoozed), the filters before them (issue 25) and the
+# conversations the bot handed to a person (issue 43 §8: they look answered otherwise), as tabs.
+FILTERS = {"needs_reply": "Needs reply", "handed_off": "Handed off", "mine": "Mine", "unassigned": "Unassigned", "all": "All",
            "resolved": "Resolved", "snoozed": "Snoozed", "unread": "Unread", "failed": "Failed deliveries",
            "paused": "Bot paused"}
 DEFAULT_FILTER = "needs_reply"  # the contact wrote last, or a handoff waits: what needs a person now
@@ -40,9 +41,10 @@ def _conversation_view(row):
 
 
 def state_view(row):
-    """A conversation's status and assignee for the page: {status, snoozed_until, assignee_user_id,
-    assignee (shown by email until users have names)}."""
+    """A conversation's status and assignee for the page: {status, snoozed_until, handed_off (since when the bot's
+    handoff waits for a person, or None), assignee_user_id, assignee (shown by email until users have names)}."""
     return {"status": row["status"], "snoozed_until": row["snoozed_until"],
+            "handed_off": row["handoff_waiting_since"],
             "assignee_user_id": row["assignee_user_id"], "assignee": row["assignee_email"]}
 
 

@@ -42,9 +42,15 @@ CLOSE_GOING_AWAY = 1001    # server shutdown: reconnect and resume
 EVENT_PAGE_ROLES = {store.CAMPAIGN_PROGRESS: "admin"}
 
 
+# Events only GET /v1/events reads (the notification types, storage/outbox.py, and emptied ones): no page
+# shows them, so none is sent them (a contact import would otherwise push a frame per contact).
+STREAM_ONLY = frozenset({"contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+                         "subaccount.auto_recharge", store.ERASED_EVENT})
+
+
 def may_see(role, row):
     """Whether a page of a user with ``role`` receives the event row (its type is row[2])."""
-    return allows(role, EVENT_PAGE_ROLES.get(row[2], "agent"))
+    return row[2] not in STREAM_ONLY and allows(role, EVENT_PAGE_ROLES.get(row[2], "agent"))
 
 
 def event_json(row):
@@ -170,6 +176,8 @@ class Hub:
         self.position = None                      # the newest event id read; None while nobody listens
         self.rounds = 0
         self._subscribers = {}                    # account id -> set of Subscriber
+        self._waiters = {}                        # account id -> set of asyncio.Event: long-polls (GET /v1/events)
+        self.stopping = False                     # the server is shutting down: long-polls answer at once
         self._lock = asyncio.Lock()               # a round and a subscription's catch-up never interleave
         self._wanted = False
         self._task = None
@@ -188,6 +196,7 @@ class Hub:
 
     def start(self):
         from tornado.ioloop import PeriodicCallback
+        self.stopping = False
         if self._poller is None:
             self._poller = PeriodicCallback(self.notify, self.poll_seconds * 1000)
             self._poller.start()
@@ -196,7 +205,12 @@ class Hub:
             self._session_checker.start()
 
     async def stop(self):
-        """Close every page's socket as "going away": their scripts reconnect and resume after a restart."""
+        """Close every page's socket as "going away": their scripts reconnect and resume after a restart; wake
+        every long-poll, which answers what it has."""
+        self.stopping = True
+        for group in self._waiters.values():
+            for woken in group:
+                woken.set()
         for timer in (self._poller, self._session_checker):
             if timer is not None:
                 timer.stop()
@@ -215,10 +229,10 @@ class Hub:
         parent_session. Returns the Subscriber, or None when the page was told to reload."""
         subscriber = Subscriber(self, account_id, user_id, transport, session, **page)
         async with self._lock:  # no round runs while the replay is read and the page joins
-            if not self._subscribers:
+            if not self._listening:
                 self.position = await store.position(self.db)
             rows, resumable, seq_at_position = await store.catch_up(self.db, account_id, after, self.position,
-                                                                    self.catch_up_limit)
+                                                                    self.catch_up_limit, sorted(STREAM_ONLY))
             if not resumable:
                 subscriber.reload("the page is older than the live events kept")
                 return None
@@ -246,6 +260,32 @@ class Hub:
         ordered = sorted(group, key=lambda s: s.opened)
         for old in ordered[:max(0, len(ordered) - self.max_per_account)]:
             old.close(CLOSE_REPLACED, "too many live pages for this account")
+
+    @property
+    def _listening(self):
+        """Whether rounds run (pages or long-polls wait): the position is then current."""
+        return bool(self._subscribers or self._waiters)
+
+    async def watch(self, account_id):
+        """A long-poll of the account starts waiting: returns an asyncio.Event set when a round reads an event
+        of the account committed after this call (or the hub stops). The caller reads the table after this
+        call, not before, so that nothing committed between its read and the wait goes unnoticed; and calls
+        unwatch() when done."""
+        woken = asyncio.Event()
+        async with self._lock:
+            if not self._listening:
+                self.position = await store.position(self.db)
+            self._waiters.setdefault(account_id, set()).add(woken)
+        if self.stopping:
+            woken.set()
+        return woken
+
+    def unwatch(self, account_id, woken):
+        group = self._waiters.get(account_id)
+        if group is not None:
+            group.discard(woken)
+            if not group:
+                del self._waiters[account_id]
 
     def unsubscribe(self, subscriber):
         self.presence.leave(subscriber)
@@ -285,7 +325,7 @@ class Hub:
 
     def notify(self):
         """Something committed (or the backstop poll): run a round soon. Cheap when nobody listens."""
-        if not self._subscribers:
+        if not self._listening:
             return
         self._wanted = True
         if self._task is None:
@@ -294,7 +334,7 @@ class Hub:
     async def _run(self):
         loop = asyncio.get_running_loop()
         try:
-            while self._wanted and self._subscribers:
+            while self._wanted and self._listening:
                 # Under load, many pages make a round costly: rounds then come less often (and carry more
                 # events each), so that pushing never takes more than fan_out_share of the loop from requests.
                 interval = max(self.min_interval, self._push_seconds / self.fan_out_share)
@@ -316,11 +356,14 @@ class Hub:
         """Read every event after our position in one query and push each account's to its subscribers.
         True when the read was full (another round follows at once)."""
         async with self._lock:
-            if not self._subscribers:
+            if not self._listening:
                 return False
             rows, self.position = await store.read_after(self.db, self.position, self.round_limit)
             if not rows:
                 return False
+            for account_id in {row[1] for row in rows} & self._waiters.keys():
+                for woken in self._waiters[account_id]:
+                    woken.set()
             self.rounds += 1
             started = time.thread_time()  # the loop's CPU time: time the OS gave to others does not count
             by_account = {}

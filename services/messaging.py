@@ -168,7 +168,7 @@ def _record_inbound(cx, message, identity, answers_since):
         bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
-                                "bot_pending": 1 if bot_wanted else None}])
+                                "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None}])
     return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
 
 

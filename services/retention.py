@@ -54,8 +54,9 @@ RULES = (
     Rule("Idempotency-Key answers", lambda s: idempotency_store.WINDOW, store.prune_older,
          ("idempotency_keys", "created_at")),
     Rule("batch records of writers that ended", lambda s: timedelta(days=7), store.prune_writer_batches),
-    # Never the newest event (ids count on from it); an inbox page offline for longer reloads.
-    Rule("live events", lambda s: timedelta(hours=s.live_events_retention_hours), events_store.prune),
+    # Never an account's newest event (its numbers count on from it); a cursor or an inbox page offline for
+    # longer is told so (GET /v1/events 410 CURSOR_EXPIRED; the page reloads).
+    Rule("live events", lambda s: timedelta(days=s.event_retention_days), events_store.prune),
 )
 
 # Between two batches the cleanup yields this long, so its writes stay a small share of the writer's.

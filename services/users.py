@@ -3,7 +3,7 @@ keys), agent (inbox, contacts, lists). Invite (a one-time sign-in link, shown), 
 active. The rules that need the stored state (the last active owner) are checked in the write itself."""
 import json
 
-from common.errors import Forbidden, Invalid, NotFound
+from common.errors import Conflict, Forbidden, Invalid, NotFound
 from common.ids import new_id, now_iso
 from services import one_time_links
 from services.contact_fields import normalize_email
@@ -14,7 +14,7 @@ ROLES = ("agent", "admin", "owner")  # each can do what the ones before it can
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
 API_KEY_ROLE = "owner"  # an API key acts with an owner's rights
 MAX_NAME = 200
-INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
+INVITED = store.INVITED
 OWNERS_ONLY = store.OWNERS_ONLY
 
 
@@ -31,7 +31,8 @@ def author_name(email, as_account=None):
 
 def public_user(row):
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
-            "active": bool(row["active"]), "createdAt": row["created_at"]}
+            "active": bool(row["active"]), "invitationPending": bool(row["invitation_pending"]),
+            "createdAt": row["created_at"]}
 
 
 def _role(value):
@@ -89,6 +90,19 @@ async def invite(db, box, base_url, account_id, *, email, name=None, role, by, a
         created = {**user, "active": 1, "shown": shown}
     link = json.loads(box.decrypt(created["shown"]))
     return {**public_user(created), "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"]}
+
+
+async def new_invitation_link(db, base_url, account_id, user_id, *, actor_role):
+    """A new one-time sign-in link for a user whose invitation is pending (the first one expired, or was lost):
+    the earlier link dies (services.one_time_links.issue). Returns the user with signInUrl and signInExpiresAt.
+    NotFound USER_NOT_FOUND, Forbidden (an admin and an owner's invitation), Conflict when it was accepted."""
+    user = await get_user(db, account_id, user_id)
+    _require_manager(actor_role, user["role"])
+    if not user["invitationPending"]:
+        raise Conflict(f"{user['email']} accepted the invitation already: they sign in with their password "
+                       f"(a forgotten one: reset-password)", code="INVITATION_ACCEPTED")
+    link = await one_time_links.issue(db, base_url, user_id, account_id, "invite")
+    return {**user, "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"]}
 
 
 async def update(db, account_id, user_id, *, changes, by, actor_role):

@@ -78,15 +78,18 @@ def account_bot_in_tx(cx, account_id):
 
 
 def contact_state_in_tx(cx, account_id, contact_id, now, before_message_id=None):
-    """The contact as the bot sees it: {opted_out, pause (get_pause_in_tx), first_message}, or None for an
-    unknown contact. first_message: no inbound message before before_message_id (None: none at all)."""
+    """The contact as the bot sees it: {opted_out, pause (get_pause_in_tx), first_message, fields}, or None for
+    an unknown contact. first_message: no inbound message before before_message_id (None: none at all);
+    fields: what its answers' placeholders are filled with (first_name, last_name, email, phone)."""
     row = cx.execute("SELECT opted_out, EXISTS (SELECT 1 FROM messages WHERE account_id = ? AND contact_id = ?"
-                     " AND direction = 'inbound' AND id < ?) FROM contacts WHERE account_id = ? AND id = ?",
+                     " AND direction = 'inbound' AND id < ?), first_name, last_name, email, phone"
+                     " FROM contacts WHERE account_id = ? AND id = ?",
                      (account_id, contact_id, before_message_id or _AFTER_EVERY_ID, account_id, contact_id)).fetchone()
     if row is None:
         return None
     return {"opted_out": bool(row[0]), "pause": get_pause_in_tx(cx, account_id, contact_id, now),
-            "first_message": not row[1]}
+            "first_message": not row[1],
+            "fields": {"first_name": row[2], "last_name": row[3], "email": row[4], "phone": row[5]}}
 
 
 @reads

@@ -9,10 +9,15 @@ PREVIEW_CHARS = 140
 STATUSES = ("open", "pending", "resolved", "snoozed")
 _ACTIVE = "v.status IN ('open', 'pending')"  # what a person still works on (resolved and snoozed are put away)
 # Needs reply (issue 25 §4): the contact wrote last, or a handoff waits for a person, and nobody put it away. A
-# campaign's send alone never puts a conversation here: its message is outbound. Mine takes the user's id.
-_CONDITIONS = {"needs_reply": f"(v.last_direction = 'inbound' OR v.handoff_waiting_since IS NOT NULL) AND {_ACTIVE}",
+# campaign's send alone never puts a conversation here (its message is outbound), nor does an opt-out or opt-in
+# keyword reply (issue 43 §8: last_inbound_id skips them); Unassigned wants the contact to have written
+# something (a campaign-only conversation waits for nobody). Mine takes the user's id.
+_HANDED_OFF = "v.handoff_waiting_since IS NOT NULL"
+_CONDITIONS = {"needs_reply": f"(v.last_inbound_id = v.last_message_id OR {_HANDED_OFF}) AND {_ACTIVE}",
+               "handed_off": _HANDED_OFF,  # as the navigation's "Needs a person" counts them
                "mine": f"v.assignee_user_id = ? AND {_ACTIVE}",
-               "unassigned": f"v.assignee_user_id IS NULL AND {_ACTIVE}",
+               "unassigned": f"v.assignee_user_id IS NULL AND (v.last_inbound_id IS NOT NULL OR {_HANDED_OFF})"
+                             f" AND {_ACTIVE}",
                "resolved": "v.status = 'resolved'", "snoozed": "v.status = 'snoozed'",
                "unread": "v.unread_count > 0", "failed": "v.failed_count > 0", "paused": "p.paused_until IS NOT NULL"}
 FILTERS = ("all", *_CONDITIONS)
@@ -22,7 +27,7 @@ _OF_CAMPAIGN = ("EXISTS (SELECT 1 FROM campaign_recipients r JOIN campaigns k ON
 PERSON_AUTHORS = ("user", "api")  # an outbound message typed by a person (the inbox) or sent by the API
 
 _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
-           " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since,"
+           " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since, v.last_inbound_id,"
            " v.status, v.snoozed_until, v.assignee_user_id, u.email AS assignee_email,"
            " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
            " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
@@ -34,10 +39,12 @@ _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_di
 def on_messages_in_tx(cx, messages):
     """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
     one is there already), an inbound one counts as unread and reopens a resolved or snoozed conversation (in
-    the same statement: issue 23 measures this path). One statement for all, no read."""
+    the same statement: issue 23 measures this path), and unless it is a keyword (m["keyword"]) it is what the
+    contact wrote last (last_inbound_id). One statement for all, no read."""
     rows = [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
              m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
-             1 if m.get("status") == "Failed" else 0) for m in messages]
+             1 if m.get("status") == "Failed" else 0,
+             m["id"] if m["direction"] == "inbound" and not m.get("keyword") else None) for m in messages]
     if len(rows) == 1:  # every inbound message: sent with the transaction's next statement or its COMMIT
         execute_later(cx, _UPSERT_ONE, rows[0])
     elif len({row[:2] for row in rows}) == len(rows):
@@ -53,12 +60,12 @@ def on_messages_in_tx(cx, messages):
                        " AND handoff_waiting_since IS NOT NULL", sorted(answered))
 
 
-_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
 _NEWER = "excluded.last_message_id > conversations.last_message_id"
 _UPSERT = (
     "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
-    " last_author, last_preview, channel, unread_count, failed_count) VALUES {values}"
+    " last_author, last_preview, channel, unread_count, failed_count, last_inbound_id) VALUES {values}"
     " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
     f" last_message_at = CASE WHEN {_NEWER} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
     f" last_direction = CASE WHEN {_NEWER} THEN excluded.last_direction ELSE conversations.last_direction END,"
@@ -71,7 +78,10 @@ _UPSERT = (
     " failed_count = conversations.failed_count + excluded.failed_count,"
     " status = CASE WHEN excluded.last_direction = 'inbound' AND conversations.status IN ('resolved', 'snoozed')"
     " THEN 'open' ELSE conversations.status END,"
-    " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END")
+    " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END,"
+    " last_inbound_id = CASE WHEN conversations.last_inbound_id IS NULL"
+    " OR excluded.last_inbound_id > conversations.last_inbound_id THEN COALESCE(excluded.last_inbound_id,"
+    " conversations.last_inbound_id) ELSE conversations.last_inbound_id END")
 _UPSERT_ONE = _UPSERT.format(values=_ONE_ROW)
 
 

@@ -66,7 +66,7 @@ def _auto_recharge_in_tx(cx, account, now):
     webhook_id = enqueue_notification_in_tx(cx, account["parent_agency_id"], AUTO_RECHARGE_EVENT, {
         "idempotency_key": key, "sub_account_id": account["id"], "email": account["email"],
         "balance": as_number(account["credit_hundredths"]), "threshold": as_number(threshold),
-        "amount": as_number(account["auto_recharge_amount"])})
+        "amount": as_number(account["auto_recharge_amount"])}, event_without_url=False)
     if webhook_id is None:
         return None
     cx.execute("UPDATE accounts SET auto_recharge_key = ?, auto_recharge_notified_at = ? WHERE id = ?",

@@ -13,7 +13,7 @@ from common.ids import new_id
 from storage import campaigns
 from storage.audit import record_by
 from storage.db import reads, writes
-from storage.events import CONVERSATION_ERASED, emit_in_tx
+from storage.events import CONVERSATION_ERASED, ERASED_EVENT, emit_in_tx
 
 _CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
 
@@ -119,10 +119,14 @@ def _list_members(cx, t):
 
 
 def _events(cx, t):
-    """Live events naming the contact (its id is all they carry), but never the account's newest: positions
-    count on from it (storage/events.py), and the erasure's own event, emitted first, is that one."""
-    return cx.execute("DELETE FROM events WHERE account_id = ? AND id < ? AND data LIKE ? ESCAPE '\\'",
-                      (t["account_id"], t["event_id"], like_pattern(t["contact_id"], "contactId"))).rowcount
+    """Events naming the contact (by contactId; the contact events carry it as "id" with its name, phone and
+    email), but never the account's newest (the erasure's own event, emitted first): each is emptied in place
+    rather than deleted, so that the account's numbers stay without gaps and a cursor before them is not taken
+    for one past retention (GET /v1/events). An emptied event is of no type any page or client is shown."""
+    return cx.execute(f"UPDATE events SET type = '{ERASED_EVENT}', data = '{{}}' WHERE account_id = ? AND id < ?"
+                      " AND (data LIKE ? ESCAPE '\\' OR data LIKE ? ESCAPE '\\')",
+                      (t["account_id"], t["event_id"], like_pattern(t["contact_id"], "contactId"),
+                       like_pattern(t["contact_id"], "id"))).rowcount
 
 
 def _idempotency_keys(cx, t):

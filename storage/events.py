@@ -19,10 +19,12 @@ CONVERSATION_ERASED = "conversation.erased"  # {contactId}: the contact was eras
 NOTE_CREATED = "note.created"                # {noteId, contactId}: a private note in the thread (storage/notes.py)
 NOTE_DELETED = "note.deleted"                # {noteId, contactId}
 # A campaign's batch, one event for many messages (one per message would cost the runner's transactions):
-MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds}: each of these contacts has a new message
+MESSAGES_CREATED = "messages.created"        # {campaignId, contactIds, messageIds}: each of these contacts has a
+#                                              new message (messageIds: theirs, in the same order)
 MESSAGES_STATUS = "messages.status"          # {campaignId, status, messages: [[contactId, messageId], ...]}
 # A campaign's counts or status changed (storage/campaigns.py progress_in_tx), as that transaction left them:
 CAMPAIGN_PROGRESS = "campaign.progress"      # {campaignId, status, counts: {total, pending, queued, sent, ...}}
+ERASED_EVENT = "erased"                      # {}: an event that named an erased contact, emptied (storage/erasure.py)
 BATCH_EVENT_SIZE = 500                       # contacts per batch event at most (a cancel may touch 100,000)
 
 
@@ -127,11 +129,15 @@ class _PostgresOrder:
 _ORDER = {"sqlite": _SqliteOrder, "postgresql": _PostgresOrder}
 
 
-def emit_batches_in_tx(cx, account_id, type, data, key, items):
+def emit_batches_in_tx(cx, account_id, type, data, key, items, also=None):
     """Emit ``type`` for many messages in as few events as BATCH_EVENT_SIZE allows: each is data with ``key``
-    set to a chunk of the list items. Nothing when items is empty."""
+    set to a chunk of the list items (and, with also=(key, list), that key to the same chunk of a list as long).
+    Nothing when items is empty."""
     for start in range(0, len(items), BATCH_EVENT_SIZE):
-        emit_at_commit_in_tx(cx, account_id, type, {**data, key: items[start:start + BATCH_EVENT_SIZE]})
+        chunk = {key: items[start:start + BATCH_EVENT_SIZE]}
+        if also is not None:
+            chunk[also[0]] = also[1][start:start + BATCH_EVENT_SIZE]
+        emit_at_commit_in_tx(cx, account_id, type, {**data, **chunk})
 
 
 def message_updated_in_tx(cx, account_id, message_id):
@@ -174,12 +180,13 @@ def read_after(cx, position, limit):
 
 
 @reads
-def catch_up(cx, account_id, after_seq, through_id, limit):
+def catch_up(cx, account_id, after_seq, through_id, limit, skip_types=()):
     """What a page of the account that saw its events up to number after_seq missed, up to through_id (the
     hub's position): returns (rows, resumable, seq_at_through). resumable is False when after_seq is older
     than the account's oldest event kept (pruned since) or newer than its newest (another database, a
     restored backup). rows: at most ``limit`` + 1 events of this account, shaped like read_after's, so the
-    caller can tell when there are too many to replay. seq_at_through: the account's number at through_id."""
+    caller can tell when there are too many to replay; none of skip_types (no page is shown them).
+    seq_at_through: the account's number at through_id."""
     oldest, newest = cx.execute("SELECT MIN(seq), MAX(seq) FROM events WHERE account_id = ?",
                                 (account_id,)).fetchone()
     if newest is None:
@@ -187,8 +194,9 @@ def catch_up(cx, account_id, after_seq, through_id, limit):
     if after_seq < oldest - 1 or after_seq > newest:
         return [], False, 0
     seen, through = _ORDER[dialect_of(cx).name].through(through_id)
-    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND {seen} ORDER BY seq LIMIT ?",
-                      (account_id, after_seq, through, limit + 1)).fetchall()
+    skip = f" AND type NOT IN ({', '.join('?' for _ in skip_types)})" if skip_types else ""
+    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND {seen}{skip} ORDER BY seq LIMIT ?",
+                      (account_id, after_seq, through, *skip_types, limit + 1)).fetchall()
     # seq grows in commit order within an account: from its newest event back, the first the hub has read
     # (the events committed since the hub last read are few).
     at_through = cx.execute(f"SELECT seq FROM events WHERE account_id = ? AND {seen} ORDER BY seq DESC LIMIT 1",
@@ -206,3 +214,20 @@ def prune(cx, older_than, limit):
     return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events AS e WHERE created_at < ?"
                       " AND seq < (SELECT MAX(seq) FROM events WHERE account_id = e.account_id)"
                       " ORDER BY id LIMIT ?)", (older_than, limit)).rowcount
+
+
+@reads
+def account_page(cx, account_id, after_seq, types, limit):
+    """GET /v1/events' rows: the account's events numbered after ``after_seq`` whose type is in ``types``,
+    in seq order (commit order on both databases: on PostgreSQL an account's events commit in seq order, the
+    counter's lock held to COMMIT, so a reader sees a prefix of them), at most ``limit``; with the account's
+    oldest and newest number kept ((None, None) before its first event), read before the rows (a row read
+    after is never older than what they say): (rows, oldest, newest)."""
+    oldest, newest = cx.execute("SELECT MIN(seq), MAX(seq) FROM events WHERE account_id = ?",
+                                (account_id,)).fetchone()
+    if newest is None:
+        return [], None, None
+    marks = ", ".join("?" for _ in types)
+    rows = cx.execute(f"{_ROW} WHERE account_id = ? AND seq > ? AND seq <= ? AND type IN ({marks})"
+                      " ORDER BY seq LIMIT ?", (account_id, after_seq, newest, *types, limit)).fetchall()
+    return rows, oldest, newest

@@ -212,3 +212,15 @@ def count_contact_messages(cx, account_id, contact_id):
     messages_account_contact)."""
     return cx.execute("SELECT COUNT(*) FROM messages WHERE account_id = ? AND contact_id = ?",
                       (account_id, contact_id)).fetchone()[0]
+
+
+@reads
+def messages_by_ids(cx, account_id, message_ids):
+    """The account's messages among these ids (the event stream fills its message events in with them), in
+    chunks of at most 500 ids a statement."""
+    found = []
+    for start in range(0, len(message_ids), 500):
+        chunk = message_ids[start:start + 500]
+        found += fetch_all(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id IN"
+                               f" ({', '.join('?' * len(chunk))})", (account_id, *chunk), json_columns=_JSON)
+    return found

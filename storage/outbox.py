@@ -4,6 +4,7 @@ import json
 from common.ids import new_id, new_ids, now_iso
 from storage.db import reads
 from storage.dialect import dialect_of
+from storage.events import emit_at_commit_in_tx
 
 
 def enqueue_in_tx(cx, *, account_id, kind, payload, event_type=None, message_id=None, webhook_id=None,
@@ -30,11 +31,15 @@ def enqueue_many_in_tx(cx, deliveries):
     return webhook_ids
 
 
-def enqueue_notification_in_tx(cx, account_id, event_type, data):
+def enqueue_notification_in_tx(cx, account_id, event_type, data, event_without_url=True):
     """Queue a notification when the account has a URL for this event now; returns its webhook id or None.
-    Body per docs/design.md#api-decisions: {event, id, occurredAt, accountId, data}."""
+    Body per docs/design.md#api-decisions: {event, id, occurredAt, accountId, data}. The same type with the
+    same data goes on the account's event stream (GET /v1/events) in this transaction, with a URL or without
+    (event_without_url=False: only with one, for a notification that is asked again until it is queued)."""
     url = dialect_of(cx).json_field_param("settings", "notificationUrls")
     row = cx.execute(f"SELECT {url} FROM accounts WHERE id = ?", (event_type, account_id)).fetchone()
+    if event_without_url or (row and row[0]):
+        emit_at_commit_in_tx(cx, account_id, event_type, data)
     if not row or not row[0]:
         return None
     webhook_id = new_id("evt")

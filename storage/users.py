@@ -7,7 +7,10 @@ from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
 from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 
-_COLUMNS = "id, account_id, email, name, role, active, created_at"
+INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
+# invitation_pending: invited and the link not used yet (issue 43 §11: such a user is not "Active" on the page).
+_COLUMNS = (f"id, account_id, email, name, role, active, created_at,"
+            f" CASE WHEN password_hash = '{INVITED}' THEN 1 ELSE 0 END AS invitation_pending")
 
 
 def author_sql(item, user="u", account="aa"):

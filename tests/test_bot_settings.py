@@ -53,6 +53,10 @@ async def test_the_bot_object_round_trips_through_patch_and_get(api, account):
     ({"colour": "blue"}, "bot.colour"),
     ({"campaigns": {"spring": {"rules": [{"keywords": ["x"]}]}}}, "bot.campaigns.spring.rules[0].answer"),
     ({"campaigns": {"spring": {"campaigns": {}}}}, "bot.campaigns.spring.campaigns"),
+    # Read-only (issue 36 item 15): what reads show is refused in a write, whatever its value.
+    ({"provider": {"apiKeySet": False}}, "bot.provider.apiKeySet is read-only"),
+    ({"provider": {"apiKeySet": None}}, "bot.provider.apiKeySet is read-only"),
+    ({"campaigns": {"0": {"provider": {"apiKeySet": False}}}}, "bot.campaigns.0.provider.apiKeySet is read-only"),
     # The keyword limits that bound the bot's matching (issue 18, item 1):
     ({"rules": [RULES[0]] * 3 + [{"keywords": [f"k{i}" for i in range(51)], "answer": "x"}]}, "bot.rules[3].keywords"),
     ({"rules": [RULES[0]] * 201}, "bot.rules"),
@@ -124,9 +128,13 @@ async def test_a_stored_key_never_follows_the_provider_to_another_host(api, acco
     assert r.code == 200 and r.json["bot"]["provider"]["apiKeySet"] is True
     r = await patch_bot(api, key, {"provider": {"baseUrl": "http://127.0.0.2:9/v1", "apiKey": None}})
     assert r.code == 200 and r.json["bot"]["provider"]["apiKeySet"] is False
-    # A GET answer sent back as a PATCH (apiKeySet included) changes nothing.
+    # A GET answer sent back as a PATCH is 400 naming the read-only apiKeySet (issue 36 item 15); without it,
+    # it changes nothing.
     shown = (await api.get("/v1/account", key=key)).json["settings"]["bot"]
-    assert (await patch_bot(api, key, shown)).json["bot"] == shown
+    r = await patch_bot(api, key, shown)
+    assert r.code == 400 and r.json["error"]["message"].startswith("bot.provider.apiKeySet is read-only")
+    written = {**shown, "provider": {k: v for k, v in shown["provider"].items() if k != "apiKeySet"}}
+    assert (await patch_bot(api, key, written)).json["bot"] == shown
 
 
 async def test_provider_urls_are_checked_like_webhook_urls():

@@ -60,17 +60,18 @@ async def test_patch_validates_like_create_and_changes_nothing_on_an_error(api, 
 
 
 async def test_a_phone_or_email_another_contact_has_is_409_naming_it(api, account, services):
-    """409 CONFLICT, the message and existingId naming the contact that has it; nothing changes (the other
-    fields of the same request neither), and no contact.updated is queued."""
+    """409 CONFLICT, the message naming the contact that has it by its name and id (issue 43 §9: an id alone told
+    nobody who), existingId its id; nothing changes (the other fields of the same request neither), and no
+    contact.updated is queued."""
     key = account["api_key"]
     await api.patch("/v1/account/settings", {"notificationUrls": {"contact.updated": "http://127.0.0.1:9/u"}}, key=key)
-    a = await new_contact(api, key, phone="+14155552671", email="a@example.com")
+    a = await new_contact(api, key, firstName="Ann", lastName="Lee", phone="+14155552671", email="a@example.com")
     b = await new_contact(api, key, phone="+14155552672", email="b@example.com")
     for body, field in (({"firstName": "B2", "phone": "+1 415 555 2671"}, "phone"),
                         ({"firstName": "B2", "email": "A@EXAMPLE.com"}, "email")):
         r = await patch(api, key, b["id"], body)
         assert r.code == 409, r.body
-        assert r.json == {"error": {"code": "CONFLICT", "message": f"{a['id']} already has this {field}",
+        assert r.json == {"error": {"code": "CONFLICT", "message": f"Ann Lee ({a['id']}) already has this {field}",
                                     "existingId": a["id"]}}
     assert await get_contact(api, key, b["id"]) == b
     assert await list_outbox(services.db, account["account_id"], "notification") == []

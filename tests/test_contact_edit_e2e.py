@@ -39,7 +39,7 @@ def test_api_patch_contact_conflict_and_contact_updated_reach_a_receiver(parley)
             bob = client.post("/v1/contacts", json={"firstName": "Bob", "phone": "+14155550102"}).json()
             r = client.patch(f"/v1/contacts/{bob['id']}", json={"phone": "+14155550101", "lastName": "X"})
             assert r.status_code == 409
-            assert r.json() == {"error": {"code": "CONFLICT", "message": f"{ada['id']} already has this phone",
+            assert r.json() == {"error": {"code": "CONFLICT", "message": f"Ada ({ada['id']}) already has this phone",
                                           "existingId": ada["id"]}}
             r = client.patch(f"/v1/contacts/{ada['id']}", json={"lastName": "Lovelace", "optedOut": True},
                              headers={"Idempotency-Key": "e2e-1"})
@@ -91,8 +91,11 @@ def test_browser_edits_a_contact_and_opts_it_out(page, parley):
     page.fill("#phone", "+1 415 555 0202")
     page.fill("#lastName", "Lovelace")
     page.click("#contact-form button[type=submit]")
-    assert page.text_content("#phone-error") == f"{bob['id']} already has this phone"
+    assert page.text_content("#phone-error") == f"Bob ({bob['id']}) already has this phone"
     assert page.get_attribute("#phone", "aria-invalid") == "true"
+    # The contact that has it is a link away (issue 43 §9).
+    assert page.get_attribute("#existing-contact a", "href") == f"/contacts/{bob['id']}"
+    assert page.text_content("#existing-contact a") == "Open Bob"
     assert page.input_value("#lastName") == "Lovelace"  # what was typed stays
     page.fill("#phone", "+1 415 555 0299")
     page.click("#contact-form button[type=submit]")

@@ -34,9 +34,10 @@ async def test_edit_a_contact_in_place_with_the_apis_errors_next_to_the_field(si
     r = await signed_in.post(f"/contacts/{ada['id']}", {**FORM, "email": "nope"})
     assert r.code == 400 and "not a valid email" in field_error(r.text, "email")
     r = await signed_in.post(f"/contacts/{ada['id']}", {**FORM, "phone": "+1 415 555 2672"})
-    assert r.code == 409 and field_error(r.text, "phone") == f"{bob['id']} already has this phone"
+    assert r.code == 409 and field_error(r.text, "phone") == f"Bob ({bob['id']}) already has this phone"
+    assert f'<p class="hint" id="existing-contact"><a href="/contacts/{bob["id"]}">Open Bob</a></p>' in r.text
     r = await signed_in.post(f"/contacts/{ada['id']}", {**FORM, "email": "BOB@example.com"})
-    assert r.code == 409 and field_error(r.text, "email") == f"{bob['id']} already has this email"
+    assert r.code == 409 and field_error(r.text, "email") == f"Bob ({bob['id']}) already has this email"
     r = await signed_in.post(f"/contacts/{ada['id']}", {**FORM, "phone": ""})
     assert r.code == 400 and "phone or email is required" in r.text
     assert await api_contact(services, account_id, ada["id"]) == ada  # nothing changed by the errors

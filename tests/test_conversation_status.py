@@ -209,7 +209,7 @@ async def test_views_mine_unassigned_resolved_and_snoozed(services, team):
     ids, counts = await view("snoozed", team["bob"])
     assert ids == [team["ben"]]
     assert counts == {"all": 2, "needs_reply": 0, "mine": 0, "unassigned": 0, "resolved": 1, "snoozed": 1,
-                      "unread": 2, "failed": 0, "paused": 0}
+                      "unread": 2, "failed": 0, "paused": 0, "handed_off": 0}
     assert set((await view("all", team["bob"]))[0]) == {team["ann"], team["ben"]}
 
 
@@ -242,7 +242,7 @@ async def test_deactivating_a_user_returns_their_waiting_conversations_to_the_qu
 
     r = await api.patch(f"/v1/users/{bob}", {"active": False}, key=team["key"])
     assert r.code == 200, r.body
-    assert set(r.json) == {"id", "email", "name", "role", "active", "createdAt"} and r.json["active"] is False
+    assert set(r.json) == {"id", "email", "name", "role", "active", "invitationPending", "createdAt"} and r.json["active"] is False
     expected = {team["ann"]: {"status": "open", "snoozed_until": None, "assignee_user_id": None},
                 cat: {"status": "resolved", "snoozed_until": None, "assignee_user_id": bob},
                 dan: {"status": "open", "snoozed_until": None, "assignee_user_id": team["alice"]},

@@ -53,7 +53,7 @@ def test_browser_setup_link_then_a_handoff_shows_on_every_open_page(chromium, fr
             wait_until(open_one, "document.title.startsWith('(1) ')", timeout=5)
             assert open_one.inner_text("#needs-person .count") == "1"
         page.click("#needs-person")
-        assert "filter=needs_reply" in page.url and contact_id in page.content()
+        assert "filter=handed_off" in page.url and contact_id in page.content()
         page.goto(base + f"/inbox/{contact_id}")
         until = page.inner_text("#bot-state time")
         assert re.fullmatch(r"\d{1,2}:\d{2}( ?[AP]M)?", until) or "," in until, until  # local time, today: time only

@@ -202,3 +202,10 @@ def test_the_architecture_diagram_names_every_background_task_of_services():
     assert len(tasks) >= 9, tasks
     missing = [kind for kind in tasks if f"│   {kind} " not in diagram]
     assert not missing, f"docs/architecture.md's diagram does not show {missing}"
+
+
+def test_the_screenshots_script_imports():
+    """`make screenshots` (docs/ images) is not run by the suite, so a helper it imports from tests/ could go
+    away unnoticed (add_user_to_file did): importing it at least finds that."""
+    import importlib
+    importlib.import_module("scripts.screenshots")

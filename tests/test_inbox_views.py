@@ -6,6 +6,7 @@ import re
 
 from tests.test_campaigns import create, make_list, people, run_all, runner, set_webhook  # noqa: F401
 from tests.test_delivery import receiver  # noqa: F401 (fixture)
+from tests.test_bot import configure, say
 from tests.test_inbox import inbound, link_ids
 
 
@@ -27,8 +28,10 @@ async def test_campaign_sends_stay_out_of_needs_reply_until_the_contact_answers(
     page = (await signed_in.get("/inbox")).text  # the default view
     assert 'data-view="needs_reply" aria-current="page"' in page
     assert link_ids(page, "ct") == [walk_in["contact_id"]]
-    assert counts(page) == {"all": 3, "needs_reply": 1, "unread": 1, "failed": 0, "paused": 0,
-                            "mine": 0, "unassigned": 3, "resolved": 0, "snoozed": 0}  # issue 21's views
+    assert counts(page) == {"all": 3, "needs_reply": 1, "unread": 1, "failed": 0, "paused": 0, "handed_off": 0,
+                            "mine": 0, "unassigned": 1, "resolved": 0, "snoozed": 0}  # issue 21's views
+    # Unassigned waits for the contact to write (issue 43 §8: after a campaign it read every recipient).
+    assert link_ids((await signed_in.get("/inbox?filter=unassigned")).text, "ct") == [walk_in["contact_id"]]
     assert set(link_ids((await signed_in.get("/inbox?filter=all")).text, "ct")) == {walk_in["contact_id"], ann, bea}
     of_campaign = (await signed_in.get(f"/inbox/conversations?filter=all&campaign={campaign_id}")).text
     assert set(link_ids(of_campaign, "ct")) == {ann, bea} and counts(of_campaign)["all"] == 2
@@ -36,6 +39,45 @@ async def test_campaign_sends_stay_out_of_needs_reply_until_the_contact_answers(
     answer = await inbound(services, account_id, "+14155550001", "Yes please!")  # Bea (people(2)[1]) answers
     listed = (await signed_in.get("/inbox/conversations")).text
     assert link_ids(listed, "ct") == [answer["contact_id"], walk_in["contact_id"]]  # newest customer message first
-    assert counts(listed)["needs_reply"] == 2
+    assert counts(listed)["needs_reply"] == 2 and counts(listed)["unassigned"] == 2
     assert (await signed_in.get("/inbox/conversations?campaign=cmp_of_nobody&filter=all")).code == 200
     assert link_ids((await signed_in.get("/inbox/conversations?campaign=cmp_of_nobody&filter=all")).text, "ct") == []
+
+
+async def test_keyword_replies_stay_out_and_a_handoff_is_marked_and_has_its_tab(api, services, signed_in, ui_account,
+                                                                               receiver, runner):
+    """Issue 43 §8: STOP and START answers to a campaign opt the contact out and in, and ask nobody for a reply
+    (neither Needs reply nor Unassigned); a handoff, which ends with the bot's own message, is marked "Handed
+    off" (list and thread) and has its tab, which the navigation's "Needs a person" opens."""
+    account_id, key = ui_account["account_id"], ui_account["api_key"]
+    await set_webhook(api, ui_account, receiver.url)
+    list_id, (ann, bea) = await make_list(services, ui_account, people(2))
+    assert (await create(api, ui_account, list_id)).code == 201
+    await run_all(runner)
+    await inbound(services, account_id, "+14155550000", " stop ")  # Ann (people(2)[0])
+    await inbound(services, account_id, "+14155550001", "STOP")
+    await inbound(services, account_id, "+14155550001", "Start")
+    page = (await signed_in.get("/inbox")).text
+    assert (counts(page)["needs_reply"], counts(page)["unassigned"], counts(page)["all"]) == (0, 0, 2)
+    assert link_ids(page, "ct") == []
+    assert "opt-out or opt-in keyword replies" in page
+
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]}, webhook=receiver.url)
+    handoff = await say(api, services, key, "a human please", fromId="+14155550001")  # Bea again
+    assert handoff["bot"] is not None, handoff
+    assert handoff["bot"]["outcome"] == "handoff" and handoff["contactId"] == bea
+    page = (await signed_in.get("/inbox?filter=handed_off")).text
+    assert 'data-view="handed_off" aria-current="page"' in page and link_ids(page, "ct") == [bea]
+    row = page[page.index(f'data-contact="{bea}"'):]
+    row = row[:row.index("</li>")]
+    assert "Handed off" in row and "Bot: </span>Thanks! A person will answer here soon." in row
+    assert (counts(page)["handed_off"], counts(page)["needs_reply"], counts(page)["unassigned"]) == (1, 1, 1)
+    assert 'id="needs-person" class="badge" href="/inbox?filter=handed_off"' in page
+    thread = (await signed_in.get(f"/inbox/{bea}")).text
+    assert 'id="handed-off"' in thread and "Handed off: waiting for a person" in thread
+    # A person's reply ends the handoff: the marker and the tab's entry go.
+    r = await signed_in.post(f"/inbox/{bea}/reply", {"body": "A person here."})
+    assert r.code in (200, 204, 303), r.body
+    page = (await signed_in.get("/inbox?filter=handed_off")).text
+    assert counts(page)["handed_off"] == 0 and link_ids(page, "ct") == []
+    assert 'id="handed-off"' not in (await signed_in.get(f"/inbox/{bea}")).text

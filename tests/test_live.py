@@ -10,7 +10,7 @@ from tornado.websocket import websocket_connect
 
 from common.ids import now_iso
 from services import accounts, messaging
-from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, CLOSE_REPLACED, Hub, Subscriber
+from services.live import CLOSE_GOING_AWAY, CLOSE_RELOAD, CLOSE_REPLACED, STREAM_ONLY, Hub, Subscriber
 from services.retention import RetentionWorker
 from storage import bot_state, conversations, events
 from storage import delivery as delivery_store
@@ -24,6 +24,9 @@ TIMEOUT = 10
 
 
 # ---- helpers --------------------------------------------------------------------------------
+
+# The events pages are sent (GET /v1/events alone reads the others: services.live.STREAM_ONLY).
+PAGE_TYPES = "type NOT IN (" + ", ".join(f"'{t}'" for t in sorted(STREAM_ONLY)) + ")"
 
 async def inbound(services, account_id, sid, from_id="+14155552671", body="Hello", **kw):
     message, created = await messaging.receive_inbound(services, account_id, message_sid=sid, from_id=from_id,
@@ -106,7 +109,8 @@ async def test_every_message_insert_emits_message_created_in_its_transaction(ser
     reply = await messaging.send_reply(services, account_id, first["contact_id"], "Thanks", author="bot")
     sent = await messaging.send_custom_channel_message(services, account_id, from_id="+14155552672",
                                                        custom_channel="webchat", body="Hi from the API")
-    rows = await services.db.read(fetch_all, "SELECT account_id, type, data FROM events ORDER BY id")
+    rows = await services.db.read(fetch_all, f"SELECT account_id, type, data FROM events WHERE {PAGE_TYPES}"
+                                             " ORDER BY id")
     # The API's send is a person's reply: it pauses the bot for that contact (conversation.updated) too.
     assert [(r["account_id"], r["type"]) for r in rows] == [(account_id, "message.created")] * 3 + [
         (account_id, "conversation.updated")]
@@ -119,9 +123,10 @@ async def test_every_message_insert_emits_message_created_in_its_transaction(ser
         {"messageId": sent["messageId"], "contactId": sent["contactId"], "direction": "outbound", "author": "api",
          "status": "Pending"}]
     # A repeated messageSid stores nothing, so it emits nothing.
+    last = await events.last_id(services.db)
     await messaging.receive_inbound(services, account_id, message_sid="sid-1", from_id="+14155552671",
                                     to_id="shop", body="Hello")
-    assert await events.last_id(services.db) == 4
+    assert await events.last_id(services.db) == last
 
 
 def _emit_then_fail(cx, account_id):
@@ -169,8 +174,8 @@ async def test_the_bot_outcome_and_pauses_reach_open_pages_as_events(services, a
     await services.db.write(bot_state.pause_in_tx, account_id, message["contact_id"], "2999-01-01T00:00:00.000Z",
                             "human_reply", now_iso())
     await bot_state.clear_pause(services.db, account_id, message["contact_id"])
-    rows = await services.db.read(fetch_all, "SELECT type, data FROM events WHERE id > 1 ORDER BY id")
-    assert [(r["type"], json.loads(r["data"])) for r in rows] == [
+    rows = await services.db.read(fetch_all, f"SELECT type, data FROM events WHERE {PAGE_TYPES} ORDER BY id")
+    assert [(r["type"], json.loads(r["data"])) for r in rows[1:]] == [
         ("message.updated", {"messageId": message["id"], "contactId": message["contact_id"]}),
         ("conversation.updated", {"contactId": message["contact_id"]}),
         ("conversation.updated", {"contactId": message["contact_id"]})]
@@ -402,14 +407,14 @@ async def test_what_a_page_sees_of_event_ids_says_nothing_of_other_accounts(serv
             await inbound(services, theirs["account_id"], f"theirs-{n}-{k}")
         await inbound(services, mine["account_id"], f"mine-{n}")
         seen += await socket.events(1)
-    assert [e["id"] for e in seen] == [1, 2, 3]
+    assert [e["id"] for e in seen] == [2, 3, 4]  # 1: the contact's contact.created, which pages are not sent
     socket.close()
     await inbound(services, theirs["account_id"], "theirs-late")
     page = await client.get("/inbox")
-    assert 'data-live-after="3"' in page.text
+    assert 'data-live-after="4"' in page.text
     await inbound(services, mine["account_id"], "mine-late")
-    socket = await Socket.open(http_server_client, client.cookies, 2)  # resumes after its second event
-    assert [e["id"] for e in await socket.events(2)] == [3, 4]
+    socket = await Socket.open(http_server_client, client.cookies, 3)  # resumes after its second message
+    assert [e["id"] for e in await socket.events(2)] == [4, 5]
     socket.close()
 
 
@@ -442,15 +447,15 @@ async def test_a_page_older_than_the_events_kept_is_told_to_reload(services, htt
     for n in range(4):
         await inbound(services, account_id, f"sid-{n}")
     await services.db.write(_age_events, "2000-01-01T00:00:00.000Z")
-    deleted = await RetentionWorker(services).run_once()  # the "live events" rule, after 24 h by default
-    assert deleted["live events"] == 3  # the newest one is always kept
+    deleted = await RetentionWorker(services).run_once()  # the "live events" rule, after 7 days by default
+    assert deleted["live events"] == 4  # the newest one is always kept (the first: contact.created)
     for after in (1, 99):  # pruned since; and an id this database never had (a restored backup)
         socket = await Socket.open(http_server_client, client.cookies, after)
         frame = await socket.next()
         assert frame["type"] == "reload" and "older" in frame["reason"]
         assert await socket.next() is None and socket.connection.close_code == CLOSE_RELOAD
-    socket = await Socket.open(http_server_client, client.cookies, 3)  # the oldest position still resumable
-    assert [e["id"] for e in await socket.events(1)] == [4]
+    socket = await Socket.open(http_server_client, client.cookies, 4)  # the oldest position still resumable
+    assert [e["id"] for e in await socket.events(1)] == [5]
     socket.close()
 
 
@@ -463,10 +468,11 @@ async def test_pruning_keeps_each_accounts_newest_event_so_its_numbers_never_go_
     for n in range(4):
         await inbound(services, busy["account_id"], f"b-{n}")
     await services.db.write(_age_events, "2000-01-01T00:00:00.000Z")
-    assert (await RetentionWorker(services).run_once())["live events"] == 4  # all but each account's newest
-    assert await events.last_seq(services.db, quiet["account_id"]) == 2
-    await inbound(services, quiet["account_id"], "q-late")
+    # all but each account's newest (each account's first is its contact's contact.created)
+    assert (await RetentionWorker(services).run_once())["live events"] == 6
     assert await events.last_seq(services.db, quiet["account_id"]) == 3
+    await inbound(services, quiet["account_id"], "q-late")
+    assert await events.last_seq(services.db, quiet["account_id"]) == 4
 
 
 def _age_events(cx, created_at):
@@ -481,7 +487,7 @@ async def test_a_page_that_missed_too_many_events_is_told_to_reload(services, ht
     socket = await Socket.open(http_server_client, client.cookies, 0)
     frame = await socket.next()
     assert frame == {"type": "reload", "reason": "the page missed too many live events"}
-    socket = await Socket.open(http_server_client, client.cookies, 1)  # three missed: replayed
+    socket = await Socket.open(http_server_client, client.cookies, 2)  # three missed (1: contact.created): replayed
     assert len(await socket.events(3)) == 3
     socket.close()
 
@@ -496,10 +502,10 @@ async def test_a_restarted_server_replays_what_a_page_missed(settings, io_loop, 
     try:
         await inbound(reopened, account_id, "sid-2")
         transport = FakeTransport()
-        subscriber = await reopened.hub.subscribe(account_id, "usr_1", 1, transport)
+        subscriber = await reopened.hub.subscribe(account_id, "usr_1", 2, transport)  # 1: the contact's
         assert subscriber is not None
         frames = [json.loads(f) for f in transport.frames]
-        assert [e["id"] for e in frames[0]["events"]] == [2] and frames[1] == {"type": "ready"}
+        assert [e["id"] for e in frames[0]["events"]] == [3] and frames[1] == {"type": "ready"}
         await reopened.hub.stop()
         assert transport.closed == (CLOSE_GOING_AWAY, "server restarting")
     finally:
@@ -560,7 +566,8 @@ async def test_one_round_carries_every_committed_event_in_one_frame(services, ac
     rounds = hub.rounds
     await hub._round()
     assert hub.rounds == rounds + 1 and len(transport.frames) == 2
-    assert [e["id"] for e in json.loads(transport.frames[1])["events"]] == list(range(1, 21))
+    # Each message's contact is new: its contact.created (not sent to pages) comes before it.
+    assert [e["id"] for e in json.loads(transport.frames[1])["events"]] == list(range(2, 41, 2))
 
 
 async def test_a_page_that_joins_ahead_of_the_hub_gets_no_event_twice(services, account):
@@ -575,10 +582,10 @@ async def test_a_page_that_joins_ahead_of_the_hub_gets_no_event_twice(services, 
     for n in range(3):
         await inbound(services, account_id, f"sid-{n}")
     late = FakeTransport()
-    await hub.subscribe(account_id, "usr_2", 2, late)  # rendered after event 2 committed
+    await hub.subscribe(account_id, "usr_2", 3, late)  # rendered after event 3 committed (1: contact.created)
     await hub._round()
-    assert [e["id"] for e in json.loads(early.frames[-1])["events"]] == [1, 2, 3]
-    assert [e["id"] for e in json.loads(late.frames[-1])["events"]] == [3]
+    assert [e["id"] for e in json.loads(early.frames[-1])["events"]] == [2, 3, 4]
+    assert [e["id"] for e in json.loads(late.frames[-1])["events"]] == [4]
 
 
 def test_pages_of_an_ended_session_are_closed():

@@ -159,7 +159,7 @@ async def test_embedded_ipv4_forms_are_checked_when_connecting(address, public, 
     ("https://1.1.1.1/a\r\nX-Injected: 1", "must not contain spaces or control characters"),
     ("https://1.1.1.1/a b", "must not contain spaces or control characters"),
     ("https://1.1.1.1/a\tb", "must not contain spaces or control characters"),
-    ("https://1.1.1.1/\x00", "must not contain spaces or control characters"),
+    ("https://1.1.1.1/\x00", "must not contain control characters (U+0000)"),  # any JSON body (parse_json)
     ("https://1.1.1.1:0/hook", "invalid port"),
     ("https://1.1.1.1:99999/hook", "invalid port"),
     ("https://1.1.1.1/caf\u00e9", "must be percent-encoded"),

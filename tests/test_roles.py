@@ -1,6 +1,7 @@
 """Roles on every UI route (issue 21), walking the route table like tests/test_idempotency.py: each UI handler
 declares the least role it needs; an agent is refused (403) every admin and owner page and allowed the agent
 ones; an admin is refused the owner pages; the navigation shows an agent no link it would be refused."""
+import html
 import re
 
 import pytest
@@ -11,6 +12,9 @@ from services import users
 from handlers.ui.campaigns import CampaignPage, CampaignsPage
 from services import accounts, live
 from storage import events
+from tests.test_campaigns import create, make_list, people, set_webhook
+from tests.test_delivery import receiver  # noqa: F401 (fixture)
+from tests.test_inbox import inbound
 from tests.test_live import Socket
 from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
 from tests.test_users import NEW_PASSWORD, accept, invite
@@ -270,3 +274,72 @@ async def test_campaign_progress_reaches_only_pages_whose_role_has_the_campaign_
     for socket in (*sockets.values(), late):
         socket.close()
     assert live.EVENT_PAGE_ROLES[events.CAMPAIGN_PROGRESS] == CampaignsPage.role == CampaignPage.role
+
+
+# ---- the pages offer only what the role may use (issue 43 §4) --------------------------------------------------
+
+_TARGETS = re.compile(r'\b(?:href|action|formaction|data-[a-z-]*(?:action|src))="(/[^"]*)"')
+
+
+def _route_role(path):
+    """The least role of the UI route path (query ignored) leads to, or None for no UI route (static files)."""
+    for pattern, handler, *_ in routes():
+        if isinstance(handler, type) and issubclass(handler, UiHandler) and re.fullmatch(pattern, path):
+            return handler.role
+    return None
+
+
+async def _offered(client, start="/inbox", limit=150):
+    """Walk the pages from start as this client, following its links: {target path: the page that offers it}
+    for every link, form and script target of the pages it can reach."""
+    offered, seen, queue = {}, set(), [start]
+    while queue and len(seen) < limit:
+        page = queue.pop(0)
+        r = await client.get(page)
+        if r.code != 200 or "text/html" not in r.headers.get("Content-Type", ""):
+            continue
+        for target in map(html.unescape, _TARGETS.findall(r.text)):
+            path = target.split("?", 1)[0].split("#", 1)[0]
+            offered.setdefault(path, page)
+            if 'href="' + target.replace("&", "&amp;") in r.text and target not in seen and path != "/logout" \
+                    and sum(s.split("?", 1)[0] == path for s in seen) < 2:  # a path's pages: two (pagers)
+                seen.add(target)
+                queue.append(target)
+    return offered, seen
+
+
+@pytest.fixture
+def full_account(io_loop, api, services, signed_in, ui_account, receiver):
+    """The ui_account with something on every page: a conversation with a note, a list with its member, a
+    campaign, a canned reply, a contact import."""
+    async def fill():
+        account_id = ui_account["account_id"]
+        await set_webhook(api, ui_account, receiver.url)
+        list_id, [contact_id] = await make_list(services, ui_account, people(1))
+        await inbound(services, account_id, "+14155550000", "Hello")
+        assert (await create(api, ui_account, list_id)).code == 201
+        r = await api.post(f"/v1/conversations/{contact_id}/notes", {"body": "VIP"}, key=ui_account["api_key"])
+        assert r.code == 201, r.body
+        r = await api.post("/v1/canned-replies", {"code": "hi", "body": "Hi there"}, key=ui_account["api_key"])
+        assert r.code == 201, r.body
+        return contact_id
+    return io_loop.run_sync(fill)
+
+
+@pytest.mark.parametrize("role", ["agent", "admin", "owner"])
+async def test_each_role_is_offered_no_link_or_form_it_would_be_refused(
+        role, api, http_server_client, ui_account, signed_in, full_account):
+    if role == "owner":
+        client = signed_in
+    else:
+        user = await invite(api, ui_account["api_key"], f"{role}@acme.example", role=role)
+        client = await accept(http_server_client, user["signInUrl"])
+    offered, walked = await _offered(client)
+    assert f"/contacts/{full_account}" in walked and f"/inbox/{full_account}" in walked
+    refused = {path: page for path, page in offered.items()
+               if _route_role(path) and not users.allows(role, _route_role(path))}
+    assert not refused, f"{role} is offered what it is refused: {refused}"
+    if role == "agent":  # the walk saw the pages an agent works on (and the contact page's other actions)
+        assert f"/contacts/{full_account}/opt-out" in offered and "/lists" in walked
+    else:
+        assert f"/contacts/{full_account}/erase" in offered

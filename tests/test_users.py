@@ -2,6 +2,8 @@
 and on the Users page; deactivating ends the user's sessions at once; the account keeps an active owner;
 another account's key sees and changes nothing."""
 
+import re
+
 from storage.db import migrate
 from tests import db_direct
 from tests.test_migrations_money_state import database_before
@@ -40,6 +42,31 @@ async def test_invite_then_the_invitee_signs_in_through_the_link(api, http_serve
     assert (await again.login("sam@acme.example", NEW_PASSWORD)).code == 303
     listed = (await api.get("/v1/users", key=key)).json["data"]
     assert [(u["email"], u["role"]) for u in listed] == [(ui_account["email"], "owner"), ("sam@acme.example", "agent")]
+
+
+async def test_an_invitation_is_pending_until_used_and_a_new_link_replaces_the_first(
+        api, http_server_client, signed_in, ui_account):
+    """Issue 43 §11: invitationPending until the invitee chooses a password; the Users page's "New link" (POST
+    /users/{id}/invite-link) makes a new link and the first one dies; after acceptance it is refused (409)."""
+    key = ui_account["api_key"]
+    user = await invite(api, key, "pat@acme.example")
+    assert user["invitationPending"] is True
+    [owner, pat] = (await api.get("/v1/users", key=key)).json["data"]
+    assert (owner["invitationPending"], pat["invitationPending"]) == (False, True)
+    page = (await signed_in.get("/users")).text
+    row = page[page.index(f'id="user-{user["id"]}"'):]
+    row = row[:row.index("</tr>")]
+    assert "Invitation pending" in row and ">Active<" not in row and f'action="/users/{user["id"]}/invite-link"' in row
+    r = await signed_in.post(f"/users/{user['id']}/invite-link", {})
+    assert r.code == 200 and "A new sign-in link for pat@acme.example" in r.text
+    new_url = re.search(r'id="invite-link"[^>]*value="([^"]+)"', r.text).group(1)
+    assert new_url != user["signInUrl"]
+    assert (await FormClient(http_server_client).get(user["signInUrl"][user["signInUrl"].index("/invite/"):])).code \
+        == 404  # the first link died
+    await accept(http_server_client, new_url)
+    assert (await api.get(f"/v1/users/{user['id']}", key=key)).json["invitationPending"] is False
+    r = await signed_in.post(f"/users/{user['id']}/invite-link", {})
+    assert r.code == 409 and "accepted the invitation already" in r.text
 
 
 async def test_an_invited_user_cannot_sign_in_before_choosing_a_password(api, browser, ui_account):

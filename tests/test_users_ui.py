@@ -68,3 +68,39 @@ def test_browser_owner_invites_an_agent_who_is_refused_settings_and_signed_out_w
     finally:
         owner_context.close()
         agent_context.close()
+
+
+def test_browser_an_invitation_is_pending_until_accepted_and_gets_a_new_link(chromium, server):
+    """Issue 43 §11: an invited user is "Invitation pending" (not "Active") until they choose a password; "New
+    link" shows a new one-time link, and the first one stops working."""
+    owner_context, owner = open_page(chromium)
+    invitee_context, invitee = open_page(chromium)
+    try:
+        sign_in(owner, server, "owner@acme.example")
+        owner.goto(server.base + "/users")
+        owner.fill("#invite-email", "kim@acme.example")
+        owner.click("button:has-text('Invite')")
+        first = owner.input_value("#invite-link")
+        owner.goto(server.base + "/users")
+        row = "tr[data-email='kim@acme.example']"
+        assert "Invitation pending" in owner.inner_text(row) and "Active" not in owner.inner_text(row)
+        owner.click(f"{row} button:has-text('New link')")
+        assert "A new sign-in link for kim@acme.example" in owner.inner_text("#invited")
+        second = owner.input_value("#invite-link")
+        assert "/invite/" in second and second != first
+
+        invitee.goto(server.base + first[first.index("/invite/"):])
+        assert "not valid" in invitee.content()
+        invitee.console_errors.clear()  # the dead link's 404 answer
+        invitee.goto(server.base + second[second.index("/invite/"):])
+        invitee.fill("#password", AGENT_PASSWORD)
+        invitee.fill("#password_again", AGENT_PASSWORD)
+        invitee.click("button:has-text('Set password')")
+        assert invitee.url == server.base + "/inbox"
+        owner.goto(server.base + "/users")
+        assert "Active" in owner.inner_text(row) and "Invitation pending" not in owner.inner_text(row)
+        assert owner.locator(f"{row} button:has-text('New link')").count() == 0
+        assert owner.console_errors == [] and invitee.console_errors == []
+    finally:
+        owner_context.close()
+        invitee_context.close()

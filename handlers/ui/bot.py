@@ -5,7 +5,7 @@ from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
 from handlers.ui_base import UiHandler
-from services import accounts, bot, bot_provider, bot_settings, credits, handoff
+from services import accounts, bot, bot_provider, bot_settings, credits, handoff, placeholders
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)
 OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply")
@@ -57,7 +57,7 @@ class BotPage(UiHandler):
         self.render("bot.html", status=status, config=config, campaigns=campaigns,
                     account_type=account["type"], price=await credits.price_per_reply(self.services.db, self.account_id),
                     blank_rows=BLANK_RULE_ROWS, result=result, modes=bot_provider.MODES, handoff_default=handoff.DEFAULT_MESSAGE,
-                    trial=trial or {}, flashes=[{"kind": "error", "text": error}] if error else [])
+                    placeholders=list(placeholders.FIELDS), trial=trial or {}, flashes=[{"kind": "error", "text": error}] if error else [])
 
     def parse_config(self, overridable=False):
         """The form's configuration as a bot object: every key, or (a campaign) the overridden ones, the others

@@ -1,5 +1,5 @@
 """The Users page (owners and admins): the account's users, invite (the one-time sign-in link is shown on the
-answer), change a user's role, deactivate and reactivate. The same service as /v1/users does the work."""
+answer; a pending invitation gets a new one), change a user's role, deactivate and reactivate. The same service as /v1/users does the work."""
 from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler
@@ -61,6 +61,21 @@ class UserUpdateHandler(UsersPage):
             self.services.hub.disconnect(None, user=user_id)
         self.flash("success", f"{user['email']}: {_deactivated(unassigned) if deactivated else 'saved'}.")
         self.redirect("/users", status=303)
+
+
+class InviteLinkHandler(UsersPage):
+    """POST /users/{id}/invite-link: a new one-time sign-in link for a pending invitation, shown on the page as at
+    the invitation (the earlier link stops working)."""
+
+    @authenticated
+    async def post(self, user_id):
+        try:
+            invited = await users.new_invitation_link(self.services.db, self.application.settings_obj.base_url,
+                                                      self.account_id, user_id, actor_role=self.current_user["role"])
+        except DomainError as exc:
+            await self.render_users(status=exc.status, error=exc)
+            return
+        await self.render_users(invited={**invited, "renewed": True})
 
 
 def _deactivated(unassigned):

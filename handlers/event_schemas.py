@@ -1,0 +1,108 @@
+"""Pydantic models of GET /v1/events (docs/api.md "Events"): one model per event type's data, described once;
+tests/test_events_api.py checks every event emitted against them. A notification (notificationUrls) of a type
+carries the same data as its event."""
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from handlers.conversation_schemas import Status
+from handlers.message_schemas import Message
+from handlers.schemas import Contact
+from services.handoff import REASONS
+
+
+class MessageData(Message):
+    """The message as GET /v1/messages/{id} shows it when the event is read, without its attempts."""
+    model_config = ConfigDict(extra="forbid")
+
+
+class ContactData(Contact):
+    """The contact as GET /v1/contacts/{id} shows it, when the change was made."""
+    model_config = ConfigDict(extra="forbid")
+
+
+class ConversationUpdatedData(BaseModel):
+    """Read, bot paused or resumed (contactId alone); status or assignee changed (with both)."""
+    model_config = ConfigDict(extra="forbid")
+    contactId: str
+    status: Optional[Status] = None
+    assigneeUserId: Optional[str] = None
+
+
+class HandoffData(BaseModel):
+    """The bot handed the conversation to a person (docs/api.md "Bot")."""
+    model_config = ConfigDict(extra="forbid")
+    contactId: str
+    messageId: str = Field(description="The contact's message that caused the handoff.")
+    reason: Literal[REASONS]
+
+
+class TaggedList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    name: str
+
+
+class ContactTaggedData(BaseModel):
+    """The contact was added to a list."""
+    model_config = ConfigDict(extra="forbid")
+    contact: ContactData
+    list: TaggedList
+    addedAt: str
+
+
+class ContactErasedData(BaseModel):
+    """The contact was erased: its id only (every earlier event that named it was emptied). Erase it too."""
+    model_config = ConfigDict(extra="forbid")
+    contactId: str
+
+
+class AutoRechargeData(BaseModel):
+    """An agency's sub-account fell below its auto-recharge threshold (agency accounts only)."""
+    model_config = ConfigDict(extra="forbid")
+    idempotency_key: str
+    sub_account_id: str
+    email: Optional[str]
+    balance: float
+    threshold: float
+    amount: Optional[float]
+
+
+# Event type -> its data's model: the one description of each type.
+EVENT_DATA = {
+    "message.created": MessageData,
+    "message.updated": MessageData,
+    "conversation.updated": ConversationUpdatedData,
+    "conversation.handoff": HandoffData,
+    "contact.created": ContactData,
+    "contact.updated": ContactData,
+    "contact.tagged": ContactTaggedData,
+    "contact.erased": ContactErasedData,
+    "subaccount.auto_recharge": AutoRechargeData,
+}
+
+
+def _event_model(event_type, data_model):
+    name = "".join(part.capitalize() for part in event_type.replace("_", ".").split(".")) + "Event"
+    fields = {"__annotations__": {"id": str, "type": Literal[event_type], "createdAt": str, "data": data_model},
+              "__doc__": data_model.__doc__, "model_config": ConfigDict(extra="forbid"),
+              "id": Field(description="This event's cursor: pass it as after to read what came next.")}
+    return type(name, (BaseModel,), fields)
+
+
+Event = Annotated[Union[tuple(_event_model(t, m) for t, m in EVENT_DATA.items())], Field(discriminator="type")]
+
+
+class EventPage(BaseModel):
+    data: list[Event] = Field(description="Oldest first, in commit order.")
+    nextCursor: str = Field(description="Pass as after to read on; equal to after when nothing came.")
+
+
+class EventsQuery(BaseModel):
+    after: Optional[str] = Field(None, description="An event's id or a nextCursor; omitted: from the oldest kept.")
+    types: Optional[str] = Field(None, description="Comma-separated event types to read (default all): "
+                                                   + ", ".join(EVENT_DATA) + ".")
+    limit: Optional[int] = Field(None, ge=1, le=500, description="Events at most, 1-500 (default 100).")
+    wait: Optional[float] = Field(None, ge=0, le=30, description="Seconds to wait, 0-30 (default 0), when no "
+                                                                 "event is there yet: answers as soon as one "
+                                                                 "commits.")

@@ -1,0 +1,241 @@
+"""The public event stream, GET /v1/events (docs/api.md "Events"): an account's events in
+commit order behind an opaque cursor, read from the live events' table (storage/events.py) and woken by the
+same hub as the inbox's pages (services/live.py), so there is one mechanism for both.
+
+Stored events are the live pages' (ids only, small, written in the change's transaction); this module maps
+them to the public types and fills in their data when they are read:
+  message.created      <- message.created, messages.created (a campaign's batch: one public event per message)
+  message.updated      <- message.status, messages.status (a batch: one per message), message.updated
+  conversation.updated <- conversation.updated
+  contact.erased       <- conversation.erased ({contactId} only)
+  the notification types (storage/outbox.py enqueue_notification_in_tx emits each with the notification's data)
+A message's data is the message as GET /v1/messages/{id} shows it when the event is read (without attempts).
+
+A cursor names an event and, for a batch, the item in it: (the account's event number, item index), with a
+tag of the account, so that another account's cursor is malformed here rather than a position.
+"""
+import asyncio
+import base64
+import hashlib
+import json
+import re
+import time
+
+from common.errors import DomainError, Invalid, RateLimited
+from services import messaging
+from storage import events as store
+from storage import messages as message_store
+
+# Public type -> the stored types it is read from.
+SOURCES = {
+    "message.created": (store.MESSAGE_CREATED, store.MESSAGES_CREATED),
+    "message.updated": (store.MESSAGE_STATUS, store.MESSAGES_STATUS, store.MESSAGE_UPDATED),
+    "conversation.updated": (store.CONVERSATION_UPDATED,),
+    "conversation.handoff": ("conversation.handoff",),
+    "contact.created": ("contact.created",),
+    "contact.updated": ("contact.updated",),
+    "contact.tagged": ("contact.tagged",),
+    "contact.erased": (store.CONVERSATION_ERASED,),
+    "subaccount.auto_recharge": ("subaccount.auto_recharge",),
+}
+PUBLIC_TYPE = {source: public for public, sources in SOURCES.items() for source in sources}
+TYPES = tuple(SOURCES)
+MAX_LIMIT, DEFAULT_LIMIT, MAX_WAIT = 500, 100, 30
+_LAST_ITEM = 999_999  # a cursor through the whole of its event
+_CURSOR = re.compile(r"[0-9]{1,18}\.[0-9]{1,6}\.[0-9a-f]{8}")
+
+
+class CursorExpired(DomainError):
+    status, code = 410, "CURSOR_EXPIRED"
+
+
+def _tag(account_id):
+    return hashlib.blake2b(account_id.encode(), digest_size=4).hexdigest()
+
+
+def encode_cursor(account_id, seq, item):
+    return base64.urlsafe_b64encode(f"{seq}.{item}.{_tag(account_id)}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(account_id, text):
+    """(seq, item) of a cursor this account was given; Invalid naming ``after`` otherwise (another account's
+    cursor too: it says nothing of that account)."""
+    try:
+        plain = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("ascii")
+    except (ValueError, UnicodeError):
+        plain = ""
+    if not text.isascii() or not _CURSOR.fullmatch(plain) or plain.rsplit(".", 1)[1] != _tag(account_id):
+        raise Invalid("after is not a cursor this API gave this account (use an event's id or nextCursor as "
+                      "given)", field="after")
+    seq, item, _ = plain.split(".")
+    return int(seq), int(item)
+
+
+def parse_query(account_id, after, types, limit, wait):
+    """The query's values, each checked with a message naming it: (position or None, stored types, public
+    types or None for all, limit, wait seconds)."""
+    position = None if after is None else decode_cursor(account_id, after)
+    wanted = None
+    if types is not None:
+        wanted = [t.strip() for t in types.split(",")]
+        unknown = [t for t in wanted if t not in SOURCES]
+        if unknown:
+            raise Invalid(f"types: unknown event type {unknown[0]!r}; known: {', '.join(TYPES)}", field="types")
+    limit = _number("limit", limit, 1, MAX_LIMIT, DEFAULT_LIMIT, integer=True)
+    wait = _number("wait", wait, 0, MAX_WAIT, 0, integer=False)
+    sources = [s for t in (wanted or TYPES) for s in SOURCES[t]]
+    return position, sources, limit, wait
+
+
+def _number(name, text, low, high, default, integer):
+    if text is None:
+        return default
+    pattern = r"[0-9]{1,6}" if integer else r"[0-9]{1,6}(\.[0-9]{1,3})?"
+    if not (text.isascii() and re.fullmatch(pattern, text) and low <= float(text) <= high):
+        kind = "an integer" if integer else "a number of seconds"
+        raise Invalid(f"{name} must be {kind} from {low} to {high}", field=name)
+    return int(text) if integer else float(text)
+
+
+async def page(services, account_id, position, sources, limit):
+    """One answer: {data, nextCursor}. position: (seq, item) seen through, or None for the oldest kept. Stored
+    events with nothing to show (a message erased since) are passed over, reading on rather than answering an
+    empty page while more events follow."""
+    checked, newest = False, None
+    while True:
+        data, through, full, newest = await _read(services, account_id, position, sources, limit, checked)
+        checked = True
+        position = through or position
+        if data or not full:
+            break
+    # Nothing of these types yet: from the account's newest (all before it were read, in commit order).
+    return {"data": data, "nextCursor": encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM)))}
+
+
+async def _read(services, account_id, position, sources, limit, checked):
+    """(data, position through which the rows were read or None, whether more rows may follow, the account's
+    newest event number)."""
+    after_seq = 0 if position is None else position[0]
+    # From the cursor's own event: a batch may have items after the cursor's.
+    rows, oldest, newest = await store.account_page(services.db, account_id, max(after_seq - 1, 0), sources,
+                                                    limit + 1)
+    if not checked and position is not None and (oldest is None and after_seq > 0 or oldest is not None
+                                                 and not oldest - 1 <= after_seq <= newest):
+        raise CursorExpired("after is older than the events kept (--event-retention-days) or not of this "
+                            "database: read from the oldest kept (omit after) and resync what you keep",
+                            field="after")
+    # A stored event with no public ones (a batch stored before its messageIds were) is passed over whole.
+    items = [(row, index, item) for row in rows for index, item in (list(enumerate(_items(row))) or
+                                                                    [(_LAST_ITEM, None)])
+             if position is None or (row[5], index) > position]
+    messages = await _messages(services, account_id, [item for _, _, item in items[:limit] if _is_message(item)])
+    data, through = [], None
+    for row, index, item in items:
+        if len(data) == limit:
+            break
+        through = (row[5], index)
+        event = None if item is None else _public(services, row, item, messages)
+        if event is not None:
+            data.append({"id": encode_cursor(account_id, *through), "type": PUBLIC_TYPE[row[2]],
+                         "createdAt": row[4], "data": event})
+    return data, through, len(rows) > limit, newest
+
+
+class _MessageRef(str):
+    """An item that is a message to read (its id)."""
+
+
+def _is_message(item):
+    return isinstance(item, _MessageRef)
+
+
+def _items(row):
+    """A stored event's public events, in order: a message's id to fill in, or the data as it is."""
+    event_type, data = row[2], json.loads(row[3])
+    if event_type == store.MESSAGES_CREATED:
+        return [_MessageRef(m) for m in data.get("messageIds", ())]
+    if event_type == store.MESSAGES_STATUS:
+        return [_MessageRef(message_id) for _, message_id in data["messages"]]
+    if event_type in (store.MESSAGE_CREATED, store.MESSAGE_STATUS, store.MESSAGE_UPDATED):
+        return [_MessageRef(data["messageId"])]
+    if event_type == store.CONVERSATION_ERASED:
+        return [{"contactId": data["contactId"]}]
+    return [data]
+
+
+async def _messages(services, account_id, ids):
+    if not ids:
+        return {}
+    return {m["id"]: m for m in await message_store.messages_by_ids(services.db, account_id, sorted(set(ids)))}
+
+
+def _public(services, row, item, messages):
+    """The public data of one item; None for a message gone since (erased): it is skipped."""
+    if not _is_message(item):
+        return item
+    message = messages.get(str(item))
+    return None if message is None else messaging.public_message(services, message)
+
+
+class LongPolls:
+    """Long-polls waiting at once, bounded per API key and per account (429 with Retry-After beyond): a
+    client cannot hold this process's connections with waits."""
+
+    def __init__(self, per_key, per_account):
+        self.per_key, self.per_account = per_key, per_account
+        self._keys, self._accounts = {}, {}
+
+    def claim(self, key, account_id):
+        if self._keys.get(key, 0) >= self.per_key:
+            raise RateLimited(f"wait: this API key already has {self.per_key} long-polls waiting "
+                              "(--events-long-polls-per-key); retry after 1 s", headers={"Retry-After": "1"},
+                              field="wait")
+        if self._accounts.get(account_id, 0) >= self.per_account:
+            raise RateLimited(f"wait: this account already has {self.per_account} long-polls waiting "
+                              "(--events-long-polls-per-account); retry after 1 s", headers={"Retry-After": "1"},
+                              field="wait")
+        self._keys[key] = self._keys.get(key, 0) + 1
+        self._accounts[account_id] = self._accounts.get(account_id, 0) + 1
+
+    def release(self, key, account_id):
+        for counts, name in ((self._keys, key), (self._accounts, account_id)):
+            counts[name] -= 1
+            if not counts[name]:
+                del counts[name]
+
+    @property
+    def waiting(self):
+        return sum(self._accounts.values())
+
+
+async def read(services, account_id, key, *, after=None, types=None, limit=None, wait=None):
+    """GET /v1/events. key: what the API key is counted by (its hash). Every parameter is checked before
+    anything is read; with wait, answers as soon as an event of these types commits, or with data: [] and
+    nextCursor = after once wait seconds passed (at once when the server is shutting down)."""
+    position, sources, limit, wait = parse_query(account_id, after, types, limit, wait)
+    result = await page(services, account_id, position, sources, limit)
+    hub = services.hub
+    if result["data"] or wait <= 0 or hub.stopping:
+        return result
+    services.long_polls.claim(key, account_id)
+    try:
+        woken = await hub.watch(account_id)
+        try:
+            deadline = time.monotonic() + wait
+            # Read again now that the hub watches: what committed before the watch began is seen here.
+            result = await page(services, account_id, position, sources, limit)
+            while not result["data"] and not hub.stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(woken.wait(), remaining)
+                except TimeoutError:
+                    break
+                woken.clear()
+                result = await page(services, account_id, position, sources, limit)
+        finally:
+            hub.unwatch(account_id, woken)
+    finally:
+        services.long_polls.release(key, account_id)
+    return result

@@ -5,7 +5,7 @@ from importlib import metadata
 from pathlib import Path
 
 
-def _version():
+def _version() -> str:
     try:
         return metadata.version("parley")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed

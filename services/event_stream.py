@@ -119,8 +119,8 @@ async def _read(services, account_id, position, sources, limit, checked):
     # From the cursor's own event: a batch may have items after the cursor's.
     rows, oldest, newest = await store.account_page(services.db, account_id, max(after_seq - 1, 0), sources,
                                                     limit + 1)
-    if not checked and position is not None and (oldest is None and after_seq > 0 or oldest is not None
-                                                 and not oldest - 1 <= after_seq <= newest):
+    if not checked and position is not None and ((oldest is None and after_seq > 0) or (oldest is not None
+                                                 and not oldest - 1 <= after_seq <= newest)):
         raise CursorExpired("after is older than the events kept (--event-retention-days) or not of this "
                             "database: read from the oldest kept (omit after) and resync what you keep",
                             field="after")

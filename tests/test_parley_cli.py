@@ -71,7 +71,7 @@ def test_parley_version():
     assert run("--version").strip() == f"parley {VERSION}"
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    assert VERSION == cfg["metadata"]["version"]
+    assert cfg["metadata"]["version"] == VERSION
 
 
 def ops(data_dir, *args, cwd):

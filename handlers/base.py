@@ -369,9 +369,8 @@ class CustomChannelHandler(ApiHandler):
 def raw_error_response(handler_class, status, message, request_id):
     """A whole HTTP/1.1 answer for a request no handler could take (its headers were too large to read):
     the route's error shape (a page for the UI), our headers, and Connection: close."""
-    from handlers.ui_base import UiHandler  # it builds on this module
     phrase = HTTPStatus(status).phrase
-    if issubclass(handler_class, UiHandler):
+    if getattr(handler_class, "html_errors", False):
         content_type = "text/html; charset=UTF-8"
         body = (f"<!doctype html><title>{status} {phrase}</title><h1>{phrase}</h1><p>{html.escape(message)}</p>"
                 f"<p>Request id {request_id}</p>").encode()

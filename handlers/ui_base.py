@@ -100,6 +100,7 @@ class UiHandler(BaseHandler):
     # lists), "admin" (settings-like pages), "owner" (API keys, owners). Every UI route declares one
     # (tests/test_roles.py walks the route table); prepare() refuses the others with a 403 page.
     role = None
+    html_errors = True  # its error answers are pages, a 431 written before any handler too (raw_error_response)
     # False for a page about the signed-in person themselves (their password): not for an agency user viewing a
     # sub-account, who is not that account's user.
     while_viewing_as = True
@@ -267,6 +268,7 @@ class NotFoundPage(UiHandler):
     the API's paths above all, the JSON 404 of NotFoundHandler."""
 
     role = "agent"  # whoever is signed in sees the page
+    html_errors = False  # a 431 (headers never read, Accept neither): the API's JSON, as before this page
 
     def for_a_browser(self):
         return not self.request.path.startswith("/v1/") and "text/html" in self.request.headers.get("Accept", "")

@@ -209,7 +209,8 @@ def test_the_cli_imports_beside_the_running_server_and_api_writes_go_on(tmp_path
                 thread.join()
         assert out.returncode == 0, out.stderr
         summary = json.loads(out.stdout.strip().splitlines()[-1])
-        assert out.stderr == ""  # no terminal: no progress bar
+        # No terminal: no progress bar; the one line says which database it used and the server it follows.
+        assert out.stderr.startswith("parley import-contacts") and len(out.stderr.splitlines()) == 1, out.stderr
         assert set(statuses) == {201} and len(statuses) > 5, statuses[:20]
         for name in ("created", "matched", "failed", "rows"):
             assert isinstance(summary[name], int)

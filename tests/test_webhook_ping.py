@@ -188,7 +188,8 @@ async def test_the_ping_honours_the_tls_profile(services, account, tmp_path):
     server = tornado.httpserver.HTTPServer(tornado.web.Application([]), ssl_options=context)
     sock, port = tornado.testing.bind_unused_port()
     server.add_sockets([sock])
-    modern = dataclasses.replace(services, settings=services.settings.model_copy(update={"tls_profile": "modern"}))
+    modern = dataclasses.replace(services, settings=services.settings.model_copy(  # 10 s: as the SSRF test above
+        update={"tls_profile": "modern", "webhook_timeout_seconds": 10.0}))
     try:
         await accounts.update_settings(services.db, account["account_id"],
                                        {"customChannelWebhookUrl": f"https://localhost:{port}/hook"})

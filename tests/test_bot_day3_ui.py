@@ -5,20 +5,13 @@ one with the bot never on, a thread a person replied in shows one bot state ("of
 import pytest
 
 from tests.parley_process import ParleyProcess
-from tests.ui_helpers import open_page, sign_in
+from tests.ui_helpers import sign_in
 
 
 @pytest.fixture(scope="module")
 def parley(tmp_path_factory):
     with ParleyProcess(tmp_path_factory.mktemp("bot-day3") / "data", "--allow-private-webhooks") as process:
         yield process
-
-
-@pytest.fixture
-def page(chromium):
-    context, page = open_page(chromium)
-    yield page
-    context.close()
 
 
 def test_browser_bot_page_shows_what_is_saved_and_fills_placeholders_and_a_thread_shows_one_state(page, parley):

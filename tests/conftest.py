@@ -39,7 +39,7 @@ def database_url(request, monkeypatch):
     try:
         yield url
     finally:
-        pg_databases.release(server_url, url)
+        pg_databases.release(url)
 
 
 @pytest.fixture

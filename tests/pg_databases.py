@@ -74,7 +74,7 @@ def drop(server_url, url):
         cx.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def release(server_url, url):
+def release(url):
     """A test is done with its database: kept for the next create() of this process (the cluster and every
     database go when the run ends, scripts/with_postgres.py)."""
     _free.append(url)

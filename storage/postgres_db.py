@@ -87,17 +87,23 @@ class PostgresDatabase:
         configure(raw)
         return PgConnection(raw)
 
+    # purge_deleted takes long and locks each table while it runs: services/erasure.py runs it after the answer.
+    purges_in_background = True
+
     async def purge_deleted(self, tables):
-        """After an erasure: VACUUM the tables it deleted from, so their dead row versions are freed (their
-        pages are reused; PostgreSQL does not zero them: docs/operations.md says what that means). True."""
-        def vacuum():
+        """After an erasure: rewrite the tables it deleted from (VACUUM FULL: a new file for each table, its
+        TOAST table and its indexes, holding only the live rows; the old files are removed). A plain VACUUM
+        marks the dead row versions' space free but leaves their bytes in the pages, the person's name and
+        email readable in the table and index files until the space happens to be reused (issue 36 §7).
+        Each table is locked (ACCESS EXCLUSIVE) while it is copied: docs/operations.md says what that costs."""
+        def rewrite():
             cx = self.connect_sync()  # VACUUM cannot run inside a transaction: autocommit
             try:
-                cx.execute("VACUUM " + ", ".join(tables))
+                cx.execute("VACUUM FULL " + ", ".join(tables))
             finally:
                 cx.close()
             return True
-        return await asyncio.get_running_loop().run_in_executor(self._executor, vacuum)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, rewrite)
 
     def add_commit_listener(self, callback):
         """callback() after every committed write (before its caller resumes): the live events hub."""

@@ -4,6 +4,7 @@ byte of the person is left in the SQLite file, its WAL or the media directory (t
 counts that are not the person's stay (campaign totals, credit history, other contacts). Another account's
 key learns nothing. In the UI: tests/test_contact_erasure_ui.py."""
 import base64
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -108,6 +109,37 @@ async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_
 @pytest.mark.postgres_only
 async def test_erasure_leaves_none_of_the_person_in_any_tables_text_or_the_media(api, services, settings, account):
     await _erase_and_search(api, services, settings, account, _tables_text)
+
+
+@pytest.mark.postgres_only
+async def test_erasure_leaves_none_of_the_person_in_the_table_and_index_files(api, services, settings, account):
+    """Issue 36 §7: after VACUUM the erased name, phone and email were still in the contacts table's pages and
+    its email index (a dead row version's bytes stay in the page until reused). The files themselves are read
+    (heap, TOAST and index of every table, after a CHECKPOINT writes the pages out) once the cleanup has run."""
+    await _erase_and_search(api, services, settings, account, _relation_files)
+
+
+def _relation_files(settings):
+    """PostgreSQL's files on disk: the main fork of every table, TOAST table and index of the test's database
+    (pg_relation_filepath in the cluster's data directory, each 1 GB segment), as bytes, and the media files."""
+    cx = db_direct.connect(settings)
+    try:
+        cx.execute("CHECKPOINT")  # what the pages say now, not what the files said at the last checkpoint
+        data_directory = Path(cx.execute("SHOW data_directory").fetchone()[0])
+        relations = cx.execute(
+            "SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'i', 't') AND n.nspname IN ('public', 'pg_toast')"
+            " AND pg_relation_filepath(c.oid) IS NOT NULL").fetchall()
+    finally:
+        cx.close()
+    files = {}
+    for name, relative in relations:
+        for segment in [data_directory / relative, *sorted(data_directory.glob(relative + ".[0-9]*"))]:
+            if segment.exists():
+                files[f"{name} ({segment.name})"] = segment.read_bytes()
+    assert any(name.startswith("contacts_") for name in files), "the indexes of contacts are read too"
+    media = sorted((settings.data_dir / "media").iterdir()) if (settings.data_dir / "media").exists() else []
+    return {**files, **{str(p): p.read_bytes() for p in media}}
 
 
 async def _erase_and_search(api, services, settings, account, snapshot):

@@ -19,6 +19,8 @@ log = logging.getLogger("parley.erasure")
 # After a failed file removal or a busy checkpoint: the next tries, in seconds from the previous one. What is
 # still left then is the retention cleanup's (unreferenced media files, --retention-orphan-media-hours).
 RETRY_SECONDS = (1, 10, 60)
+# PostgreSQL's rewrite of a table that stayed busy (its lock not had in time): tried for longer, ~21 minutes.
+REWRITE_RETRY_SECONDS = (1, 10, 60, 300, 900)
 _retries = set()  # running retry tasks (a task only weakly referenced by the loop could be collected)
 
 
@@ -109,14 +111,19 @@ async def _rewrite(services, loop):
     lock = _rewrite_locks.setdefault(loop, asyncio.Lock())
     async with lock:
         _rewrite_waiting.discard(loop)  # an erasure committed from now on needs a rewrite of its own
-        for delay in (0, *RETRY_SECONDS):
+        left = list(store.ERASED_TABLES)
+        for delay in (0, *REWRITE_RETRY_SECONDS):
             await asyncio.sleep(delay)
-            try:
-                await services.db.purge_deleted(store.ERASED_TABLES)
+            for table in list(left):  # one at a time: a table that is busy now does not hold the others back
+                try:
+                    await services.db.purge_deleted([table])
+                    left.remove(table)
+                except Exception as exc:  # its lock not had in time, the database away: tried again
+                    log.warning("erasure: table %s not rewritten yet: %s", table, exc)
+            if not left:
                 return
-            except Exception as exc:  # a lock timeout, the database away: tried again
-                log.warning("erasure: the tables could not be rewritten yet: %s", exc)
-        log.error("erasure: the tables still hold erased rows' old bytes; the next erasure rewrites them")
+        log.error("erasure: tables %s still hold erased rows' old bytes; the next erasure rewrites them",
+                  ", ".join(left))
 
 
 async def stop_rewrites(timeout=30.0):

@@ -91,9 +91,9 @@ async def _finish(services, names, started, *, first):
 
 # PostgreSQL's purge rewrites the tables (VACUUM FULL: each locked while it is copied), so it runs after the
 # answer, one at a time per process, and erasures committed while one waits to start share it.
-_rewrite_waiting = set()  # event loops with a rewrite scheduled that has not started yet
-_rewrite_locks = {}  # event loop -> asyncio.Lock: one rewrite at a time
-_rewrites = set()  # their tasks, which the server's close waits for (stop_rewrites)
+_rewrite_waiting: set[asyncio.AbstractEventLoop] = set()  # loops with a rewrite scheduled, not started yet
+_rewrite_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}  # one rewrite at a time
+_rewrites: set[asyncio.Future] = set()  # their tasks, which the server's close waits for (stop_rewrites)
 
 
 def _schedule_rewrite(services):

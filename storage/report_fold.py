@@ -13,15 +13,22 @@ from storage.dialect import dialect_of
 
 # A message's row for the summaries, with started_at: for a person's or the bot's reply, when the contact started
 # waiting for it (the created_at of the contact's earliest message after the conversation's last outbound one
-# before the reply; NULL when the reply follows an outbound message, so it is not a first response). Worked out
-# by SQLite or PostgreSQL in the same read (two seeks in messages_account_contact), not a query per row.
+# before the reply; NULL when the reply follows an outbound message, so it is not a first response); and
+# person_started_at: for a person's reply, the same with the bot's messages passed over, so that a person's first
+# answer after the bot's handoff message is a person's first response (issue 43 §6). Worked out by SQLite or
+# PostgreSQL in the same read (seeks in messages_account_contact), not a query per row.
+_STARTED_AT = (
+    "(SELECT f.created_at FROM messages f WHERE f.account_id = m.account_id AND f.contact_id = m.contact_id"
+    " AND f.id < m.id AND f.direction = 'inbound' AND f.id > COALESCE((SELECT p.id FROM messages p"
+    " WHERE p.account_id = m.account_id AND p.contact_id = m.contact_id AND p.id < m.id AND p.direction = 'outbound'"
+    "{passed_over} ORDER BY p.id DESC LIMIT 1), '') ORDER BY f.id LIMIT 1)")
 MESSAGE_SELECT = (
     "SELECT m.id, m.account_id, m.contact_id, m.direction, m.author, m.author_user_id, m.created_at, m.bot_outcome,"
-    " m.bot_pending, m.campaign_id, CASE WHEN m.direction = 'outbound' AND m.author IN ('user', 'bot') THEN ("
-    "SELECT f.created_at FROM messages f WHERE f.account_id = m.account_id AND f.contact_id = m.contact_id"
-    " AND f.id < m.id AND f.id > COALESCE((SELECT p.id FROM messages p WHERE p.account_id = m.account_id"
-    " AND p.contact_id = m.contact_id AND p.id < m.id AND p.direction = 'outbound' ORDER BY p.id DESC LIMIT 1), '')"
-    " ORDER BY f.id LIMIT 1) END AS started_at FROM messages m")
+    " m.bot_pending, m.campaign_id, CASE WHEN m.direction = 'outbound' AND m.author IN ('user', 'bot') THEN "
+    + _STARTED_AT.format(passed_over="") + " END AS started_at,"
+    " CASE WHEN m.direction = 'outbound' AND m.author = 'user' THEN "
+    + _STARTED_AT.format(passed_over=" AND COALESCE(p.author, '') <> 'bot'") + " END AS person_started_at"
+    " FROM messages m")
 # Only these rows add more than a count to messages_in/messages_out (a bot outcome, a campaign reply, a first
 # response): the tail reads them one by one and counts the rest with GROUP BY.
 NEEDS_A_LOOK = "(m.bot_outcome IS NOT NULL OR m.campaign_id IS NOT NULL OR m.author IN ('user', 'bot'))"
@@ -69,10 +76,12 @@ def summarize_messages(cx, rows, summary, counted=False):
                     summary.replies[(campaign, m["contact_id"], account)] += 1
             continue
         daily["messages_out"] += not counted
-        if m["started_at"] is not None:
+        # The bot's first responses, and people's (a person's first answer, whether or not the bot answered first).
+        started = m["started_at"] if m["author"] == "bot" else m["person_started_at"]
+        if started is not None:
             responder = "bot" if m["author"] == "bot" else (m["author_user_id"] or "user")
             summary.buckets[(account, day, responder,
-                             bucket_of(max(_seconds_between(m["started_at"], m["created_at"]), 0)))] += 1
+                             bucket_of(max(_seconds_between(started, m["created_at"]), 0)))] += 1
     return summary
 
 

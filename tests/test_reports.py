@@ -15,7 +15,7 @@ from common.report_buckets import bucket_of, bucket_value, outcome_group
 from services.reports_worker import SETTLE, ReportsWorker
 from storage import report_fold
 from tests import db_direct
-from tests.report_seed import seed_history
+from tests.report_seed import Seeder, seed_history
 from tests.ui_helpers import PASSWORD, FormClient
 from services import accounts, report_charts
 
@@ -254,3 +254,30 @@ async def test_the_page_draws_every_chart_and_its_csv_has_the_api_numbers(servic
 async def test_an_empty_parameter_is_400_not_the_default(api, account, query, field):
     r = await api.get(f"/v1/reports/opt-outs?{query}", key=account["api_key"])
     assert r.code == 400 and r.json["error"]["message"].startswith(field), r.json
+
+
+async def test_a_persons_first_response_is_its_own_figure_after_the_bots_handoff(services, api, account):
+    """Issue 43 §6: the bot's handoff message answered first, and the person's reply five minutes later was no first
+    response at all. Now: the bot's row, then "All people" and the person by name, each with the 5 minutes; the
+    columns in words."""
+    cx = db_direct.connect(services)
+    seeder = Seeder(cx, account["account_id"], user_names=("ana",))
+    start = datetime.now(timezone.utc) - timedelta(minutes=30)
+    contact = seeder.contact(start, "Waiting")
+    seeder.message(contact, start, "inbound", "contact", outcome="handoff")
+    seeder.message(contact, start + timedelta(seconds=1), "outbound", "bot")
+    seeder.message(contact, start + timedelta(minutes=5), "outbound", "user", user_id=seeder.users[0])
+    day = start.date().isoformat()
+    minutes_5 = bucket_value(bucket_of(300))
+    want = [{"responder": "bot", "name": "Bot", "responses": 1, "medianSeconds": bucket_value(bucket_of(1)),
+             "p90Seconds": bucket_value(bucket_of(1))},
+            {"responder": "people", "name": "All people", "responses": 1, "medianSeconds": minutes_5,
+             "p90Seconds": minutes_5},
+            {"responder": seeder.users[0], "name": "Ana Silva", "responses": 1, "medianSeconds": minutes_5,
+             "p90Seconds": minutes_5}]
+    for _ in range(2):  # from the tail, then from the summaries
+        r = await api.get(f"/v1/reports/first-response?from={day}&to={day}", key=account["api_key"])
+        assert r.json["rows"] == want, r.body
+        assert r.json["labels"] == ["Responder id", "Responder", "First responses", "Median time", "9 in 10 within"]
+        await ReportsWorker(services).fold_all(now=datetime.now(timezone.utc) + SETTLE)
+    cx.close()

@@ -2,7 +2,9 @@
 yet (storage/report_fold.py works out what those add). The summaries, the watermarks and the tail's end are read
 in one transaction, so that a fold committing meanwhile is seen either wholly or not at all; a long tail is read
 before that in pieces (summaries()). Every read is of the report's own accounts' rows."""
+import asyncio
 import collections
+import weakref
 
 from storage.db import reads
 from storage.dialect import dialect_of
@@ -24,7 +26,14 @@ def account_ids_of_agency(cx, agency_id):
 
 # Rows of one account's unfolded messages a read takes on at most before it lets other reads in (SQLite has one
 # read connection: a report of an account with 100,000 unfolded messages must not hold it for a second).
-TAIL_PIECE = 2000
+TAIL_PIECE = 500
+# One long tail read in pieces at a time (per event loop, so per process): another request's read then waits
+# behind one piece at most, however many reports of long tails run at once.
+_piece_locks = weakref.WeakKeyDictionary()
+
+
+def _one_piece_at_a_time():
+    return _piece_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
 
 async def summaries(db, account_ids, first_day, last_day, piece=TAIL_PIECE):
@@ -44,7 +53,8 @@ async def summaries(db, account_ids, first_day, last_day, piece=TAIL_PIECE):
     for account_id in account_ids:
         pieces[account_id], start = [], mark
         while True:
-            got = await _tail_piece(db, account_id, start, piece)
+            async with _one_piece_at_a_time():
+                got = await _tail_piece(db, account_id, start, piece)
             if got is None:
                 break
             pieces[account_id].append(got)

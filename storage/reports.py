@@ -4,6 +4,7 @@ meanwhile is seen either wholly or not at all."""
 import collections
 
 from storage.db import reads
+from storage.users import label_sql
 from storage.report_fold import (ATTEMPT_SELECT, DAILY_COLUMNS, MESSAGE_SELECT, NEEDS_A_LOOK, Summary,
                                  count_messages, summarize_attempts, summarize_messages, watermarks)
 
@@ -58,7 +59,7 @@ def summaries(cx, account_ids, first_day, last_day):
             viewed = (cx.execute("SELECT name FROM accounts WHERE id = ?", account_ids[:1]).fetchone()[0]
                       if len(account_ids) == 1 else "a sub-account")
             users = {row[0]: (row[1], None if row[2] in account_ids else viewed) for row in cx.execute(
-                f"SELECT id, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
+                f"SELECT id, {label_sql('users')}, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
     finally:
         cx.execute("COMMIT")
     for (_, day), counts in tail.daily.items():

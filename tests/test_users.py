@@ -202,13 +202,17 @@ def test_migration_0390_unassigns_what_users_deactivated_before_it_still_hold(tm
 
 
 async def test_a_login_changes_unique_and_the_session_stays(api, http_server_client, ui_account, other_account):
-    """Issue 43 §3: admin@localhost could not change. PATCH {"email"} changes a login: unique among users and
-    accounts (409 naming the conflict, nothing changed); the user's session stays; the new login signs in."""
+    """Issue 43 §3: admin@localhost could not change. PATCH {"email"} changes a login: unique in the account
+    (409 naming the conflict, nothing changed; issue 36 §5: another account's user's email is no conflict, and
+    is not told of); the user's session stays; the new login signs in."""
     key = ui_account["api_key"]
     user = await invite(api, key, "e@acme.example")
     agent = await accept(http_server_client, user["signInUrl"])
-    taken = await api.patch(f"/v1/users/{user['id']}", {"email": other_account["email"]}, key=key)
-    assert taken.code == 409 and other_account["email"] in taken.json["error"]["message"]
+    taken = await api.patch(f"/v1/users/{user['id']}", {"email": ui_account["email"]}, key=key)
+    assert taken.code == 409 and taken.json["error"]["message"] == (
+        f"email {ui_account['email']} is already a user of this account")
+    elsewhere = await api.patch(f"/v1/users/{user['id']}", {"email": other_account["email"]}, key=key)
+    assert elsewhere.code == 200 and elsewhere.json["email"] == other_account["email"]
     assert (await api.patch(f"/v1/users/{user['id']}", {"email": " "}, key=key)).code == 400
     r = await api.patch(f"/v1/users/{user['id']}", {"email": "Erin@Acme.example"}, key=key)
     assert r.code == 200 and r.json["email"] == "erin@acme.example"
@@ -221,6 +225,7 @@ async def test_a_login_changes_unique_and_the_session_stays(api, http_server_cli
     assert r.code == 200 and (await api.get("/v1/account", key=key)).json["email"] == "boss@acme.example"
     again = await api.patch(f"/v1/users/{user['id']}", {"email": ui_account["email"]}, key=key)
     assert again.code == 200
+    assert (await api.get("/v1/account", key=other_account["api_key"])).json["email"] == other_account["email"]
 
 
 async def test_the_account_is_renamed(api, ui_account, other_account):

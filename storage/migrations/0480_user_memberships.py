@@ -41,6 +41,7 @@ def migrate(cx):
     # PRAGMA foreign_keys is a no-op inside a transaction: end the runner's, rebuild in one of our own, and
     # leave a transaction open again for the runner to record this migration in and commit.
     cx.execute("COMMIT")
+    enforced = cx.execute("PRAGMA foreign_keys").fetchone()[0]
     cx.execute("PRAGMA foreign_keys=OFF")
     try:
         cx.execute("BEGIN IMMEDIATE")
@@ -64,6 +65,6 @@ def migrate(cx):
             cx.execute("ROLLBACK")
             raise
     finally:
-        cx.execute("PRAGMA foreign_keys=ON")
+        cx.execute(f"PRAGMA foreign_keys={'ON' if enforced else 'OFF'}")
         cx.execute("BEGIN IMMEDIATE")
     return ["users: email unique per account; session_accounts added"]

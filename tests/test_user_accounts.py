@@ -2,18 +2,15 @@
 address that is a user elsewhere works like any other and tells nothing; the person signs in once and chooses
 among the accounts whose password matches, and switches between them (the session is in one at a time);
 removing a user erases their email and name in that account (ids stay: "Removed user"), ends their sessions
-there, and leaves their other accounts alone. Another account's key removes nothing."""
-import sqlite3
+there, and leaves their other accounts alone. Another account's key removes nothing. (The migration's test is in test_users.py, the browser's in
+test_users_ui.py.)"""
 from urllib.parse import unquote
 
 import pytest
 
-from services import accounts
-from storage.db import migrate
+from services import accounts, messaging
 from tests import db_direct
 from tests.team_users import add_user
-from tests.test_inbox import inbound
-from tests.test_migrations_money_state import database_before
 from tests.ui_helpers import PASSWORD, FormClient
 
 PAT = "pat@agency.example"
@@ -125,7 +122,9 @@ async def test_removing_a_user_erases_their_email_and_name_there_and_ends_their_
     await pat.get(f"/invite/{token}")
     assert (await pat.post(f"/invite/{token}", {"password": PAT_PASSWORD, "password_again": PAT_PASSWORD})).code == 303
     await add_user(services, bikes["account_id"], PAT, PAT_PASSWORD)
-    contact_id = (await inbound(services, account_id, body="Where is my order?"))["contact_id"]
+    message, _ = await messaging.receive_inbound(services, account_id, message_sid="sid-1", from_id="+14155552671",
+                                                 to_id="shop", body="Where is my order?")
+    contact_id = message["contact_id"]
     assert (await pat.post(f"/inbox/{contact_id}/notes", {"body": "Checking the courier"})).code == 303
     assert (await api.patch(f"/v1/conversations/{contact_id}", {"assigneeUserId": pat_id}, key=key)).code == 200
     assert (await api.patch(f"/v1/users/{pat_id}", {"name": "Pat D."}, key=key)).code == 200
@@ -191,34 +190,3 @@ async def test_removal_follows_the_role_rules_and_stays_in_the_account(
     assert (await owner.login(ui_account["email"])).code == 303
     assert (await owner.post(f"/users/{owner_id}/remove")).code == 303
     assert (await owner.get("/inbox")).code == 302
-
-
-def test_migration_0480_keeps_every_user_and_makes_emails_unique_per_account(tmp_path, monkeypatch):
-    cx = database_before(tmp_path, monkeypatch, 480)
-    try:
-        cx.executemany("INSERT INTO accounts (id, name, email, type, webhook_secret, created_at) VALUES"
-                       " (?, ?, ?, 'standard', 's', '2026-01-01T00:00:00.000Z')",
-                       [("acc_1", "One", "one@x.example"), ("acc_2", "Two", "two@x.example")])
-        cx.executemany("INSERT INTO users (id, account_id, email, password_hash, is_owner, role, name, created_at)"
-                       " VALUES (?, ?, ?, 'h', ?, ?, ?, '2026-01-01T00:00:00.000Z')",
-                       [("usr_1", "acc_1", "one@x.example", 1, "owner", "Uno"),
-                        ("usr_2", "acc_2", "two@x.example", 1, "owner", None)])
-        cx.execute("INSERT INTO sessions (id_hash, user_id, account_id, created_at, expires_at) VALUES"
-                   " ('h1', 'usr_1', 'acc_1', '2026-01-01T00:00:00.000Z', '2099-01-01T00:00:00.000Z')")
-        cx.execute("PRAGMA foreign_keys=ON")
-        migrate(cx)
-        rows = [tuple(r) for r in cx.execute("SELECT id, account_id, email, role, name, active, removed_at"
-                                             " FROM users ORDER BY id")]
-        assert rows == [("usr_1", "acc_1", "one@x.example", "owner", "Uno", 1, None),
-                        ("usr_2", "acc_2", "two@x.example", "owner", None, 1, None)]
-        assert cx.execute("PRAGMA foreign_key_check").fetchall() == []
-        cx.execute("INSERT INTO users (id, account_id, email, password_hash, created_at) VALUES"
-                   " ('usr_3', 'acc_2', 'one@x.example', 'h', 'now')")  # the same person in another account
-        with pytest.raises(sqlite3.IntegrityError):
-            cx.execute("INSERT INTO users (id, account_id, email, password_hash, created_at) VALUES"
-                       " ('usr_4', 'acc_2', 'one@x.example', 'h', 'now')")
-        with pytest.raises(sqlite3.IntegrityError):  # references to users(id) still hold
-            cx.execute("INSERT INTO sessions (id_hash, user_id, account_id, created_at, expires_at) VALUES"
-                       " ('h2', 'usr_nobody', 'acc_1', 'now', 'then')")
-    finally:
-        cx.close()

@@ -97,7 +97,7 @@ async def test_custom_data_id_accepted_for_message_sid(api, account):
     key = account["api_key"]
     first = await post_inbound(api, key, messageSid=..., id="ext-77")
     assert first.code == 200, first.body
-    repeat = await post_inbound(api, key, messageSid=..., id="ext-77", body="again")
+    repeat = await post_inbound(api, key, messageSid=..., id="ext-77")
     assert repeat.json["messageId"] == first.json["messageId"]
 
 
@@ -188,15 +188,39 @@ async def test_auth_and_content_type_errors_use_the_custom_channel_shape(api, ac
 # ---- exactly once ----------------------------------------------------------------------------
 
 async def test_repeated_message_sid_answers_first_id_and_changes_nothing(api, account, services):
-    """Spec §4.4: messageSid is "Used to prevent a message being processed twice"."""
+    """Spec §4.4: messageSid is "Used to prevent a message being processed twice": the same message sent
+    again (a retry) answers 200 with the first id."""
     key, account_id = account["api_key"], account["account_id"]
-    first = await post_inbound(api, key, messageSid="dup-1", body="first", firstName="Ann")
-    repeat = await post_inbound(api, key, messageSid="dup-1", body="second", fromId="someone-else")
+    first = await post_inbound(api, key, messageSid="dup-1", body="first", firstName="Ann", channel="webchat")
+    repeat = await post_inbound(api, key, messageSid="dup-1", body="first", firstName="Annie", channel="webchat")
     assert repeat.code == 200
     assert repeat.json == {"success": True, "messageId": first.json["messageId"]}
     assert (await get_message(api, key, first.json["messageId"]))["body"] == "first"
     assert await _count(services.db, "messages", account_id) == 1
+    assert await _count(services.db, "contacts", account_id) == 1
+
+
+@pytest.mark.parametrize("change, differs", [
+    ({"body": "edited"}, "another body"),
+    ({"channel": "telegram"}, "another channel"),
+    ({"fromId": "someone-else"}, "another fromId"),
+    ({"body": "edited", "channel": "telegram"}, "another body and channel"),
+])
+async def test_repeated_message_sid_of_another_message_is_409_naming_the_stored_one(api, account, services, change,
+                                                                                 differs):
+    """#44 §3: a WhatsApp and a Telegram message with the same id, or an edited message, was answered 200 and
+    never stored: it is a conflict that names the stored message, and nothing changes."""
+    key, account_id = account["api_key"], account["account_id"]
+    first = await post_inbound(api, key, messageSid="dup-2", body="first", channel="whatsapp")
+    other = await post_inbound(api, key, messageSid="dup-2", **{"body": "first", "channel": "whatsapp", **change})
+    assert other.code == 409, other.body
+    message_id = first.json["messageId"]
+    assert other.json["error"].startswith(f"customData.messageSid 'dup-2' is already stored as message {message_id} "
+                                          f"with {differs}")
+    assert await _count(services.db, "messages", account_id) == 1
     assert await _count(services.db, "contacts", account_id) == 1  # "someone-else" made no contact
+    stored = await get_message(api, key, message_id)
+    assert (stored["body"], stored["channel"]) == ("first", "whatsapp")
 
 
 async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, account, services, http_server_client,

@@ -325,7 +325,8 @@ async def test_new_contact_takes_names_and_email_and_later_messages_fill_blanks_
 
 
 async def test_custom_data_email_alone_does_not_link_a_new_from_id(api, account, services):
-    """Spec §2 rule 3: "A changed fromId produces a new contact" — even when it brings a known email."""
+    """Spec §2 rule 3: "A changed fromId produces a new contact" — even when it brings a known email, which
+    stays the known contact's (issue 44 §6: an email names one contact, as PATCH and create hold)."""
     key, account_id = account["api_key"], account["account_id"]
     await contact_store.find_or_create(services.db, {
         "id": "ct_known", "account_id": account_id, "email": "kim@example.com", "created_at": "2024-01-01"})
@@ -333,7 +334,7 @@ async def test_custom_data_email_alone_does_not_link_a_new_from_id(api, account,
     m = await get_message(api, key, r.json["messageId"])
     assert m["contactId"] != "ct_known"
     contact = await contact_store.get_contact(services.db, account_id, m["contactId"])
-    assert contact["email"] == "kim@example.com"
+    assert contact["email"] is None
 
 
 async def test_contact_created_from_inbound_queues_contact_created(api, account, services):

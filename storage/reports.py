@@ -30,7 +30,7 @@ def account_ids_of_agency(cx, agency_id):
 TAIL_PIECE = 500
 # One long tail read in pieces at a time (per event loop, so per process): another request's read then waits
 # behind one piece at most, however many reports of long tails run at once.
-_piece_locks = weakref.WeakKeyDictionary()
+_piece_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
 def _one_piece_at_a_time():

@@ -154,6 +154,8 @@ def routes():
         (r"/campaigns/(cmp_[0-9a-z]+)/recipients", ui_campaigns.CampaignRecipientsHandler),
         (r"/campaigns/(cmp_[0-9a-z]+)/recipients\.csv", ui_campaigns.CampaignRecipientsCsvHandler),
         (r"/campaigns/(cmp_[0-9a-z]+)/(pause|resume|cancel|retry-failed)", ui_campaigns.CampaignActionHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/start", ui_campaigns.CampaignStartHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/test", ui_campaigns.CampaignTestHandler),
         # The UI's live events (session cookie, same origin): see handlers/live.py.
         (r"/ws", live.LiveEventsHandler),
     ]

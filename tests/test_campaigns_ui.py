@@ -532,7 +532,7 @@ def test_browser_schedules_in_local_time_and_cancels_a_scheduled_campaign(tz_pag
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#action-cancel")
-    page.wait_for_selector("text=Campaign cancelled")
+    page.wait_for_selector("text=Cancelled before it started: nothing was sent.")
     assert page.inner_text("#campaign [data-field=status]") == "Cancelled"
     assert page.locator(".campaign-actions button").count() == 0
     with parley.client() as client:

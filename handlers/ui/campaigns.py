@@ -268,6 +268,8 @@ def action_message(action, result):
     """What the page says after an action: retry-failed says how many it queued again and how many it could
     not (their deliveries were removed by retention)."""
     retry = result.get("retry")
+    if action == "cancel" and result["startedAt"] is None:
+        return "Cancelled before it started: nothing was sent."
     if action != "retry-failed" or not retry:
         return ACTION_DONE[action]
     text = f"{retry['requeued']} failed recipients' messages are being sent again."

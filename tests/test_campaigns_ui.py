@@ -165,6 +165,28 @@ async def test_a_start_time_schedules_it_in_utc(signed_in, api, ui_account, read
     assert (await api_campaign(api, ui_account, c["id"])) == c
 
 
+async def test_a_drafts_page_previews_for_a_chosen_contact_and_sends_a_test_or_says_why_not(
+        signed_in, api, services, ui_account, ready):
+    r = await signed_in.post("/campaigns", form(ready["list_id"]))
+    page = r.headers["Location"]
+    html = (await signed_in.get(page)).text
+    assert '<blockquote class="campaign-preview" id="preview-body">Hi Ann0, the sale is on!</blockquote>' in html
+    assert '<h3 id="send-question">Send to 3 contacts?</h3>' in html and "opted out" not in html
+    assert '<span class="campaign-status" data-field="status">Draft</span>' in html and 'id="draft-note"' in html
+    html = (await signed_in.get(f"{page}?contactId={ready['contact_ids'][2]}")).text
+    assert 'id="preview-body">Hi Ann2, the sale is on!</blockquote>' in html
+    assert re.search(r'id="test-contact"[^>]*value="\+14155550002"', html)  # the test goes to the one shown
+
+    r = await signed_in.post(f"{page}/test", {"contact": "nobody@example.com"})
+    assert r.code == 303 and r.headers["Location"] == page
+    assert "No test sent: no contact with email nobody@example.com" in (await signed_in.get(page)).text
+    r = await signed_in.post(f"{page}/test", {"contact": "ann1@example.com"})
+    assert r.headers["Location"] == f"{page}?contactId={ready['contact_ids'][1]}"
+    assert "Test sent to Ann1 Lee1: “Hi Ann1, the sale is on!”." in unescape((await signed_in.get(page)).text)
+    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
+    assert c["status"] == "draft" and c["counts"]["total"] == 0
+
+
 @pytest.mark.parametrize("fields, field, api_body", [
     ({"name": "  "}, "name", {"name": "  "}),
     ({"body": " "}, "body", {"body": " "}),
@@ -349,6 +371,13 @@ async def test_another_accounts_campaign_is_a_404_on_every_page_and_action(signe
         r = await signed_in.post(f"/campaigns/{theirs['id']}/{action}")
         assert r.code == 404, action
     assert await api_campaign(api, other_account, theirs["id"]) == theirs
+    their_draft = await api_create(api, other_account, theirs_list, name="Their secret draft", draft=True)
+    for path, fields in (("", None), ("/start", {}), ("/start", {"startAt": "2099-01-01T09:30"}),
+                         ("/test", {"contact": "+14155550000"})):
+        r = await (signed_in.get(f"/campaigns/{their_draft['id']}") if fields is None
+                   else signed_in.post(f"/campaigns/{their_draft['id']}{path}", fields))
+        assert r.code == 404 and "Their secret" not in r.text, path
+    assert await api_campaign(api, other_account, their_draft["id"]) == their_draft
     for path in ("/campaigns", "/campaigns/rows"):
         assert theirs["id"] not in (await signed_in.get(path)).text
     # Their list cannot be used either: LIST_NOT_FOUND next to the list, nothing created.

@@ -18,7 +18,7 @@ from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthor
 from common.ids import kept_text
 from common.jsontext import compact_json
 from common.redact import masked_uri
-from common.validation import (lone_surrogate_path, may_hold_lone_surrogate, may_hold_nul, nul_path,
+from common.validation import (lone_surrogate_path, may_hold_lone_surrogate, may_hold_nul, nul_path, nul_refused,
                                validation_message)
 from handlers.bodies import BODY_METHODS, StreamedBody
 from services import audit, idempotency
@@ -87,7 +87,7 @@ def parse_json(raw):
         raise Invalid(f"{where or 'request body'} is not valid Unicode text (a lone surrogate \\uD800-\\uDFFF)")
     where = nul_path(data) if may_hold_nul(text) else None
     if where is not None:
-        raise Invalid(f"{where or 'request body'} must not contain control characters (U+0000)")
+        raise nul_refused(where or "request body")
     return data
 
 
@@ -135,7 +135,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         if "\x00" in text:
             if name is None:  # a path part: no resource is named with U+0000
                 raise tornado.web.HTTPError(404, "no such path: %s", masked_uri(self.request.path))
-            raise Invalid(f"{name} must not contain control characters (U+0000)", field=name)
+            raise nul_refused(name, field=name)
         return text
 
     def check_xsrf_cookie(self):

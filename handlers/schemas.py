@@ -4,7 +4,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
-from common.validation import Identifier, IdentifierNotBlank
+from common.validation import Identifier, IdentifierNotBlank, Strict
 from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
@@ -21,10 +21,6 @@ def _in_utc(value):
 
 
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(_in_utc)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 

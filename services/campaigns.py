@@ -8,7 +8,7 @@ from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
 from common.spreadsheet import safe_cell
 from services import contacts, lists, messaging
-from services.placeholders import FIELDS, compile_body, render  # noqa: F401  (the runner and the UI read them here)
+from services.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
 from storage import accounts as account_store

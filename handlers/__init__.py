@@ -28,6 +28,8 @@ def routes():
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
+        (r"/v1/account/api-keys", account.ApiKeysHandler),
+        (r"/v1/account/api-keys/([^/]+)", account.ApiKeyHandler),
         (r"/v1/account/webhook-secret", account.WebhookSecretHandler),
         (r"/v1/account/webhook-secret/rotate", account.WebhookSecretRotateHandler),
         (r"/v1/account/webhook-test", account.WebhookTestHandler),
@@ -44,6 +46,7 @@ def routes():
         (r"/v1/send_custom_channel_message", custom_channel.SendMessageHandler),
         (r"/v1/sendCustomChannelMessage", custom_channel.SendMessageHandler),
         (r"/v1/events", events.EventsHandler),
+        (r"/v1/messages", messages.MessagesHandler),
         (r"/v1/messages/([^/]+)", messages.MessageHandler),
         (r"/v1/messages/([^/]+)/retry", messages.MessageRetryHandler),
         (r"/v1/contacts/([^/]+)/messages", messages.ContactMessagesHandler),

@@ -79,6 +79,8 @@ def routes():
         (one_time_link_kinds.PATH_PATTERN + r"([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
         (r"/settings", ui_settings.SettingsHandler),
         (r"/settings/api-key", ui_settings.ApiKeyHandler),
+        (r"/settings/api-keys", ui_settings.ApiKeysHandler),
+        (r"/settings/api-keys/(key_[0-9a-z]+)/revoke", ui_settings.ApiKeyRevokeHandler),
         (r"/settings/account-name", ui_settings.AccountNameHandler),
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
         (r"/settings/webhook-test", ui_settings.WebhookTestHandler),

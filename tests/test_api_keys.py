@@ -121,3 +121,35 @@ async def test_rotation_under_load_fails_no_request_made_with_a_valid_key(servic
 
 async def _true(value):
     return value
+
+
+async def test_the_settings_page_lists_creates_and_revokes_keys(signed_in, api, ui_account, other_account):
+    """Settings > API Key: every key with its name, prefix, created and last-used time; Create shows the new
+    key once; Revoke ends one key (the others live on); another account's key id is refused."""
+    old = ui_account["api_key"]
+    page = await signed_in.get("/settings")
+    assert page.code == 200 and 'id="api-keys"' in page.text and "Default" in page.text
+    r = await signed_in.post("/settings/api-keys", {"name": "Zapier <b>"})
+    assert r.code == 200, r.text
+    new_key = r.text.split('id="new-api-key" class="secret" type="text" readonly value="')[1].split('"')[0]
+    assert "Zapier &lt;b&gt;" in r.text and "works now, beside" in r.text
+    assert (await api.get("/v1/account", key=new_key)).code == 200
+    assert (await api.get("/v1/account", key=old)).code == 200
+    page = await signed_in.get("/settings")
+    assert new_key[:10] in page.text and new_key not in page.text  # shown once, then only its prefix
+    listed = (await api.get(KEYS, key=new_key)).json["data"]
+    old_id = next(k["id"] for k in listed if k["name"] == "Default")
+    assert f"/settings/api-keys/{old_id}/revoke" in page.text
+
+    theirs = (await api.get(KEYS, key=other_account["api_key"])).json["data"][0]["id"]
+    r = await signed_in.post(f"/settings/api-keys/{theirs}/revoke")
+    assert r.code == 404 and (await api.get("/v1/account", key=other_account["api_key"])).code == 200
+    assert (await signed_in.post(f"/settings/api-keys/{old_id}/revoke", {}, xsrf=False)).code == 403
+    r = await signed_in.post(f"/settings/api-keys/{old_id}/revoke")
+    assert r.code == 303, r.text
+    assert (await api.get("/v1/account", key=old)).code == 401
+    assert (await api.get("/v1/account", key=new_key)).code == 200
+    page = await signed_in.get("/settings")
+    assert "is revoked" in page.text and old_id not in page.text
+    r = await signed_in.post("/settings/api-keys", {"name": " "})
+    assert r.code == 400 and "name is required" in r.text

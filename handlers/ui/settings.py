@@ -70,7 +70,7 @@ class ApiKeyHandler(SettingsPage):
                                             keep_session=self.session_id, by=self.actor)
         self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         key = await accounts.get_key_prefix(self.services.db, self.account_id)
-        self.render("api_key.html", api_key=api_key, key=key)
+        self.render("api_key.html", api_key=api_key, key=key, created=None)
 
 
 class ApiKeysHandler(SettingsPage):

@@ -315,6 +315,13 @@ class ApiHandler(BaseHandler):
         cached = registry.cached(key_hash)
         limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
         allowed, headers = await self.services.limiter.hit_shared(key_hash, limit)
+        if not allowed and cached is None:
+            # The cache was emptied (a key or a limit changed, `parley set-rate-limit`): the account's own
+            # limit decides, not the default's spent budget (a refused hit was not counted, so count it anew).
+            cached = await self._principal_or_none(registry, key_hash)
+            if cached is not None and cached.rate_limit_per_minute and cached.rate_limit_per_minute != limit:
+                limit = cached.rate_limit_per_minute
+                allowed, headers = await self.services.limiter.hit_shared(key_hash, limit)
         self.set_own_headers(headers)
         if not allowed:
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
@@ -324,6 +331,13 @@ class ApiHandler(BaseHandler):
         # Kept for write_error: an error answer after authentication carries them too (not a 401).
         self.rate_limit_headers = headers
         return principal
+
+    @staticmethod
+    async def _principal_or_none(registry, key_hash):
+        try:
+            return await registry.principal_for(key_hash)
+        except Unauthorized:
+            return None  # over the default budget, an unknown key is told 429 like any other
 
     def json_body(self, model):
         """Parse the body as JSON into a pydantic model; 415 for another content type, 400 naming the field."""

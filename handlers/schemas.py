@@ -55,7 +55,10 @@ class Account(BaseModel):
     parentAgencyId: Optional[str]
     rateLimitPerMinute: Optional[int]
     apiKeyPrefix: Optional[str]
-    settings: dict
+    # The title names the inline schema: client generators call it <Model><title>, and "AccountSettings" is
+    # PATCH /v1/account/settings' answer (openapi-python-client dropped Account over the clash).
+    settings: dict = Field(title="StoredSettings", description="The account's settings as stored (see "
+                                                               "GET /v1/account/settings for every key).")
     createdAt: str
     credits: float = Field(description="Credit balance (sub-accounts spend it; agencies grant it).")
 

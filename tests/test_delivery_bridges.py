@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 from standardwebhooks import Webhook
 
 from handlers.event_schemas import Event
+from handlers.webhook_schemas import WEBHOOKS, ReplyPayload
 from services import messaging
 from common.ids import iso, parse_iso, utcnow
 from storage.db import fetch_all
@@ -65,6 +66,7 @@ async def test_a_final_failure_is_told_by_event_notification_and_list(services, 
     assert body["event"] == "message.failed" and body["accountId"] == account["account_id"]
     assert body["data"]["messageId"] == final["messageId"] and body["data"]["final"] is True
     assert body["data"]["contactId"] == final["contactId"] and body["data"]["error"]["httpStatus"] == 404
+    WEBHOOKS["message.failed"][1].model_validate(body)  # as the OpenAPI document's webhooks say
 
     failed_events = await events_of(api, key, "message.failed")
     assert [e["data"] for e in failed_events] == [body["data"]]  # one, for the final failure only
@@ -144,6 +146,8 @@ async def test_replies_carry_created_at_a_per_contact_sequence_author_and_accoun
     assert by_body["two"]["authorUserId"] == user_id
     assert "authorUserId" not in by_body["one"] and "authorUserId" not in by_body["three"]
     for payload in payloads:
+        ReplyPayload.model_validate(payload)  # as the OpenAPI document's webhooks say
+        assert set(ReplyPayload.model_fields) >= set(payload)  # every field sent is documented
         assert payload["accountId"] == account["account_id"]
         assert {"contactId", "messageId", "userId", "body", "toId", "channel"} <= set(payload)
         r = await api.get(f"/v1/messages/{payload['messageId']}", key=key)

@@ -42,28 +42,49 @@ async def ui_user(services, email):
 
 
 class Socket:
-    """A /ws client that records every frame."""
+    """A /ws client that records every frame; the navigation's counts frames apart (counts, next_counts)."""
 
     def __init__(self, connection):
         self.connection = connection
         self.frames = []
+        self.counts = []
+        self._counts_read = 0
 
     @classmethod
     async def open(cls, client, cookies, after, origin="same", deflate=False):
+        """after: the page's event id, or "counts" for a page that shows only the navigation's counts."""
         port = client.get_http_port()
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
         if origin == "same":
             origin = f"https://127.0.0.1:{port}"
         if origin:
             headers["Origin"] = origin
-        request = HTTPRequest(f"ws://127.0.0.1:{port}/ws?after={after}", headers=headers)
+        query = "counts=1" if after == "counts" else f"after={after}"
+        request = HTTPRequest(f"ws://127.0.0.1:{port}/ws?{query}", headers=headers)
         return cls(await websocket_connect(request, compression_options={} if deflate else None))
 
-    async def next(self):
+    async def _read(self):
         text = await asyncio.wait_for(self.connection.read_message(), TIMEOUT)
         frame = None if text is None else json.loads(text)
-        self.frames.append(frame)
+        if frame is not None and frame["type"] == "counts":
+            self.counts.append({k: v for k, v in frame.items() if k != "type"})
+        else:
+            self.frames.append(frame)
         return frame
+
+    async def next(self):
+        """The next frame that is not a counts frame."""
+        while True:
+            frame = await self._read()
+            if frame is None or frame["type"] != "counts":
+                return frame
+
+    async def next_counts(self):
+        """The next counts frame not yet returned: {needsPerson, unread}."""
+        while len(self.counts) == self._counts_read:
+            assert await self._read() is not None, f"closed before a counts frame: {self.frames}"
+        self._counts_read += 1
+        return self.counts[self._counts_read - 1]
 
     async def until(self, predicate):
         while True:
@@ -520,11 +541,15 @@ class FakeTransport:
 
     def __init__(self, flushed=True):
         self.frames, self.closed, self.flushed = [], None, flushed
+        self.counts = []  # the counts frames, apart from the others
 
     def write(self, frame):
         if self.closed:
             raise RuntimeError("closed")
-        self.frames.append(frame.data)
+        if frame.data.startswith(b'{"type":"counts"'):
+            self.counts.append(json.loads(frame.data))
+        else:
+            self.frames.append(frame.data)
         future = asyncio.get_running_loop().create_future()
         if self.flushed:
             future.set_result(None)

@@ -128,6 +128,7 @@ class CampaignsHandler(CampaignsPage):
 
 class CampaignRowsHandler(CampaignsPage):
     """GET /campaigns/rows: the first page of the list alone, for the list page's live refresh."""
+    live_fragment = True
 
     @authenticated
     async def get(self):
@@ -167,6 +168,7 @@ class CampaignHandler(CampaignPage):
 
 class CampaignSummaryHandler(CampaignPage):
     """GET /campaigns/{id}/summary: the status, counts, facts and buttons alone (live refresh)."""
+    live_fragment = True
 
     @authenticated
     async def get(self, campaign_id):
@@ -175,6 +177,7 @@ class CampaignSummaryHandler(CampaignPage):
 
 class CampaignRecipientsHandler(CampaignPage):
     """GET /campaigns/{id}/recipients?status=&cursor=: the recipients table alone (live refresh)."""
+    live_fragment = True
 
     @authenticated
     async def get(self, campaign_id):

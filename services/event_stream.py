@@ -178,14 +178,20 @@ def _public(services, row, item, messages):
 
 
 class LongPolls:
-    """Long-polls waiting at once, bounded per API key and per account (429 with Retry-After beyond): a
-    client cannot hold this process's connections with waits."""
+    """Long-polls waiting at once, bounded per API key, per account and in all on this process (429 with
+    Retry-After beyond): a client cannot hold this process's connections with waits, nor can all clients
+    together take the connections the API needs (``total``: a share of --max-connections)."""
 
-    def __init__(self, per_key, per_account):
-        self.per_key, self.per_account = per_key, per_account
+    def __init__(self, per_key, per_account, total=None):
+        self.per_key, self.per_account, self.total = per_key, per_account, total
         self._keys, self._accounts = {}, {}
+        self.waiting = 0
 
     def claim(self, key, account_id):
+        if self.total is not None and self.waiting >= self.total:
+            raise RateLimited(f"wait: this server already has {self.total} long-polls waiting "
+                              "(--events-long-polls-share of --max-connections); retry after 5 s, or ask without "
+                              "wait", headers={"Retry-After": "5"}, field="wait")
         if self._keys.get(key, 0) >= self.per_key:
             raise RateLimited(f"wait: this API key already has {self.per_key} long-polls waiting "
                               "(--events-long-polls-per-key); retry after 1 s", headers={"Retry-After": "1"},
@@ -196,16 +202,14 @@ class LongPolls:
                               field="wait")
         self._keys[key] = self._keys.get(key, 0) + 1
         self._accounts[account_id] = self._accounts.get(account_id, 0) + 1
+        self.waiting += 1
 
     def release(self, key, account_id):
+        self.waiting -= 1
         for counts, name in ((self._keys, key), (self._accounts, account_id)):
             counts[name] -= 1
             if not counts[name]:
                 del counts[name]
-
-    @property
-    def waiting(self):
-        return sum(self._accounts.values())
 
 
 async def read(services, account_id, key, *, after=None, types=None, limit=None, wait=None):

@@ -101,5 +101,17 @@
       .catch(function () {});
   }
 
+  // Leaving the page (a link, a form such as "Sign out" or "back to the agency", which may end the session and
+  // so close this socket with 4001): the navigation goes on, not a reload of this page.
+  window.addEventListener("beforeunload", function () {
+    finished = true;
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted && finished && live.state !== "reloading") {  // back from the cache: live again
+      finished = false;
+      connect();
+    }
+  });
+
   connect();
 })();

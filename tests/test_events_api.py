@@ -178,6 +178,33 @@ async def test_long_polls_are_bounded_per_key_and_account(services, api, account
     assert services.long_polls.waiting == 0
 
 
+async def test_long_polls_in_all_take_at_most_their_share_of_the_connections(services, api, account, settings):
+    """Long-polls are counted apart from the connections the API needs: at most --events-long-polls-share of
+    --max-connections wait at once on a process, across accounts (429 with Retry-After beyond); the API
+    still answers meanwhile."""
+    from pydantic import ValidationError
+    from services import accounts
+    from settings import Settings
+    assert services.long_polls.total == settings.events_long_polls_max == int(settings.max_connections * 0.25)
+    with pytest.raises(ValidationError, match="events_long_polls_share"):
+        Settings(live_sockets_share=0.8, events_long_polls_share=0.2)
+    services.long_polls.total = 2  # as --max-connections 8: room for 2
+    other = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                          email="owner@other.example", password="correct horse battery staple")
+    cursors = {k: (await read(api, k)).json["nextCursor"] for k in (account["api_key"], other["api_key"])}
+    waiting = [asyncio.ensure_future(read(api, k, after=c, wait="30")) for k, c in cursors.items()]
+    await asyncio.sleep(0.3)
+    key = other["api_key"]
+    r = await read(api, key, after=cursors[key], wait="30")  # within its key's and account's bounds
+    assert r.code == 429 and r.headers["Retry-After"] == "5", r.body
+    assert "--events-long-polls-share" in r.json["error"]["message"] and "wait" in r.json["error"]["message"]
+    assert (await read(api, key, after=cursors[key])).code == 200  # without wait: answered as ever
+    await services.hub.stop()
+    for done in await asyncio.wait_for(asyncio.gather(*waiting), 10):
+        assert done.code == 200
+    assert services.long_polls.waiting == 0
+
+
 async def test_a_cursor_older_than_retention_is_410(services, api, account, tmp_path):
     key = account["api_key"]
     await inbound(services, account["account_id"], "sid-1")

@@ -206,14 +206,25 @@ def catch_up(cx, account_id, after_seq, through_id, limit, skip_types=()):
 
 @writes
 def prune(cx, older_than, limit):
-    """Delete up to ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), never an
-    account's newest event (its seq is where the account's next one counts from; the newest of all is one
-    of them, and its id is where the next id counts from). Returns how many were deleted: the retention
-    cleanup (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a
-    deleted event is told to reload."""
-    return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events AS e WHERE created_at < ?"
-                      " AND seq < (SELECT MAX(seq) FROM events WHERE account_id = e.account_id)"
-                      " ORDER BY id LIMIT ?)", (older_than, limit)).rowcount
+    """Delete about ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), and of each
+    account only a prefix by seq: never an event with a newer one before it (created_at is taken before the
+    commit that gives seq on PostgreSQL, so it can go back a little where seq goes on; deleting such an event
+    alone would leave a hole that a cursor or a page before it would skip without being told), and never an
+    account's newest event (its seq is where the account's next one counts from; the newest of all is one of
+    them, and its id is where the next id counts from). Returns how many were deleted: the retention cleanup
+    (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a deleted event
+    is told to reload, a cursor 410."""
+    deleted = 0
+    candidates = cx.execute("SELECT account_id, MAX(seq) FROM (SELECT account_id, seq FROM events WHERE created_at < ?"
+                            " ORDER BY id LIMIT ?) AS c GROUP BY account_id", (older_than, limit)).fetchall()
+    for account_id, through in candidates:
+        # The account's first event not old enough, up to the batch's newest (an index range of about the batch).
+        newer = cx.execute("SELECT MIN(seq) FROM events WHERE account_id = ? AND seq <= ? AND created_at >= ?",
+                           (account_id, through, older_than)).fetchone()[0]
+        last = cx.execute("SELECT MAX(seq) FROM events WHERE account_id = ?", (account_id,)).fetchone()[0]
+        upto = min(through + 1, last, newer if newer is not None else last)
+        deleted += cx.execute("DELETE FROM events WHERE account_id = ? AND seq < ?", (account_id, upto)).rowcount
+    return deleted
 
 
 @reads

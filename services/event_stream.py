@@ -26,18 +26,10 @@ from services import messaging
 from storage import events as store
 from storage import messages as message_store
 
-# Public type -> the stored types it is read from.
-SOURCES = {
-    "message.created": (store.MESSAGE_CREATED, store.MESSAGES_CREATED),
-    "message.updated": (store.MESSAGE_STATUS, store.MESSAGES_STATUS, store.MESSAGE_UPDATED),
-    "conversation.updated": (store.CONVERSATION_UPDATED,),
-    "conversation.handoff": ("conversation.handoff",),
-    "contact.created": ("contact.created",),
-    "contact.updated": ("contact.updated",),
-    "contact.tagged": ("contact.tagged",),
-    "contact.erased": (store.CONVERSATION_ERASED,),
-    "subaccount.auto_recharge": ("subaccount.auto_recharge",),
-}
+# Public type -> the stored types it is read from (store.PUBLIC_TYPES; a notification type is stored as itself).
+SOURCES = {public: tuple(s for s, p in store.PUBLIC_TYPES.items() if p == public) or (public,) for public in (
+    "message.created", "message.updated", "conversation.updated", "conversation.handoff", "contact.created",
+    "contact.updated", "contact.tagged", "contact.erased", "subaccount.auto_recharge")}
 PUBLIC_TYPE = {source: public for public, sources in SOURCES.items() for source in sources}
 TYPES = tuple(SOURCES)
 MAX_LIMIT, DEFAULT_LIMIT, MAX_WAIT = 500, 100, 30
@@ -141,26 +133,12 @@ async def _read(services, account_id, position, sources, limit, checked):
     return data, through, len(rows) > limit, newest
 
 
-class _MessageRef(str):
-    """An item that is a message to read (its id)."""
-
-
 def _is_message(item):
-    return isinstance(item, _MessageRef)
+    return isinstance(item, store.MessageRef)
 
 
 def _items(row):
-    """A stored event's public events, in order: a message's id to fill in, or the data as it is."""
-    event_type, data = row[2], json.loads(row[3])
-    if event_type == store.MESSAGES_CREATED:
-        return [_MessageRef(m) for m in data.get("messageIds", ())]
-    if event_type == store.MESSAGES_STATUS:
-        return [_MessageRef(message_id) for _, message_id in data["messages"]]
-    if event_type in (store.MESSAGE_CREATED, store.MESSAGE_STATUS, store.MESSAGE_UPDATED):
-        return [_MessageRef(data["messageId"])]
-    if event_type == store.CONVERSATION_ERASED:
-        return [{"contactId": data["contactId"]}]
-    return [data]
+    return store.public_items(row[2], json.loads(row[3]))
 
 
 async def _messages(services, account_id, ids):

@@ -309,3 +309,51 @@ async def test_a_campaigns_batches_are_one_event_per_message(services, api, acco
 @pytest.mark.parametrize("event_type", sorted(EVENT_DATA))
 def test_every_type_is_documented_once(event_type):
     assert EVENT_DATA[event_type].__doc__
+
+
+async def test_every_event_type_can_be_subscribed_with_the_events_data(services, api, account, worker, receiver,
+                                                                       tmp_path):
+    """Issue 37: notificationUrls takes every event type (an unknown one is 400 naming it, as before), and
+    each notification a real receiver gets is an event of the stream, of the same type with the same data
+    (a message's: the message as GET /v1/messages/{id} shows it when sent); contact.erased lets the receiver
+    erase too."""
+    key = account["api_key"]
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {"message.deleted": receiver.url}}, key=key)
+    assert r.code == 400 and "notificationUrls.message.deleted" in r.json["error"]["message"], r.body
+    urls = {t: f"{receiver.url}/{t}" for t in event_stream.TYPES}
+    r = await api.patch("/v1/account/settings", {"notificationUrls": urls, "customChannelWebhookUrl": f"{receiver.url}/replies"},
+                        key=key)
+    assert r.code == 200 and r.json["notificationUrls"] == urls, r.body
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]}, webhook=f"{receiver.url}/replies")
+    contact = (await api.post("/v1/contacts", {"phone": "+14155550100"}, key=key)).json
+    await api.patch(f"/v1/contacts/{contact['id']}", {"firstName": "Ada"}, key=key)
+    listed = (await api.post("/v1/lists", {"name": "VIP"}, key=key)).json
+    assert (await api.post(f"/v1/lists/{listed['id']}/contacts", {"contactId": contact["id"]}, key=key)).code < 300
+    await say(api, services, key, "a human please", fromId="+14155550100")  # message.created, handoff, replies
+    r = await api.patch(f"/v1/conversations/{contact['id']}", {"status": "resolved"}, key=key)
+    assert r.code == 200, r.body
+    await deliver_all(worker)  # the bot's reply turns Sent: message.updated
+
+    def received():
+        requests = [q for q in receiver.requests if q["path"] != "/hook/replies"]
+        notes = [json.loads(q["body"]) for q in requests]
+        assert [q["path"] for q in requests] == [f"/hook/{n['event']}" for n in notes]  # each to its type's URL
+        return [(n["event"], n["data"]) for n in notes]
+
+    events, _ = await read_all(api, key)
+    stream = [(e["type"], e["data"]) for e in events]
+    got = received()
+    assert {t for t, _ in got} == set(event_stream.TYPES) - {"contact.erased", "subaccount.auto_recharge"}, got
+
+    def same(pair):  # a message is filled in when sent, or read: its status may have moved on between the two
+        kind, data = pair
+        return (kind, {k: v for k, v in data.items() if k not in ("status", "error")} if kind.startswith("message.")
+                else data)
+    for pair in got:
+        assert same(pair) in [same(e) for e in stream], pair
+    assert [t for t, _ in got].count("message.created") == len([t for t, _ in stream if t == "message.created"])
+
+    r = await api.delete(f"/v1/contacts/{contact['id']}", key=key, headers={"Idempotency-Key": "erase"})
+    assert r.code == 200, r.body
+    await deliver_all(worker)
+    assert received()[-1] == ("contact.erased", {"contactId": contact["id"]})

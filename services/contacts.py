@@ -24,7 +24,10 @@ async def create_contact(db, account_id, *, first_name=None, last_name=None, pho
     returned rather than duplicated, its blank fields filled. Returns (contact, created)."""
     row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
            **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email)}
-    contact, created = await store.find_or_create(db, row)
+    try:
+        contact, created = await store.find_or_create(db, row)
+    except Conflict as exc:  # a new phone with another contact's email: refused as PATCH refuses it
+        raise await _named_conflict(db, account_id, exc) from None
     return public_contact(contact), created
 
 

@@ -138,7 +138,8 @@ async def open_services(settings):
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
-    services.long_polls = LongPolls(settings.events_long_polls_per_key, settings.events_long_polls_per_account)
+    services.long_polls = LongPolls(settings.events_long_polls_per_key, settings.events_long_polls_per_account,
+                                    settings.events_long_polls_max)
     if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
         services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: services.hub.notify,
                                                                KEYS_CHANNEL: services.keys.forget})

@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Settings(BaseModel):
@@ -124,6 +124,12 @@ class Settings(BaseModel):
     events_long_polls_per_account: int = Field(20, ge=1, description="GET /v1/events long-polls one account keeps "
                                                                      "waiting at once on a process, across its "
                                                                      "keys (429 above).")
+    events_long_polls_share: float = Field(0.25, gt=0, lt=1, description="Share of --max-connections that GET "
+                                                                         "/v1/events long-polls may hold at once on "
+                                                                         "a process, across accounts (429 with "
+                                                                         "Retry-After above): with "
+                                                                         "--live-sockets-share, the rest is kept "
+                                                                         "for the API and the pages.")
 
     secret_key_file: Optional[Path] = Field(None, description="The key that encrypts secrets at rest and signs "
                                                               "session and XSRF cookies; default secret.key in "
@@ -142,6 +148,18 @@ class Settings(BaseModel):
         if url and url.split(":", 1)[0] not in ("postgresql", "postgres"):
             raise ValueError("database_url: empty (the SQLite file) or postgresql://user:password@host:port/database")
         return url
+
+    @model_validator(mode="after")
+    def _room_for_the_api(self):
+        if self.live_sockets_share + self.events_long_polls_share >= 1:
+            raise ValueError("live_sockets_share + events_long_polls_share must stay below 1: the rest of "
+                             "--max-connections is the API's")
+        return self
+
+    @property
+    def events_long_polls_max(self):
+        """GET /v1/events long-polls waiting at once on a process, at most."""
+        return max(1, int(self.max_connections * self.events_long_polls_share))
 
     @property
     def base_url(self):

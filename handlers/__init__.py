@@ -125,7 +125,6 @@ def routes():
         (r"/bot/test", ui_bot.BotTryHandler),
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
-        (r"/inbox/needs-person", inbox.NeedsPersonHandler),
         (r"/inbox/bulk", ui_conversation_status.BulkHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),

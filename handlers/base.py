@@ -48,6 +48,8 @@ def log_request(handler):
     """Access log line with the API key masked."""
     status = handler.get_status()
     level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
+    if level == logging.INFO and getattr(handler, "live_fragment", False) and handler.request.method == "GET":
+        level = logging.DEBUG  # a live page's fetch after an event: a line per event would bury the log
     if not access_log.isEnabledFor(level):
         return  # e.g. --log-level warning: no masking or formatting for a line nobody reads
     request = handler.request

@@ -2,7 +2,9 @@
 
 The handshake needs the session cookie (handlers.ui_base.session_user, 401 without one) and an Origin that is
 this site's (403 otherwise: a page elsewhere cannot ride the cookie), and ?after=<event id> (the id the page
-was rendered at, or the last one it received; 400 without it). services/live.py's docstring has the frames."""
+was rendered at, or the last one it received; 400 without it), or ?counts=1 on a page that shows no live events
+(the navigation's counts alone). services/live.py's docstring has the frames. The access log has the handshake
+(one line a connection), never a line per event."""
 import json
 from urllib.parse import urlsplit
 
@@ -92,9 +94,11 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         if guard is not None and not guard.socket_room():
             raise tornado.web.HTTPError(503, "the server has as many live connections as it keeps; the page "
                                              "works without live updates meanwhile")
-        text = self.get_query_argument("after", "")
+        self.counts_only = self.get_query_argument("counts", "") == "1"
+        text = self.get_query_argument("after", "0" if self.counts_only else "")
         if not (text.isascii() and text.isdigit()) or len(text) > 18:
-            raise tornado.web.HTTPError(400, "after must be the last event id the page saw (an integer)")
+            raise tornado.web.HTTPError(400, "after must be the last event id the page saw (an integer), or "
+                                             "counts=1 for the navigation's counts alone")
         self.after = int(text)
 
     async def open(self):
@@ -103,7 +107,7 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         subscriber = await hub.subscribe(
             self.user["account_id"], self.user["id"], self.after, _Transport(self), session_key(self, self.user),
             role=self.user.get("role") or "admin", user_role=(viewer or self.user).get("role") or "admin",
-            parent_session=session_key(self) if viewer else None)
+            parent_session=session_key(self) if viewer else None, counts_only=self.counts_only)
         if subscriber is not None and self.ws_connection is None:  # the page left while it was subscribing
             hub.unsubscribe(subscriber)
             return

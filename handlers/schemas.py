@@ -5,11 +5,12 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from common.validation import Identifier, IdentifierNotBlank, Strict
+from services import event_stream
 from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
-NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
-                            "subaccount.auto_recharge", "message.failed"]
+# Every event type of GET /v1/events can be subscribed, with the same data (issue 37).
+NotificationEvent = Literal[event_stream.TYPES]
 
 
 def _in_utc(value):

@@ -104,6 +104,9 @@ class UiHandler(BaseHandler):
     # False for a page about the signed-in person themselves (their password): not for an agency user viewing a
     # sub-account, who is not that account's user.
     while_viewing_as = True
+    # A fragment that live pages fetch when an event arrives (GET): logged at DEBUG, not a line per event at
+    # INFO; it renders no navigation, so its counts are not read.
+    live_fragment = False
     SESSION_COOKIE = "parley_session"
     VIEW_AS_COOKIE = "parley_view_as"  # an agency viewing a sub-account (handlers/ui/agency.py)
     FLASH_COOKIE = "parley_flash"
@@ -197,9 +200,9 @@ class UiHandler(BaseHandler):
                             f"{self.current_user['viewer']['account_name']}: this page is for your own account. "
                             f"Go back to the agency first.", code="ROLE_FORBIDDEN")
         # Every page's navigation shows these (issue 25 §3, §5): the handoffs waiting, a sub-account's credits.
-        self.needs_person = self.credits = None
-        if self.current_user and self.request.method == "GET":
-            self.needs_person = await inbox.needs_person_count(self.services.db, self.account_id)
+        self.nav_counts = self.credits = None
+        if self.current_user and self.request.method == "GET" and not self.live_fragment:
+            self.nav_counts = await inbox.nav_counts(self.services.db, self.account_id)
             if self.current_user.get("account_type") == "subaccount" and users.allows(self.current_user["role"],
                                                                                       "admin"):
                 self.credits = await subaccounts.own_credits(self.services.db, self.account_id)
@@ -236,7 +239,7 @@ class UiHandler(BaseHandler):
         template = self.application.jinja.get_template(template_name)
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
-            path=self.request.path, needs_person=getattr(self, "needs_person", None),
+            path=self.request.path, nav_counts=getattr(self, "nav_counts", None),
             may=functools.partial(may_open, self.current_user),
             own_credits=getattr(self, "credits", None),
             static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), parley_version=VERSION,

@@ -10,6 +10,7 @@ Outcomes (docs/design.md#api-decisions "Reply delivery"):
   configured: final at once ('failed'); retry_now() sends it again after the client fixed things.
 """
 import asyncio
+import json
 import logging
 import random
 import time
@@ -19,12 +20,15 @@ from datetime import timedelta
 from services.leases import PROCESS_ID
 from services.netguard import CheckedResolver
 from services.webhook_post import Outcome, post_signed
+from services import messaging
 from services.accounts import signing_secrets
 from services.webhook_client import KeepAliveClient
 from services.worker_loop import WorkerLoop
 from common.ids import iso, utcnow
 from storage import accounts as account_store
 from storage import delivery as store
+from storage import messages as message_store
+from storage.events import MESSAGE_TYPES
 
 log = logging.getLogger("parley.delivery")
 
@@ -258,9 +262,24 @@ class DeliveryWorker(WorkerLoop):
         url = webhook_url(row, account)
         if not url:
             return Outcome(error=NO_URL)
+        body = row["payload"]
+        if row["kind"] == "notification" and row["event_type"] in MESSAGE_TYPES:
+            body = await self._message_notification(row)
+            if body is None:
+                return Outcome(error="the message was erased before its notification was sent")
         return await post_signed(self._client(), url, secrets=self._signing_secrets(account, now),
-                                 webhook_id=row["webhook_id"], body=row["payload"].encode(), timeout=self.timeout,
+                                 webhook_id=row["webhook_id"], body=body.encode(), timeout=self.timeout,
                                  allow_private=self.settings.allow_private_webhooks)
+
+    async def _message_notification(self, row):
+        """A message.created or message.updated notification's body: its data, queued as {"messageId"}, is
+        the message as GET /v1/messages/{id} shows it now (as GET /v1/events fills it in when read); None
+        when the message is gone (erased)."""
+        payload = json.loads(row["payload"])
+        found = await message_store.messages_by_ids(self.services.db, row["account_id"], [payload["data"]["messageId"]])
+        if not found:
+            return None
+        return json.dumps({**payload, "data": messaging.public_message(self.services, found[0])})
 
     async def _account(self, account_id):
         """The account, read at most once per ACCOUNT_TTL (not per attempt): a changed webhook URL or secret

@@ -26,19 +26,10 @@ from services import messaging
 from storage import events as store
 from storage import messages as message_store
 
-# Public type -> the stored types it is read from.
-SOURCES = {
-    "message.created": (store.MESSAGE_CREATED, store.MESSAGES_CREATED),
-    "message.updated": (store.MESSAGE_STATUS, store.MESSAGES_STATUS, store.MESSAGE_UPDATED),
-    "conversation.updated": (store.CONVERSATION_UPDATED,),
-    "conversation.handoff": ("conversation.handoff",),
-    "contact.created": ("contact.created",),
-    "contact.updated": ("contact.updated",),
-    "contact.tagged": ("contact.tagged",),
-    "contact.erased": (store.CONVERSATION_ERASED,),
-    "subaccount.auto_recharge": ("subaccount.auto_recharge",),
-    "message.failed": ("message.failed",),
-}
+# Public type -> the stored types it is read from (store.PUBLIC_TYPES; a notification type is stored as itself).
+SOURCES = {public: tuple(s for s, p in store.PUBLIC_TYPES.items() if p == public) or (public,) for public in (
+    "message.created", "message.updated", "conversation.updated", "conversation.handoff", "contact.created",
+    "contact.updated", "contact.tagged", "contact.erased", "subaccount.auto_recharge", "message.failed")}
 PUBLIC_TYPE = {source: public for public, sources in SOURCES.items() for source in sources}
 TYPES = tuple(SOURCES)
 MAX_LIMIT, DEFAULT_LIMIT, MAX_WAIT = 500, 100, 30
@@ -142,26 +133,12 @@ async def _read(services, account_id, position, sources, limit, checked):
     return data, through, len(rows) > limit, newest
 
 
-class _MessageRef(str):
-    """An item that is a message to read (its id)."""
-
-
 def _is_message(item):
-    return isinstance(item, _MessageRef)
+    return isinstance(item, store.MessageRef)
 
 
 def _items(row):
-    """A stored event's public events, in order: a message's id to fill in, or the data as it is."""
-    event_type, data = row[2], json.loads(row[3])
-    if event_type == store.MESSAGES_CREATED:
-        return [_MessageRef(m) for m in data.get("messageIds", ())]
-    if event_type == store.MESSAGES_STATUS:
-        return [_MessageRef(message_id) for _, message_id in data["messages"]]
-    if event_type in (store.MESSAGE_CREATED, store.MESSAGE_STATUS, store.MESSAGE_UPDATED):
-        return [_MessageRef(data["messageId"])]
-    if event_type == store.CONVERSATION_ERASED:
-        return [{"contactId": data["contactId"]}]
-    return [data]
+    return store.public_items(row[2], json.loads(row[3]))
 
 
 async def _messages(services, account_id, ids):
@@ -179,14 +156,20 @@ def _public(services, row, item, messages):
 
 
 class LongPolls:
-    """Long-polls waiting at once, bounded per API key and per account (429 with Retry-After beyond): a
-    client cannot hold this process's connections with waits."""
+    """Long-polls waiting at once, bounded per API key, per account and in all on this process (429 with
+    Retry-After beyond): a client cannot hold this process's connections with waits, nor can all clients
+    together take the connections the API needs (``total``: a share of --max-connections)."""
 
-    def __init__(self, per_key, per_account):
-        self.per_key, self.per_account = per_key, per_account
+    def __init__(self, per_key, per_account, total=None):
+        self.per_key, self.per_account, self.total = per_key, per_account, total
         self._keys, self._accounts = {}, {}
+        self.waiting = 0
 
     def claim(self, key, account_id):
+        if self.total is not None and self.waiting >= self.total:
+            raise RateLimited(f"wait: this server already has {self.total} long-polls waiting "
+                              "(--events-long-polls-share of --max-connections); retry after 5 s, or ask without "
+                              "wait", headers={"Retry-After": "5"}, field="wait")
         if self._keys.get(key, 0) >= self.per_key:
             raise RateLimited(f"wait: this API key already has {self.per_key} long-polls waiting "
                               "(--events-long-polls-per-key); retry after 1 s", headers={"Retry-After": "1"},
@@ -197,16 +180,14 @@ class LongPolls:
                               field="wait")
         self._keys[key] = self._keys.get(key, 0) + 1
         self._accounts[account_id] = self._accounts.get(account_id, 0) + 1
+        self.waiting += 1
 
     def release(self, key, account_id):
+        self.waiting -= 1
         for counts, name in ((self._keys, key), (self._accounts, account_id)):
             counts[name] -= 1
             if not counts[name]:
                 del counts[name]
-
-    @property
-    def waiting(self):
-        return sum(self._accounts.values())
 
 
 async def read(services, account_id, key, *, after=None, types=None, limit=None, wait=None):

@@ -67,9 +67,10 @@ async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, que
             "counts": await store.counts(services.db, account_id, now, campaign_id, user_id)}
 
 
-async def needs_person_count(db, account_id):
-    """Conversations waiting for a person after a handoff: the navigation's "Needs a person" count."""
-    return await store.count_needing_person(db, account_id)
+async def nav_counts(db, account_id):
+    """The navigation's counts: {"needsPerson": conversations waiting for a person after a handoff, "unread":
+    conversations with unread messages}. Open pages get them again from the live hub (services/live.py)."""
+    return (await store.nav_counts(db, [account_id]))[account_id]
 
 
 async def current_event_id(services, account_id):

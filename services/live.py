@@ -5,6 +5,10 @@ Frames (JSON text) a page receives:
   {"type": "events", "events": [{"id": 41, "type": "message.created", "data": {...}, "at": "…Z"}, ...]}
   {"type": "ready"}                       after the missed events were replayed: live from here on
   {"type": "reload", "reason": "…"}       the page cannot be brought up to date by events: load it again
+  {"type": "counts", "needsPerson": 2, "unread": 5}   the navigation's counts: after "ready", and again after
+                                          every round with an event that may change them (nothing polls them)
+A page that shows no live events (every page but the inbox's, a thread's and the campaigns') opens the socket
+for the counts alone (counts_only): it gets "ready" and "counts" frames, no events and no replay.
 
 Design (after Zulip's event queues, docs/subsystems/events-system.md): events are durable rows with a
 monotonic id (storage/events.py), so a page's "queue" is simply everything after its last id, and it
@@ -24,6 +28,7 @@ import zlib
 
 from common.ids import iso, utcnow
 from services.users import allows
+from storage import conversations as conversation_store
 from storage import events as store
 from storage import sessions as session_store
 
@@ -46,6 +51,12 @@ EVENT_PAGE_ROLES = {store.CAMPAIGN_PROGRESS: "admin"}
 # shows them, so none is sent them (a contact import would otherwise push a frame per contact).
 STREAM_ONLY = frozenset({"contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
                          "subaccount.auto_recharge", store.ERASED_EVENT})
+
+
+# Events that may change the navigation's counts (a handoff waits, a conversation is read or answered, a
+# message arrives): a round with one of them sends the account's pages a counts frame.
+COUNTED = frozenset({store.MESSAGE_CREATED, store.MESSAGES_CREATED, store.CONVERSATION_UPDATED,
+                     store.CONVERSATION_ERASED, "conversation.handoff"})
 
 
 def may_see(role, row):
@@ -90,6 +101,11 @@ def reload_frame(reason):
     return Frame(json.dumps({"type": "reload", "reason": reason}).encode())
 
 
+def counts_frame(counts):
+    """counts: {"needsPerson", "unread"} (storage/conversations.py nav_counts)."""
+    return Frame(json.dumps({"type": "counts", **counts}, separators=(",", ":")).encode())
+
+
 _READY = Frame(b'{"type":"ready"}')
 _opened = itertools.count()
 
@@ -100,14 +116,16 @@ class Subscriber:
     page's UI session by (services.sessions.session_hash). last_sent: the newest event id it was sent (or
     that its page had already seen). role: what the page's user may do in the account (may_see); user_role:
     their role as the sessions store has it (check_sessions closes the page when it changes); parent_session:
-    the agency user's own session of a page that views a sub-account (session is then the view-as one)."""
+    the agency user's own session of a page that views a sub-account (session is then the view-as one).
+    counts_only: the page shows no live events, only the navigation's counts."""
 
     def __init__(self, hub, account_id, user_id, transport, session=None, role="owner", user_role=None,
-                 parent_session=None):
+                 parent_session=None, counts_only=False):
         self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
         self.session, self.parent_session = session, parent_session
         self.role = role
         self.user_role = user_role or role
+        self.counts_only = counts_only
         self.label = None  # who the page's user is, for presence (services/presence.py): their email
         self.opened = next(_opened)  # the order pages joined in: the oldest close first beyond the limits
         self.last_sent = 0
@@ -225,12 +243,15 @@ class Hub:
 
     async def subscribe(self, account_id, user_id, after, transport, session=None, **page):
         """A page of the account that has seen events up to ``after`` (its render's position) opens: replay
-        what it missed (that its role may see), then keep it live. page: Subscriber's role, user_role,
-        parent_session. Returns the Subscriber, or None when the page was told to reload."""
+        what it missed (that its role may see), then keep it live; then the navigation's counts as they are
+        now. page: Subscriber's role, user_role, parent_session, counts_only (no replay then, and after is
+        ignored). Returns the Subscriber, or None when the page was told to reload."""
         subscriber = Subscriber(self, account_id, user_id, transport, session, **page)
         async with self._lock:  # no round runs while the replay is read and the page joins
             if not self._listening:
                 self.position = await store.position(self.db)
+            if subscriber.counts_only:
+                return await self._join(subscriber, session)
             rows, resumable, seq_at_position = await store.catch_up(self.db, account_id, after, self.position,
                                                                     self.catch_up_limit, sorted(STREAM_ONLY))
             if not resumable:
@@ -243,11 +264,18 @@ class Hub:
             if rows:
                 subscriber.send(events_frame([event_json(r) for r in rows]))
             subscriber.last_sent = max(after, seq_at_position)
-            subscriber.send(_READY)
-            if subscriber.closed:
-                return None
-            self._subscribers.setdefault(account_id, set()).add(subscriber)
-            self._close_beyond_limits(account_id, session)
+            return await self._join(subscriber, session)
+
+    async def _join(self, subscriber, session):
+        """The page is up to date with the events: ready, the counts (read after the events, so they count
+        at least those), and live from here on. Called with the lock held."""
+        subscriber.send(_READY)
+        counts = await conversation_store.nav_counts(self.db, [subscriber.account_id])
+        subscriber.send(counts_frame(counts[subscriber.account_id]))
+        if subscriber.closed:
+            return None
+        self._subscribers.setdefault(subscriber.account_id, set()).add(subscriber)
+        self._close_beyond_limits(subscriber.account_id, session)
         return subscriber
 
     def _close_beyond_limits(self, account_id, session):
@@ -371,11 +399,18 @@ class Hub:
                 if row[1] in self._subscribers:
                     by_account.setdefault(row[1], []).append(row)
             for account_id, account_rows in by_account.items():
-                subscribers = list(self._subscribers.get(account_id, ()))
+                subscribers = [s for s in self._subscribers.get(account_id, ()) if not s.counts_only]
                 for role in {s.role for s in subscribers}:
                     self._push([r for r in account_rows if may_see(role, r)], account_rows[-1][5],
                                [s for s in subscribers if s.role == role])
             self._push_seconds = time.thread_time() - started
+            counted = sorted(a for a, account_rows in by_account.items() if any(r[2] in COUNTED for r in account_rows))
+            if counted:
+                # After the events: a page's counts never lag the events it was sent. One query for every account.
+                for account_id, counts in (await conversation_store.nav_counts(self.db, counted)).items():
+                    frame = counts_frame(counts)
+                    for subscriber in list(self._subscribers.get(account_id, ())):
+                        subscriber.send(frame)
             return len(rows) == self.round_limit
 
     @staticmethod

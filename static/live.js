@@ -1,18 +1,22 @@
-// Parley live updates: one WebSocket per page to /ws (session cookie, same origin), resumed from the last
-// event id it saw after a drop or a server restart. Pages listen for "parley:event" on document.
+// Parley live updates: one WebSocket per signed-in page to /ws (session cookie, same origin), resumed from the
+// last event id it saw after a drop or a server restart. Pages listen for "parley:event" on document.
 // Frames: {"type":"events","events":[{id,type,data,at}]}, {"type":"ready"}, {"type":"reload","reason"},
+// {"type":"counts","needsPerson","unread"} (the navigation's counts, pushed: "parley:counts"),
 // {"type":"presence","contactId","viewers":[...]} (who else views the thread this page says it shows: a thread
 // page sends {"type":"viewing","contactId"} once live; pages listen for "parley:presence").
+// A page without live events (no data-live-after) opens the socket for the counts alone (/ws?counts=1).
 // Needs parley.js (loaded by every page).
 (function () {
   "use strict";
 
   var after = document.body.dataset.liveAfter;
   var status = document.getElementById("live-status");
-  if (after === undefined || !status) {
+  var countsOnly = after === undefined || !status;
+  if (countsOnly && !document.getElementById("needs-person")) {
     return;
   }
-  var live = {lastEventId: Number(after), state: "connecting", events: 0};
+  var live = {lastEventId: Number(after || 0), state: "connecting", events: 0, countsOnly: countsOnly,
+              counts: null, connections: 0};
   window.Parley.live = live;
   var delay = 500;
   var failures = 0;
@@ -20,8 +24,10 @@
 
   function show(state, text) {
     live.state = state;
-    status.dataset.state = state;
-    status.querySelector(".text").textContent = text;
+    if (status) {
+      status.dataset.state = state;
+      status.querySelector(".text").textContent = text;
+    }
   }
 
   function reload() {
@@ -32,7 +38,9 @@
 
   function connect() {
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    var socket = new WebSocket(scheme + window.location.host + "/ws?after=" + live.lastEventId);
+    var query = countsOnly ? "counts=1" : "after=" + live.lastEventId;
+    var socket = new WebSocket(scheme + window.location.host + "/ws?" + query);
+    live.connections += 1;
     socket.onmessage = function (message) {
       var frame = JSON.parse(message.data);
       if (frame.type === "events") {
@@ -50,6 +58,9 @@
         if (document.body.dataset.contact) {
           socket.send(JSON.stringify({type: "viewing", contactId: document.body.dataset.contact}));
         }
+      } else if (frame.type === "counts") {
+        live.counts = frame;
+        document.dispatchEvent(new CustomEvent("parley:counts", {detail: frame}));
       } else if (frame.type === "presence") {
         document.dispatchEvent(new CustomEvent("parley:presence", {detail: frame}));
       } else if (frame.type === "reload") {
@@ -89,6 +100,18 @@
       })
       .catch(function () {});
   }
+
+  // Leaving the page (a link, a form such as "Sign out" or "back to the agency", which may end the session and
+  // so close this socket with 4001): the navigation goes on, not a reload of this page.
+  window.addEventListener("beforeunload", function () {
+    finished = true;
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted && finished && live.state !== "reloading") {  // back from the cache: live again
+      finished = false;
+      connect();
+    }
+  });
 
   connect();
 })();

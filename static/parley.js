@@ -106,17 +106,14 @@
     }
   }
 
-  // "Needs a person" in the navigation and the title, on every page: asked again every second (and at once on
-  // a live event), so that a handoff shows on every open page of the account; a browser notification when
-  // the count grows and the user has allowed them.
-  function needsPerson() {
-    var badge = document.getElementById("needs-person");
-    if (!badge) {
-      return;
-    }
+  // The navigation's counts ("Needs a person", also in the title; "Unread"), on every page: pushed by the live
+  // socket (static/live.js: "parley:counts" after it connects and after every change), never asked for; a
+  // browser notification when the handoffs grow and the user has allowed them.
+  var canNotify = "Notification" in window;
+
+  function offerNotifications() {
     var allow = document.getElementById("notify-allow");
-    var canNotify = "Notification" in window;
-    if (allow && canNotify && Notification.permission === "default") {
+    if (allow && document.getElementById("needs-person") && canNotify && Notification.permission === "default") {
       allow.hidden = false;
       allow.addEventListener("click", function () {
         Notification.requestPermission().then(function () {
@@ -124,44 +121,35 @@
         });
       });
     }
-    var count = Number(badge.dataset.count);
-    function show(next) {
-      if (next > count && canNotify && Notification.permission === "granted") {
+  }
+
+  function showCount(badge, next) {
+    var before = Number(badge.dataset.count);
+    badge.dataset.count = String(next);
+    badge.querySelector(".count").textContent = String(next);
+    badge.hidden = next === 0;
+    return before;
+  }
+
+  // Listened for from the start (parley.js runs before live.js): no frame can come before the listener.
+  document.addEventListener("parley:counts", function (event) {
+    var needs = document.getElementById("needs-person");
+    var unread = document.getElementById("nav-unread");
+    var next = event.detail.needsPerson;
+    if (needs && typeof next === "number") {
+      if (next > showCount(needs, next) && canNotify && Notification.permission === "granted") {
         new Notification("Parley: a conversation needs a person", {body: next + " waiting", tag: "parley-needs-person"});
       }
-      count = next;
-      badge.dataset.count = String(next);
-      badge.querySelector(".count").textContent = String(next);
-      badge.hidden = next === 0;
       document.title = (next ? "(" + next + ") " : "") + document.title.replace(/^\(\d+\) /, "");
     }
-    var busy = false;
-    function ask() {
-      if (busy) {
-        return;
-      }
-      busy = true;
-      window.fetch("/inbox/needs-person", {headers: {Accept: "application/json"}, credentials: "same-origin"})
-        .then(function (response) {
-          return response.ok ? response.json() : null;
-        })
-        .then(function (body) {
-          if (body) {
-            show(body.count);
-          }
-        })
-        .catch(function () {})
-        .finally(function () {
-          busy = false;
-        });
+    if (unread && typeof event.detail.unread === "number") {
+      showCount(unread, event.detail.unread);
     }
-    window.setInterval(ask, 1000);
-    document.addEventListener("parley:event", ask);
-  }
+  });
 
   document.addEventListener("DOMContentLoaded", function () {
     localize();
     document.addEventListener("click", copyOnClick);
-    needsPerson();
+    offerNotifications();
   });
 })();

@@ -94,10 +94,17 @@ def handoff_waiting_in_tx(cx, account_id, contact_id, now):
 
 
 @reads
-def count_needing_person(cx, account_id):
-    """How many conversations of the account wait for a person after a handoff (the navigation's count)."""
-    return cx.execute("SELECT COUNT(*) FROM conversations WHERE account_id = ? AND handoff_waiting_since IS NOT NULL",
-                      (account_id,)).fetchone()[0]
+def nav_counts(cx, account_ids):
+    """{account id: {"needsPerson": conversations waiting for a person after a handoff, "unread": conversations
+    with unread messages}} for each of account_ids: the navigation's counts (pages and the live hub's counts
+    frames). Each count is read from its own partial index."""
+    marks = ", ".join("?" for _ in account_ids)
+    counts = {account_id: {"needsPerson": 0, "unread": 0} for account_id in account_ids}
+    for key, condition in (("needsPerson", "handoff_waiting_since IS NOT NULL"), ("unread", "unread_count > 0")):
+        for account_id, count in cx.execute(f"SELECT account_id, COUNT(*) FROM conversations WHERE account_id IN"
+                                            f" ({marks}) AND {condition} GROUP BY account_id", account_ids):
+            counts[account_id][key] = count
+    return counts
 
 
 def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):

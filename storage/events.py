@@ -2,7 +2,7 @@
 (read_after), replayed to a page that reconnects (catch_up), pruned by age (prune)."""
 from json.encoder import encode_basestring_ascii as _encode_string  # C: a quoted, escaped JSON string
 
-from common.ids import now_iso
+from common.ids import new_ids, now_iso
 from common.jsontext import compact_json
 from storage.db import reads, writes
 from storage.interface import execute_at_commit
@@ -28,10 +28,56 @@ ERASED_EVENT = "erased"                      # {}: an event that named an erased
 BATCH_EVENT_SIZE = 500                       # contacts per batch event at most (a cancel may touch 100,000)
 
 
+class MessageRef(str):
+    """A public event's data that is a message, filled in when the event is read or sent (its id)."""
+
+
+# Stored type -> the public type it is read (GET /v1/events) and notified (notificationUrls) as; the
+# notification types (storage/outbox.py enqueue_notification_in_tx) are stored as themselves.
+PUBLIC_TYPES = {MESSAGE_CREATED: "message.created", MESSAGES_CREATED: "message.created",
+                MESSAGE_STATUS: "message.updated", MESSAGES_STATUS: "message.updated", MESSAGE_UPDATED: "message.updated",
+                CONVERSATION_UPDATED: "conversation.updated", CONVERSATION_ERASED: "contact.erased"}
+MESSAGE_TYPES = ("message.created", "message.updated")  # public types whose data is a message
+
+
+def public_items(event_type, data):
+    """A stored event's public events, in order: a MessageRef to fill in, or the data as it is."""
+    if event_type == MESSAGES_CREATED:
+        return [MessageRef(m) for m in data.get("messageIds", ())]
+    if event_type == MESSAGES_STATUS:
+        return [MessageRef(message_id) for _, message_id in data["messages"]]
+    if event_type in (MESSAGE_CREATED, MESSAGE_STATUS, MESSAGE_UPDATED):
+        return [MessageRef(data["messageId"])]
+    if event_type == CONVERSATION_ERASED:
+        return [{"contactId": data["contactId"]}]
+    return [data]
+
+
+def _notify_in_tx(cx, account_id, type, data):
+    """Every event type can be subscribed in notificationUrls: queue the notifications of a stored event whose
+    public type the account has a URL for, in the event's transaction, one per public event, with the same
+    data (a message's as {"messageId"}: the delivery fills it in when it sends, services/delivery.py)."""
+    public = PUBLIC_TYPES.get(type)
+    if public is None:
+        return
+    url = dialect_of(cx).json_field_param("settings", "notificationUrls")
+    row = cx.execute(f"SELECT {url} FROM accounts WHERE id = ?", (public, account_id)).fetchone()
+    if not row or not row[0]:
+        return
+    from storage.outbox import enqueue_many_in_tx, notification_payload  # it appends events with ours
+    items = public_items(type, data)
+    enqueue_many_in_tx(cx, [{"account_id": account_id, "kind": "notification", "event_type": public,
+                             "webhook_id": webhook_id, "payload": notification_payload(
+                                 public, webhook_id, account_id,
+                                 {"messageId": str(item)} if isinstance(item, MessageRef) else item)}
+                            for item, webhook_id in zip(items, new_ids("evt", len(items)))])
+
+
 def emit_in_tx(cx, account_id, type, data):
     """Append an event for the account's open pages, inside the caller's transaction: it is seen exactly when
     the change commits, and never when it rolls back. data: a JSON-able dict. Its seq (what pages see) is the
     account's next number, in the same statement (a seek in events_account_seq). Returns the event id."""
+    _notify_in_tx(cx, account_id, type, data)
     return _append_in_tx(cx, account_id, type, compact_json(data), now_iso())
 
 
@@ -39,6 +85,7 @@ def emit_at_commit_in_tx(cx, account_id, type, data):
     """emit_in_tx for an event whose id the caller does not need: on PostgreSQL appended with the COMMIT, so
     that the account's event counter, which every other transaction of the account that emits an event waits
     for, is locked for no round trip (a batch of delivery outcomes would hold it through the whole batch)."""
+    _notify_in_tx(cx, account_id, type, data)
     _ORDER[dialect_of(cx).name].append_later(cx, account_id, type, compact_json(data), now_iso())
 
 
@@ -50,6 +97,7 @@ def message_created_in_tx(cx, message):
     data = (f'{{"messageId":{_string(message["id"])},"contactId":{_string(message["contact_id"])},'
             f'"direction":{_string(message["direction"])},"author":{_string(message.get("author"))},'
             f'"status":{_string(message["status"])}}}')
+    _notify_in_tx(cx, message["account_id"], MESSAGE_CREATED, {"messageId": message["id"]})
     _ORDER[dialect_of(cx).name].append_later(cx, message["account_id"], MESSAGE_CREATED, data, message["created_at"])
 
 
@@ -206,14 +254,25 @@ def catch_up(cx, account_id, after_seq, through_id, limit, skip_types=()):
 
 @writes
 def prune(cx, older_than, limit):
-    """Delete up to ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), never an
-    account's newest event (its seq is where the account's next one counts from; the newest of all is one
-    of them, and its id is where the next id counts from). Returns how many were deleted: the retention
-    cleanup (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a
-    deleted event is told to reload."""
-    return cx.execute("DELETE FROM events WHERE id IN (SELECT id FROM events AS e WHERE created_at < ?"
-                      " AND seq < (SELECT MAX(seq) FROM events WHERE account_id = e.account_id)"
-                      " ORDER BY id LIMIT ?)", (older_than, limit)).rowcount
+    """Delete about ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), and of each
+    account only a prefix by seq: never an event with a newer one before it (created_at is taken before the
+    commit that gives seq on PostgreSQL, so it can go back a little where seq goes on; deleting such an event
+    alone would leave a hole that a cursor or a page before it would skip without being told), and never an
+    account's newest event (its seq is where the account's next one counts from; the newest of all is one of
+    them, and its id is where the next id counts from). Returns how many were deleted: the retention cleanup
+    (services/retention.py RULES) calls again while it returns ``limit``. A page that last saw a deleted event
+    is told to reload, a cursor 410."""
+    deleted = 0
+    candidates = cx.execute("SELECT account_id, MAX(seq) FROM (SELECT account_id, seq FROM events WHERE created_at < ?"
+                            " ORDER BY id LIMIT ?) AS c GROUP BY account_id", (older_than, limit)).fetchall()
+    for account_id, through in candidates:
+        # The account's first event not old enough, up to the batch's newest (an index range of about the batch).
+        newer = cx.execute("SELECT MIN(seq) FROM events WHERE account_id = ? AND seq <= ? AND created_at >= ?",
+                           (account_id, through, older_than)).fetchone()[0]
+        last = cx.execute("SELECT MAX(seq) FROM events WHERE account_id = ?", (account_id,)).fetchone()[0]
+        upto = min(through + 1, last, newer if newer is not None else last)
+        deleted += cx.execute("DELETE FROM events WHERE account_id = ? AND seq < ?", (account_id, upto)).rowcount
+    return deleted
 
 
 @reads

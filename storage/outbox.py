@@ -43,10 +43,13 @@ def enqueue_notification_in_tx(cx, account_id, event_type, data, event_without_u
     if not row or not row[0]:
         return None
     webhook_id = new_id("evt")
-    payload = {"event": event_type, "id": webhook_id, "occurredAt": now_iso(), "accountId": account_id,
-               "data": data}
-    return enqueue_in_tx(cx, account_id=account_id, kind="notification", payload=payload,
-                         event_type=event_type, webhook_id=webhook_id)
+    return enqueue_in_tx(cx, account_id=account_id, kind="notification", event_type=event_type,
+                         payload=notification_payload(event_type, webhook_id, account_id, data), webhook_id=webhook_id)
+
+
+def notification_payload(event_type, webhook_id, account_id, data):
+    """A notification's body (docs/design.md#api-decisions): {event, id, occurredAt, accountId, data}."""
+    return {"event": event_type, "id": webhook_id, "occurredAt": now_iso(), "accountId": account_id, "data": data}
 
 
 @reads

@@ -178,6 +178,33 @@ async def test_long_polls_are_bounded_per_key_and_account(services, api, account
     assert services.long_polls.waiting == 0
 
 
+async def test_long_polls_in_all_take_at_most_their_share_of_the_connections(services, api, account, settings):
+    """Long-polls are counted apart from the connections the API needs: at most --events-long-polls-share of
+    --max-connections wait at once on a process, across accounts (429 with Retry-After beyond); the API
+    still answers meanwhile."""
+    from pydantic import ValidationError
+    from services import accounts
+    from settings import Settings
+    assert services.long_polls.total == settings.events_long_polls_max == int(settings.max_connections * 0.25)
+    with pytest.raises(ValidationError, match="events_long_polls_share"):
+        Settings(live_sockets_share=0.8, events_long_polls_share=0.2)
+    services.long_polls.total = 2  # as --max-connections 8: room for 2
+    other = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                          email="owner@other.example", password="correct horse battery staple")
+    cursors = {k: (await read(api, k)).json["nextCursor"] for k in (account["api_key"], other["api_key"])}
+    waiting = [asyncio.ensure_future(read(api, k, after=c, wait="30")) for k, c in cursors.items()]
+    await asyncio.sleep(0.3)
+    key = other["api_key"]
+    r = await read(api, key, after=cursors[key], wait="30")  # within its key's and account's bounds
+    assert r.code == 429 and r.headers["Retry-After"] == "5", r.body
+    assert "--events-long-polls-share" in r.json["error"]["message"] and "wait" in r.json["error"]["message"]
+    assert (await read(api, key, after=cursors[key])).code == 200  # without wait: answered as ever
+    await services.hub.stop()
+    for done in await asyncio.wait_for(asyncio.gather(*waiting), 10):
+        assert done.code == 200
+    assert services.long_polls.waiting == 0
+
+
 async def test_a_cursor_older_than_retention_is_410(services, api, account, tmp_path):
     key = account["api_key"]
     await inbound(services, account["account_id"], "sid-1")
@@ -282,3 +309,51 @@ async def test_a_campaigns_batches_are_one_event_per_message(services, api, acco
 @pytest.mark.parametrize("event_type", sorted(EVENT_DATA))
 def test_every_type_is_documented_once(event_type):
     assert EVENT_DATA[event_type].__doc__
+
+
+async def test_every_event_type_can_be_subscribed_with_the_events_data(services, api, account, worker, receiver,
+                                                                       tmp_path):
+    """Issue 37: notificationUrls takes every event type (an unknown one is 400 naming it, as before), and
+    each notification a real receiver gets is an event of the stream, of the same type with the same data
+    (a message's: the message as GET /v1/messages/{id} shows it when sent); contact.erased lets the receiver
+    erase too."""
+    key = account["api_key"]
+    r = await api.patch("/v1/account/settings", {"notificationUrls": {"message.deleted": receiver.url}}, key=key)
+    assert r.code == 400 and "notificationUrls.message.deleted" in r.json["error"]["message"], r.body
+    urls = {t: f"{receiver.url}/{t}" for t in event_stream.TYPES}
+    r = await api.patch("/v1/account/settings", {"notificationUrls": urls, "customChannelWebhookUrl": f"{receiver.url}/replies"},
+                        key=key)
+    assert r.code == 200 and r.json["notificationUrls"] == urls, r.body
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]}, webhook=f"{receiver.url}/replies")
+    contact = (await api.post("/v1/contacts", {"phone": "+14155550100"}, key=key)).json
+    await api.patch(f"/v1/contacts/{contact['id']}", {"firstName": "Ada"}, key=key)
+    listed = (await api.post("/v1/lists", {"name": "VIP"}, key=key)).json
+    assert (await api.post(f"/v1/lists/{listed['id']}/contacts", {"contactId": contact["id"]}, key=key)).code < 300
+    await say(api, services, key, "a human please", fromId="+14155550100")  # message.created, handoff, replies
+    r = await api.patch(f"/v1/conversations/{contact['id']}", {"status": "resolved"}, key=key)
+    assert r.code == 200, r.body
+    await deliver_all(worker)  # the bot's reply turns Sent: message.updated
+
+    def received():
+        requests = [q for q in receiver.requests if q["path"] != "/hook/replies"]
+        notes = [json.loads(q["body"]) for q in requests]
+        assert [q["path"] for q in requests] == [f"/hook/{n['event']}" for n in notes]  # each to its type's URL
+        return [(n["event"], n["data"]) for n in notes]
+
+    events, _ = await read_all(api, key)
+    stream = [(e["type"], e["data"]) for e in events]
+    got = received()
+    assert {t for t, _ in got} == set(event_stream.TYPES) - {"contact.erased", "subaccount.auto_recharge"}, got
+
+    def same(pair):  # a message is filled in when sent, or read: its status may have moved on between the two
+        kind, data = pair
+        return (kind, {k: v for k, v in data.items() if k not in ("status", "error")} if kind.startswith("message.")
+                else data)
+    for pair in got:
+        assert same(pair) in [same(e) for e in stream], pair
+    assert [t for t, _ in got].count("message.created") == len([t for t, _ in stream if t == "message.created"])
+
+    r = await api.delete(f"/v1/contacts/{contact['id']}", key=key, headers={"Idempotency-Key": "erase"})
+    assert r.code == 200, r.body
+    await deliver_all(worker)
+    assert received()[-1] == ("contact.erased", {"contactId": contact["id"]})

@@ -5,8 +5,11 @@ In-process on a real SQLite file; the outbox rows are what is checked (delivery,
 the outbox's, tested in tests/test_delivery*.py)."""
 import json
 
+from services import inbox
 from tests.test_bot import (RULES, bot_replies, configure, provider, rows, say,  # noqa: F401 (provider: fixture)
                             settings)
+from tests.test_live import Socket, inbound, ui_user
+from tests.ui_helpers import FormClient
 
 NOTIFY = "http://127.0.0.1:9/handoffs"
 
@@ -82,17 +85,56 @@ async def test_a_handoff_that_cannot_be_answered_still_pauses_and_notifies(api, 
 
 
 async def test_needs_a_person_counts_handoffs_until_a_person_replies(api, services, signed_in, ui_account):
-    """Every page's navigation and title show the count (and /inbox/needs-person, which the pages ask every
-    second); a person's reply to that contact takes it off."""
+    """Every page's navigation and title show the count (open pages get it again from the live socket,
+    tests/test_live.py); a person's reply to that contact takes it off."""
     key = ui_account["api_key"]
     assert 'data-count="0"' in (await signed_in.get("/settings")).text
     await configure(api, key, {"active": True, "handoffKeywords": ["human"]})
     handoff = await say(api, services, key, "human")
     page = (await signed_in.get("/settings")).text
     assert "<title>(1) Settings · Parley</title>" in page and 'data-count="1"' in page
-    assert json.loads((await signed_in.get("/inbox/needs-person")).text) == {"count": 1}
     r = await api.post("/v1/send_custom_channel_message", {"customData": {
         "fromId": "user-1", "customChannel": "webchat", "body": "A person here."}}, key=key)
     assert r.code == 200, r.body
-    assert json.loads((await signed_in.get("/inbox/needs-person")).text) == {"count": 0}
+    page = (await signed_in.get("/settings")).text
+    assert "<title>Settings · Parley</title>" in page and 'id="needs-person" class="badge"' in page
+    assert 'data-count="0" hidden>Needs a person' in page
     assert handoff["contactId"]
+
+
+async def test_the_navigations_counts_are_pushed_to_every_page_of_the_account(api, services, http_server_client,
+                                                                             signed_in, ui_account):
+    """Issue 37: nothing polls the counts. A page without live events (counts=1) and a live page both get
+    {needsPerson, unread} when they connect and again after each change, the counts-only page no events; another
+    account's page nothing of them."""
+    client, account_id, key = signed_in, ui_account["account_id"], ui_account["api_key"]
+    await ui_user(services, "owner@other.example")
+    other_client = FormClient(http_server_client)
+    assert (await other_client.login("owner@other.example")).code == 303
+    counts_only = await Socket.open(http_server_client, client.cookies, "counts")
+    live = await Socket.open(http_server_client, client.cookies, 0)
+    other = await Socket.open(http_server_client, other_client.cookies, "counts")
+    for socket in (counts_only, live, other):
+        assert await socket.next() == {"type": "ready"}
+        assert await socket.next_counts() == {"needsPerson": 0, "unread": 0}
+
+    first = await inbound(services, account_id, "sid-1", body="one")
+    for socket in (counts_only, live):
+        assert await socket.next_counts() == {"needsPerson": 0, "unread": 1}
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"]})
+    await say(api, services, key, "a human please", fromId="+14155550199")  # the bot hands it off
+    while (await counts_only.next_counts())["needsPerson"] != 1:
+        pass  # the message first (unread 2), then the bot's outcome (the handoff)
+    assert counts_only.counts[-1] == {"needsPerson": 1, "unread": 2}
+    await inbox.mark_read(services, account_id, first["contact_id"], first["id"])
+    assert await counts_only.next_counts() == {"needsPerson": 1, "unread": 1}
+    r = await api.post("/v1/send_custom_channel_message", {"customData": {
+        "fromId": "+14155550199", "customChannel": "webchat", "body": "A person here."}}, key=key)
+    assert r.code == 200, r.body
+    while (await counts_only.next_counts())["needsPerson"] != 0:
+        pass
+    assert counts_only.frames == [{"type": "ready"}]  # never an event
+    assert other.counts == [{"needsPerson": 0, "unread": 0}]
+    await live.until(lambda f: f["type"] == "events" and any(e["type"] == "conversation.updated" for e in f["events"]))
+    for socket in (counts_only, live, other):
+        socket.close()

@@ -322,3 +322,51 @@ def test_browser_resumes_after_a_server_restart(page, tmp_path):
         wait_live(page)
         assert_not_reloaded(page)
         assert page.locator("#messages li").count() == 2
+
+
+def test_browser_counts_are_pushed_and_a_restart_loses_no_message(page, tmp_path):
+    """Issue 37: nothing in the UI polls. A page without live events (Settings) gets the navigation's counts
+    pushed over its socket, asking the server nothing; the inbox and a thread, open while the server restarts,
+    show the message that arrived meanwhile, without a reload, and the counts follow."""
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    with ParleyProcess(tmp_path / "data") as server:
+        first_id, _ = post_inbound(server, "before the restart", from_id="+14155550107")
+        contact_id = contact_of(server, first_id)
+        sign_in(page, server)
+        page.goto(server.base + "/settings")
+        wait_until(page, "window.Parley.live && window.Parley.live.state === 'live' && window.Parley.live.counts")
+        assert page.inner_text("#nav-unread .count") == "1"
+        mark_no_reload(page)
+        requests.clear()
+        post_inbound(server, "a second person", from_id="+14155550108")
+        wait_until(page, "document.querySelector('#nav-unread .count').textContent === '2'")
+        time.sleep(1.5)  # a page that polled once a second would have asked by now
+        assert requests == [], requests  # pushed: not one request, /inbox/needs-person or any other
+        assert page.evaluate("window.Parley.live.countsOnly && window.Parley.live.events") == 0
+        assert_not_reloaded(page)
+
+        inbox = page.context.new_page()
+        inbox.goto(server.base + "/inbox")
+        wait_live(inbox)
+        page.goto(server.base + f"/inbox/{contact_id}")  # opening the thread reads it: unread 1
+        wait_live(page)
+        wait_until(inbox, "document.querySelector('#nav-unread .count').textContent === '1'")
+        for open_one in (page, inbox):
+            mark_no_reload(open_one)
+        server.stop()
+        for open_one in (page, inbox):
+            wait_until(open_one, "window.Parley.live.state === 'offline'")
+        server.start()  # same port and data
+        post_inbound(server, "while the pages were away", from_id="+14155550107")
+        post_inbound(server, "a third person, meanwhile", from_id="+14155550109")
+        page.wait_for_selector("#messages :text('while the pages were away')", timeout=30_000)
+        inbox.wait_for_selector("#conversations :text('a third person, meanwhile')", timeout=30_000)
+        # Unread: the second and the third person (the open thread marks its new message read).
+        wait_until(inbox, "document.querySelector('#nav-unread .count').textContent === '2'", timeout=30)
+        for open_one in (page, inbox):
+            wait_live(open_one)
+            assert_not_reloaded(open_one)
+        assert page.locator("#messages li").count() == 2
+        assert not [url for url in requests if "/inbox/needs-person" in url]
+        inbox.close()

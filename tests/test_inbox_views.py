@@ -81,3 +81,22 @@ async def test_keyword_replies_stay_out_and_a_handoff_is_marked_and_has_its_tab(
     page = (await signed_in.get("/inbox?filter=handed_off")).text
     assert counts(page)["handed_off"] == 0 and link_ids(page, "ct") == []
     assert 'id="handed-off"' not in (await signed_in.get(f"/inbox/{bea}")).text
+
+
+async def test_the_live_pages_fetches_are_not_logged_at_info_per_event(api, services, signed_in, ui_account, caplog):
+    """Issue 37: what a live page fetches when an event arrives (the list, a thread's new messages, its state)
+    is logged at DEBUG; pages and actions stay at INFO, refusals at WARNING."""
+    import logging
+    message = await inbound(services, ui_account["account_id"], body="a live message")
+    contact_id = message["contact_id"]
+    fragments = ["/inbox/conversations?filter=all", f"/inbox/{contact_id}/messages?after=",
+                 f"/inbox/{contact_id}/messages/{message['id']}", f"/inbox/{contact_id}/state",
+                 f"/inbox/{contact_id}/bot"]
+    with caplog.at_level(logging.DEBUG, logger="parley.access"):
+        for path in fragments + ["/settings", "/inbox/conversations?before=bad%20cursor"]:
+            await signed_in.get(path)
+    levels = {record.getMessage().split(" ")[2].split("?")[0]: record.levelname for record in caplog.records
+              if record.name == "parley.access"}
+    assert {path.split("?")[0]: levels.get(path.split("?")[0]) for path in fragments} == {
+        path.split("?")[0]: "DEBUG" for path in fragments}, levels
+    assert levels["/settings"] == "INFO"

@@ -42,28 +42,49 @@ async def ui_user(services, email):
 
 
 class Socket:
-    """A /ws client that records every frame."""
+    """A /ws client that records every frame; the navigation's counts frames apart (counts, next_counts)."""
 
     def __init__(self, connection):
         self.connection = connection
         self.frames = []
+        self.counts = []
+        self._counts_read = 0
 
     @classmethod
     async def open(cls, client, cookies, after, origin="same", deflate=False):
+        """after: the page's event id, or "counts" for a page that shows only the navigation's counts."""
         port = client.get_http_port()
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
         if origin == "same":
             origin = f"https://127.0.0.1:{port}"
         if origin:
             headers["Origin"] = origin
-        request = HTTPRequest(f"ws://127.0.0.1:{port}/ws?after={after}", headers=headers)
+        query = "counts=1" if after == "counts" else f"after={after}"
+        request = HTTPRequest(f"ws://127.0.0.1:{port}/ws?{query}", headers=headers)
         return cls(await websocket_connect(request, compression_options={} if deflate else None))
 
-    async def next(self):
+    async def _read(self):
         text = await asyncio.wait_for(self.connection.read_message(), TIMEOUT)
         frame = None if text is None else json.loads(text)
-        self.frames.append(frame)
+        if frame is not None and frame["type"] == "counts":
+            self.counts.append({k: v for k, v in frame.items() if k != "type"})
+        else:
+            self.frames.append(frame)
         return frame
+
+    async def next(self):
+        """The next frame that is not a counts frame."""
+        while True:
+            frame = await self._read()
+            if frame is None or frame["type"] != "counts":
+                return frame
+
+    async def next_counts(self):
+        """The next counts frame not yet returned: {needsPerson, unread}."""
+        while len(self.counts) == self._counts_read:
+            assert await self._read() is not None, f"closed before a counts frame: {self.frames}"
+        self._counts_read += 1
+        return self.counts[self._counts_read - 1]
 
     async def until(self, predicate):
         while True:
@@ -479,6 +500,36 @@ def _age_events(cx, created_at):
     cx.execute("UPDATE events SET created_at = ?", (created_at,))
 
 
+def _age_events_of(cx, account_id, seqs, created_at):
+    cx.execute(f"UPDATE events SET created_at = ? WHERE account_id = ? AND seq IN ({', '.join('?' for _ in seqs)})",
+               (created_at, account_id, *seqs))
+
+
+async def test_pruning_deletes_only_a_prefix_of_each_accounts_events_so_no_cursor_skips_a_hole(services, api):
+    """created_at can go back where seq goes on (PostgreSQL numbers an event at its COMMIT, after its time was
+    taken): pruning by created_at alone deleted an old event between two kept ones, and a reader before it
+    read on past the hole, never told (no 410, no reload). Only a prefix by seq goes."""
+    account = await ui_user(services, "owner@holes.example")
+    account_id = account["account_id"]
+    for n in range(3):
+        await inbound(services, account_id, f"h-{n}")  # seq 1: contact.created, 2..4: the messages
+    before = (await api.get("/v1/events?limit=1", key=account["api_key"])).json["data"][0]["id"]  # seq 1
+    await services.db.write(_age_events_of, account_id, [1, 3], "2000-01-01T00:00:00.000Z")  # 2 is newer than 3
+    assert (await RetentionWorker(services).run_once())["live events"] == 1  # seq 1 only: 3 has 2 before it
+    assert [row[5] for row in await _account_rows(services.db, account_id)] == [2, 3, 4]
+    r = await api.get(f"/v1/events?after={before}", key=account["api_key"])
+    assert r.code == 200 and len(r.json["data"]) == 3, r.body  # nothing skipped
+    await services.db.write(_age_events_of, account_id, [2], "2000-01-01T00:00:00.000Z")
+    assert (await RetentionWorker(services).run_once())["live events"] == 2  # now 2 and 3: 4 is the newest
+    assert [row[5] for row in await _account_rows(services.db, account_id)] == [4]
+
+
+@reads
+def _account_rows(cx, account_id):
+    return cx.execute("SELECT id, account_id, type, data, created_at, seq FROM events WHERE account_id = ?"
+                      " ORDER BY seq", (account_id,)).fetchall()
+
+
 async def test_a_page_that_missed_too_many_events_is_told_to_reload(services, http_server_client, signed_in):
     mine, client = await signed_in("owner@live.example")
     services.hub.catch_up_limit = 3
@@ -520,11 +571,15 @@ class FakeTransport:
 
     def __init__(self, flushed=True):
         self.frames, self.closed, self.flushed = [], None, flushed
+        self.counts = []  # the counts frames, apart from the others
 
     def write(self, frame):
         if self.closed:
             raise RuntimeError("closed")
-        self.frames.append(frame.data)
+        if frame.data.startswith(b'{"type":"counts"'):
+            self.counts.append(json.loads(frame.data))
+        else:
+            self.frames.append(frame.data)
         future = asyncio.get_running_loop().create_future()
         if self.flushed:
             future.set_result(None)

@@ -131,6 +131,7 @@ class CampaignsHandler(CampaignsPage):
 
 class CampaignRowsHandler(CampaignsPage):
     """GET /campaigns/rows: the first page of the list alone, for the list page's live refresh."""
+    live_fragment = True
 
     @authenticated
     async def get(self):
@@ -175,6 +176,7 @@ class CampaignHandler(CampaignPage):
 
 class CampaignSummaryHandler(CampaignPage):
     """GET /campaigns/{id}/summary: the status, counts, facts and buttons alone (live refresh)."""
+    live_fragment = True
 
     @authenticated
     async def get(self, campaign_id):
@@ -183,6 +185,7 @@ class CampaignSummaryHandler(CampaignPage):
 
 class CampaignRecipientsHandler(CampaignPage):
     """GET /campaigns/{id}/recipients?status=&cursor=: the recipients table alone (live refresh)."""
+    live_fragment = True
 
     @authenticated
     async def get(self, campaign_id):

@@ -27,6 +27,7 @@ async def state_context(services, account_id, contact_id, conversation):
 class ConversationStateHandler(UiHandler):
     """GET /inbox/{contactId}/state: the thread's status and assignee as HTML (live refresh). POST: action
     (assign with assignee, resolve, reopen, pending, snooze with snooze and utc_offset)."""
+    live_fragment = True
     role = "agent"
 
     @authenticated

@@ -32,18 +32,9 @@ class InboxHandler(InboxPage):
                     snooze_presets=conversation_status.SNOOZE_PRESETS, next_url=self.request.uri)
 
 
-class NeedsPersonHandler(UiHandler):
-    """GET /inbox/needs-person: {count} for every page's navigation and title (static/parley.js)."""
-    role = "agent"
-
-    @authenticated
-    async def get(self):
-        self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish({"count": self.needs_person})  # counted by UiHandler.prepare, as for every page
-
-
 class ConversationListHandler(InboxPage):
     """GET /inbox/conversations?filter=&q=&before=: the list alone, for the inbox's live refresh."""
+    live_fragment = True
 
     @authenticated
     async def get(self):
@@ -66,6 +57,7 @@ class ThreadHandler(UiHandler):
 
 class ThreadMessagesHandler(UiHandler):
     """GET /inbox/{contactId}/messages?after=: the messages a live thread lacks, as HTML to append."""
+    live_fragment = True
     role = "agent"
 
     @authenticated
@@ -77,6 +69,7 @@ class ThreadMessagesHandler(UiHandler):
 
 class ThreadMessageHandler(UiHandler):
     """GET /inbox/{contactId}/messages/{messageId}: one message as HTML, to replace it after a change."""
+    live_fragment = True
     role = "agent"
 
     @authenticated
@@ -87,6 +80,7 @@ class ThreadMessageHandler(UiHandler):
 
 class BotStateHandler(UiHandler):
     """GET /inbox/{contactId}/bot: whether the bot is paused for the contact, as HTML (live refresh)."""
+    live_fragment = True
     role = "agent"
 
     @authenticated

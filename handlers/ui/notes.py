@@ -19,6 +19,7 @@ class NotesHandler(UiHandler):
 
 class NoteHandler(UiHandler):
     """GET /inbox/{contactId}/notes/{noteId}: the note as the thread shows it."""
+    live_fragment = True
     role = "agent"
 
     @authenticated

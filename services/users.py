@@ -4,6 +4,7 @@ active. The rules that need the stored state (the last active owner) are checked
 import json
 
 from common.errors import Conflict, Forbidden, Invalid, NotFound
+from common.validation import no_control_characters
 from common.ids import new_id, now_iso
 from services import one_time_links
 from services.contact_fields import normalize_email
@@ -58,6 +59,8 @@ def own_changes(user, name, email):
     validated as update() validates them: {field: new value} of those that differ (a blank name removes it)."""
     if not isinstance(email, str) or not email.strip():
         raise Invalid("email is required", field="email")
+    if isinstance(name, str):
+        no_control_characters(name, "name")  # the API's model refuses them; a form is checked here
     wanted = {"name": _name(name), "email": normalize_email(email)}
     return {field: value for field, value in wanted.items() if value != user.get(field)}
 

@@ -118,7 +118,7 @@ async def _call(http, provider, api_key, messages, allow_private, response_forma
         raise ProviderError(f"timeout: no answer within {request.request_timeout:g} s") from None
     except (HTTPStreamClosedError, ConnectionResetError):  # Tornado's name for an end of stream, and a reset
         raise ProviderError(f"connection error: {CLOSED}") from None
-    except Exception as exc:  # refused, reset, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
+    except Exception as exc:  # refused, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
         raise ProviderError(f"connection error: {netguard.describe_connection_error(exc)}") from None
     if not 200 <= response.code < 300:
         other_limit = TOKEN_LIMITS[1]

@@ -65,6 +65,28 @@ def cmd_rotate_key(settings, args):
     return asyncio.run(_with_services(settings, run))
 
 
+def cmd_set_rate_limit(settings, args):
+    """The per-account override of --rate-limit (docs/operations.md "Settings"): a busy integration gets more."""
+    per_minute = None if args.per_minute == "default" else _positive_int(args.per_minute)
+
+    async def run(s):
+        account = await accounts.get_account_by_email(s.db, args.email)
+        if account is None:
+            raise SystemExit(json.dumps({"error": f"no account with email {args.email}"}))
+        await accounts.set_rate_limit(s.db, s.keys, account["id"], per_minute, by=audit.OPERATOR)
+        # null: the server's own --rate-limit (this command does not know the running server's flags)
+        return {"account_id": account["id"], "rateLimitPerMinute": per_minute}
+    return asyncio.run(_with_services(settings, run))
+
+
+def _positive_int(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise SystemExit(json.dumps({"error": f"--per-minute must be a whole number or default, not {text!r}"})) \
+            from None
+
+
 def cmd_backup(settings, args):
     """Online backup through SQLite's backup API: consistent even while the server writes. On PostgreSQL,
     pg_dump's (custom format, for pg_restore) when pg_dump is installed; else it says to use pg_dump."""
@@ -168,6 +190,12 @@ def _email_argument(c):
     c.add_argument("--email", required=True, help="the account's email")
 
 
+def _rate_limit_arguments(c):
+    _email_argument(c)
+    c.add_argument("--per-minute", required=True, metavar="N", help="requests per API key per minute for this "
+                   "account, or default (the server's --rate-limit)")
+
+
 def _user_email_argument(c):
     c.add_argument("--email", required=True, help="the user's email")
 
@@ -215,6 +243,9 @@ COMMANDS = [
             "parley reset-password --email ops@acme.test", cmd_reset_password, _user_email_argument),
     Command("rotate-key", "generate a new API key for an account; the old one stops working at once",
             "parley rotate-key --email ops@acme.test", cmd_rotate_key, _email_argument),
+    Command("set-rate-limit", "give one account its own API rate limit (requests per key per minute)",
+            "parley set-rate-limit --email ops@acme.test --per-minute 3000", cmd_set_rate_limit,
+            _rate_limit_arguments),
     Command("backup", "online backup of the database to OUT, consistent while the server runs",
             "parley backup /var/backups/parley.db", cmd_backup, _backup_arguments),
     Command("import-contacts", "import contacts from a CSV file into an account (and a list)",

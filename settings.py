@@ -32,7 +32,8 @@ class Settings(BaseModel):
                                     "modern (TLS 1.3 only).")
     public_url: Optional[str] = Field(None, description="Public base URL (https://host:port) used in links and "
                                                          "the self-signed certificate; default https://localhost:PORT.")
-    rate_limit: int = Field(600, ge=1, description="Requests per API key per minute (accounts may override).")
+    rate_limit: int = Field(600, ge=1, description="Requests per API key per minute; one account's own limit is "
+                                                    "set with `parley set-rate-limit`.")
     allow_private_webhooks: bool = Field(False, description="Allow webhook URLs on loopback/private addresses "
                                                             "and plain http (local development and tests only).")
     behind_proxy: bool = Field(False, description="Trust X-Forwarded-Proto/-For from a reverse proxy on "

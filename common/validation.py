@@ -5,7 +5,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from common.errors import Invalid
 
@@ -48,6 +48,11 @@ def no_control_characters(value: str, field: str) -> str:
         raise Invalid(str(exc), field=field) from None
 
 
+class Strict(BaseModel):
+    """A request model's base: a field it does not declare is refused, never ignored (a typo is a 400)."""
+    model_config = ConfigDict(extra="forbid")
+
+
 Identifier = Annotated[str, AfterValidator(refuse_control_characters), Field(json_schema_extra=_NO_CONTROL)]
 IdentifierNotBlank = Annotated[str, AfterValidator(refuse_control_characters),
                                Field(json_schema_extra={**_NO_CONTROL, **NOT_BLANK})]
@@ -74,6 +79,11 @@ def nul_path(data: object) -> str | None:
     """Where parsed JSON holds U+0000, as a field path: PostgreSQL's text cannot store it, and no person's
     text holds it, so every field refuses it, free text too (its newlines and tabs are kept)."""
     return _path_of_text(data, _has_nul, "")
+
+
+def nul_refused(where: str, field: str | None = None) -> Invalid:
+    """The one answer to U+0000 in a body field, form field or query argument (see nul_path for why)."""
+    return Invalid(f"{where} must not contain control characters (U+0000)", field=field)
 
 
 def _has_nul(text: str) -> bool:

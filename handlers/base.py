@@ -18,7 +18,7 @@ from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthor
 from common.ids import kept_text
 from common.jsontext import compact_json
 from common.redact import masked_uri
-from common.validation import (lone_surrogate_path, may_hold_lone_surrogate, may_hold_nul, nul_path,
+from common.validation import (lone_surrogate_path, may_hold_lone_surrogate, may_hold_nul, nul_path, nul_refused,
                                validation_message)
 from handlers.bodies import BODY_METHODS, StreamedBody
 from services import audit, idempotency
@@ -87,7 +87,7 @@ def parse_json(raw):
         raise Invalid(f"{where or 'request body'} is not valid Unicode text (a lone surrogate \\uD800-\\uDFFF)")
     where = nul_path(data) if may_hold_nul(text) else None
     if where is not None:
-        raise Invalid(f"{where or 'request body'} must not contain control characters (U+0000)")
+        raise nul_refused(where or "request body")
     return data
 
 
@@ -135,7 +135,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
         if "\x00" in text:
             if name is None:  # a path part: no resource is named with U+0000
                 raise tornado.web.HTTPError(404, "no such path: %s", masked_uri(self.request.path))
-            raise Invalid(f"{name} must not contain control characters (U+0000)", field=name)
+            raise nul_refused(name, field=name)
         return text
 
     def check_xsrf_cookie(self):
@@ -315,6 +315,13 @@ class ApiHandler(BaseHandler):
         cached = registry.cached(key_hash)
         limit = (cached and cached.rate_limit_per_minute) or self.application.settings_obj.rate_limit
         allowed, headers = await self.services.limiter.hit_shared(key_hash, limit)
+        if not allowed and cached is None:
+            # The cache was emptied (a key or a limit changed, `parley set-rate-limit`): the account's own
+            # limit decides, not the default's spent budget (a refused hit was not counted, so count it anew).
+            cached = await self._principal_or_none(registry, key_hash)
+            if cached is not None and cached.rate_limit_per_minute and cached.rate_limit_per_minute != limit:
+                limit = cached.rate_limit_per_minute
+                allowed, headers = await self.services.limiter.hit_shared(key_hash, limit)
         self.set_own_headers(headers)
         if not allowed:
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
@@ -323,6 +330,13 @@ class ApiHandler(BaseHandler):
         # Kept for write_error: an error answer after authentication carries them too (not a 401).
         self.rate_limit_headers = headers
         return principal
+
+    @staticmethod
+    async def _principal_or_none(registry, key_hash):
+        try:
+            return await registry.principal_for(key_hash)
+        except Unauthorized:
+            return None  # over the default budget, an unknown key is told 429 like any other
 
     def json_body(self, model):
         """Parse the body as JSON into a pydantic model; 415 for another content type, 400 naming the field."""

@@ -13,7 +13,9 @@ class ContactsHandler(ApiHandler):
             {201: (Contact, "Created."), 200: (Contact, "A contact with this phone (or, without a phone, this "
                                                         "email) exists; its blank fields were filled.")},
             body=ContactCreate, errors={400: "Neither phone nor email, or an invalid one (INVALID_PHONE, "
-                                             "INVALID_EMAIL)."},
+                                             "INVALID_EMAIL).",
+                                        409: "A new phone with an email another contact has (CONFLICT, "
+                                             "error.existingId names it), as PATCH refuses it."},
             links={"GetContact": ("/v1/contacts/{contactId}", "get", {"contactId": "$response.body#/id"}),
                    "GetContactMessages": ("/v1/contacts/{contactId}/messages", "get",
                                           {"contactId": "$response.body#/id"})}),

@@ -30,7 +30,9 @@ class IncomingMessageHandler(_CustomChannelPost):
         body=InboundMessage, tags=("custom channel",),
         links={"GetMessage": ("/v1/messages/{messageId}", "get", {"messageId": "$response.body#/messageId"})},
         errors={400: "A required field is missing or empty, or the media is invalid or does not match "
-                     "mediaContentType.", 413: "Request body or decoded media too large."},
+                     "mediaContentType.", 409: "customData.messageSid is stored already as another message "
+                                               "(another fromId, body or channel): the error names it.",
+                413: "Request body or decoded media too large."},
         description="Creates or updates the contact identified by fromId and stores the message; the bot "
                     "answers after the response.")}
 

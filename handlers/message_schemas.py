@@ -29,9 +29,11 @@ def _required_text(value, info):
 
 
 class InboundCustomData(Lenient):
-    # For the OpenAPI schema: one of messageSid or id, not null (the _has_message_sid check below).
-    model_config = ConfigDict(json_schema_extra={"anyOf": [
-        {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in ("messageSid", "id")]})
+    # For the OpenAPI schema: one of messageSid or id, not null (the _has_message_sid check below), said as
+    # "not (neither)": a top-level anyOf made client generators type customData as two models, one holding
+    # the messageSid alone and one the id alone (openapi-python-client, #44 §7).
+    model_config = ConfigDict(json_schema_extra={"not": {"allOf": [
+        {"not": {"required": [name], "properties": {name: {"not": {"type": "null"}}}}} for name in ("messageSid", "id")]}})
     messageSid: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Unique per message; a "
                                                      "repeat is answered with the first messageId.")
     id: Optional[IdentifierNotBlank] = Field(None, max_length=512, description="Accepted instead of messageSid.")

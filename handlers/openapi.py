@@ -12,6 +12,7 @@ from common.version import VERSION
 from handlers.base import ApiHandler, CustomChannelHandler
 from handlers.ui_base import UiHandler
 from handlers.schemas import ChannelError, ErrorBody
+from handlers.webhook_schemas import WEBHOOKS
 from services import idempotency
 
 OPENAPI_VERSION = "3.1.0"
@@ -160,7 +161,15 @@ ERROR_DESCRIPTIONS = {
     415: "The body is not application/json.",
     429: "Rate limit exceeded; retry after Retry-After seconds.",
     500: "Internal error (logged with the request id in X-Request-Id).",
+    503: "Unavailable now (storage restarting or busy, the server draining): the message says whether anything "
+         "was written; retry (with the same Idempotency-Key), after Retry-After seconds when given.",
 }
+# Standard Webhooks headers on every POST Parley makes to a client's URL (docs/api.md#webhook-delivery).
+_SIGNED = [{"name": name, "in": "header", "required": True, "schema": {"type": "string"}, "description": text}
+           for name, text in (("webhook-id", "The delivery's id, the same on every retry."),
+                              ("webhook-timestamp", "Unix seconds of this attempt."),
+                              ("webhook-signature", "v1,<base64 HMAC-SHA256 of \"id.timestamp.body\">; during a "
+                                                    "secret rotation two, space-separated."))]
 IDEMPOTENCY_KEY = {"name": idempotency.HEADER, "in": "header", "required": False, "schema": {
     "type": "string", "pattern": idempotency.KEY_PATTERN}, "description": (
     "Optional: a retry with the same key and the same parameters within 24 h is answered "
@@ -169,7 +178,7 @@ REPLAYED = {"Idempotent-Replayed": "\"true\" when this is the stored answer of a
                                    "the same Idempotency-Key."}
 
 
-def _operation(components, handler, method, op, path_params, path_label):
+def _operation(components, handler, method, op, path_params, path_label, alias_of=None):
     error_model = ChannelError if issubclass(handler, CustomChannelHandler) else ErrorBody
     is_api = issubclass(handler, ApiHandler)
     authenticated = is_api and handler.requires_auth
@@ -184,6 +193,8 @@ def _operation(components, handler, method, op, path_params, path_label):
         errors[422] = "The Idempotency-Key was used with other parameters in the last 24 h (IDEMPOTENCY_KEY_REUSED)."
     errors.update(op.errors)
     errors[500] = ERROR_DESCRIPTIONS[500]
+    if is_api:
+        errors.setdefault(503, ERROR_DESCRIPTIONS[503])
 
     request_id = {"X-Request-Id": {"$ref": "#/components/headers/X-Request-Id"}}
     responses = {}
@@ -235,6 +246,9 @@ def _operation(components, handler, method, op, path_params, path_label):
 
     result = {"operationId": operation_id(method, path_label), "summary": op.summary,
               "tags": list(op.tags) or [_tag(path_label)], "responses": responses}
+    if alias_of is not None:  # generators name methods by operationId: the alias must not take the name
+        result.update(operationId=operation_id(method, alias_of) + "Alias", deprecated=True,
+                      summary=f"{op.summary} (alias of {alias_of}, kept for older clients)")
     if op.description:
         result["description"] = op.description
     if parameters:
@@ -269,6 +283,7 @@ def build_document(route_table, title="Parley API", version=VERSION):
     cannot ship undocumented."""
     components = _Components()
     paths = {}
+    first_path = {}  # handler -> the first path it serves: a later one is an alias (/incomingCustomChannelMessage)
     for route in route_table:
         pattern, handler = route[0], route[1]
         if not is_api_route(handler):
@@ -280,9 +295,18 @@ def build_document(route_table, title="Parley API", version=VERSION):
         if missing:
             raise ValueError(f"{handler.__name__} implements {sorted(missing)} without describing them")
         template, params = path_template(pattern, handler)
-        paths[template] = {method: _operation(components, handler, method, op, params, template)
+        alias_of = first_path.setdefault(handler, template)
+        paths[template] = {method: _operation(components, handler, method, op, params, template,
+                                              None if alias_of == template else alias_of)
                            for method, op in operations.items()}
-    paths, schemas = components.resolve(paths)
+    webhooks = {name: {"post": {"operationId": "webhook" + _camel(name.replace(".", "/")), "summary": summary,
+                                "parameters": _SIGNED,
+                                "requestBody": {"required": True, "content": _json(components.ref(model, "serialization"))},
+                                "responses": {"200": {"description": "Any 2xx: delivered. 5xx, 408, 429, a timeout: "
+                                                                     "retried later. 3xx, other 4xx: final."}}}}
+                for name, (summary, model) in WEBHOOKS.items()}
+    resolved, schemas = components.resolve({"paths": paths, "webhooks": webhooks})
+    paths, webhooks = resolved["paths"], resolved["webhooks"]
     known = {item["operationId"] for methods in paths.values() for item in methods.values()}
     for methods in paths.values():
         for item in methods.values():
@@ -300,6 +324,7 @@ def build_document(route_table, title="Parley API", version=VERSION):
                                 "headers. "
                                 "A method a path does not list answers 405 with an Allow header."},
         "paths": paths,
+        "webhooks": webhooks,
         "components": {
             "schemas": schemas,
             "securitySchemes": {

@@ -23,7 +23,14 @@ class Report(BaseModel):
     from_: str = Field(alias="from", description="First day, included.")
     to: str = Field(description="Last day, included.")
     columns: list[str] = Field(description="The rows' keys in order (the CSV export's header).")
+    labels: list[str] = Field(description=(
+        "The columns in words, in the same order, as the Reports page heads its tables (\"Messages in\", "
+        "\"9 in 10 within\")."))
     rows: list[dict[str, Union[int, str, None]]] = Field(description=(
         "Per day for messages, bot-outcomes, deliveries and opt-outs (every day of the range, zeros included); "
-        "per responder for first-response (seconds: the upper edge of a histogram bucket, within 10% + 1 s "
-        "above the exact figure); per campaign for campaigns."))
+        "per campaign for campaigns; for first-response: the bot's first responses (responder \"bot\"), then a "
+        "person's first response, all people together (responder \"people\", name \"All people\": the time "
+        "from the contact's first message to a person's first answer, the bot's messages in between passed over, "
+        "so a handoff message does not hide the person's answer), then each person (responder: the user's id, "
+        "name: the user's name, else email). Seconds are the upper edge of a histogram bucket, within 10% + 1 s "
+        "above the exact figure."))

@@ -4,7 +4,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
-from common.validation import Identifier, IdentifierNotBlank
+from common.validation import Identifier, IdentifierNotBlank, Strict
 from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
@@ -21,10 +21,6 @@ def _in_utc(value):
 
 
 UtcDatetime = Annotated[AwareDatetime, AfterValidator(_in_utc)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 
@@ -65,7 +61,10 @@ class Account(BaseModel):
     parentAgencyId: Optional[str]
     rateLimitPerMinute: Optional[int]
     apiKeyPrefix: Optional[str]
-    settings: dict
+    # The title names the inline schema: client generators call it <Model><title>, and "AccountSettings" is
+    # PATCH /v1/account/settings' answer (openapi-python-client dropped Account over the clash).
+    settings: dict = Field(title="StoredSettings", description="The account's settings as stored (see "
+                                                               "GET /v1/account/settings for every key).")
     createdAt: str
     credits: float = Field(description="Credit balance (sub-accounts spend it; agencies grant it).")
 

@@ -9,8 +9,8 @@ import tornado.web
 from markupsafe import Markup
 from tornado import httputil
 
-from common.errors import DomainError, Forbidden, Invalid
-from common.validation import no_control_characters
+from common.errors import DomainError, Forbidden
+from common.validation import no_control_characters, nul_refused
 from common.version import VERSION
 from common.redact import masked_uri
 from handlers.base import BaseHandler, NotFoundHandler, log
@@ -67,7 +67,7 @@ def refuse_control_characters_in_form(arguments):
                 no_control_characters(value.decode("utf-8", "replace"), name)
             elif b"\x00" in value and "password" not in name:
                 # free text keeps newlines and tabs, not U+0000 (PostgreSQL cannot store it); a password is hashed
-                raise Invalid(f"{name} must not contain control characters (U+0000)", field=name)
+                raise nul_refused(name, field=name)
 
 
 @functools.cache

@@ -163,6 +163,18 @@ async def rotate_key(db, registry, account_id, keep_session=None, by=None):
     return api_key
 
 
+RATE_LIMIT_MAX = 1_000_000
+
+
+async def set_rate_limit(db, registry, account_id, per_minute, by=None):
+    """Override the server's --rate-limit for one account (per_minute None: back to the server's); the running
+    server applies it at its next request (the key cache is emptied here and in every process)."""
+    if per_minute is not None and not 1 <= per_minute <= RATE_LIMIT_MAX:
+        raise Invalid(f"per-minute must be 1-{RATE_LIMIT_MAX:,} (or default)", field="per-minute")
+    await store.set_rate_limit(db, account_id, per_minute, by=by)
+    registry.changed()
+
+
 _dummy_hash = None
 
 

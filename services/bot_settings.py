@@ -12,12 +12,12 @@ from typing import Annotated, Literal, Optional
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints,
+from pydantic import (AfterValidator, BeforeValidator, Field, StrictBool, StringConstraints,
                       field_validator)
 from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
-from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, validation_message
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, Strict, validation_message
 from services import bot_provider, placeholders
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
@@ -73,11 +73,7 @@ Keyword = Annotated[IdentifierNotBlank, StringConstraints(max_length=MAX_KEYWORD
 CampaignId = Annotated[Identifier, StringConstraints(min_length=1, max_length=200)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Rule(_Strict):
+class Rule(Strict):
     """Answers when one of its keywords occurs in the message as a word (case-insensitive)."""
     keywords: list[Keyword] = Field(min_length=1, max_length=MAX_KEYWORDS,
                                     description="Words or phrases, matched as whole words, case-insensitively.")
@@ -94,7 +90,7 @@ class Rule(_Strict):
 # Request and response models are kept apart (issue 36 item 15): a write takes the provider key and refuses
 # apiKeySet, which only reads show; a read shows apiKeySet (readOnly) and never the key.
 
-class _ProviderFields(_Strict):
+class _ProviderFields(Strict):
     """An OpenAI-compatible chat-completions server: POST {baseUrl}/chat/completions."""
     baseUrl: Optional[str] = Field(None, max_length=2000, description=(
         "e.g. https://api.openai.com/v1, or a local server's /v1 (Ollama, llama.cpp); https and public unless "
@@ -140,7 +136,7 @@ class ProviderShown(_ProviderFields):
     apiKeySet: bool = Field(description="Whether a key is stored.", json_schema_extra={"readOnly": True})
 
 
-class _BotConfigFields(_Strict):
+class _BotConfigFields(Strict):
     """One configuration: the account's, or a campaign's override of some of its keys."""
     active: Optional[StrictBool] = Field(None, description="Off (false) by default: an inactive bot is silent.")
     greeting: Optional[AnswerText] = Field(None, description="Sent on a contact's first message.")

@@ -42,7 +42,10 @@ async def create_contact(db, account_id, *, first_name=None, last_name=None, pho
     region = await default_country(db, account_id, phone)
     row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
            **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email, region=region)}
-    contact, created = await store.find_or_create(db, row)
+    try:
+        contact, created = await store.find_or_create(db, row)
+    except Conflict as exc:  # a new phone with another contact's email: refused as PATCH refuses it
+        raise await _named_conflict(db, account_id, exc) from None
     return public_contact(contact), created
 
 

@@ -6,6 +6,7 @@ import time
 from services import bot_context, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
+from common import errors
 from common.errors import Invalid, NotFound
 from common.ids import iso_of_second, new_id, new_ids, now_iso
 from storage import accounts as account_store
@@ -79,6 +80,9 @@ def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
         row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
                "first_name": values["first_name"], "last_name": values["last_name"],
                "phone": identity["from_phone"], "email": values["email"] or identity["from_email"]}
+        if row["email"] and row["email"] != identity["from_email"]:
+            # customData.email never links (above), and an email names one contact: another's stays theirs
+            row = contact_store.without_taken_email_in_tx(cx, row, refuse=False)
         contact_store.insert_contact_in_tx(cx, row)
         contact_store.emit_created_in_tx(cx, row)
         contact_id = row["id"]
@@ -100,7 +104,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         # Idempotency-Key the write answers, so that the key's rules apply to the repeat too.)
         existing = await store.find_by_external_id(db, account_id, message_sid)
         if existing is not None:
-            return existing, False
+            return _true_repeat(existing, from_id, body, channel), False
     identity = _identity(account_id, from_id, first_name, last_name, email)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     message = {"id": new_id("msg"), "account_id": account_id, "direction": "inbound",
@@ -123,9 +127,11 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         if first["id"] == message["id"]:
             _wake_delivery(services)
             first["bot_wanted"] = True  # unknown: the bot reads its context first and skips it if off
-        return first, first["id"] == message["id"]
+        if first["id"] == message["id"]:
+            return first, True
+        return _true_repeat(first, from_id, body, channel), False
     if first is not None:
-        return first, False
+        return _true_repeat(first, from_id, body, channel), False
     if contact_created or keyword is not None:
         _wake_delivery(services)  # a contact.created (contact.updated) notification may be queued
     # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
@@ -133,6 +139,21 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword,
                    bot_wanted=bot_wanted)
     return message, True
+
+
+def _true_repeat(stored, from_id, body, channel):
+    """The stored message when a repeated messageSid is the same message sent again (a retry: same fromId,
+    body and channel); Conflict naming it otherwise: two channels' ids that collide, or an edited message,
+    would otherwise be answered 200 and never stored (docs/api.md#custom-channel)."""
+    differs = [name for name, stored_value, value in (
+        ("fromId", stored["from_id"], from_id), ("body", stored["body"], body),
+        ("channel", stored["channel"], _blank_to_none(channel))) if stored_value != value]
+    if differs:
+        raise errors.Conflict(f"customData.messageSid {stored['external_id']!r} is already stored as message "
+                       f"{stored['id']} with another {' and '.join(differs)}: a messageSid names one message "
+                       f"(make ids unique across channels, e.g. prefix them with the channel)",
+                       field="customData.messageSid", existing_id=stored["id"])
+    return stored
 
 
 def _record_inbound(cx, message, identity, answers_since):

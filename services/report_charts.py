@@ -1,5 +1,8 @@
 """The Reports' charts as SVG drawn here (no script, no library, nothing inline that the pages' CSP refuses:
-colours come from classes in static/parley.css). Each function returns the <svg> text, escaped."""
+colours come from classes in static/parley.css). Each function returns the <svg> text, escaped.
+
+A series' colour says what it counts, the same on every chart (KINDS): failures are red wherever they show,
+opt-outs grey, messages in (and the replies to a campaign, which are messages in) blue, and so on."""
 from html import escape
 
 # viewBox units; the SVG scales to its box (static/parley.css .chart), about 1:1 at phone width, so that FONT
@@ -7,6 +10,8 @@ from html import escape
 WIDTH, HEIGHT = 380, 220
 LEFT, RIGHT, TOP, BOTTOM = 36, 6, 10, 56
 FONT = 12
+# What a series counts -> its colour class (c-<kind> in static/parley.css): one meaning, one colour.
+KINDS = ("in", "out", "ok", "retry", "fail", "optout", "optin", "bot", "model", "person", "other", "median", "p90")
 
 
 def tick_step(value, ticks=4):
@@ -45,20 +50,20 @@ def _svg(title, body, height=HEIGHT):
 def _legend(series, y):
     """Swatches and labels from the left, wrapping to a new line at the right edge; returns (svg, lines)."""
     parts, x, lines = [], LEFT, 1
-    for i, (label, _) in enumerate(series):
+    for label, _, kind in series:
         width = 18 + 0.62 * FONT * len(label)
         if x + width > WIDTH and x > LEFT:
             x, y, lines = LEFT, y + FONT + 6, lines + 1
-        parts.append(f'<rect class="s{i}" x="{x}" y="{y - FONT + 2}" width="{FONT - 1}" height="{FONT - 1}"/>'
+        parts.append(f'<rect class="c-{kind}" x="{x}" y="{y - FONT + 2}" width="{FONT - 1}" height="{FONT - 1}"/>'
                      f'<text class="legend" x="{x + FONT + 3}" y="{y}" font-size="{FONT}">{escape(label)}</text>')
         x += width + 10
     return "".join(parts), lines
 
 
 def columns(title, days, series):
-    """Stacked columns per day: series [(label, [value per day])]; y axis with 5 ticks, x labels thinned to
+    """Stacked columns per day: series [(label, [value per day], kind)]; y axis with 5 ticks, x labels thinned to
     fit, legend below."""
-    totals = [sum(values[i] for _, values in series) for i in range(len(days))]
+    totals = [sum(values[i] for _, values, _ in series) for i in range(len(days))]
     step = tick_step(max(totals, default=0))
     top = 4 * step
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -71,14 +76,14 @@ def columns(title, days, series):
                      f'{step * k}</text>')
     slot = plot_w / max(len(days), 1)
     bar = max(slot * 0.7, 1)
-    labels = [escape(label) for label, _ in series]  # escaped once, not per bar: 90 days x 5 series per page
+    labels = [escape(label) for label, _, _ in series]  # escaped once, not per bar: 90 days x 5 series per page
     for i, day in enumerate(map(escape, days)):
         x, y = LEFT + i * slot + (slot - bar) / 2, base
-        for s, (_, values) in enumerate(series):
+        for s, (_, values, kind) in enumerate(series):
             h = plot_h * values[i] / top
             if h > 0:
                 y -= h
-                parts.append(f'<rect class="s{s}" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}">'
+                parts.append(f'<rect class="c-{kind}" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}">'
                              f'<title>{day} {labels[s]}: {values[i]}</title></rect>')
     every = max(1, -(-len(days) // 5))  # at most 5 day labels
     for i in range(0, len(days), every):
@@ -92,11 +97,11 @@ def columns(title, days, series):
 
 
 def bars(title, labels, series, format=_number):
-    """Horizontal bars, grouped per label: series [(label, [value per label])]; values printed at the bars'
+    """Horizontal bars, grouped per label: series [(label, [value per label], kind)]; values printed at the bars'
     ends with format."""
     row_h, gap = 12 * len(series) + 4, 8
     height = TOP + len(labels) * (row_h + gap) + 34
-    values = [v for _, vs in series for v in vs if v is not None]
+    values = [v for _, vs, _ in series for v in vs if v is not None]
     top = max(values, default=0) or 1
     plot_left = 8 + int(0.62 * FONT * 14)
     plot_w = WIDTH - plot_left - 50
@@ -106,11 +111,11 @@ def bars(title, labels, series, format=_number):
         short = label if len(label) <= 14 else label[:13] + "…"
         parts.append(f'<text class="axis" x="{plot_left - 6}" y="{y + row_h / 2 + 4:.1f}" font-size="{FONT}" '
                      f'text-anchor="end">{escape(short)}<title>{escape(label)}</title></text>')
-        for s, (name, vs) in enumerate(series):
+        for s, (name, vs, kind) in enumerate(series):
             value = vs[i]
             w = 0 if value is None else plot_w * value / top
             by = y + 2 + s * 12
-            parts.append(f'<rect class="s{s}" x="{plot_left}" y="{by}" width="{max(w, 0.5):.1f}" height="10">'
+            parts.append(f'<rect class="c-{kind}" x="{plot_left}" y="{by}" width="{max(w, 0.5):.1f}" height="10">'
                          f'<title>{escape(label)} {escape(name)}: {escape(format(value))}</title></rect>'
                          f'<text class="value" x="{plot_left + w + 4:.1f}" y="{by + 9}" font-size="{FONT - 1}">'
                          f'{escape(format(value))}</text>')
@@ -119,29 +124,35 @@ def bars(title, labels, series, format=_number):
     return _svg(title, "".join(parts), height + (lines - 1) * (FONT + 6))
 
 
+# Per report: (column, legend label, kind) of each series.
+SERIES = {
+    "messages": (("inbound", "messages in", "in"), ("outbound", "messages out", "out")),
+    "bot-outcomes": (("rule", "answered by a rule", "bot"), ("provider", "answered by the model", "model"),
+                     ("handoff", "handed to a person", "person"), ("failed", "failed", "fail"),
+                     ("other", "other", "other")),
+    "opt-outs": (("optedOut", "opted out", "optout"), ("optedIn", "opted back in", "optin")),
+    "campaigns": (("sent", "sent", "ok"), ("failed", "failed", "fail"), ("optedOut", "opted out", "optout"),
+                  ("replies", "replies", "in")),
+    "first-response": (("medianSeconds", "median", "median"), ("p90Seconds", "9 in 10 within", "p90")),
+}
+
+
 def chart(report):
     """The chart of a report (services/reports.build's result), or None when it has no rows."""
     rows, name = report["rows"], report["report"]
     if not rows:
         return None
-    if name == "first-response":
+    if name in ("first-response", "campaigns"):
         return bars(report["title"], [r["name"] for r in rows],
-                    [("median", [r["medianSeconds"] for r in rows]), ("p90", [r["p90Seconds"] for r in rows])],
-                    format=duration)
-    if name == "campaigns":
-        keys = ("sent", "failed", "optedOut", "replies")
-        return bars(report["title"], [r["name"] for r in rows],
-                    [({"optedOut": "opted out"}.get(k, k), [r[k] for r in rows]) for k in keys])
+                    [(label, [r[key] for r in rows], kind) for key, label, kind in SERIES[name]],
+                    format=duration if name == "first-response" else _number)
     days = [r["day"] for r in rows]
     if name == "deliveries":
         return columns(report["title"], days, [
-            ("delivered at once", [r["succeeded"] - r["retriesSucceeded"] for r in rows]),
-            ("delivered on a retry", [r["retriesSucceeded"] for r in rows]),
-            ("failed attempts", [r["failed"] for r in rows])])
-    keys = {"messages": ("inbound", "outbound"), "bot-outcomes": ("rule", "provider", "handoff", "failed", "other"),
-            "opt-outs": ("optedOut", "optedIn")}[name]
-    labels = {"optedOut": "opted out", "optedIn": "opted in"}
-    return columns(report["title"], days, [(labels.get(k, k), [r[k] for r in rows]) for k in keys])
+            ("delivered at once", [r["succeeded"] - r["retriesSucceeded"] for r in rows], "ok"),
+            ("delivered on a retry", [r["retriesSucceeded"] for r in rows], "retry"),
+            ("failed attempts", [r["failed"] for r in rows], "fail")])
+    return columns(report["title"], days, [(label, [r[key] for r in rows], kind) for key, label, kind in SERIES[name]])
 
 
 def data_rows(report):

@@ -1,6 +1,7 @@
 """The Reports (issue 22 §2): each report's rows for an account (or an agency's sub-accounts together) and a
 range of days, from the folded summaries plus the rows not folded yet (storage/reports.py). The page, its CSV
 exports and GET /v1/reports/{name} all take their numbers from build()."""
+import collections
 import csv
 import io
 from datetime import date, timedelta
@@ -29,7 +30,22 @@ REPORTS = {
                                        "optedOut", "replies", "repliers")),
     "opt-outs": ("Opt-outs per day", ("day", "optedOut", "optedIn")),
 }
-
+# Each report's columns in words, as the page's tables head them (the API gives them as "labels").
+LABELS = {
+    "messages": {"day": "Day", "inbound": "Messages in", "outbound": "Messages out"},
+    "first-response": {"responder": "Responder id", "name": "Responder", "responses": "First responses",
+                       "medianSeconds": "Median time", "p90Seconds": "9 in 10 within"},
+    "bot-outcomes": {"day": "Day", "rule": "Answered by a rule", "provider": "Answered by the model",
+                     "handoff": "Handed to a person", "failed": "Failed", "other": "Other"},
+    "deliveries": {"day": "Day", "attempts": "Attempts", "succeeded": "Succeeded", "failed": "Failed",
+                   "retries": "Retries", "retriesSucceeded": "Retries that succeeded"},
+    "campaigns": {"campaignId": "Campaign id", "name": "Campaign", "status": "Status", "startedAt": "Started",
+                  "sent": "Sent", "failed": "Failed", "retrying": "Retrying", "optedOut": "Skipped (opted out)",
+                  "replies": "Replies", "repliers": "Contacts who replied"},
+    "opt-outs": {"day": "Day", "optedOut": "Opted out", "optedIn": "Opted back in"},
+}
+# The first-response row of all people together (a person's first response, the bot's messages passed over).
+PEOPLE = "people"
 
 def _day(text):
     try:
@@ -93,7 +109,7 @@ async def build(db, ids, name, first, last, data=None):
         else:
             rows = _ROWS[name](data, _days(first, last))
     return {"report": name, "title": title, "from": first.isoformat(), "to": last.isoformat(),
-            "columns": list(columns), "rows": rows}
+            "columns": list(columns), "labels": [LABELS[name][c] for c in columns], "rows": rows}
 
 
 async def build_all(db, ids, first, last):
@@ -133,14 +149,24 @@ def _delivery_rows(data, days):
 
 
 def _response_rows(data, days):
-    """The bot first, then people by name; medians and p90s from the histogram (common/report_buckets.py)."""
-    rows = []
+    """The bot's first responses, then people's: all people together (PEOPLE) and each person by name (a user's
+    name, else their email); medians and p90s from the histogram (common/report_buckets.py)."""
+    def row(responder, name, counts):
+        return {"responder": responder, "name": name, "responses": sum(counts.values()),
+                "medianSeconds": percentile(counts, 0.5), "p90Seconds": percentile(counts, 0.9)}
+    people, rows = collections.Counter(), []
     for responder, counts in data["responses"].items():
-        name = ("Bot" if responder == "bot" else author_name(*data["users"][responder]) if responder in data["users"]
-                else "a person no longer here")
-        rows.append({"responder": responder, "name": name, "responses": sum(counts.values()),
-                     "medianSeconds": percentile(counts, 0.5), "p90Seconds": percentile(counts, 0.9)})
-    return sorted(rows, key=lambda r: (r["responder"] != "bot", r["name"]))
+        if responder == "bot":
+            continue
+        people.update(counts)
+        rows.append(row(responder, author_name(*data["users"][responder]) if responder in data["users"]
+                        else "a person no longer here", counts))
+    rows.sort(key=lambda r: r["name"].lower())
+    if people:
+        rows.insert(0, row(PEOPLE, "All people", people))
+    if "bot" in data["responses"]:
+        rows.insert(0, row("bot", "Bot", data["responses"]["bot"]))
+    return rows
 
 
 _ROWS = {"messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,

@@ -15,7 +15,8 @@ log = logging.getLogger("parley.reports")
 # writer_stall_seconds (15 s by default): messages made this long ago have all committed, so the fold can pass
 # them for good. Rows younger than this are the tail that a report reads raw.
 SETTLE = timedelta(seconds=60)
-# The fold waits this long for the bot's decision on a message (its outcome is counted by the day of the message).
+# A message the bot owes a decision is folded like the others; its outcome (counted by the day of the message) is
+# added when it comes within this long (storage/report_fold.py, report_bot_pending).
 BOT_WAIT = timedelta(hours=1)
 BATCH = 2000  # messages (and attempts) per fold transaction
 

@@ -188,5 +188,9 @@ def rotate_webhook_secret(cx, account_id, secret, previous_expires_at, by=None):
 
 
 @writes
-def set_rate_limit(cx, account_id, per_minute):
+def set_rate_limit(cx, account_id, per_minute, by=None):
+    """The account's own requests-per-minute limit (None: the server's --rate-limit), audited; other processes
+    forget their cached keys (the limit is cached with them)."""
     cx.execute("UPDATE accounts SET rate_limit_per_minute = ? WHERE id = ?", (per_minute, account_id))
+    record_by(cx, by, account_id=account_id, action="account.rate_limit_changed", detail={"perMinute": per_minute})
+    dialect_of(cx).notify(cx, KEYS_CHANNEL)

@@ -107,7 +107,7 @@ def apply_batch(cx, account_id, import_id, batch, list_id):
     created = 0
     for values in batch["rows"]:
         contact, was_created = find_or_create_in_tx(cx, {**values, "id": new_id("ct"), "account_id": account_id,
-                                                         "created_at": now})
+                                                         "created_at": now}, refuse_taken_email=False)
         created += was_created
         if lst is not None:
             _, lst = add_member_in_tx(cx, account_id, lst, contact, now)

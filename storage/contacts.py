@@ -60,18 +60,24 @@ def insert_contact_in_tx(cx, contact):
 
 
 def fill_blanks_in_tx(cx, existing, values):
-    """Set the existing contact's empty fields from values; never overwrite. Returns the updated row.
-    A phone is only filled when no other contact of the account has it (the unique index holds)."""
+    """Set the existing contact's empty fields from values; never overwrite. Returns the updated row and queues
+    contact.updated when anything was filled. A phone or email is only filled when no other contact of the
+    account has it (one rule with update_contact's: a phone or email names one contact)."""
+    account_id = existing["account_id"]
     changes = {f: values[f] for f in FILLABLE if values.get(f) and not existing.get(f)}
-    if "phone" in changes:
-        lock_in_tx(cx, existing["account_id"], "phone", changes["phone"])
-        if find_by_phone.sync(cx, existing["account_id"], changes["phone"]):
-            del changes["phone"]
-    if changes:
-        assignments = ", ".join(f"{f} = ?" for f in changes)
-        cx.execute(f"UPDATE contacts SET {assignments} WHERE account_id = ? AND id = ?",
-                   (*changes.values(), existing["account_id"], existing["id"]))
-    return {**existing, **changes}
+    for column in ("phone", "email"):
+        if column in changes:
+            lock_in_tx(cx, account_id, column, changes[column])
+            if _holder_of(cx, account_id, column, changes[column], existing["id"]):
+                del changes[column]
+    if not changes:
+        return existing
+    assignments = ", ".join(f"{f} = ?" for f in changes)
+    cx.execute(f"UPDATE contacts SET {assignments} WHERE account_id = ? AND id = ?",
+               (*changes.values(), account_id, existing["id"]))
+    filled = {**existing, **changes}
+    enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(filled))
+    return filled
 
 
 def lock_in_tx(cx, account_id, column, value):
@@ -81,23 +87,40 @@ def lock_in_tx(cx, account_id, column, value):
     return dialect_of(cx).lock(cx, f"contact:{account_id}:{column}:{value}")
 
 
-def find_or_create_in_tx(cx, contact):
+def find_or_create_in_tx(cx, contact, *, refuse_taken_email=True):
     """Phone first, then (with no phone) email: returns (row, created). The check and the insert are
     atomic against every other write (lock_in_tx). A created contact queues contact.created in the same
-    transaction."""
+    transaction. A new contact's email that another contact has is refused as update_contact refuses it
+    (Conflict naming the holder), or with refuse_taken_email False (an import's row) left out of the new
+    contact, as fill_blanks_in_tx leaves out a taken phone."""
     existing = None
+    account_id = contact["account_id"]
     key = "phone" if contact.get("phone") else "email" if contact.get("email") else None
     if key:
-        lock_in_tx(cx, contact["account_id"], key, contact[key])
+        lock_in_tx(cx, account_id, key, contact[key])
     if contact.get("phone"):
-        existing = find_by_phone.sync(cx, contact["account_id"], contact["phone"])
+        existing = find_by_phone.sync(cx, account_id, contact["phone"])
     elif contact.get("email"):
-        existing = find_by_email.sync(cx, contact["account_id"], contact["email"])
+        existing = find_by_email.sync(cx, account_id, contact["email"])
     if existing:
         return fill_blanks_in_tx(cx, existing, contact), False
+    if key == "phone" and contact.get("email"):
+        contact = without_taken_email_in_tx(cx, contact, refuse=refuse_taken_email)
     row = insert_contact_in_tx(cx, contact)
     emit_created_in_tx(cx, row)
     return row, True
+
+
+def without_taken_email_in_tx(cx, contact, *, refuse):
+    """The new contact as given when no contact of the account has its email; else Conflict naming the one
+    that has it (refuse), or the contact without the email."""
+    lock_in_tx(cx, contact["account_id"], "email", contact["email"])
+    holder = _holder_of(cx, contact["account_id"], "email", contact["email"], contact["id"])
+    if holder is None:
+        return contact
+    if refuse:
+        raise Conflict(f"{holder} already has this email", existing_id=holder, field="email")
+    return {**contact, "email": None}
 
 
 find_or_create = writes(find_or_create_in_tx)

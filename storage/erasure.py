@@ -10,7 +10,7 @@ id, phone and email inside stored JSON) and event_id (the erasure's own live eve
 Children go before their parents (foreign keys are on). What each database keeps of deleted rows is purged
 after the commit (Database.purge_deleted: secure_delete and the WAL on SQLite, VACUUM on PostgreSQL)."""
 from common.ids import new_id
-from storage import campaigns
+from storage import campaigns, report_fold
 from storage.audit import record_by
 from storage.db import reads, writes
 from storage.events import CONVERSATION_ERASED, ERASED_EVENT, emit_in_tx
@@ -201,6 +201,8 @@ def erase_contact(cx, account_id, contact_id, by=None):
     target = _target(cx, account_id, contact)
     # Open pages drop the conversation; emitted first so that it is the account's newest event (see _events).
     target["event_id"] = emit_in_tx(cx, account_id, CONVERSATION_ERASED, {"contactId": contact_id})
+    # The Reports keep counting what happened: the rows not folded yet are counted before they go.
+    report_fold.fold_contact_in_tx(cx, account_id, contact_id, target["outbox_ids"])
     removed = {name: step(cx, target) for name, step in STEPS}
     record_by(cx, by, account_id=account_id, action="contact.erased", subject_id=contact_id,
               detail={"messages": removed["messages"]})

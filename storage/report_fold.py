@@ -9,18 +9,26 @@ from datetime import datetime
 from common.ids import first_id_at
 from common.report_buckets import bucket_of, outcome_group
 from storage.db import writes
+from storage.dialect import dialect_of
 
 # A message's row for the summaries, with started_at: for a person's or the bot's reply, when the contact started
 # waiting for it (the created_at of the contact's earliest message after the conversation's last outbound one
-# before the reply; NULL when the reply follows an outbound message, so it is not a first response). Worked out
-# by SQLite or PostgreSQL in the same read (two seeks in messages_account_contact), not a query per row.
+# before the reply; NULL when the reply follows an outbound message, so it is not a first response); and
+# person_started_at: for a person's reply, the same with the bot's messages passed over, so that a person's first
+# answer after the bot's handoff message is a person's first response (issue 43 §6). Worked out by SQLite or
+# PostgreSQL in the same read (seeks in messages_account_contact), not a query per row.
+_STARTED_AT = (
+    "(SELECT f.created_at FROM messages f WHERE f.account_id = m.account_id AND f.contact_id = m.contact_id"
+    " AND f.id < m.id AND f.direction = 'inbound' AND f.id > COALESCE((SELECT p.id FROM messages p"
+    " WHERE p.account_id = m.account_id AND p.contact_id = m.contact_id AND p.id < m.id AND p.direction = 'outbound'"
+    "{passed_over} ORDER BY p.id DESC LIMIT 1), '') ORDER BY f.id LIMIT 1)")
 MESSAGE_SELECT = (
     "SELECT m.id, m.account_id, m.contact_id, m.direction, m.author, m.author_user_id, m.created_at, m.bot_outcome,"
-    " m.campaign_id, CASE WHEN m.direction = 'outbound' AND m.author IN ('user', 'bot') THEN ("
-    "SELECT f.created_at FROM messages f WHERE f.account_id = m.account_id AND f.contact_id = m.contact_id"
-    " AND f.id < m.id AND f.id > COALESCE((SELECT p.id FROM messages p WHERE p.account_id = m.account_id"
-    " AND p.contact_id = m.contact_id AND p.id < m.id AND p.direction = 'outbound' ORDER BY p.id DESC LIMIT 1), '')"
-    " ORDER BY f.id LIMIT 1) END AS started_at FROM messages m")
+    " m.bot_pending, m.campaign_id, CASE WHEN m.direction = 'outbound' AND m.author IN ('user', 'bot') THEN "
+    + _STARTED_AT.format(passed_over="") + " END AS started_at,"
+    " CASE WHEN m.direction = 'outbound' AND m.author = 'user' THEN "
+    + _STARTED_AT.format(passed_over=" AND COALESCE(p.author, '') <> 'bot'") + " END AS person_started_at"
+    " FROM messages m")
 # Only these rows add more than a count to messages_in/messages_out (a bot outcome, a campaign reply, a first
 # response): the tail reads them one by one and counts the rest with GROUP BY.
 NEEDS_A_LOOK = "(m.bot_outcome IS NOT NULL OR m.campaign_id IS NOT NULL OR m.author IN ('user', 'bot'))"
@@ -68,23 +76,33 @@ def summarize_messages(cx, rows, summary, counted=False):
                     summary.replies[(campaign, m["contact_id"], account)] += 1
             continue
         daily["messages_out"] += not counted
-        if m["started_at"] is not None:
+        # The bot's first responses, and people's (a person's first answer, whether or not the bot answered first).
+        started = m["started_at"] if m["author"] == "bot" else m["person_started_at"]
+        if started is not None:
             responder = "bot" if m["author"] == "bot" else (m["author_user_id"] or "user")
             summary.buckets[(account, day, responder,
-                             bucket_of(max(_seconds_between(m["started_at"], m["created_at"]), 0)))] += 1
+                             bucket_of(max(_seconds_between(started, m["created_at"]), 0)))] += 1
     return summary
 
 
-def count_messages(cx, since, accounts, summary):
-    """Add messages_in/messages_out of the accounts' messages from id `since` on to summary, counted by the
+def account_messages(cx, select, account_id, start, end=None, where=""):
+    """SQL and arguments of `select` (ending in FROM messages m) over one account's messages with ids in
+    [start, end) (end None: to the last): a range seek in messages_account_id (migration 0470), so a report
+    reads its own account's rows past the watermark, never another's."""
+    sql = f"{select}{dialect_of(cx).index_hint('messages_account_id')} WHERE m.account_id = ? AND m.id >= ?"
+    args = [account_id, start]
+    if end is not None:
+        sql, args = sql + " AND m.id < ?", args + [end]
+    return sql + (f" AND {where}" if where else ""), args
+
+
+def count_messages(cx, account_id, start, end, summary):
+    """Add messages_in/messages_out of the account's messages with ids in [start, end) to summary, counted by the
     database."""
-    # direction leads the GROUP BY: grouping by account_id first would let SQLite's planner walk an account
-    # index over every message ever stored rather than the primary key's range.
-    for direction, account, day, n in cx.execute(
-            "SELECT direction, account_id, substr(created_at, 1, 10), COUNT(*) FROM messages WHERE id >= ?"
-            " GROUP BY direction, substr(created_at, 1, 10), account_id", (since,)):
-        if account in accounts:
-            summary.daily[(account, day)]["messages_in" if direction == "inbound" else "messages_out"] += n
+    sql, args = account_messages(cx, "SELECT m.direction, substr(m.created_at, 1, 10), COUNT(*) FROM messages m",
+                                 account_id, start, end)
+    for direction, day, n in cx.execute(sql + " GROUP BY m.direction, substr(m.created_at, 1, 10)", args):
+        summary.daily[(account_id, day)]["messages_in" if direction == "inbound" else "messages_out"] += n
     return summary
 
 
@@ -113,26 +131,20 @@ def watermarks(cx):
     return {"messages": marks.get("messages", ""), "delivery_attempts": int(marks.get("delivery_attempts", 0))}
 
 
-def _message_cutoff(cx, mark, settled_at, pending_since):
-    """The id the fold stops before: messages made before settled_at (every message with a smaller id has
-    committed by then), and not past a message the bot still owes a decision unless it waited since before
-    pending_since (its outcome is then counted only if it came before the fold)."""
-    cutoff = first_id_at("msg", settled_at)
-    row = cx.execute("SELECT MIN(id) FROM messages WHERE bot_pending = 1 AND id >= ?",
-                     (max(mark, first_id_at("msg", pending_since)),)).fetchone()
-    return min(cutoff, row[0]) if row and row[0] else cutoff
-
-
 @writes
 def fold(cx, settled_at, pending_since, limit):
     """Fold up to ``limit`` messages and ``limit`` delivery attempts past the watermarks into the summaries
     and move the watermarks, in this one transaction. Returns how many rows it folded (fewer than 2 * limit:
-    nothing more is due)."""
+    nothing more is due). A message the bot still owes a decision is folded like any other (it holds nothing
+    back, issue 36 §4) and waits in report_bot_pending for its outcome, counted when it comes (within
+    pending_since; a decision later than that is not counted)."""
     marks, summary = watermarks(cx), Summary()
-    cutoff = _message_cutoff(cx, marks["messages"], settled_at, pending_since)
     messages = [dict(r) for r in cx.execute(f"{MESSAGE_SELECT} WHERE m.id >= ? AND m.id < ? ORDER BY m.id LIMIT ?",
-                                            (marks["messages"], cutoff, limit))]
+                                            (marks["messages"], first_id_at("msg", settled_at), limit))]
     summarize_messages(cx, messages, summary)
+    cx.executemany("INSERT INTO report_bot_pending (message_id, account_id, day) VALUES (?, ?, ?)",
+                   [(m["id"], m["account_id"], m["created_at"][:10]) for m in messages if m["bot_pending"]])
+    _decided(cx, first_id_at("msg", pending_since), summary)
     settled = settled_at.strftime("%Y-%m-%dT%H:%M:%S")
     attempts = []
     for row in cx.execute(f"{ATTEMPT_SELECT} WHERE a.id > ? ORDER BY a.id LIMIT ?",
@@ -144,12 +156,66 @@ def fold(cx, settled_at, pending_since, limit):
     _apply(cx, summary)
     if messages:
         # The next fold starts after the last one folded: ids have one length, so id + "0" sorts right after it.
-        _set_mark(cx, "messages", messages[-1]["id"] + "0" if len(messages) == limit else cutoff)
-    elif cutoff > marks["messages"]:
-        _set_mark(cx, "messages", cutoff)
+        _set_mark(cx, "messages", messages[-1]["id"] + "0" if len(messages) == limit
+                  else first_id_at("msg", settled_at))
+    elif first_id_at("msg", settled_at) > marks["messages"]:
+        _set_mark(cx, "messages", first_id_at("msg", settled_at))
     if attempts:
         _set_mark(cx, "delivery_attempts", str(attempts[-1]["id"]))
     return len(messages) + len(attempts)
+
+
+# The folded messages the bot owed a decision, with their message's outcome now (NULL while it is still owed).
+PENDING_SELECT = ("SELECT p.message_id, p.account_id, p.day, m.bot_outcome, m.bot_pending FROM report_bot_pending p"
+                  " LEFT JOIN messages m ON m.id = p.message_id")
+
+
+def _count_outcome(summary, row):
+    if row["bot_outcome"] and not row["bot_pending"]:
+        summary.daily[(row["account_id"], row["day"])]["bot_" + outcome_group(
+            json.loads(row["bot_outcome"]).get("outcome"))] += 1
+
+
+def _decided(cx, pending_before, summary):
+    """Count the outcomes decided since their message was folded and forget those messages; also forget the ones
+    still owed from before pending_before, and any whose message is gone."""
+    done = [dict(r) for r in cx.execute(f"{PENDING_SELECT} WHERE m.id IS NULL OR m.bot_pending IS NULL"
+                                        " OR p.message_id < ?", (pending_before,))]
+    for row in done:
+        _count_outcome(summary, row)
+    cx.executemany("DELETE FROM report_bot_pending WHERE message_id = ?", [(r["message_id"],) for r in done])
+
+
+def decided_outcomes(cx, account_ids, summary):
+    """Add the outcomes decided for the accounts' folded messages that the fold has not counted yet (a report's
+    tail)."""
+    marks = ", ".join("?" * len(account_ids))
+    for row in cx.execute(f"{PENDING_SELECT} WHERE p.account_id IN ({marks}) AND m.bot_outcome IS NOT NULL",
+                          list(account_ids)):
+        _count_outcome(summary, row)
+    return summary
+
+
+def fold_contact_in_tx(cx, account_id, contact_id, outbox_ids):
+    """Before an erasure deletes the contact's messages and delivery attempts: fold those not folded yet, so that
+    the counts of what happened stay (issue 43 §6); the watermarks stay where they are (the rows are gone when the
+    fold gets there). Only counts are kept: a campaign reply's row is anonymised by the erasure's next steps."""
+    marks, summary = watermarks(cx), Summary()
+    messages = [dict(r) for r in cx.execute(
+        f"{MESSAGE_SELECT} WHERE m.account_id = ? AND m.contact_id = ? AND m.id >= ? ORDER BY m.id",
+        (account_id, contact_id, marks["messages"]))]
+    summarize_messages(cx, messages, summary)
+    pending = [dict(r) for r in cx.execute(f"{PENDING_SELECT} WHERE m.account_id = ? AND m.contact_id = ?",
+                                           (account_id, contact_id))]
+    for row in pending:
+        _count_outcome(summary, row)
+    cx.executemany("DELETE FROM report_bot_pending WHERE message_id = ?", [(r["message_id"],) for r in pending])
+    for start in range(0, len(outbox_ids), 500):
+        chunk = outbox_ids[start:start + 500]
+        summarize_attempts([dict(r) for r in cx.execute(
+            f"{ATTEMPT_SELECT} WHERE a.outbox_id IN ({', '.join('?' * len(chunk))}) AND a.id > ?",
+            (*chunk, marks["delivery_attempts"]))], summary)
+    _apply(cx, summary)
 
 
 def _set_mark(cx, name, position):

@@ -1,11 +1,16 @@
 """SQL for reading the Reports (services/reports.py): the folded summaries plus the tail of rows not folded
-yet (storage/report_fold.py works out what those add), read in one transaction so that a fold committing
-meanwhile is seen either wholly or not at all."""
+yet (storage/report_fold.py works out what those add). The summaries, the watermarks and the tail's end are read
+in one transaction, so that a fold committing meanwhile is seen either wholly or not at all; a long tail is read
+before that in pieces (summaries()). Every read is of the report's own accounts' rows."""
+import asyncio
 import collections
+import weakref
 
 from storage.db import reads
+from storage.dialect import dialect_of
 from storage.report_fold import (ATTEMPT_SELECT, DAILY_COLUMNS, MESSAGE_SELECT, NEEDS_A_LOOK, Summary,
-                                 count_messages, summarize_attempts, summarize_messages, watermarks)
+                                 account_messages, count_messages, decided_outcomes, summarize_attempts,
+                                 summarize_messages, watermarks)
 
 
 def _in(values):
@@ -19,15 +24,75 @@ def account_ids_of_agency(cx, agency_id):
                                      " ORDER BY id", (agency_id,))]
 
 
-@reads
-def summaries(cx, account_ids, first_day, last_day):
+# Rows of one account's unfolded messages a read takes on at most before it lets other reads in (SQLite has one
+# read connection: a report of an account with 100,000 unfolded messages must not hold it for a second).
+TAIL_PIECE = 500
+# One long tail read in pieces at a time (per event loop, so per process): another request's read then waits
+# behind one piece at most, however many reports of long tails run at once.
+_piece_locks = weakref.WeakKeyDictionary()
+
+
+def _one_piece_at_a_time():
+    return _piece_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+
+
+async def summaries(db, account_ids, first_day, last_day, piece=TAIL_PIECE):
     """For these accounts and days (inclusive, YYYY-MM-DD): {"daily": {day: Counter of DAILY_COLUMNS},
     "responses": {responder: {bucket: count}}, "replies": {campaign id: [repliers, replies]} (all days:
-    a campaign's replies are its own total), "users": {user id: (email, the account an agency user viewed or None)}}."""
+    a campaign's replies are its own total), "users": {user id: (name or email, the account an agency user
+    viewed or None)}}.
+
+    The summaries plus the tail (the accounts' rows past the watermarks). A long tail is read first in pieces of
+    `piece` rows, each its own read; the last read takes the summaries, the watermark and the rest of the tail
+    in one transaction, and drops the pieces a fold committed meanwhile has counted (re-reading the part of a
+    piece the watermark moved into)."""
     if not account_ids:
         return {"daily": {}, "responses": {}, "replies": {}, "users": {}}
+    mark = (await _marks(db))["messages"]
+    pieces = {}
+    for account_id in account_ids:
+        pieces[account_id], start = [], mark
+        while True:
+            async with _one_piece_at_a_time():
+                got = await _tail_piece(db, account_id, start, piece)
+            if got is None:
+                break
+            pieces[account_id].append(got)
+            start = got[1]
+    return await _summaries_and_tail(db, account_ids, first_day, last_day, pieces)
+
+
+@reads
+def _marks(cx):
+    return watermarks(cx)
+
+
+@reads
+def _tail_piece(cx, account_id, start, size):
+    """(start, end, Summary) of the account's `size` messages from id start on, or None when fewer are left (the
+    last read takes those)."""
+    sql, args = account_messages(cx, "SELECT m.id FROM messages m", account_id, start)
+    row = cx.execute(f"{sql} ORDER BY m.id LIMIT 1 OFFSET ?", (*args, size)).fetchone()
+    if row is None:
+        return None
+    return start, row[0], _messages_summary(cx, account_id, start, row[0], Summary())
+
+
+def _messages_summary(cx, account_id, start, end, summary):
+    """What the account's messages with ids in [start, end) add: the database counts them; only those that add
+    more than a count (NEEDS_A_LOOK) are read one by one."""
+    if end is not None and end <= start:
+        return summary
+    count_messages(cx, account_id, start, end, summary)
+    sql, args = account_messages(cx, MESSAGE_SELECT, account_id, start, end, NEEDS_A_LOOK)
+    return summarize_messages(cx, [dict(r) for r in cx.execute(sql, args)], summary, counted=True)
+
+
+@reads
+def _summaries_and_tail(cx, account_ids, first_day, last_day, pieces):
     cx.execute("BEGIN")
     try:
+        marks = watermarks(cx)
         daily = collections.defaultdict(collections.Counter)
         sums = ", ".join(f"SUM({c})" for c in DAILY_COLUMNS)
         for row in cx.execute(f"SELECT day, {sums} FROM report_daily WHERE account_id IN ({_in(account_ids)})"
@@ -42,7 +107,7 @@ def summaries(cx, account_ids, first_day, last_day):
         replies = {r[0]: [r[1], r[2]] for r in cx.execute(
             "SELECT campaign_id, COUNT(*), SUM(replies) FROM report_campaign_replies"
             f" WHERE account_id IN ({_in(account_ids)}) GROUP BY campaign_id", account_ids)}
-        tail = _tail(cx, account_ids)
+        tail = _tail(cx, account_ids, marks, pieces)
         for (campaign, contact, _), n in tail.replies.items():
             # A contact already counted among the folded repliers is not a new replier (the fold's upsert).
             known = cx.execute("SELECT 1 FROM report_campaign_replies WHERE campaign_id = ? AND contact_id = ?",
@@ -57,8 +122,8 @@ def summaries(cx, account_ids, first_day, last_day):
         if responders:
             viewed = (cx.execute("SELECT name FROM accounts WHERE id = ?", account_ids[:1]).fetchone()[0]
                       if len(account_ids) == 1 else "a sub-account")
-            users = {row[0]: (row[1], None if row[2] in account_ids else viewed) for row in cx.execute(
-                f"SELECT id, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
+            users = {row[0]: (row[1] or row[2], None if row[3] in account_ids else viewed) for row in cx.execute(
+                f"SELECT id, name, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
     finally:
         cx.execute("COMMIT")
     for (_, day), counts in tail.daily.items():
@@ -70,19 +135,31 @@ def summaries(cx, account_ids, first_day, last_day):
     return {"daily": daily, "responses": responses, "replies": replies, "users": users}
 
 
-def _tail(cx, account_ids):
-    """What the rows past the watermarks add (the last minutes' messages and attempts): the database counts the
-    messages; only those that add more than a count (NEEDS_A_LOOK) are read one by one."""
-    # Only the primary keys' ranges: an account_id condition would let the planner walk the account's whole
-    # index instead (every message it ever had); the tail of all accounts is small, the filter is here.
-    marks, summary, wanted = watermarks(cx), Summary(), set(account_ids)
-    count_messages(cx, marks["messages"], wanted, summary)
-    messages = [dict(r) for r in cx.execute(f"{MESSAGE_SELECT} WHERE m.id >= ? AND {NEEDS_A_LOOK}",
-                                            (marks["messages"],)) if r["account_id"] in wanted]
-    summarize_messages(cx, messages, summary, counted=True)
-    attempts = [dict(r) for r in cx.execute(f"{ATTEMPT_SELECT} WHERE a.id > ?", (marks["delivery_attempts"],))
-                if r["account_id"] in wanted]
-    return summarize_attempts(attempts, summary)
+def _tail(cx, account_ids, marks, pieces):
+    """What the accounts' rows past the watermarks add: the pieces read before (those still past the watermark),
+    and the rest read here, account by account (messages_account_id, delivery_attempts_account_id: never another
+    account's rows)."""
+    summary = Summary()
+    for account_id in account_ids:
+        kept = [p for p in pieces.get(account_id, ()) if p[0] >= marks["messages"]]
+        for _, _, part in kept:
+            _add(summary, part)
+        # Not in a kept piece: from the watermark to the first kept piece, and after the last piece.
+        _messages_summary(cx, account_id, marks["messages"], kept[0][0] if kept else None, summary)
+        if kept:
+            _messages_summary(cx, account_id, kept[-1][1], None, summary)
+        attempts = [dict(r) for r in cx.execute(
+            f"{ATTEMPT_SELECT}{dialect_of(cx).index_hint('delivery_attempts_account_id')}"
+            " WHERE a.account_id = ? AND a.id > ?", (account_id, marks["delivery_attempts"]))]
+        summarize_attempts(attempts, summary)
+    return decided_outcomes(cx, account_ids, summary)
+
+
+def _add(summary, part):
+    for key, counts in part.daily.items():
+        summary.daily[key].update(counts)
+    summary.buckets.update(part.buckets)
+    summary.replies.update(part.replies)
 
 
 @reads

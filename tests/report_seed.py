@@ -21,11 +21,14 @@ class Seeder:
     def __init__(self, cx, account_id, *, seed=22, user_names=("ana", "raj")):
         self.cx, self.account_id, self.rng = cx, account_id, random.Random(seed)
         self.users = []
-        for name in user_names:
+        for n, name in enumerate(user_names):
             email = f"{name}.{account_id[-6:]}@demo.example"
             user_id = new_id("usr")
-            cx.execute("INSERT INTO users (id, account_id, email, password_hash, is_owner, created_at)"
-                       " VALUES (?, ?, ?, 'x', 0, ?)", (user_id, account_id, email, iso(datetime.now(timezone.utc))))
+            # The first has a name (reports show it), the next only an email (reports fall back to it).
+            cx.execute("INSERT INTO users (id, account_id, email, name, password_hash, is_owner, created_at)"
+                       " VALUES (?, ?, ?, ?, 'x', 0, ?)", (user_id, account_id, email,
+                                                          f"{name.title()} Silva" if n == 0 else None,
+                                                          iso(datetime.now(timezone.utc))))
             self.users.append(user_id)
         self.outbox = 0
 
@@ -134,7 +137,8 @@ def seed_history(cx, account_id, *, days=14, end=None, seed=22):
     seeder.conversations(first, days)
     seeder.campaign(first + timedelta(days=days // 2, hours=10), "Spring sale", 12)
     # Backdated rows lie below the fold's watermarks: the summaries start over (the next fold counts everything).
-    for table in ("report_daily", "report_response_buckets", "report_campaign_replies", "report_watermarks"):
+    for table in ("report_daily", "report_response_buckets", "report_campaign_replies", "report_watermarks",
+                  "report_bot_pending"):
         cx.execute(f"DELETE FROM {table}")
     cx.execute("COMMIT")
     return first

@@ -114,9 +114,59 @@ async def test_email_only_contacts_are_matched_by_case_folded_email(api, account
     again = await create(api, key, email="  LEAD@Example.com ", firstName="Lee")
     assert again.code == 200 and again.json["id"] == first.json["id"]
     assert again.json["firstName"] == "Lee"
-    # With a phone the phone decides: a new phone with a known email is another contact.
-    other = await create(api, key, email="lead@example.com", phone="+442071838750")
-    assert other.code == 201 and other.json["id"] != first.json["id"]
+
+
+async def test_a_new_phone_with_another_contacts_email_is_409_as_patch_refuses_it(api, account, services):
+    """#44 §6: create allowed a duplicate email that PATCH refuses: one rule for both. The 409 names the
+    contact that has the email, and nothing is created."""
+    key = account["api_key"]
+    first = await create(api, key, firstName="Lee", email="lead@example.com")
+    other = await create(api, key, email="LEAD@example.com", phone="+442071838750")
+    assert other.code == 409, other.body
+    assert other.json["error"]["existingId"] == first.json["id"]
+    assert other.json["error"]["message"] == f"Lee ({first.json['id']}) already has this email"
+    assert count_rows(services, "SELECT COUNT(*) FROM contacts") == 1
+    # The phone's existing contact is returned as before, its blank email left blank: another contact has it.
+    phone_only = await create(api, key, phone="+14155552671")
+    again = await create(api, key, phone="+14155552671", email="lead@example.com", firstName="Pat")
+    assert again.code == 200 and again.json["id"] == phone_only.json["id"]
+    assert (again.json["firstName"], again.json["email"]) == ("Pat", None)
+
+
+async def test_filling_blank_fields_sends_contact_updated(api, account, services):
+    """#44 §6: filling blank fields of an existing contact (a create that finds it, an inbound message that
+    names it) changed the contact without a word: contact.updated, with the contact as it is now."""
+    key, account_id = account["api_key"], account["account_id"]
+    assert (await api.patch("/v1/account/settings", {"notificationUrls": {
+        "contact.updated": "http://127.0.0.1:9/x"}}, key=key)).code == 200
+    first = await create(api, key, phone="+14155552671")
+    assert await list_outbox(services.db, account_id, "notification") == []
+    again = await create(api, key, phone="+14155552671", firstName="Ada")
+    inbound = await api.post("/v1/incoming_custom_channel_message", {"customData": {
+        "messageSid": "fill-1", "fromId": "+14155552671", "toId": "shop", "body": "Hi", "lastName": "Lovelace"}},
+        key=key)
+    assert inbound.code == 200, inbound.body
+    assert (await create(api, key, phone="+14155552671", firstName="Bob")).code == 200  # nothing blank: no event
+    rows = await list_outbox(services.db, account_id, "notification")
+    assert [(r["event_type"], json.loads(r["payload"])["data"]["firstName"], json.loads(r["payload"])["data"]["lastName"])
+            for r in rows] == [("contact.updated", "Ada", None), ("contact.updated", "Ada", "Lovelace")]
+    assert json.loads(rows[0]["payload"])["data"] == {**again.json, "id": first.json["id"]}
+
+
+async def test_an_inbound_email_another_contact_has_is_left_out_of_the_new_contact(api, account, services):
+    """#44 §6: customData.email never links a new fromId (a sender could claim anyone's address) and an email
+    names one contact: the message is stored, its new contact made without the email, nothing refused."""
+    key = account["api_key"]
+    owner = await create(api, key, email="ann@example.com")
+    r = await api.post("/v1/incoming_custom_channel_message", {"customData": {
+        "messageSid": "claim-1", "fromId": "tg-5551", "toId": "shop", "body": "Hi", "email": "ann@example.com"}},
+        key=key)
+    assert r.code == 200, r.body
+    message = (await api.get(f"/v1/messages/{r.json['messageId']}", key=key)).json
+    assert message["contactId"] != owner.json["id"]
+    contact = (await api.get(f"/v1/contacts/{message['contactId']}", key=key)).json
+    assert contact["email"] is None
+    assert count_rows(services, "SELECT COUNT(*) FROM contacts WHERE email = 'ann@example.com'") == 1
 
 
 async def test_fifty_concurrent_creates_of_one_phone_give_one_contact(api, account, http_server_client, services):

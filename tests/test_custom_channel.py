@@ -97,7 +97,7 @@ async def test_custom_data_id_accepted_for_message_sid(api, account):
     key = account["api_key"]
     first = await post_inbound(api, key, messageSid=..., id="ext-77")
     assert first.code == 200, first.body
-    repeat = await post_inbound(api, key, messageSid=..., id="ext-77", body="again")
+    repeat = await post_inbound(api, key, messageSid=..., id="ext-77")
     assert repeat.json["messageId"] == first.json["messageId"]
 
 
@@ -188,15 +188,39 @@ async def test_auth_and_content_type_errors_use_the_custom_channel_shape(api, ac
 # ---- exactly once ----------------------------------------------------------------------------
 
 async def test_repeated_message_sid_answers_first_id_and_changes_nothing(api, account, services):
-    """Spec §4.4: messageSid is "Used to prevent a message being processed twice"."""
+    """Spec §4.4: messageSid is "Used to prevent a message being processed twice": the same message sent
+    again (a retry) answers 200 with the first id."""
     key, account_id = account["api_key"], account["account_id"]
-    first = await post_inbound(api, key, messageSid="dup-1", body="first", firstName="Ann")
-    repeat = await post_inbound(api, key, messageSid="dup-1", body="second", fromId="someone-else")
+    first = await post_inbound(api, key, messageSid="dup-1", body="first", firstName="Ann", channel="webchat")
+    repeat = await post_inbound(api, key, messageSid="dup-1", body="first", firstName="Annie", channel="webchat")
     assert repeat.code == 200
     assert repeat.json == {"success": True, "messageId": first.json["messageId"]}
     assert (await get_message(api, key, first.json["messageId"]))["body"] == "first"
     assert await _count(services.db, "messages", account_id) == 1
+    assert await _count(services.db, "contacts", account_id) == 1
+
+
+@pytest.mark.parametrize("change, differs", [
+    ({"body": "edited"}, "another body"),
+    ({"channel": "telegram"}, "another channel"),
+    ({"fromId": "someone-else"}, "another fromId"),
+    ({"body": "edited", "channel": "telegram"}, "another body and channel"),
+])
+async def test_repeated_message_sid_of_another_message_is_409_naming_the_stored_one(api, account, services, change,
+                                                                                 differs):
+    """#44 §3: a WhatsApp and a Telegram message with the same id, or an edited message, was answered 200 and
+    never stored: it is a conflict that names the stored message, and nothing changes."""
+    key, account_id = account["api_key"], account["account_id"]
+    first = await post_inbound(api, key, messageSid="dup-2", body="first", channel="whatsapp")
+    other = await post_inbound(api, key, messageSid="dup-2", **{"body": "first", "channel": "whatsapp", **change})
+    assert other.code == 409, other.body
+    message_id = first.json["messageId"]
+    assert other.json["error"].startswith(f"customData.messageSid 'dup-2' is already stored as message {message_id} "
+                                          f"with {differs}")
+    assert await _count(services.db, "messages", account_id) == 1
     assert await _count(services.db, "contacts", account_id) == 1  # "someone-else" made no contact
+    stored = await get_message(api, key, message_id)
+    assert (stored["body"], stored["channel"]) == ("first", "whatsapp")
 
 
 async def test_20_concurrent_posts_of_one_message_sid_store_one_message(api, account, services, http_server_client,
@@ -301,7 +325,8 @@ async def test_new_contact_takes_names_and_email_and_later_messages_fill_blanks_
 
 
 async def test_custom_data_email_alone_does_not_link_a_new_from_id(api, account, services):
-    """Spec §2 rule 3: "A changed fromId produces a new contact" — even when it brings a known email."""
+    """Spec §2 rule 3: "A changed fromId produces a new contact" — even when it brings a known email, which
+    stays the known contact's (issue 44 §6: an email names one contact, as PATCH and create hold)."""
     key, account_id = account["api_key"], account["account_id"]
     await contact_store.find_or_create(services.db, {
         "id": "ct_known", "account_id": account_id, "email": "kim@example.com", "created_at": "2024-01-01"})
@@ -309,7 +334,7 @@ async def test_custom_data_email_alone_does_not_link_a_new_from_id(api, account,
     m = await get_message(api, key, r.json["messageId"])
     assert m["contactId"] != "ct_known"
     contact = await contact_store.get_contact(services.db, account_id, m["contactId"])
-    assert contact["email"] == "kim@example.com"
+    assert contact["email"] is None
 
 
 async def test_contact_created_from_inbound_queues_contact_created(api, account, services):

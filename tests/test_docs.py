@@ -209,3 +209,10 @@ def test_the_screenshots_script_imports():
     away unnoticed (add_user_to_file did): importing it at least finds that."""
     import importlib
     importlib.import_module("scripts.screenshots")
+
+
+def test_every_bench_scenario_imports():
+    """`make bench` is not run by the suite: team_inbox imported add_user_to_file after tests/team_users.py had
+    dropped it, and the whole bench failed to start. Importing each scenario (bench.scenarios.load) finds that."""
+    from bench import scenarios
+    assert len(scenarios.load()) == len(scenarios.MODULES)

@@ -69,6 +69,7 @@ class InboundLoad:
     def __init__(self, parley, threads, from_ids):
         self.parley, self.threads, self.from_ids = parley, threads, from_ids
         self.answered = {}          # messageSid -> messageId (200 received)
+        self.sent = {}              # messageSid -> the body posted (a retry sends the same message again)
         self.unanswered = set()     # sent, but no 200 arrived (connection cut, error)
         self.other_statuses = Counter()
         self.refused = set()        # answered 503 "nothing was written"
@@ -84,12 +85,13 @@ class InboundLoad:
             while not self.stop.is_set():
                 n += 1
                 sid = f"kill-{t}-{n}"
+                body = inbound_body(sid, self.from_ids[n % len(self.from_ids)], n)
                 with self.lock:
                     self.unanswered.add(sid)
+                    self.sent[sid] = body
                 started = time.monotonic()
                 try:
-                    response = client.post(INBOUND, params={"apiKey": key},
-                                           json=inbound_body(sid, self.from_ids[n % len(self.from_ids)], n))
+                    response = client.post(INBOUND, params={"apiKey": key}, json=body)
                 except httpx.HTTPError:
                     return  # the server is gone: this sid stays unanswered
                 with self.lock:
@@ -162,10 +164,10 @@ def test_kill_9_under_inbound_load_loses_no_answered_message_and_half_writes_not
         key = first_run["api_key"]
         with parley.client() as client:
             for sid in sorted(load.answered)[:: max(1, len(load.answered) // (30 * SCALE))]:
-                response = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+                response = client.post(INBOUND, params={"apiKey": key}, json=load.sent[sid])
                 assert response.status_code == 200 and response.json()["messageId"] == load.answered[sid]
             for sid in load.unanswered:
-                response = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+                response = client.post(INBOUND, params={"apiKey": key}, json=load.sent[sid])
                 assert response.status_code == 200
                 if sid in stored:
                     assert response.json()["messageId"] == stored[sid]
@@ -204,7 +206,7 @@ def test_kill_9_of_the_writer_process_under_load_the_server_carries_on_and_loses
             assert stored.get(sid) == message_id
         with parley.client() as client:
             for sid in load.unanswered:  # the 503s: retried, each stored once
-                response = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+                response = client.post(INBOUND, params={"apiKey": key}, json=load.sent[sid])
                 assert response.status_code == 200
         counts = Counter(sid for (sid,) in db_rows(db_path, "SELECT external_id FROM messages"
                                                              " WHERE external_id LIKE 'kill-%'"))
@@ -479,7 +481,7 @@ def test_disk_full_fails_requests_cleanly_loses_nothing_acknowledged_and_recover
             for n in range(20 * SCALE):
                 assert send(f"after-{n}").status_code == 200
             for sid, message_id in answered.items():
-                again = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+                again = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, f"user-{len(sid) % 5}"))
                 assert again.status_code == 200 and again.json()["messageId"] == message_id
     finally:
         parley.stop()

@@ -125,7 +125,7 @@ async def test_every_message_insert_emits_message_created_in_its_transaction(ser
     # A repeated messageSid stores nothing, so it emits nothing.
     last = await events.last_id(services.db)
     await messaging.receive_inbound(services, account_id, message_sid="sid-1", from_id="+14155552671",
-                                    to_id="shop", body="Hello")
+                                    to_id="shop", body="Hello", channel="webchat")
     assert await events.last_id(services.db) == last
 
 

@@ -9,7 +9,7 @@ import sys
 import parley_cli
 from tests.parley_process import ROOT, parley_command
 
-EXPECTED = ["serve", "create-account", "reset-password", "rotate-key", "backup", "import-contacts"]
+EXPECTED = ["serve", "create-account", "reset-password", "rotate-key", "set-rate-limit", "backup", "import-contacts"]
 
 
 def run(*args, command=None):

@@ -51,10 +51,10 @@ def retry_all(parley, load, stored):
     key = parley.first_run["api_key"]
     with parley.client() as client:
         for sid in sorted(load.answered)[:: max(1, len(load.answered) // (30 * SCALE))]:
-            response = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+            response = client.post(INBOUND, params={"apiKey": key}, json=load.sent[sid])
             assert response.status_code == 200 and response.json()["messageId"] == load.answered[sid]
         for sid in load.unanswered:  # every sid without a 200 (503s included)
-            response = client.post(INBOUND, params={"apiKey": key}, json=inbound_body(sid, "user-0"))
+            response = client.post(INBOUND, params={"apiKey": key}, json=load.sent[sid])
             assert response.status_code == 200, response.text
             if sid in stored:
                 assert response.json()["messageId"] == stored[sid][0]

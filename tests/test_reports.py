@@ -15,7 +15,7 @@ from common.report_buckets import bucket_of, bucket_value, outcome_group
 from services.reports_worker import SETTLE, ReportsWorker
 from storage import report_fold
 from tests import db_direct
-from tests.report_seed import seed_history
+from tests.report_seed import Seeder, seed_history
 from tests.ui_helpers import PASSWORD, FormClient
 from services import accounts, report_charts
 
@@ -56,26 +56,38 @@ def expected(cx, account_ids, first, last):
         bot.append(row)
     out["bot-outcomes"] = bot
     # First responses: walk each contact's messages in order; a run of inbound messages is answered by the first
-    # bot or user message after it (an api/campaign message ends the run unanswered).
+    # bot or user message after it (an api/campaign message ends the run unanswered): the bot's first responses.
+    # A person's: the first user message after the run, the bot's messages passed over.
     times = {}
     by_contact = {}
     for m in messages:
         by_contact.setdefault(m["contact_id"], []).append(m)
     for thread in by_contact.values():
-        waiting_since = None
+        waiting_since = person_waiting_since = None
         for m in thread:
             if m["direction"] == "inbound":
                 waiting_since = waiting_since or m["created_at"]
+                person_waiting_since = person_waiting_since or m["created_at"]
                 continue
-            if waiting_since and m["author"] in ("bot", "user") and m["created_at"][:10] in days:
-                who = "bot" if m["author"] == "bot" else m["author_user_id"]
-                times.setdefault(who, []).append(_seconds(waiting_since, m["created_at"]))
+            in_days = m["created_at"][:10] in days
+            if waiting_since and m["author"] == "bot" and in_days:
+                times.setdefault("bot", []).append(_seconds(waiting_since, m["created_at"]))
+            if person_waiting_since and m["author"] == "user" and in_days:
+                times.setdefault(m["author_user_id"], []).append(_seconds(person_waiting_since, m["created_at"]))
             waiting_since = None
-    emails = dict(cx.execute(f"SELECT id, email FROM users WHERE account_id IN ({marks})", account_ids).fetchall())
-    rows = [{"responder": who, "name": "Bot" if who == "bot" else emails[who], "responses": len(values),
+            if m["author"] != "bot":
+                person_waiting_since = None
+    people = [t for who, values in times.items() if who != "bot" for t in values]
+    if people:
+        times["people"] = people
+    names = {r[0]: r[1] or r[2] for r in cx.execute(f"SELECT id, name, email FROM users WHERE account_id IN ({marks})",
+                                                   account_ids)}
+    names.update(bot="Bot", people="All people")
+    rows = [{"responder": who, "name": names[who], "responses": len(values),
              "medianSeconds": bucket_value(bucket_of(_nearest_rank(values, 0.5))),
              "p90Seconds": bucket_value(bucket_of(_nearest_rank(values, 0.9)))} for who, values in times.items()]
-    out["first-response"] = sorted(rows, key=lambda r: (r["responder"] != "bot", r["name"]))
+    order = {"bot": 0, "people": 1}
+    out["first-response"] = sorted(rows, key=lambda r: (order.get(r["responder"], 2), r["name"].lower()))
     attempts = _raw(cx, f"SELECT * FROM delivery_attempts WHERE account_id IN ({marks}) ORDER BY id", account_ids)
     seen, deliveries = set(), {d: {"day": d, "attempts": 0, "succeeded": 0, "failed": 0, "retries": 0,
                                    "retriesSucceeded": 0} for d in days}
@@ -131,7 +143,7 @@ async def test_the_figures_match_the_raw_tables_before_during_and_after_the_fold
     key, cx = seeded["mine"]["api_key"], seeded["cx"]
     first, last = seeded["first"], seeded["last"]
     want = expected(cx, [seeded["mine"]["account_id"]], first, last)
-    assert sum(r["inbound"] for r in want["messages"]) > 20 and len(want["first-response"]) == 3
+    assert sum(r["inbound"] for r in want["messages"]) > 20 and len(want["first-response"]) == 4
     assert any(r["retries"] for r in want["deliveries"]) and want["campaigns"][0]["replies"] == 4
     assert sum(r["optedOut"] for r in want["opt-outs"]) == 2
     assert await _reports(api, key, first, last) == want  # nothing folded: all from the tail
@@ -242,3 +254,30 @@ async def test_the_page_draws_every_chart_and_its_csv_has_the_api_numbers(servic
 async def test_an_empty_parameter_is_400_not_the_default(api, account, query, field):
     r = await api.get(f"/v1/reports/opt-outs?{query}", key=account["api_key"])
     assert r.code == 400 and r.json["error"]["message"].startswith(field), r.json
+
+
+async def test_a_persons_first_response_is_its_own_figure_after_the_bots_handoff(services, api, account):
+    """Issue 43 §6: the bot's handoff message answered first, and the person's reply five minutes later was no first
+    response at all. Now: the bot's row, then "All people" and the person by name, each with the 5 minutes; the
+    columns in words."""
+    cx = db_direct.connect(services)
+    seeder = Seeder(cx, account["account_id"], user_names=("ana",))
+    start = datetime.now(timezone.utc) - timedelta(minutes=30)
+    contact = seeder.contact(start, "Waiting")
+    seeder.message(contact, start, "inbound", "contact", outcome="handoff")
+    seeder.message(contact, start + timedelta(seconds=1), "outbound", "bot")
+    seeder.message(contact, start + timedelta(minutes=5), "outbound", "user", user_id=seeder.users[0])
+    day = start.date().isoformat()
+    minutes_5 = bucket_value(bucket_of(300))
+    want = [{"responder": "bot", "name": "Bot", "responses": 1, "medianSeconds": bucket_value(bucket_of(1)),
+             "p90Seconds": bucket_value(bucket_of(1))},
+            {"responder": "people", "name": "All people", "responses": 1, "medianSeconds": minutes_5,
+             "p90Seconds": minutes_5},
+            {"responder": seeder.users[0], "name": "Ana Silva", "responses": 1, "medianSeconds": minutes_5,
+             "p90Seconds": minutes_5}]
+    for _ in range(2):  # from the tail, then from the summaries
+        r = await api.get(f"/v1/reports/first-response?from={day}&to={day}", key=account["api_key"])
+        assert r.json["rows"] == want, r.body
+        assert r.json["labels"] == ["Responder id", "Responder", "First responses", "Median time", "9 in 10 within"]
+        await ReportsWorker(services).fold_all(now=datetime.now(timezone.utc) + SETTLE)
+    cx.close()

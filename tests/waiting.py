@@ -1,6 +1,7 @@
 """Waiting in tests for something another task or process does: a deadline to give up at, never a timing
 assertion."""
 import asyncio
+import time
 
 
 async def until(condition, seconds=10):
@@ -10,3 +11,13 @@ async def until(condition, seconds=10):
             return True
         await asyncio.sleep(0.02)
     return False
+
+
+def until_sync(condition, seconds=10):
+    """until() for tests that are not async (a server process, a receiver thread)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -22,6 +22,7 @@ MODULES = [
     "bench.scenarios.postgres",
     "bench.scenarios.scale_out",
     "bench.scenarios.reports",
+    "bench.scenarios.report_tenants",
     "bench.scenarios.bot_real_model",
 ]
 

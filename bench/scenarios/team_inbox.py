@@ -8,7 +8,7 @@ import threading
 import time
 
 from bench.scenarios.inbox import INBOUND, Probe, finish, open_pages, sign_in, summary
-from tests.team_users import add_user_to_file
+from tests.team_users import add_user_to_server
 
 NAME = "team_inbox"
 TITLE = "Team inbox: 50 open pages while assignments happen (conversation.updated live)"
@@ -65,9 +65,8 @@ def run(ctx):
     parley = ctx.start_parley(data, "--live-sockets-per-session", str(PAGES))
     try:
         cookie = sign_in(parley)
-        owner = parley.first_run["account_id"]
-        users = [add_user_to_file(data / "parley.db", owner, f"agent{n}@bench.example", "bench agent password")
-                 for n in range(2)]
+        users = [add_user_to_server(parley, parley.first_run["api_key"], f"agent{n}@bench.example",
+                                    "bench agent password") for n in range(2)]
         watch = Probe(parley, "team-watch").contact_id()
         others = [contact_of(parley, f"team-other-{n}") for n in range(BULK_SIZE)]
         clients = open_pages(parley, cookie, watch, PAGES)

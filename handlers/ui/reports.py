@@ -30,7 +30,7 @@ class ReportsHandler(ReportsUiPage):
             first, last = reports.parse_range(None, None)
         built = await reports.build_all(self.services.db, await self.account_ids(), first, last)
         sections = [{"report": r, "chart": Markup(report_charts.chart(r) or ""),
-                     "rows": Markup(report_charts.data_rows(r))} for r in built]
+                     "rows": Markup(report_charts.data_rows(r)), "figure": _people_figure(r)} for r in built]
         self.render("reports.html", status=status, sections=sections, first=first.isoformat(), last=last.isoformat(),
                     presets=reports.preset_ranges(), scope=self.scope(),
                     is_agency=self.current_user.get("account_type") == "agency",
@@ -45,3 +45,13 @@ class ReportCsvHandler(ReportsUiPage):
         self.set_header("Content-Type", "text/csv; charset=UTF-8")
         self.set_header("Content-Disposition", f'attachment; filename="{name}-{report["from"]}-{report["to"]}.csv"')
         self.finish(reports.csv_text(report))
+
+
+def _people_figure(report):
+    """First response: a person's, as a figure of its own (the bot's handoff message is no answer from a person):
+    {median, p90, responses} as the page shows them, or None for the other reports."""
+    if report["report"] != "first-response":
+        return None
+    row = next((r for r in report["rows"] if r["responder"] == reports.PEOPLE), None)
+    return row and {"median": report_charts.duration(row["medianSeconds"]),
+                    "p90": report_charts.duration(row["p90Seconds"]), "responses": row["responses"]}

@@ -52,7 +52,7 @@ def cmd_create_account(settings, args):
 def cmd_reset_password(settings, args):
     """A one-time sign-in link for the user; using it ends the user's other sessions and asks for a new password."""
     return asyncio.run(_with_services(settings, lambda s: one_time_links.issue_reset_for_email(
-        s.db, settings.base_url, args.email)))
+        s.db, settings.base_url, args.email, args.account_id)))
 
 
 def cmd_rotate_key(settings, args):
@@ -198,6 +198,7 @@ def _rate_limit_arguments(c):
 
 def _user_email_argument(c):
     c.add_argument("--email", required=True, help="the user's email")
+    c.add_argument("--account-id", help="the account (acc_…), when the email is a user of several")
 
 
 def _backup_arguments(c):

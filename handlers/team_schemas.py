@@ -15,7 +15,8 @@ class UserCreate(Strict):
     """POST /v1/users: invite a user."""
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"email": "sam@acme.example", "name": "Sam", "role": "agent"}]})
-    email: Identifier = Field(max_length=320, description="The user's login; unique among all users and accounts.")
+    email: Identifier = Field(max_length=320, description="The user's login; unique within the account (the same "
+                                                          "person may be a user of other accounts too).")
     name: Optional[Identifier] = Field(None, max_length=200)
     role: Role = Field(description=ROLE_HELP)
 
@@ -26,7 +27,7 @@ class UserPatch(Strict):
                                                                                   {"active": False}]})
     role: Role = Field(None, description=ROLE_HELP, json_schema_extra=lambda schema: schema.pop("default", None))
     name: Optional[Identifier] = Field(None, max_length=200)
-    email: Optional[IdentifierNotBlank] = Field(None, max_length=320, description="A new login; unique among all users and accounts "
+    email: Optional[IdentifierNotBlank] = Field(None, max_length=320, description="A new login; unique within the account "
                                                                "(409 names the conflict). The user's sessions and "
                                                                "links stay valid.")
     active: StrictBool = Field(None, description="false deactivates: the user's sessions end at once and it "
@@ -48,6 +49,14 @@ class User(BaseModel):
 class UserCreated(User):
     signInUrl: str = Field(description="One-time link where the invitee chooses a password; shown only here.")
     signInExpiresAt: str
+
+
+class UserRemoved(BaseModel):
+    id: str = Field(description="The removed user's id: notes, messages and the audit keep it (shown as "
+                                "\"Removed user\").")
+    removed: bool = Field(description="Always true.")
+    unassignedConversations: int = Field(description="How many of their open, pending or snoozed conversations "
+                                                     "became unassigned.")
 
 
 class UserList(BaseModel):

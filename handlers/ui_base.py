@@ -149,8 +149,9 @@ class UiHandler(BaseHandler):
     def get_current_user(self):
         return None  # prepare() sets current_user from the session cookie
 
-    async def start_session(self, user):
-        self.session_id = await sessions.start(self.services.db, user)
+    async def start_session(self, user, memberships=()):
+        """Sign this browser in as ``user`` (memberships: every account the sign-in proved, for the switcher)."""
+        self.session_id = await sessions.start(self.services.db, user, memberships=memberships)
         self.set_signed_cookie(self.SESSION_COOKIE, self.session_id, expires_days=sessions.SESSION_DAYS,
                                **self.COOKIE_FLAGS)
 

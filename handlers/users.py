@@ -1,7 +1,8 @@
-"""Users API (issue 21): GET/POST /v1/users, GET/PATCH /v1/users/{id}. An API key acts with an owner's rights."""
+"""Users API (issue 21): GET/POST /v1/users, GET/PATCH/DELETE /v1/users/{id}. An API key acts with an owner's
+rights."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.team_schemas import User, UserCreate, UserCreated, UserList, UserPatch
+from handlers.team_schemas import User, UserCreate, UserCreated, UserList, UserPatch, UserRemoved
 from services import users
 
 NOT_FOUND = "No such user in this account (USER_NOT_FOUND)."
@@ -44,7 +45,16 @@ class UserHandler(ApiHandler):
                         "The account always keeps an active owner.",
             errors={400: "Invalid role, name, email or active, or none sent.", 404: NOT_FOUND,
                     409: "The change would leave the account without an active owner (LAST_OWNER), or the email "
-                         "is another user's or account's (CONFLICT)."}),
+                         "is another user's of this account (CONFLICT)."}),
+        "delete": Operation(
+            "Remove a user from the account", {200: (UserRemoved, "Removed.")}, tags=("users",),
+            description="The user's sessions in this account and their sign-in links end at once, their open, "
+                        "pending and snoozed conversations become unassigned, and their email and name are erased "
+                        "in this account: notes, messages and the audit keep only the id (\"Removed user\"). The "
+                        "same person's memberships of other accounts stay. Cannot be undone (invite the email "
+                        "again to add them back).",
+            errors={404: NOT_FOUND,
+                    409: "The user is the account's last active owner (LAST_OWNER): make another user owner first."}),
     }
 
     async def get(self, user_id):
@@ -59,3 +69,9 @@ class UserHandler(ApiHandler):
         if deactivated or "role" in body.model_fields_set:  # their pages load again, with what their role has now
             self.services.hub.disconnect(None, user=user_id)
         self.respond(user)
+
+    async def delete(self, user_id):
+        unassigned = await users.remove(self.services.db, self.principal.account_id, user_id, by=self.actor,
+                                        actor_role=users.API_KEY_ROLE)
+        self.services.hub.disconnect(None, user=user_id)  # their open pages close
+        self.respond({"id": user_id, "removed": True, "unassignedConversations": unassigned})

@@ -242,11 +242,20 @@ async def get_user(db, user_id):
     return await store.get_user(db, user_id)
 
 
-async def get_user_for_login(db, email):
-    """The active UI user with this (case-folded) email, with its password hash, or None (also for an invited
-    user who has no password yet: the sign-in then takes as long as for anyone)."""
-    user = await store.get_user_by_email(db, email)
-    return user if user and keys.is_password_hash(user["password_hash"]) else None
+async def sign_in(db, email, password):
+    """The memberships (services/users.py: one person may be a user of several accounts) that this email and
+    password sign in to: each active user with the (case-folded) email whose password is this one, {id,
+    account_id, account_name, email}, oldest first; [] for a wrong password or an unknown email. Passwords are
+    per membership (an invitation's link sets the invited membership's only, so no account's admin can set
+    the password another account checks): an account whose password differs is not offered, nor named.
+    Invited users without a password and unknown emails cost one dummy hash, as a known one does."""
+    users = [u for u in await store.get_users_by_email(db, email) if keys.is_password_hash(u["password_hash"])]
+    if not users:
+        await verify_password(password, None)
+        return []
+    matches = await asyncio.gather(*(verify_password(password, u["password_hash"], db, u["id"]) for u in users))
+    return [{k: u[k] for k in ("id", "account_id", "account_name", "email")}
+            for u, matched in zip(users, matches) if matched]
 
 
 async def get_account_by_email(db, email):

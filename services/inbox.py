@@ -4,7 +4,7 @@ from common.errors import Invalid, NotFound
 from common.ids import now_iso
 from services import bot, bot_settings, media, messaging, notes
 from services.contacts import MAX_QUERY, display_name, search_patterns
-from services.users import author_name
+from services.users import REMOVED_LABEL, author_name
 from storage import accounts as account_store
 from storage import bot_state
 from storage import contacts as contact_store
@@ -103,8 +103,8 @@ def message_view(services, row, contact_name):
     if author == "contact":
         author_label = contact_name
     elif author == "user":
-        author_label = (f"User {author_name(row['author_email'], row['author_as'], row['author_user_name'])}"
-                        if row["author_email"] else "User")
+        author_label = ("User" if not row["author_email"] else REMOVED_LABEL if row["author_email"] == REMOVED_LABEL
+                        else f"User {author_name(row['author_email'], row['author_as'], row['author_user_name'])}")
     elif author == "campaign" and row["campaign_id"]:
         author_label = f"Campaign {row['campaign_id']}"
     else:

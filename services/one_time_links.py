@@ -45,14 +45,22 @@ async def issue(db, base_url, user_id, account_id, purpose, now=None):
     return shown
 
 
-async def issue_reset_for_email(db, base_url, email):
-    """reset-password: {email, signInUrl, expiresAt} for the UI user with this email; NotFound otherwise."""
+async def issue_reset_for_email(db, base_url, email, account_id=None):
+    """reset-password: {email, accountId, signInUrl, expiresAt} for the UI user with this email (in account_id,
+    needed when the email is a user of several accounts: passwords are per account); NotFound otherwise."""
     email = (email or "").strip().lower()
-    user = await account_store.get_user_by_email(db, email)
-    if user is None:
-        raise NotFound(f"no user with email {email}", code="NOT_FOUND")
+    found = [u for u in await account_store.get_users_by_email(db, email)
+             if account_id is None or u["account_id"] == account_id]
+    if not found:
+        raise NotFound(f"no user with email {email}" + (f" in account {account_id}" if account_id else ""),
+                       code="NOT_FOUND")
+    if len(found) > 1:
+        raise Invalid(f"{email} is a user of several accounts: say which with --account-id (one of "
+                      f"{', '.join(u['account_id'] + ' ' + u['account_name'] for u in found)})", field="account_id")
+    user = found[0]
     link = await issue(db, base_url, user["id"], user["account_id"], "reset")
-    return {"email": user["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
+    return {"email": user["email"], "accountId": user["account_id"], "signInUrl": link["url"],
+            "expiresAt": link["expiresAt"]}
 
 
 async def issue_for_account_owner(db, base_url, account_id, purpose):

@@ -11,9 +11,30 @@ SESSION_DAYS = 7
 VIEW_AS_MAX_ROLE = "admin"
 
 
-async def start(db, user, now=None):
-    """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else)."""
-    return await _insert(db, {"user_id": user["id"], "account_id": user["account_id"]}, now)
+async def start(db, user, now=None, memberships=()):
+    """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else).
+    memberships: every user (the same person's in other accounts, user among them) the sign-in proved the
+    password of: the session may switch between them (switch); with one or none, it stays where it is."""
+    choices = [m["id"] for m in memberships] if len(memberships) > 1 else ()
+    return await _insert(db, {"user_id": user["id"], "account_id": user["account_id"]}, now, choices=choices)
+
+
+async def accounts(db, session_id):
+    """The accounts the session may switch to, {user_id, account_id, account_name, account_type, role}, by
+    name ([] when it is in its only one)."""
+    if not session_id:
+        return []
+    return await store.session_accounts(db, keys.hash_token(session_id), iso(utcnow()))
+
+
+async def switch(db, session_id, user_id):
+    """Move the session to the membership user_id (one of accounts()): a new session id for the cookie (the
+    old one ends, and the view-as sessions started from it), or None when it may not switch there."""
+    new_id, now = keys.new_session_id(), utcnow()
+    switched = await store.switch_session(db, keys.hash_token(session_id or ""), {
+        "id_hash": keys.hash_token(new_id), "user_id": user_id, "created_at": iso(now),
+        "expires_at": iso(now + timedelta(days=SESSION_DAYS))}, iso(now))
+    return new_id if switched else None
 
 
 async def start_view_as(db, viewer, viewer_session_id, sub_id, by=None):
@@ -26,11 +47,11 @@ async def start_view_as(db, viewer, viewer_session_id, sub_id, by=None):
                               "viewer_role": viewer.get("role") or "admin"}, None, by)
 
 
-async def _insert(db, row, now, by=None):
+async def _insert(db, row, now, by=None, choices=()):
     session_id = keys.new_session_id()
     now = now or utcnow()
     await store.insert_session(db, {**row, "id_hash": keys.hash_token(session_id), "created_at": iso(now),
-                                    "expires_at": iso(now + timedelta(days=SESSION_DAYS))}, by)
+                                    "expires_at": iso(now + timedelta(days=SESSION_DAYS))}, by, choices)
     return session_id
 
 

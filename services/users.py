@@ -1,6 +1,11 @@
 """An account's users and their roles (issue 21): owner (everything), admin (everything but owners and API
 keys), agent (inbox, contacts, lists). Invite (a one-time sign-in link, shown), list, change role, name,
-active. The rules that need the stored state (the last active owner) are checked in the write itself."""
+active, remove. The rules that need the stored state (the last active owner) are checked in the write itself.
+
+A user is one person's membership of one account: the same email may be a user of several accounts (agency
+staff), each with its own role and password; an email is unique within an account only, and nothing here tells
+whether it is a user elsewhere. Sign-in offers the person every account whose password matches
+(services/accounts.py sign_in); the session is in one of them at a time (services/sessions.py)."""
 import json
 
 from common.errors import Conflict, Forbidden, Invalid, NotFound
@@ -17,6 +22,7 @@ API_KEY_ROLE = "owner"  # an API key acts with an owner's rights
 MAX_NAME = 200
 INVITED = store.INVITED
 OWNERS_ONLY = store.OWNERS_ONLY
+REMOVED_LABEL = store.REMOVED_LABEL
 
 
 def allows(role, required):
@@ -88,7 +94,8 @@ async def invite(db, box, base_url, account_id, *, email, name=None, role, by, a
     """Add a user and make its one-time sign-in link (/invite/<token>, LINK_HOURS): the invitee chooses a
     password through it. Returns the user with signInUrl and signInExpiresAt, shown once (the link is stored
     hashed; an Idempotency-Key retry gets the same link back, kept encrypted with the key's answer).
-    Invalid naming the field, Forbidden (an admin inviting an owner), Conflict (email taken)."""
+    Invalid naming the field, Forbidden (an admin inviting an owner), Conflict (a user of this account has the
+    email; other accounts' users do not count, and are not told of)."""
     if not isinstance(email, str) or not email.strip():
         raise Invalid("email is required", field="email")
     email, name, role = normalize_email(email), _name(name), _role(role)
@@ -145,3 +152,13 @@ async def update(db, account_id, user_id, *, changes, by, actor_role):
     if row is None:
         raise NotFound("no such user")
     return public_user(row), changed.get("active") == [1, 0], unassigned
+
+
+async def remove(db, account_id, user_id, *, by, actor_role):
+    """Remove a user from the account: their sessions in it and links end, their unresolved conversations are
+    unassigned, their email and name are erased here (notes, messages and the audit keep the id: "Removed
+    user"); the person's memberships of other accounts are untouched. Returns how many conversations were
+    unassigned. NotFound USER_NOT_FOUND (also a removed one), Forbidden (not an owner or admin; an admin and an
+    owner), Conflict LAST_OWNER (the account's last active owner, the caller themselves included)."""
+    _require_manager(actor_role)
+    return await store.remove_user(db, account_id, user_id, by, allows(actor_role, "owner"))

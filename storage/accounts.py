@@ -3,10 +3,10 @@ import json
 
 from common.errors import Conflict, NotFound
 from storage.audit import record_by
-from storage.db import fetch_one, reads, writes
+from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.one_time_links import end_user_links_in_tx
-from storage.sessions import end_account_sessions_in_tx
+from storage.sessions import end_account_sessions_in_tx, end_user_sessions_in_tx
 
 _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_minute, settings, "
                     "webhook_secret, previous_webhook_secret, previous_secret_expires_at, created_at")
@@ -22,16 +22,16 @@ def email_taken(email):
 @writes
 def insert_account(cx, account, user, key_row, shown=None, by=None):
     """Insert an account with its owner user (optional) and its first API key, in one transaction.
-    Conflict, writing nothing, when an account or a UI user already has the email (checked here, in the
-    writer, so that concurrent creations with one email give one account and no IntegrityError).
+    Conflict, writing nothing, when an account already has the email (checked here, in the writer, so that
+    concurrent creations with one email give one account and no IntegrityError). A user of another account may
+    have it: the owner user is a membership of the new account only (migration 0480).
     shown: what the answer shows once (the key, the password), encrypted by the caller; it is not stored
     with the account, only returned, so that an Idempotency-Key retry is answered with the same.
     Returns {id, name, email, type, parent_agency_id, created_at, shown}."""
     emails = (account["email"], user["email"] if user else account["email"])
     for email in sorted(set(emails)):  # concurrent creations with one email take turns (storage/dialect.py lock)
         dialect_of(cx).lock(cx, f"email:{email}")
-    if cx.execute("SELECT 1 FROM accounts WHERE email = ? UNION ALL SELECT 1 FROM users WHERE email = ?",
-                  emails).fetchone():
+    if cx.execute("SELECT 1 FROM accounts WHERE email = ?", (account["email"],)).fetchone():
         raise email_taken(account["email"])
     cx.execute(
         "INSERT INTO accounts (id, name, email, type, parent_agency_id, rate_limit_per_minute, settings,"
@@ -79,7 +79,7 @@ def set_password(cx, user_id, password_hash, keep_session_hash, by=None):
     end_user_links_in_tx(cx, user_id)
     account_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
     record_by(cx, by, account_id=account_id, action="password.changed", subject_id=user_id)
-    cx.execute("DELETE FROM sessions WHERE user_id = ? AND id_hash IS DISTINCT FROM ?", (user_id, keep_session_hash))
+    end_user_sessions_in_tx(cx, user_id, keep_session_hash)
 
 
 @writes
@@ -130,16 +130,19 @@ def get_key_prefix(cx, account_id):
 
 @reads
 def get_owner_user_id(cx, account_id):
-    row = cx.execute("SELECT id FROM users WHERE account_id = ? ORDER BY is_owner DESC, created_at LIMIT 1",
-                     (account_id,)).fetchone()
+    """The account's first owner (the user it was made with), or while that one is removed, its oldest owner."""
+    row = cx.execute("SELECT id FROM users WHERE account_id = ? AND removed_at IS NULL ORDER BY is_owner DESC,"
+                     " CASE role WHEN 'owner' THEN 0 ELSE 1 END, created_at LIMIT 1", (account_id,)).fetchone()
     return row[0] if row else None
 
 
 @reads
-def get_user_by_email(cx, email):
-    """The active UI user with this email (a deactivated one signs in no more), or None."""
-    return fetch_one(cx, "SELECT id, account_id, email, password_hash FROM users WHERE email = ? AND active = 1",
-                     (email,))
+def get_users_by_email(cx, email):
+    """Every active membership of the email (a deactivated or removed one signs in no more), each {id,
+    account_id, account_name, email, password_hash}, oldest first."""
+    return fetch_all(cx, "SELECT u.id, u.account_id, a.name AS account_name, u.email, u.password_hash FROM users u"
+                         " JOIN accounts a ON a.id = u.account_id WHERE u.email = ? AND u.active = 1"
+                         " ORDER BY u.created_at, u.id", (email,))
 
 
 @reads

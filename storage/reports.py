@@ -8,6 +8,7 @@ import weakref
 
 from storage.db import reads
 from storage.dialect import dialect_of
+from storage.users import label_sql
 from storage.report_fold import (ATTEMPT_SELECT, DAILY_COLUMNS, MESSAGE_SELECT, NEEDS_A_LOOK, Summary,
                                  account_messages, count_messages, decided_outcomes, summarize_attempts,
                                  summarize_messages, watermarks)
@@ -29,7 +30,7 @@ def account_ids_of_agency(cx, agency_id):
 TAIL_PIECE = 500
 # One long tail read in pieces at a time (per event loop, so per process): another request's read then waits
 # behind one piece at most, however many reports of long tails run at once.
-_piece_locks = weakref.WeakKeyDictionary()
+_piece_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
 def _one_piece_at_a_time():
@@ -123,7 +124,8 @@ def _summaries_and_tail(cx, account_ids, first_day, last_day, pieces):
             viewed = (cx.execute("SELECT name FROM accounts WHERE id = ?", account_ids[:1]).fetchone()[0]
                       if len(account_ids) == 1 else "a sub-account")
             users = {row[0]: (row[1] or row[2], None if row[3] in account_ids else viewed) for row in cx.execute(
-                f"SELECT id, name, email, account_id FROM users WHERE id IN ({_in(responders)})", responders)}
+                f"SELECT id, name, {label_sql('users')}, account_id FROM users WHERE id IN ({_in(responders)})",
+                responders)}
     finally:
         cx.execute("COMMIT")
     for (_, day), counts in tail.daily.items():

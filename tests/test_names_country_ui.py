@@ -7,8 +7,10 @@ import pytest
 
 from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
-from tests.test_users_ui import AGENT_PASSWORD
 from tests.ui_helpers import open_page, sign_in
+
+
+AGENT_PASSWORD = "teammate-chose-this-1"
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_cli_reset_password_and_create_account_print_links_not_passwords(tmp_pat
     data = tmp_path / "data"
     with ParleyProcess(data) as parley:
         reset = run_cli(data, "reset-password", "--email", "ADMIN@localhost")
-        assert set(reset) == {"email", "signInUrl", "expiresAt"} and reset["email"] == "admin@localhost"
+        assert set(reset) == {"email", "accountId", "signInUrl", "expiresAt"} and reset["email"] == "admin@localhost"
         created = run_cli(data, "create-account", "--name", "Shop", "--email", "shop@example.com")
         assert "password" not in created and "/setup/" in created["setupUrl"] and created["expiresAt"]
         scripted = run_cli(data, "create-account", "--name", "Bot", "--email", "bot@example.com",

@@ -137,7 +137,7 @@ async def test_sign_in_is_limited_per_address_whatever_the_email(browser, ui_acc
 
 
 async def test_an_expired_session_is_not_a_session(services, ui_account):
-    user = {"id": (await accounts.get_user_for_login(services.db, ui_account["email"]))["id"],
+    user = {"id": (await accounts.sign_in(services.db, ui_account["email"], PASSWORD))[0]["id"],
             "account_id": ui_account["account_id"]}
     old = await sessions.start(services.db, user, now=utcnow() - timedelta(days=sessions.SESSION_DAYS, seconds=1))
     assert await sessions.user_for(services.db, old) is None

@@ -3,6 +3,9 @@ and on the Users page; deactivating ends the user's sessions at once; the accoun
 another account's key sees and changes nothing."""
 
 import re
+import sqlite3
+
+import pytest
 
 from storage.db import migrate
 from tests import db_direct
@@ -202,13 +205,17 @@ def test_migration_0390_unassigns_what_users_deactivated_before_it_still_hold(tm
 
 
 async def test_a_login_changes_unique_and_the_session_stays(api, http_server_client, ui_account, other_account):
-    """Issue 43 §3: admin@localhost could not change. PATCH {"email"} changes a login: unique among users and
-    accounts (409 naming the conflict, nothing changed); the user's session stays; the new login signs in."""
+    """Issue 43 §3: admin@localhost could not change. PATCH {"email"} changes a login: unique in the account
+    (409 naming the conflict, nothing changed; issue 36 §5: another account's user's email is no conflict, and
+    is not told of); the user's session stays; the new login signs in."""
     key = ui_account["api_key"]
     user = await invite(api, key, "e@acme.example")
     agent = await accept(http_server_client, user["signInUrl"])
-    taken = await api.patch(f"/v1/users/{user['id']}", {"email": other_account["email"]}, key=key)
-    assert taken.code == 409 and other_account["email"] in taken.json["error"]["message"]
+    taken = await api.patch(f"/v1/users/{user['id']}", {"email": ui_account["email"]}, key=key)
+    assert taken.code == 409 and taken.json["error"]["message"] == (
+        f"email {ui_account['email']} is already a user of this account")
+    elsewhere = await api.patch(f"/v1/users/{user['id']}", {"email": other_account["email"]}, key=key)
+    assert elsewhere.code == 200 and elsewhere.json["email"] == other_account["email"]
     assert (await api.patch(f"/v1/users/{user['id']}", {"email": " "}, key=key)).code == 400
     r = await api.patch(f"/v1/users/{user['id']}", {"email": "Erin@Acme.example"}, key=key)
     assert r.code == 200 and r.json["email"] == "erin@acme.example"
@@ -221,6 +228,7 @@ async def test_a_login_changes_unique_and_the_session_stays(api, http_server_cli
     assert r.code == 200 and (await api.get("/v1/account", key=key)).json["email"] == "boss@acme.example"
     again = await api.patch(f"/v1/users/{user['id']}", {"email": ui_account["email"]}, key=key)
     assert again.code == 200
+    assert (await api.get("/v1/account", key=other_account["api_key"])).json["email"] == other_account["email"]
 
 
 async def test_the_account_is_renamed(api, ui_account, other_account):
@@ -254,3 +262,34 @@ async def test_the_assignee_menu_names_people_by_name(signed_in, api, ui_account
     sam = await invite(api, ui_account["api_key"], "sam@acme.example", name="Sam Baker")
     page = (await signed_in.get("/inbox")).text
     assert f'<option value="assign:{sam["id"]}">Assign to Sam Baker</option>' in page
+
+
+def test_migration_0480_keeps_every_user_and_makes_emails_unique_per_account(tmp_path, monkeypatch):
+    cx = database_before(tmp_path, monkeypatch, 480)
+    try:
+        cx.executemany("INSERT INTO accounts (id, name, email, type, webhook_secret, created_at) VALUES"
+                       " (?, ?, ?, 'standard', 's', '2026-01-01T00:00:00.000Z')",
+                       [("acc_1", "One", "one@x.example"), ("acc_2", "Two", "two@x.example")])
+        cx.executemany("INSERT INTO users (id, account_id, email, password_hash, is_owner, role, name, created_at)"
+                       " VALUES (?, ?, ?, 'h', ?, ?, ?, '2026-01-01T00:00:00.000Z')",
+                       [("usr_1", "acc_1", "one@x.example", 1, "owner", "Uno"),
+                        ("usr_2", "acc_2", "two@x.example", 1, "owner", None)])
+        cx.execute("INSERT INTO sessions (id_hash, user_id, account_id, created_at, expires_at) VALUES"
+                   " ('h1', 'usr_1', 'acc_1', '2026-01-01T00:00:00.000Z', '2099-01-01T00:00:00.000Z')")
+        cx.execute("PRAGMA foreign_keys=ON")
+        migrate(cx)
+        rows = [tuple(r) for r in cx.execute("SELECT id, account_id, email, role, name, active, removed_at"
+                                             " FROM users ORDER BY id")]
+        assert rows == [("usr_1", "acc_1", "one@x.example", "owner", "Uno", 1, None),
+                        ("usr_2", "acc_2", "two@x.example", "owner", None, 1, None)]
+        assert cx.execute("PRAGMA foreign_key_check").fetchall() == []
+        cx.execute("INSERT INTO users (id, account_id, email, password_hash, created_at) VALUES"
+                   " ('usr_3', 'acc_2', 'one@x.example', 'h', 'now')")  # the same person in another account
+        with pytest.raises(sqlite3.IntegrityError):
+            cx.execute("INSERT INTO users (id, account_id, email, password_hash, created_at) VALUES"
+                       " ('usr_4', 'acc_2', 'one@x.example', 'h', 'now')")
+        with pytest.raises(sqlite3.IntegrityError):  # references to users(id) still hold
+            cx.execute("INSERT INTO sessions (id_hash, user_id, account_id, created_at, expires_at) VALUES"
+                       " ('h2', 'usr_nobody', 'acc_1', 'now', 'then')")
+    finally:
+        cx.close()

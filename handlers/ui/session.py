@@ -1,8 +1,13 @@
-"""Sign in, sign out, and the home page redirect."""
+"""Sign in, sign out, the account chooser (one person may be a user of several accounts), and the home page
+redirect."""
 import re
+from urllib.parse import urlencode
 
+from tornado.web import authenticated
+
+from common.errors import NotFound
 from handlers.ui_base import UiHandler, session_key
-from services import accounts
+from services import accounts, sessions
 
 WRONG_LOGIN = "Wrong email or password."
 HOME = "/inbox"  # where sign-in leads unless a page asked for sign-in
@@ -53,13 +58,16 @@ class LoginHandler(UiHandler):
                 "kind": "error",
                 "text": f"Too many sign-in attempts. Try again in {headers['Retry-After']} seconds."}])
             return
-        user = await accounts.get_user_for_login(self.services.db, email) if email else None
-        if not await accounts.verify_password(password, user and user["password_hash"], self.services.db,
-                                              user and user["id"]):
+        memberships = await accounts.sign_in(self.services.db, email, password) if email else []
+        if not memberships:
             self.render("login.html", status=401, email=email, next_url=next_url,
                         flashes=[{"kind": "error", "text": WRONG_LOGIN}])
             return
-        await self.start_session(user)
+        # Several accounts: the session starts in the first, and the person chooses where to go.
+        await self.start_session(memberships[0], memberships)
+        if len(memberships) > 1:
+            self.redirect("/accounts?" + urlencode({"next": next_url}), status=303)
+            return
         self.redirect(next_url, status=303)
 
 
@@ -72,3 +80,30 @@ class LogoutHandler(UiHandler):
         await self.end_session()
         self.flash("success", "You are signed out.")
         self.redirect("/login", status=303)
+
+
+class AccountsHandler(UiHandler):
+    """/accounts: the accounts this sign-in may switch between (GET: the chooser, also after a sign-in that found
+    several), and POST user=<their user id there>: switch. The session moves (a new cookie; the old session,
+    its view-as sessions and open pages end) and the XSRF token is renewed, so that a form left open in
+    another tab cannot act in the account just chosen."""
+    role = "agent"
+    while_viewing_as = False  # the person's own session: back to the agency first
+
+    @authenticated
+    async def get(self):
+        choices = await sessions.accounts(self.services.db, self.session_id)
+        self.render("accounts.html", choices=choices, next_url=safe_next(self.get_query_argument("next", "")))
+
+    @authenticated
+    async def post(self):
+        old_key = session_key(self)
+        new_id = await sessions.switch(self.services.db, self.session_id, self.get_body_argument("user", ""))
+        if new_id is None:
+            raise NotFound("That account is not one this sign-in may open. Sign in again.", field="user")
+        self.services.hub.disconnect(None, session=old_key)
+        self.session_id = new_id
+        self.set_signed_cookie(self.SESSION_COOKIE, new_id, expires_days=sessions.SESSION_DAYS, **self.COOKIE_FLAGS)
+        self.clear_cookie(self.VIEW_AS_COOKIE, **self.COOKIE_FLAGS)
+        self.clear_cookie("_xsrf", **self.COOKIE_FLAGS)
+        self.redirect(safe_next(self.get_body_argument("next", "")), status=303)

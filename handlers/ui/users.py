@@ -1,5 +1,6 @@
 """The Users page (owners and admins): the account's users, invite (the one-time sign-in link is shown on the
-answer; a pending invitation gets a new one), change a user's role, deactivate and reactivate. The same service as /v1/users does the work."""
+answer; a pending invitation gets a new one), change a user's role, deactivate and reactivate, remove (after a
+confirmation page). The same service as /v1/users does the work."""
 from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler
@@ -78,10 +79,36 @@ class InviteLinkHandler(UsersPage):
         await self.render_users(invited={**invited, "renewed": True})
 
 
-def _deactivated(unassigned):
-    """The flash after a deactivation: what else it did (the user's open conversations are nobody's now)."""
-    if not unassigned:
-        return "deactivated, signed out everywhere"
+class UserRemoveHandler(UsersPage):
+    """/users/{id}/remove: GET asks to confirm, POST removes the user from the account (their sessions here end,
+    their email and name are erased here; services.users.remove)."""
+
+    @authenticated
+    async def get(self, user_id):
+        user = await users.get_user(self.services.db, self.account_id, user_id)
+        self.render("user_remove.html", target=user)
+
+    @authenticated
+    async def post(self, user_id):
+        user = await users.get_user(self.services.db, self.account_id, user_id)
+        try:
+            unassigned = await users.remove(self.services.db, self.account_id, user_id, by=self.actor,
+                                            actor_role=self.current_user["role"])
+        except DomainError as exc:
+            await self.render_users(status=exc.status, error=exc)
+            return
+        self.services.hub.disconnect(None, user=user_id)  # their open pages close
+        removed = "removed from this account" + (_unassigned(unassigned) if unassigned else "")
+        self.flash("success", f"{user['name'] or user['email']}: {removed}.")
+        self.redirect("/users", status=303)
+
+
+def _unassigned(unassigned):
     conversations = ("1 unresolved conversation is" if unassigned == 1
                      else f"{unassigned} unresolved conversations are")
-    return f"deactivated, signed out everywhere; their {conversations} unassigned"
+    return f"; their {conversations} unassigned"
+
+
+def _deactivated(unassigned):
+    """The flash after a deactivation: what else it did (the user's open conversations are nobody's now)."""
+    return "deactivated, signed out everywhere" + (_unassigned(unassigned) if unassigned else "")

@@ -25,7 +25,7 @@ from handlers.base import StaticHandler, log_request
 from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
 from handlers.ui_base import NotFoundPage
-from services import accounts
+from services import accounts, erasure
 from services.bot_recovery import BotRecovery
 from services.bot_runner import BotRunner
 from services.leases import Lease
@@ -97,6 +97,7 @@ class Services:
             await self.delivery.stop()  # before the db closes: attempts in flight record their outcome
         if self.listener is not None:
             await self.listener.stop()
+        await erasure.stop_rewrites()  # PostgreSQL's rewrite after an erasure needs the database
         await self.db.close()
 
 

@@ -55,6 +55,9 @@ def routes():
         (r"/v1/campaigns", campaigns.CampaignsHandler),
         (r"/v1/campaigns/([^/]+)", campaigns.CampaignHandler),
         (r"/v1/campaigns/([^/]+)/(pause|resume|cancel|retry-failed)", campaigns.CampaignActionHandler),
+        (r"/v1/campaigns/([^/]+)/start", campaigns.CampaignStartHandler),
+        (r"/v1/campaigns/([^/]+)/preview", campaigns.CampaignPreviewHandler),
+        (r"/v1/campaigns/([^/]+)/test", campaigns.CampaignTestHandler),
         (r"/v1/campaigns/([^/]+)/recipients", campaigns.RecipientsHandler),
         (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/bot/test", bot.BotTestHandler),
@@ -156,6 +159,8 @@ def routes():
         (r"/campaigns/(cmp_[0-9a-z]+)/recipients", ui_campaigns.CampaignRecipientsHandler),
         (r"/campaigns/(cmp_[0-9a-z]+)/recipients\.csv", ui_campaigns.CampaignRecipientsCsvHandler),
         (r"/campaigns/(cmp_[0-9a-z]+)/(pause|resume|cancel|retry-failed)", ui_campaigns.CampaignActionHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/start", ui_campaigns.CampaignStartHandler),
+        (r"/campaigns/(cmp_[0-9a-z]+)/test", ui_campaigns.CampaignTestHandler),
         # The UI's live events (session cookie, same origin): see handlers/live.py.
         (r"/ws", live.LiveEventsHandler),
     ]

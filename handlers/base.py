@@ -338,8 +338,12 @@ class ApiHandler(BaseHandler):
         except Unauthorized:
             return None  # over the default budget, an unknown key is told 429 like any other
 
-    def json_body(self, model):
-        """Parse the body as JSON into a pydantic model; 415 for another content type, 400 naming the field."""
+    def json_body(self, model, *, optional=False):
+        """Parse the body as JSON into a pydantic model; 415 for another content type, 400 naming the field.
+        optional: no body at all is the model's defaults (Operation(body_optional=True))."""
+        if optional and not self.request.body.strip():
+            self.parsed_body = model()
+            return self.parsed_body
         content_type = self.request.headers.get("Content-Type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaType("Content-Type must be application/json")

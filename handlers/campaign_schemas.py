@@ -1,14 +1,14 @@
 """Pydantic models of the campaigns API (docs/design.md#api-decisions "Campaigns"), beside handlers/schemas.py."""
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from common.validation import MESSAGE_BODY_MAX, NOT_BLANK, Identifier, IdentifierNotBlank
 from handlers.schemas import Strict, UtcDatetime
 
 # --- Campaigns (docs/design.md#api-decisions "Campaigns") ---
 
-CampaignStatus = Literal["scheduled", "running", "paused", "completed", "cancelled"]
+CampaignStatus = Literal["draft", "scheduled", "running", "paused", "completed", "cancelled"]
 RecipientStatus = Literal["pending", "queued", "sent", "failed", "retrying", "skipped", "cancelled"]
 
 
@@ -28,9 +28,64 @@ class CampaignCreate(Strict):
     channel: Optional[Identifier] = Field(None, max_length=200, description="Channel label of the messages (default: "
                                                                       "where each contact last wrote from).")
     startAt: Optional[UtcDatetime] = Field(None, description="ISO 8601 with a time zone; in the future the "
-                                                               "campaign is scheduled, else it starts now.")
+                                                               "campaign is scheduled, else it starts now. Not with "
+                                                               "draft.")
     ratePerMinute: Optional[int] = Field(None, ge=1, le=1_000_000, description="Messages handed to delivery per "
                                                                               "minute (default 600).")
+    draft: StrictBool = Field(False, description=(
+        "true: the campaign is made as a draft: nothing is sent or snapshotted until POST "
+        "/v1/campaigns/{id}/start (preview and test it first). Default false: it starts now or at startAt, "
+        "as it always did."))
+
+
+class CampaignStart(Strict):
+    """POST /v1/campaigns/{id}/start (the body is optional)."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{}, {"startAt": "2031-03-01T09:00:00Z"}]})
+    startAt: Optional[UtcDatetime] = Field(None, description="ISO 8601 with a time zone, in the future: the "
+                                                               "campaign is scheduled for then. Left out: it starts "
+                                                               "now.")
+
+
+class CampaignPreviewRequest(Strict):
+    """POST /v1/campaigns/{id}/preview (the body is optional)."""
+    contactId: Optional[IdentifierNotBlank] = Field(None, max_length=200, description=(
+        "A contact of the account to fill the body for. Default: the list's first contact."))
+
+
+class CampaignTestRequest(Strict):
+    """POST /v1/campaigns/{id}/test."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"contactId": "ct_0000000000aaaaaaaaaaaaaaaa"}]})
+    contactId: IdentifierNotBlank = Field(max_length=200, description=(
+        "The contact of the account (on the list or not, e.g. yourself) who gets the one test message."))
+
+
+class SampleContact(BaseModel):
+    id: str
+    name: str = Field(description="How the UI names the contact: its name, else its phone, else its email.")
+    firstName: Optional[str]
+    lastName: Optional[str]
+    phone: Optional[str]
+    email: Optional[str]
+    optedOut: bool
+
+
+class Audience(BaseModel):
+    total: int = Field(description="Contacts of the list now: the campaign would send to them if it started now.")
+    optedOut: int = Field(description="Of them, opted out: skipped when their turn comes.")
+
+
+class CampaignPreview(BaseModel):
+    body: str = Field(description="The body filled for contact (placeholders empty when there is none).")
+    contact: Optional[SampleContact] = Field(description="Whom it was filled for; null when the list is empty "
+                                                         "and no contactId was given.")
+    recipients: Audience
+    sample: list[SampleContact] = Field(description="The list's first 50 contacts, to preview or test with.")
+
+
+class CampaignTestSent(BaseModel):
+    messageId: str = Field(description="The test message (GET /v1/messages/{id}: its delivery).")
+    contactId: str
+    body: str = Field(description="The body as sent.")
 
 
 class CampaignCounts(BaseModel):

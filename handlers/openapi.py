@@ -40,6 +40,7 @@ class Operation:
     links: dict = field(default_factory=dict)
     description: str = ""
     tags: tuple = ()
+    body_optional: bool = False  # no body at all means the body model's defaults (ApiHandler.json_body(optional))
 
 
 class OpenApiHandler(ApiHandler):
@@ -254,7 +255,7 @@ def _operation(components, handler, method, op, path_params, path_label, alias_o
     if parameters:
         result["parameters"] = parameters
     if op.body is not None:
-        result["requestBody"] = {"required": True, "content": _json(components.ref(op.body, "validation"))}
+        result["requestBody"] = {"required": not op.body_optional, "content": _json(components.ref(op.body, "validation"))}
     if not authenticated:
         result["security"] = []
     elif handler.key_in_header_only:

@@ -69,6 +69,7 @@ PAGES = [
     ("campaign-phone", "/campaigns/{spring}", True),
     ("campaign-paused", "/campaigns/{loyalty}", False),
     ("campaign-paused-phone", "/campaigns/{loyalty}", True),
+    ("campaign-draft", "/campaigns/{draft}", False),
     ("users", "/users", False),
     ("users-phone", "/users", True),
     ("audit", "/audit", False),
@@ -78,7 +79,7 @@ PAGES = [
     ("docs", "/docs", False),
     ("docs-phone", "/docs", True),
 ]
-FULL_PAGE = {"campaign", "campaign-paused", "contact", "list", "thread", "reports"}  # desktop shots taken whole: tables and forms below the fold
+FULL_PAGE = {"campaign", "campaign-paused", "campaign-draft", "contact", "list", "thread", "reports"}  # desktop shots taken whole: tables and forms below the fold
 DESKTOP = {"width": 1100, "height": 820}
 PHONE = {"width": 390, "height": 844}
 FAILING_TO_ID = "+447700900123"  # the demo receiver refuses replies to this contact (to show a Failed one)
@@ -213,7 +214,7 @@ def seed_team(parley):
 
 def seed_campaigns(parley):
     """Campaigns to a list of their own (so the other pages' demo stays as it was): one finished with a skipped
-    (opted-out) contact and two failures, one paused, one scheduled next week."""
+    (opted-out) contact and two failures, one paused, one scheduled next week, one draft."""
     key = {"apiKey": parley.first_run["api_key"]}
     names = ("Iris Novak", "Jonas Berg", "Kemal Aydin", "Lena Fischer", "Mateo Ruiz", "Nora Quinn", "Omar Haddad",
              "Pia Lund", "Quentin Roy", "Rosa Diaz")
@@ -245,7 +246,9 @@ def seed_campaigns(parley):
         week = time.strftime("%Y-%m-%dT10:00:00Z", time.gmtime(time.time() + 7 * 86400))
         make("/v1/campaigns", {"name": "Summer preview", "listId": fair, "startAt": week,
                                "body": "Hi {{firstName}}, the summer collection is here next week."})
-    return {"spring": spring["id"], "loyalty": paused["id"]}
+        draft = make("/v1/campaigns", {"name": "Autumn opening hours", "listId": fair, "draft": True,
+                                       "body": "Hi {{firstName}}, from October we open at 7 on weekdays."})
+    return {"spring": spring["id"], "loyalty": paused["id"], "draft": draft["id"]}
 
 
 def seed_reports(parley):

@@ -1,18 +1,21 @@
-"""Campaigns (docs/design.md#api-decisions): creation with a personalised body, reading, pause/resume/cancel/retry-failed, and
-the per-recipient listing and CSV export. The sending itself is services/campaign_runner.py."""
+"""Campaigns (docs/design.md#api-decisions): creation with a personalised body (at once, scheduled, or as a draft
+to preview, test and start), reading, pause/resume/cancel/retry-failed, and the per-recipient listing and CSV
+export. The sending itself is services/campaign_runner.py."""
 import csv
 import io
 
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
 from common.spreadsheet import safe_cell
-from services import lists
-from services.placeholders import FIELDS, compile_body, render  # noqa: F401  (the runner and the UI read them here)
+from services import contacts, lists, messaging
+from services.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
 from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
+from storage import contacts as contact_store
+from storage.audit import record_by
 
 DEFAULT_RATE_PER_MINUTE = 600
 MAX_RATE_PER_MINUTE = 1_000_000
@@ -24,9 +27,9 @@ RECIPIENT_STATUSES = store.RECIPIENT_STATUSES
 
 
 async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=None, channel=None, start_at=None,
-                          rate_per_minute=None, by=None):
-    """POST /v1/campaigns (audited as campaign.sent by ``by``). start_at: an aware datetime (None or past: now).
-    Starts at once unless scheduled."""
+                          rate_per_minute=None, draft=False, by=None):
+    """POST /v1/campaigns (audited as campaign.sent, or campaign.drafted, by ``by``). start_at: an aware datetime
+    (None or past: now). Starts at once unless scheduled or a draft (which start_campaign starts)."""
     name, campaign_id, channel = (v.strip() if isinstance(v, str) else v for v in (name, campaign_id, channel))
     if not name:
         raise Invalid("name is required and cannot be blank", field="name")
@@ -38,15 +41,100 @@ async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=No
     rate = DEFAULT_RATE_PER_MINUTE if rate_per_minute is None else rate_per_minute
     if not 1 <= rate <= MAX_RATE_PER_MINUTE:
         raise Invalid(f"ratePerMinute must be an integer from 1 to {MAX_RATE_PER_MINUTE}", field="ratePerMinute")
-    account = await account_store.get_account(db, account_id)
-    if not account["settings"].get("customChannelWebhookUrl"):
-        raise Invalid(NO_WEBHOOK)
+    if draft and start_at:
+        raise Invalid("startAt cannot be given with draft: a draft starts when POST /v1/campaigns/{id}/start says "
+                      "(now, or at its startAt)", field="startAt")
+    await _require_webhook(db, account_id)
     now = now_iso()
     row = {"id": new_id("cmp"), "account_id": account_id, "name": name, "list_id": list_id, "body": body,
            "channel": channel or None, "rate_per_minute": rate, "created_at": now,
-           "start_at": max(iso(start_at), now) if start_at else now}
+           "start_at": max(iso(start_at), now) if start_at else now, "draft": bool(draft)}
     row["campaign_key"] = campaign_id or row["id"]
     return public_campaign(await store.create_campaign(db, row, now, by))
+
+
+async def _require_webhook(db, account_id):
+    """Invalid when the account has nowhere to deliver the campaign's messages."""
+    account = await account_store.get_account(db, account_id)
+    if not account["settings"].get("customChannelWebhookUrl"):
+        raise Invalid(NO_WEBHOOK)
+
+
+# ---- a draft: preview, test, start -------------------------------------------------------------------
+
+async def start_campaign(services, account_id, campaign_id, *, start_at=None, by=None):
+    """POST /v1/campaigns/{id}/start: a draft (or a scheduled campaign) starts now, its list's members
+    snapshotted in this request, or is scheduled for start_at (an aware datetime, later than now; the runner
+    starts it then, in whichever process holds its lease). Conflict in any other status."""
+    now = now_iso()
+    if start_at is not None and iso(start_at) <= now:
+        raise Invalid("startAt must be in the future; leave it out to start now", field="startAt")
+    await get_campaign(services.db, account_id, campaign_id)  # 404 before anything about the account
+    await _require_webhook(services.db, account_id)
+    campaign = public_campaign(await store.start_campaign(services.db, account_id, campaign_id,
+                                                          iso(start_at) if start_at else None, now, by))
+    services.campaigns.notify()
+    return campaign
+
+
+def public_sample(contact):
+    """A contact a preview was filled for: {id, name, firstName, lastName, phone, email, optedOut}."""
+    return {"id": contact["id"], "name": contacts.display_name(contact), "firstName": contact["first_name"],
+            "lastName": contact["last_name"], "phone": contact["phone"], "email": contact["email"],
+            "optedOut": bool(contact["opted_out"])}
+
+
+async def preview(db, account_id, campaign_id, contact_id=None):
+    """POST /v1/campaigns/{id}/preview: the body filled for the account's contact contact_id (default: the
+    list's first member; none when the list is empty, the placeholders then empty), who the campaign would
+    send to if it started now ({total, optedOut}), and the list's first members to preview or test with.
+    Sends and changes nothing."""
+    if contact_id is not None and not contact_id.strip():
+        raise Invalid("contactId cannot be blank (leave it out for the list's first contact)", field="contactId")
+    campaign = await get_campaign(db, account_id, campaign_id)
+    audience = await store.audience(db, account_id, campaign["listId"])
+    if contact_id:
+        contact_id = contact_id.strip()
+        contact = await contact_store.get_contact(db, account_id, contact_id)
+        if contact is None:
+            raise contacts.not_found(f"no contact with id {contact_id}")
+    else:
+        contact = audience["sample"][0] if audience["sample"] else None
+    filled = render(compile_body(campaign["body"]), contact or dict.fromkeys(FIELDS.values()))
+    return {"body": filled, "contact": public_sample(contact) if contact else None,
+            "recipients": {"total": audience["total"], "optedOut": audience["optedOut"]},
+            "sample": [public_sample(member) for member in audience["sample"]]}
+
+
+async def send_test(services, account_id, campaign_id, contact_id, by=None):
+    """POST /v1/campaigns/{id}/test: one real message, the body filled for this contact of the account, sent
+    like the campaign's (same payload, campaignId and channel) but counted in no campaign: the campaign keeps
+    its status. Refused for an opted-out contact. Returns {messageId, contactId, body}."""
+    if not (contact_id or "").strip():
+        raise Invalid("contactId is required", field="contactId")
+    message = await services.db.write(send_test_in_tx, account_id, campaign_id, contact_id.strip(), by)
+    if services.delivery is not None:
+        services.delivery.notify()
+    return {"messageId": message["id"], "contactId": message["contact_id"], "body": message["body"]}
+
+
+def send_test_in_tx(cx, account_id, campaign_id, contact_id, by):
+    """In the writer: send_test's message, its delivery and its audit record, in one transaction."""
+    campaign = store.get_campaign_in_tx(cx, account_id, campaign_id)
+    if campaign is None:
+        raise store.campaign_not_found(campaign_id)
+    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
+        raise contacts.not_found(f"no contact with id {contact_id}")
+    if contact["opted_out"]:
+        raise Invalid(f"contactId names contact {contact_id}, which opted out: it gets no campaign message, not "
+                      "even a test", field="contactId")
+    [message] = messaging.queue_campaign_messages_in_tx(
+        cx, [(contact, render(compile_body(campaign["body"]), contact))], account_id=account_id, user_id=None,
+        channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=None, announce=True)
+    record_by(cx, by, account_id=account_id, action="campaign.test_sent", subject_id=campaign_id,
+              detail={"contactId": contact_id, "messageId": message["id"]})
+    return message
 
 
 async def get_campaign(db, account_id, campaign_id):
@@ -74,7 +162,8 @@ async def recent_campaigns(db, account_id, *, before=None, limit=50):
 ACTION_RULES = {
     "pause": {"running": None},
     "resume": {"paused": None},
-    "cancel": {"scheduled": None, "running": None, "paused": None, "completed": ("queued", "retrying")},
+    "cancel": {"draft": None, "scheduled": None, "running": None, "paused": None,
+               "completed": ("queued", "retrying")},
     "retry-failed": {"running": ("failed",), "completed": ("failed",)},
 }
 

@@ -1,7 +1,7 @@
 """Erasing a contact (GDPR art. 17; docs/guide.md "Contact page and erasure"): the rows in one transaction
 (storage/erasure.py says which), then what cannot roll back: the media files no message names any more, the
-storage's old row versions purged (Database.purge_deleted: SQLite's WAL emptied, PostgreSQL's tables vacuumed), and the person's
-records cut out of contact import error reports (services/erasure_imports.py)."""
+storage's old row versions purged (Database.purge_deleted: SQLite's WAL emptied; PostgreSQL's tables rewritten, in
+the background), and the person's records cut out of contact import error reports (services/erasure_imports.py)."""
 import asyncio
 import logging
 import time
@@ -19,6 +19,8 @@ log = logging.getLogger("parley.erasure")
 # After a failed file removal or a busy checkpoint: the next tries, in seconds from the previous one. What is
 # still left then is the retention cleanup's (unreferenced media files, --retention-orphan-media-hours).
 RETRY_SECONDS = (1, 10, 60)
+# PostgreSQL's rewrite of a table that stayed busy (its lock not had in time): tried for longer, ~21 minutes.
+REWRITE_RETRY_SECONDS = (1, 10, 60, 300, 900)
 _retries = set()  # running retry tasks (a task only weakly referenced by the loop could be collected)
 
 
@@ -68,11 +70,16 @@ async def _finish(services, names, started, *, first):
         except OSError as exc:
             log.warning("erasure: media file %s not removed yet: %s", name, exc)
             left.append(name)
-    try:
-        emptied = await services.db.purge_deleted(store.ERASED_TABLES)
-    except Exception as exc:  # locked, I/O: tried again
-        log.warning("erasure: WAL checkpoint failed: %s", exc)
-        emptied = False
+    if services.db.purges_in_background:
+        if first:
+            _schedule_rewrite(services)
+        emptied = True
+    else:
+        try:
+            emptied = await services.db.purge_deleted(store.ERASED_TABLES)
+        except Exception as exc:  # locked, I/O: tried again
+            log.warning("erasure: WAL checkpoint failed: %s", exc)
+            emptied = False
     if not emptied:
         log.warning("erasure: the WAL could not be emptied yet (a connection is busy)")
     if first and (left or not emptied):
@@ -82,8 +89,57 @@ async def _finish(services, names, started, *, first):
     return not left and emptied
 
 
+# PostgreSQL's purge rewrites the tables (VACUUM FULL: each locked while it is copied), so it runs after the
+# answer, one at a time per process, and erasures committed while one waits to start share it.
+_rewrite_waiting: set[asyncio.AbstractEventLoop] = set()  # loops with a rewrite scheduled, not started yet
+_rewrite_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}  # one rewrite at a time
+_rewrites: set[asyncio.Future] = set()  # their tasks, which the server's close waits for (stop_rewrites)
+
+
+def _schedule_rewrite(services):
+    loop = asyncio.get_running_loop()
+    if loop in _rewrite_waiting:
+        return  # the waiting rewrite starts after this erasure's commit: it covers it
+    _rewrite_waiting.add(loop)
+    task = asyncio.ensure_future(_rewrite(services, loop))
+    for tasks in (_retries, _rewrites):
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+async def _rewrite(services, loop):
+    lock = _rewrite_locks.setdefault(loop, asyncio.Lock())
+    async with lock:
+        _rewrite_waiting.discard(loop)  # an erasure committed from now on needs a rewrite of its own
+        left = list(store.ERASED_TABLES)
+        for delay in (0, *REWRITE_RETRY_SECONDS):
+            await asyncio.sleep(delay)
+            for table in list(left):  # one at a time: a table that is busy now does not hold the others back
+                try:
+                    await services.db.purge_deleted([table])
+                    left.remove(table)
+                except Exception as exc:  # its lock not had in time, the database away: tried again
+                    log.warning("erasure: table %s not rewritten yet: %s", table, exc)
+            if not left:
+                return
+        log.error("erasure: tables %s still hold erased rows' old bytes; the next erasure rewrites them",
+                  ", ".join(left))
+
+
+async def stop_rewrites(timeout=30.0):
+    """Before the database closes: let a running or waiting rewrite end (for at most timeout seconds; then it
+    is cancelled, and the next erasure's rewrite does its work)."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in _rewrites if task.get_loop() is loop and not task.done()]
+    if pending:
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+            log.error("erasure: closing: a table rewrite was cancelled; the next erasure rewrites the tables")
+
+
 async def settled():
-    """Once every erasure's cleanup retries (media files, the WAL) have ended, done or given up: a caller that
+    """Once every erasure's cleanup (media files, the WAL, PostgreSQL's rewrite) has ended, done or given up: a caller that
     must see what an erasure leaves after its cleanup (the tests that search the file for the person)."""
     loop = asyncio.get_running_loop()  # a task of another (a closed) loop is none of this caller's
     while pending := [task for task in _retries if task.get_loop() is loop and not task.done()]:

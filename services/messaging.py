@@ -292,12 +292,14 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     return messages
 
 
-def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channel, campaign_key, campaign_id):
+def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channel, campaign_key, campaign_id,
+                                  announce=False):
     """A campaign's messages to a batch of recipients, [(contact row, personalised body)], through the one
     outbound path: each to where its contact last wrote from, or, for a contact that never wrote on a custom
     channel, with toId null (the payload's contact carries its phone and email). Returns the messages, in the
     recipients' order. Their live event is the batch's: the caller emits events.MESSAGES_CREATED once for
-    the messages of its transaction."""
+    the messages of its transaction (announce: each message gets its own message.created instead, for a
+    draft's test message). campaign_id None: the messages move no campaign's counts (a test message)."""
     targets = store.reply_targets_in_tx(cx, account_id, [contact["id"] for contact, _ in recipients])
     replies = []
     for contact, body in recipients:
@@ -305,7 +307,7 @@ def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channe
         replies.append({"contact": contact, "body": body, "to_id": to_id, "channel": channel or last_channel})
     return _queue_outbound_in_tx(cx, replies, account_id=account_id, user_id=user_id, campaign_id=campaign_key,
                                  media_url=None, content_type=None, shown_media=None, author="campaign",
-                                 outbox_campaign_id=campaign_id, announce=False)
+                                 outbox_campaign_id=campaign_id, announce=announce)
 
 
 async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,

@@ -3,7 +3,7 @@
 // depends on them is fetched again, at most once every REFETCH_MS: the campaign page's summary (buttons, paused
 // reason, times) when the status changes or a count becomes or stops being zero, its recipients table when
 // counts move, and the list's first page when a campaign newer than those it shows appears.
-// The create form sends the local start time typed as UTC (startAtUtc); a cancel asks first.
+// A draft's schedule form sends the local start time typed as UTC (startAtUtc); sending and cancelling ask first.
 (function () {
   "use strict";
   var REFETCH_MS = 500;
@@ -82,6 +82,10 @@
         shapes[data.campaignId] = now;
         refreshSummary();
       }
+      var before = document.getElementById("before-sending");
+      if (before && data.status !== "draft" && data.status !== "scheduled") {
+        before.remove();  // started (or cancelled) elsewhere: nothing left to preview, test or send
+      }
       refreshRecipients();
     } else if (rows) {
       latest[data.campaignId] = data;
@@ -94,17 +98,18 @@
     }
   });
 
-  // The form: the time typed is the browser's local time; the server gets it in UTC.
-  var form = document.getElementById("campaign-form");
-  if (form) {
-    form.addEventListener("submit", function () {
-      var typed = form.elements.startAt.value;
-      var when = typed ? new Date(typed) : null;
-      form.elements.startAtUtc.value = when && !isNaN(when) ? when.toISOString() : "";
-    });
-  }
+  // A start time typed is the browser's local time; the server gets it in UTC (startAtUtc).
+  document.querySelectorAll("form").forEach(function (form) {
+    if (form.elements.startAt && form.elements.startAtUtc) {
+      form.addEventListener("submit", function () {
+        var typed = form.elements.startAt.value;
+        var when = typed ? new Date(typed) : null;
+        form.elements.startAtUtc.value = when && !isNaN(when) ? when.toISOString() : "";
+      });
+    }
+  });
 
-  // Cancel cannot be undone: ask first.
+  // Sending and cancelling cannot be undone: ask first.
   document.addEventListener("submit", function (event) {
     var button = event.submitter;
     if (button && button.dataset.confirm && !window.confirm(button.dataset.confirm)) {

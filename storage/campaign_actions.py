@@ -29,11 +29,12 @@ BATCH = 500  # recipients per write: the request's first batch, and each of the 
 
 @writes
 def cancel(cx, account_id, campaign_id, now, limit, by=None):
-    """-> cancelled: recipients still pending and messages not yet attempted are dropped (their message
+    """-> cancelled (a draft or scheduled one has no recipients yet: nothing is sent): recipients still pending and messages not yet attempted are dropped (their message
     becomes Cancelled), scheduled retries are stopped (failed); what was sent stays sent. A completed
     campaign can be cancelled while some of its messages are queued or retrying. The first ``limit``
     recipients are done here, the rest by the runner's batches."""
-    campaign = _for_change(cx, account_id, campaign_id, ("scheduled", "running", "paused", "completed"), "cancelled")
+    campaign = _for_change(cx, account_id, campaign_id, ("draft", "scheduled", "running", "paused", "completed"),
+                           "cancelled")
     if campaign["status"] == "completed" and campaign["queued"] + campaign["retrying"] == 0:
         raise Conflict(f"campaign {campaign_id} is completed and has no queued or retrying message left to cancel",
                        code="CONFLICT")

@@ -159,32 +159,79 @@ def get_campaign_in_tx(cx, account_id, campaign_id):
 get_campaign = reads(get_campaign_in_tx)
 
 
+def _require_list_in_tx(cx, account_id, list_id):
+    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ? AND deleted_at IS NULL",
+                      (account_id, list_id)).fetchone():
+        raise list_not_found(list_id)
+
+
 @writes
 def create_campaign(cx, row, now, by=None):
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
-    not), and start it at once (the snapshot) unless it is scheduled for later."""
-    if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ? AND deleted_at IS NULL",
-                      (row["account_id"], row["list_id"])).fetchone():
-        raise list_not_found(row["list_id"])
+    not): a draft (row["draft"]: nothing is snapshotted or sent until start_campaign), or started at once (the
+    snapshot) unless it is scheduled for later."""
+    _require_list_in_tx(cx, row["account_id"], row["list_id"])
+    status = "draft" if row.get("draft") else "scheduled"
     cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute,"
-               " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?)",
+               " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                (row["id"], row["account_id"], row["name"], row["list_id"], row["campaign_key"], row["body"],
-                row["channel"], row["rate_per_minute"], row["start_at"], row["created_at"]))
-    record_by(cx, by, account_id=row["account_id"], action="campaign.sent", subject_id=row["id"],
-              detail={"name": row["name"], "listId": row["list_id"], "startAt": row["start_at"]})
-    if row["start_at"] <= now:
+                row["channel"], row["rate_per_minute"], status, row["start_at"], row["created_at"]))
+    record_by(cx, by, account_id=row["account_id"], action="campaign.drafted" if status == "draft" else "campaign.sent",
+              subject_id=row["id"], detail={"name": row["name"], "listId": row["list_id"],
+                                            **({} if status == "draft" else {"startAt": row["start_at"]})})
+    if status == "scheduled" and row["start_at"] <= now:
         return start_in_tx(cx, row["id"], now)
     campaign = get_campaign_in_tx(cx, None, row["id"])
-    progress_event_in_tx(cx, campaign)  # a scheduled one appears on open pages too
+    progress_event_in_tx(cx, campaign)  # a draft or scheduled one appears on open pages too
     return campaign
+
+
+@writes
+def start_campaign(cx, account_id, campaign_id, start_at, now, by=None):
+    """A person's start of a draft or scheduled campaign: now (start_at None; the snapshot is taken in this
+    transaction) or scheduled for start_at (later than now: the runner starts it then). Conflict in any other
+    status; LIST_NOT_FOUND when its list was deleted meanwhile."""
+    campaign = _for_change(cx, account_id, campaign_id, ("draft", "scheduled"), "started")
+    _require_list_in_tx(cx, account_id, campaign["list_id"])
+    when = start_at if start_at and start_at > now else now
+    # Conditional, so that on PostgreSQL a runner that started it meanwhile (its row lock) is not undone.
+    if not cx.execute("UPDATE campaigns SET start_at = ? WHERE id = ? AND status IN ('draft', 'scheduled')",
+                      (when, campaign_id)).rowcount:
+        _for_change(cx, account_id, campaign_id, ("draft", "scheduled"), "started")  # Conflict: its status now
+    progress_in_tx(cx, campaign_id, status="scheduled")
+    record_by(cx, by, account_id=account_id, action="campaign.sent", subject_id=campaign_id,
+              detail={"name": campaign["name"], "listId": campaign["list_id"], "startAt": when})
+    if when <= now:
+        return start_in_tx(cx, campaign_id, now)
+    return get_campaign_in_tx(cx, None, campaign_id)
+
+
+SAMPLE_SIZE = 50  # the list's first contacts a draft's preview and test send offer
+
+
+@reads
+def audience(cx, account_id, list_id, limit=SAMPLE_SIZE):
+    """Who a campaign of this list would send to if it started now: {total, optedOut (skipped when their
+    turn comes), sample: the first ``limit`` members (contact-id order) with their fields}."""
+    total, opted_out = cx.execute(
+        "SELECT COUNT(*), COUNT(CASE WHEN c.opted_out != 0 THEN 1 END) FROM list_members m"
+        " JOIN contacts c ON c.id = m.contact_id AND c.account_id = ? WHERE m.list_id = ?",
+        (account_id, list_id)).fetchone()
+    sample = fetch_all(cx, "SELECT c.id, c.first_name, c.last_name, c.phone, c.email, c.opted_out FROM list_members m"
+                           " JOIN contacts c ON c.id = m.contact_id AND c.account_id = ? WHERE m.list_id = ?"
+                           " ORDER BY m.contact_id LIMIT ?", (account_id, list_id, limit))
+    return {"total": total, "optedOut": opted_out, "sample": sample}
 
 
 def start_in_tx(cx, campaign_id, now):
     """scheduled -> running: snapshot the list's members as pending recipients (one statement, so the
     snapshot is the list as this transaction sees it). Contacts added to the list later are not included."""
+    # Claimed by a conditional UPDATE: on PostgreSQL the runner and a person's start of the same campaign wait
+    # on its row, and the second finds it started (a snapshot taken twice would conflict on the recipients).
+    if not cx.execute("UPDATE campaigns SET started_at = ? WHERE id = ? AND status = 'scheduled'",
+                      (now, campaign_id)).rowcount:
+        return get_campaign_in_tx(cx, None, campaign_id)
     campaign = get_campaign_in_tx(cx, None, campaign_id)
-    if campaign is None or campaign["status"] != "scheduled":
-        return campaign
     total = cx.execute("INSERT INTO campaign_recipients (campaign_id, contact_id, status)"
                        " SELECT ?, contact_id, 'pending' FROM list_members WHERE list_id = ?",
                        (campaign_id, campaign["list_id"])).rowcount

@@ -8,7 +8,7 @@ entry (the notes of the contact's conversations, say). target holds account_id, 
 contact's messages, read first), outbox_ids (the deliveries holding its data), like (LIKE patterns matching its
 id, phone and email inside stored JSON) and event_id (the erasure's own live event).
 Children go before their parents (foreign keys are on). What each database keeps of deleted rows is purged
-after the commit (Database.purge_deleted: secure_delete and the WAL on SQLite, VACUUM on PostgreSQL)."""
+after the commit (Database.purge_deleted: secure_delete and the WAL on SQLite, a rewrite on PostgreSQL)."""
 from common.ids import new_id
 from storage import campaigns, report_fold
 from storage.audit import record_by
@@ -158,7 +158,7 @@ STEPS = [
     ("idempotencyAnswers", _idempotency_keys),
     ("contacts", _contacts),
 ]
-# The tables STEPS deletes from (PostgreSQL vacuums them after the commit).
+# The tables STEPS deletes from (PostgreSQL rewrites them after the commit: VACUUM FULL).
 ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "opt_out_changes", "report_campaign_replies",
                  "messages", "channel_identities",
                  "list_members", "bot_pauses", "notes", "conversations", "events", "idempotency_keys", "contacts")

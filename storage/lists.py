@@ -71,14 +71,15 @@ def rename_list(cx, account_id, list_id, name):
 def delete_list(cx, account_id, list_id, now, by=None):
     """Delete the account's list and its memberships, never its contacts; the row stays, marked deleted and
     its name freed, because campaigns refer to it (their recipients were fixed when they started). Conflict
-    while a scheduled campaign, which has not fixed its recipients yet, is to send to it. Returns the number
-    of memberships removed."""
+    while a draft or scheduled campaign, which has not fixed its recipients yet, is to send to it. Returns the
+    number of memberships removed."""
     _live_list_in_tx(cx, account_id, list_id)
-    scheduled = cx.execute("SELECT id FROM campaigns WHERE account_id = ? AND list_id = ? AND status = 'scheduled'"
-                           " ORDER BY id LIMIT 1", (account_id, list_id)).fetchone()
+    scheduled = cx.execute("SELECT id, status FROM campaigns WHERE account_id = ? AND list_id = ?"
+                           " AND status IN ('draft', 'scheduled') ORDER BY id LIMIT 1", (account_id, list_id)).fetchone()
     if scheduled is not None:
-        raise Conflict(f"campaign {scheduled[0]} is scheduled to send to this list: cancel it or let it start "
-                       "first", existing_id=scheduled[0])
+        what = "a draft that sends" if scheduled[1] == "draft" else "scheduled to send"
+        raise Conflict(f"campaign {scheduled[0]} is {what} to this list: cancel it or let it start first",
+                       existing_id=scheduled[0])
     removed = cx.execute("DELETE FROM list_members WHERE list_id = ?", (list_id,)).rowcount
     cx.execute("UPDATE lists SET deleted_at = ?, name_key = NULL, contact_count = 0 WHERE account_id = ? AND id = ?",
                (now, account_id, list_id))

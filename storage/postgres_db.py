@@ -19,6 +19,9 @@ from storage.pg_adapter import PgConnection, configure
 log = logging.getLogger("parley.db")
 
 POOL_SIZE = 10  # connections, and the worker threads that use them
+# How long an erasure's table rewrite (purge_deleted) waits for its table's lock before it gives up and is tried
+# again later (services/erasure.py): while it waits, the requests for that table queue behind it.
+REWRITE_LOCK_TIMEOUT = "2s"
 SWITCH_INTERVAL = 0.0005  # seconds: sys.setswitchinterval while a PostgreSQL database is open
 QUEUE_FULL = "storage is busy: too many writes are waiting; nothing was written, retry later"
 CLOSING = "the database is closing; nothing was written"
@@ -87,17 +90,27 @@ class PostgresDatabase:
         configure(raw)
         return PgConnection(raw)
 
+    # purge_deleted takes long and locks each table while it runs: services/erasure.py runs it after the answer,
+    # a table at a time.
+    purges_in_background = True
+
     async def purge_deleted(self, tables):
-        """After an erasure: VACUUM the tables it deleted from, so their dead row versions are freed (their
-        pages are reused; PostgreSQL does not zero them: docs/operations.md says what that means). True."""
-        def vacuum():
+        """After an erasure: rewrite the tables it deleted from (VACUUM FULL: a new file for each table, its
+        TOAST table and its indexes, holding only the live rows; the old files are removed). A plain VACUUM
+        marks the dead row versions' space free but leaves their bytes in the pages, the person's name and
+        email readable in the table and index files until the space happens to be reused (issue 36 §7).
+        Each table is locked (ACCESS EXCLUSIVE) while it is copied: docs/operations.md says what that costs.
+        A lock not had within REWRITE_LOCK_TIMEOUT raises (the caller tries again later): waiting longer, behind
+        a long transaction, would hold every request for the table in the queue behind the rewrite."""
+        def rewrite():
             cx = self.connect_sync()  # VACUUM cannot run inside a transaction: autocommit
             try:
-                cx.execute("VACUUM " + ", ".join(tables))
+                cx.execute(f"SET lock_timeout = '{REWRITE_LOCK_TIMEOUT}'")
+                cx.execute("VACUUM FULL " + ", ".join(tables))
             finally:
                 cx.close()
             return True
-        return await asyncio.get_running_loop().run_in_executor(self._executor, vacuum)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, rewrite)
 
     def add_commit_listener(self, callback):
         """callback() after every committed write (before its caller resumes): the live events hub."""

@@ -189,6 +189,8 @@ class Database(WriterSupervision):
         """A connection of its own to the database file (ops commands, tests); the caller closes it."""
         return connect_sync(self.path)
 
+    purges_in_background = False  # a checkpoint is quick: the erasure's answer waits for it
+
     async def purge_deleted(self, tables=()):
         """After an erasure: no old version of a deleted row left in the WAL (secure_delete zeroed the
         file's free space already; tables are PostgreSQL's concern). True when done, False when a connection

@@ -113,7 +113,7 @@ async def test_work_done_viewing_as_is_credited_to_the_agency_user_as_the_sub_ac
     assert (await browser.post("/view-as/end")).code == 303
     today = datetime.now(timezone.utc).date()
     report = await reports.build(services.db, [sub_id], "first-response", today, today)
-    assert [row["name"] for row in report["rows"]] == [as_label]
+    assert [row["name"] for row in report["rows"]] == ["All people", as_label]  # the people's figure, then each
     notes = (await api.get(f"/v1/conversations/{contact_id}/notes", key=sub["api_key"])).json["data"]
     assert [n["authorEmail"] for n in notes] == ["boss@agency.example"]  # the API's field stays an email
     sub_entries = (await entries(api, sub["api_key"]))["data"]

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import re
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -123,10 +124,10 @@ async def test_the_form_creates_a_campaign_through_the_apis_service(signed_in, a
     campaign_id = r.headers["Location"].removeprefix("/campaigns/")
     c = await api_campaign(api, ui_account, campaign_id)
     assert (c["name"], c["listId"], c["body"], c["campaignId"], c["channel"], c["ratePerMinute"], c["status"]) == (
-        "Spring sale", ready["list_id"], "Hi {{firstName}}, the sale is on!", "spring-24", "whatsapp", 120, "running")
-    assert c["counts"]["total"] == 3  # snapshotted at once, as POST /v1/campaigns does
+        "Spring sale", ready["list_id"], "Hi {{firstName}}, the sale is on!", "spring-24", "whatsapp", 120, "draft")
+    assert c["counts"]["total"] == 0  # a draft (POST /v1/campaigns with draft: true): nothing taken or sent yet
     page = await signed_in.get(r.headers["Location"])
-    assert "Campaign created: sending." in page.text
+    assert "Draft saved: nothing is sent yet." in page.text and 'id="before-sending"' in page.text
 
     # The same form sent again (a double click, a browser resend): one campaign.
     again = await signed_in.post("/campaigns", form(ready["list_id"], idempotencyKey=key, campaignId="spring-24",
@@ -141,18 +142,49 @@ async def test_the_form_creates_a_campaign_through_the_apis_service(signed_in, a
 
 
 async def test_a_start_time_schedules_it_in_utc(signed_in, api, ui_account, ready):
-    """The page's script sends the local time typed as UTC (startAtUtc); without the script the time typed is
-    read as UTC."""
+    """A draft's Schedule form: the page's script sends the local time typed as UTC (startAtUtc); without the
+    script the time typed is read as UTC."""
     later = (utcnow() + timedelta(days=2)).replace(second=0, microsecond=0)
-    r = await signed_in.post("/campaigns", form(ready["list_id"], startAt="2099-01-01T09:30",
-                                                startAtUtc=later.isoformat().replace("+00:00", "Z")))
-    c = await api_campaign(api, ui_account, r.headers["Location"].removeprefix("/campaigns/"))
+    r = await signed_in.post("/campaigns", form(ready["list_id"]))
+    page = r.headers["Location"]
+    r = await signed_in.post(f"{page}/start", {"startAt": "2099-01-01T09:30",
+                                               "startAtUtc": later.isoformat().replace("+00:00", "Z")})
+    assert r.code == 303 and r.headers["Location"] == page
+    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
     assert c["status"] == "scheduled" and c["startAt"] == later.strftime("%Y-%m-%dT%H:%M:00.000Z")
     assert c["counts"]["total"] == 0  # the list is taken when it starts
-    assert "Campaign scheduled." in (await signed_in.get(r.headers["Location"])).text
-    r = await signed_in.post("/campaigns", form(ready["list_id"], startAt="2099-01-01T09:30"))
-    c = await api_campaign(api, ui_account, r.headers["Location"].removeprefix("/campaigns/"))
+    assert "Campaign scheduled" in (await signed_in.get(page)).text
+    r = await signed_in.post(f"{page}/start", {"startAt": "2099-01-01T09:30"})  # a scheduled one: moved
+    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
     assert c["startAt"] == "2099-01-01T09:30:00.000Z"
+    # A time that is not one, or is past: the API's message (naming startAt), nothing changed.
+    for typed in ("tomorrow", "2001-01-01T09:30"):
+        r = await signed_in.post(f"{page}/start", {"startAt": typed})
+        shown = await signed_in.get(r.headers["Location"])
+        assert "startAt" in unescape(re.search(r'class="flash flash-error"[^>]*>(.*?)<', shown.text, re.S).group(1))
+    assert (await api_campaign(api, ui_account, c["id"])) == c
+
+
+async def test_a_drafts_page_previews_for_a_chosen_contact_and_sends_a_test_or_says_why_not(
+        signed_in, api, services, ui_account, ready):
+    r = await signed_in.post("/campaigns", form(ready["list_id"]))
+    page = r.headers["Location"]
+    html = (await signed_in.get(page)).text
+    assert '<blockquote class="campaign-preview" id="preview-body">Hi Ann0, the sale is on!</blockquote>' in html
+    assert '<h3 id="send-question">Send to 3 contacts?</h3>' in html and "opted out" not in html
+    assert '<span class="campaign-status" data-field="status">Draft</span>' in html and 'id="draft-note"' in html
+    html = (await signed_in.get(f"{page}?contactId={ready['contact_ids'][2]}")).text
+    assert 'id="preview-body">Hi Ann2, the sale is on!</blockquote>' in html
+    assert re.search(r'id="test-contact"[^>]*value="\+14155550002"', html)  # the test goes to the one shown
+
+    r = await signed_in.post(f"{page}/test", {"contact": "nobody@example.com"})
+    assert r.code == 303 and r.headers["Location"] == page
+    assert "No test sent: no contact with email nobody@example.com" in (await signed_in.get(page)).text
+    r = await signed_in.post(f"{page}/test", {"contact": "ann1@example.com"})
+    assert r.headers["Location"] == f"{page}?contactId={ready['contact_ids'][1]}"
+    assert "Test sent to Ann1 Lee1: “Hi Ann1, the sale is on!”." in unescape((await signed_in.get(page)).text)
+    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
+    assert c["status"] == "draft" and c["counts"]["total"] == 0
 
 
 @pytest.mark.parametrize("fields, field, api_body", [
@@ -163,7 +195,6 @@ async def test_a_start_time_schedules_it_in_utc(signed_in, api, ui_account, read
     ({"ratePerMinute": "0"}, "ratePerMinute", {"ratePerMinute": 0}),
     ({"ratePerMinute": "1000001"}, "ratePerMinute", {"ratePerMinute": 1_000_001}),
     ({"ratePerMinute": "fast"}, "ratePerMinute", {"ratePerMinute": "fast"}),
-    ({"startAt": "tomorrow"}, "startAt", {"startAt": "tomorrow"}),
     ({"name": "x" * 201}, "name", {"name": "x" * 201}),
     ({"channel": "c" * 201}, "channel", {"channel": "c" * 201}),
     ({"campaignId": "k" * 201}, "campaignId", {"campaignId": "k" * 201}),
@@ -340,6 +371,13 @@ async def test_another_accounts_campaign_is_a_404_on_every_page_and_action(signe
         r = await signed_in.post(f"/campaigns/{theirs['id']}/{action}")
         assert r.code == 404, action
     assert await api_campaign(api, other_account, theirs["id"]) == theirs
+    their_draft = await api_create(api, other_account, theirs_list, name="Their secret draft", draft=True)
+    for path, fields in (("", None), ("/start", {}), ("/start", {"startAt": "2099-01-01T09:30"}),
+                         ("/test", {"contact": "+14155550000"})):
+        r = await (signed_in.get(f"/campaigns/{their_draft['id']}") if fields is None
+                   else signed_in.post(f"/campaigns/{their_draft['id']}{path}", fields))
+        assert r.code == 404 and "Their secret" not in r.text, path
+    assert await api_campaign(api, other_account, their_draft["id"]) == their_draft
     for path in ("/campaigns", "/campaigns/rows"):
         assert theirs["id"] not in (await signed_in.get(path)).text
     # Their list cannot be used either: LIST_NOT_FOUND next to the list, nothing created.
@@ -467,9 +505,12 @@ def test_browser_counts_reach_the_total_live_on_the_open_pages(tz_page, chromium
     page.select_option("#listId", list_id)
     page.fill("#body", "Hi {{firstName}}, thanks for visiting!")
     page.fill("#ratePerMinute", "60")  # one a second: the page is open while they go out
-    page.click("button:has-text('Create campaign')")
+    page.click("button:has-text('Create draft')")
     page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
     campaign_id = page.url.rsplit("/", 1)[1]
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#send-now")
+    page.wait_for_selector("text=Sending to 6 contacts.")
     wait_live(page)
     mark_no_reload(page)
     done_at_first = int(page.inner_text("#campaign [data-field=done]"))
@@ -504,10 +545,12 @@ def test_browser_schedules_in_local_time_and_cancels_a_scheduled_campaign(tz_pag
     page.fill("#name", "Next week")
     page.select_option("#listId", list_id)
     page.fill("#body", "See you soon, {{firstName}}")
-    page.fill("#startAt", typed)
-    page.click("button:has-text('Create campaign')")
+    page.click("button:has-text('Create draft')")
     page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
     campaign_id = page.url.rsplit("/", 1)[1]
+    page.fill("#startAt", typed)
+    page.click("#schedule")
+    page.wait_for_selector("text=Campaign scheduled")
     with parley.client() as client:
         c = client.get(f"/v1/campaigns/{campaign_id}", params={"apiKey": parley.first_run["api_key"]}).json()
     expected = page.evaluate("(typed) => new Date(typed).toISOString()", typed)  # New York's offset on that day
@@ -518,10 +561,65 @@ def test_browser_schedules_in_local_time_and_cancels_a_scheduled_campaign(tz_pag
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#action-cancel")
-    page.wait_for_selector("text=Campaign cancelled")
+    page.wait_for_selector("text=Cancelled before it started: nothing was sent.")
     assert page.inner_text("#campaign [data-field=status]") == "Cancelled"
     assert page.locator(".campaign-actions button").count() == 0
     with parley.client() as client:
         c = client.get(f"/v1/campaigns/{campaign_id}", params={"apiKey": parley.first_run["api_key"]}).json()
     assert c["status"] == "cancelled" and c["counts"]["total"] == 0
+    assert page.console_errors == []
+
+
+def test_browser_a_draft_is_previewed_tested_and_sent_only_after_send_to_n_contacts(tz_page, parley, e2e_receiver):
+    """Issue 43 item 7: creating a campaign makes a draft; its page shows the message filled for a sample contact
+    (another one chosen), sends one test message to one contact (nothing else goes out, the campaign does not
+    start), and sends to the list only after "Send to 3 contacts?" was asked and accepted."""
+    page = tz_page
+    list_id = make_contacts_list(parley, "Draft", 3, 3000)
+    sign_in(page, parley)
+    page.goto(parley.base + "/campaigns")
+    if not page.is_visible("#name"):
+        page.click("summary:has-text('New campaign')")
+    page.fill("#name", "Bread day")
+    page.select_option("#listId", list_id)
+    page.fill("#body", "Hi {{firstName}}, fresh bread at 8!")
+    page.click("button:has-text('Create draft')")
+    page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
+    campaign_id = page.url.rsplit("/", 1)[1]
+    assert "Draft saved: nothing is sent yet." in page.inner_text(".flash-success")
+    assert page.inner_text("#campaign [data-field=status]") == "Draft"
+    assert page.inner_text("#preview-body") == "Hi Draft0, fresh bread at 8!"
+    assert page.inner_text("#send-question") == "Send to 3 contacts?"
+    assert page.locator("#action-cancel").inner_text() == "Discard draft"
+
+    page.select_option("#preview-contact", label="Draft2")
+    page.click("#preview-form button")
+    page.wait_for_function("document.querySelector('#preview-body').textContent === 'Hi Draft2, fresh bread at 8!'")
+
+    before = len(e2e_receiver.requests)
+    page.fill("#test-contact", "+14155553001")  # by phone, as a person types it
+    page.click("#send-test")
+    page.wait_for_selector("text=Test sent to Draft1")
+    deadline = time.monotonic() + 30
+    while len(e2e_receiver.requests) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [test] = e2e_receiver.requests[before:]
+    assert test["body"] == "Hi Draft1, fresh bread at 8!" and test["campaignId"] == campaign_id
+    assert page.inner_text("#campaign [data-field=status]") == "Draft"
+    with parley.client() as client:
+        c = client.get(f"/v1/campaigns/{campaign_id}", params={"apiKey": parley.first_run["api_key"]}).json()
+    assert c["status"] == "draft" and c["counts"]["total"] == 0
+
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#send-now")
+    assert asked == ["Send “Bread day” to 3 contacts now? This cannot be undone."]
+    assert page.inner_text("#campaign [data-field=status]") == "Draft"  # dismissed: nothing happened
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#send-now")
+    page.wait_for_selector("text=Sending to 3 contacts.")
+    assert page.locator("#before-sending").count() == 0
+    wait_until(page, "document.querySelector('#campaign [data-count=sent]').textContent === '3'", timeout=60)
+    bodies = sorted(r["body"] for r in e2e_receiver.requests[before + 1:] if r.get("campaignId") == campaign_id)
+    assert bodies == [f"Hi Draft{i}, fresh bread at 8!" for i in range(3)]
     assert page.console_errors == []

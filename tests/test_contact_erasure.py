@@ -3,7 +3,9 @@
 byte of the person is left in the SQLite file, its WAL or the media directory (the raw bytes are searched);
 counts that are not the person's stay (campaign totals, credit history, other contacts). Another account's
 key learns nothing. In the UI: tests/test_contact_erasure_ui.py."""
+import asyncio
 import base64
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,7 +16,7 @@ from storage import bot_state
 from storage import campaigns as campaign_store
 from storage.db import reads
 from storage.events import MESSAGES_CREATED, emit_in_tx
-from tests import db_direct
+from tests import db_direct, waiting
 
 HOOK = "http://127.0.0.1:9/hook"  # nothing listens: deliveries stay pending (then failed), with their payloads
 PERSON = {"firstName": "Zebulonius", "lastName": "Quarterflashby", "phone": "+14155559876",
@@ -108,6 +110,66 @@ async def test_erasure_leaves_no_byte_of_the_person_in_the_database_file_or_the_
 @pytest.mark.postgres_only
 async def test_erasure_leaves_none_of_the_person_in_any_tables_text_or_the_media(api, services, settings, account):
     await _erase_and_search(api, services, settings, account, _tables_text)
+
+
+@pytest.mark.postgres_only
+async def test_erasure_leaves_none_of_the_person_in_the_table_and_index_files(api, services, settings, account):
+    """Issue 36 §7: after VACUUM the erased name, phone and email were still in the contacts table's pages and
+    its email index (a dead row version's bytes stay in the page until reused). The files themselves are read
+    (heap, TOAST and index of every table, after a CHECKPOINT writes the pages out) once the cleanup has run."""
+    await _erase_and_search(api, services, settings, account, _relation_files)
+
+
+@pytest.mark.postgres_only
+async def test_a_table_busy_at_the_rewrite_is_rewritten_once_it_is_free_and_blocks_no_request_meanwhile(
+        api, services, settings, account, monkeypatch, caplog):
+    """The rewrite waits only briefly for a table's lock: waiting behind a long transaction would queue every
+    request for the table behind it. It tries that table again later, and the person's bytes still go."""
+    from storage import postgres_db
+    monkeypatch.setattr(postgres_db, "REWRITE_LOCK_TIMEOUT", "100ms")
+    monkeypatch.setattr(erasure, "REWRITE_RETRY_SECONDS", (0.5,) * 20)
+    key = account["api_key"]
+    contact = (await api.post("/v1/contacts", PERSON, key=key)).json
+    control = (await api.post("/v1/contacts", CONTROL, key=key)).json
+    reader = db_direct.connect(settings)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM contacts")  # holds contacts' ACCESS SHARE lock until it ends
+    try:
+        r = await api.delete(f"/v1/contacts/{contact['id']}", key=key)
+        assert r.code == 200, r.body
+        assert await waiting.until(lambda: "table contacts not rewritten yet" in caplog.text, 60)
+        # Another request for the table is answered meanwhile (it would wait behind a queued rewrite).
+        r = await asyncio.wait_for(api.get(f"/v1/contacts/{control['id']}", key=key), 20)
+        assert r.code == 200
+        assert _found(_relation_files(settings), PERSON["email"])
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    await erasure.settled()
+    assert not _found(_relation_files(settings), PERSON["email"])
+
+
+def _relation_files(settings):
+    """PostgreSQL's files on disk: the main fork of every table, TOAST table and index of the test's database
+    (pg_relation_filepath in the cluster's data directory, each 1 GB segment), as bytes, and the media files."""
+    cx = db_direct.connect(settings)
+    try:
+        cx.execute("CHECKPOINT")  # what the pages say now, not what the files said at the last checkpoint
+        data_directory = Path(cx.execute("SHOW data_directory").fetchone()[0])
+        relations = cx.execute(
+            "SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'i', 't') AND n.nspname IN ('public', 'pg_toast')"
+            " AND pg_relation_filepath(c.oid) IS NOT NULL").fetchall()
+    finally:
+        cx.close()
+    files = {}
+    for name, relative in relations:
+        for segment in [data_directory / relative, *sorted(data_directory.glob(relative + ".[0-9]*"))]:
+            if segment.exists():
+                files[f"{name} ({segment.name})"] = segment.read_bytes()
+    assert any(name.startswith("contacts_") for name in files), "the indexes of contacts are read too"
+    media = sorted((settings.data_dir / "media").iterdir()) if (settings.data_dir / "media").exists() else []
+    return {**files, **{str(p): p.read_bytes() for p in media}}
 
 
 async def _erase_and_search(api, services, settings, account, snapshot):

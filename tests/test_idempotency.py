@@ -45,6 +45,8 @@ class World:
         self.list = (await self.api.post("/v1/lists", {"name": "Members"}, key=self.key)).json
         self.campaign = (await self.api.post("/v1/campaigns", {"name": "Later", "listId": self.list["id"], "body": "Hi",
                                                                 "startAt": "2099-01-01T00:00:00Z"}, key=self.key)).json
+        self.draft = (await self.api.post("/v1/campaigns", {"name": "Draft", "listId": self.list["id"], "body": "Hi",
+                                                             "draft": True}, key=self.key)).json
         self.member = (await self.api.post("/v1/users", {"email": "member@acme.example", "role": "agent"},
                                            key=self.key)).json
         self.failed_message = (await self.api.post(SEND, _send("Will fail"), key=self.key)).json["messageId"]
@@ -127,6 +129,12 @@ EXAMPLES = {
     ("/v1/campaigns/{campaignId}/{action}", "post"): lambda w, n: (
         f"/v1/campaigns/{w.campaign['id']}/cancel", None, None,
         lambda: w.count("SELECT status FROM campaigns WHERE id = ?", w.campaign["id"]), "standard"),
+    ("/v1/campaigns/{campaignId}/start", "post"): lambda w, n: (
+        f"/v1/campaigns/{w.draft['id']}/start", {"startAt": "2098-01-01T00:00:00Z"}, {"startAt": "2097-01-01T00:00:00Z"},
+        lambda: w.count("SELECT status FROM campaigns WHERE id = ?", w.draft["id"]), "standard"),
+    ("/v1/campaigns/{campaignId}/test", "post"): lambda w, n: (
+        f"/v1/campaigns/{w.campaign['id']}/test", {"contactId": w.contact["id"]}, {"contactId": "ct_other"},
+        lambda: w.count("SELECT COUNT(*) FROM messages WHERE account_id = ?", w.account["account_id"]), "standard"),
     ("/v1/messages/{messageId}/retry", "post"): lambda w, n: (
         f"/v1/messages/{w.failed_message}/retry", None, None,
         lambda: w.count("SELECT status FROM messages WHERE id = ?", w.failed_message), "standard"),
@@ -163,10 +171,10 @@ EXAMPLES = {
 }
 
 
-# POSTs that write nothing: they need no example. The bot's dry run; Send test event, which stores nothing
+# POSTs that write nothing: they need no example. The bot's dry run; a campaign's preview; Send test event, which stores nothing
 # (outside the outbox) and whose answer is what the receiver does now: a retry that sends one more ping is
 # what a client asks for, a replayed answer would report a receiver's state that may since have changed.
-READ_ONLY_POSTS = {"/v1/bot/test", "/v1/account/webhook-test"}
+READ_ONLY_POSTS = {"/v1/bot/test", "/v1/account/webhook-test", "/v1/campaigns/{campaignId}/preview"}
 
 
 def idempotent_operations():

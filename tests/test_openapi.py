@@ -244,6 +244,10 @@ SEMANTIC_VALIDATION = {
     "PATCH /v1/users/{userId}": "emails are checked by email-validator, and one taken by any user or account is 409",
     "POST /v1/campaigns": "a {{name}} in body other than the four placeholders is refused, and the body needs "
                           "text besides them",
+    "POST /v1/campaigns/{campaignId}/start": "startAt must be in the future, and the account needs a Custom "
+                                             "Channel Webhook URL",
+    "POST /v1/campaigns/{campaignId}/test": "the contact may not have opted out, and the account needs a Custom "
+                                            "Channel Webhook URL",
     "POST /v1/canned-replies": "a {{name}} in body other than the four placeholders is refused, the body needs "
                                "text besides them, and a code the account uses already is 409",
     "PATCH /v1/canned-replies/{cannedReplyId}": "as POST /v1/canned-replies",

@@ -1,4 +1,5 @@
-"""Campaigns pages: the account's campaigns (newest first) with the create form, a campaign's page (status,
+"""Campaigns pages: the account's campaigns (newest first) with the create form, which makes a draft, a
+campaign's page (a draft's or scheduled one's preview, test send, "Send to N contacts?" and schedule; status,
 counts, progress, its recipients, the CSV export) and its actions. The API's services and request model do the
 work; counts and statuses move live from campaign.progress events (static/campaigns.js), and the fragments
 below are what that script fetches when more than the counts changed."""
@@ -12,17 +13,20 @@ from common.ids import new_id
 from common.validation import validation_message
 from handlers.ui_base import UiHandler
 from handlers.campaigns import send_recipients_csv
-from handlers.campaign_schemas import CampaignCreate
-from services import campaigns, idempotency, inbox, lists
+from handlers.campaign_schemas import CampaignCreate, CampaignStart
+from services import campaigns, contacts, idempotency, inbox, lists
 
 PAGE_SIZE = 50
-STATUS_LABELS = {"scheduled": "Scheduled", "running": "Sending", "paused": "Paused", "completed": "Completed",
+STATUS_LABELS = {"draft": "Draft", "scheduled": "Scheduled", "running": "Sending", "paused": "Paused", "completed": "Completed",
                  "cancelled": "Cancelled"}
 ACTION_LABELS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel campaign", "retry-failed": "Retry failed"}
+DRAFT_ACTION_LABELS = {**ACTION_LABELS, "cancel": "Discard draft"}
 ACTION_DONE = {"pause": "Campaign paused: its queued messages are held.", "resume": "Campaign resumed.",
                "cancel": "Campaign cancelled: nothing more is sent; sent messages stay sent.",
                "retry-failed": "The failed recipients' messages are being sent again."}
-FORM_FIELDS = ("name", "listId", "body", "campaignId", "channel", "startAt", "ratePerMinute")
+# The create form makes a draft: its page previews, tests, then sends or schedules it (POST /v1/campaigns's
+# draft: true); the start time is chosen there.
+FORM_FIELDS = ("name", "listId", "body", "campaignId", "channel", "ratePerMinute")
 # Errors raised by code rather than by a field's check, and the form field they belong to.
 FIELD_OF_CODE = {"LIST_NOT_FOUND": "listId"}
 
@@ -31,16 +35,16 @@ def new_form(lists_shown):
     """An empty create form; its Idempotency-Key is made now, so that the same form sent twice (a double click,
     a browser resend) creates one campaign."""
     return {"name": "", "listId": lists_shown[0]["id"] if len(lists_shown) == 1 else "", "body": "",
-            "campaignId": "", "channel": "", "startAt": "", "ratePerMinute": str(campaigns.DEFAULT_RATE_PER_MINUTE),
+            "campaignId": "", "channel": "", "ratePerMinute": str(campaigns.DEFAULT_RATE_PER_MINUTE),
             "idempotencyKey": new_id("uicmp")}
 
 
 def _start_at(form):
     """startAt as the API takes it: the page's script sends the local time typed as UTC (startAtUtc); without
     the script, the typed time is read as UTC. Text that is no time goes on as typed (the model names it)."""
-    if form["startAtUtc"].strip():
+    if form.get("startAtUtc", "").strip():
         return form["startAtUtc"].strip()
-    typed = form["startAt"].strip()
+    typed = form.get("startAt", "").strip()
     if not typed:
         return None
     try:
@@ -51,17 +55,18 @@ def _start_at(form):
 
 
 def request_body(form):
-    """The form as POST /v1/campaigns's body, validated by the API's own model (CampaignCreate): Invalid naming
-    the field (DomainError.field) as the API words it. Empty optional fields are left out."""
+    """The form as POST /v1/campaigns's body, a draft, validated by the API's own model (CampaignCreate): Invalid
+    naming the field (DomainError.field) as the API words it. Empty optional fields are left out."""
     body = {name: form[name] for name in ("name", "listId", "body")}
     for name in ("campaignId", "channel", "ratePerMinute"):
         if form[name].strip():
             body[name] = form[name].strip()
-    start_at = _start_at(form)
-    if start_at:
-        body["startAt"] = start_at
+    return _validated(CampaignCreate, {**body, "draft": True})
+
+
+def _validated(model, body):
     try:
-        return CampaignCreate.model_validate(body)
+        return model.model_validate(body)
     except pydantic.ValidationError as exc:
         loc = exc.errors()[0]["loc"]
         raise Invalid(validation_message(exc), field=str(loc[0]) if loc else None) from None
@@ -108,10 +113,8 @@ class CampaignsHandler(CampaignsPage):
         self.services.campaigns.notify()
         if replayed:
             message = "This campaign was already created (the form was sent twice); nothing more was created."
-        elif created["status"] == "scheduled":
-            message = "Campaign scheduled."
         else:
-            message = "Campaign created: sending."
+            message = "Draft saved: nothing is sent yet. Check the preview, send a test, then send or schedule it."
         self.action_done(f"/campaigns/{created['id']}", message)
 
     async def create(self, body, key):
@@ -121,8 +124,8 @@ class CampaignsHandler(CampaignsPage):
         with idempotency.covering(self.account_id, key, fingerprint) as claim:
             created = await campaigns.create_campaign(
                 self.services.db, self.account_id, name=body.name, list_id=body.listId, body=body.body,
-                campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
-                rate_per_minute=body.ratePerMinute, by=self.actor)
+                campaign_id=body.campaignId, channel=body.channel, rate_per_minute=body.ratePerMinute,
+                draft=body.draft, by=self.actor)
         return created, bool(claim and claim.replayed)
 
 
@@ -150,7 +153,8 @@ class CampaignPage(UiHandler):
         campaign = await campaigns.get_campaign(self.services.db, self.account_id, campaign_id)
         lst = await lists.get_list(self.services.db, self.account_id, campaign["listId"])
         return {"c": campaign, "list": lst, "actions": campaigns.allowed_actions(campaign),
-                "action_labels": ACTION_LABELS, "status_labels": STATUS_LABELS}
+                "action_labels": DRAFT_ACTION_LABELS if campaign["status"] == "draft" else ACTION_LABELS,
+                "status_labels": STATUS_LABELS}
 
 
 class CampaignHandler(CampaignPage):
@@ -160,9 +164,13 @@ class CampaignHandler(CampaignPage):
     async def get(self, campaign_id):
         event_id = await inbox.current_event_id(self.services, self.account_id)
         summary = await self.summary(campaign_id)
+        preview = None
+        if summary["c"]["status"] in BEFORE_SENDING:
+            preview = await campaigns.preview(self.services.db, self.account_id, campaign_id,
+                                              self.get_query_argument("contactId", None) or None)
         self.render("campaign.html", event_id=event_id, recipients=await self.recipients(campaign_id),
                     statuses=campaigns.RECIPIENT_STATUSES, filter_status=self.status_filter(),
-                    cursor=self.get_query_argument("cursor", ""), **summary)
+                    cursor=self.get_query_argument("cursor", ""), preview=preview, **summary)
 
 
 class CampaignSummaryHandler(CampaignPage):
@@ -192,6 +200,54 @@ class CampaignRecipientsCsvHandler(UiHandler):
         await send_recipients_csv(self, self.account_id, campaign_id)
 
 
+BEFORE_SENDING = ("draft", "scheduled")  # the statuses whose page previews, tests, sends and schedules
+
+
+class CampaignStartHandler(UiHandler):
+    """POST /campaigns/{id}/start (startAt, startAtUtc: empty to send now): the page's "Send to N contacts"
+    (which asks first) and "Schedule", through POST /v1/campaigns/{id}/start's model and service."""
+    role = "admin"
+
+    @authenticated
+    async def post(self, campaign_id):
+        form = {name: self.get_body_argument(name, "") for name in ("startAt", "startAtUtc")}
+        start_at = _start_at(form)
+        try:
+            body = _validated(CampaignStart, {"startAt": start_at} if start_at else {})
+            started = await campaigns.start_campaign(self.services, self.account_id, campaign_id,
+                                                     start_at=body.startAt, by=self.actor)
+        except (Invalid, Conflict) as exc:
+            self.flash("error", exc.message)
+            self.redirect(f"/campaigns/{campaign_id}", status=303)
+            return
+        if started["status"] == "scheduled":
+            message = "Campaign scheduled: it starts at the time shown; until then it can be sent now or cancelled."
+        else:
+            message = f"Sending to {started['counts']['total']} contacts."
+        self.action_done(f"/campaigns/{campaign_id}", message)
+
+
+class CampaignTestHandler(UiHandler):
+    """POST /campaigns/{id}/test (contact: a phone, email or id): one test message, through POST
+    /v1/campaigns/{id}/test's service."""
+    role = "admin"
+
+    @authenticated
+    async def post(self, campaign_id):
+        await campaigns.get_campaign(self.services.db, self.account_id, campaign_id)  # 404 page when not ours
+        text = self.get_body_argument("contact", "")
+        try:
+            contact_id = await contacts.resolve_contact_id(self.services.db, self.account_id, text)
+            sent = await campaigns.send_test(self.services, self.account_id, campaign_id, contact_id, by=self.actor)
+        except DomainError as exc:
+            self.flash("error", f"No test sent: {exc.message}")
+            self.redirect(f"/campaigns/{campaign_id}", status=303)
+            return
+        contact = await contacts.get_contact_row(self.services.db, self.account_id, contact_id)
+        self.action_done(f"/campaigns/{campaign_id}?contactId={contact_id}",
+                         f"Test sent to {contact['name']}: \u201c{sent['body']}\u201d. The campaign has not started.")
+
+
 class CampaignActionHandler(UiHandler):
     """POST /campaigns/{id}/(pause|resume|cancel|retry-failed): through the same service as the API's actions;
     one the status does not allow (the page was behind) comes back as a message."""
@@ -212,6 +268,8 @@ def action_message(action, result):
     """What the page says after an action: retry-failed says how many it queued again and how many it could
     not (their deliveries were removed by retention)."""
     retry = result.get("retry")
+    if action == "cancel" and result["startedAt"] is None:
+        return "Cancelled before it started: nothing was sent."
     if action != "retry-failed" or not retry:
         return ACTION_DONE[action]
     text = f"{retry['requeued']} failed recipients' messages are being sent again."

@@ -1,7 +1,8 @@
 """Account API: the calling account, its settings and its webhook signing secret."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
-from handlers.schemas import Account, AccountPatch, AccountSettings, SettingsPatch, WebhookSecret, WebhookTestResult
+from handlers.schemas import (Account, AccountPatch, AccountSettings, ApiKey, ApiKeyCreate, ApiKeyCreated, ApiKeyList,
+                              SettingsPatch, WebhookSecret, WebhookTestResult)
 from services import accounts, webhook_ping
 
 
@@ -41,6 +42,39 @@ class AccountSettingsHandler(ApiHandler):
         settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes,
                                                   box=self.services.box, by=self.actor)
         self.respond({**settings, "warnings": warnings} if warnings else settings)
+
+
+class ApiKeysHandler(ApiHandler):
+    operations = {"get": Operation("The account's API keys", {200: ApiKeyList}, tags=("account",)),
+                  "post": Operation(
+                      "Create an API key", {201: (ApiKeyCreated, "The key, live at once; its secret is shown only "
+                                                                 "here.")},
+                      body=ApiKeyCreate, tags=("account",),
+                      errors={400: "A missing or too long name.", 409: "The account has 20 keys (CONFLICT)."},
+                      description="The other keys stay live: to rotate without downtime, create a key, move the "
+                                  "clients to it, then revoke the old one.")}
+
+    async def get(self):
+        self.respond(await accounts.list_keys(self.services.db, self.principal.account_id))
+
+    @idempotent
+    async def post(self):
+        body = self.json_body(ApiKeyCreate)
+        self.respond(await accounts.add_key(self.services.db, self.services.box, self.principal.account_id, body.name,
+                                            by=self.actor), status=201)
+
+
+class ApiKeyHandler(ApiHandler):
+    path_params = {"keyId": "The key's id (key_…)."}
+    operations = {"delete": Operation(
+        "Revoke an API key", {200: (ApiKey, "The revoked key: it fails from now on.")}, tags=("account",),
+        errors={404: "No such key in this account (NOT_FOUND).",
+                409: "It is the account's last key (CONFLICT): create another one first."})}
+
+    @idempotent
+    async def delete(self, key_id):
+        self.respond(await accounts.revoke_key(self.services.db, self.services.keys, self.principal.account_id,
+                                               key_id, by=self.actor))
 
 
 class WebhookSecretHandler(ApiHandler):

@@ -327,6 +327,7 @@ class ApiHandler(BaseHandler):
             raise RateLimited(f"rate limit of {limit} requests per minute exceeded; retry after "
                               f"{headers['Retry-After']} s", headers=headers)
         principal = cached or await registry.principal_for(key_hash)
+        registry.used(key_hash)
         # Kept for write_error: an error answer after authentication carries them too (not a 401).
         self.rate_limit_headers = headers
         return principal

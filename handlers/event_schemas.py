@@ -68,6 +68,25 @@ class AutoRechargeData(BaseModel):
     amount: Optional[float]
 
 
+class DeliveryError(BaseModel):
+    """A failed delivery attempt, as stored with the message (its error)."""
+    at: str
+    httpStatus: Optional[int]
+    error: str
+    response: Optional[str] = Field(description="The first 1 KB of the receiver's answer.")
+    nextAttemptAt: Optional[str] = Field(description="When it is tried again; null: never (final).")
+
+
+class MessageFailedData(BaseModel):
+    """A reply's delivery failed for good (a 3xx or 4xx, a refused URL, no URL, or the 8th attempt failed): no
+    retry will come; POST /v1/messages/{id}/retry sends it again once the receiver is fixed."""
+    model_config = ConfigDict(extra="forbid")
+    messageId: str
+    contactId: str
+    final: Literal[True]
+    error: Optional[DeliveryError]
+
+
 # Event type -> its data's model: the one description of each type.
 EVENT_DATA = {
     "message.created": MessageData,
@@ -79,6 +98,7 @@ EVENT_DATA = {
     "contact.tagged": ContactTaggedData,
     "contact.erased": ContactErasedData,
     "subaccount.auto_recharge": AutoRechargeData,
+    "message.failed": MessageFailedData,
 }
 
 

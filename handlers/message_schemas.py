@@ -157,6 +157,9 @@ class Message(BaseModel):
     toId: Optional[str]
     media: Optional[MessageMedia]
     error: Optional[dict] = Field(description="The last failed delivery's details, when delivery failed.")
+    nextAttemptAt: Optional[str] = Field(description="Failed: when the delivery is tried again (null otherwise).")
+    final: bool = Field(description="Failed for good: no retry will come (a 3xx or 4xx answer, a refused URL, no "
+                                    "URL, or the last of 8 attempts); POST /v1/messages/{id}/retry sends it again.")
     attempts: list[DeliveryAttempt] = Field([], description="GET /v1/messages/{id} only.")
     bot: Optional[BotOutcome] = Field(None, description="Inbound: what the bot did with it; null while it did "
                                                         "nothing (no active bot, a reaction).")
@@ -166,6 +169,16 @@ class Message(BaseModel):
 class MessagePage(BaseModel):
     data: list[Message]
     nextCursor: Optional[str]
+
+
+class MessagesQuery(BaseModel):
+    """GET /v1/messages: outbound messages by status, in the order they reached it."""
+    status: Literal["Pending", "Sent", "Failed", "Cancelled"] = Field(description=(
+        "Failed lists replies whose delivery failed: final (no retry will come) or with nextAttemptAt."))
+    since: Optional[str] = Field(None, description="ISO 8601 time with its offset: only messages that reached the "
+                                                   "status at or after it.")
+    limit: Optional[int] = Field(None, ge=1, le=200, description="Page size, 1-200 (default 50).")
+    cursor: Optional[str] = Field(None, description="nextCursor of the previous page, unchanged.")
 
 
 # --- The bot's dry run (docs/design.md#api-decisions "Bot") ---

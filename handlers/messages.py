@@ -6,7 +6,7 @@ import tornado.web
 
 from handlers.base import ApiHandler, StaticHandler, idempotent
 from handlers.openapi import BINARY, Operation
-from handlers.message_schemas import Message, MessagePage, RetryQueued
+from handlers.message_schemas import Message, MessagePage, MessagesQuery, RetryQueued
 from handlers.schemas import MediaQuery, PageQuery
 from services import inbox, lists, media, messaging
 from common.errors import Forbidden
@@ -19,6 +19,21 @@ class MessageHandler(ApiHandler):
 
     async def get(self, message_id):
         self.respond(await messaging.get_message(self.services, self.principal.account_id, message_id))
+
+
+class MessagesHandler(ApiHandler):
+    operations = {"get": Operation(
+        "Outbound messages by status (e.g. the replies that failed since a time)", {200: MessagePage},
+        query=MessagesQuery, tags=("messages",),
+        errors={400: "Invalid status, since, limit or cursor (named in the message)."},
+        description="Oldest first by the time each message reached the status. With status=Failed, final says "
+                    "whether a retry will come (nextAttemptAt) or none will.")}
+
+    async def get(self):
+        arg = self.get_query_argument
+        self.respond(await messaging.list_by_status(
+            self.services, self.principal.account_id, status=arg("status", None), since=arg("since", None),
+            cursor=arg("cursor", None), limit=lists.parse_limit(arg("limit", None))))
 
 
 class MessageRetryHandler(ApiHandler):

@@ -9,7 +9,7 @@ from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 NotificationEvent = Literal["contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
-                            "subaccount.auto_recharge"]
+                            "subaccount.auto_recharge", "message.failed"]
 
 
 def _in_utc(value):
@@ -73,6 +73,30 @@ class WebhookSecret(BaseModel):
     secret: str = Field(description="whsec_… Standard Webhooks signing secret.")
     previousSecretExpiresAt: Optional[str] = Field(
         description="Until then the previous secret also signs every delivery.")
+
+
+class ApiKey(BaseModel):
+    """One of the account's API keys (GET /v1/account/api-keys); never its secret."""
+    id: str
+    name: str
+    prefix: str = Field(description="The key's first characters, to tell keys apart.")
+    createdAt: str
+    lastUsedAt: Optional[str] = Field(description="When a request last used it, to the minute (written at most "
+                                                  "once a minute); null: never.")
+
+
+class ApiKeyCreated(ApiKey):
+    key: str = Field(description="The secret key, pk_…: shown in this answer only (it is stored hashed).")
+
+
+class ApiKeyList(BaseModel):
+    data: list[ApiKey]
+
+
+class ApiKeyCreate(Strict):
+    """POST /v1/account/api-keys."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "CRM bridge 2026-11"}]})
+    name: IdentifierNotBlank = Field(max_length=100, description="What the key is for, 1-100 characters.")
 
 
 class ErrorBody(BaseModel):

@@ -31,6 +31,13 @@ class ReplyPayload(BaseModel):
     mediaUrl: Optional[str] = Field(None, description="A signed link to the stored media, when there is media.")
     mediaContentType: Optional[str] = None
     contact: ReplyContact
+    accountId: str = Field(description="The account the reply is from.")
+    author: Literal["bot", "user", "api", "campaign"] = Field(
+        description="Who wrote it: the bot, a person in the inbox (user), an API client (api), a campaign.")
+    authorUserId: Optional[str] = Field(None, description="The person's user id: present only when author is user.")
+    createdAt: str = Field(description="When the reply was made (the message's createdAt).")
+    sequence: int = Field(description="1, 2, 3 ... per contactId in the order its replies were made: sort by it to "
+                                      "restore the order of replies that arrive out of order (docs/api.md).")
 
 
 class PingData(BaseModel):

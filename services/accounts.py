@@ -2,7 +2,9 @@
 import asyncio
 import copy
 import json
+import logging
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -18,11 +20,17 @@ from storage import credits as credit_store
 from storage import users as users_store
 from storage.db import StoredResultLost
 
+log = logging.getLogger("parley.accounts")
+
 ACCOUNT_TYPES = ("standard", "agency", "subaccount")
 # After a rotation the previous signing secret keeps signing (alongside the new one) this long,
 # so receivers can switch without dropping deliveries.
 SECRET_OVERLAP = timedelta(hours=24)
 MIN_PASSWORD, MAX_PASSWORD = 10, 1024
+DEFAULT_KEY_NAME = "Default"  # an account's first key, and the one a rotation (rotate-key) leaves
+MAX_KEYS, MAX_KEY_NAME = 20, 100
+# A key's lastUsedAt is written at most this often per key and process: never a write per request.
+KEY_USE_INTERVAL = 60.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,8 @@ class KeyRegistry:
 
     def __init__(self, db, data_dir):
         self.db = db
+        self._last_marked = {}  # key hash -> monotonic time its use was last written
+        self._marking = set()
         self.stamp = Path(data_dir) / "keys.stamp"
         self._stamp_path = str(self.stamp)
         self._cache = {}
@@ -84,6 +94,24 @@ class KeyRegistry:
         self._cache.clear()
         self._generation += 1
 
+    def used(self, key_hash):
+        """A request authenticated with this key: its lastUsedAt is written in the background when this process
+        has not written it for KEY_USE_INTERVAL (a failed write is only logged: the next use tries again)."""
+        now = time.monotonic()
+        if now - self._last_marked.get(key_hash, -KEY_USE_INTERVAL) < KEY_USE_INTERVAL:
+            return
+        if len(self._last_marked) > 100_000:
+            self._last_marked.clear()
+        self._last_marked[key_hash] = now
+        task = asyncio.ensure_future(store.mark_keys_used(self.db, {key_hash: now_iso()}))
+        self._marking.add(task)
+        task.add_done_callback(self._marked)
+
+    def _marked(self, task):
+        self._marking.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("writing an API key's last use failed: %s", task.exception())
+
     async def principal_for(self, key_hash):
         """The account behind a key's hash (cached), or Unauthorized."""
         principal = self.cached(key_hash)
@@ -101,8 +129,39 @@ class KeyRegistry:
         return principal
 
 
-def _key_row(key_hash, prefix):
-    return {"key_hash": key_hash, "prefix": prefix, "created_at": now_iso()}
+def _key_row(key_hash, prefix, name=DEFAULT_KEY_NAME):
+    return {"id": new_id("key"), "key_hash": key_hash, "name": name, "prefix": prefix, "created_at": now_iso()}
+
+
+def public_key(row):
+    return {"id": row["id"], "name": row["name"], "prefix": row["prefix"], "createdAt": row["created_at"],
+            "lastUsedAt": row["last_used_at"]}
+
+
+async def list_keys(db, account_id):
+    """GET /v1/account/api-keys: {data: [key]} (never a secret), oldest first."""
+    return {"data": [public_key(row) for row in await store.list_api_keys(db, account_id)]}
+
+
+async def add_key(db, box, account_id, name, by=None):
+    """POST /v1/account/api-keys: a new key, live at once beside the others; the secret is in this answer only
+    (key), stored as its hash like every key. Rotation without downtime: add one, move the clients to it,
+    revoke the old one. The write returns the secret encrypted (shown), not stored with the key: an
+    Idempotency-Key retry is answered with the key its first request made, as create_account does."""
+    name = (name or "").strip()
+    if not name or len(name) > MAX_KEY_NAME:
+        raise Invalid(f"name is required: 1 to {MAX_KEY_NAME} characters", field="name")
+    api_key, key_hash, prefix = keys.new_api_key()
+    row = await store.add_api_key(db, account_id, _key_row(key_hash, prefix, name), MAX_KEYS,
+                                  shown=box.encrypt(api_key), by=by)
+    return {**public_key(row), "key": box.decrypt(row["shown"])}
+
+
+async def revoke_key(db, registry, account_id, key_id, by=None):
+    """DELETE /v1/account/api-keys/{id}: the key fails from the commit on, in this process and the others."""
+    row = await store.revoke_api_key(db, account_id, key_id, by=by)
+    registry.changed()
+    return public_key(row)
 
 
 async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,

@@ -37,6 +37,7 @@ SOURCES = {
     "contact.tagged": ("contact.tagged",),
     "contact.erased": (store.CONVERSATION_ERASED,),
     "subaccount.auto_recharge": ("subaccount.auto_recharge",),
+    "message.failed": ("message.failed",),
 }
 PUBLIC_TYPE = {source: public for public, sources in SOURCES.items() for source in sources}
 TYPES = tuple(SOURCES)

@@ -2,13 +2,15 @@
 mapping, outbound messages queued for delivery in the same transaction, and reading messages back."""
 import logging
 import time
+from collections import Counter
+from datetime import datetime
 
 from services import bot_context, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common import errors
 from common.errors import Invalid, NotFound
-from common.ids import iso_of_second, new_id, new_ids, now_iso
+from common.ids import iso, iso_of_second, new_id, new_ids, now_iso
 from storage import accounts as account_store
 from storage import campaigns as campaign_store
 from storage import contacts as contact_store
@@ -262,15 +264,23 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
         settings, user_id = account["settings"], account["owner_user_id"] or account_id
     now = now_iso()  # one transaction, one time
     messages, deliveries = [], []
+    counts = Counter(reply["contact"]["id"] for reply in replies)
+    sequences = contact_store.take_reply_sequences_in_tx(cx, account_id, counts)
     for reply, message_id in zip(replies, new_ids("msg", len(replies))):
         contact, body, to_id, channel = reply["contact"], reply["body"], reply["to_id"], reply["channel"]
         message = {"id": message_id, "account_id": account_id, "contact_id": contact["id"],
                    "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
                    "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                    "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
-                   "author": author, "author_user_id": author_user_id, "created_at": now}
+                   "author": author, "author_user_id": author_user_id, "created_at": now, "status_at": now}
+        # This contact's numbers were taken above; its replies of this batch get them in order.
+        sequence = sequences[contact["id"]] - counts[contact["id"]] + 1
+        counts[contact["id"]] -= 1
         payload = {"contactId": contact["id"], "messageId": message["id"], "userId": user_id, "body": body,
-                   "toId": to_id, "channel": channel}
+                   "toId": to_id, "channel": channel, "accountId": account_id, "author": author,
+                   "createdAt": now, "sequence": sequence}
+        if author == "user" and author_user_id:
+            payload["authorUserId"] = author_user_id
         if campaign_id:
             payload["campaignId"] = campaign_id
         payload["contact"] = {"firstName": contact["first_name"], "lastName": contact["last_name"],
@@ -385,14 +395,18 @@ def _record_reply(cx, *, account_id, contact_id, body, to_id, channel, in_tx=Non
 # ---- reading ---------------------------------------------------------------------------------
 
 def public_message(services, message):
-    """A message as the API shows it (docs/design.md#api-decisions), without its delivery attempts."""
+    """A message as the API shows it (docs/design.md#api-decisions), without its delivery attempts. A Failed
+    reply says whether a retry will come (nextAttemptAt) or none will (final)."""
+    next_attempt_at = (message["error"] or {}).get("nextAttemptAt") if message["status"] == "Failed" else None
     return {"id": message["id"], "direction": message["direction"], "status": message["status"],
             "body": message["body"], "channel": message["channel"], "contactId": message["contact_id"],
             "messageType": message["message_type"], "campaignId": message["campaign_id"],
             "author": message["author"],
             "fromId": message["from_id"], "toId": message["to_id"],
             "media": media.public_media(services, message["media_url"], message["media_content_type"]),
-            "error": message["error"], "bot": message.get("bot_outcome"), "createdAt": message["created_at"]}
+            "error": message["error"], "nextAttemptAt": next_attempt_at,
+            "final": message["status"] == "Failed" and message["direction"] == "outbound" and not next_attempt_at,
+            "bot": message.get("bot_outcome"), "createdAt": message["created_at"]}
 
 
 async def get_message(services, account_id, message_id):
@@ -418,3 +432,37 @@ async def list_contact_messages(services, account_id, contact_id, cursor=None, l
     page = rows[:limit]
     return {"data": [public_message(services, m) for m in page],
             "nextCursor": encode_cursor(page[-1]["id"]) if len(rows) > limit else None}
+
+
+OUTBOUND_STATUSES = ("Pending", "Sent", "Failed", "Cancelled")
+
+
+def parse_since(text):
+    """?since= as stored times are (iso()), or None when absent; Invalid naming since otherwise."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")) if text.isascii() else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise Invalid("since must be an ISO 8601 time with its offset, e.g. 2026-01-31T12:00:00Z", field="since")
+    return iso(when)
+
+
+async def list_by_status(services, account_id, *, status, since=None, cursor=None, limit=50):
+    """GET /v1/messages?status=&since=: the account's outbound messages with this status, in the order they
+    reached it (oldest first), from ``since`` on; {data, nextCursor}. Following nextCursor later reads the
+    messages that reached it since (a message that changes status again moves to the end)."""
+    if status not in OUTBOUND_STATUSES:
+        raise Invalid(f"status must be one of {', '.join(OUTBOUND_STATUSES)}", field="status")
+    since = parse_since(since)
+    after = decode_cursor(cursor)  # "status_at id" of the previous page's last message
+    if after is not None:
+        after = tuple(after.split(" ", 1))
+        if len(after) != 2:
+            raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged", field="cursor")
+    rows = await store.list_outbound_by_status(services.db, account_id, status, since, after, limit)
+    page = rows[:limit]
+    return {"data": [public_message(services, m) for m in page],
+            "nextCursor": encode_cursor(f"{page[-1]['status_at']} {page[-1]['id']}") if len(rows) > limit else None}

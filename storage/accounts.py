@@ -52,8 +52,59 @@ def insert_account(cx, account, user, key_row, shown=None, by=None):
 
 
 def _insert_key(cx, account_id, key_row):
-    cx.execute("INSERT INTO api_keys (key_hash, account_id, prefix, created_at) VALUES (?, ?, ?, ?)",
-               (key_row["key_hash"], account_id, key_row["prefix"], key_row["created_at"]))
+    cx.execute("INSERT INTO api_keys (id, key_hash, account_id, name, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+               (key_row["id"], key_row["key_hash"], account_id, key_row["name"], key_row["prefix"],
+                key_row["created_at"]))
+
+
+_KEY_COLUMNS = "id, name, prefix, created_at, last_used_at"
+
+
+@reads
+def list_api_keys(cx, account_id):
+    """The account's keys (never their hashes), oldest first."""
+    return fetch_all(cx, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
+                     (account_id,))
+
+
+@writes
+def add_api_key(cx, account_id, key_row, max_keys, shown, by=None):
+    """One more live key for the account (the others stay live). Conflict when it has max_keys already.
+    shown: the secret, encrypted by the caller, returned with the row (never stored with it)."""
+    dialect_of(cx).lock(cx, f"api_keys:{account_id}")  # two creations at once cannot both pass the count
+    count = cx.execute("SELECT COUNT(*) FROM api_keys WHERE account_id = ?", (account_id,)).fetchone()[0]
+    if count >= max_keys:
+        raise Conflict(f"this account has {count} API keys, the most it may have: revoke one first",
+                       code="CONFLICT")
+    _insert_key(cx, account_id, key_row)
+    record_by(cx, by, account_id=account_id, action="api_key.created", subject_id=key_row["id"],
+              detail={"name": key_row["name"], "prefix": key_row["prefix"]})
+    return {**fetch_one(cx, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_row["id"],)), "shown": shown}
+
+
+@writes
+def revoke_api_key(cx, account_id, key_id, by=None):
+    """Delete one of the account's keys: dead at commit, in every process (KEYS_CHANNEL). NotFound for
+    another account's or an unknown key; Conflict for the account's last key (it would lock the API out)."""
+    dialect_of(cx).lock(cx, f"api_keys:{account_id}")
+    row = fetch_one(cx, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? AND id = ?", (account_id, key_id))
+    if row is None:
+        raise NotFound(f"no API key with id {key_id}", code="NOT_FOUND")
+    if cx.execute("SELECT COUNT(*) FROM api_keys WHERE account_id = ?", (account_id,)).fetchone()[0] == 1:
+        raise Conflict(f"API key {key_id} is the account's last key: create another one before revoking it",
+                       code="CONFLICT")
+    cx.execute("DELETE FROM api_keys WHERE account_id = ? AND id = ?", (account_id, key_id))
+    record_by(cx, by, account_id=account_id, action="api_key.revoked", subject_id=key_id,
+              detail={"name": row["name"], "prefix": row["prefix"]})
+    dialect_of(cx).notify(cx, KEYS_CHANNEL)  # other processes forget the key at once
+    return row
+
+
+@writes
+def mark_keys_used(cx, used):
+    """last_used_at of keys ({key hash: time}), never moved back."""
+    cx.executemany("UPDATE api_keys SET last_used_at = ? WHERE key_hash = ? AND (last_used_at IS NULL OR"
+                   " last_used_at < ?)", [(at, key_hash, at) for key_hash, at in used.items()])
 
 
 # Other server processes forget their cached keys when a key changes (storage/pg_listen.py listens).
@@ -125,7 +176,9 @@ def get_account_by_key_hash(cx, key_hash):
 
 @reads
 def get_key_prefix(cx, account_id):
-    return fetch_one(cx, "SELECT prefix, created_at FROM api_keys WHERE account_id = ?", (account_id,))
+    """The account's oldest live key (what GET /v1/account shows as its key)."""
+    return fetch_one(cx, "SELECT prefix, created_at FROM api_keys WHERE account_id = ? ORDER BY created_at, id LIMIT 1",
+                     (account_id,))
 
 
 @reads

@@ -126,8 +126,8 @@ def _cancel_batch_in_tx(cx, campaign, limit, now):
                           "nextAttemptAt": None})
     cx.executemany("UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ? AND status = 'pending'",
                    ((stopped, outbox_id) for _, _, outbox_id, _ in queued if outbox_id))
-    cx.executemany("UPDATE messages SET status = 'Cancelled' WHERE account_id = ? AND id = ?",
-                   ((account_id, message_id) for _, message_id, _, _ in queued))
+    cx.executemany("UPDATE messages SET status = 'Cancelled', status_at = ? WHERE account_id = ? AND id = ?",
+                   ((now, account_id, message_id) for _, message_id, _, _ in queued))
     # A queued message is Pending, or Failed when retry_failed queued it again: those leave the failed counts.
     conversations.on_statuses_in_tx(cx, account_id, [(contact_id, status) for contact_id, _, _, status in queued
                                                      if status], "Cancelled")

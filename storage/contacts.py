@@ -126,6 +126,21 @@ def without_taken_email_in_tx(cx, contact, *, refuse):
 find_or_create = writes(find_or_create_in_tx)
 
 
+def take_reply_sequences_in_tx(cx, account_id, counts):
+    """The next reply sequence numbers of contacts ({contact id: how many replies}), taken in this transaction
+    (the row lock orders concurrent writers: numbers rise in commit order). Returns {contact id: the last
+    number taken}; the replies of one contact number up to it."""
+    taken = {}
+    by_count = {}
+    for contact_id, count in counts.items():
+        by_count.setdefault(count, []).append(contact_id)
+    for count, ids in by_count.items():  # a batch: one statement (every contact once is the usual case)
+        taken.update(cx.execute(f"UPDATE contacts SET reply_sequence = reply_sequence + ? WHERE account_id = ?"
+                                f" AND id IN ({', '.join('?' for _ in ids)}) RETURNING id, reply_sequence",
+                                (count, account_id, *ids)).fetchall())
+    return taken
+
+
 def search_clause(cx, alias, text_like, digits_like):
     """SQL (and its arguments) matching a contact by name or email (text_like, ASCII case ignored) or phone
     digits (digits_like): LIKE patterns made by the caller, with backslash as the escape character."""

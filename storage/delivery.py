@@ -7,6 +7,9 @@ from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.interface import execute_later
 from storage.events import MESSAGE_STATUS, emit_at_commit_in_tx
+from storage.outbox import enqueue_notification_in_tx
+
+MESSAGE_FAILED = "message.failed"  # notification and event: a reply's delivery failed for good
 
 _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, payload, status, attempts,"
                    " next_attempt_at, last_error, sent_at, created_at, campaign_id")
@@ -47,6 +50,7 @@ _NOT_CANCELLING = {"direct": "", "campaign": " AND NOT EXISTS (SELECT 1 FROM cam
 # Not being delivered by another process: never claimed, its claim lapsed (that process died), or claimed by
 # this one (an attempt whose outcome could not be written, tried again).
 _UNCLAIMED = "(claimed_until IS NULL OR claimed_until < ? OR claimed_by = ?)"
+_UNCLAIMED_BY_ANYONE = "(claimed_until IS NULL OR claimed_until < ?)"
 
 
 @writes
@@ -123,15 +127,40 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
         " ELSE ? END,"
         f" next_attempt_at = CASE WHEN {retried} THEN next_attempt_at ELSE COALESCE(?, next_attempt_at) END,"
         " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
-        " WHERE id = ? AND account_id = ? RETURNING last_error",
+        " WHERE id = ? AND account_id = ? RETURNING last_error, status",
         (status, row["next_attempt_at"], status, status, row["next_attempt_at"], error_json, error_json,
          status, row["next_attempt_at"], next_attempt_at, status, attempt["at"], row["id"],
          row["account_id"])).fetchall()
     if row["message_id"]:
         # The message's error is the row's last_error as just written (a retry asked meanwhile dated it).
-        error_json = written[0][0]
-        set_message_status_in_tx(cx, row["account_id"], row["message_id"], "Sent" if status == "sent" else "Failed",
-                                 error_json)
+        error_json, written_status = written[0]
+        before = set_message_status_in_tx(cx, row["account_id"], row["message_id"],
+                                          "Sent" if status == "sent" else "Failed", error_json, attempt["at"])
+        if written_status == "failed" and before is not None:  # final: no retry will come (docs/api.md)
+            enqueue_notification_in_tx(cx, row["account_id"], MESSAGE_FAILED, {
+                "messageId": row["message_id"], "contactId": before[0], "final": True,
+                "error": json.loads(error_json) if error_json else None})
+    if status == "sent":
+        _bring_retries_forward_in_tx(cx, row, attempt["at"])
+
+
+def _bring_retries_forward_in_tx(cx, row, now):
+    """The receiver answers again: the deliveries to the same URL (the account's replies, or its notifications
+    of this type) that wait for a retry are due now rather than minutes or hours later, so that a short
+    outage delays replies by seconds and they arrive close to their order. A campaign's own deliveries keep
+    their schedule (a campaign pauses and resumes on its own), and rows being attempted are left alone."""
+    same_url = "kind = 'reply'" if row["kind"] == "reply" else "kind = 'notification' AND event_type = ?"
+    args = () if row["kind"] == "reply" else (row["event_type"],)
+    waiting = (f"FROM outbox WHERE status = 'pending' AND campaign_id IS NULL AND account_id = ?"
+               f" AND next_attempt_at > ? AND attempts > 0 AND {same_url} AND {_UNCLAIMED_BY_ANYONE}")
+    params = (row["account_id"], now, *args, now)
+    json_set = dialect_of(cx).json_set
+    execute_later(cx, f"UPDATE messages SET error = {json_set('error', 'nextAttemptAt', 'CAST(? AS TEXT)')}"
+                      f" WHERE account_id = ? AND error IS NOT NULL AND id IN (SELECT message_id {waiting})",
+                  (now, row["account_id"], *params))
+    execute_later(cx, f"UPDATE outbox SET next_attempt_at = ?,"
+                      f" last_error = {json_set('last_error', 'nextAttemptAt', 'CAST(? AS TEXT)')}"
+                      f" WHERE id IN (SELECT id {waiting})", (now, now, *params))
 
 
 @writes
@@ -158,20 +187,20 @@ def record_attempts(cx, outcomes):
     return results
 
 
-def set_message_status_in_tx(cx, account_id, message_id, status, error_json):
+def set_message_status_in_tx(cx, account_id, message_id, status, error_json, at):
     """An outbound message's new status (and its error, JSON text), with its conversation's failed count and a
-    message.status event for open pages, in this transaction. Returns the status before, or None when the
-    account has no such outbound message."""
+    message.status event for open pages, in this transaction; at: when (status_at). Returns (its contact, the
+    status before), or None when the account has no such outbound message."""
     before = cx.execute("SELECT contact_id, status FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'",
                         (account_id, message_id)).fetchone()
     if before is None:
         return None
     contact_id, old_status = before
-    execute_later(cx, "UPDATE messages SET status = ?, error = ? WHERE account_id = ? AND id = ?",
-                  (status, error_json, account_id, message_id))
+    execute_later(cx, "UPDATE messages SET status = ?, error = ?, status_at = ? WHERE account_id = ? AND id = ?",
+                  (status, error_json, at, account_id, message_id))
     conversations.on_status_in_tx(cx, account_id, contact_id, old_status, status)
     emit_at_commit_in_tx(cx, account_id, MESSAGE_STATUS, {"messageId": message_id, "contactId": contact_id, "status": status})
-    return old_status
+    return contact_id, old_status
 
 
 @writes
@@ -194,7 +223,7 @@ def schedule_retry_now(cx, account_id, message_id, now):
     if before["status"] == "sent":
         raise Conflict(f"message {message_id} was already delivered", code="CONFLICT")
     cx.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ? WHERE id = ?", (now, before["id"]))
-    set_message_status_in_tx(cx, account_id, message_id, "Pending", message[1])
+    set_message_status_in_tx(cx, account_id, message_id, "Pending", message[1], now)
     return before
 
 

@@ -11,8 +11,9 @@ _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campa
             " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
             " bot_outcome")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
-# Written on insert, never read back with the message: 1 while the bot owes the message a decision.
-_INSERT_FIELDS = _FIELDS + ["bot_pending"]
+# Written on insert, never read back with the message: bot_pending is 1 while the bot owes the message a
+# decision; status_at is when an outbound message's status last changed (GET /v1/messages?status=&since=).
+_INSERT_FIELDS = _FIELDS + ["bot_pending", "status_at"]
 
 
 _JSON = ("error", "bot_outcome")  # columns stored as JSON text
@@ -145,6 +146,22 @@ def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
     so the caller can tell whether another page exists."""
     return _contact_messages(cx, f"SELECT {_COLUMNS} FROM messages m", _JSON, account_id, contact_id,
                              after=after or "", limit=limit)
+
+
+@reads
+def list_outbound_by_status(cx, account_id, status, since, after, limit):
+    """Outbound messages with this status, by the time it was reached (status_at) then id, oldest first: those
+    at or after ``since`` and after ``after`` ((status_at, id) of the previous page's last), limit + 1 at most.
+    Rows carry status_at for the cursor."""
+    sql, args = f"SELECT {_COLUMNS}, status_at FROM messages WHERE account_id = ? AND direction = 'outbound'" \
+                " AND status = ?", [account_id, status]
+    if since is not None:
+        sql += " AND status_at >= ?"
+        args.append(since)
+    if after is not None:
+        sql += " AND (status_at > ? OR (status_at = ? AND id > ?))"
+        args += [after[0], after[0], after[1]]
+    return fetch_all(cx, sql + " ORDER BY status_at, id LIMIT ?", (*args, limit + 1), json_columns=_JSON)
 
 
 def _contact_messages(cx, select, json_columns, account_id, contact_id, *, before=None, after=None, limit):

@@ -54,6 +54,7 @@ class World:
                                            key=self.key)).json
         self.note = (await self.api.post(f"/v1/conversations/{self.contact['id']}/notes", {"body": "Seen"},
                                          key=self.key)).json
+        self.spare_key = (await self.api.post("/v1/account/api-keys", {"name": "Spare"}, key=self.key)).json
         row = await delivery_store.get_outbox_for_message(self.services.db, self.account["account_id"],
                                                           self.failed_message)
         await delivery_store.record_attempt(  # a final failure: what the inbox's Retry is for
@@ -154,6 +155,12 @@ EXAMPLES = {
     ("/v1/conversations/{contactId}/notes/{noteId}", "delete"): lambda w, n: (
         f"/v1/conversations/{w.contact['id']}/notes/{w.note['id']}", None, None,
         lambda: w.count("SELECT COUNT(*) FROM notes WHERE id = ?", w.note["id"]), "standard"),
+    ("/v1/account/api-keys", "post"): lambda w, n: (
+        "/v1/account/api-keys", {"name": f"Key {n}"}, {"name": f"Other {n}"},
+        lambda: w.count("SELECT COUNT(*) FROM api_keys WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/account/api-keys/{keyId}", "delete"): lambda w, n: (
+        f"/v1/account/api-keys/{w.spare_key['id']}", None, None,
+        lambda: w.count("SELECT COUNT(*) FROM api_keys WHERE id = ?", w.spare_key["id"]), "standard"),
     ("/v1/subaccounts", "post"): lambda w, n: (
         "/v1/subaccounts", {"name": f"Client {n}", "email": f"client{n}@example.com"},
         {"name": f"Client {n}", "email": f"other{n}@example.com"},
@@ -242,6 +249,8 @@ async def test_every_idempotent_operation_replays_its_first_answer(world, path, 
     if target.endswith("/rotate"):  # the replayed secret is the one that signs
         live = await world.api.get("/v1/account/webhook-secret", key=world.key)
         assert live.json["secret"] == first.json["secret"]
+    if target == "/v1/account/api-keys":  # the key shown once, shown again to the retry, is the live one
+        assert (await world.api.get("/v1/account", key=first.json["key"])).code == 200
     if target == "/v1/subaccounts":  # the key shown once, shown again to the retry, is the live one
         assert (await world.api.get("/v1/account", key=first.json["apiKey"])).json["id"] == first.json["id"]
     if other is not None:

@@ -270,6 +270,9 @@ SEMANTIC_VALIDATION = {
     "GET /v1/reports/{name}": "from may not be after to nor more than 366 days before it, and scope subaccounts "
                               "is for an agency's key",
     "GET /v1/events": "after is opaque: only a cursor the server issued this account is valid",
+    "GET /v1/messages": "cursor is opaque: only a nextCursor the server issued is valid; since is an ISO 8601 "
+                        "time with its offset",
+    "POST /v1/account/api-keys": "an account has at most 20 keys: a 21st is 409",
 }
 
 # The fuzzer's long-polls wait 1 s at most (tests/test_events_api.py tests the waiting): up to 30 s each would

@@ -7,9 +7,10 @@ from tornado.web import authenticated
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
 from services import accounts, regions, users, webhook_ping
-from common.errors import Conflict, Invalid, RateLimited
+from common.errors import Conflict, Invalid, NotFound, RateLimited
 
-NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff")
+NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+                       "message.failed")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
 # Password changes per user: each checks the current password, so they are limited like sign-ins.
@@ -41,6 +42,8 @@ class SettingsPage(UiHandler):
                     password_min=accounts.MIN_PASSWORD, password_max=accounts.MAX_PASSWORD,
                     allow_private=self.application.settings_obj.allow_private_webhooks, webhook_test=webhook_test,
                     new_api_key=new_api_key, profile_form=profile_form or {},
+                    api_keys=(await accounts.list_keys(db, self.account_id))["data"]
+                    if self.current_user["role"] == "owner" else [],
                     flashes=[{"kind": "error", "text": error}] if error else
                     [{"kind": "success", "text": notice}] if notice else [])
 
@@ -73,7 +76,38 @@ class ApiKeyHandler(SettingsPage):
                                             keep_session=self.session_id, by=self.actor)
         self.services.hub.disconnect(self.account_id, keep_session=session_key(self))  # the ended sessions' pages
         key = await accounts.get_key_prefix(self.services.db, self.account_id)
-        self.render("api_key.html", api_key=api_key, key=key)
+        self.render("api_key.html", api_key=api_key, key=key, created=None)
+
+
+class ApiKeysHandler(SettingsPage):
+    """Create a named key beside the others (POST /v1/account/api-keys's service): shown once on this answer."""
+    role = "owner"
+
+    @authenticated
+    async def post(self):
+        try:
+            created = await accounts.add_key(self.services.db, self.services.box, self.account_id,
+                                             self.get_body_argument("name", ""), by=self.actor)
+        except (Invalid, Conflict) as exc:
+            await self.render_settings(status=exc.status, error=exc.message)
+            return
+        self.render("api_key.html", api_key=created["key"], key=None, created=created)
+
+
+class ApiKeyRevokeHandler(SettingsPage):
+    """Revoke one key (DELETE /v1/account/api-keys/{id}'s service): it fails from now on."""
+    role = "owner"
+
+    @authenticated
+    async def post(self, key_id):
+        try:
+            revoked = await accounts.revoke_key(self.services.db, self.services.keys, self.account_id, key_id,
+                                                by=self.actor)
+        except (NotFound, Conflict) as exc:
+            await self.render_settings(status=exc.status, error=exc.message)
+            return
+        self.flash("success", f"API key {revoked['name']} ({revoked['prefix']}…) is revoked.")
+        self.redirect("/settings#api-key", status=303)
 
 
 class AccountNameHandler(SettingsPage):

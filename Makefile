@@ -77,8 +77,9 @@ chromium:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 # The bot on a real small model (issue 22): installs llama-cpp-python[server] (compiles llama.cpp: minutes) and
-# Gemma 3 270M if missing, assembles the model under .cache/models/, and runs the end-to-end tests against
-# llama_cpp.server (tests/test_bot_real_model.py; skipped by `make test`). Idempotent.
+# Gemma 3 270M if missing, assembles the model under .cache/models/, checks that the build writes a token (a native
+# build that crashes is rebuilt without AVX-512/AMX: docs/guide.md#bot-on-a-local-model), and runs the end-to-end
+# tests against llama_cpp.server (tests/test_bot_real_model.py; skipped by `make test`). Idempotent.
 test-ai: $(STAMP) chromium
 	$(BIN)/python scripts/local_model.py install
 	PARLEY_CHROMIUM=$(CHROMIUM) PARLEY_AI_MODEL=$$($(BIN)/python scripts/local_model.py path) \

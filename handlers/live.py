@@ -14,6 +14,7 @@ import tornado.websocket
 from handlers.base import CODES, SECURITY_HEADERS
 from handlers.ui_base import session_key, session_user
 from services.presence import viewing_message
+from services.users import author_name
 
 
 def _origin(url):
@@ -112,7 +113,7 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
             hub.unsubscribe(subscriber)
             return
         if subscriber is not None:
-            subscriber.label = self.user.get("label") or self.user["email"]
+            subscriber.label = self.user.get("label") or author_name(self.user["email"], name=self.user.get("name"))
         self.subscriber = subscriber
 
     def on_message(self, message):

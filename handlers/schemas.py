@@ -46,6 +46,12 @@ class SettingsPatch(Strict):
         "is one of these opts the contact out (default [\"STOP\", \"UNSUBSCRIBE\"]; null restores it).")
     optInKeywords: Optional[list[Identifier]] = Field(
         None, min_length=1, max_length=20, description="Likewise opts the contact back in (default [\"START\"]).")
+    defaultCountry: Optional[Identifier] = Field(
+        None, max_length=64, examples=["DE"], description="The account's country (ISO 3166 alpha-2, e.g. \"DE\"; any "
+        "case, stored upper-case): a phone typed without its country code (\"030 1234567\") in POST and PATCH "
+        "/v1/contacts, GET /v1/contacts?phoneNumber=, the UI's contact forms, list-member add and imports is read "
+        "as a number of this country and stored E.164. Without it such a number is 400 INVALID_PHONE, as before; "
+        "null removes it.")
 
 
 class Account(BaseModel):
@@ -112,7 +118,8 @@ class ContactCreate(Strict):
     firstName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
     lastName: Optional[Identifier] = Field(None, max_length=MAX_NAME_LENGTH)
     phone: Optional[Identifier] = Field(None, max_length=MAX_PHONE_LENGTH,
-                                 description="With the country code, e.g. +14155552671; stored E.164.")
+                                 description="With the country code, e.g. +14155552671, or national when the account "
+                                             "has a defaultCountry; stored E.164.")
     email: Optional[Identifier] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
 
 
@@ -124,7 +131,8 @@ class ContactPatch(Strict):
     firstName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
     lastName: Optional[str] = Field(None, max_length=MAX_NAME_LENGTH)
     phone: Optional[str] = Field(None, max_length=MAX_PHONE_LENGTH,
-                                 description="With the country code, e.g. +14155552671; stored E.164.")
+                                 description="With the country code, e.g. +14155552671, or national when the account "
+                                             "has a defaultCountry; stored E.164.")
     email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
     # Absent means unchanged; not nullable, so the document shows no default.
     optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
@@ -235,6 +243,8 @@ class AccountSettings(BaseModel):
                                                               "whether one is stored.")
     optOutKeywords: list[str]
     optInKeywords: list[str]
+    defaultCountry: Optional[str] = Field(None, description="Present when set: national phone numbers are read in "
+                                                            "this country.")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
 

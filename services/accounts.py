@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions
+from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, users
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
+from services.contact_fields import region_code
 from services.netguard import check_webhook_url
 from storage import accounts as store
 from storage import audit as audit_store
 from storage import credits as credit_store
+from storage import users as users_store
 from storage.db import StoredResultLost
 
 log = logging.getLogger("parley.accounts")
@@ -266,6 +268,21 @@ async def change_password(db, user_id, current, new, keep_session=None, by=None)
     await store.set_password(db, user_id, password_hash, sessions.session_hash(keep_session), by)
 
 
+async def update_own_user(db, user, name, email, current_password, by=None):
+    """A user's own name and sign-in email (users.own_changes). A new email needs the current password (a session
+    left open must not be enough to move the login elsewhere); Conflict when another user or account has it.
+    Returns {field: [from, to]} of what changed."""
+    changes = users.own_changes(user, name, email)
+    if "email" in changes and not await verify_password(current_password or "",
+                                                        await store.get_password_hash(db, user["id"])):
+        raise Invalid("current password is not right: it is needed to change the sign-in email",
+                      field="current_password")
+    if not changes:
+        return {}
+    _, changed, _ = await users_store.update_user(db, user["account_id"], user["id"], changes, by, True)
+    return changed
+
+
 async def get_account(db, account_id):
     account = await store.get_account(db, account_id)
     if account is None:
@@ -348,6 +365,8 @@ async def validate_settings_changes(changes, allow_private):
         elif name == "bot":
             for field, url in bot_settings.provider_urls(value):
                 await check(url, field)
+        elif name == "defaultCountry" and value is not None:
+            value = region_code(value)  # national numbers typed by people are read in it (issue 43 §9)
         validated[name] = value
     return validated, warnings
 

@@ -6,14 +6,15 @@ provider's `mode` (MODES): json_schema (response_format {"type": "json_schema", 
 with the schema under "schema" for llama.cpp's servers), or auto: json_schema, then json_object when the
 server refuses a format with 400/422. A structured answer that is not usable (not JSON, parroted example
 text, empty; services/bot_answer.py) is followed by ONE plain-text request, whose text is the reply (no
-handoff). Mode plain asks for text only. A timeout, another 4xx/5xx, a connection error, or a plain answer
-with nothing in it raises ProviderError: the bot then sends the fallback, if set.
+handoff). Mode plain asks for text only. A timeout, another 4xx/5xx, a connection error (a server that closes
+the connection mid-answer is named as such), or a plain answer with nothing in it raises ProviderError: the
+bot then sends the fallback, if set.
 """
 import json
 from urllib.parse import urlsplit
 
 from tornado.httpclient import HTTPRequest
-from tornado.simple_httpclient import HTTPTimeoutError
+from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError
 
 from services import bot_answer, netguard
 from services.bot_answer import Unstructured
@@ -41,6 +42,9 @@ MAX_TOKENS = bot_answer.MAX_REPLY_CHARS + 96
 # OpenAI's reasoning models refuse max_tokens with a 400 that names its replacement: asked again with that one.
 TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
 ERROR_EXCERPT = 200
+# A server that dies while it answers (llama.cpp crashed on its first token: issue 43 §14) closes the connection:
+# said as such, since "Stream closed" told nobody to look at the model server's log.
+CLOSED = "the model server closed the connection before its answer was complete (did it crash? see its log)"
 USER_AGENT = "Parley-Bot/1"
 
 
@@ -112,7 +116,9 @@ async def _call(http, provider, api_key, messages, allow_private, response_forma
         raise ProviderError(f"provider URL refused: {exc}") from None
     except HTTPTimeoutError:
         raise ProviderError(f"timeout: no answer within {request.request_timeout:g} s") from None
-    except Exception as exc:  # refused, reset, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
+    except (HTTPStreamClosedError, ConnectionResetError):  # Tornado's name for an end of stream, and a reset
+        raise ProviderError(f"connection error: {CLOSED}") from None
+    except Exception as exc:  # refused, DNS or TLS failure, an answer over MAX_ANSWER_BYTES
         raise ProviderError(f"connection error: {netguard.describe_connection_error(exc)}") from None
     if not 200 <= response.code < 300:
         other_limit = TOKEN_LIMITS[1]

@@ -14,15 +14,25 @@ MAX_PHONE_LENGTH = 64
 MAX_EMAIL_LENGTH = 320
 
 
+def _international_text(raw):
+    """The phone as typed, trimmed; a leading space stands for a "+" that arrived unencoded in a query string."""
+    text = (raw or "").strip()
+    return "+" + text if raw and raw.startswith(" ") and text[:1].isdigit() else text
+
+
+def is_national(raw):
+    """A phone typed without its country code ("030 1234567"): only such a number needs a default country."""
+    text = _international_text(raw)
+    return bool(text) and not text.startswith("+")
+
+
 def normalize_phone(raw, field="phone", region=None):
     """E.164 or Invalid(INVALID_PHONE). A country code is required: the number must start with "+",
-    unless a default region (ISO 3166 code, e.g. "DE") says which country a national number is in.
-    A leading space stands for a "+" that arrived unencoded in a query string."""
-    text = (raw or "").strip()
-    if raw and raw.startswith(" ") and text[:1].isdigit():
-        text = "+" + text
+    unless a default region (ISO 3166 code, e.g. "DE") says which country a national number is in."""
+    text = _international_text(raw)
     if not text.startswith("+") and region is None:
-        raise Invalid(f"{field} must include the country code in international form, e.g. +14155552671",
+        raise Invalid(f"{field} must include the country code in international form, e.g. +14155552671 (or set "
+                      "the account's default country, defaultCountry in Settings, to read national numbers)",
                       code="INVALID_PHONE", field=field)
     try:
         number = phonenumbers.parse(text, None if text.startswith("+") else region)
@@ -34,12 +44,13 @@ def normalize_phone(raw, field="phone", region=None):
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
-def region_code(text):
-    """A default region for national numbers ("de" -> "DE"), or Invalid unless phonenumbers knows it."""
-    code = (text or "").strip().upper()
+def region_code(text, field="defaultCountry"):
+    """A default region for national numbers ("de" -> "DE"), or Invalid naming the field unless it is an ISO 3166
+    alpha-2 code phonenumbers knows."""
+    code = text.strip().upper() if isinstance(text, str) else ""
     if code not in phonenumbers.SUPPORTED_REGIONS:
-        raise Invalid(f"default country {text!r} is not an ISO 3166 country code phonenumbers knows, e.g. US, DE",
-                      field="defaultCountry")
+        raise Invalid(f"{field} {text!r} is not an ISO 3166 country code (two letters) that phonenumbers knows, "
+                      "e.g. US, DE", field=field)
     return code
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
-from services import csv_import, lists
+from services import contacts, csv_import, lists
 from services.contact_fields import region_code
 from services.import_reader import ReaderProcess
 from storage import contact_imports as store
@@ -100,7 +100,11 @@ async def create_for_cli(services, account_id, path, runner, *, list_id=None, re
 
 async def _insert_draft(db, account_id, import_id, sniffed, *, runner, file_name, file_path, size, status="uploaded",
                         created_by=None, mapping=None, default_region=None, list_id=None):
+    """A new job; its default region, unless given, is the account's default country (issue 43 §9: the job page
+    offers it preselected, the CLI's --default-country overrides it)."""
     now = now_iso()
+    if default_region is None:
+        default_region = await contacts.account_default_country(db, account_id)
     return await store.insert_import(db, {
         "id": import_id, "account_id": account_id, "status": status, "runner": runner,
         "file_name": (file_name or "upload.csv")[:MAX_FILE_NAME], "file_path": file_path, "file_bytes": size,

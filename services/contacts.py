@@ -2,10 +2,11 @@
 search by name, phone or email."""
 import re
 
-from services.contact_fields import (blank_to_none, check_length, normalize_contact, normalize_email,
+from services.contact_fields import (blank_to_none, check_length, is_national, normalize_contact, normalize_email,
                                      normalize_phone, MAX_NAME_LENGTH)
 from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id, now_iso
+from storage import accounts as account_store
 from storage import contacts as store
 from storage import conversations as conversation_store
 from storage import messages as message_store
@@ -19,11 +20,28 @@ def not_found(message="contact not found"):
     return NotFound(message, code="CONTACT_NOT_FOUND")
 
 
+async def account_default_country(db, account_id):
+    """The account's default country (settings.defaultCountry, issue 43 §9: national numbers typed by people are
+    read in it), or None."""
+    account = await account_store.get_account(db, account_id)
+    return account["settings"].get("defaultCountry") if account else None
+
+
+async def default_country(db, account_id, phone):
+    """The account's default country when the phone was typed without its country code, else None: an
+    international number (the usual case) reads nothing more."""
+    if not (isinstance(phone, str) and is_national(phone)):
+        return None
+    return await account_default_country(db, account_id)
+
+
 async def create_contact(db, account_id, *, first_name=None, last_name=None, phone=None, email=None):
     """Spec §2 rules 1-2: phone or email required; an existing phone (or, without a phone, email) is
-    returned rather than duplicated, its blank fields filled. Returns (contact, created)."""
+    returned rather than duplicated, its blank fields filled. A national phone is read in the account's default
+    country, if it has one. Returns (contact, created)."""
+    region = await default_country(db, account_id, phone)
     row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
-           **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email)}
+           **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email, region=region)}
     try:
         contact, created = await store.find_or_create(db, row)
     except Conflict as exc:  # a new phone with another contact's email: refused as PATCH refuses it
@@ -39,14 +57,15 @@ async def get_contact(db, account_id, contact_id):
 
 
 async def lookup_contact(db, account_id, *, phone_number=None, email=None):
-    """GET /contacts?phoneNumber=|email=: normalized the same way as on creation. With both, the phone
-    is tried first, then the email."""
+    """GET /contacts?phoneNumber=|email=: normalized the same way as on creation (a national number in the
+    account's default country). With both, the phone is tried first, then the email."""
     # A "+" sent unencoded arrives as a space; normalize_phone reads a leading space as "+".
     phone_number = phone_number if phone_number and phone_number.strip() else None
     email = blank_to_none(email)
     if phone_number is None and email is None:
         raise Invalid("phoneNumber or email query parameter is required")
-    phone = normalize_phone(phone_number, field="phoneNumber") if phone_number else None
+    region = await default_country(db, account_id, phone_number)
+    phone = normalize_phone(phone_number, field="phoneNumber", region=region) if phone_number else None
     email = normalize_email(email, field="email") if email else None
     contact = await store.find_by_phone(db, account_id, phone) if phone else None
     if contact is None and email:
@@ -66,15 +85,16 @@ def user_actor(email):
     return {"via": "user", "by": email}
 
 
-def _normalize_patch(fields):
-    """{column: value} of the API's field names given (None or blank clears), validated like on creation."""
+def _normalize_patch(fields, region=None):
+    """{column: value} of the API's field names given (None or blank clears), validated like on creation (region:
+    the account's default country, for a national phone)."""
     changes = {}
     for name, column in _PATCHABLE.items():
         if name not in fields:
             continue
         value = blank_to_none(fields[name])
         if value is not None and name == "phone":
-            value = normalize_phone(value)
+            value = normalize_phone(value, region=region)
         elif value is not None and name == "email":
             value = normalize_email(value)
         elif value is not None:
@@ -88,7 +108,7 @@ async def update_contact(db, account_id, contact_id, fields, actor, by=None):
     bool: by hand, who from actor, see API_ACTOR and user_actor). The same validation as on creation; Conflict
     naming the contact that already has the phone or email; contact.updated queued with the change.
     Returns the contact as the API shows it."""
-    changes = _normalize_patch(fields)
+    changes = _normalize_patch(fields, await default_country(db, account_id, fields.get("phone")))
     opt_out = None
     if "optedOut" in fields:
         if not isinstance(fields["optedOut"], bool):
@@ -152,17 +172,32 @@ async def get_contact_row(db, account_id, contact_id):
     return {**contact, "name": display_name(contact)}
 
 
+SUGGESTIONS = 10  # the contacts a name picker offers (the list page's datalist)
+
+
 async def resolve_contact_id(db, account_id, text):
-    """The id of the account's contact named by its id (ct_…), its phone or its email; Invalid when the text is
-    none of these, CONTACT_NOT_FOUND when no contact matches."""
+    """The id of the account's contact named by its id (ct_…), its email, its phone (a national one in the account's
+    default country) or its name (issue 43 §9: people add a member by name): the one contact whose name is the
+    text (any case), else the only one whose name, phone or email contains it. Invalid when several match or the
+    text is empty, CONTACT_NOT_FOUND when none does."""
     text = (text or "").strip()
     if not text:
-        raise Invalid("give the contact's phone, email or id")
+        raise Invalid("give the contact's name, phone, email or id")
     if text.startswith("ct_"):
         return (await get_contact_row(db, account_id, text))["id"]
     if "@" in text:
         return (await lookup_contact(db, account_id, email=text))["id"]
-    return (await lookup_contact(db, account_id, phone_number=text))["id"]
+    if _PHONE_CHARS.match(text):
+        return (await lookup_contact(db, account_id, phone_number=text))["id"]
+    found = (await search_contacts(db, account_id, text, limit=SUGGESTIONS))["items"]
+    exact = [row for row in found if row["name"].casefold() == " ".join(text.split()).casefold()]
+    chosen = exact if exact else found
+    if len(chosen) == 1:
+        return chosen[0]["id"]
+    if not chosen:
+        raise not_found(f"no contact is called {text!r} or has it in their name, phone or email")
+    many = f"{len(chosen)}" if len(chosen) < SUGGESTIONS or exact else f"{SUGGESTIONS} or more"
+    raise Invalid(f"{many} contacts match {text!r}: pick one from the suggestions, or give their phone or email")
 
 
 async def conversation_summary(db, account_id, contact_id):

@@ -42,10 +42,10 @@ def _conversation_view(row):
 
 def state_view(row):
     """A conversation's status and assignee for the page: {status, snoozed_until, handed_off (since when the bot's
-    handoff waits for a person, or None), assignee_user_id, assignee (shown by email until users have names)}."""
+    handoff waits for a person, or None), assignee_user_id, assignee (their name, else their email)}."""
     return {"status": row["status"], "snoozed_until": row["snoozed_until"],
-            "handed_off": row["handoff_waiting_since"],
-            "assignee_user_id": row["assignee_user_id"], "assignee": row["assignee_email"]}
+            "handed_off": row["handoff_waiting_since"], "assignee_user_id": row["assignee_user_id"],
+            "assignee": row["assignee_email"] and author_name(row["assignee_email"], name=row["assignee_name"])}
 
 
 async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, query=None, before=None, limit=None,
@@ -105,7 +105,7 @@ def message_view(services, row, contact_name):
         author_label = contact_name
     elif author == "user":
         author_label = ("User" if not row["author_email"] else REMOVED_LABEL if row["author_email"] == REMOVED_LABEL
-                        else f"User {author_name(row['author_email'], row['author_as'])}")
+                        else f"User {author_name(row['author_email'], row['author_as'], row['author_user_name'])}")
     elif author == "campaign" and row["campaign_id"]:
         author_label = f"Campaign {row['campaign_id']}"
     else:

@@ -126,7 +126,7 @@ class Subscriber:
         self.role = role
         self.user_role = user_role or role
         self.counts_only = counts_only
-        self.label = None  # who the page's user is, for presence (services/presence.py): their email
+        self.label = None  # who the page's user is, for presence (services/presence.py): their name, else email
         self.opened = next(_opened)  # the order pages joined in: the oldest close first beyond the limits
         self.last_sent = 0
         self.pending_bytes = 0

@@ -56,7 +56,7 @@ def note_view(row):
     """A note shaped for the thread page (templates/_note_item.html)."""
     return {"kind": "note", "id": row["id"], "body": row["body"], "created_at": row["created_at"],
             "author_user_id": row["author_user_id"],
-            "author_label": (f"Note by {author_name(row['author_email'], row['author_as'])}"
+            "author_label": (f"Note by {author_name(row['author_email'], row['author_as'], row['author_user_name'])}"
                              if row.get("author_email") else "Note by API")}
 
 

@@ -84,7 +84,7 @@ async def view_as_user(db, view_id, viewer_session_id):
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": view_as_role(row["role"]),
             "account_id": row["account_id"], "account_type": row["account_type"],
             "account_name": row["account_name"], "viewer": viewer,
-            "label": author_name(row["email"], row["account_name"])}
+            "label": author_name(row["email"], row["account_name"], row["name"])}
 
 
 async def end(db, session_id, by=None):

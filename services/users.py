@@ -9,6 +9,7 @@ whether it is a user elsewhere. Sign-in offers the person every account whose pa
 import json
 
 from common.errors import Conflict, Forbidden, Invalid, NotFound
+from common.validation import no_control_characters
 from common.ids import new_id, now_iso
 from services import one_time_links
 from services.contact_fields import normalize_email
@@ -29,10 +30,11 @@ def allows(role, required):
     return _RANK.get(role or "admin", -1) >= _RANK[required]
 
 
-def author_name(email, as_account=None):
-    """Who did something, as a page shows it: the user's email; for an agency user who did it viewing a
-    sub-account (services.sessions.view_as_user), "<email> as <the sub-account>"."""
-    return f"{email} as {as_account}" if as_account else email
+def author_name(email, as_account=None, name=None):
+    """Who did something, as a page shows it: the user's name (issue 43 §3), else their email; for an agency user
+    who did it viewing a sub-account (services.sessions.view_as_user), "<name or email> as <the sub-account>"."""
+    who = (name or "").strip() or email
+    return f"{who} as {as_account}" if as_account else who
 
 
 def public_user(row):
@@ -56,6 +58,17 @@ def _name(value):
     if len(value) > MAX_NAME:
         raise Invalid(f"name is longer than {MAX_NAME} characters", field="name")
     return value or None
+
+
+def own_changes(user, name, email):
+    """What a user's own form (Settings or Your account: issue 43 §3) changes of their name and sign-in email,
+    validated as update() validates them: {field: new value} of those that differ (a blank name removes it)."""
+    if not isinstance(email, str) or not email.strip():
+        raise Invalid("email is required", field="email")
+    if isinstance(name, str):
+        no_control_characters(name, "name")  # the API's model refuses them; a form is checked here
+    wanted = {"name": _name(name), "email": normalize_email(email)}
+    return {field: value for field, value in wanted.items() if value != user.get(field)}
 
 
 def _require_manager(actor_role, role=None):

@@ -147,9 +147,46 @@
     }
   });
 
+  // An input with data-suggest="/url" and list="<datalist id>": as the person types, the datalist gets the
+  // <option>s GET url?q=<text> answers (the list page's contact picker). One fetch at a time; the latest text wins.
+  function suggestions() {
+    document.querySelectorAll("input[data-suggest][list]").forEach(function (input) {
+      var datalist = document.getElementById(input.getAttribute("list"));
+      var busy = false, asked = null, shown = null;
+      function fetchFor(text) {
+        busy = true;
+        asked = null;
+        getHTML(input.dataset.suggest + "?q=" + encodeURIComponent(text))
+          .then(function (html) {
+            shown = text;
+            datalist.replaceChildren(fragment(html));
+          })
+          .catch(function () {})
+          .finally(function () {
+            busy = false;
+            if (asked !== null && asked !== shown) {
+              fetchFor(asked);
+            }
+          });
+      }
+      input.addEventListener("input", function () {
+        var text = input.value.trim();
+        if (text.length < 2 || text === shown) {
+          return;
+        }
+        if (busy) {
+          asked = text;
+        } else {
+          fetchFor(text);
+        }
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     localize();
     document.addEventListener("click", copyOnClick);
     offerNotifications();
+    suggestions();
   });
 })();

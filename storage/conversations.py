@@ -30,6 +30,7 @@ PERSON_AUTHORS = ("user", "api")  # an outbound message typed by a person (the i
 _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
            " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since, v.last_inbound_id,"
            f" v.status, v.snoozed_until, v.assignee_user_id, {label_sql('u')} AS assignee_email,"
+           " u.name AS assignee_name,"
            " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
            " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
            " LEFT JOIN users u ON u.id = v.assignee_user_id AND u.account_id = v.account_id"

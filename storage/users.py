@@ -30,9 +30,11 @@ def label_sql(user):
 
 def author_sql(item, user="u", account="aa"):
     """The author columns of an item (a note, a message: table alias ``item``, with account_id and
-    author_user_id) written by a UI user: author_email, and author_as, the name of the item's account when the
-    author is an agency user who viewed it as that account (None otherwise); and the joins they need."""
-    return (f"{label_sql(user)} AS author_email, CASE WHEN {user}.account_id <> {item}.account_id THEN {account}.name END"
+    author_user_id) written by a UI user: author_email (see label_sql), author_user_name (their name, if they gave
+    one), and author_as, the name of the item's account when the author is an agency user who viewed it as that
+    account (None otherwise); and the joins they need."""
+    return (f"{label_sql(user)} AS author_email, {user}.name AS author_user_name,"
+            f" CASE WHEN {user}.account_id <> {item}.account_id THEN {account}.name END"
             f" AS author_as", f" LEFT JOIN users {user} ON {user}.id = {item}.author_user_id"
             f" LEFT JOIN accounts {account} ON {account}.id = {item}.account_id"
             f" AND {user}.account_id <> {item}.account_id")

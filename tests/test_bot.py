@@ -33,7 +33,7 @@ def settings(tmp_path, database_url):
 class Provider:
     """A real HTTP server speaking OpenAI-style chat-completions. Each request takes the next scripted
     answer: ("answer", reply, handoff) | ("content", text) | ("status", code) | "hang" (until released) |
-    ("hang", then this answer);
+    ("hang", then this answer) | ("drop", raw bytes written before the connection closes, like a crashed server);
     then a default reply. It records every request body and the most requests it had in flight."""
 
     def __init__(self):
@@ -56,6 +56,12 @@ class Provider:
                         step = step[1] if step != "hang" else ("answer", "Sorry for the wait", False)
                 finally:
                     provider.in_flight -= 1
+                if step[0] == "drop":
+                    stream = self.request.connection.detach()
+                    await stream.write(step[1]) if step[1] else None
+                    stream.close()
+                    self._auto_finish = False  # nothing more is written to the closed connection
+                    return
                 if step[0] == "status":
                     self.set_status(step[1])
                     self.finish({"error": {"message": step[2] if len(step) > 2 else "model overloaded"}})
@@ -395,6 +401,10 @@ async def test_the_provider_hands_off_by_a_structured_answer(api, account, servi
     (("content", "{}"), "malformed answer: json_schema: an empty reply without a handoff; the plain-text answer "
                         "had nothing usable either"),
     ("hang", "timeout: no answer within 1 s"),
+    # The model server died mid-answer (issue 43 §14: llama.cpp's segfault on the first token), or before any.
+    (("drop", b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{\"id\": \"chat"),
+     "connection error: the model server closed the connection before its answer was complete"),
+    (("drop", b""), "connection error: the model server closed the connection before its answer was complete"),
 ])
 async def test_a_provider_failure_sends_the_fallback_and_is_recorded(api, account, services, provider, step, error):
     """Brief: "Timeout, 4xx/5xx or malformed answer → the fallback if set, else nothing; recorded on the message

@@ -26,7 +26,7 @@ CONVERSATION, CANNED = "{conversation}", "{canned}"
 BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
     ("PATCH", "/v1/account"): {"name": "Bakery Bergmann"},
     ("PATCH", "/v1/account/settings"): {
-        "optOutKeywords": ["STOP"], "optInKeywords": ["START"],
+        "optOutKeywords": ["STOP"], "optInKeywords": ["START"], "defaultCountry": "DE",
         "customChannelWebhookUrl": "http://127.0.0.1:9/hook",
         "notificationUrls": {"contact.created": "http://127.0.0.1:9/created"},
         "bot": {"greeting": "Hello!\n\tWelcome", "fallback": "Sorry", "handoffKeywords": ["human"],

@@ -226,7 +226,8 @@ schema.config.generation.update(modes=["positive", "negative"], max_examples=EXA
 # positive_data_acceptance ("schema-valid data is accepted") is left out only where validity depends on
 # something JSON Schema cannot say; every other check runs everywhere, and negative data is still sent.
 SEMANTIC_VALIDATION = {
-    "PATCH /v1/account/settings": "webhook URLs must resolve to a public host (DNS at save time)",
+    "PATCH /v1/account/settings": "webhook URLs must resolve to a public host (DNS at save time), and "
+                                  "defaultCountry must be a country phonenumbers knows",
     "POST /v1/contacts": "phones are checked by phonenumbers and emails by email-validator",
     "PATCH /v1/contacts/{contactId}": "phones are checked by phonenumbers and emails by email-validator, and a "
                                       "phone or an email must stay",

@@ -63,3 +63,22 @@ def test_a_page_may_say_only_which_contact_it_shows():
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad}")
+
+
+async def test_presence_names_the_viewers_by_name(services, http_server_client, signed_in):
+    """Issue 43 §3: a viewer who gave a name is shown by it, one who did not by their email."""
+    acme, olive_client = await signed_in("olive@acme.example")
+    assert (await olive_client.post("/settings/profile", {"name": "Olive Baker", "email": "olive@acme.example",
+                                                          "current_password": ""})).code == 303
+    await add_user(services, acme["account_id"], "sam@acme.example")  # no name: shown by email
+    sam_client = FormClient(http_server_client)
+    assert (await sam_client.login("sam@acme.example")).code == 303
+    olive, sam = [await Socket.open(http_server_client, c.cookies, 0) for c in (olive_client, sam_client)]
+    for socket in (olive, sam):
+        assert await socket.next() == {"type": "ready"}
+    for socket in (olive, sam):
+        await socket.connection.write_message(json.dumps({"type": "viewing", "contactId": THREAD}))
+    assert (await sam.until(lambda f: f["type"] == "presence" and f["viewers"]))["viewers"] == ["Olive Baker"]
+    assert (await olive.until(lambda f: f["type"] == "presence" and f["viewers"]))["viewers"] == ["sam@acme.example"]
+    olive.close()
+    sam.close()

@@ -42,6 +42,20 @@ class ContactsHandler(UiHandler):
 FIELDS = ("firstName", "lastName", "phone", "email")
 
 
+class ContactSuggestHandler(UiHandler):
+    """GET /contacts/suggest?q=: the account's contacts whose name, phone or email has q, as <option>s for a
+    <datalist> (static/parley.js fills the list page's: issue 43 §9, a member added by name). Each option's value
+    is the contact's phone or email, which the form resolves to exactly that contact."""
+    role = "agent"
+
+    @authenticated
+    async def get(self):
+        query = self.get_query_argument("q", "").strip()
+        found = (await contacts.search_contacts(self.services.db, self.account_id, query, limit=contacts.SUGGESTIONS)
+                 if query else {"items": []})
+        self.render("_contact_options.html", contacts=found["items"])
+
+
 class ContactHandler(UiHandler):
     """GET /contacts/{contactId}: its fields (a form), lists, opt-out state and its conversation (message count,
     last message, a link to the thread); POST: save the fields, through PATCH /v1/contacts/{id}'s service (the

@@ -126,11 +126,18 @@ async def test_a_start_at_outside_utcs_years_is_400_naming_start_at(api, account
         r = await api.post("/v1/campaigns", {"name": "C", "listId": lst.json["id"], "body": "b", "startAt": start_at},
                            key=key)
         assert r.code == 400 and r.json["error"]["message"].startswith("startAt"), r.body
-    r = await signed_in.post("/campaigns", {"name": "C", "listId": lst.json["id"], "body": "b", "startAt": "",
-                                            "startAtUtc": start_at, "campaignId": "", "channel": "",
-                                            "ratePerMinute": "", "idempotencyKey": ""})
-    assert r.code == 400 and "startAt" in r.text
     assert (await api.get("/v1/campaigns", key=ui_account["api_key"])).json["data"] == []
+    # The UI schedules on a draft's page (issue 43 §7): the start form refuses it, naming startAt, and the
+    # campaign stays a draft.
+    assert (await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "https://example.com/hook"},
+                            key=ui_account["api_key"])).code == 200
+    draft = await api.post("/v1/campaigns", {"name": "C", "listId": lst.json["id"], "body": "b", "draft": True},
+                           key=ui_account["api_key"])
+    assert draft.code == 201, draft.body
+    r = await signed_in.post(f"/campaigns/{draft.json['id']}/start", {"startAt": "", "startAtUtc": start_at})
+    assert r.code == 303, r.code
+    assert "startAt" in (await signed_in.get(f"/campaigns/{draft.json['id']}")).text
+    assert (await api.get(f"/v1/campaigns/{draft.json['id']}", key=ui_account["api_key"])).json["status"] == "draft"
 
 
 async def test_a_lone_surrogate_anywhere_in_any_json_body_is_400_naming_the_field(api, services, world, account,

@@ -7,6 +7,7 @@ answered 500 (the redirect header refused the newline); PATCH /v1/account/settin
 answered 200 and stored it."""
 import copy
 import json
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -22,6 +23,7 @@ CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL
 FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description"}
 LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
 CONVERSATION, CANNED = "{conversation}", "{canned}"
+DRAFT, DRAFT_TO_START = "{draft}", "{draft to start}"  # campaigns made as drafts (issue 43 §7)
 
 BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted), with every string field set
     ("PATCH", "/v1/account"): {"name": "Bakery Bergmann"},
@@ -63,6 +65,10 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("POST", "/v1/canned-replies"): {"code": "thanks", "body": "Thanks {{firstName}}!\n\tBye"},
     ("PATCH", "/v1/canned-replies/{cannedReplyId}"): {"code": "hours", "body": "9 to 5\n\tdaily"},
     ("POST", "/v1/conversations/{contactId}/notes"): {"body": "Called back.\n\tWaiting."},
+    ("POST", "/v1/account/api-keys"): {"name": "CRM bridge"},
+    ("POST", "/v1/campaigns/{campaignId}/start"): {"startAt": "2030-01-01T00:00:00Z"},
+    ("POST", "/v1/campaigns/{campaignId}/preview"): {"contactId": CONTACT},
+    ("POST", "/v1/campaigns/{campaignId}/test"): {"contactId": CONTACT},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
@@ -103,12 +109,18 @@ def with_control(body, path, kind, char):
 
 
 # Not data a request changes: the shared rate limit's state (PostgreSQL: every API request, refused or not, is
-# counted there) and the background workers' leases (renewed on a clock).
-_NOT_DATA = ("rate_limits", "worker_leases")
+# counted there), the background workers' leases (renewed on a clock) and the writer's own batch record (a key's
+# last use is written in the background, below).
+_NOT_DATA = ("rate_limits", "worker_leases", "writer_batches")
+
+
+# A key's last use (its last column) is written in the background by every request, refused or not (issue 44 §4).
+_LAST_USED = re.compile(r"""(,\s*)(?:'[^']*'|NULL|None)(\)?;?)$""")
 
 
 def snapshot(services):
-    return [line for line in db_direct.dump_text(services).splitlines()
+    return [_LAST_USED.sub(r"\1<lastUsedAt>\2", line) if line.startswith(("api_keys: ", 'INSERT INTO "api_keys"'))
+            else line for line in db_direct.dump_text(services).splitlines()
             if not any(line.startswith((f"{table}: ", f'INSERT INTO "{table}"')) for table in _NOT_DATA)]
 
 
@@ -127,8 +139,12 @@ def world(io_loop, api, account, agency, sub):
             key=account["api_key"])
         conversation = (await api.get(f"/v1/messages/{inbound.json['messageId']}", key=account["api_key"])).json
         canned = await api.post("/v1/canned-replies", {"code": "existing", "body": "Hi"}, key=account["api_key"])
+        drafts = [await api.post("/v1/campaigns", {"name": name, "listId": lst.json["id"], "body": "Hi",
+                                                   "draft": True}, key=account["api_key"]) for name in ("D", "S")]
+        assert [d.code for d in drafts] == [201, 201], [d.body for d in drafts]
         return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"],
-                CONVERSATION: conversation["contactId"], CANNED: canned.json["id"]}
+                CONVERSATION: conversation["contactId"], CANNED: canned.json["id"], DRAFT: drafts[0].json["id"],
+                DRAFT_TO_START: drafts[1].json["id"]}
     return io_loop.run_sync(make)
 
 
@@ -144,7 +160,8 @@ def call_args(method, path, world, account, agency, sub):
     key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
     url = (path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
            .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER])
-           .replace("{conversationId}", world[CONVERSATION]).replace("{cannedReplyId}", world[CANNED]))
+           .replace("{conversationId}", world[CONVERSATION]).replace("{cannedReplyId}", world[CANNED])
+           .replace("{campaignId}", world[DRAFT_TO_START] if path.endswith("/start") else world[DRAFT]))
     body = BASELINES.get((method, path))
     return url, key, None if body is None else fill(body, world)
 

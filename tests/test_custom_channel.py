@@ -410,7 +410,9 @@ async def test_send_stores_pending_message_and_queues_its_delivery(api, account,
     assert json.loads(row["payload"]) == {
         "contactId": inbound["contactId"], "messageId": m["id"], "userId": account_id,  # no user: the account
         "body": "Hi from us", "toId": "user-1", "channel": "webchat", "campaignId": "c1",
-        "contact": {"firstName": None, "lastName": None, "phone": None, "email": None}}
+        "contact": {"firstName": None, "lastName": None, "phone": None, "email": None},
+        # issue 44 §2, §5: the order and the author of a reply
+        "accountId": account_id, "author": "api", "createdAt": m["createdAt"], "sequence": 1}
 
 
 async def test_send_alias_and_new_contact_from_from_id(api, account, services):

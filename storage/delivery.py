@@ -154,13 +154,19 @@ def _bring_retries_forward_in_tx(cx, row, now):
     waiting = (f"FROM outbox WHERE status = 'pending' AND campaign_id IS NULL AND account_id = ?"
                f" AND next_attempt_at > ? AND attempts > 0 AND {same_url} AND {_UNCLAIMED_BY_ANYONE}")
     params = (row["account_id"], now, *args, now)
-    json_set = dialect_of(cx).json_set
-    execute_later(cx, f"UPDATE messages SET error = {json_set('error', 'nextAttemptAt', 'CAST(? AS TEXT)')}"
-                      f" WHERE account_id = ? AND error IS NOT NULL AND id IN (SELECT message_id {waiting})",
-                  (now, row["account_id"], *params))
-    execute_later(cx, f"UPDATE outbox SET next_attempt_at = ?,"
-                      f" last_error = {json_set('last_error', 'nextAttemptAt', 'CAST(? AS TEXT)')}"
-                      f" WHERE id IN (SELECT id {waiting})", (now, now, *params))
+    dialect = dialect_of(cx)
+    json_set = dialect.json_set
+    # SKIP LOCKED: two deliveries that succeed at once would both bring the same waiting rows forward, each
+    # locking them in its own order (a deadlock on PostgreSQL); a row another has locked is being brought forward.
+    moved = cx.execute(f"UPDATE outbox SET next_attempt_at = ?,"
+                       f" last_error = {json_set('last_error', 'nextAttemptAt', 'CAST(? AS TEXT)')}"
+                       f" WHERE id IN (SELECT id {waiting}{dialect.skip_locked}) RETURNING message_id",
+                       (now, now, *params)).fetchall()
+    message_ids = sorted({message_id for (message_id,) in moved if message_id})
+    if message_ids:  # only the rows this transaction moved: no other one updates their messages now
+        execute_later(cx, f"UPDATE messages SET error = {json_set('error', 'nextAttemptAt', 'CAST(? AS TEXT)')}"
+                          f" WHERE account_id = ? AND error IS NOT NULL AND id IN ({_placeholders(message_ids)})",
+                      (now, row["account_id"], *message_ids))
 
 
 @writes

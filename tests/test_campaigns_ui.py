@@ -487,6 +487,22 @@ def make_contacts_list(parley, name, n, first_number):
     return list_id
 
 
+def create_draft_in_browser(page, parley, list_id, name, body, **optional):
+    """Fill the Campaigns page's form as a person does and create the draft; its id (the page is then its page).
+    optional: other form fields by id (ratePerMinute)."""
+    page.goto(parley.base + "/campaigns")
+    if not page.is_visible("#name"):  # the form is folded once there are campaigns
+        page.click("summary:has-text('New campaign')")
+    page.fill("#name", name)
+    page.select_option("#listId", list_id)
+    page.fill("#body", body)
+    for field, value in optional.items():
+        page.fill(f"#{field}", value)
+    page.click("button:has-text('Create draft')")
+    page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
+    return page.url.rsplit("/", 1)[1]
+
+
 def test_browser_counts_reach_the_total_live_on_the_open_pages(tz_page, chromium, parley, e2e_receiver):
     page = tz_page
     list_id = make_contacts_list(parley, "Fair", 6, 1000)
@@ -498,16 +514,9 @@ def test_browser_counts_reach_the_total_live_on_the_open_pages(tz_page, chromium
     wait_live(listing)
     mark_no_reload(listing)
 
-    page.goto(parley.base + "/campaigns")
-    if not page.is_visible("#name"):
-        page.click("summary:has-text('New campaign')")
-    page.fill("#name", "Fair follow-up")
-    page.select_option("#listId", list_id)
-    page.fill("#body", "Hi {{firstName}}, thanks for visiting!")
-    page.fill("#ratePerMinute", "60")  # one a second: the page is open while they go out
-    page.click("button:has-text('Create draft')")
-    page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
-    campaign_id = page.url.rsplit("/", 1)[1]
+    # one a second: the page is open while they go out
+    campaign_id = create_draft_in_browser(page, parley, list_id, "Fair follow-up",
+                                          "Hi {{firstName}}, thanks for visiting!", ratePerMinute="60")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#send-now")
     page.wait_for_selector("text=Sending to 6 contacts.")
@@ -538,16 +547,8 @@ def test_browser_schedules_in_local_time_and_cancels_a_scheduled_campaign(tz_pag
     page = tz_page
     list_id = make_contacts_list(parley, "Later", 2, 2000)
     sign_in(page, parley)
-    page.goto(parley.base + "/campaigns")
     typed = (datetime.now(timezone.utc) + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")  # read as New York's
-    if not page.is_visible("#name"):  # the form is folded once there are campaigns
-        page.click("summary:has-text('New campaign')")
-    page.fill("#name", "Next week")
-    page.select_option("#listId", list_id)
-    page.fill("#body", "See you soon, {{firstName}}")
-    page.click("button:has-text('Create draft')")
-    page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
-    campaign_id = page.url.rsplit("/", 1)[1]
+    campaign_id = create_draft_in_browser(page, parley, list_id, "Next week", "See you soon, {{firstName}}")
     page.fill("#startAt", typed)
     page.click("#schedule")
     page.wait_for_selector("text=Campaign scheduled")
@@ -577,15 +578,7 @@ def test_browser_a_draft_is_previewed_tested_and_sent_only_after_send_to_n_conta
     page = tz_page
     list_id = make_contacts_list(parley, "Draft", 3, 3000)
     sign_in(page, parley)
-    page.goto(parley.base + "/campaigns")
-    if not page.is_visible("#name"):
-        page.click("summary:has-text('New campaign')")
-    page.fill("#name", "Bread day")
-    page.select_option("#listId", list_id)
-    page.fill("#body", "Hi {{firstName}}, fresh bread at 8!")
-    page.click("button:has-text('Create draft')")
-    page.wait_for_url(re.compile(r".*/campaigns/cmp_\w+$"))
-    campaign_id = page.url.rsplit("/", 1)[1]
+    campaign_id = create_draft_in_browser(page, parley, list_id, "Bread day", "Hi {{firstName}}, fresh bread at 8!")
     assert "Draft saved: nothing is sent yet." in page.inner_text(".flash-success")
     assert page.inner_text("#campaign [data-field=status]") == "Draft"
     assert page.inner_text("#preview-body") == "Hi Draft0, fresh bread at 8!"

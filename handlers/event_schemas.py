@@ -102,8 +102,13 @@ EVENT_DATA = {
 }
 
 
+def type_name(event_type):
+    """An event type as a model name's start: contact.created -> ContactCreated (and the notification's model)."""
+    return "".join(part.capitalize() for part in event_type.replace("_", ".").split("."))
+
+
 def _event_model(event_type, data_model):
-    name = "".join(part.capitalize() for part in event_type.replace("_", ".").split(".")) + "Event"
+    name = type_name(event_type) + "Event"
     fields = {"__annotations__": {"id": str, "type": Literal[event_type], "createdAt": str, "data": data_model},
               "__doc__": data_model.__doc__, "model_config": ConfigDict(extra="forbid"),
               "id": Field(description="This event's cursor: pass it as after to read what came next.")}

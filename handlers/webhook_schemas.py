@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from handlers.event_schemas import EVENT_DATA
+from handlers.event_schemas import EVENT_DATA, type_name
 
 
 class ReplyContact(BaseModel):
@@ -45,7 +45,7 @@ class PingData(BaseModel):
 
 
 def _notification_model(event_type, data_model, doc):
-    name = "".join(part.capitalize() for part in event_type.replace("_", ".").split(".")) + "Notification"
+    name = type_name(event_type) + "Notification"
     fields = {"__annotations__": {"event": Literal[event_type], "id": str, "occurredAt": str, "accountId": str,
                                   "data": data_model},
               "__doc__": doc, "model_config": ConfigDict(extra="allow"),

@@ -182,6 +182,11 @@ class UiHandler(BaseHandler):
             return []
         return [{"kind": kind, "text": text}]
 
+    def page_flashes(self):
+        """The message left for this page; a live fragment leaves it for the page the browser is going to (the
+        page being left may refresh a part of itself between a form's redirect and the next page)."""
+        return [] if self.live_fragment else self.pop_flashes()
+
     async def prepare(self):
         settings = self.application.settings_obj
         if settings.behind_proxy and self.request.protocol != "https":
@@ -242,7 +247,7 @@ class UiHandler(BaseHandler):
             path=self.request.path, nav_counts=getattr(self, "nav_counts", None),
             may=functools.partial(may_open, self.current_user),
             own_credits=getattr(self, "credits", None),
-            static_url=self.static_url, flashes=self.pop_flashes() + list(flashes or []), parley_version=VERSION,
+            static_url=self.static_url, flashes=self.page_flashes() + list(flashes or []), parley_version=VERSION,
             **context)
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=UTF-8")

@@ -166,6 +166,24 @@ class Message(BaseModel):
     createdAt: str
 
 
+class ContactMessageCreate(Strict):
+    """POST /v1/contacts/{contactId}/messages: a reply delivered on the contact's channel."""
+    body: str = Field(max_length=MESSAGE_BODY_MAX, json_schema_extra=NOT_BLANK)
+    channel: Optional[IdentifierNotBlank] = Field(
+        None, max_length=200, description="Where to deliver it: web (the website chat widget) or a custom channel's "
+        "name (POSTed to the Custom Channel Webhook URL). Default: the channel of the contact's newest inbound "
+        "message.")
+    mediaUrl: Optional[str] = None
+    mediaContentType: Optional[Identifier] = Field(None, max_length=255)
+
+    @field_validator("body", "channel")
+    @classmethod
+    def _not_blank(cls, value, info):
+        if value is not None and not value.strip():
+            raise ValueError(f"{info.field_name} cannot be empty")
+        return value
+
+
 class MessagePage(BaseModel):
     data: list[Message]
     nextCursor: Optional[str]

@@ -6,7 +6,7 @@ import tornado.web
 
 from handlers.base import ApiHandler, StaticHandler, idempotent
 from handlers.openapi import BINARY, Operation
-from handlers.message_schemas import Message, MessagePage, MessagesQuery, RetryQueued
+from handlers.message_schemas import ContactMessageCreate, Message, MessagePage, MessagesQuery, RetryQueued
 from handlers.schemas import MediaQuery, PageQuery
 from services import inbox, lists, media, messaging
 from common.errors import Forbidden
@@ -57,13 +57,32 @@ class ContactMessagesHandler(ApiHandler):
     path_params = {"contactId": "The contact's id."}
     operations = {"get": Operation("A contact's messages, oldest first", {200: MessagePage}, query=PageQuery,
                                    tags=("messages",), errors={400: "Invalid limit or cursor.",
-                                                               404: "No such contact (CONTACT_NOT_FOUND)."})}
+                                                               404: "No such contact (CONTACT_NOT_FOUND)."}),
+                  "post": Operation(
+                      "Reply to a contact on its channel", {201: (Message, "The reply: Pending until delivered "
+                                                                           "(on web: Sent once stored).")},
+                      body=ContactMessageCreate, tags=("messages",),
+                      errors={400: "A missing body, a bad field, or nowhere to deliver it (named in the message).",
+                              404: "No such contact (CONTACT_NOT_FOUND)."},
+                      description="Delivered on the channel named, else on the channel of the contact's newest "
+                                  "inbound message: the custom channel's webhook (Pending, then Sent or Failed with "
+                                  "retries, as every reply), or `web`, the website chat widget, where it is stored "
+                                  "and the visitor's chat shows it live (Sent at once).")}
 
     async def get(self, contact_id):
         limit = lists.parse_limit(self.get_query_argument("limit", None))
         self.respond(await messaging.list_contact_messages(
             self.services, self.principal.account_id, contact_id,
             cursor=self.get_query_argument("cursor", None), limit=limit))
+
+    @idempotent
+    async def post(self, contact_id):
+        body = self.json_body(ContactMessageCreate)
+        sent = await messaging.send_reply(self.services, self.principal.account_id, contact_id, body.body,
+                                          body.channel, author="api", media_url=body.mediaUrl,
+                                          media_content_type=body.mediaContentType)
+        self.respond(await messaging.get_message(self.services, self.principal.account_id, sent["messageId"]),
+                     status=201)
 
 
 class MediaHandler(StaticHandler):

@@ -32,6 +32,7 @@ AUTHORS = ("contact", "bot", "user", "api", "campaign")
 # is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
 # bot.campaigns[campaignId] (docs/api.md "Campaigns").
 CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
+WEB_CHANNEL = "web"  # the website chat widget's (services/widget.py): its replies are stored, not POSTed
 
 
 _UNREAD = object()  # _resolve_contact_in_tx: the caller has not read the fromId's contact
@@ -256,6 +257,11 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
     channel has no fromId (toId is null), and the receiver needs an address to reach it."""
     settings = None
+    # A reply on the website chat widget's channel is delivered by being stored: the visitor's frame reads it
+    # from the event stream (services/widget.py). Only the others need the webhook and an outbox row.
+    needs_webhook = any(reply["channel"] != WEB_CHANNEL for reply in replies)
+    if user_id is None and not needs_webhook:
+        user_id = account_id
     if user_id is None:
         account = account_store.delivery_context_in_tx(cx, account_id)
         if account is None or not account["settings"].get("customChannelWebhookUrl"):
@@ -268,8 +274,10 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     sequences = contact_store.take_reply_sequences_in_tx(cx, account_id, counts)
     for reply, message_id in zip(replies, new_ids("msg", len(replies))):
         contact, body, to_id, channel = reply["contact"], reply["body"], reply["to_id"], reply["channel"]
+        on_widget = channel == WEB_CHANNEL
         message = {"id": message_id, "account_id": account_id, "contact_id": contact["id"],
-                   "direction": "outbound", "status": "Pending", "body": body, "channel": channel,
+                   "direction": "outbound", "status": "Sent" if on_widget else "Pending", "body": body,
+                   "channel": channel,
                    "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
                    "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
                    "author": author, "author_user_id": author_user_id, "created_at": now, "status_at": now}
@@ -288,6 +296,8 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
         if shown_media:
             payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
         messages.append(message)
+        if on_widget:
+            continue
         deliveries.append({"account_id": account_id, "kind": "reply", "message_id": message["id"],
                            "payload": payload, "campaign_id": outbox_campaign_id})
     _store_messages_in_tx(cx, messages, announce)
@@ -361,7 +371,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
     if author not in AUTHORS or author == "contact":
         raise ValueError(f"an outbound message's author is one of {AUTHORS[1:]}, not {author!r}")
     _check_body(body, "body")
-    if media_url:
+    if media_url and channel != WEB_CHANNEL:
         await _require_webhook(services, account_id)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
@@ -379,6 +389,11 @@ def _record_reply(cx, *, account_id, contact_id, body, to_id, channel, in_tx=Non
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     if contact is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+    if to_id is None and channel is not None:
+        to_id = store.channel_target_in_tx(cx, account_id, contact_id, channel)
+        if to_id is None and channel == WEB_CHANNEL:
+            raise Invalid("channel: this contact has never written from the website chat widget, so a reply "
+                          "cannot reach it there", field="channel")
     if to_id is None:
         target = store.reply_target_in_tx(cx, account_id, contact_id)
         if target is None:

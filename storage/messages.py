@@ -134,6 +134,14 @@ def reply_target_in_tx(cx, account_id, contact_id):
     return reply_targets_in_tx(cx, account_id, [contact_id]).get(contact_id)
 
 
+def channel_target_in_tx(cx, account_id, contact_id, channel):
+    """The from_id of the contact's latest inbound message on this channel, or None."""
+    row = cx.execute("SELECT from_id FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
+                     " AND from_id IS NOT NULL AND channel = ? ORDER BY id DESC LIMIT 1",
+                     (account_id, contact_id, channel)).fetchone()
+    return row[0] if row else None
+
+
 @reads
 def get_message(cx, account_id, message_id):
     return fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",

@@ -273,6 +273,9 @@ SEMANTIC_VALIDATION = {
     "GET /v1/messages": "cursor is opaque: only a nextCursor the server issued is valid; since is an ISO 8601 "
                         "time with its offset",
     "POST /v1/account/api-keys": "an account has at most 20 keys: a 21st is 409",
+    "POST /v1/contacts/{contactId}/messages": "the contact must have written on the channel (named, or its newest "
+                                              "inbound one), a custom channel needs a Custom Channel Webhook URL, "
+                                              "and media bytes must match mediaContentType (sniffed)",
 }
 
 # The fuzzer's long-polls wait 1 s at most (tests/test_events_api.py tests the waiting): up to 30 s each would

@@ -89,7 +89,8 @@ class BotStateHandler(UiHandler):
 
 
 class ReplyHandler(UiHandler):
-    """POST /inbox/{contactId}/reply: body. Sent through the outbox to the Custom Channel Webhook."""
+    """POST /inbox/{contactId}/reply: body. Sent on the contact's channel (services.messaging.send_reply): through the
+    outbox to the Custom Channel Webhook, or to the visitor's website chat widget."""
     role = "agent"
 
     @authenticated

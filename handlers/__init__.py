@@ -17,7 +17,7 @@ def routes():
     from handlers import canned_replies, contacts, conversations, lists, notes
     from handlers import custom_channel, events, messages
     from handlers import subaccounts
-    from handlers import health, live, openapi, reports
+    from handlers import health, live, openapi, reports, widget
     from common import one_time_link_kinds
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
     from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
@@ -33,6 +33,8 @@ def routes():
         (r"/v1/account/webhook-secret", account.WebhookSecretHandler),
         (r"/v1/account/webhook-secret/rotate", account.WebhookSecretRotateHandler),
         (r"/v1/account/webhook-test", account.WebhookTestHandler),
+        (r"/v1/account/widget", account.WidgetHandler),
+        (r"/v1/account/widget/identity-secret", account.WidgetIdentitySecretHandler),
         (r"/v1/contacts", contacts.ContactsHandler),
         (r"/v1/contacts/([^/]+)", contacts.ContactHandler),
         (r"/v1/conversations/bulk", conversations.ConversationsBulkHandler),
@@ -89,6 +91,8 @@ def routes():
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
         (r"/settings/webhook-test", ui_settings.WebhookTestHandler),
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
+        (r"/settings/widget", ui_settings.WidgetHandler),
+        (r"/settings/widget/identity-secret", ui_settings.WidgetIdentitySecretHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),
@@ -167,4 +171,11 @@ def routes():
         (r"/campaigns/(cmp_[0-9a-z]+)/test", ui_campaigns.CampaignTestHandler),
         # The UI's live events (session cookie, same origin): see handlers/live.py.
         (r"/ws", live.LiveEventsHandler),
+        # The website chat widget's loader, frame and visitors (no key, no session): see handlers/widget.py.
+        (r"/(widget\.js)", widget.WidgetScriptHandler),
+        (rf"/widget/{widget.WIDGET_ID}", widget.ChatFrameHandler),
+        (r"/widget/([^/]+)/messages", widget.VisitorMessagesHandler),
+        (r"/widget/([^/]+)/identify", widget.VisitorIdentifyHandler),
+        (r"/widget/([^/]+)/updates", widget.VisitorUpdatesHandler),
+        (rf"/widget/{widget.WIDGET_ID}/live", widget.VisitorLiveHandler),
     ]

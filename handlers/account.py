@@ -2,8 +2,9 @@
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import (Account, AccountPatch, AccountSettings, ApiKey, ApiKeyCreate, ApiKeyCreated, ApiKeyList,
-                              SettingsPatch, WebhookSecret, WebhookTestResult)
-from services import accounts, webhook_ping
+                              SettingsPatch, WebhookSecret, WebhookTestResult, WidgetIdentitySecret,
+                              WidgetInfo)
+from services import accounts, webhook_ping, widget
 
 
 class AccountHandler(ApiHandler):
@@ -106,3 +107,27 @@ class WebhookTestHandler(ApiHandler):
 
     async def post(self):
         self.respond(await webhook_ping.send_test_event(self.services, self.principal.account_id))
+
+
+class WidgetHandler(ApiHandler):
+    operations = {"get": Operation(
+        "The website chat widget's id and embed snippet", {200: WidgetInfo}, tags=("account",),
+        description="The widget is configured by the `widget` account setting (PATCH /v1/account/settings); this "
+                    "gives the line to paste into the site's pages. docs/guide.md \"Website chat widget\".")}
+
+    async def get(self):
+        self.respond(await widget.describe(self.services.db, self.application.settings_obj.base_url,
+                                           self.principal.account_id))
+
+
+class WidgetIdentitySecretHandler(ApiHandler):
+    operations = {"post": Operation(
+        "Make a new widget identity secret", {200: WidgetIdentitySecret}, tags=("account",),
+        description="Shown in this answer only; it replaces the previous one at once (identify hashes made with "
+                    "that one stop verifying). Your server signs a visitor's id with it: hash = hex "
+                    "HMAC-SHA256(identitySecret, id).")}
+
+    @idempotent
+    async def post(self):
+        self.respond(await widget.new_identity_secret(self.services.db, self.services.box,
+                                                      self.principal.account_id, by=self.actor))

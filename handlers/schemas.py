@@ -7,6 +7,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from common.validation import Identifier, IdentifierNotBlank, Strict
 from services import event_stream
 from services.bot_settings import BotSettings, BotSettingsShown
+from services.widget import WidgetSettings
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 # Every event type of GET /v1/events can be subscribed, with the same data (issue 37).
@@ -52,6 +53,8 @@ class SettingsPatch(Strict):
         "/v1/contacts, GET /v1/contacts?phoneNumber=, the UI's contact forms, list-member add and imports is read "
         "as a number of this country and stored E.164. Without it such a number is 400 INVALID_PHONE, as before; "
         "null removes it.")
+    widget: Optional[WidgetSettings] = Field(None, description="The website chat widget (channel web), replaced "
+                                             "whole; null removes it (the widget is then disabled).")
 
 
 class Account(BaseModel):
@@ -245,8 +248,21 @@ class AccountSettings(BaseModel):
     optInKeywords: list[str]
     defaultCountry: Optional[str] = Field(None, description="Present when set: national phone numbers are read in "
                                                             "this country.")
+    widget: Optional[WidgetSettings] = Field(None, description="Present when set: the website chat widget.")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
+
+
+class WidgetInfo(BaseModel):
+    """GET /v1/account/widget."""
+    widgetId: str = Field(description="The widget's public id (wid_…), in the snippet and the visitors' URLs.")
+    snippet: str = Field(description="The one line to paste into the site's pages.")
+    identitySecretSet: bool = Field(description="Whether an identity secret exists (identify needs one).")
+
+
+class WidgetIdentitySecret(BaseModel):
+    """POST /v1/account/widget/identity-secret: shown in this answer only."""
+    identitySecret: str = Field(description="Keep it on your server: hash = hex HMAC-SHA256(identitySecret, id).")
 
 
 class WebhookTestResult(BaseModel):

@@ -71,7 +71,8 @@ class AuditEntry(BaseModel):
     actor: str = Field(description="The user's id (usr_…), api-key, or operator (the parley command).")
     actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
     action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
-                                    "api_key.created, api_key.revoked, webhook_secret.rotated, credits.granted, "
+                                    "api_key.created, api_key.revoked, webhook_secret.rotated, "
+                                    "widget.identity_secret.rotated, credits.granted, "
                                     "contact.erased, view_as.started, password.changed, campaign.sent, ...")
     subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
     detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")

@@ -52,8 +52,10 @@ async def session_user(handler):
 
 
 # Form fields of text for people (newlines and tabs kept), secrets, and the sign-in's next (safe_next cleans
-# it); every other field of every UI form is identifier-like: names, ids, emails, keywords, URLs.
+# it), one-a-line lists whose lines are checked each (the widget's allowedOrigins); every other field of every UI
+# form is identifier-like: names, ids, emails, keywords, URLs.
 _FREE_TEXT_FIELDS = re.compile(r"body|greeting|fallback|description|provider-systemPrompt|rules-\d+-answer|next"
+                               r"|allowedOrigins"
                                r"|.*password.*")
 
 

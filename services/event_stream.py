@@ -221,3 +221,10 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
     finally:
         services.long_polls.release(key, account_id)
     return result
+
+
+async def head(services, account_id):
+    """A cursor at the account's newest event: reading after it gives only what commits from now on (a client
+    that has just read the current state, e.g. the widget's history, follows on from here)."""
+    _, _, newest = await store.account_page(services.db, account_id, 2 ** 62, ["message.created"], 1)
+    return encode_cursor(account_id, newest or 0, _LAST_ITEM)

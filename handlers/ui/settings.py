@@ -6,7 +6,7 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, regions, users, webhook_ping
+from services import accounts, regions, users, webhook_ping, widget
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
@@ -26,7 +26,7 @@ class SettingsPage(UiHandler):
     role = "admin"
 
     async def render_settings(self, status=200, error=None, form=None, webhook_test=None, new_api_key=None, notice=None,
-                              profile_form=None):
+                              profile_form=None, identity_secret=None):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)
         settings = account["settings"]
@@ -34,14 +34,18 @@ class SettingsPage(UiHandler):
                   "defaultCountry": settings.get("defaultCountry", "")}
         for event in notification_events(account):
             values[event] = settings.get("notificationUrls", {}).get(event, "")
+        shown = widget.configured(settings)
+        values.update({f"widget.{name}": value for name, value in shown.items()},
+                      **{"widget.allowedOrigins": "\n".join(shown["allowedOrigins"])})
         values.update(form or {})
-        self.render("settings.html", status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
+        self.render("settings.html", widget_info=await widget.describe(db, self.application.settings_obj.base_url,
+                                                                      self.account_id), status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     values=values, events=notification_events(account),
                     # Built once per process (~90 ms: phonenumbers' locale table), off the event loop.
                     regions=await asyncio.get_running_loop().run_in_executor(None, regions.region_choices),
                     password_min=accounts.MIN_PASSWORD, password_max=accounts.MAX_PASSWORD,
                     allow_private=self.application.settings_obj.allow_private_webhooks, webhook_test=webhook_test,
-                    new_api_key=new_api_key, profile_form=profile_form or {},
+                    new_api_key=new_api_key, profile_form=profile_form or {}, identity_secret=identity_secret,
                     api_keys=(await accounts.list_keys(db, self.account_id))["data"]
                     if self.current_user["role"] == "owner" else [],
                     flashes=[{"kind": "error", "text": error}] if error else
@@ -164,6 +168,32 @@ class DefaultCountryHandler(SettingsPage):
         await self.save({"defaultCountry": code or None}, {"defaultCountry": code},
                         f"Default country saved: {code.upper()}." if code
                         else "Default country removed: phone numbers need their country code.")
+
+
+class WidgetHandler(SettingsPage):
+    """The website chat widget's settings (the `widget` setting, replaced whole as PATCH does)."""
+
+    @authenticated
+    async def post(self):
+        arg = self.get_body_argument
+        form = {f"widget.{name}": arg(name, "") for name in ("allowedOrigins", "title", "greeting", "color")}
+        form.update({f"widget.{name}": arg(name, "") == "on" for name in ("enabled", "requireIdentity")})
+        try:
+            value = widget.from_form({name.split(".", 1)[1]: value for name, value in form.items()})
+        except Invalid as exc:
+            await self.render_settings(status=400, error=exc.message, form=form)
+            return
+        await self.save({widget.SETTING: value}, form, "Chat widget saved.")
+
+
+class WidgetIdentitySecretHandler(SettingsPage):
+    """A new identity secret, shown once on this answer (POST /v1/account/widget/identity-secret's service)."""
+
+    @authenticated
+    async def post(self):
+        made = await widget.new_identity_secret(self.services.db, self.services.box, self.account_id, by=self.actor)
+        await self.render_settings(notice="A new identity secret was made: copy it now, it is not shown again.",
+                                   identity_secret=made["identitySecret"])
 
 
 class NotificationUrlsHandler(SettingsPage):

@@ -1,0 +1,211 @@
+"""The website chat widget's public side (services/widget.py, docs/guide.md "Website chat widget"): the loader
+/widget.js, the chat frame /widget/{widgetId} (framed only by the widget's allowed origins), and the visitors' API
+under /widget/{widgetId}/… that the frame calls, same-origin, with the visitor's token in X-Parley-Visitor.
+
+No API key: a visitor is who their sealed token says. Calls must come from the frame (Parley's own origin): a
+request whose Origin is another site is refused, and no answer carries CORS headers, so no other page can read one."""
+import asyncio
+import html
+import json
+import logging
+from urllib.parse import urlsplit
+
+import tornado.web
+import tornado.websocket
+
+from common.errors import Forbidden
+from handlers.base import SECURITY_HEADERS, ApiHandler, BaseHandler, StaticHandler
+from handlers.live import _origin
+from handlers.openapi import Operation
+from handlers.widget_schemas import (VisitorHistory, VisitorIdentify, VisitorIdentity, VisitorSend, VisitorSent,
+                                     VisitorUpdates, VisitorUpdatesQuery)
+from services import messaging, widget
+
+log = logging.getLogger("parley.widget")
+WIDGET_ID = r"(wid_[0-9a-z]{26})"
+TOKEN_HEADER = "X-Parley-Visitor"
+
+
+def own_origins(handler):
+    """Parley's own origins as a browser names them: the public URL, and the Host it was reached at over HTTPS."""
+    origins = {_origin(handler.application.settings_obj.base_url)}
+    host = handler.request.headers.get("Host")
+    if host:
+        origins.add(_origin(f"https://{host}"))
+    return origins - {None}
+
+
+class VisitorHandler(ApiHandler):
+    """The visitors' API: no key; the widget must exist and be enabled; only Parley's own pages may call it."""
+    requires_auth = False
+    path_params = {"widgetId": "The widget's public id (wid_…), as in the snippet."}
+
+    def set_default_headers(self):
+        self.set_header("Cache-Control", "no-store")
+
+    async def prepare(self):
+        await super().prepare()
+        origin = self.request.headers.get("Origin")
+        if origin is not None and _origin(origin) not in own_origins(self):
+            raise Forbidden("the chat's API answers the chat frame only, not other sites' pages")
+        self.widget = await widget.load(self.services.db, self.path_args[0])
+
+    def visitor_token(self):
+        return self.request.headers.get(TOKEN_HEADER)
+
+
+_ERRORS = {404: "No such widget, or it is disabled (WIDGET_NOT_FOUND).",
+           403: "Called from another site than Parley's own chat frame (FORBIDDEN)."}
+
+
+class VisitorMessagesHandler(VisitorHandler):
+    operations = {
+        "get": Operation("A visitor's conversation", {200: VisitorHistory}, tags=("widget",), errors=_ERRORS,
+                         headers={TOKEN_HEADER: "The visitor's token, when they have one."},
+                         description="The newest 100 messages of the visitor's conversation on the widget, oldest "
+                                     "first, and the cursor live updates resume from. No token: none."),
+        "post": Operation(
+            "A visitor writes", {201: VisitorSent}, body=VisitorSend, tags=("widget",),
+            headers={TOKEN_HEADER: "The visitor's token; without one, the answer makes one (keep it)."},
+            errors={**_ERRORS, 400: "An empty or too long body (more than 2,000 characters).",
+                    403: "A crawler, another site, or an unidentified visitor when the widget requires identity "
+                         "(IDENTITY_REQUIRED).",
+                    429: "Too many messages from this visitor or this address (the message says how long to wait)."},
+            description="An inbound message of channel web: the inbox, the bot, reports and events have it as any "
+                        "other. The first one makes the visitor's token and contact; nothing is stored before.")}
+
+    async def get(self, widget_id):
+        self.respond(await widget.history(self.services, self.widget, self.visitor_token()))
+
+    async def post(self, widget_id):
+        body = self.json_body(VisitorSend)
+        answer, stored = await widget.send(
+            self.services, self.widget, self.visitor_token(), body=body.body, honeypot=body.website,
+            remote_ip=self.request.remote_ip, user_agent=self.request.headers.get("User-Agent"))
+        self.respond(answer, status=201)
+        if stored is not None:
+            messaging.after_inbound(self.services, stored)
+
+
+class VisitorIdentifyHandler(VisitorHandler):
+    operations = {"post": Operation(
+        "A visitor says who they are", {200: VisitorIdentity}, body=VisitorIdentify, tags=("widget",),
+        headers={TOKEN_HEADER: "The visitor's token, when they have one."},
+        errors={**_ERRORS, 400: "A missing or too long id, a bad email."},
+        description="With hash = hex HMAC-SHA256(identity secret, id), compared in constant time, the answer's token "
+                    "names that id: the same id from another browser is the same contact. A wrong hash binds "
+                    "nothing (verified false; the token the visitor had stays theirs).")}
+
+    async def post(self, widget_id):
+        body = self.json_body(VisitorIdentify)
+        self.respond(await widget.identify(self.services, self.widget, self.visitor_token(), user_id=body.id,
+                                           email=body.email, name=body.name, hash=body.hash))
+
+
+class VisitorUpdatesHandler(VisitorHandler):
+    operations = {"get": Operation(
+        "A visitor's new messages (long-poll)", {200: VisitorUpdates}, query=VisitorUpdatesQuery, tags=("widget",),
+        headers={TOKEN_HEADER: "The visitor's token."},
+        errors={**_ERRORS, 400: "after is not a cursor of this widget, or wait is out of range.",
+                410: "after is older than the events kept (CURSOR_EXPIRED): read the history again."},
+        description="The frame's fallback when its WebSocket (/widget/{widgetId}/live) cannot connect: waits up to "
+                    "wait seconds for a message of the visitor's conversation committed after the cursor.")}
+
+    async def get(self, widget_id):
+        after = self.get_query_argument("after", "")
+        wait = widget.parse_wait(self.get_query_argument("wait", None))
+        self.respond(await widget.updates(self.services, self.widget, self.visitor_token(), after, wait))
+
+
+class ChatFrameHandler(BaseHandler):
+    """GET /widget/{widgetId}: the chat frame, framed only by the widget's allowed origins (frame-ancestors)."""
+    in_openapi = False
+
+    async def get(self, widget_id):
+        try:
+            loaded = await widget.load(self.services.db, widget_id)
+        except widget.Unavailable:
+            loaded = None
+        ancestors = " ".join(loaded["settings"]["allowedOrigins"]) if loaded else ""
+        self.set_header("Content-Security-Policy",
+                        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                        "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+                        f"frame-ancestors {ancestors or chr(39) + 'none' + chr(39)}")
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.set_header("Cache-Control", "no-store")
+        if loaded is None:
+            self.set_status(404)
+            self.finish("<!doctype html><title>Chat unavailable</title><p>This chat is not available.</p>")
+            return
+        config = widget.public_config(loaded)
+        self.render("widget_frame.html", config=config, config_json=json.dumps(config))
+
+
+class WidgetScriptHandler(StaticHandler):
+    """GET /widget.js: the loader the snippet names (static/widget.js), cached an hour (it is not versioned)."""
+    in_openapi = False
+
+    def initialize(self):
+        super().initialize(self.application.settings["static_path"])
+
+    def get_cache_time(self, path, modified, mime_type):
+        return 3600
+
+
+class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
+    """WS /widget/{widgetId}/live?after=<cursor>: the frame's live updates. Its first message is {"token"}; then each
+    message of the visitor's conversation comes as {"type": "messages", "messages", "cursor"} (the cursor to resume
+    from after a drop), read from the account's event stream as the long-poll does."""
+    task = None
+
+    def set_default_headers(self):
+        self.set_header("Server", SECURITY_HEADERS["Server"])
+        self.set_header("Cache-Control", "no-store")
+
+    def check_origin(self, origin):
+        return _origin(origin or "") in own_origins(self)
+
+    async def prepare(self):
+        if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
+            raise tornado.web.HTTPError(403, "HTTPS is required")
+        origin = self.request.headers.get("Origin")
+        if not origin or not self.check_origin(origin):
+            raise tornado.web.HTTPError(403, "the chat's live updates answer the chat frame only")
+        try:
+            self.widget = await widget.load(self.application.services.db, self.path_args[0])
+        except widget.Unavailable:
+            raise tornado.web.HTTPError(404, "this chat is not available") from None
+        guard = getattr(self.application, "connection_guard", None)
+        if guard is not None and not guard.socket_room():
+            raise tornado.web.HTTPError(503, "the server has as many live connections as it keeps")
+        self.after = self.get_query_argument("after", "")
+
+    def on_message(self, message):
+        if self.task is not None:
+            return
+        try:
+            token = json.loads(message).get("token")
+        except (ValueError, AttributeError):
+            token = None
+        self.task = asyncio.ensure_future(self.follow(token))
+
+    async def follow(self, token):
+        services, after = self.application.services, self.after
+        try:
+            while self.ws_connection is not None and not services.hub.stopping:
+                result = await widget.updates(services, self.widget, token, after, widget.LIVE_WAIT)
+                after = result["cursor"]
+                if result["messages"]:
+                    await self.write_message({"type": "messages", **result})
+        except tornado.websocket.WebSocketClosedError:
+            pass
+        except Exception as exc:  # a bad cursor or token: say why, close; the frame reads the history again
+            code = getattr(exc, "code", "INTERNAL")
+            if code == "INTERNAL":
+                log.exception("widget live updates failed")
+            if self.ws_connection is not None:
+                self.close(4000, str(code)[:100])
+
+    def on_close(self):
+        if self.task is not None:
+            self.task.cancel()

@@ -1,0 +1,54 @@
+"""Pydantic models of the website chat widget's visitor API (handlers/widget.py), beside handlers/schemas.py."""
+from typing import Optional
+
+from pydantic import BaseModel, Field
+
+from common.validation import Identifier, Strict
+from services import widget
+
+
+class VisitorMessage(BaseModel):
+    id: str
+    mine: bool = Field(description="Written by the visitor (else by the business: a person or the bot).")
+    author: str = Field(description="contact, user, bot, api or campaign.")
+    body: str
+    createdAt: str
+
+
+class VisitorHistory(BaseModel):
+    messages: list[VisitorMessage]
+    cursor: str = Field(description="Where live updates resume (the account's event stream cursor).")
+    verified: bool
+
+
+class VisitorSend(Strict):
+    body: str = Field(max_length=widget.MAX_BODY * 2, description="At most 2,000 characters.")
+    website: Optional[str] = Field(None, max_length=500, description="Leave it empty: a field people never see, "
+                                                                     "which bots fill (then nothing is stored).")
+
+
+class VisitorSent(BaseModel):
+    message: Optional[VisitorMessage]
+    token: Optional[str] = Field(description="The visitor's token: keep it and send it as X-Parley-Visitor.")
+
+
+class VisitorIdentify(Strict):
+    id: Identifier = Field(max_length=widget.MAX_IDENTITY)
+    hash: str = Field(max_length=200, description="Hex HMAC-SHA256(identity secret, id), made by your server.")
+    email: Optional[Identifier] = Field(None, max_length=widget.MAX_IDENTITY)
+    name: Optional[Identifier] = Field(None, max_length=widget.MAX_IDENTITY)
+
+
+class VisitorIdentity(BaseModel):
+    verified: bool
+    token: Optional[str]
+
+
+class VisitorUpdates(BaseModel):
+    messages: list[VisitorMessage]
+    cursor: str
+
+
+class VisitorUpdatesQuery(BaseModel):
+    after: str = Field(description="The cursor of the history, or of the previous answer.")
+    wait: Optional[float] = Field(None, ge=0, le=30, description="Seconds to wait for a message (default 25).")

@@ -1,0 +1,119 @@
+// The website chat widget's frame (handlers/widget.py ChatFrameHandler): history, sending, live replies over a
+// WebSocket (a long-poll when that cannot connect), both resuming from the event stream's cursor.
+(function () {
+  "use strict";
+  var cfg = JSON.parse(document.getElementById("parley-config").textContent);
+  var base = "/widget/" + cfg.widgetId;
+  var TOKEN = "parley:" + cfg.widgetId + ":token";
+  var memory = {};
+  function load(k) { try { return localStorage.getItem(k); } catch (e) { return memory[k] || null; } }
+  function save(k, v) { try { localStorage.setItem(k, v); } catch (e) { memory[k] = v; } }
+  var token = load(TOKEN), cursor = null, seen = {}, live = null, retry = 0, polling = false, wsFailures = 0;
+  var list = document.getElementById("messages"), log = document.getElementById("log");
+  var form = document.getElementById("send"), box = document.getElementById("body");
+  var status = document.getElementById("status"), honeypot = document.getElementById("website");
+  document.documentElement.style.setProperty("--accent", cfg.color);
+  // The page that frames us: given by the loader, and only ever one of the widget's allowed origins (the
+  // frame-ancestors header already refused the others). Messages go to it alone, never to "*".
+  var parentOrigin = new URLSearchParams(location.search).get("origin");
+  function tell(data) {
+    if (parentOrigin && window.parent !== window) { data.parley = data.parley || "event"; window.parent.postMessage(data, parentOrigin); }
+  }
+  function call(method, path, body) {
+    var headers = { "Content-Type": "application/json" };
+    if (token) headers["X-Parley-Visitor"] = token;
+    return fetch(base + path, { method: method, headers: headers, body: body ? JSON.stringify(body) : undefined })
+      .then(function (r) {
+        return r.json().then(function (j) {
+          if (!r.ok) { var e = new Error((j.error && j.error.message) || "Something went wrong"); e.status = r.status; throw e; }
+          return j;
+        });
+      });
+  }
+  function show(m, quiet) {
+    if (seen[m.id]) return;
+    seen[m.id] = 1;
+    var li = document.createElement("li"), t = document.createElement("time");
+    li.className = m.mine ? "mine" : "theirs";
+    li.appendChild(document.createTextNode(m.body));
+    t.dateTime = m.createdAt;
+    t.textContent = new Date(m.createdAt).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    li.appendChild(t);
+    list.appendChild(li);
+    log.scrollTop = log.scrollHeight;
+    if (!m.mine && !quiet) tell({ parley: "message", message: { id: m.id, body: m.body, createdAt: m.createdAt } });
+  }
+  function history() {
+    return call("GET", "/messages").then(function (h) {
+      cursor = h.cursor;
+      h.messages.forEach(function (m) { show(m, true); });
+      if (h.messages.length) tell({ parley: "active" });
+      if (token) follow();
+    });
+  }
+  function follow() {
+    if (live || polling || !token) return;
+    if (wsFailures >= 2 || !window.WebSocket) return poll();
+    var opened = false;
+    live = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + base + "/live?after=" + encodeURIComponent(cursor));
+    live.onopen = function () { opened = true; retry = 0; live.send(JSON.stringify({ token: token })); };
+    live.onmessage = function (e) {
+      var d = JSON.parse(e.data);
+      if (d.type === "messages") { cursor = d.cursor; d.messages.forEach(function (m) { show(m); }); }
+    };
+    live.onclose = function () {
+      live = null;
+      if (!opened) wsFailures++;
+      retry = Math.min(retry * 2 || 1000, 30000);
+      setTimeout(follow, retry);
+    };
+  }
+  function poll() {
+    polling = true;
+    call("GET", "/updates?wait=25&after=" + encodeURIComponent(cursor)).then(function (u) {
+      cursor = u.cursor;
+      u.messages.forEach(function (m) { show(m); });
+      retry = 0;
+      setTimeout(poll, 0);
+    }, function () {
+      retry = Math.min(retry * 2 || 1000, 30000);
+      setTimeout(poll, retry);
+    });
+  }
+  form.addEventListener("submit", function (e) {
+    e.preventDefault();
+    var text = box.value;
+    if (!text.trim()) return;
+    status.textContent = "";
+    call("POST", "/messages", { body: text, website: honeypot.value || null }).then(function (a) {
+      box.value = "";
+      if (a.token && a.token !== token) { token = a.token; save(TOKEN, token); }
+      if (a.message) show(a.message);
+      tell({ parley: "active" });
+      follow();
+    }, function (err) { status.textContent = err.message; });
+  });
+  box.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
+  });
+  document.getElementById("close").addEventListener("click", function () { tell({ parley: "close" }); });
+  window.addEventListener("message", function (e) {
+    if (e.origin !== parentOrigin || e.source !== window.parent) return;
+    var d = e.data || {};
+    if (d.parley === "identify") {
+      call("POST", "/identify", { id: String(d.id), hash: String(d.hash || ""), email: d.email || null, name: d.name || null })
+        .then(function (a) {
+          if (a.verified && a.token !== token) {
+            token = a.token; save(TOKEN, token);
+            list.textContent = ""; seen = {};
+            if (live) { live.onclose = null; live.close(); live = null; }
+            history();
+          }
+          tell({ parley: "identified", verified: a.verified });
+        }, function (err) { status.textContent = err.message; });
+    } else if (d.parley === "open") {
+      box.focus();
+    }
+  });
+  history().then(function () { tell({ parley: "ready" }); }, function (err) { status.textContent = err.message; tell({ parley: "ready" }); });
+})();

@@ -1,0 +1,54 @@
+"""SQL for the website chat widget's row (migration 0640): its public id and its encrypted identity secret."""
+from storage.audit import record_by
+from storage.db import fetch_all, fetch_one, reads, writes
+
+_COLUMNS = "account_id, id, identity_secret, created_at"
+
+
+@writes
+def ensure_widget(cx, account_id, widget_id, created_at):
+    """The account's widget row, made with widget_id when it has none (two first asks at once make one)."""
+    cx.execute("INSERT INTO widgets (account_id, id, created_at) VALUES (?, ?, ?) ON CONFLICT (account_id) DO NOTHING",
+               (account_id, widget_id, created_at))
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM widgets WHERE account_id = ?", (account_id,))
+
+
+@reads
+def get_widget(cx, account_id):
+    return fetch_one(cx, f"SELECT {_COLUMNS} FROM widgets WHERE account_id = ?", (account_id,))
+
+
+@reads
+def widget_by_id(cx, widget_id):
+    """The widget with this public id and its account's settings, or None: what a visitor's request needs."""
+    return fetch_one(cx, "SELECT w.account_id, w.id, w.identity_secret, a.settings FROM widgets w"
+                         " JOIN accounts a ON a.id = w.account_id WHERE w.id = ?", (widget_id,),
+                     json_columns=("settings",))
+
+
+@writes
+def set_identity_secret(cx, account_id, widget_id, secret, created_at, by=None):
+    """secret (encrypted) becomes the widget's identity secret, replacing any; returns it as stored (an
+    Idempotency-Key retry is answered from it)."""
+    ensure_widget.sync(cx, account_id, widget_id, created_at)
+    cx.execute("UPDATE widgets SET identity_secret = ? WHERE account_id = ?", (secret, account_id))
+    record_by(cx, by, account_id=account_id, action="widget.identity_secret.rotated")
+    return {"secret": secret}
+
+
+@reads
+def visitor_contact_id(cx, account_id, from_id):
+    """The contact a visitor's fromId ("web:…") maps to, or None before their first message (or after erasure)."""
+    row = cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
+                     (account_id, from_id)).fetchone()
+    return row[0] if row else None
+
+
+@reads
+def visitor_messages(cx, account_id, contact_id, limit):
+    """The contact's newest ``limit`` messages on the widget's channel, oldest first: what the visitor's chat shows
+    (messages_account_contact's index, read backwards)."""
+    rows = fetch_all(cx, "SELECT id, direction, author, body, created_at FROM messages WHERE account_id = ?"
+                         " AND contact_id = ? AND channel = 'web' ORDER BY id DESC LIMIT ?",
+                     (account_id, contact_id, limit))
+    return rows[::-1]

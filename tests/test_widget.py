@@ -1,0 +1,336 @@
+"""The website chat widget (issue 38, docs/guide.md "Website chat widget"): its settings, id, snippet and identity
+secret; replies by channel; the visitors' API. In-process, on both databases."""
+import asyncio
+import hashlib
+import hmac
+import json
+
+import pytest
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.websocket import websocket_connect
+
+from services import messaging, widget
+from storage.db import fetch_all, reads
+from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
+from tests.ui_helpers import FormClient
+
+@reads
+def _outbox_count(cx, account_id):
+    """Replies queued for the webhook (a reply on web has none)."""
+    return cx.execute("SELECT COUNT(*) FROM outbox WHERE account_id = ? AND kind = 'reply'", (account_id,)).fetchone()[0]
+
+
+GOOD = {"enabled": True, "allowedOrigins": ["https://www.Example.com:443", "http://localhost:8000"],
+        "title": "Bakery", "greeting": "Hello! Ask us anything.", "color": "#FF8800", "requireIdentity": False}
+
+
+@pytest.mark.parametrize("origin", ["*", "example.com", "https://example.com/", "https://example.com/path",
+                                    "https://*.example.com", "ftp://example.com", "https://user@example.com",
+                                    "https://example.com?x=1", "https://"])
+def test_only_full_origins_are_allowed(origin):
+    with pytest.raises(ValueError):
+        widget.normalize_origin(origin)
+
+
+def test_origins_are_normalized_as_browsers_send_them():
+    assert widget.normalize_origin("HTTPS://Shop.Example.com:443") == "https://shop.example.com"
+    assert widget.normalize_origin("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
+    assert widget.normalize_origin("http://[::1]:80") == "http://[::1]"
+
+
+def test_identity_hash_is_the_documented_hmac():
+    assert widget.identity_hash("s3cret", "user-42") == hmac.new(b"s3cret", b"user-42", hashlib.sha256).hexdigest()
+
+
+async def test_widget_settings_are_validated_and_stored_whole(api, account):
+    key = account["api_key"]
+    r = await api.patch("/v1/account/settings", {"widget": GOOD}, key=key)
+    assert r.code == 200, r.body
+    assert r.json["widget"] == {**GOOD, "allowedOrigins": ["https://www.example.com", "http://localhost:8000"],
+                                "color": "#ff8800"}
+    partial = await api.patch("/v1/account/settings", {"widget": {"enabled": True}}, key=key)
+    assert partial.json["widget"] == {"enabled": True, "allowedOrigins": [], "title": None, "greeting": None,
+                                      "color": widget.DEFAULT_COLOR, "requireIdentity": False}
+    for bad, field in (({"allowedOrigins": ["example.com"]}, "widget.allowedOrigins[0]"),
+                       ({"color": "red"}, "widget.color"), ({"color": "#12345"}, "widget.color"),
+                       ({"enabled": "yes"}, "widget.enabled"), ({"title": "x" * 61}, "widget.title"),
+                       ({"size": 3}, "widget.size")):
+        r = await api.patch("/v1/account/settings", {"widget": bad}, key=key)
+        assert r.code == 400 and field in r.json["error"]["message"], (bad, r.body)
+    assert (await api.get("/v1/account", key=key)).json["settings"]["widget"]["enabled"] is True  # unchanged
+    removed = await api.patch("/v1/account/settings", {"widget": None}, key=key)
+    assert "widget" not in removed.json
+
+
+async def test_widget_id_snippet_and_an_identity_secret_shown_once(api, account, other_account, services):
+    key = account["api_key"]
+    first = (await api.get("/v1/account/widget", key=key)).json
+    assert first["widgetId"].startswith("wid_") and first["identitySecretSet"] is False
+    assert first["snippet"] == (f'<script src="{services.settings.base_url}/widget.js" '
+                                f'data-widget="{first["widgetId"]}" async></script>')
+    assert (await api.get("/v1/account/widget", key=key)).json == first  # one widget per account
+    other = (await api.get("/v1/account/widget", key=other_account["api_key"])).json
+    assert other["widgetId"] != first["widgetId"]
+
+    made = await api.post("/v1/account/widget/identity-secret", key=key)
+    assert made.code == 200 and len(made.json["identitySecret"]) == 64
+    assert (await api.get("/v1/account/widget", key=key)).json["identitySecretSet"] is True
+    again = (await api.post("/v1/account/widget/identity-secret", key=key)).json
+    assert again["identitySecret"] != made.json["identitySecret"]  # rotates
+    stored = await widget.store.get_widget(services.db, account["account_id"])
+    assert made.json["identitySecret"] not in str(stored) and again["identitySecret"] not in str(stored)  # encrypted
+    assert services.box.decrypt(stored["identity_secret"]) == again["identitySecret"]
+
+
+async def test_settings_page_shows_the_snippet_and_saves_the_widget(http_server_client, api, ui_account):
+    browser = FormClient(http_server_client)
+    assert (await browser.login(ui_account["email"])).code == 303
+    page = await browser.get("/settings")
+    info = (await api.get("/v1/account/widget", key=ui_account["api_key"])).json
+    assert 'id="chat-widget"' in page.text and f'data-widget=&#34;{info["widgetId"]}&#34;' in page.text
+    form = {"enabled": "on", "allowedOrigins": "https://shop.example\nhttp://localhost:9000", "title": "Hi",
+            "greeting": "", "color": "#123abc"}
+    saved = await browser.post("/settings/widget", form)
+    assert saved.code == 303, saved.text[saved.text.find("<main"):][:1500]
+    stored = (await api.get("/v1/account", key=ui_account["api_key"])).json["settings"]["widget"]
+    assert stored["allowedOrigins"] == ["https://shop.example", "http://localhost:9000"] and stored["enabled"]
+    refused = await browser.post("/settings/widget", {**form, "color": "blue"})
+    assert refused.code == 400 and "widget.color" in refused.text and "blue" in refused.text
+    secret = await browser.post("/settings/widget/identity-secret")
+    assert secret.code == 200 and 'id="widget-identity-secret"' in secret.text
+    assert "widget-identity-secret" not in (await browser.get("/settings")).text  # shown once
+
+
+# ---- replies by channel: POST /v1/contacts/{contactId}/messages ------------------------------------
+
+async def _inbound(services, account_id, sid, from_id, channel, body="Hello"):
+    message, created = await messaging.receive_inbound(services, account_id, message_sid=sid, from_id=from_id,
+                                                       to_id=None, body=body, channel=channel)
+    assert created
+    return message
+
+
+async def test_a_reply_goes_on_the_newest_inbound_channel_unless_one_is_named(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    web = await _inbound(services, account_id, "w1", "web:vis_1", "web")
+    contact_id = web["contact_id"]
+    # No Custom Channel Webhook URL: a reply on web needs none, it is delivered by being stored.
+    r = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "Hi there"}, key=key)
+    assert r.code == 201, r.body
+    assert {k: r.json[k] for k in ("channel", "status", "toId", "direction", "author", "body")} == {
+        "channel": "web", "status": "Sent", "toId": "web:vis_1", "direction": "outbound", "author": "api",
+        "body": "Hi there"}
+    assert await _outbox_count(services.db, account_id) == 0
+
+    await messaging.receive_inbound(services, account_id, message_sid="c1", from_id="web:vis_1", to_id=None,
+                                    body="via bridge", channel="telegram")
+    no_webhook = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "On telegram"}, key=key)
+    assert no_webhook.code == 400 and "Custom Channel Webhook" in no_webhook.json["error"]["message"]
+    await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "https://hooks.example.com/p"}, key=key)
+    custom = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "On telegram"}, key=key)
+    assert custom.code == 201 and (custom.json["channel"], custom.json["status"]) == ("telegram", "Pending")
+    assert await _outbox_count(services.db, account_id) == 1
+    named = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "Back on the site", "channel": "web"},
+                           key=key)
+    assert named.code == 201 and (named.json["channel"], named.json["status"]) == ("web", "Sent")
+    assert await _outbox_count(services.db, account_id) == 1
+
+
+async def test_bad_replies_by_channel_change_nothing(api, account, other_account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    custom = await _inbound(services, account_id, "c1", "+14155550100", "telegram")
+    path = f"/v1/contacts/{custom['contact_id']}/messages"
+    before = (await api.get(path, key=key)).json["data"]
+    for body, field in (({"channel": "web", "body": "x"}, "channel"), ({"body": "  "}, "body"), ({}, "body"),
+                        ({"body": "x", "channel": ""}, "channel"), ({"body": "x", "extra": 1}, "extra")):
+        r = await api.post(path, body, key=key)
+        assert r.code == 400 and field in r.json["error"]["message"], (body, r.body)
+    assert (await api.get(path, key=key)).json["data"] == before
+    other = await api.post(path, {"body": "x", "channel": "web"}, key=other_account["api_key"])
+    assert other.code == 404 and other.json["error"]["code"] == "CONTACT_NOT_FOUND"
+
+
+# ---- the visitors' API: /widget/{widgetId}/… --------------------------------------------------------
+
+TIMEOUT = 30
+
+
+@reads
+def _count(cx, table, account_id):
+    return cx.execute(f"SELECT COUNT(*) FROM {table} WHERE account_id = ?", (account_id,)).fetchone()[0]
+
+
+@reads
+def _contacts(cx, account_id):
+    return fetch_all(cx, "SELECT id, email, first_name, last_name FROM contacts WHERE account_id = ? ORDER BY id",
+                     (account_id,))
+
+
+async def enable(api, account, **settings):
+    """The account's widget enabled (with these settings); returns its id."""
+    r = await api.patch("/v1/account/settings", {"widget": {"enabled": True, "allowedOrigins": ["https://shop.example"],
+                                                            **settings}}, key=account["api_key"])
+    assert r.code == 200, r.body
+    return (await api.get("/v1/account/widget", key=account["api_key"])).json["widgetId"]
+
+
+class Visitor:
+    """A browser's chat frame: its token, sent as X-Parley-Visitor."""
+
+    def __init__(self, api, widget_id, token=None, user_agent="Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0"):
+        self.api, self.base, self.token, self.user_agent = api, f"/widget/{widget_id}", token, user_agent
+
+    def headers(self, extra=None):
+        return {"User-Agent": self.user_agent, **({"X-Parley-Visitor": self.token} if self.token else {}),
+                **(extra or {})}
+
+    async def history(self):
+        r = await self.api.get(f"{self.base}/messages", headers=self.headers())
+        assert r.code == 200, r.body
+        return r.json
+
+    async def send(self, body, **extra):
+        r = await self.api.post(f"{self.base}/messages", {"body": body, **extra}, headers=self.headers())
+        if r.code == 201 and r.json["token"]:
+            self.token = r.json["token"]
+        return r
+
+    async def updates(self, after, wait=0):
+        return await self.api.get(f"{self.base}/updates?after={after}&wait={wait}", headers=self.headers())
+
+    async def identify(self, user_id, hash, **extra):
+        r = await self.api.post(f"{self.base}/identify", {"id": user_id, "hash": hash, **extra}, headers=self.headers())
+        assert r.code == 200, r.body
+        if r.json["verified"]:
+            self.token = r.json["token"]
+        return r.json
+
+
+async def test_a_visitor_writes_an_agent_replies_and_the_visitor_gets_it_live(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    opened = await visitor.history()
+    assert opened["messages"] == [] and opened["verified"] is False
+    assert await _count(services.db, "contacts", account_id) == 0  # nothing stored before the visitor writes
+
+    sent = await visitor.send("Do you deliver on Sundays?")
+    assert sent.code == 201, sent.body
+    assert sent.json["message"]["mine"] is True and visitor.token
+    contact_id = (await _contacts(services.db, account["account_id"]))[0]["id"]
+    [inbound] = (await api.get(f"/v1/contacts/{contact_id}/messages", key=key)).json["data"]
+    assert (inbound["channel"], inbound["direction"], inbound["fromId"][:8]) == ("web", "inbound", "web:vis_")
+    events = (await api.get("/v1/events?types=message.created", key=key)).json["data"]
+    assert [e["data"]["id"] for e in events] == [inbound["id"]]
+
+    waiting = asyncio.ensure_future(visitor.updates(opened["cursor"], wait=20))  # a long-poll, woken by the reply
+    await asyncio.sleep(0)
+    reply = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "Yes, until noon."}, key=key)
+    assert reply.code == 201 and reply.json["status"] == "Sent"
+    first = (await asyncio.wait_for(waiting, TIMEOUT)).json
+    shown = [m for m in first["messages"]]
+    if not any(not m["mine"] for m in shown):  # the poll answered with the visitor's own message first
+        shown += (await visitor.updates(first["cursor"], wait=20)).json["messages"]
+    assert [(m["mine"], m["body"]) for m in shown] == [(True, "Do you deliver on Sundays?"),
+                                                        (False, "Yes, until noon.")]
+    assert set(shown[1]) == {"id", "mine", "author", "body", "createdAt"}  # no agent, no contact, no account
+
+    # Back later (a reload): the history has both; another visitor's (or a forged) token sees none of it.
+    assert [m["body"] for m in (await visitor.history())["messages"]] == ["Do you deliver on Sundays?",
+                                                                         "Yes, until noon."]
+    stranger = Visitor(api, widget_id)
+    await stranger.send("Hello?")
+    assert [m["body"] for m in (await stranger.history())["messages"]] == ["Hello?"]
+    assert (await Visitor(api, widget_id, token=visitor.token[:-4] + "AAAA").history())["messages"] == []
+
+
+async def test_the_websocket_resumes_from_its_cursor(api, account, http_server_client, services):
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    await visitor.send("Hi")
+    cursor = (await visitor.history())["cursor"]
+    contact_id = (await _contacts(services.db, account["account_id"]))[0]["id"]
+    # Offline: a reply comes while no socket is open; the socket opened later from the cursor brings it.
+    await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "While you were away"}, key=key)
+    port = http_server_client.get_http_port()
+    url = f"ws://127.0.0.1:{port}/widget/{widget_id}/live?after={cursor}"
+    socket = await websocket_connect(HTTPRequest(url, headers={"Origin": f"https://127.0.0.1:{port}"}))
+    socket.write_message(json.dumps({"token": visitor.token}))
+    frame = json.loads(await asyncio.wait_for(socket.read_message(), TIMEOUT))
+    assert frame["type"] == "messages" and [m["body"] for m in frame["messages"]] == ["While you were away"]
+    await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "And now, live"}, key=key)
+    frame = json.loads(await asyncio.wait_for(socket.read_message(), TIMEOUT))
+    assert [m["body"] for m in frame["messages"]] == ["And now, live"]
+    socket.close()
+    with pytest.raises(HTTPClientError) as refused:  # another site's page cannot open it
+        await websocket_connect(HTTPRequest(url, headers={"Origin": "https://evil.example"}))
+    assert refused.value.code == 403
+
+
+async def test_identity_binds_a_contact_across_browsers_and_a_wrong_hash_binds_nothing(api, account, services):
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    secret = (await api.post("/v1/account/widget/identity-secret", key=key)).json["identitySecret"]
+    good = widget.identity_hash(secret, "cust-7")
+    laptop, phone, forger = Visitor(api, widget_id), Visitor(api, widget_id), Visitor(api, widget_id)
+    assert (await laptop.identify("cust-7", good, email="ada@example.com", name="Ada Lovelace"))["verified"]
+    await laptop.send("From my laptop")
+    assert (await phone.identify("cust-7", good.upper()))["verified"]
+    assert [m["body"] for m in (await phone.history())["messages"]] == ["From my laptop"]
+    await phone.send("And from my phone")
+    [contact] = await _contacts(services.db, account["account_id"])  # one contact for both browsers
+    assert (contact["email"], contact["first_name"], contact["last_name"]) == ("ada@example.com", "Ada", "Lovelace")
+
+    wrong = await forger.identify("cust-7", widget.identity_hash("not the secret", "cust-7"))
+    assert wrong == {"verified": False, "token": None} and forger.token is None
+    assert (await forger.history())["messages"] == []
+    await forger.send("I am someone else")
+    assert len(await _contacts(services.db, account["account_id"])) == 2  # bound to nobody's contact
+
+    await enable(api, account, requireIdentity=True)
+    refused = await Visitor(api, widget_id).send("Anonymous")
+    assert refused.code == 403 and refused.json["error"]["code"] == "IDENTITY_REQUIRED"
+    assert (await phone.send("Still me")).code == 201
+
+
+async def test_abuse_limits_and_other_sites(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    too_long = await visitor.send("x" * (widget.MAX_BODY + 1))
+    assert too_long.code == 400 and "body" in too_long.json["error"]["message"]
+    assert (await visitor.send("  ")).code == 400
+    bot = await visitor.send("buy now", website="https://spam.example")
+    assert bot.code == 201 and bot.json["message"] is None
+    crawler = await Visitor(api, widget_id, user_agent="Mozilla/5.0 (compatible; Googlebot/2.1)").send("hi")
+    assert crawler.code == 403
+    assert await _count(services.db, "contacts", account_id) == 0  # neither made a contact
+    elsewhere = await api.post(f"/widget/{widget_id}/messages", {"body": "hi"},
+                               headers={"Origin": "https://evil.example"})
+    assert elsewhere.code == 403 and "access-control-allow-origin" not in elsewhere.headers
+    codes = [(await visitor.send(f"message {n}")).code for n in range(widget.VISITOR_PER_MINUTE + 1)]
+    assert codes[:widget.VISITOR_PER_MINUTE] == [201] * widget.VISITOR_PER_MINUTE and codes[-1] == 429
+    limited = await visitor.send("one more")
+    assert "too quickly" in limited.json["error"]["message"] and limited.headers["Retry-After"]
+
+    await api.patch("/v1/account/settings", {"widget": {"enabled": False}}, key=key)
+    assert (await visitor.send("closed?")).code == 404
+    assert (await api.get(f"/widget/wid_{'0' * 26}/messages")).code == 404
+
+
+async def test_the_frame_is_framed_only_by_the_allowed_origins(api, account, http_server_client):
+    def page(path):
+        return http_server_client.fetch(path, raise_error=False)
+    widget_id = await enable(api, account, title="Bakery <chat>", greeting="Hello!")
+    frame = await page(f"/widget/{widget_id}")
+    assert frame.code == 200
+    csp = frame.headers["Content-Security-Policy"]
+    assert "frame-ancestors https://shop.example" in csp and "script-src 'self'" in csp
+    text = frame.body.decode()
+    assert "Bakery &lt;chat&gt;" in text and 'for="body"' in text and "<script>" not in text
+    await api.patch("/v1/account/settings", {"widget": {"enabled": False}}, key=account["api_key"])
+    gone = await page(f"/widget/{widget_id}")
+    assert gone.code == 404 and "frame-ancestors 'none'" in gone.headers["Content-Security-Policy"]
+    loader = await page("/widget.js")
+    assert loader.code == 200 and "javascript" in loader.headers["Content-Type"]

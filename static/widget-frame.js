@@ -8,7 +8,11 @@
   var memory = {};
   function load(k) { try { return localStorage.getItem(k); } catch (e) { return memory[k] || null; } }
   function save(k, v) { try { localStorage.setItem(k, v); } catch (e) { memory[k] = v; } }
-  var token = load(TOKEN), cursor = null, seen = {}, live = null, retry = 0, polling = false, wsFailures = 0;
+  // The token comes from the page's own storage through our URL's fragment (never sent to a server): browsers
+  // that block a framed site's storage would otherwise forget the visitor on every page.
+  var given = /^#t=([^&]+)/.exec(location.hash);
+  if (given) window.history.replaceState(null, "", location.pathname + location.search);
+  var token = (given && decodeURIComponent(given[1])) || load(TOKEN), cursor = null, seen = {}, live = null, retry = 0, polling = false, wsFailures = 0;
   var list = document.getElementById("messages"), log = document.getElementById("log");
   var form = document.getElementById("send"), box = document.getElementById("body");
   var status = document.getElementById("status"), honeypot = document.getElementById("website");
@@ -19,6 +23,7 @@
   function tell(data) {
     if (parentOrigin && window.parent !== window) { data.parley = data.parley || "event"; window.parent.postMessage(data, parentOrigin); }
   }
+  function keep(t) { token = t; save(TOKEN, t); tell({ parley: "token", token: t }); }
   function call(method, path, body) {
     var headers = { "Content-Type": "application/json" };
     if (token) headers["X-Parley-Visitor"] = token;
@@ -43,7 +48,7 @@
     log.scrollTop = log.scrollHeight;
     if (!m.mine && !quiet) tell({ parley: "message", message: { id: m.id, body: m.body, createdAt: m.createdAt } });
   }
-  function history() {
+  function readHistory() {
     return call("GET", "/messages").then(function (h) {
       cursor = h.cursor;
       h.messages.forEach(function (m) { show(m, true); });
@@ -87,7 +92,7 @@
     status.textContent = "";
     call("POST", "/messages", { body: text, website: honeypot.value || null }).then(function (a) {
       box.value = "";
-      if (a.token && a.token !== token) { token = a.token; save(TOKEN, token); }
+      if (a.token && a.token !== token) keep(a.token);
       if (a.message) show(a.message);
       tell({ parley: "active" });
       follow();
@@ -104,10 +109,10 @@
       call("POST", "/identify", { id: String(d.id), hash: String(d.hash || ""), email: d.email || null, name: d.name || null })
         .then(function (a) {
           if (a.verified && a.token !== token) {
-            token = a.token; save(TOKEN, token);
+            keep(a.token);
             list.textContent = ""; seen = {};
             if (live) { live.onclose = null; live.close(); live = null; }
-            history();
+            readHistory();
           }
           tell({ parley: "identified", verified: a.verified });
         }, function (err) { status.textContent = err.message; });
@@ -115,5 +120,5 @@
       box.focus();
     }
   });
-  history().then(function () { tell({ parley: "ready" }); }, function (err) { status.textContent = err.message; tell({ parley: "ready" }); });
+  readHistory().then(function () { tell({ parley: "ready" }); }, function (err) { status.textContent = err.message; tell({ parley: "ready" }); });
 })();

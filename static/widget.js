@@ -1,5 +1,5 @@
 /* Parley's website chat widget loader: <script src="https://PARLEY/widget.js" data-widget="wid_…" async></script>.
-   A launcher button in a closed shadow root (the host page's styles neither reach it nor are touched); the chat
+   A launcher button in a shadow root (the host page's styles neither reach it nor are touched); the chat
    frame (Parley's origin) is loaded only when the visitor opens it or has a conversation whose replies may come.
    Messages go only to Parley's origin and are taken only from the frame, with addEventListener. */
 (function () {
@@ -7,8 +7,8 @@
   var script = document.currentScript;
   if (!script || (window.Parley && window.Parley.version)) return;
   var wid = script.getAttribute("data-widget"), origin = new URL(script.src).origin;
-  var ACTIVE = "parley:" + wid + ":active";
-  var host = document.createElement("div"), root = host.attachShadow({ mode: "closed" });
+  var ACTIVE = "parley:" + wid + ":active", TOKEN = "parley:" + wid + ":token";
+  var host = document.createElement("div"), root = host.attachShadow({ mode: "open" });
   root.innerHTML = "<style>" +
     ":host{all:initial}" +
     "button{position:fixed;right:20px;bottom:20px;z-index:2147483646;width:56px;height:56px;border-radius:50%;border:0;" +
@@ -32,7 +32,9 @@
     if (frame) return;
     frame = document.createElement("iframe");
     frame.title = "Chat";
-    frame.src = origin + "/widget/" + encodeURIComponent(wid) + "?origin=" + encodeURIComponent(location.origin);
+    var token = remember(TOKEN);  // in the fragment: the frame reads it, no server sees it
+    frame.src = origin + "/widget/" + encodeURIComponent(wid) + "?origin=" + encodeURIComponent(location.origin) +
+      (token ? "#t=" + encodeURIComponent(token) : "");
     panel.appendChild(frame);
   }
   function open() {
@@ -51,6 +53,7 @@
     var d = e.data || {};
     if (d.parley === "ready") { ready = true; queue.splice(0).forEach(post); }
     else if (d.parley === "active") remember(ACTIVE, "1");
+    else if (d.parley === "token" && typeof d.token === "string") remember(TOKEN, d.token);
     else if (d.parley === "close") close();
     else if (d.parley === "message") {
       if (panel.hidden) badge.hidden = false;

@@ -1,9 +1,12 @@
 """The website chat widget (issue 38, docs/guide.md "Website chat widget"): its settings, id, snippet and identity
 secret; replies by channel; the visitors' API. In-process, on both databases."""
 import asyncio
+import gzip
 import hashlib
 import hmac
 import json
+import re
+from pathlib import Path
 
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
@@ -334,3 +337,16 @@ async def test_the_frame_is_framed_only_by_the_allowed_origins(api, account, htt
     assert gone.code == 404 and "frame-ancestors 'none'" in gone.headers["Content-Security-Policy"]
     loader = await page("/widget.js")
     assert loader.code == 200 and "javascript" in loader.headers["Content-Type"]
+
+
+def test_the_loader_and_the_frame_stay_within_their_size_budgets():
+    """Issue 38: /widget.js at most 6 KB gzipped; the frame with everything it loads at most 45 KB gzipped."""
+    root = Path(__file__).resolve().parent.parent
+
+    def gzipped(*paths):
+        return sum(len(gzip.compress((root / p).read_bytes(), 9)) for p in paths)
+    assert gzipped("static/widget.js") <= 6 * 1024
+    assert gzipped("templates/widget_frame.html", "static/widget-frame.js", "static/widget-frame.css") <= 45 * 1024
+    frame = (root / "templates/widget_frame.html").read_text()
+    assert re.findall(r'(?:src|href)="([^"]+)"', frame) == ["{{ static_url('widget-frame.css') }}",
+                                                           "{{ static_url('widget-frame.js') }}"]  # nothing else

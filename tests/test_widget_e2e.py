@@ -1,0 +1,110 @@
+"""The website chat widget in Chromium (issue 38), embedded in a page served from another origin (a small local
+HTTP server on another port) against the real server.py over HTTPS with its CSP: a visitor writes, an agent
+replies through the API, the visitor sees it live (and the page's Parley.on("message") is called); a reload keeps
+the history; the frame is refused on a page whose origin is not allowed. One test: the checks share a server."""
+import http.server
+import threading
+
+import pytest
+
+from tests.parley_process import free_port
+from tests.test_inbox_e2e import parley, wait_until  # noqa: F401 (fixture)
+from tests.ui_helpers import open_page
+
+PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Bakery</title></head>
+<body><h1>The bakery</h1>
+<script>window.__replies = []; window.addEventListener("load", function () {
+  Parley.on("message", function (m) { window.__replies.push(m.body); }); });</script>
+%s
+</body></html>"""
+
+
+class HostSite:
+    """A customer's website: one page with the snippet, served over plain HTTP on a port of its own."""
+
+    def __init__(self, snippet):
+        body = (PAGE % snippet).encode()
+
+        class Page(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.port = free_port()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Page)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.origin = f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def api(parley):
+    key = parley.first_run["api_key"]
+
+    def call(method, path, body=None):
+        with parley.client() as client:
+            response = client.request(method, path, params={"apiKey": key}, json=body)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+    return call
+
+
+def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_frame(chromium, parley, api):
+    snippet = api("GET", "/v1/account/widget")["snippet"]
+    allowed, stranger = HostSite(snippet), HostSite(snippet)
+    try:
+        api("PATCH", "/v1/account/settings", {"widget": {"enabled": True, "allowedOrigins": [allowed.origin],
+                                                         "title": "Bakery chat", "greeting": "Ask us anything."}})
+        context, page = open_page(chromium)
+        page.goto(allowed.origin + "/")
+        launcher = page.get_by_role("button", name="Open chat")
+        assert page.locator("iframe").count() == 0  # nothing loaded before the visitor asks
+        launcher.click()
+        chat = page.frame_locator("iframe")
+        box = chat.get_by_label("Your message")
+        box.fill("Do you bake on Sundays?")
+        box.press("Enter")
+        chat.locator("li.mine", has_text="Do you bake on Sundays?").wait_for()
+        assert chat.locator(".greeting").inner_text() == "Ask us anything."
+        assert box.evaluate("e => getComputedStyle(e).fontSize") == "16px"
+
+        [event] = [e for e in api("GET", "/v1/events")["data"]
+                   if e["type"] == "message.created" and e["data"]["channel"] == "web"]
+        contact_id = event["data"]["contactId"]
+        reply = api("POST", f"/v1/contacts/{contact_id}/messages", {"body": "Yes, from 8 to noon."})
+        assert (reply["channel"], reply["status"]) == ("web", "Sent")
+        chat.locator("li.theirs", has_text="Yes, from 8 to noon.").wait_for()
+        wait_until(page, "window.__replies.length === 1")
+        assert page.evaluate("window.__replies") == ["Yes, from 8 to noon."]
+
+        page.reload()  # the history stays; the frame follows the conversation again
+        page.get_by_role("button", name="Open chat").click()
+        texts = page.frame_locator("iframe").locator("li")
+        texts.nth(1).wait_for()
+        assert [t.split("\n")[0] for t in texts.all_inner_texts()] == ["Do you bake on Sundays?",
+                                                                       "Yes, from 8 to noon."]
+        assert [e for e in page.console_errors if "favicon" not in e] == []
+        context.close()
+
+        context, page = open_page(chromium)
+        page.goto(stranger.origin + "/")
+        page.get_by_role("button", name="Open chat").click()
+        wait_until(page, "document.querySelector('div') && performance.getEntriesByType('resource')"
+                         ".some(e => e.name.includes('/widget/wid_'))")
+        frame = page.frames[-1]
+        assert frame != page.main_frame and frame.locator("#body").count() == 0  # refused by frame-ancestors
+        assert any("frame-ancestors" in e for e in page.console_errors)
+        context.close()
+    finally:
+        allowed.close()
+        stranger.close()

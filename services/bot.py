@@ -284,6 +284,8 @@ def record_outcome_in_tx(cx, account_id, contact_id, message_id, outcome, handof
 async def on_inbound_message(services, message, context):
     """Answer one new inbound text message (the stored row), given its context (bot_context.context_in_tx,
     read when the bot starts on it)."""
+    if message.get("channel") == messaging.WEB_CHANNEL:
+        context = {**context, "has_webhook": True}  # its reply goes to the chat widget: stored, not POSTed
     decision = await decide(services, message["account_id"], context, message["body"],
                             contact_id=message["contact_id"], message_id=message["id"])
     return await apply(services, message, context, decision)

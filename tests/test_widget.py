@@ -350,3 +350,23 @@ def test_the_loader_and_the_frame_stay_within_their_size_budgets():
     frame = (root / "templates/widget_frame.html").read_text()
     assert re.findall(r'(?:src|href)="([^"]+)"', frame) == ["{{ static_url('widget-frame.css') }}",
                                                            "{{ static_url('widget-frame.js') }}"]  # nothing else
+
+
+async def test_the_bot_answers_visitors_and_erasure_empties_their_chat(api, account, services):
+    key, account_id = account["api_key"], account["account_id"]
+    widget_id = await enable(api, account)
+    # No Custom Channel Webhook URL: the bot's answer goes to the widget, which needs none.
+    r = await api.patch("/v1/account/settings", {"bot": {"active": True, "rules": [
+        {"keywords": ["open"], "answer": "We open at 8."}]}}, key=key)
+    assert r.code == 200, r.body
+    visitor = Visitor(api, widget_id)
+    await visitor.send("When do you open?")
+    await services.bot.idle()
+    assert [(m["mine"], m["author"], m["body"]) for m in (await visitor.history())["messages"]] == [
+        (True, "contact", "When do you open?"), (False, "bot", "We open at 8.")]
+
+    [contact] = await _contacts(services.db, account_id)
+    assert (await api.delete(f"/v1/contacts/{contact['id']}", key=key)).code == 200
+    assert (await visitor.history())["messages"] == []  # nothing of the erased conversation stays visible
+    assert (await visitor.send("Hello again")).code == 201  # a new contact, from scratch
+    assert [c["id"] for c in await _contacts(services.db, account_id)] != [contact["id"]]

@@ -11,6 +11,7 @@ from storage import contacts as contact_store
 from storage import conversations as store
 from storage import events
 from storage import messages as message_store
+from storage import widgets as widget_store
 
 PAGE_SIZE = 30
 THREAD_PAGE_SIZE = 50
@@ -146,6 +147,8 @@ async def get_thread(services, account_id, contact_id, *, before=None):
     return {"contact": contact, "name": name, "messages": messages, "timeline": timeline, "earlier": earlier,
             "newest_id": shown[0]["id"] if shown and not before else None,
             **await _bot_state(services, account_id, contact_id),
+            # The website chat widget's visitors: whether the site verified who they are (services/widget.py).
+            "web_identity": await widget_store.web_identity(services.db, account_id, contact_id),
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
 
 

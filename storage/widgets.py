@@ -52,3 +52,14 @@ def visitor_messages(cx, account_id, contact_id, limit):
                          " AND contact_id = ? AND channel = 'web' ORDER BY id DESC LIMIT ?",
                      (account_id, contact_id, limit))
     return rows[::-1]
+
+
+@reads
+def web_identity(cx, account_id, contact_id):
+    """How the contact is known on the widget: "verified" (an identified visitor), "not verified" (anonymous
+    visitors only), or None (never wrote from the widget)."""
+    ids = [row[0] for row in cx.execute("SELECT from_id FROM channel_identities WHERE account_id = ? AND contact_id = ?"
+                                        " AND from_id LIKE 'web:%'", (account_id, contact_id))]
+    if not ids:
+        return None
+    return "verified" if any(i.startswith("web:id:") for i in ids) else "not verified"

@@ -370,3 +370,24 @@ async def test_the_bot_answers_visitors_and_erasure_empties_their_chat(api, acco
     assert (await visitor.history())["messages"] == []  # nothing of the erased conversation stays visible
     assert (await visitor.send("Hello again")).code == 201  # a new contact, from scratch
     assert [c["id"] for c in await _contacts(services.db, account_id)] != [contact["id"]]
+
+
+async def test_the_inbox_says_whether_a_web_contact_is_verified(http_server_client, api, ui_account, services):
+    key = ui_account["api_key"]
+    widget_id = await enable(api, ui_account)
+    secret = (await api.post("/v1/account/widget/identity-secret", key=key)).json["identitySecret"]
+    anonymous, known = Visitor(api, widget_id), Visitor(api, widget_id)
+    await anonymous.send("Hi")
+    await known.identify("cust-1", widget.identity_hash(secret, "cust-1"))
+    await known.send("Hello, it's me")
+    browser = FormClient(http_server_client)
+    assert (await browser.login(ui_account["email"])).code == 303
+    badges = {}
+    for contact in await _contacts(services.db, ui_account["account_id"]):
+        page = (await browser.get(f"/inbox/{contact['id']}")).text
+        badges[contact["id"]] = [b for b in ("Website chat: verified", "Website chat: not verified") if b in page]
+        # The agent's reply from the inbox goes back to the visitor's chat.
+        assert (await browser.post(f"/inbox/{contact['id']}/reply", {"body": "Hello from the inbox"})).code == 303
+    assert sorted(badges.values()) == [["Website chat: not verified"], ["Website chat: verified"]]
+    for visitor in (anonymous, known):
+        assert (await visitor.history())["messages"][-1]["body"] == "Hello from the inbox"

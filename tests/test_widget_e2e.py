@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from tests.parley_process import free_port
+from tests.test_accessibility import axe_violations, report
 from tests.test_inbox_e2e import parley, wait_until  # noqa: F401 (fixture)
 from tests.ui_helpers import open_page
 
@@ -104,6 +105,18 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         frame = page.frames[-1]
         assert frame != page.main_frame and frame.locator("#body").count() == 0  # refused by frame-ancestors
         assert any("frame-ancestors" in e for e in page.console_errors)
+        context.close()
+
+        # axe-core: the host page with the launcher, and the chat frame (opened by itself: the frame's CSP
+        # refuses the added axe script, hence bypass_csp).
+        context, page = open_page(chromium, bypass_csp=True)
+        page.goto(allowed.origin + "/")
+        page.get_by_role("button", name="Open chat").wait_for()
+        found = axe_violations(page)
+        page.goto(parley.base + f"/widget/{event['data']['toId']}")
+        page.get_by_label("Your message").wait_for()
+        found += axe_violations(page)
+        assert found == [], report({"widget": found})
         context.close()
     finally:
         allowed.close()

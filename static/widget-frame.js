@@ -120,5 +120,6 @@
       box.focus();
     }
   });
-  readHistory().then(function () { tell({ parley: "ready" }); }, function (err) { status.textContent = err.message; tell({ parley: "ready" }); });
+  function ready() { tell({ parley: "ready", color: cfg.color }); }
+  readHistory().then(ready, function (err) { status.textContent = err.message; ready(); });
 })();

@@ -51,7 +51,10 @@
   window.addEventListener("message", function (e) {
     if (e.origin !== origin || !frame || e.source !== frame.contentWindow) return;
     var d = e.data || {};
-    if (d.parley === "ready") { ready = true; queue.splice(0).forEach(post); }
+    if (d.parley === "ready") {
+      ready = true; queue.splice(0).forEach(post);
+      if (/^#[0-9a-f]{6}$/.test(d.color)) button.style.background = d.color;
+    }
     else if (d.parley === "active") remember(ACTIVE, "1");
     else if (d.parley === "token" && typeof d.token === "string") remember(TOKEN, d.token);
     else if (d.parley === "close") close();

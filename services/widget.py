@@ -281,12 +281,15 @@ async def updates(services, widget, token, after, wait):
     visitor = unseal(services.box, widget, token)
     if visitor is None:
         raise Forbidden("no visitor: send a message first")
-    hub, deadline = services.hub, time.monotonic() + wait
+    hub, deadline, contact_id = services.hub, time.monotonic() + wait, None
     woken = await hub.watch(account_id)
     try:
         while True:
-            contact_id = await store.visitor_contact_id(services.db, account_id, from_id(visitor))
-            result = await event_stream.page(services, account_id, position, _MESSAGE_SOURCES, event_stream.MAX_LIMIT)
+            if contact_id is None:  # made by the visitor's first message; then theirs for good
+                contact_id = await store.visitor_contact_id(services.db, account_id, from_id(visitor))
+            # Visitors waiting at one position (every open chat of the account, after a commit) share one read.
+            result = await event_stream.shared_page(services, account_id, position, _MESSAGE_SOURCES,
+                                                    event_stream.MAX_LIMIT)
             position = event_stream.decode_cursor(account_id, result["nextCursor"])
             mine = [visitor_message(e["data"]) for e in result["data"]
                     if e["data"]["contactId"] == contact_id and e["data"]["channel"] == CHANNEL]

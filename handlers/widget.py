@@ -67,7 +67,9 @@ class VisitorMessagesHandler(VisitorHandler):
         "post": Operation(
             "A visitor writes", {201: VisitorSent}, body=VisitorSend, tags=("widget",),
             headers={TOKEN_HEADER: "The visitor's token; without one, the answer makes one (keep it)."},
-            errors={**_ERRORS, 400: "An empty or too long body (more than 2,000 characters).",
+            errors={**_ERRORS, 400: "An empty or too long body (more than 2,000 characters), an attachment that is "
+                                     "not an image or a PDF, or whose bytes are not its type.",
+                    413: "An attachment over --max-media-bytes.",
                     403: "A crawler, another site, or an unidentified visitor when the widget requires identity "
                          "(IDENTITY_REQUIRED).",
                     429: "Too many messages from this visitor or this address (the message says how long to wait)."},
@@ -81,7 +83,8 @@ class VisitorMessagesHandler(VisitorHandler):
         body = self.json_body(VisitorSend)
         answer, stored = await widget.send(
             self.services, self.widget, self.visitor_token(), body=body.body, honeypot=body.website,
-            remote_ip=self.request.remote_ip, user_agent=self.request.headers.get("User-Agent"))
+            remote_ip=self.request.remote_ip, user_agent=self.request.headers.get("User-Agent"),
+            media_url=body.mediaUrl, media_content_type=body.mediaContentType)
         self.respond(answer, status=201)
         if stored is not None:
             messaging.after_inbound(self.services, stored)

@@ -7,11 +7,17 @@ from common.validation import Identifier, Strict
 from services import widget
 
 
+class VisitorMedia(BaseModel):
+    url: str = Field(description="A signed link, valid --media-url-ttl-seconds.")
+    contentType: str
+
+
 class VisitorMessage(BaseModel):
     id: str
     mine: bool = Field(description="Written by the visitor (else by the business: a person or the bot).")
     author: str = Field(description="contact, user, bot, api or campaign.")
     body: str
+    media: Optional[VisitorMedia]
     createdAt: str
 
 
@@ -23,6 +29,9 @@ class VisitorHistory(BaseModel):
 
 class VisitorSend(Strict):
     body: str = Field(max_length=widget.MAX_BODY * 2, description="At most 2,000 characters.")
+    mediaUrl: Optional[str] = Field(None, description="An attachment: the file as a data: URL (image/png, jpeg, "
+                                    "gif, webp or application/pdf; --max-media-bytes), its bytes sniffed.")
+    mediaContentType: Optional[str] = Field(None, max_length=255)
     website: Optional[str] = Field(None, max_length=500, description="Leave it empty: a field people never see, "
                                                                      "which bots fill (then nothing is stored).")
 

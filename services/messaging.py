@@ -371,8 +371,11 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
     if author not in AUTHORS or author == "contact":
         raise ValueError(f"an outbound message's author is one of {AUTHORS[1:]}, not {author!r}")
     _check_body(body, "body")
-    if media_url and channel != WEB_CHANNEL:
-        await _require_webhook(services, account_id)
+    if media_url:
+        # Checked before the file is stored; a reply on the widget's channel needs no webhook.
+        goes_on = channel if channel or to_id else await store.reply_channel(services.db, account_id, contact_id)
+        if goes_on != WEB_CHANNEL:
+            await _require_webhook(services, account_id)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
 

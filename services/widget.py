@@ -23,7 +23,7 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
-from services import event_stream, messaging
+from services import event_stream, media, messaging
 from services.contact_fields import normalize_email
 from storage import widgets as store
 
@@ -135,6 +135,7 @@ def identity_hash(secret, user_id):
 # ---- visitors ---------------------------------------------------------------------------------
 
 HISTORY = 100  # messages a chat shows when it opens
+ATTACHMENT_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf")
 VISITOR_PER_MINUTE, ADDRESS_PER_MINUTE = 12, 60  # messages a visitor, and an address, may send a minute
 LIVE_WAIT = 25.0  # seconds a long-poll (and each round of a WebSocket) waits for a reply
 # Obvious crawlers never create contacts (a search engine that renders pages may run the widget's script).
@@ -189,12 +190,16 @@ def from_id(visitor):
     return f"web:id:{visitor['u']}" if "u" in visitor else f"web:{visitor['v']}"
 
 
-def visitor_message(message):
-    """A message as the visitor sees it: who wrote it (them, or the business), never which agent or any id but
-    the message's."""
-    created = message.get("createdAt") or message.get("created_at")
+def visitor_message(services, message):
+    """A message as the visitor sees it: who wrote it (them, or the business), its text and attachment (a signed
+    link), never which agent or any id but the message's. message: a stored row or the API's form."""
+    if "createdAt" in message:
+        created, shown = message["createdAt"], message["media"]
+    else:
+        created = message["created_at"]
+        shown = media.public_media(services, message["media_url"], message["media_content_type"])
     return {"id": message["id"], "mine": message["direction"] == "inbound", "author": message["author"],
-            "body": message["body"], "createdAt": created}
+            "body": message["body"], "media": shown, "createdAt": created}
 
 
 async def history(services, widget, token):
@@ -207,7 +212,7 @@ async def history(services, widget, token):
     if visitor is not None:
         contact_id = await store.visitor_contact_id(services.db, widget["account_id"], from_id(visitor))
         if contact_id is not None:
-            messages = [visitor_message(m) for m in await store.visitor_messages(
+            messages = [visitor_message(services, m) for m in await store.visitor_messages(
                 services.db, widget["account_id"], contact_id, HISTORY)]
     return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor}
 
@@ -232,15 +237,22 @@ async def identify(services, widget, token, *, user_id, email=None, name=None, h
     return {"verified": True, "token": seal(services.box, widget, visitor)}
 
 
-async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_agent):
+async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_agent, media_url=None,
+               media_content_type=None):
     """POST /widget/{id}/messages: the visitor's message, an inbound message of channel web (its first makes the
-    visitor and their contact). Returns ({message, token}, the stored message for after_inbound, or None when the
+    visitor and their contact), with an attachment (an image or a PDF, as a data: URL, sniffed and size-limited
+    as other media). Returns ({message, token}, the stored message for after_inbound, or None when the
     honeypot was filled: then nothing is stored and the answer looks the same to a bot)."""
     text = body if isinstance(body, str) else None
     if text is None or not text.strip():
         raise Invalid("body is required", field="body")
     if len(text) > MAX_BODY:
         raise Invalid(f"body is too long: at most {MAX_BODY} characters", field="body")
+    if media_url is not None:
+        if not media_url.startswith("data:"):
+            raise Invalid("mediaUrl must be the file itself, as a data: URL", field="mediaUrl")
+        if (media_content_type or "").split(";")[0].strip().lower() not in ATTACHMENT_TYPES:
+            raise Invalid(f"mediaContentType must be one of {', '.join(ATTACHMENT_TYPES)}", field="mediaContentType")
     if _CRAWLER.search(user_agent or ""):
         raise Forbidden("crawlers cannot write in the chat")
     visitor = unseal(services.box, widget, token)
@@ -260,8 +272,9 @@ async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_
     first, last = _split_name(visitor.get("n"))
     message, _ = await messaging.receive_inbound(
         services, widget["account_id"], message_sid=new_id("web"), from_id=from_id(visitor), to_id=widget["id"],
-        body=text, channel=CHANNEL, first_name=first, last_name=last, email=visitor.get("e"))
-    return {"message": visitor_message(message), "token": token}, message
+        body=text, channel=CHANNEL, first_name=first, last_name=last, email=visitor.get("e"), media_url=media_url,
+        media_content_type=media_content_type)
+    return {"message": visitor_message(services, message), "token": token}, message
 
 
 def _split_name(name):
@@ -291,7 +304,7 @@ async def updates(services, widget, token, after, wait):
             result = await event_stream.shared_page(services, account_id, position, _MESSAGE_SOURCES,
                                                     event_stream.MAX_LIMIT)
             position = event_stream.decode_cursor(account_id, result["nextCursor"])
-            mine = [visitor_message(e["data"]) for e in result["data"]
+            mine = [visitor_message(services, e["data"]) for e in result["data"]
                     if e["data"]["contactId"] == contact_id and e["data"]["channel"] == CHANNEL]
             remaining = deadline - time.monotonic()
             if mine or remaining <= 0 or hub.stopping:

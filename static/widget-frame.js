@@ -40,6 +40,15 @@
     seen[m.id] = 1;
     var li = document.createElement("li"), t = document.createElement("time");
     li.className = m.mine ? "mine" : "theirs";
+    if (m.media && /^image\//.test(m.media.contentType)) {
+      var img = document.createElement("img");
+      img.src = m.media.url; img.alt = "Attached image";
+      li.appendChild(img);
+    } else if (m.media) {
+      var a = document.createElement("a");
+      a.href = m.media.url; a.target = "_blank"; a.rel = "noopener"; a.textContent = "Open the attachment";
+      li.appendChild(a); li.appendChild(document.createElement("br"));
+    }
     li.appendChild(document.createTextNode(m.body));
     t.dateTime = m.createdAt;
     t.textContent = new Date(m.createdAt).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
@@ -85,13 +94,29 @@
       setTimeout(poll, retry);
     });
   }
+  var file = document.getElementById("file"), MAX_FILE = 5 * 1024 * 1024;
+  function attached() {
+    var f = file.files && file.files[0];
+    if (!f) return Promise.resolve(null);
+    if (f.size > MAX_FILE) return Promise.reject(new Error("That file is over 5 MB: attach a smaller one."));
+    return new Promise(function (resolve, reject) {
+      var reader = new FileReader();
+      reader.onload = function () { resolve({ url: reader.result, type: f.type, name: f.name }); };
+      reader.onerror = function () { reject(new Error("That file could not be read.")); };
+      reader.readAsDataURL(f);
+    });
+  }
   form.addEventListener("submit", function (e) {
     e.preventDefault();
     var text = box.value;
-    if (!text.trim()) return;
+    if (!text.trim() && !(file.files && file.files.length)) return;
     status.textContent = "";
-    call("POST", "/messages", { body: text, website: honeypot.value || null }).then(function (a) {
-      box.value = "";
+    attached().then(function (f) {
+      var message = { body: text.trim() ? text : f.name, website: honeypot.value || null };
+      if (f) { message.mediaUrl = f.url; message.mediaContentType = f.type; }
+      return call("POST", "/messages", message);
+    }).then(function (a) {
+      box.value = ""; file.value = "";
       if (a.token && a.token !== token) keep(a.token);
       if (a.message) show(a.message);
       tell({ parley: "active" });

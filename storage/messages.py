@@ -143,6 +143,12 @@ def channel_target_in_tx(cx, account_id, contact_id, channel):
 
 
 @reads
+def reply_channel(cx, account_id, contact_id):
+    """The channel a reply to the contact goes out on by default (reply_target_in_tx's), or None."""
+    return (reply_target_in_tx(cx, account_id, contact_id) or (None, None))[1]
+
+
+@reads
 def get_message(cx, account_id, message_id):
     return fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",
                      (account_id, message_id), json_columns=_JSON)

@@ -48,7 +48,8 @@ def visitor_contact_id(cx, account_id, from_id):
 def visitor_messages(cx, account_id, contact_id, limit):
     """The contact's newest ``limit`` messages on the widget's channel, oldest first: what the visitor's chat shows
     (messages_account_contact's index, read backwards)."""
-    rows = fetch_all(cx, "SELECT id, direction, author, body, created_at FROM messages WHERE account_id = ?"
+    rows = fetch_all(cx, "SELECT id, direction, author, body, media_url, media_content_type, created_at FROM messages"
+                         " WHERE account_id = ?"
                          " AND contact_id = ? AND channel = 'web' ORDER BY id DESC LIMIT ?",
                      (account_id, contact_id, limit))
     return rows[::-1]

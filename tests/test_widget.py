@@ -14,6 +14,7 @@ from tornado.websocket import websocket_connect
 
 from services import messaging, widget
 from storage.db import fetch_all, reads
+from tests.test_media import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
 from tests.ui_helpers import FormClient
 
@@ -236,7 +237,7 @@ async def test_a_visitor_writes_an_agent_replies_and_the_visitor_gets_it_live(ap
         shown += (await visitor.updates(first["cursor"], wait=20)).json["messages"]
     assert [(m["mine"], m["body"]) for m in shown] == [(True, "Do you deliver on Sundays?"),
                                                         (False, "Yes, until noon.")]
-    assert set(shown[1]) == {"id", "mine", "author", "body", "createdAt"}  # no agent, no contact, no account
+    assert set(shown[1]) == {"id", "mine", "author", "body", "media", "createdAt"}  # no agent, no contact, no account
 
     # Back later (a reload): the history has both; another visitor's (or a forged) token sees none of it.
     assert [m["body"] for m in (await visitor.history())["messages"]] == ["Do you deliver on Sundays?",
@@ -391,3 +392,30 @@ async def test_the_inbox_says_whether_a_web_contact_is_verified(http_server_clie
     assert sorted(badges.values()) == [["Website chat: not verified"], ["Website chat: verified"]]
     for visitor in (anonymous, known):
         assert (await visitor.history())["messages"][-1]["body"] == "Hello from the inbox"
+
+
+async def test_visitors_and_agents_attach_images_and_pdfs(api, account, services, http_server_client):
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    sent = await visitor.send("my receipt", mediaUrl=data_uri("image/png", PNG), mediaContentType="image/png")
+    assert sent.code == 201, sent.body
+    shown = sent.json["message"]["media"]
+    assert shown["contentType"] == "image/png" and "/v1/media/" in shown["url"]
+    for media_url, content_type, field in (
+            ("https://cdn.example.com/a.png", "image/png", "mediaUrl"),  # a link is not a file
+            (data_uri("text/html", b"<p>hi</p>"), "text/html", "mediaContentType"),
+            (data_uri("application/pdf", PNG), "application/pdf", "mediaContentType")):  # sniffed: PNG bytes
+        refused = await visitor.send("x", mediaUrl=media_url, mediaContentType=content_type)
+        assert refused.code == 400 and field in refused.json["error"]["message"], refused.body
+    contact_id = (await _contacts(services.db, account["account_id"]))[0]["id"]
+    reply = await api.post(f"/v1/contacts/{contact_id}/messages",
+                           {"body": "Our menu", "mediaUrl": data_uri("application/pdf", b"%PDF-1.4\n%%EOF\n"),
+                            "mediaContentType": "application/pdf"}, key=key)
+    assert reply.code == 201 and reply.json["channel"] == "web", reply.body
+    history = (await visitor.history())["messages"]
+    assert [(m["body"], m["media"]["contentType"]) for m in history] == [("my receipt", "image/png"),
+                                                                         ("Our menu", "application/pdf")]
+    path = history[0]["media"]["url"].split("://", 1)[1].split("/", 1)[1]
+    image = await http_server_client.fetch("/" + path, raise_error=False)
+    assert image.code == 200 and image.body == PNG

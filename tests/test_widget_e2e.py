@@ -9,6 +9,7 @@ import pytest
 
 from tests.parley_process import free_port
 from tests.test_accessibility import axe_violations, report
+from tests.test_media import PNG
 from tests.test_inbox_e2e import parley, wait_until  # noqa: F401 (fixture)
 from tests.ui_helpers import open_page
 
@@ -88,12 +89,21 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         wait_until(page, "window.__replies.length === 1")
         assert page.evaluate("window.__replies") == ["Yes, from 8 to noon."]
 
+        chat.get_by_label("Attach an image or a PDF (up to 5 MB)").set_input_files(
+            files=[{"name": "receipt.png", "mimeType": "image/png", "buffer": PNG}])
+        box.press("Enter")  # no text: the file's name is the message
+        chat.locator("li.mine img[alt='Attached image']").wait_for()
+        assert chat.locator("li.mine").last.inner_text().startswith("receipt.png")
+        loaded = "i => i.complete ? i.naturalWidth : new Promise(r => { i.onload = i.onerror = () => r(i.naturalWidth); })"
+        assert chat.locator("li.mine img").evaluate(loaded) == 3  # served, and the frame's CSP lets it show
+
         page.reload()  # the history stays; the frame follows the conversation again
         page.get_by_role("button", name="Open chat").click()
         texts = page.frame_locator("iframe").locator("li")
         texts.nth(1).wait_for()
+        texts.nth(2).wait_for()
         assert [t.split("\n")[0] for t in texts.all_inner_texts()] == ["Do you bake on Sundays?",
-                                                                       "Yes, from 8 to noon."]
+                                                                       "Yes, from 8 to noon.", "receipt.png"]
         assert [e for e in page.console_errors if "favicon" not in e] == []
         context.close()
 

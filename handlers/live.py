@@ -25,6 +25,15 @@ def _origin(url):
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 
+def site_origins(handler):
+    """This site as the browser sees it: the public URL, and the Host it was reached at over HTTPS."""
+    origins = {_origin(handler.application.settings_obj.base_url)}
+    host = handler.request.headers.get("Host")
+    if host:
+        origins.add(_origin(f"https://{host}"))
+    return origins - {None}
+
+
 class _Transport:
     """What the hub needs of a socket: write a frame (a future), close it."""
 
@@ -71,12 +80,7 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         self.set_header("Cache-Control", "no-store")
 
     def allowed_origins(self):
-        """This site as the browser sees it: the public URL, and the Host it was reached at over HTTPS."""
-        origins = {_origin(self.application.settings_obj.base_url)}
-        host = self.request.headers.get("Host")
-        if host:
-            origins.add(_origin(f"https://{host}"))
-        return origins - {None}
+        return site_origins(self)
 
     def check_origin(self, origin):
         return _origin(origin or "") in self.allowed_origins()

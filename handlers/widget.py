@@ -5,17 +5,15 @@ under /widget/{widgetId}/… that the frame calls, same-origin, with the visitor
 No API key: a visitor is who their sealed token says. Calls must come from the frame (Parley's own origin): a
 request whose Origin is another site is refused, and no answer carries CORS headers, so no other page can read one."""
 import asyncio
-import html
 import json
 import logging
-from urllib.parse import urlsplit
 
 import tornado.web
 import tornado.websocket
 
 from common.errors import Forbidden
 from handlers.base import SECURITY_HEADERS, ApiHandler, BaseHandler, StaticHandler
-from handlers.live import _origin
+from handlers.live import _origin, site_origins
 from handlers.openapi import Operation
 from handlers.widget_schemas import (VisitorHistory, VisitorIdentify, VisitorIdentity, VisitorSend, VisitorSent,
                                      VisitorUpdates, VisitorUpdatesQuery)
@@ -24,15 +22,6 @@ from services import messaging, widget
 log = logging.getLogger("parley.widget")
 WIDGET_ID = r"(wid_[0-9a-z]{26})"
 TOKEN_HEADER = "X-Parley-Visitor"
-
-
-def own_origins(handler):
-    """Parley's own origins as a browser names them: the public URL, and the Host it was reached at over HTTPS."""
-    origins = {_origin(handler.application.settings_obj.base_url)}
-    host = handler.request.headers.get("Host")
-    if host:
-        origins.add(_origin(f"https://{host}"))
-    return origins - {None}
 
 
 class VisitorHandler(ApiHandler):
@@ -46,7 +35,7 @@ class VisitorHandler(ApiHandler):
     async def prepare(self):
         await super().prepare()
         origin = self.request.headers.get("Origin")
-        if origin is not None and _origin(origin) not in own_origins(self):
+        if origin is not None and _origin(origin) not in site_origins(self):
             raise Forbidden("the chat's API answers the chat frame only, not other sites' pages")
         self.widget = await widget.load(self.services.db, self.path_args[0])
 
@@ -166,7 +155,7 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
         self.set_header("Cache-Control", "no-store")
 
     def check_origin(self, origin):
-        return _origin(origin or "") in own_origins(self)
+        return _origin(origin or "") in site_origins(self)
 
     async def prepare(self):
         if self.application.settings_obj.behind_proxy and self.request.protocol != "https":

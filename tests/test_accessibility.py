@@ -4,7 +4,6 @@ as it is routed; it signs in (an account with something on every page, and an ag
 the real Chromium, runs the vendored axe-core (tests/axe/, never served) and fails on any serious or critical
 violation, printing each with its nodes."""
 import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -13,11 +12,8 @@ from common import one_time_link_kinds
 from handlers import routes
 from handlers.ui_base import UiHandler
 from tests.parley_process import ParleyProcess, complete_setup, first_run_receiver, run_cli
-from tests.ui_helpers import open_page
+from tests.ui_helpers import axe_violations, open_page, report
 
-AXE = Path(__file__).resolve().parent / "axe" / "axe.min.js"  # axe-core 4.11.4 (MPL-2.0: tests/axe/LICENSE)
-BLOCKING = ("serious", "critical")
-ALSO_CHECKED = ("heading-order",)
 AGENCY_EMAIL, SUB_EMAIL, AGENCY_PASSWORD = "agency-owner@example.com", "client@example.com", "agency-chose-this-1"
 
 pytestmark = pytest.mark.sqlite_only(reason="the pages are the same HTML on either database; the walk runs once")
@@ -75,31 +71,6 @@ def sample_path(pattern, ids):
     path = re.sub(r"\(([a-z-]+)(\|[a-z-]+)+\)", lambda m: m[1], path)  # one of the names (reports)
     assert "(" not in path and "\\" not in path, f"give the walk a value for the groups of {pattern}"
     return path
-
-
-def axe_violations(page):
-    """The serious and critical violations of the page as shown now, and any heading out of order (a moderate
-    rule, but the one /docs broke): [(rule, impact, help, {what failed: [targets]})]."""
-    if not page.evaluate("() => typeof axe !== 'undefined'"):
-        page.add_script_tag(path=str(AXE))
-    results = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
-    found = []
-    for violation in results["violations"]:
-        if violation["impact"] in BLOCKING or violation["id"] in ALSO_CHECKED:
-            nodes = {}
-            for node in violation["nodes"]:
-                why = " ".join(node.get("failureSummary", "").split())
-                nodes.setdefault(why, []).append(" ".join(map(str, node["target"])))
-            found.append((violation["id"], violation["impact"], violation["help"], nodes))
-    return found
-
-
-def report(found):
-    """Each violation's failures, with the count and the first three elements of each."""
-    return "\n".join(f"{name}: {rule} ({impact}) {help_}" + "".join(
-        f"\n    {len(targets)} × {why}\n        " + "\n        ".join(targets[:3])
-        for why, targets in nodes.items()) for name, violations in found.items()
-        for rule, impact, help_, nodes in violations)
 
 
 def visit(page, url):

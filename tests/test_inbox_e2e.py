@@ -17,7 +17,7 @@ from tornado.websocket import websocket_connect
 from storage import bot_state
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
-from tests.ui_helpers import sign_in
+from tests.ui_helpers import sign_in, wait_until
 from tests import db_direct
 
 INBOUND = "/v1/incoming_custom_channel_message"
@@ -77,16 +77,6 @@ def watch_for(page, selector, text):
         observer.observe(document.body, {subtree: true, childList: true, characterData: true});
         check();
     }""", [selector, text])
-
-
-def wait_until(page, expression, timeout=15):
-    """Poll a JavaScript expression until it is true (page.wait_for_function evaluates its predicate with
-    eval, which the pages' CSP forbids, and the CSP stays on in these tests)."""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout} s: {expression}")
-        time.sleep(0.02)
 
 
 def seen_delay(page, text, answered):

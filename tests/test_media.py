@@ -3,9 +3,7 @@ data URIs decoded, sniffed against mediaContentType, stored content-addressed un
 served by signed, expiring URLs; http(s) URLs stored as given and never fetched."""
 import base64
 import json
-import struct
 import time
-import zlib
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -17,27 +15,10 @@ from services import media
 from common.errors import Invalid, PayloadTooLarge
 from settings import Settings
 from storage import outbox as outbox_store
+from tests.media_files import JPEG, PDF, PNG, data_uri, png_bytes  # noqa: F401 (others import them from here)
 
 INBOUND = "/v1/incoming_custom_channel_message"
 _sids = iter(range(1, 1_000_000))
-
-
-def png_bytes(width=3, height=2):
-    """A real, valid PNG."""
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-
-
-PNG = png_bytes()
-PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00" + b"\x00" * 64 + b"\xff\xd9"
-
-
-def data_uri(mime, data):
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 @pytest.fixture

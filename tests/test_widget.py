@@ -14,7 +14,7 @@ from tornado.websocket import websocket_connect
 
 from services import messaging, widget
 from storage.db import fetch_all, reads
-from tests.test_media import PNG, data_uri
+from tests.media_files import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
 from tests.ui_helpers import FormClient
 

@@ -7,11 +7,9 @@ import threading
 
 import pytest
 
-from tests.parley_process import free_port
-from tests.test_accessibility import axe_violations, report
-from tests.test_media import PNG
-from tests.test_inbox_e2e import parley, wait_until  # noqa: F401 (fixture)
-from tests.ui_helpers import open_page
+from tests.media_files import PNG
+from tests.parley_process import ParleyProcess, free_port
+from tests.ui_helpers import axe_violations, open_page, report, wait_until
 
 PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Bakery</title></head>
 <body><h1>The bakery</h1>
@@ -47,6 +45,12 @@ class HostSite:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def parley(tmp_path_factory):
+    with ParleyProcess(tmp_path_factory.mktemp("widget") / "data") as process:
+        yield process
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """Plain helpers of the UI tests: the in-process form client, and the real Chromium's page and sign-in (no
 fixtures here: tests/ui_fixtures.py holds those)."""
 import os
+import time
+from pathlib import Path
 from http.cookies import SimpleCookie
 from urllib.parse import urlencode
 
@@ -76,3 +78,45 @@ def sign_in(page, parley, password=None):
     page.fill("#email", parley.first_run["login"])
     page.fill("#password", password or parley.first_run["password"])
     page.click("button:has-text('Sign in')")
+
+
+def wait_until(page, expression, timeout=15):
+    """Poll a JavaScript expression until it is true (page.wait_for_function evaluates its predicate with
+    eval, which the pages' CSP forbids, and the CSP stays on in these tests)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout} s: {expression}")
+        time.sleep(0.02)
+
+
+# ---- axe-core (tests/axe/, never served) ---------------------------------------------------------
+
+AXE = Path(__file__).resolve().parent / "axe" / "axe.min.js"  # axe-core 4.11.4 (MPL-2.0: tests/axe/LICENSE)
+BLOCKING = ("serious", "critical")
+ALSO_CHECKED = ("heading-order",)
+
+
+def axe_violations(page):
+    """The serious and critical violations of the page as shown now, and any heading out of order (a moderate
+    rule, but the one /docs broke): [(rule, impact, help, {what failed: [targets]})]."""
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    results = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+    found = []
+    for violation in results["violations"]:
+        if violation["impact"] in BLOCKING or violation["id"] in ALSO_CHECKED:
+            nodes = {}
+            for node in violation["nodes"]:
+                why = " ".join(node.get("failureSummary", "").split())
+                nodes.setdefault(why, []).append(" ".join(map(str, node["target"])))
+            found.append((violation["id"], violation["impact"], violation["help"], nodes))
+    return found
+
+
+def report(found):
+    """Each violation's failures, with the count and the first three elements of each."""
+    return "\n".join(f"{name}: {rule} ({impact}) {help_}" + "".join(
+        f"\n    {len(targets)} × {why}\n        " + "\n        ".join(targets[:3])
+        for why, targets in nodes.items()) for name, violations in found.items()
+        for rule, impact, help_, nodes in violations)

@@ -1,11 +1,16 @@
 """Contacts pages: search and create contacts, a contact's page (its fields edited in place, its lists, opt-out
 and in by hand, its conversation), and erasing a contact after a confirm step. The API's services do the work
 (the Lists pages: handlers/ui/lists.py)."""
+import json
+
 from tornado.web import authenticated
 
 from common.errors import Conflict, Invalid
 from handlers.ui_base import UiHandler
-from services import contacts, erasure, lists
+from handlers.contacts import send_contacts_csv
+from services import contacts, erasure, lists, person_data
+from services.contact_fields import split_tags
+from storage import contacts as contact_store
 
 PAGE_SIZE = 50
 
@@ -20,23 +25,40 @@ class ContactsHandler(UiHandler):
 
     async def render_contacts(self, status=200, error=None, form=None):
         query = self.get_query_argument("q", "")
-        page = await contacts.search_contacts(self.services.db, self.account_id, query,
-                                              before=self.get_query_argument("before", None), limit=PAGE_SIZE)
-        self.render("contacts.html", status=status, page=page, query=query, form=form or {},
+        tag = self.get_query_argument("tag", "")
+        try:
+            page = await contacts.search_contacts(self.services.db, self.account_id, query, tag=tag or None,
+                                                  before=self.get_query_argument("before", None), limit=PAGE_SIZE)
+        except Invalid as exc:  # a tag no contact can have
+            page, error, status = {"items": [], "next_before": None}, exc.message, 400
+        for row in page["items"]:
+            row["tag_list"] = contact_store.tags_of(row)
+        self.render("contacts.html", status=status, page=page, query=query, tag=tag, form=form or {},
                     flashes=[{"kind": "error", "text": error}] if error else [])
 
     @authenticated
     async def post(self):
-        form = {name: self.get_body_argument(name, "").strip() for name in ("firstName", "lastName", "phone", "email")}
+        form = {name: self.get_body_argument(name, "").strip()
+                for name in ("firstName", "lastName", "phone", "email", "tags")}
         try:
             contact, created = await contacts.create_contact(
                 self.services.db, self.account_id, first_name=form["firstName"], last_name=form["lastName"],
-                phone=form["phone"], email=form["email"])
+                phone=form["phone"], email=form["email"], tags=split_tags(form["tags"]))
         except Invalid as exc:
             await self.render_contacts(status=400, error=exc.message, form=form)
             return
         self.action_done(f"/contacts/{contact['id']}", "Contact created." if created
                          else "A contact with this phone or email exists already: here it is.")
+
+
+class ContactsExportHandler(UiHandler):
+    """GET /contacts/export.csv?tag=: the Contacts page's Export button (GET /v1/contacts/export.csv's stream).
+    Admins only: every contact at once, as erasure is theirs."""
+    role = "admin"
+
+    @authenticated
+    async def get(self):
+        await send_contacts_csv(self, self.account_id)
 
 
 FIELDS = ("firstName", "lastName", "phone", "email")
@@ -74,15 +96,17 @@ class ContactHandler(UiHandler):
         public = contacts.public_contact(contact)
         conversation = await contacts.conversation_summary(self.services.db, self.account_id, contact_id)
         self.render("contact.html", status=status, contact=contact, member_of=member_of, conversation=conversation,
-                    form=form or {name: public[name] or "" for name in FIELDS}, error=error,
+                    form=form or {**{name: public[name] or "" for name in FIELDS}, "tags": ", ".join(public["tags"])},
+                    error=error, tags=public["tags"],
                     opt_out=public["optOutChange"],
                     other_lists=[lst for lst in all_lists["data"] if lst["id"] not in joined])
 
     @authenticated
     async def post(self, contact_id):
-        form = {name: self.get_body_argument(name, "").strip() for name in FIELDS}
+        form = {name: self.get_body_argument(name, "").strip() for name in (*FIELDS, "tags")}
         try:
-            await contacts.update_contact(self.services.db, self.account_id, contact_id, form,
+            await contacts.update_contact(self.services.db, self.account_id, contact_id,
+                                          {**form, "tags": split_tags(form["tags"])},
                                           contacts.user_actor(self.actor["actor_label"]), by=self.actor)
         except (Invalid, Conflict) as exc:
             await self.render_contact(contact_id, status=exc.status, form=form, error=exc)
@@ -125,6 +149,19 @@ class ContactListsHandler(UiHandler):
                                          contact_id)
         self.action_done(f"/contacts/{contact_id}", "Added to the list." if result["added"]
                          else "The contact already was on this list.")
+
+
+class ContactExportHandler(UiHandler):
+    """GET /contacts/{contactId}/export: the contact page's "Download data" (GET /v1/contacts/{id}/export's JSON, as
+    a file), audited as the signed-in user. Admins only, as erasure."""
+    role = "admin"
+
+    @authenticated
+    async def get(self, contact_id):
+        data = await person_data.export_person(self.services, self.account_id, contact_id, self.actor)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Content-Disposition", f'attachment; filename="{contact_id}.json"')
+        self.finish(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 class ContactEraseHandler(UiHandler):

@@ -1,7 +1,7 @@
 """Pydantic models of a person's data export and of merging two contacts (issue 41; docs/api.md "Contacts")."""
 from typing import Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from common.validation import Identifier, Strict
 from handlers.conversation_schemas import Status
@@ -52,3 +52,34 @@ class ContactExport(BaseModel):
     optOutHistory: list[OptOutEntry] = Field(description="Every opt-out and opt-in, oldest first.")
     conversation: Optional[ExportedConversation] = Field(description="null before the first message.")
     campaigns: list[ExportedCampaign] = Field(description="The campaigns that were to reach the contact.")
+
+
+MergeField = Literal["firstName", "lastName", "phone", "email"]
+
+
+class ContactMerge(Strict):
+    """POST /v1/contacts/{id}/merge: merge the contact otherId into this one."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"otherId": "ct_01h2xcejqtf2nbrexx3vqjhp41"},
+                                                              {"otherId": "ct_01h2xcejqtf2nbrexx3vqjhp41",
+                                                               "keep": {"email": "other"}}]})
+    otherId: Identifier = Field(description="The contact to merge into this one; it is deleted.")
+    keep: Optional[dict[MergeField, Literal["this", "other"]]] = Field(
+        None, description="Whose value stays where both contacts have a different one: \"this\" (the default for "
+                          "names) or \"other\". Required for a phone or an email both have (else 409).")
+
+
+class MergeMoved(BaseModel):
+    """Rows moved from the other contact (a list or campaign both were on counts once, on the kept contact)."""
+    messages: int
+    identities: int
+    notes: int
+    optOutChanges: int
+    lists: int
+    campaigns: int
+    conversation: int = Field(description="1 when the other contact had a conversation (now one with this one's).")
+
+
+class ContactMerged(BaseModel):
+    contact: Contact = Field(description="The kept contact after the merge.")
+    mergedId: str = Field(description="The other contact's id: GET /v1/contacts/{mergedId} is 404 from now on.")
+    moved: MergeMoved

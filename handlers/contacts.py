@@ -4,7 +4,7 @@ from common.errors import Invalid
 from handlers.base import ApiHandler, idempotent, send_csv
 from handlers.openapi import CSV, Operation
 from handlers.schemas import Contact, ContactCreate, ContactErased, ContactExportQuery, ContactLookup, ContactOrPage, ContactPatch
-from handlers.contact_schemas import ContactExport
+from handlers.contact_schemas import ContactExport, ContactMerge, ContactMerged
 from services import contacts, erasure, idempotency, person_data
 
 
@@ -44,7 +44,7 @@ class ContactsHandler(ApiHandler):
 
     async def get(self):
         arg = self.get_query_argument
-        if arg("phoneNumber", None) is None and arg("email", None) is None:  # spec §4.2's lookup otherwise
+        if arg("phoneNumber", None) is None and arg("email", None) is None:  # the lookup otherwise (docs/api.md#contacts)
             # A misspelt lookup (?phonenumber=) must not answer with every contact.
             unknown = sorted(set(self.request.query_arguments) - LISTING_PARAMETERS)
             if unknown:
@@ -140,3 +140,28 @@ class ContactExportHandler(ApiHandler):
     async def get(self, contact_id):
         self.respond(await person_data.export_person(self.services, self.principal.account_id, contact_id,
                                                      self.actor))
+
+
+class ContactMergeHandler(ApiHandler):
+    path_params = {"contactId": "The contact to keep."}
+    operations = {"post": Operation(
+        "Merge another contact of the same person into this one", {200: (ContactMerged, "Merged.")},
+        body=ContactMerge,
+        description="The other contact's channel identities (new messages from them reach this contact), messages, "
+                    "notes, list memberships, campaign rows, opt-out history and conversation move here, in one "
+                    "transaction; this contact's blank fields are filled from it and tags joined; an opt-out on "
+                    "either stays. The other contact is then deleted (404). Where both have a different value, "
+                    "keep says whose stays: names default to this contact's; a phone or an email needs a choice. "
+                    "Queues contact.updated (this contact) and contact.merged ({contactId, mergedId}); recorded in "
+                    "the audit list (contact.merged).",
+        errors={400: "otherId missing or this contact's id; an invalid keep.",
+                404: "No such contact (CONTACT_NOT_FOUND) for the id or otherId, also another account's.",
+                409: "Both have a different phone or email and keep does not choose (CONFLICT; the message names "
+                     "the field, error.existingId the other contact), or together more than 50 tags. Nothing "
+                     "changed."})}
+
+    @idempotent
+    async def post(self, contact_id):
+        body = self.json_body(ContactMerge)
+        self.respond(await contacts.merge_contacts(self.services.db, self.principal.account_id, contact_id,
+                                                   body.otherId, body.keep, by=self.actor))

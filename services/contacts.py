@@ -9,6 +9,7 @@ from common.ids import new_id, now_iso
 from common.spreadsheet import csv_pages
 from services import lists
 from storage import accounts as account_store
+from storage import contact_merge as merge_store
 from storage import contacts as store
 from storage import conversations as conversation_store
 from storage import messages as message_store
@@ -245,3 +246,24 @@ async def conversation_summary(db, account_id, contact_id):
     last_message_at, last_direction, unread_count ...) or None}."""
     return {"count": await message_store.count_contact_messages(db, account_id, contact_id),
             "last": await conversation_store.get(db, account_id, contact_id, now_iso())}
+
+
+_MERGE_COLUMNS = {name: column for column, name in merge_store.API_NAMES.items()}
+
+
+async def merge_contacts(db, account_id, contact_id, other_id, keep=None, *, by=None):
+    """POST /v1/contacts/{id}/merge: the contact other_id merged into contact_id (storage/contact_merge.py); keep:
+    {firstName|lastName|phone|email: "this"|"other"}, whose value stays where both differ. Returns {contact,
+    mergedId, moved}. CONTACT_NOT_FOUND, Conflict (a phone or email both have without a choice: error.field names
+    it, existingId the other contact), Invalid."""
+    other_id = (other_id or "").strip()
+    if not other_id:
+        raise Invalid("otherId is required: the contact to merge into this one", field="otherId")
+    columns = {}
+    for name, choice in (keep or {}).items():
+        if name not in _MERGE_COLUMNS or choice not in ("this", "other"):
+            raise Invalid(f"keep.{name} must be \"this\" or \"other\", for firstName, lastName, phone or email",
+                          field="keep")
+        columns[_MERGE_COLUMNS[name]] = choice
+    contact, moved = await merge_store.merge_contacts(db, account_id, contact_id, other_id, columns, by)
+    return {"contact": contact, "mergedId": other_id, "moved": moved}

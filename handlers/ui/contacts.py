@@ -5,7 +5,7 @@ import json
 
 from tornado.web import authenticated
 
-from common.errors import Conflict, Invalid
+from common.errors import Conflict, Invalid, NotFound
 from handlers.ui_base import UiHandler
 from handlers.contacts import send_contacts_csv
 from services import contacts, erasure, lists, person_data
@@ -88,7 +88,7 @@ class ContactHandler(UiHandler):
     async def get(self, contact_id):
         await self.render_contact(contact_id)
 
-    async def render_contact(self, contact_id, status=200, form=None, error=None):
+    async def render_contact(self, contact_id, status=200, form=None, error=None, merge=None):
         contact = await contacts.get_contact_row(self.services.db, self.account_id, contact_id)
         member_of = await lists.lists_of_contact(self.services.db, self.account_id, contact_id)
         all_lists = await lists.list_lists(self.services.db, self.account_id, limit=str(lists.MAX_LIMIT))
@@ -97,7 +97,7 @@ class ContactHandler(UiHandler):
         conversation = await contacts.conversation_summary(self.services.db, self.account_id, contact_id)
         self.render("contact.html", status=status, contact=contact, member_of=member_of, conversation=conversation,
                     form=form or {**{name: public[name] or "" for name in FIELDS}, "tags": ", ".join(public["tags"])},
-                    error=error, tags=public["tags"],
+                    error=error, tags=public["tags"], merge=merge or {},
                     opt_out=public["optOutChange"],
                     other_lists=[lst for lst in all_lists["data"] if lst["id"] not in joined])
 
@@ -149,6 +149,42 @@ class ContactListsHandler(UiHandler):
                                          contact_id)
         self.action_done(f"/contacts/{contact_id}", "Added to the list." if result["added"]
                          else "The contact already was on this list.")
+
+
+class ContactMergeHandler(ContactHandler):
+    """POST /contacts/{contactId}/merge: other (a name, phone, email or id, as the list page's member field) merged
+    into this contact (POST /v1/contacts/{id}/merge's service). A phone or email both have, different, shows the
+    contact page again with a choice for each (keep_phone, keep_email: this or other)."""
+    role = "agent"
+
+    async def get(self, contact_id):
+        self.redirect(f"/contacts/{contact_id}")
+
+    @authenticated
+    async def post(self, contact_id):
+        text = self.get_body_argument("other", "").strip()
+        keep = {name: self.get_body_argument(f"keep_{name}") for name in ("phone", "email")
+                if self.get_body_argument(f"keep_{name}", "")}
+        await contacts.get_contact_row(self.services.db, self.account_id, contact_id)  # this one: a 404 page
+        try:  # from here a contact not found is the other one: said next to its field
+            other_id = await contacts.resolve_contact_id(self.services.db, self.account_id, text)
+            result = await contacts.merge_contacts(self.services.db, self.account_id, contact_id, other_id, keep,
+                                                   by=self.actor)
+        except (Invalid, Conflict, NotFound) as exc:
+            await self.render_contact(contact_id, status=exc.status, merge={
+                "text": text, "error": exc.message, "choices": await self._choices(contact_id, exc)})
+            return
+        self.action_done(f"/contacts/{contact_id}", f"Merged: {result['mergedId']}'s messages, notes and lists are "
+                         "this contact's now.")
+
+    async def _choices(self, contact_id, exc):
+        """For a phone or email both contacts have: [(field, this value, other value)], and the other's id."""
+        if not isinstance(exc, Conflict) or not exc.existing_id:
+            return None
+        this = await contacts.get_contact(self.services.db, self.account_id, contact_id)
+        other = await contacts.get_contact(self.services.db, self.account_id, exc.existing_id)
+        fields = [(f, this[f], other[f]) for f in ("phone", "email") if this[f] and other[f] and this[f] != other[f]]
+        return {"other_id": other["id"], "fields": fields} if fields else None
 
 
 class ContactExportHandler(UiHandler):

@@ -9,7 +9,7 @@ from handlers.ui.account import render_account
 from services import accounts, regions, users, webhook_ping
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
-NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "contact.merged", "conversation.handoff",
                        "message.failed")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)

@@ -1,6 +1,8 @@
 """CSV cells that Parley writes for people to open in a spreadsheet program."""
 import csv
 import io
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 
 def safe_cell(value: object) -> str:
@@ -10,7 +12,8 @@ def safe_cell(value: object) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-async def csv_pages(header, fetch, cells, page_size=2000):
+async def csv_pages(header: Sequence[str], fetch: Callable[[Any, int], Awaitable[list[dict]]],
+                    cells: Callable[[dict], Iterable[object]], page_size: int = 2000) -> AsyncIterator[str]:
     """A CSV export, yielded a page of text at a time, so that a 100,000-row export never sits in memory: the
     header, then cells(row) of every row fetch(after_id, page_size) returns, page after page in id order (after_id:
     the last row's id, None first). Every cell goes through safe_cell."""

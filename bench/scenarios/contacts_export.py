@@ -42,7 +42,7 @@ def run(ctx):
             sampler.stop.set()
             sampler.join()
         rows = lines - 1  # the header (no cell holds a newline here)
-        last = list(csv.reader(io.StringIO(tail.decode("utf-8", "replace").splitlines()[-1])))[0]
+        last = next(csv.reader(io.StringIO(tail.decode("utf-8", "replace").splitlines()[-1])))
     finally:
         parley.stop()
     ctx.log(f"  {rows} contacts, {size / 2**20:.1f} MB in {seconds:.1f} s; RSS {before['rss_mb']} -> "

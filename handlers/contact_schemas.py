@@ -3,7 +3,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from common.validation import Identifier, Strict
+from common.validation import IdentifierNotBlank, Strict
 from handlers.conversation_schemas import Status
 from handlers.message_schemas import Message
 from handlers.schemas import Contact
@@ -62,7 +62,7 @@ class ContactMerge(Strict):
     model_config = ConfigDict(json_schema_extra={"examples": [{"otherId": "ct_01h2xcejqtf2nbrexx3vqjhp41"},
                                                               {"otherId": "ct_01h2xcejqtf2nbrexx3vqjhp41",
                                                                "keep": {"email": "other"}}]})
-    otherId: Identifier = Field(description="The contact to merge into this one; it is deleted.")
+    otherId: IdentifierNotBlank = Field(description="The contact to merge into this one; it is deleted.")
     keep: Optional[dict[MergeField, Literal["this", "other"]]] = Field(
         None, description="Whose value stays where both contacts have a different one: \"this\" (the default for "
                           "names) or \"other\". Required for a phone or an email both have (else 409).")

@@ -4,7 +4,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, RootModel, StrictBool
 
-from common.validation import Identifier, IdentifierNotBlank, Strict
+from common.validation import NO_CONTROL, WHITESPACE, Identifier, IdentifierNotBlank, Strict
 from services import event_stream
 from services.bot_settings import BotSettings, BotSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH, MAX_TAG_LENGTH, MAX_TAGS
@@ -111,6 +111,12 @@ class ErrorBody(BaseModel):
 
 # --- Contacts and lists (docs/api.md#contacts, docs/api.md#lists, docs/design.md#api-decisions) ---
 
+# A tag as sent: no quote, backslash or comma, not blank (Python's whitespace, as services/contact_fields.py
+# normalize_tag reads it), at most MAX_TAG_LENGTH characters before normalising.
+_TAG_CHAR = '[^"\\\\,]'
+_TAG_PATTERN = f'^{_TAG_CHAR}*[^"\\\\,{WHITESPACE}]{_TAG_CHAR}*$'
+Tag = Annotated[Identifier, Field(max_length=MAX_TAG_LENGTH, pattern=_TAG_PATTERN,
+                                  json_schema_extra={**NO_CONTROL, "pattern": _TAG_PATTERN})]
 TAGS_DESCRIPTION = (f"Tags, at most {MAX_TAGS}: each trimmed, inner spaces collapsed and case-folded (\"  VIP  "
                     f"Customer\" is stored \"vip customer\"), 1-{MAX_TAG_LENGTH} characters, no quote, backslash "
                     "or comma; duplicates dropped, stored sorted.")
@@ -126,7 +132,7 @@ class ContactCreate(Strict):
                                  description="With the country code, e.g. +14155552671, or national when the account "
                                              "has a defaultCountry; stored E.164.")
     email: Optional[Identifier] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
-    tags: Optional[list[Identifier]] = Field(None, max_length=MAX_TAGS, description=TAGS_DESCRIPTION + " For an "
+    tags: Optional[list[Tag]] = Field(None, max_length=MAX_TAGS, description=TAGS_DESCRIPTION + " For an "
                                              "existing contact, added to its tags.")
 
 
@@ -141,7 +147,7 @@ class ContactPatch(Strict):
                                  description="With the country code, e.g. +14155552671, or national when the account "
                                              "has a defaultCountry; stored E.164.")
     email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
-    tags: Optional[list[str]] = Field(None, max_length=MAX_TAGS, description=TAGS_DESCRIPTION + " The whole set: "
+    tags: Optional[list[Tag]] = Field(None, max_length=MAX_TAGS, description=TAGS_DESCRIPTION + " The whole set: "
                                       "[] or null removes every tag.")
     # Absent means unchanged; not nullable, so the document shows no default.
     optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
@@ -279,7 +285,7 @@ class ContactLookup(BaseModel):
                                                          "\"+\" that arrives as a space is read as \"+\".",
                                        examples=["+14155552671"])
     email: Optional[str] = Field(None, description="Matched case-insensitively.")
-    tag: Optional[str] = Field(None, description="Listing: only contacts with this tag (normalised as tags are).")
+    tag: Optional[Tag] = Field(None, description="Listing: only contacts with this tag (normalised as tags are).")
     listId: Optional[str] = Field(None, description="Listing: only members of this list.")
     limit: Optional[int] = Field(None, ge=1, le=200, description="Listing: page size, 1-200 (default 50).")
     cursor: Optional[str] = Field(None, description="Listing: nextCursor of the previous page, unchanged.")
@@ -287,7 +293,7 @@ class ContactLookup(BaseModel):
 
 class ContactExportQuery(BaseModel):
     """GET /v1/contacts/export.csv: every contact, or those with the tag and in the list."""
-    tag: Optional[str] = Field(None, description="Only contacts with this tag (normalised as tags are).")
+    tag: Optional[Tag] = Field(None, description="Only contacts with this tag (normalised as tags are).")
     listId: Optional[str] = Field(None, description="Only members of this list.")
 
 

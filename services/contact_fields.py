@@ -123,7 +123,7 @@ def normalize_tag(raw, field="tag"):
     tag = " ".join(raw.split()).casefold()
     if not tag:
         raise Invalid(f"{field} cannot be blank", field=field)
-    if len(tag) > MAX_TAG_LENGTH:
+    if len(raw) > MAX_TAG_LENGTH:  # as sent (the OpenAPI document's maxLength), spaces too
         raise Invalid(f"{field} is longer than {MAX_TAG_LENGTH} characters", field=field)
     if _TAG_REFUSED.search(tag):
         raise Invalid(f"{field} must not contain a quote, backslash or comma", field=field)

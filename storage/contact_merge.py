@@ -167,6 +167,8 @@ def merge_contacts(cx, account_id, contact_id, other_id, keep, by=None):
     contact.merged in the audit list. Returns (the kept contact as the API shows it, {part: rows moved}).
     CONTACT_NOT_FOUND for either id, Conflict (merged_fields), Invalid for one id twice: nothing is written."""
     if contact_id == other_id:
+        if get_contact.sync(cx, account_id, contact_id) is None:
+            raise contact_not_found(contact_id)
         raise Invalid("otherId is the contact itself: name the other contact to merge into it", field="otherId")
     kept, other = _locked_pair(cx, account_id, contact_id, other_id)
     changes = merged_fields(kept, other, keep)

@@ -15,6 +15,7 @@ from storage import conversations as conversation_store
 from storage import messages as message_store
 
 public_contact = store.public_contact
+tags_of = store.tags_of
 MAX_QUERY = 100
 _PHONE_CHARS = re.compile(r"^[\d\s+().\-/]+$")
 

@@ -6,7 +6,7 @@ lock order, on PostgreSQL); another account's key sees, changes and learns nothi
 import asyncio
 
 from handlers.event_schemas import ContactMergedData
-from tests.test_contact_edit import INBOUND, inbound
+from tests.contact_helpers import INBOUND, inbound
 
 
 async def merge(api, key, contact_id, body):

@@ -3,7 +3,7 @@ the contact as JSON, audited; another account's key gets a 404 and leaves no aud
 import json
 
 from handlers.contact_schemas import ContactExport
-from tests.test_contact_edit import inbound
+from tests.contact_helpers import inbound
 
 
 async def test_export_holds_everything_on_the_person_and_is_audited(api, account, other_account):

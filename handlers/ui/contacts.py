@@ -10,7 +10,6 @@ from handlers.ui_base import UiHandler
 from handlers.contacts import send_contacts_csv
 from services import contacts, erasure, lists, person_data
 from services.contact_fields import split_tags
-from storage import contacts as contact_store
 
 PAGE_SIZE = 50
 
@@ -32,7 +31,7 @@ class ContactsHandler(UiHandler):
         except Invalid as exc:  # a tag no contact can have
             page, error, status = {"items": [], "next_before": None}, exc.message, 400
         for row in page["items"]:
-            row["tag_list"] = contact_store.tags_of(row)
+            row["tag_list"] = contacts.tags_of(row)
         self.render("contacts.html", status=status, page=page, query=query, tag=tag, form=form or {},
                     flashes=[{"kind": "error", "text": error}] if error else [])
 

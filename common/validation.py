@@ -9,10 +9,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from common.errors import Invalid
 
-_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # Python's, spelled out
 # Documents (in the OpenAPI schema only) a check the validators make by hand with str.strip(): not empty or
 # whitespace-only. Python's whitespace, spelled out: JSON Schema's \S differs (e.g. on U+001F, U+FEFF).
-NOT_BLANK = {"pattern": "[^" + _WHITESPACE + "]"}
+NOT_BLANK = {"pattern": "[^" + WHITESPACE + "]"}
 
 MESSAGE_BODY_MAX = 65536  # characters in a message body: sent, received, a campaign's, the bot's dry run
 
@@ -20,7 +20,7 @@ MESSAGE_BODY_MAX = 65536  # characters in a message body: sent, received, a camp
 # CSV exports, in log lines and on pages as junk. Message bodies keep their newlines and tabs.
 # The schema says it as "not: pattern" (no anchors, whose "$" Python's re and ECMA read differently), so
 # that it composes with NOT_BLANK's pattern.
-_NO_CONTROL = {"not": {"pattern": "[\\u0000-\\u001f\\u007f-\\u009f]"}}
+NO_CONTROL = {"not": {"pattern": "[\\u0000-\\u001f\\u007f-\\u009f]"}}
 
 
 def is_control(char: str) -> bool:
@@ -53,9 +53,9 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-Identifier = Annotated[str, AfterValidator(refuse_control_characters), Field(json_schema_extra=_NO_CONTROL)]
+Identifier = Annotated[str, AfterValidator(refuse_control_characters), Field(json_schema_extra=NO_CONTROL)]
 IdentifierNotBlank = Annotated[str, AfterValidator(refuse_control_characters),
-                               Field(json_schema_extra={**_NO_CONTROL, **NOT_BLANK})]
+                               Field(json_schema_extra={**NO_CONTROL, **NOT_BLANK})]
 
 
 def may_hold_lone_surrogate(text: str) -> bool:

@@ -403,3 +403,17 @@ def raw_error_response(handler_class, status, message, request_id):
                "X-Request-Id": request_id, **SECURITY_HEADERS}
     head = f"HTTP/1.1 {status} {phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return (head + "\r\n").encode("latin-1") + body
+
+
+async def send_csv(handler, chunks, filename):
+    """Stream a CSV export (chunks: an async iterator of text, common/spreadsheet.py csv_pages) as a download,
+    flushing after each chunk so that it never sits in memory whole. The first chunk is awaited before any header
+    is sent: an error (404, 400) is still answered as one."""
+    first = await anext(chunks)
+    handler.set_header("Content-Type", "text/csv; charset=UTF-8")
+    handler.set_header("Content-Disposition", f'attachment; filename="{filename}"')
+    handler.write(first)
+    async for chunk in chunks:
+        await handler.flush()
+        handler.write(chunk)
+    handler.finish()

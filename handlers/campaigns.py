@@ -1,6 +1,6 @@
 """Campaigns API: POST/GET /v1/campaigns, GET /v1/campaigns/{id}, a draft's preview, test and start, its
 pause/resume/cancel/retry-failed actions, and its recipients (JSON pages, or the whole list as CSV)."""
-from handlers.base import ApiHandler, idempotent
+from handlers.base import ApiHandler, idempotent, send_csv
 from handlers.openapi import CSV, Operation
 from handlers.campaign_schemas import (Campaign, CampaignAction, CampaignCreate, CampaignPage, CampaignPreview,
                                       CampaignPreviewRequest, CampaignStart, CampaignTestRequest, CampaignTestSent,
@@ -150,13 +150,6 @@ class RecipientsCsvHandler(ApiHandler):
 
 async def send_recipients_csv(handler, account_id, campaign_id):
     """Stream the campaign's recipients (?status=) as CSV: the API's export, and the UI's (session) one."""
-    chunks = campaigns.recipients_csv(handler.services.db, account_id, campaign_id,
-                                      status=handler.get_query_argument("status", None))
-    first = await anext(chunks)  # errors (404, 400) are answered before any CSV is sent
-    handler.set_header("Content-Type", "text/csv; charset=UTF-8")
-    handler.set_header("Content-Disposition", f'attachment; filename="{campaign_id}-recipients.csv"')
-    handler.write(first)
-    async for chunk in chunks:
-        await handler.flush()
-        handler.write(chunk)
-    handler.finish()
+    await send_csv(handler, campaigns.recipients_csv(handler.services.db, account_id, campaign_id,
+                                                     status=handler.get_query_argument("status", None)),
+                   f"{campaign_id}-recipients.csv")

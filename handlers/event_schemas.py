@@ -57,6 +57,14 @@ class ContactErasedData(BaseModel):
     contactId: str
 
 
+class ContactMergedData(BaseModel):
+    """Another contact of the same person was merged into contactId (POST /v1/contacts/{id}/merge): mergedId is
+    gone; what you hold under it belongs to contactId now (contact.updated follows with the kept contact)."""
+    model_config = ConfigDict(extra="forbid")
+    contactId: str
+    mergedId: str
+
+
 class AutoRechargeData(BaseModel):
     """An agency's sub-account fell below its auto-recharge threshold (agency accounts only)."""
     model_config = ConfigDict(extra="forbid")
@@ -97,6 +105,7 @@ EVENT_DATA = {
     "contact.updated": ContactData,
     "contact.tagged": ContactTaggedData,
     "contact.erased": ContactErasedData,
+    "contact.merged": ContactMergedData,
     "subaccount.auto_recharge": AutoRechargeData,
     "message.failed": MessageFailedData,
 }

@@ -1,14 +1,14 @@
 """Pydantic request and response models; also the source of /v1/openapi.json."""
 import datetime
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, RootModel, StrictBool
 
-from common.validation import Identifier, IdentifierNotBlank, Strict
+from common.validation import NO_CONTROL, WHITESPACE, Identifier, IdentifierNotBlank, Strict
 from services import event_stream
 from services.bot_settings import BotSettings, BotSettingsShown
+from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH, MAX_TAG_LENGTH, MAX_TAGS
 from services.widget import WidgetSettings
-from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH
 
 # Every event type of GET /v1/events can be subscribed, with the same data (issue 37).
 NotificationEvent = Literal[event_stream.TYPES]
@@ -114,6 +114,17 @@ class ErrorBody(BaseModel):
 
 # --- Contacts and lists (docs/api.md#contacts, docs/api.md#lists, docs/design.md#api-decisions) ---
 
+# A tag as sent: no quote, backslash or comma, not blank (Python's whitespace, as services/contact_fields.py
+# normalize_tag reads it), at most MAX_TAG_LENGTH characters before normalising.
+_TAG_CHAR = '[^"\\\\,]'
+_TAG_PATTERN = f'^{_TAG_CHAR}*[^"\\\\,{WHITESPACE}]{_TAG_CHAR}*$'
+Tag = Annotated[Identifier, Field(max_length=MAX_TAG_LENGTH, pattern=_TAG_PATTERN,
+                                  json_schema_extra={**NO_CONTROL, "pattern": _TAG_PATTERN})]
+TAGS_DESCRIPTION = (f"Tags, at most {MAX_TAGS}: each trimmed, inner spaces collapsed and case-folded (\"  VIP  "
+                    f"Customer\" is stored \"vip customer\"), 1-{MAX_TAG_LENGTH} characters, no quote, backslash "
+                    "or comma; duplicates dropped, stored sorted.")
+
+
 class ContactCreate(Strict):
     """POST /v1/contacts: at least one of phone or email."""
     model_config = ConfigDict(json_schema_extra={"examples": [
@@ -124,6 +135,8 @@ class ContactCreate(Strict):
                                  description="With the country code, e.g. +14155552671, or national when the account "
                                              "has a defaultCountry; stored E.164.")
     email: Optional[Identifier] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+    tags: Optional[list[Tag]] = Field(None, max_length=MAX_TAGS, description=TAGS_DESCRIPTION + " For an "
+                                             "existing contact, added to its tags.")
 
 
 class ContactPatch(Strict):
@@ -137,6 +150,8 @@ class ContactPatch(Strict):
                                  description="With the country code, e.g. +14155552671, or national when the account "
                                              "has a defaultCountry; stored E.164.")
     email: Optional[str] = Field(None, max_length=MAX_EMAIL_LENGTH, description="Stored case-folded.")
+    tags: Optional[list[Tag]] = Field(None, max_length=MAX_TAGS, description=TAGS_DESCRIPTION + " The whole set: "
+                                      "[] or null removes every tag.")
     # Absent means unchanged; not nullable, so the document shows no default.
     optedOut: StrictBool = Field(None, description="Opt the contact out (true) or back in (false) by hand; "
                                                    "optOutChange then says: via api.",
@@ -159,6 +174,7 @@ class Contact(BaseModel):
     optedOut: bool = Field(description="True after the contact sent an opt-out keyword (STOP), or was opted "
                                        "out by hand: campaigns skip it and the bot does not answer it.")
     optOutChange: Optional[OptOutChange] = Field(description="How optedOut last changed; null if it never did.")
+    tags: list[str] = Field(description="Normalised tags, sorted (PATCH tags to change them).")
     createdAt: str
 
 
@@ -179,6 +195,10 @@ class ContactErased(BaseModel):
 class ContactPage(BaseModel):
     data: list[Contact]
     nextCursor: Optional[str] = Field(description="Pass as ?cursor= for the next page; null on the last.")
+
+
+class ContactOrPage(RootModel[Union[Contact, ContactPage]]):
+    """GET /v1/contacts: the contact (with phoneNumber or email), or a page of contacts (without)."""
 
 
 class ListCreate(Strict):
@@ -275,11 +295,22 @@ class WebhookTestResult(BaseModel):
 
 
 class ContactLookup(BaseModel):
-    """GET /v1/contacts: one of phoneNumber or email (the phone is tried first); neither is 400."""
+    """GET /v1/contacts: with phoneNumber or email (the phone is tried first), the one contact that has it; with
+    neither, every contact of the account by cursor (tag, listId, limit, cursor)."""
     phoneNumber: Optional[str] = Field(None, description="With the country code; an unencoded leading "
                                                          "\"+\" that arrives as a space is read as \"+\".",
                                        examples=["+14155552671"])
     email: Optional[str] = Field(None, description="Matched case-insensitively.")
+    tag: Optional[Tag] = Field(None, description="Listing: only contacts with this tag (normalised as tags are).")
+    listId: Optional[str] = Field(None, description="Listing: only members of this list.")
+    limit: Optional[int] = Field(None, ge=1, le=200, description="Listing: page size, 1-200 (default 50).")
+    cursor: Optional[str] = Field(None, description="Listing: nextCursor of the previous page, unchanged.")
+
+
+class ContactExportQuery(BaseModel):
+    """GET /v1/contacts/export.csv: every contact, or those with the tag and in the list."""
+    tag: Optional[Tag] = Field(None, description="Only contacts with this tag (normalised as tags are).")
+    listId: Optional[str] = Field(None, description="Only members of this list.")
 
 
 class PageQuery(BaseModel):

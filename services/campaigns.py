@@ -1,12 +1,9 @@
 """Campaigns (docs/design.md#api-decisions): creation with a personalised body (at once, scheduled, or as a draft
 to preview, test and start), reading, pause/resume/cancel/retry-failed, and the per-recipient listing and CSV
 export. The sending itself is services/campaign_runner.py."""
-import csv
-import io
-
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
-from common.spreadsheet import safe_cell
+from common.spreadsheet import csv_pages
 from services import contacts, lists, messaging
 from services.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
@@ -249,20 +246,11 @@ async def recipients_csv(db, account_id, campaign_id, *, status=None, page_size=
     """The recipients as CSV, yielded a page at a time (a 100k-recipient export never sits in memory)."""
     status = _status_filter(status)
     await get_campaign(db, account_id, campaign_id)
-    after = None
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    while True:
-        rows = await store.page_recipients(db, account_id, campaign_id, status, after, page_size)
-        for row in rows:
-            error = row["error"] or {}
-            writer.writerow([safe_cell(v) for v in (row["id"], row["first_name"], row["last_name"], row["phone"],
-                                                row["email"], row["message_id"], row["status"],
-                                                error.get("httpStatus"), error.get("error"), error.get("at"))])
-        yield out.getvalue()
-        out.seek(0)
-        out.truncate()
-        if len(rows) < page_size:
-            return
-        after = rows[-1]["id"]
+
+    def cells(row):
+        error = row["error"] or {}
+        return (row["id"], row["first_name"], row["last_name"], row["phone"], row["email"], row["message_id"],
+                row["status"], error.get("httpStatus"), error.get("error"), error.get("at"))
+    async for chunk in csv_pages(CSV_COLUMNS, lambda after, n: store.page_recipients(
+            db, account_id, campaign_id, status, after, n), cells, page_size):
+        yield chunk

@@ -1,6 +1,7 @@
 """Normalizing contact fields with the field's own libraries: phonenumbers (E.164), email-validator.
 The API (POST /v1/contacts) and the bulk import both go through normalize_contact."""
 import functools
+import re
 
 import phonenumbers
 from email_validator import EmailNotValidError, validate_email
@@ -104,3 +105,52 @@ def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None
     return {"first_name": first_name, "last_name": last_name,
             "phone": normalize_phone(phone, region=region) if phone else None,
             "email": normalize_email(email) if email else None}
+
+
+MAX_TAGS = 50  # per contact (issue 41)
+MAX_TAG_LENGTH = 50
+# Stored as a JSON array and matched as its '"tag"' element (storage/contacts.py tag_like): a quote or a
+# backslash would be escaped inside the JSON and could match across elements; a comma separates tags in the UI.
+_TAG_REFUSED = re.compile(r'["\\,]')
+
+
+def normalize_tag(raw, field="tag"):
+    """A tag as stored: trimmed, inner spaces collapsed to one, case-folded ("  VIP  Customer" -> "vip customer");
+    Invalid naming the field when blank, longer than MAX_TAG_LENGTH, or holding a quote, backslash, comma or
+    control character."""
+    if not isinstance(raw, str):
+        raise Invalid(f"{field} must be a string", field=field)
+    tag = " ".join(raw.split()).casefold()
+    if not tag:
+        raise Invalid(f"{field} cannot be blank", field=field)
+    if len(raw) > MAX_TAG_LENGTH:  # as sent (the OpenAPI document's maxLength), spaces too
+        raise Invalid(f"{field} is longer than {MAX_TAG_LENGTH} characters", field=field)
+    if _TAG_REFUSED.search(tag):
+        raise Invalid(f"{field} must not contain a quote, backslash or comma", field=field)
+    no_control_characters(tag, field)
+    return tag
+
+
+def normalize_tags(raw, field="tags"):
+    """A contact's tags as stored: each normalize_tag'ed, duplicates dropped, sorted; Invalid naming the field (and
+    the tag's index) for a bad one or more than MAX_TAGS."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise Invalid(f"{field} must be a list of strings", field=field)
+    tags = sorted({normalize_tag(tag, f"{field}[{i}]") for i, tag in enumerate(raw)})
+    if len(tags) > MAX_TAGS:
+        raise Invalid(f"{field} holds {len(tags)} tags; a contact has at most {MAX_TAGS}", field=field)
+    return tags
+
+
+def split_tags(text, field="tags"):
+    """Tags typed in one box, comma-separated (the UI's form): normalize_tags of the non-blank parts, an error
+    naming the box (field) and the tag at fault."""
+    parts = [part for part in (text or "").split(",") if part.strip()]
+    for part in parts:
+        try:
+            normalize_tag(part, field)
+        except Invalid as exc:
+            raise Invalid(f"{exc.message} (“{part.strip()[:MAX_TAG_LENGTH]}”)", field=field) from None
+    return normalize_tags(parts, field)

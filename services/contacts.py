@@ -3,15 +3,19 @@ search by name, phone or email."""
 import re
 
 from services.contact_fields import (blank_to_none, check_length, is_national, normalize_contact, normalize_email,
-                                     normalize_phone, MAX_NAME_LENGTH)
+                                     normalize_phone, normalize_tag, normalize_tags, MAX_NAME_LENGTH)
 from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id, now_iso
+from common.spreadsheet import csv_pages
+from services import lists
 from storage import accounts as account_store
+from storage import contact_merge as merge_store
 from storage import contacts as store
 from storage import conversations as conversation_store
 from storage import messages as message_store
 
 public_contact = store.public_contact
+tags_of = store.tags_of
 MAX_QUERY = 100
 _PHONE_CHARS = re.compile(r"^[\d\s+().\-/]+$")
 
@@ -35,13 +39,14 @@ async def default_country(db, account_id, phone):
     return await account_default_country(db, account_id)
 
 
-async def create_contact(db, account_id, *, first_name=None, last_name=None, phone=None, email=None):
+async def create_contact(db, account_id, *, first_name=None, last_name=None, phone=None, email=None, tags=None):
     """Spec §2 rules 1-2: phone or email required; an existing phone (or, without a phone, email) is
-    returned rather than duplicated, its blank fields filled. A national phone is read in the account's default
-    country, if it has one. Returns (contact, created)."""
+    returned rather than duplicated, its blank fields filled and the tags added. A national phone is read in the
+    account's default country, if it has one. Returns (contact, created)."""
     region = await default_country(db, account_id, phone)
     row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
-           **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email, region=region)}
+           **normalize_contact(first_name=first_name, last_name=last_name, phone=phone, email=email, region=region),
+           "tags": store.tags_text(normalize_tags(tags))}
     try:
         contact, created = await store.find_or_create(db, row)
     except Conflict as exc:  # a new phone with another contact's email: refused as PATCH refuses it
@@ -76,6 +81,39 @@ async def lookup_contact(db, account_id, *, phone_number=None, email=None):
     return public_contact(contact)
 
 
+async def _listing_filters(db, account_id, tag, list_id):
+    """{tag, list_id} of a listing: the tag normalised (Invalid naming tag), the list the account's (LIST_NOT_FOUND
+    for another account's, as for an unknown one)."""
+    tag = normalize_tag(tag) if tag is not None else None
+    if list_id is not None:
+        list_id = (await lists.get_list(db, account_id, list_id))["id"]
+    return {"tag": tag, "list_id": list_id}
+
+
+async def list_contacts(db, account_id, *, tag=None, list_id=None, limit=None, cursor=None):
+    """GET /v1/contacts without phoneNumber or email: {data, nextCursor}, every contact of the account in id order,
+    only those with the tag and in the list (listId) when given."""
+    filters = await _listing_filters(db, account_id, tag, list_id)
+    return await lists.keyset_page(lambda after, n: store.page_by_id(db, account_id, after, n, **filters),
+                                   limit, cursor, public_contact)
+
+
+CSV_COLUMNS = ("id", "firstName", "lastName", "phone", "email", "tags", "optedOut", "createdAt")
+
+
+async def contacts_csv(db, account_id, *, tag=None, list_id=None, page_size=2000):
+    """GET /v1/contacts/export.csv: every contact (with the tag, in the list, when given) as CSV, yielded a page at a
+    time (csv_pages: 100,000 contacts never sit in memory); tags joined by ", "."""
+    filters = await _listing_filters(db, account_id, tag, list_id)
+
+    def cells(row):
+        return (row["id"], row["first_name"], row["last_name"], row["phone"], row["email"],
+                ", ".join(store.tags_of(row)), "true" if row["opted_out"] else "false", row["created_at"])
+    async for chunk in csv_pages(CSV_COLUMNS, lambda after, n: store.page_by_id(db, account_id, after, n, **filters),
+                                 cells, page_size):
+        yield chunk
+
+
 _PATCHABLE = {"firstName": "first_name", "lastName": "last_name", "phone": "phone", "email": "email"}
 API_ACTOR = {"via": "api", "by": None}
 
@@ -104,11 +142,14 @@ def _normalize_patch(fields, region=None):
 
 
 async def update_contact(db, account_id, contact_id, fields, actor, by=None):
-    """PATCH a contact: fields holds any of firstName, lastName, phone, email (None clears) and optedOut (a
+    """PATCH a contact: fields holds any of firstName, lastName, phone, email (None clears), tags (the new set) and
+    optedOut (a
     bool: by hand, who from actor, see API_ACTOR and user_actor). The same validation as on creation; Conflict
     naming the contact that already has the phone or email; contact.updated queued with the change.
     Returns the contact as the API shows it."""
     changes = _normalize_patch(fields, await default_country(db, account_id, fields.get("phone")))
+    if "tags" in fields:  # the whole set: [] (or null) removes every tag
+        changes["tags"] = store.tags_text(normalize_tags(fields["tags"]))
     opt_out = None
     if "optedOut" in fields:
         if not isinstance(fields["optedOut"], bool):
@@ -155,11 +196,12 @@ def search_patterns(query):
     return _like(query), digits_like
 
 
-async def search_contacts(db, account_id, query=None, *, before=None, limit=50):
-    """{items (storage rows with a display name), next_before}: newest first, matching the query if any."""
+async def search_contacts(db, account_id, query=None, *, tag=None, before=None, limit=50):
+    """{items (storage rows with a display name), next_before}: newest first, matching the query and having the
+    tag, if any."""
     text_like, digits_like = search_patterns(query)
     rows = await store.page_contacts(db, account_id, text_like=text_like, digits_like=digits_like,
-                                     before=before or None, limit=limit)
+                                     tag=normalize_tag(tag) if tag else None, before=before or None, limit=limit)
     items = [{**row, "name": display_name(row)} for row in rows[:limit]]
     return {"items": items, "next_before": items[-1]["id"] if len(rows) > limit else None}
 
@@ -205,3 +247,24 @@ async def conversation_summary(db, account_id, contact_id):
     last_message_at, last_direction, unread_count ...) or None}."""
     return {"count": await message_store.count_contact_messages(db, account_id, contact_id),
             "last": await conversation_store.get(db, account_id, contact_id, now_iso())}
+
+
+_MERGE_COLUMNS = {name: column for column, name in merge_store.API_NAMES.items()}
+
+
+async def merge_contacts(db, account_id, contact_id, other_id, keep=None, *, by=None):
+    """POST /v1/contacts/{id}/merge: the contact other_id merged into contact_id (storage/contact_merge.py); keep:
+    {firstName|lastName|phone|email: "this"|"other"}, whose value stays where both differ. Returns {contact,
+    mergedId, moved}. CONTACT_NOT_FOUND, Conflict (a phone or email both have without a choice: error.field names
+    it, existingId the other contact), Invalid."""
+    other_id = (other_id or "").strip()
+    if not other_id:
+        raise Invalid("otherId is required: the contact to merge into this one", field="otherId")
+    columns = {}
+    for name, choice in (keep or {}).items():
+        if name not in _MERGE_COLUMNS or choice not in ("this", "other"):
+            raise Invalid(f"keep.{name} must be \"this\" or \"other\", for firstName, lastName, phone or email",
+                          field="keep")
+        columns[_MERGE_COLUMNS[name]] = choice
+    contact, moved = await merge_store.merge_contacts(db, account_id, contact_id, other_id, columns, by)
+    return {"contact": contact, "mergedId": other_id, "moved": moved}

@@ -49,7 +49,7 @@ EVENT_PAGE_ROLES = {store.CAMPAIGN_PROGRESS: "admin"}
 
 # Events only GET /v1/events reads (the notification types, storage/outbox.py, and emptied ones): no page
 # shows them, so none is sent them (a contact import would otherwise push a frame per contact).
-STREAM_ONLY = frozenset({"contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
+STREAM_ONLY = frozenset({"contact.created", "contact.updated", "contact.tagged", "contact.merged", "conversation.handoff",
                          "subaccount.auto_recharge", store.ERASED_EVENT})
 
 

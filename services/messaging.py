@@ -61,8 +61,10 @@ def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
     (None: not mapped then). Returns (contact id, whether a contact was created)."""
     account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
     contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id) if mapped is _UNREAD else mapped
-    if contact_id is None and store.lock_identity_in_tx(cx, account_id, from_id):
-        contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)  # made while we waited
+    # Look again once the fromId is ours (PostgreSQL; SQLite's one writer locks nothing): mapped while we waited,
+    # or moved by a merge of its contact (storage/contact_merge.py takes the same lock first).
+    if store.lock_identity_in_tx(cx, account_id, from_id):
+        contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
     if contact_id is not None:
         if any(values.values()):  # most messages carry no names or email: nothing to fill, no read
             contact = contact_store.get_contact.sync(cx, account_id, contact_id)

@@ -1,4 +1,6 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
+import json
+
 from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id
 from storage.audit import record_by
@@ -7,9 +9,27 @@ from storage.dialect import dialect_of
 from storage.outbox import enqueue_notification_in_tx
 
 COLUMNS = ("id", "account_id", "first_name", "last_name", "phone", "email", "opted_out", "opt_out_at",
-           "opt_out_via", "opt_out_by", "created_at")
+           "opt_out_via", "opt_out_by", "created_at", "tags")
 _COLUMNS = ", ".join(COLUMNS)
 FILLABLE = ("first_name", "last_name", "phone", "email")
+MAX_TAGS = 50  # per contact (issue 41; services/contact_fields.py normalize_tags)
+
+
+def tags_text(tags):
+    """Normalised tags (a sorted list) as the tags column holds them: compact JSON."""
+    return json.dumps(sorted(tags), ensure_ascii=False, separators=(",", ":"))
+
+
+def tags_of(row):
+    """A contact row's tags as a list (a row built before its insert may have none)."""
+    return json.loads(row.get("tags") or "[]")
+
+
+def tag_like(tag):
+    """A LIKE pattern (backslash escapes) matching the tags column of a contact that has this normalised tag: its
+    JSON string element (tags hold no quote or backslash, so an element cannot match across two)."""
+    escaped = json.dumps(tag, ensure_ascii=False).replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def contact_not_found(contact_id):
@@ -18,12 +38,12 @@ def contact_not_found(contact_id):
 
 def public_contact(row):
     """The contact as the API and notifications show it: {id, firstName, lastName, phone, email, optedOut,
-    optOutChange, createdAt}; optOutChange says how optedOut last changed: {at, via: reply|user|api, by}."""
+    optOutChange, tags, createdAt}; optOutChange says how optedOut last changed: {at, via: reply|user|api, by}."""
     change = {"at": row["opt_out_at"], "via": row.get("opt_out_via"), "by": row.get("opt_out_by")} \
         if row.get("opt_out_at") else None
     return {"id": row["id"], "firstName": row.get("first_name"), "lastName": row.get("last_name"),
             "phone": row.get("phone"), "email": row.get("email"), "optedOut": bool(row.get("opted_out")),
-            "optOutChange": change, "createdAt": row["created_at"]}
+            "optOutChange": change, "tags": tags_of(row), "createdAt": row["created_at"]}
 
 
 def emit_created_in_tx(cx, row):
@@ -51,20 +71,27 @@ def find_by_email(cx, account_id, email):
 
 
 def insert_contact_in_tx(cx, contact):
-    cx.execute("INSERT INTO contacts (id, account_id, first_name, last_name, phone, email, opted_out, created_at)"
-               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    cx.execute("INSERT INTO contacts (id, account_id, first_name, last_name, phone, email, opted_out, created_at,"
+               " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                (contact["id"], contact["account_id"], contact.get("first_name"), contact.get("last_name"),
                 contact.get("phone"), contact.get("email"), int(bool(contact.get("opted_out"))),
-                contact["created_at"]))
+                contact["created_at"], contact.get("tags") or "[]"))
     return contact
 
 
 def fill_blanks_in_tx(cx, existing, values):
     """Set the existing contact's empty fields from values; never overwrite. Returns the updated row and queues
     contact.updated when anything was filled. A phone or email is only filled when no other contact of the
-    account has it (one rule with update_contact's: a phone or email names one contact)."""
+    account has it (one rule with update_contact's: a phone or email names one contact). Tags are added to the
+    existing ones (Invalid, nothing written, beyond MAX_TAGS)."""
     account_id = existing["account_id"]
     changes = {f: values[f] for f in FILLABLE if values.get(f) and not existing.get(f)}
+    tags = set(tags_of(existing)) | set(tags_of(values))
+    if len(tags) > len(tags_of(existing)):
+        if len(tags) > MAX_TAGS:
+            raise Invalid(f"tags: the contact would have {len(tags)} tags; a contact has at most {MAX_TAGS}",
+                          field="tags")
+        changes["tags"] = tags_text(tags)
     for column in ("phone", "email"):
         if column in changes:
             lock_in_tx(cx, account_id, column, changes[column])
@@ -156,10 +183,21 @@ def search_clause(cx, alias, text_like, digits_like):
     return ("(" + " OR ".join(parts) + ")", args) if parts else ("", [])
 
 
+def _filters(tag, list_id):
+    """(join, join_args, where, where_args): the JOIN and WHERE parts of a contact listing narrowed to a normalised
+    tag and/or a list (whose account the caller checked)."""
+    join, join_args = (" JOIN list_members m ON m.contact_id = c.id AND m.list_id = ?", [list_id]) if list_id \
+        else ("", [])
+    where, where_args = (["c.tags LIKE ? ESCAPE '\\'"], [tag_like(tag)]) if tag else ([], [])
+    return join, join_args, where, where_args
+
+
 @reads
-def page_contacts(cx, account_id, *, text_like=None, digits_like=None, before=None, limit=50):
-    """Up to limit + 1 contacts, newest first, created before the contact ``before``, matching the search."""
-    where, args = ["c.account_id = ?"], [account_id]
+def page_contacts(cx, account_id, *, text_like=None, digits_like=None, tag=None, before=None, limit=50):
+    """Up to limit + 1 contacts, newest first, created before the contact ``before``, matching the search and the
+    tag."""
+    _, _, where, args = _filters(tag, None)
+    where, args = ["c.account_id = ?", *where], [account_id, *args]
     if before:
         where.append("c.id < ?")
         args.append(before)
@@ -168,8 +206,19 @@ def page_contacts(cx, account_id, *, text_like=None, digits_like=None, before=No
         where.append(search)
         args += search_args
     columns = ", ".join("c." + c for c in COLUMNS)
-    return fetch_all(cx, f"SELECT {columns} FROM contacts c WHERE {' AND '.join(where)} ORDER BY c.id DESC LIMIT ?",
-                     (*args, limit + 1))
+    return fetch_all(cx, f"SELECT {columns} FROM contacts c WHERE {' AND '.join(where)} ORDER BY c.id DESC"
+                         " LIMIT ?", (*args, limit + 1))
+
+
+@reads
+def page_by_id(cx, account_id, after, limit, *, tag=None, list_id=None):
+    """Up to limit contacts of the account with id > after, in id order, having the tag and in the list when
+    given (GET /v1/contacts and its CSV export)."""
+    join, join_args, where, where_args = _filters(tag, list_id)
+    columns = ", ".join("c." + c for c in COLUMNS)
+    return fetch_all(cx, f"SELECT {columns} FROM contacts c{join} WHERE c.account_id = ? AND c.id > ?"
+                         f"{''.join(' AND ' + w for w in where)} ORDER BY c.id LIMIT ?",
+                     (*join_args, account_id, after or "", *where_args, limit))
 
 
 @reads

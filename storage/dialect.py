@@ -38,6 +38,8 @@ class SqliteDialect:
     row_id = "rowid"
     # Rows claimed by one of several processes (the outbox): SQLite has one writer, nothing to skip.
     skip_locked = ""
+    # Rows a transaction is about to change or delete, locked before it reads them again (a merge): one writer.
+    for_update = ""
 
     @staticmethod
     def greatest(a, b):
@@ -85,6 +87,7 @@ class PostgresDialect:
     row_id = "ctid"
     # A row another transaction is claiming is left to it rather than waited for.
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    for_update = " FOR UPDATE"
 
     @staticmethod
     def greatest(a, b):

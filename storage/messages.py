@@ -162,6 +162,12 @@ def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
                              after=after or "", limit=limit)
 
 
+def all_contact_messages_in_tx(cx, account_id, contact_id):
+    """Every message of the contact, oldest first (a person's data export)."""
+    return fetch_all(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND contact_id = ? ORDER BY id",
+                     (account_id, contact_id), json_columns=_JSON)
+
+
 @reads
 def list_outbound_by_status(cx, account_id, status, since, after, limit):
     """Outbound messages with this status, by the time it was reached (status_at) then id, oldest first: those

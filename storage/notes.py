@@ -51,6 +51,12 @@ def _thread_notes(cx, account_id, contact_id, bounds, order, limit):
                          " LIMIT ?", (account_id, contact_id, *[value for _, value in bounds], limit))
 
 
+def all_of_contact_in_tx(cx, account_id, contact_id):
+    """Every note of the contact's thread, oldest first (a person's data export)."""
+    return fetch_all(cx, f"{_SELECT} WHERE n.account_id = ? AND n.contact_id = ? ORDER BY n.id",
+                     (account_id, contact_id))
+
+
 @reads
 def page(cx, account_id, contact_id, *, before=None, limit):
     """Up to ``limit`` notes of the contact's thread, newest first, older than the note id ``before``."""

@@ -357,6 +357,8 @@ async def test_every_event_type_can_be_subscribed_with_the_events_data(services,
     await say(api, services, key, "a human please", fromId="+14155550100")  # message.created, handoff, replies
     r = await api.patch(f"/v1/conversations/{contact['id']}", {"status": "resolved"}, key=key)
     assert r.code == 200, r.body
+    twin = (await api.post("/v1/contacts", {"email": "ada@example.com"}, key=key)).json  # contact.merged
+    assert (await api.post(f"/v1/contacts/{contact['id']}/merge", {"otherId": twin["id"]}, key=key)).code == 200
     await deliver_all(worker)  # the bot's reply turns Sent: message.updated
 
     def received():

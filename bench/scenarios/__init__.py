@@ -12,6 +12,7 @@ import importlib
 
 MODULES = [
     "bench.scenarios.contact_import",
+    "bench.scenarios.contacts_export",
     "bench.scenarios.campaigns",
     "bench.scenarios.retention",
     "bench.scenarios.bot",

@@ -29,7 +29,8 @@ from storage import messages as message_store
 # Public type -> the stored types it is read from (store.PUBLIC_TYPES; a notification type is stored as itself).
 SOURCES = {public: tuple(s for s, p in store.PUBLIC_TYPES.items() if p == public) or (public,) for public in (
     "message.created", "message.updated", "conversation.updated", "conversation.handoff", "contact.created",
-    "contact.updated", "contact.tagged", "contact.erased", "subaccount.auto_recharge", "message.failed")}
+    "contact.updated", "contact.tagged", "contact.erased", "subaccount.auto_recharge", "message.failed",
+    "conversation.sla_breached")}
 PUBLIC_TYPE = {source: public for public, sources in SOURCES.items() for source in sources}
 TYPES = tuple(SOURCES)
 MAX_LIMIT, DEFAULT_LIMIT, MAX_WAIT = 500, 100, 30

@@ -10,7 +10,7 @@ from services import accounts, regions, users, webhook_ping
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
-                       "message.failed")
+                       "message.failed", "conversation.sla_breached")
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
 # Password changes per user: each checks the current password, so they are limited like sign-ins.

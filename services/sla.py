@@ -1,0 +1,124 @@
+"""The SLA (issue 40): settings sla {firstResponseMinutes, nextResponseMinutes}, counted in business minutes
+(services/business_hours.py; every minute when the account has no business hours). The contact's message starts a
+wait for a person's answer (the first response's target until a person has answered the conversation once, the
+next response's after), a person's reply ends it, putting the conversation away (resolved, snoozed, pending)
+drops it; the SlaWatcher breaches the waits whose time passed, each once (conversation.sla_breached), sleeping
+until the next due time. The outside-hours message is decided here too: both are what a contact's message
+does when the account keeps business hours. No HTTP, no SQL."""
+import json
+import logging
+from datetime import timedelta
+
+from common.ids import iso, parse_iso, utcnow
+from services import business_hours, placeholders
+from services.worker_loop import WorkerLoop
+from storage import sla as store
+
+log = logging.getLogger("parley.sla")
+
+KEY = "sla"
+KINDS = {"firstResponseMinutes": "first", "nextResponseMinutes": "next"}
+DUE_SOON_MINUTES = 60  # the inbox's Due soon: answers due within this, or overdue
+
+
+def clock(services):
+    """The services' clock (tests move it), else the real one."""
+    return getattr(services, "clock", None) or utcnow
+
+
+def due_soon_before(services):
+    return iso(clock(services)() + timedelta(minutes=DUE_SOON_MINUTES))
+
+
+def _loaded(text):
+    return json.loads(text) if isinstance(text, str) else text
+
+
+def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot_answers):
+    """In the inbound message's transaction (a text from the contact, not a keyword nor an automatic reply), for an
+    account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
+    start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
+    and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
+    message's closed period key and its text template, or None). now: an aware datetime."""
+    hours, sla = _loaded(hours), _loaded(sla)
+    schedule = business_hours.Schedule(hours) if hours else None
+    due = None
+    if sla and not bot_answers:
+        due = start_in_tx(cx, schedule, sla, account_id, contact_id, now)
+    notice = None
+    if schedule is not None and hours.get("outsideHoursMessage") and not bot_answers:
+        open_now, _, opens = schedule.state(now)
+        if not open_now:
+            notice = (business_hours.iso_or_none(opens) or "never", hours["outsideHoursMessage"],
+                      business_hours.local_opening(schedule, opens))
+    return due, notice
+
+
+def start_in_tx(cx, schedule, sla, account_id, contact_id, now):
+    """Start the conversation's wait for a person now, unless one runs; returns its due time or None."""
+    dues = {kind: business_hours.add_business_minutes(schedule, now, sla[field])
+            if sla.get(field) else None for field, kind in KINDS.items()}
+    return store.start_in_tx(cx, account_id, contact_id, iso(now), business_hours.iso_or_none(dues["first"]),
+                             business_hours.iso_or_none(dues["next"]))
+
+
+def outside_hours_body(template, contact, opening):
+    """The outside-hours message for this contact: the contact placeholders ({{firstName}} ...) and
+    {{nextOpenAt}} (the next opening in the account's zone, e.g. "Monday 09:00 (Europe/Berlin)") filled."""
+    return placeholders.fill(template.replace("{{nextOpenAt}}", opening), contact)
+
+
+def validate(value):
+    """PATCH /v1/account/settings' sla (the model checked the types): null removes it; an object with neither
+    target is no SLA either."""
+    if value is None:
+        return None
+    kept = {field: value[field] for field in KINDS if value.get(field) is not None}
+    return kept or None
+
+
+class SlaWatcher(WorkerLoop):
+    """Breaches the waits whose due time passed (conversation.sla_breached, once each) and sleeps until the next
+    due time (at most poll_seconds: another process's new wait is seen by then; this process's notify it).
+    clock: the services' (tests move it; no test sleeps for minutes)."""
+
+    name = "sla"
+    poll_seconds = 30.0
+    batch = 500
+
+    def __init__(self, services):
+        super().__init__()
+        self.services = services
+
+    async def round(self):
+        now = clock(self.services)()
+        breached = await store.breach_due(self.services.db, iso(now), self.batch)
+        if breached:
+            log.info("sla: %d conversation(s) breached their SLA", breached)
+            delivery = getattr(self.services, "delivery", None)
+            if delivery is not None:
+                delivery.notify()  # the notifications queued
+        if breached == self.batch:
+            return 0
+        following = await store.next_due(self.services.db)
+        if following is None:
+            return None
+        return max(0.0, min(self.poll_seconds, (parse_iso(following) - clock(self.services)()).total_seconds()))
+
+
+async def report(db, account_ids, first_day, last_day, user_names):
+    """Within SLA per day and per agent over [first_day, last_day] (dates), of the waits answered or breached:
+    {"days": [{day, total, met}], "agents": [{user id, name, total, met}]}; user_names: id -> name."""
+    rows = await store.report_rows(db, account_ids, first_day.isoformat(),
+                                   (last_day + timedelta(days=1)).isoformat())
+    days, agents = {}, {}
+    for _, day, user_id, met in rows:
+        for bucket, key in ((days, day), (agents, user_id)):
+            total_met = bucket.setdefault(key, [0, 0])
+            total_met[0] += 1
+            total_met[1] += met
+    return {"days": [{"day": day, "total": t, "met": m} for day, (t, m) in sorted(days.items())],
+            "agents": sorted(({"userId": user_id, "name": user_names.get(user_id) or ("API" if user_id is None
+                                                                                        else "Removed user"),
+                               "total": t, "met": m} for user_id, (t, m) in agents.items()),
+                             key=lambda agent: agent["name"])}

@@ -12,6 +12,7 @@ from datetime import timedelta
 from common.ids import iso, parse_iso, utcnow
 from services import business_hours, placeholders
 from services.worker_loop import WorkerLoop
+from storage import accounts as account_store
 from storage import sla as store
 
 log = logging.getLogger("parley.sla")
@@ -52,6 +53,14 @@ def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot
             notice = (business_hours.iso_or_none(opens) or "never", hours["outsideHoursMessage"],
                       business_hours.local_opening(schedule, opens))
     return due, notice
+
+
+def on_handoff_in_tx(cx, account_id, contact_id, now):
+    """The bot handed the conversation to a person (in this transaction): the wait for one starts now, when the
+    account has an SLA (the contact's message the bot took started none)."""
+    settings = account_store.get_settings_in_tx(cx, account_id)
+    if settings.get(KEY):
+        start_in_tx(cx, business_hours.schedule_of(settings), settings[KEY], account_id, contact_id, now)
 
 
 def start_in_tx(cx, schedule, sla, account_id, contact_id, now):

@@ -13,6 +13,7 @@ from common.ids import iso, utcnow
 from services import inbox, messaging, sla
 from storage import sla as sla_store
 from tests.team_users import add_user
+from tests.test_bot import configure, say as bot_say
 from tests.test_delivery import receiver, settings, workers  # noqa: F401 (fixtures)
 from tests.test_delivery_bridges import events_of
 
@@ -220,3 +221,17 @@ async def test_an_automatic_message_starts_no_wait_and_without_hours_every_minut
     assert (await conversation(api, key, auto["contact_id"]))["slaDueAt"] is None
     plain = await say(services, account, "+14155550010", "Hi")
     assert (await conversation(api, key, plain["contact_id"]))["slaDueAt"] == "2026-03-07T12:05:00.000Z"  # no hours
+
+
+async def test_the_bots_answers_start_no_wait_its_handoff_does(api, services, account, clock, receiver):
+    """A message the bot answers is not waiting for a person; the bot's handoff starts the wait (the handoff's
+    own time: the real clock), which a person's reply ends."""
+    key = account["api_key"]
+    assert (await api.patch("/v1/account/settings", {"sla": {"firstResponseMinutes": 5}}, key=key)).code == 200
+    await configure(api, key, {"active": True, "handoffKeywords": ["human"],
+                               "rules": [{"keywords": ["price"], "answer": "10 EUR"}]}, webhook=receiver.url)
+    asked = await bot_say(api, services, key, "price?", fromId="+14155550011")
+    assert (await conversation(api, key, asked["contactId"]))["slaDueAt"] is None
+    await bot_say(api, services, key, "a human please", fromId="+14155550011")
+    due = (await conversation(api, key, asked["contactId"]))["slaDueAt"]
+    assert due is not None and due > iso(utcnow())

@@ -90,6 +90,7 @@ def routes():
         (r"/settings/webhook", ui_settings.CustomChannelWebhookHandler),
         (r"/settings/webhook-test", ui_settings.WebhookTestHandler),
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
+        (r"/settings/business-hours", ui_settings.BusinessHoursHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),

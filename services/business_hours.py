@@ -229,9 +229,10 @@ def local_opening(schedule, opens):
     return f"{local.strftime('%A %H:%M')} ({schedule.config['timezone']})"
 
 
+@functools.cache
 def zones():
-    """Every IANA zone name, sorted (the Settings page's choices)."""
-    return sorted(available_timezones())
+    """Every IANA zone name, sorted (the Settings page's choices): read from the zone files once per process."""
+    return tuple(sorted(available_timezones()))
 
 
 async def get(services, account_id, now):
@@ -241,14 +242,44 @@ async def get(services, account_id, now):
     return public(account["settings"].get(KEY), now)
 
 
-async def put(services, account_id, body, now, by=None):
+async def put(services, account_id, body, now, by=None, more=None):
     """PUT /v1/account/business-hours: the whole object replaced (validate(); Invalid changes nothing); returns
-    it as GET shows it. body None removes the business hours (always open again)."""
+    it as GET shows it. body None removes the business hours (always open again). more: other settings saved
+    in the same change (the Settings page's SLA), validated already."""
     from services import accounts
     config = validate(body) if body is not None else None
     if config and config["holidayCountry"]:
         # The country's holidays are loaded here, off the event loop, not first by the writer's transaction.
         import asyncio
         await asyncio.to_thread(_country_holidays, config["holidayCountry"], now.year)
-    await accounts.update_settings(services.db, account_id, {KEY: config}, by=by)
+    await accounts.update_settings(services.db, account_id, {KEY: config, **(more or {})}, by=by)
     return public(config, now)
+
+
+def day_text(intervals):
+    """A day's intervals as the Settings page writes them: "09:00-12:30, 13:30-17:00"."""
+    return ", ".join(f"{a}-{b}" for a, b in intervals)
+
+
+def form_body(form):
+    """The Settings page's form (timezone, one text per day as day_text writes it, holidays one per line or
+    comma-separated, holidayCountry, outsideHoursMessage) as PUT's body; None when the time zone is empty (no
+    business hours). Invalid naming the day for an interval that is not "HH:MM-HH:MM"."""
+    if not form.get("timezone", "").strip():
+        return None
+    weekly = {}
+    for day in DAYS:
+        text = form.get(day, "").strip()
+        if not text:
+            continue
+        weekly[day] = []
+        for i, part in enumerate(piece.strip() for piece in text.split(",")):
+            opens, dash, closes = part.partition("-")
+            if not dash:
+                raise Invalid(f"weekly.{day}[{i}] must be HH:MM-HH:MM, e.g. 09:00-17:00, not {part!r}",
+                              field=f"weekly.{day}[{i}]")
+            weekly[day].append([opens.strip(), closes.strip()])
+    holidays = [d.strip() for d in form.get("holidays", "").replace(",", "\n").splitlines() if d.strip()]
+    return {"timezone": form["timezone"].strip(), "weekly": weekly, "holidays": holidays,
+            "holidayCountry": form.get("holidayCountry", "").strip() or None,
+            "outsideHoursMessage": form.get("outsideHoursMessage", "").strip() or None}

@@ -9,8 +9,10 @@ import json
 import logging
 from datetime import timedelta
 
+from common.errors import Invalid
 from common.ids import iso, parse_iso, utcnow
 from services import business_hours, placeholders
+from services.users import author_name
 from services.worker_loop import WorkerLoop
 from storage import accounts as account_store
 from storage import sla as store
@@ -19,6 +21,7 @@ log = logging.getLogger("parley.sla")
 
 KEY = "sla"
 KINDS = {"firstResponseMinutes": "first", "nextResponseMinutes": "next"}
+MAX_MINUTES = 525_600  # a year; the API's model says the same
 DUE_SOON_MINUTES = 60  # the inbox's Due soon: answers due within this, or overdue
 
 
@@ -86,6 +89,21 @@ def validate(value):
     return kept or None
 
 
+def form_minutes(form):
+    """The Settings page's SLA fields (whole minutes, empty for none) as the sla setting; Invalid naming the
+    field otherwise."""
+    value = {}
+    for field in KINDS:
+        text = form.get(field, "").strip()
+        if not text:
+            continue
+        if not text.isdigit() or not 1 <= int(text) <= MAX_MINUTES:
+            raise Invalid(f"sla.{field} must be a whole number of minutes from 1 to {MAX_MINUTES}",
+                          field=f"sla.{field}")
+        value[field] = int(text)
+    return value or None
+
+
 class SlaWatcher(WorkerLoop):
     """Breaches the waits whose due time passed (conversation.sla_breached, once each) and sleeps until the next
     due time (at most poll_seconds: another process's new wait is seen by then; this process's notify it).
@@ -115,19 +133,22 @@ class SlaWatcher(WorkerLoop):
         return max(0.0, min(self.poll_seconds, (parse_iso(following) - clock(self.services)()).total_seconds()))
 
 
-async def report(db, account_ids, first_day, last_day, user_names):
-    """Within SLA per day and per agent over [first_day, last_day] (dates), of the waits answered or breached:
-    {"days": [{day, total, met}], "agents": [{user id, name, total, met}]}; user_names: id -> name."""
+NO_AGENT = "No agent (the API, or unassigned)"
+
+
+async def report(db, account_ids, first_day, last_day):
+    """Within SLA per day and per agent over [first_day, last_day] (dates; days in UTC), of the waits answered
+    or breached: {"days": {day: [waits, met]}, "agents": {user id or None: [name, waits, met]}}."""
     rows = await store.report_rows(db, account_ids, first_day.isoformat(),
                                    (last_day + timedelta(days=1)).isoformat())
     days, agents = {}, {}
-    for _, day, user_id, met in rows:
-        for bucket, key in ((days, day), (agents, user_id)):
-            total_met = bucket.setdefault(key, [0, 0])
-            total_met[0] += 1
-            total_met[1] += met
-    return {"days": [{"day": day, "total": t, "met": m} for day, (t, m) in sorted(days.items())],
-            "agents": sorted(({"userId": user_id, "name": user_names.get(user_id) or ("API" if user_id is None
-                                                                                        else "Removed user"),
-                               "total": t, "met": m} for user_id, (t, m) in agents.items()),
-                             key=lambda agent: agent["name"])}
+    for day, user_id, label, name, met in rows:
+        counted = days.setdefault(day, [0, 0])
+        counted[0], counted[1] = counted[0] + 1, counted[1] + met
+        agent = agents.setdefault(user_id, [author_name(label, name=name) if label else NO_AGENT, 0, 0])
+        agent[1], agent[2] = agent[1] + 1, agent[2] + met
+    return {"days": days, "agents": agents}
+
+
+def percent(met, total):
+    return round(100 * met / total, 1) if total else None

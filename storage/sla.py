@@ -78,13 +78,16 @@ def next_due(cx):
 @reads
 def report_rows(cx, account_ids, start, end):
     """The waits started in [start, end) that were answered or breached (not those still waiting, nor those put
-    away unanswered in time): [(account id, day, user id, met)], met 1 when answered by the due time."""
+    away unanswered in time): [(day, user id, the user as shown (label_sql) or None, the user's name, met)],
+    met 1 when answered by the due time."""
+    from storage.users import label_sql  # storage.users imports this module (through conversation_status)
     marks = ", ".join("?" for _ in account_ids)
     return [tuple(row) for row in cx.execute(
-        "SELECT account_id, SUBSTR(started_at, 1, 10), user_id, CASE WHEN breached = 0 AND responded_at IS NOT NULL"
-        " AND responded_at <= due_at THEN 1 ELSE 0 END FROM sla_targets"
-        f" WHERE account_id IN ({marks}) AND started_at >= ? AND started_at < ?"
-        " AND (responded_at IS NOT NULL OR breached = 1)", (*account_ids, start, end))]
+        f"SELECT SUBSTR(t.started_at, 1, 10), t.user_id, {label_sql('u')}, u.name, CASE WHEN t.breached = 0"
+        " AND t.responded_at IS NOT NULL AND t.responded_at <= t.due_at THEN 1 ELSE 0 END FROM sla_targets t"
+        " LEFT JOIN users u ON u.id = t.user_id"
+        f" WHERE t.account_id IN ({marks}) AND t.started_at >= ? AND t.started_at < ?"
+        " AND (t.responded_at IS NOT NULL OR t.breached = 1)", (*account_ids, start, end))]
 
 
 def claim_outside_hours_in_tx(cx, account_id, contact_id, period):

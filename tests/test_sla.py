@@ -189,10 +189,15 @@ async def test_the_sla_counts_business_minutes_and_breaches_once(api, services, 
     await watcher.round()
     assert len(await events_of(api, key, "conversation.sla_breached")) == 1
     today = utcnow().date()
-    report = await sla.report(services.db, [account["account_id"]], datetime(2026, 3, 6).date(), today, {bob: "Bob"})
-    assert report == {"days": [{"day": "2026-03-06", "total": 1, "met": 0}, {"day": today.isoformat(), "total": 1,
-                                                                          "met": 1}],
-                      "agents": [{"userId": bob, "name": "Bob", "total": 2, "met": 1}]}
+    r = await api.get(f"/v1/reports/sla-days?from=2026-03-06&to={today.isoformat()}", key=key)
+    assert r.code == 200, r.body
+    days = {row["day"]: row for row in r.json["rows"] if row["waits"]}
+    assert days == {"2026-03-06": {"day": "2026-03-06", "waits": 1, "withinSla": 0, "percentWithinSla": 0.0},
+                    today.isoformat(): {"day": today.isoformat(), "waits": 1, "withinSla": 1,
+                                        "percentWithinSla": 100.0}}
+    r = await api.get(f"/v1/reports/sla-agents?from=2026-03-06&to={today.isoformat()}", key=key)
+    assert r.json["rows"] == [{"userId": bob, "name": "bob@acme.example", "waits": 2, "withinSla": 1,
+                               "percentWithinSla": 50.0}], r.body
 
 
 async def test_breaches_are_fired_once_by_concurrent_rounds(services, account, clock):

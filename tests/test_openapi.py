@@ -273,6 +273,9 @@ SEMANTIC_VALIDATION = {
     "GET /v1/messages": "cursor is opaque: only a nextCursor the server issued is valid; since is an ISO 8601 "
                         "time with its offset",
     "POST /v1/account/api-keys": "an account has at most 20 keys: a 21st is 409",
+    "PUT /v1/account/business-hours": "the time zone must be an IANA zone, days mon-sun, times HH:MM from 00:00 to "
+                                      "24:00 with each interval ending after it starts and none overlapping another, "
+                                      "holidays real dates, holidayCountry one the holidays package knows",
 }
 
 # The fuzzer's long-polls wait 1 s at most (tests/test_events_api.py tests the waiting): up to 30 s each would

@@ -215,11 +215,11 @@ def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
     closed period already or the account has no webhook to deliver it to. True when it was queued."""
     period, template, opening = notice
     account_id = message["account_id"]
+    if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
+        return False  # the common case while closed: one UPDATE that changes nothing, no read
     account = account_store.delivery_context_in_tx(cx, account_id)
     if not account["settings"].get("customChannelWebhookUrl"):
-        return False
-    if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
-        return False
+        return False  # nowhere to deliver it: this closed period passes without one
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     _queue_outbound_in_tx(cx, [{"contact": contact, "body": sla.outside_hours_body(template, contact, opening),
                                 "to_id": message["from_id"], "channel": message["channel"]}],

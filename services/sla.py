@@ -5,6 +5,7 @@ next response's after), a person's reply ends it, putting the conversation away 
 drops it; the SlaWatcher breaches the waits whose time passed, each once (conversation.sla_breached), sleeping
 until the next due time. The outside-hours message is decided here too: both are what a contact's message
 does when the account keeps business hours. No HTTP, no SQL."""
+import functools
 import json
 import logging
 from datetime import timedelta
@@ -38,14 +39,25 @@ def _loaded(text):
     return json.loads(text) if isinstance(text, str) else text
 
 
+@functools.lru_cache(maxsize=256)
+def _schedule_of_text(text):
+    """(config, Schedule) of an account's businessHours as stored (JSON text): parsed once per version in a
+    process (the writer's transactions ask for it with every contact's message)."""
+    config = json.loads(text)
+    return config, business_hours.Schedule(config)
+
+
 def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot_answers):
     """In the inbound message's transaction (a text from the contact, not a keyword nor an automatic reply), for an
     account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
     start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
     and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
     message's closed period key and its text template, or None). now: an aware datetime."""
-    hours, sla = _loaded(hours), _loaded(sla)
-    schedule = business_hours.Schedule(hours) if hours else None
+    if isinstance(hours, str):
+        hours, schedule = _schedule_of_text(hours)
+    else:  # already parsed (a driver that decodes JSON itself), or None
+        schedule = business_hours.Schedule(hours) if hours else None
+    sla = _loaded(sla)
     due = None
     if sla and not bot_answers:
         due = start_in_tx(cx, schedule, sla, account_id, contact_id, now)

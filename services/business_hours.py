@@ -41,7 +41,7 @@ def _zone(name, field="timezone"):
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise Invalid(f"{field}: unknown time zone {name!r} (an IANA name such as Europe/Berlin)", field=field)
+        raise Invalid(f"{field}: unknown time zone {name!r} (an IANA name such as Europe/Berlin)", field=field) from None
 
 
 def validate(body):
@@ -91,7 +91,7 @@ def validate(body):
                 raise ValueError
             date.fromisoformat(text)
         except ValueError:
-            raise Invalid(f"holidays[{i}] is not a date YYYY-MM-DD: {text!r}", field=f"holidays[{i}]")
+            raise Invalid(f"holidays[{i}] is not a date YYYY-MM-DD: {text!r}", field=f"holidays[{i}]") from None
     country = body.get("holidayCountry")
     if country is not None:
         country = _country(country)
@@ -142,6 +142,7 @@ class Schedule:
                        for day in DAYS]
         self.holidays = frozenset(date.fromisoformat(text) for text in config.get("holidays") or [])
         self.country = config.get("holidayCountry")
+        self._days, self._dues, self._window = {}, {}, None  # what the writer asks again and again, kept
 
     def closed_on(self, day):
         """Whether a local date is a holiday (the account's own, or its country's)."""
@@ -153,39 +154,68 @@ class Schedule:
         # fold=0 (the first of a repeated time); a skipped time comes back from UTC as the moment after the gap
         return local.replace(tzinfo=self.zone).astimezone(_UTC)
 
+    def _day(self, day):
+        """A local date's open intervals in UTC, [(opens, closes)]: kept per date (a Schedule lives as long as its
+        settings' version, services/sla.py, and the writer asks for the same few days with every message)."""
+        found = self._days.get(day)
+        if found is None:
+            if len(self._days) > 2000:
+                self._days.clear()
+            found = self._days[day] = [] if self.closed_on(day) else [
+                (opens, closes) for opens, closes in ((self._at(day, a), self._at(day, b))
+                                                      for a, b in self.weekly[day.weekday()])
+                if closes > opens]  # not an interval inside a skipped hour
+        return found
+
     def intervals(self, start):
         """Open periods [opens, closes) in UTC that end after start, in order, adjacent ones merged (Monday
         22:00-24:00 and Tuesday 00:00-06:00 are one period), within HORIZON_DAYS."""
         day = start.astimezone(self.zone).date() - timedelta(days=1)
         pending = None
         for _ in range(HORIZON_DAYS + 2):
-            if not self.closed_on(day):
-                for a, b in self.weekly[day.weekday()]:
-                    opens, closes = self._at(day, a), self._at(day, b)
-                    if closes <= opens:
-                        continue  # an interval inside a skipped hour
-                    if pending is not None and opens <= pending[1]:
-                        pending = (pending[0], max(pending[1], closes))
-                        continue
-                    if pending is not None and pending[1] > start:
-                        yield pending
-                    pending = (opens, closes)
+            for opens, closes in self._day(day):
+                if pending is not None and opens <= pending[1]:
+                    pending = (pending[0], max(pending[1], closes))
+                    continue
+                if pending is not None and pending[1] > start:
+                    yield pending
+                pending = (opens, closes)
             day += timedelta(days=1)
         if pending is not None and pending[1] > start:
             yield pending
 
     def state(self, at):
-        """(open now, when the current period closes or None, when the next one opens or None)."""
+        """(open now, when the current period closes or None, when the next one opens or None). The answer holds
+        for the whole period around `at` (from `at` to the opening, or the open period itself), so it is kept:
+        the writer asks again with every contact's message."""
+        window = self._window
+        if window is not None and window[0] <= at < window[1]:
+            return window[2]
+        state, lo, hi = (False, None, None), at, at + timedelta(days=1)
         for opens, closes in self.intervals(at):
-            if opens <= at:
-                return True, closes, None
-            return False, None, opens
-        return False, None, None
+            state, lo, hi = ((True, closes, None), opens, closes) if opens <= at else ((False, None, opens), at, opens)
+            break
+        self._window = (lo, hi, state)
+        return state
 
     def add_business_minutes(self, start, minutes):
         """The moment `minutes` open minutes after start (the SLA's due time); None when the schedule has not
-        that many open minutes within HORIZON_DAYS."""
+        that many open minutes within HORIZON_DAYS. Quick within an open period, and kept per opening for a
+        start while closed (every message of a closed period is due at the same time)."""
         left = timedelta(minutes=minutes)
+        open_now, closes, opens = self.state(start)
+        if open_now and start + left <= closes:
+            return start + left
+        if not open_now and opens is not None:
+            key = (opens, minutes)
+            if key not in self._dues:
+                if len(self._dues) > 1000:
+                    self._dues.clear()
+                self._dues[key] = self._add(opens, left)
+            return self._dues[key]
+        return self._add(start, left)
+
+    def _add(self, start, left):
         for opens, closes in self.intervals(start):
             opens = max(opens, start)
             if opens + left <= closes:

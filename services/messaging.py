@@ -210,10 +210,10 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
 
 
 def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
-    """The outside-hours message (notice: its closed period, template and the next opening as text) as a reply to
+    """The outside-hours message (notice: its closed period, template, schedule and next opening) as a reply to
     the contact's message, through the one outbound path (author auto), unless the conversation got it in this
     closed period already or the account has no webhook to deliver it to. True when it was queued."""
-    period, template, opening = notice
+    period, template, schedule, opens = notice
     account_id = message["account_id"]
     if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
         return False  # the common case while closed: one UPDATE that changes nothing, no read
@@ -221,7 +221,7 @@ def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
     if not account["settings"].get("customChannelWebhookUrl"):
         return False  # nowhere to deliver it: this closed period passes without one
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
-    _queue_outbound_in_tx(cx, [{"contact": contact, "body": sla.outside_hours_body(template, contact, opening),
+    _queue_outbound_in_tx(cx, [{"contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
                                 "to_id": message["from_id"], "channel": message["channel"]}],
                           account_id=account_id, campaign_id=None, media_url=None, content_type=None,
                           shown_media=None, author="auto", user_id=account["owner_user_id"] or account_id)

@@ -52,7 +52,7 @@ def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot
     account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
     start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
     and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
-    message's closed period key and its text template, or None). now: an aware datetime."""
+    message's (closed period key, template, Schedule, next opening) or None). now: an aware datetime."""
     if isinstance(hours, str):
         hours, schedule = _schedule_of_text(hours)
     else:  # already parsed (a driver that decodes JSON itself), or None
@@ -65,8 +65,7 @@ def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot
     if schedule is not None and hours.get("outsideHoursMessage") and not bot_answers:
         open_now, _, opens = schedule.state(now)
         if not open_now:
-            notice = (business_hours.iso_or_none(opens) or "never", hours["outsideHoursMessage"],
-                      business_hours.local_opening(schedule, opens))
+            notice = (business_hours.iso_or_none(opens) or "never", hours["outsideHoursMessage"], schedule, opens)
     return due, notice
 
 
@@ -86,10 +85,11 @@ def start_in_tx(cx, schedule, sla, account_id, contact_id, now):
                              business_hours.iso_or_none(dues["next"]))
 
 
-def outside_hours_body(template, contact, opening):
+def outside_hours_body(template, contact, schedule, opens):
     """The outside-hours message for this contact: the contact placeholders ({{firstName}} ...) and
     {{nextOpenAt}} (the next opening in the account's zone, e.g. "Monday 09:00 (Europe/Berlin)") filled."""
-    return placeholders.fill(template.replace("{{nextOpenAt}}", opening), contact)
+    return placeholders.fill(template.replace("{{nextOpenAt}}", business_hours.local_opening(schedule, opens)),
+                             contact)
 
 
 def validate(value):

@@ -62,6 +62,8 @@ async def test_settings_inbox_badge_and_reports(signed_in, services, ui_account)
     clock.now = utc("2026-06-08T07:15")
     await watcher.round()
     assert "SLA breached" in (await signed_in.get("/inbox/conversations?filter=all")).text
+    state = (await signed_in.get(f"/inbox/{ann}/state")).text
+    assert 'id="sla-due"' in state and "SLA breached: the answer was due" in state and "2026-06-08 07:15 UTC" in state
     [event] = await _sla_events(services.db, account_id)
     assert live.may_see("agent", event)  # open inboxes get it, and refresh their list (static/inbox.js)
 

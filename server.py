@@ -31,6 +31,7 @@ from services.bot_runner import BotRunner
 from services.leases import Lease
 from services.campaign_runner import CampaignRunner
 from services.conversation_status import SnoozeWaker
+from services.sla import SlaWatcher
 from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
@@ -70,6 +71,8 @@ class Services:
     retention: "RetentionWorker" = None  # the periodic cleanup; main() starts it, close() stops it
     snoozes: "SnoozeWaker" = None  # reopens snoozed conversations when their time comes; main() starts it
     reports: "ReportsWorker" = None  # folds new rows into the Reports' summaries; main() starts it
+    sla: "SlaWatcher" = None  # breaches SLA waits whose time passed (conversation.sla_breached); main() starts it
+    clock: object = None  # business hours' and the SLA's now (a callable returning an aware datetime); None: real
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
@@ -87,6 +90,8 @@ class Services:
             await self.snoozes.stop()
         if self.reports is not None:
             await self.reports.stop()
+        if self.sla is not None:
+            await self.sla.stop()
         if self.bot_recovery is not None:
             await self.bot_recovery.stop()
         if self.campaigns is not None:
@@ -130,10 +135,11 @@ async def open_services(settings):
     services.retention = RetentionWorker(services)
     services.snoozes = SnoozeWaker(services)
     services.reports = ReportsWorker(services)
+    services.sla = SlaWatcher(services)
     services.bot = BotRunner(services)
     services.bot_recovery = BotRecovery(services)
     for worker in (services.imports, services.campaigns, services.retention, services.snoozes, services.reports,
-                   services.bot_recovery):
+                   services.bot_recovery, services.sla):
         worker.lease = Lease(db, worker.name, settings.worker_lease_seconds)  # one process runs each at a time
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
@@ -283,6 +289,7 @@ async def main(settings):
         services.retention.start()  # a first cleanup now, then every --retention-interval-seconds
         services.snoozes.start()  # wakes the snoozes that ended while the server was down at once
         services.reports.start()  # a first fold now (what a previous run left), then every interval
+        services.sla.start()  # breaches what came due while the server was down at once
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
         services.bot_recovery.start()  # and later, what any process left undecided (one process at a time)
         services.hub.start()

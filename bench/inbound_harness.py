@@ -7,6 +7,7 @@ the database's CPU per write: PostgreSQL's backends (read from /proc), or SQLite
 inbound load adds the HTTP, TLS and rate-limit work to this; what it leaves out is what no server can avoid.
 
     .venv/bin/python bench/inbound_harness.py --writes 3000 --concurrency 16
+    .venv/bin/python bench/inbound_harness.py --writes 3000 --concurrency 16 --business   (issue 40's cost)
     .venv/bin/python scripts/with_postgres.py .venv/bin/python bench/inbound_harness.py --postgres
     (--postgres reads PARLEY_TEST_DATABASE_URL, which scripts/with_postgres.py sets)
 """
@@ -44,13 +45,30 @@ async def warmed_account(services):
     return made["account_id"]
 
 
-async def run_once(writes, concurrency, database_url, pool_size):
+# --business: the account keeps business hours (Berlin, weekdays 9-17, a country's holidays), an outside-hours
+# message and an SLA (issue 40): every contact's message starts or finds its SLA wait, and outside the hours the
+# first of each closed period queues the message (a reply with its outbox row).
+BUSINESS = {"businessHours": {"timezone": "Europe/Berlin", "holidays": ["2026-12-24"], "holidayCountry": "DE",
+                              "weekly": {d: [["09:00", "12:30"], ["13:30", "17:00"]] for d in ("mon", "tue", "wed",
+                                                                                               "thu", "fri")},
+                              "outsideHoursMessage": "Hi {{firstName}}, we reply from {{nextOpenAt}}."},
+            "sla": {"firstResponseMinutes": 60, "nextResponseMinutes": 120},
+            "customChannelWebhookUrl": "http://127.0.0.1:9/replies"}
+
+
+async def run_once(writes, concurrency, database_url, pool_size, business=False):
     with tempfile.TemporaryDirectory(prefix="inbound-harness-") as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", allow_private_webhooks=True, http_port=0,
                             database_url=database_url, database_pool_size=pool_size)
         services = await server.open_services(settings)
         try:
             account_id = await warmed_account(services)  # every fromId's contact exists: the common case
+            if business:
+                await accounts.update_settings(services.db, account_id, BUSINESS)
+                if business == "steady":  # each contact's wait started and (while closed) its message sent
+                    for i in range(FROM_IDS):
+                        await messaging.receive_inbound(services, account_id, message_sid=f"steady{i}",
+                                                        from_id=from_id(i), to_id="bench", body=BODY)
 
             async def receive(i):
                 await messaging.receive_inbound(services, account_id, message_sid=f"sid{i}", from_id=from_id(i),
@@ -74,6 +92,8 @@ async def run_once(writes, concurrency, database_url, pool_size):
             side = "PostgreSQL's backends" if database_url else "the writer process"
             if database_url:
                 backend += f" pool={pool_size}"
+            if business:
+                backend += f" business-hours+sla ({business})"
             print(f"{backend} concurrency={concurrency} writes={writes}: {writes / seconds:.0f} writes/s,"
                   f" this process {cpu / writes * 1000:.3f} ms of CPU a write,"
                   f" {side} {db_cpu / writes * 1000:.3f} ms", flush=True)
@@ -88,11 +108,15 @@ def main():
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--postgres", action="store_true", help="use PARLEY_TEST_DATABASE_URL's server")
     parser.add_argument("--pool-size", type=int, nargs="+", default=[10], help="PostgreSQL: database_pool_size")
+    parser.add_argument("--business", choices=("first", "steady"), help="the account keeps business hours and an "
+                        "SLA: first, each contact's first message after they were set is measured among the others "
+                        "(a wait starts, and while closed the outside-hours message is queued); steady, they were "
+                        "before the measured ones (each message finds its wait running)")
     args = parser.parse_args()
     for concurrency in args.concurrency:
         for pool_size in args.pool_size if args.postgres else args.pool_size[:1]:  # SQLite: no pool
             for database_url in fresh_databases(args.postgres, args.repeat):
-                asyncio.run(run_once(args.writes, concurrency, database_url, pool_size))
+                asyncio.run(run_once(args.writes, concurrency, database_url, pool_size, args.business))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ def serving_order(table):
 
 def routes():
     """The whole URL table."""
-    from handlers import account, audit, bot, users
+    from handlers import account, audit, bot, business_hours, users
     from handlers import campaigns
     from handlers import canned_replies, contacts, conversations, lists, notes
     from handlers import custom_channel, events, messages
@@ -28,6 +28,7 @@ def routes():
     return [
         (r"/v1/account", account.AccountHandler),
         (r"/v1/account/settings", account.AccountSettingsHandler),
+        (r"/v1/account/business-hours", business_hours.BusinessHoursHandler),
         (r"/v1/account/api-keys", account.ApiKeysHandler),
         (r"/v1/account/api-keys/([^/]+)", account.ApiKeyHandler),
         (r"/v1/account/webhook-secret", account.WebhookSecretHandler),
@@ -96,6 +97,7 @@ def routes():
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
         (r"/settings/widget", ui_settings.WidgetHandler),
         (r"/settings/widget/identity-secret", ui_settings.WidgetIdentitySecretHandler),
+        (r"/settings/business-hours", ui_settings.BusinessHoursHandler),
         (r"/settings/webhook-secret", ui_settings.WebhookSecretHandler),
         (r"/settings/webhook-secret/rotate", ui_settings.WebhookSecretRotateHandler),
         (r"/settings/password", ui_settings.PasswordHandler),

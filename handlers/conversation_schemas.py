@@ -47,6 +47,9 @@ class Conversation(BaseModel):
     lastDirection: Literal["inbound", "outbound"]
     unreadCount: int
     channel: Optional[str]
+    slaDueAt: Optional[str] = Field(description="When a person's answer is due (settings sla, in business "
+                                                "minutes); null: nothing waits for one.")
+    slaBreached: bool = Field(description="The answer is overdue (conversation.sla_breached fired).")
 
 
 class ConversationBulkResult(BaseModel):

@@ -44,7 +44,8 @@ class IncomingMessageHandler(_CustomChannelPost):
             self.services, self.principal.account_id, message_sid=data.messageSid or data.id,
             from_id=data.fromId, to_id=data.toId, body=data.body, status=data.status, channel=data.channel,
             campaign_id=data.campaignId, first_name=data.firstName, last_name=data.lastName, email=data.email,
-            media_url=data.mediaUrl, media_content_type=data.mediaContentType, message_type=request.messageType)
+            media_url=data.mediaUrl, media_content_type=data.mediaContentType, message_type=request.messageType,
+            auto_submitted=bool(data.autoSubmitted))
         self.respond({"success": True, "messageId": message["id"]})
         if created and not self.replayed:
             messaging.after_inbound(self.services, message)

@@ -95,6 +95,16 @@ class MessageFailedData(BaseModel):
     error: Optional[DeliveryError]
 
 
+class SlaBreachedData(BaseModel):
+    """A person's answer to the conversation was not given by its SLA due time (settings sla, in business
+    minutes): fired once per breach, by one process."""
+    model_config = ConfigDict(extra="forbid")
+    contactId: str
+    dueAt: str = Field(description="When the answer was due.")
+    kind: Literal["first", "next"] = Field(description="The first response's target or the next response's.")
+    assigneeUserId: Optional[str] = Field(description="Who the conversation was assigned to then, or null.")
+
+
 # Event type -> its data's model: the one description of each type.
 EVENT_DATA = {
     "message.created": MessageData,
@@ -108,6 +118,7 @@ EVENT_DATA = {
     "contact.merged": ContactMergedData,
     "subaccount.auto_recharge": AutoRechargeData,
     "message.failed": MessageFailedData,
+    "conversation.sla_breached": SlaBreachedData,
 }
 
 

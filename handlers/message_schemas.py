@@ -52,6 +52,9 @@ class InboundCustomData(Lenient):
     mediaUrl: Optional[str] = Field(None, description="http(s) URL, or data:<type>;base64,<data>.")
     mediaContentType: Optional[Identifier] = Field(None, max_length=255, description="Required with mediaUrl; "
                                                                                      "must match the file content.")
+    autoSubmitted: Optional[bool] = Field(None, description="True for an automatic message (an out-of-office, an "
+                                                            "autoresponder): it starts no SLA wait and gets no "
+                                                            "outside-hours message.")
 
     _check_required = field_validator("fromId", "toId", "body", mode="before")(_required_text)
     _check_not_blank = field_validator("messageSid", "id")(_not_blank)
@@ -151,8 +154,9 @@ class Message(BaseModel):
     contactId: str
     messageType: str
     campaignId: Optional[str]
-    author: Literal["contact", "bot", "user", "api", "campaign"] = Field(
-        description="Who wrote it: the contact (inbound), the bot, a user in the inbox, an API client, a campaign.")
+    author: Literal["contact", "bot", "user", "api", "campaign", "auto"] = Field(
+        description="Who wrote it: the contact (inbound), the bot, a user in the inbox, an API client, a campaign, "
+                    "or Parley itself (auto: the outside-hours message).")
     fromId: Optional[str]
     toId: Optional[str]
     media: Optional[MessageMedia]

@@ -26,8 +26,11 @@ class Report(BaseModel):
     labels: list[str] = Field(description=(
         "The columns in words, in the same order, as the Reports page heads its tables (\"Messages in\", "
         "\"9 in 10 within\")."))
-    rows: list[dict[str, Union[int, str, None]]] = Field(description=(
-        "Per day for messages, bot-outcomes, deliveries and opt-outs (every day of the range, zeros included); "
+    rows: list[dict[str, Union[int, float, str, None]]] = Field(description=(
+        "Per day for messages, bot-outcomes, deliveries, opt-outs and sla-days (every day of the range, zeros "
+        "included; sla-days: the waits for a person's answer that started that day and were answered or "
+        "breached, those answered within the SLA, and their percentage, null without any); per agent for "
+        "sla-agents (who answered, or was assigned at a breach; userId null: the API or nobody); "
         "per campaign for campaigns; for first-response: the bot's first responses (responder \"bot\"), then a "
         "person's first response, all people together (responder \"people\", name \"All people\": the time "
         "from the contact's first message to a person's first answer, the bot's messages in between passed over, "

@@ -8,7 +8,8 @@ NAMES = "|".join(reports.REPORTS)
 
 
 class ReportHandler(ApiHandler):
-    path_params = {"name": "messages, first-response, bot-outcomes, deliveries, campaigns or opt-outs."}
+    path_params = {"name": "messages, first-response, bot-outcomes, deliveries, campaigns, opt-outs, sla-days or "
+                           "sla-agents."}
     operations = {"get": Operation(
         "A report's numbers for a range of days", {200: Report}, query=ReportQuery, tags=("reports",),
         errors={400: "Invalid from, to or scope (the message names it), from after to, or a range over "

@@ -2,7 +2,7 @@
 import datetime
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, RootModel, StrictBool
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt
 
 from common.validation import NO_CONTROL, WHITESPACE, Identifier, IdentifierNotBlank, Strict
 from services import event_stream
@@ -33,6 +33,15 @@ class AccountPatch(Strict):
                                                                  "it.")
 
 
+class SlaSettings(Strict):
+    """The SLA's targets in business minutes (GET /v1/account/business-hours; every minute without them)."""
+    firstResponseMinutes: Optional[StrictInt] = Field(
+        None, ge=1, le=525_600, description="A person answers a conversation's first message within this; null: "
+        "no first-response target.")
+    nextResponseMinutes: Optional[StrictInt] = Field(
+        None, ge=1, le=525_600, description="And each later message the contact writes after a person's answer.")
+
+
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed.")
@@ -55,6 +64,10 @@ class SettingsPatch(Strict):
         "null removes it.")
     widget: Optional[WidgetSettings] = Field(None, description="The website chat widget (channel web), replaced "
                                              "whole; null removes it (the widget is then disabled).")
+    sla: Optional[SlaSettings] = Field(
+        None, description="Response targets in business minutes (docs/api.md \"Business hours and SLA\"): each "
+        "conversation shows slaDueAt and slaBreached, and conversation.sla_breached fires once per breach; null "
+        "removes them.")
 
 
 class Account(BaseModel):
@@ -269,6 +282,8 @@ class AccountSettings(BaseModel):
     defaultCountry: Optional[str] = Field(None, description="Present when set: national phone numbers are read in "
                                                             "this country.")
     widget: Optional[WidgetSettings] = Field(None, description="Present when set: the website chat widget.")
+    sla: Optional[SlaSettings] = Field(None, description="Present when set.")
+    businessHours: Optional[dict] = Field(None, description="Present when set (GET /v1/account/business-hours).")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
 

@@ -32,8 +32,9 @@ class ReplyPayload(BaseModel):
     mediaContentType: Optional[str] = None
     contact: ReplyContact
     accountId: str = Field(description="The account the reply is from.")
-    author: Literal["bot", "user", "api", "campaign"] = Field(
-        description="Who wrote it: the bot, a person in the inbox (user), an API client (api), a campaign.")
+    author: Literal["bot", "user", "api", "campaign", "auto"] = Field(
+        description="Who wrote it: the bot, a person in the inbox (user), an API client (api), a campaign, or "
+                    "Parley itself (auto: the outside-hours message, docs/api.md \"Business hours and SLA\").")
     authorUserId: Optional[str] = Field(None, description="The person's user id: present only when author is user.")
     createdAt: str = Field(description="When the reply was made (the message's createdAt).")
     sequence: int = Field(description="1, 2, 3 ... per contactId in the order its replies were made: sort by it to "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, users, widget
+from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
@@ -369,6 +369,8 @@ async def validate_settings_changes(changes, allow_private):
             value = region_code(value)  # national numbers typed by people are read in it (issue 43 §9)
         elif name == widget.SETTING and value is not None:
             value = widget.configured({name: value})  # stored whole, with its defaults (a PATCH replaces it)
+        elif name == "sla":
+            value = sla.validate(value)
         validated[name] = value
     return validated, warnings
 

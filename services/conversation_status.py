@@ -100,7 +100,8 @@ def public_conversation(row):
     return {"id": row["contact_id"], "contactId": row["contact_id"], "status": row["status"],
             "snoozedUntil": row["snoozed_until"], "assigneeUserId": row["assignee_user_id"],
             "lastMessageId": row["last_message_id"], "lastMessageAt": row["last_message_at"],
-            "lastDirection": row["last_direction"], "unreadCount": row["unread_count"], "channel": row["channel"]}
+            "lastDirection": row["last_direction"], "unreadCount": row["unread_count"], "channel": row["channel"],
+            "slaDueAt": row["sla_due_at"], "slaBreached": bool(row["sla_breached"])}
 
 
 async def get_conversation(services, account_id, contact_id):

@@ -6,6 +6,7 @@ conversation then waits for a person (the inbox's "Needs a person") until a pers
 from datetime import timedelta
 
 from common.ids import iso, utcnow
+from services import sla
 from storage import bot_state, conversations
 from storage.outbox import enqueue_notification_in_tx
 
@@ -32,5 +33,6 @@ def record_in_tx(cx, account_id, contact_id, message_id, reason):
     now = utcnow()
     bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + PAUSE), "handoff", iso(now))
     conversations.handoff_waiting_in_tx(cx, account_id, contact_id, iso(now))
+    sla.on_handoff_in_tx(cx, account_id, contact_id, now)  # a person's answer is due from now
     return enqueue_notification_in_tx(cx, account_id, EVENT, {"contactId": contact_id, "messageId": message_id,
                                                               "reason": reason})

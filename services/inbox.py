@@ -2,7 +2,7 @@
 page, marking read, replies typed by a user, manual retries and resuming the bot. No HTTP, no SQL."""
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
-from services import bot, bot_settings, media, messaging, notes
+from services import bot, bot_settings, media, messaging, notes, sla
 from services.contacts import MAX_QUERY, display_name, search_patterns
 from services.users import REMOVED_LABEL, author_name
 from storage import accounts as account_store
@@ -18,10 +18,10 @@ THREAD_PAGE_SIZE = 50
 # The views (issue 21: Mine, Unassigned, All, Resolved, Snoozed), the filters before them (issue 25) and the
 # conversations the bot handed to a person (issue 43 §8: they look answered otherwise), as tabs.
 FILTERS = {"needs_reply": "Needs reply", "handed_off": "Handed off", "mine": "Mine", "unassigned": "Unassigned", "all": "All",
-           "resolved": "Resolved", "snoozed": "Snoozed", "unread": "Unread", "failed": "Failed deliveries",
+           "due_soon": "Due soon", "resolved": "Resolved", "snoozed": "Snoozed", "unread": "Unread", "failed": "Failed deliveries",
            "paused": "Bot paused"}
 DEFAULT_FILTER = "needs_reply"  # the contact wrote last, or a handoff waits: what needs a person now
-AUTHOR_LABELS = {"bot": "Bot", "api": "API", "campaign": "Campaign"}
+AUTHOR_LABELS = {"bot": "Bot", "api": "API", "campaign": "Campaign", "auto": "Automatic: outside hours"}
 # messages.bot_outcome {outcome, detail} as the thread says it: one label for each of services.bot.OUTCOMES
 # (tests/test_inbox.py checks that none is missing).
 BOT_OUTCOMES = {"greeting": "Bot answered: greeting", "rule": "Bot answered: rule", "provider": "Bot answered: AI",
@@ -46,7 +46,8 @@ def state_view(row):
     handoff waits for a person, or None), assignee_user_id, assignee (their name, else their email)}."""
     return {"status": row["status"], "snoozed_until": row["snoozed_until"],
             "handed_off": row["handoff_waiting_since"], "assignee_user_id": row["assignee_user_id"],
-            "assignee": row["assignee_email"] and author_name(row["assignee_email"], name=row["assignee_name"])}
+            "assignee": row["assignee_email"] and author_name(row["assignee_email"], name=row["assignee_name"]),
+            "sla_due_at": row["sla_due_at"], "sla_breached": bool(row["sla_breached"])}
 
 
 async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, query=None, before=None, limit=None,
@@ -59,13 +60,14 @@ async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, que
         raise Invalid(f"filter must be one of {', '.join(FILTERS)}")
     text_like, digits_like = search_patterns(query)
     now = now_iso()
+    due_before = sla.due_soon_before(services)
     rows = await store.page(services.db, account_id, now, filter=filter, text_like=text_like,
                             digits_like=digits_like, before=before or None, limit=limit, campaign_id=campaign_id,
-                            user_id=user_id)
+                            user_id=user_id, due_before=due_before)
     items = [_conversation_view(r) for r in rows[:limit]]
     return {"items": items, "next_before": items[-1]["last_message_id"] if len(rows) > limit else None,
             "filter": filter, "query": (query or "").strip()[:MAX_QUERY], "campaign": campaign_id or "",
-            "counts": await store.counts(services.db, account_id, now, campaign_id, user_id)}
+            "counts": await store.counts(services.db, account_id, now, campaign_id, user_id, due_before)}
 
 
 async def nav_counts(db, account_id):

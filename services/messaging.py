@@ -5,12 +5,12 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from services import bot_context, idempotency, media, opt_out
+from services import bot_context, idempotency, media, opt_out, sla
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common import errors
 from common.errors import Invalid, NotFound
-from common.ids import iso, iso_of_second, new_id, new_ids, now_iso
+from common.ids import iso, iso_of_second, new_id, new_ids, now_iso, parse_iso
 from storage import accounts as account_store
 from storage import campaigns as campaign_store
 from storage import contacts as contact_store
@@ -18,6 +18,7 @@ from storage import conversations
 from storage import events
 from storage import messages as store
 from storage import outbox
+from storage import sla as sla_store
 from storage.db import Conflict, StoredResultLost
 
 log = logging.getLogger("parley.messaging")
@@ -27,7 +28,7 @@ NO_WEBHOOK = "no Custom Channel Webhook URL is configured; set it with PATCH /v1
 MAX_PAGE = 200
 # Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
 # user, an API client (POST send_custom_channel_message) or a campaign.
-AUTHORS = ("contact", "bot", "user", "api", "campaign")
+AUTHORS = ("contact", "bot", "user", "api", "campaign", "auto")  # auto: the outside-hours message (issue 40)
 # An inbound message without customData.campaignId from a contact that got a campaign message this recently
 # is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
 # bot.campaigns[campaignId] (docs/api.md "Campaigns").
@@ -99,9 +100,10 @@ def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
 
 async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, body, status=None,
                           channel=None, campaign_id=None, first_name=None, last_name=None, email=None,
-                          media_url=None, media_content_type=None, message_type=None):
+                          media_url=None, media_content_type=None, message_type=None, auto_submitted=False):
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
-    changes nothing (created False), also when the repeats arrive concurrently."""
+    changes nothing (created False), also when the repeats arrive concurrently. auto_submitted: the message is
+    an automatic reply (an out-of-office): it starts no SLA wait and gets no outside-hours message."""
     db = services.db
     if media_url and not idempotency.claim_pending():
         # A retry must not decode and store its media again; without media the write's own check
@@ -120,9 +122,10 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
                "created_at": now_iso()}
 
     answers_since = iso_of_second(int(time.time()) - CAMPAIGN_ANSWER_WINDOW_SECONDS)
+    now = iso(sla.clock(services)())  # business hours and SLA count from it (tests move the clock)
     try:
-        first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted = await db.write(
-            _record_inbound, message, identity, answers_since)
+        first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted, *later = await db.write(
+            _record_inbound, message, identity, answers_since, now, auto_submitted)
     except (Conflict, StoredResultLost):
         # Another process (or connection) inserted the same messageSid first; or the write committed
         # but the writer stopped before answering: the stored message says which it was.
@@ -137,8 +140,11 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         return _true_repeat(first, from_id, body, channel), False
     if first is not None:
         return _true_repeat(first, from_id, body, channel), False
-    if contact_created or keyword is not None:
-        _wake_delivery(services)  # a contact.created (contact.updated) notification may be queued
+    hours = later[0] if later else None  # an Idempotency-Key's answer stored before issue 40 lacks it
+    if contact_created or keyword is not None or (hours and hours["autoReplied"]):
+        _wake_delivery(services)  # a contact.created (contact.updated) notification, or a reply, may be queued
+    if hours and hours["slaDueAt"] and getattr(services, "sla", None) is not None:
+        services.sla.notify()  # the watcher sleeps until the earliest due time: this one may be earlier
     # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
     # request's message (the handler then does nothing more with it).
     message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword,
@@ -161,7 +167,7 @@ def _true_repeat(stored, from_id, body, channel):
     return stored
 
 
-def _record_inbound(cx, message, identity, answers_since):
+def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitted=False):
     """In the writer: store an inbound message unless its messageSid was stored before. The single
     writer serializes this check-then-insert against every other write. A message without a campaignId
     from a contact with a campaign message since answers_since gets that campaign's; a text whose whole
@@ -169,16 +175,17 @@ def _record_inbound(cx, message, identity, answers_since):
     stored message's id, the contact id, whether the contact was created, the campaignId, True/False/None
     for an opt-out/opt-in/no keyword, whether the bot is to answer it): only what the caller lacks crosses
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
-    account whose bot is active for it; reactions never (docs/design.md#api-decisions)."""
+    account whose bot is active for it; reactions never (docs/design.md#api-decisions). Last, for an account
+    with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None."""
     account_id = message["account_id"]
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
     # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
     may_be_keyword = message["message_type"] == "text" and opt_out.might_be_keyword(message["body"])
-    stored, mapped, mapped_campaign_key, bot, keywords = store.inbound_context_in_tx(
+    stored, mapped, mapped_campaign_key, bot, keywords, (hours, sla_settings) = store.inbound_context_in_tx(
         cx, account_id, message["external_id"], identity["from_id"], answers_since, may_be_keyword)
     if stored:
         first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
-        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False
+        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False, None
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity, mapped)
     campaign_id = message["campaign_id"]
     if campaign_id is None and not contact_created:
@@ -195,7 +202,33 @@ def _record_inbound(cx, message, identity, answers_since):
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
                                 "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None}])
-    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
+    business = None
+    if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
+        due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
+                                                   now=parse_iso(now or message["created_at"]), hours=hours,
+                                                   sla=sla_settings, bot_answers=bot_wanted)
+        business = {"slaDueAt": due,
+                    "autoReplied": notice is not None and _outside_hours_reply_in_tx(cx, message, contact_id, notice)}
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business
+
+
+def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
+    """The outside-hours message (notice: its closed period, template, schedule and next opening) as a reply to
+    the contact's message, through the one outbound path (author auto), unless the conversation got it in this
+    closed period already or the account has no webhook to deliver it to. True when it was queued."""
+    period, template, schedule, opens = notice
+    account_id = message["account_id"]
+    if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
+        return False  # the common case while closed: one UPDATE that changes nothing, no read
+    account = account_store.delivery_context_in_tx(cx, account_id)
+    if not account["settings"].get("customChannelWebhookUrl"):
+        return False  # nowhere to deliver it: this closed period passes without one
+    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+    _queue_outbound_in_tx(cx, [{"contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
+                                "to_id": message["from_id"], "channel": message["channel"]}],
+                          account_id=account_id, campaign_id=None, media_url=None, content_type=None,
+                          shown_media=None, author="auto", user_id=account["owner_user_id"] or account_id)
+    return True
 
 
 def _store_messages_in_tx(cx, messages, announce=True):

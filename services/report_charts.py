@@ -134,6 +134,8 @@ SERIES = {
     "campaigns": (("sent", "sent", "ok"), ("failed", "failed", "fail"), ("optedOut", "opted out", "optout"),
                   ("replies", "replies", "in")),
     "first-response": (("medianSeconds", "median", "median"), ("p90Seconds", "9 in 10 within", "p90")),
+    "sla-days": (("withinSla", "answered within SLA", "ok"), ("late", "late or breached", "fail")),
+    "sla-agents": (("withinSla", "answered within SLA", "ok"), ("late", "late or breached", "fail")),
 }
 
 
@@ -142,7 +144,9 @@ def chart(report):
     rows, name = report["rows"], report["report"]
     if not rows:
         return None
-    if name in ("first-response", "campaigns"):
+    if name.startswith("sla-"):
+        rows = [{**r, "late": r["waits"] - r["withinSla"]} for r in rows]
+    if name in ("first-response", "campaigns", "sla-agents"):
         return bars(report["title"], [r["name"] for r in rows],
                     [(label, [r[key] for r in rows], kind) for key, label, kind in SERIES[name]],
                     format=duration if name == "first-response" else _number)

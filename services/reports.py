@@ -10,6 +10,7 @@ from common.errors import Invalid
 from common.spreadsheet import safe_cell
 from common.report_buckets import GROUPS, percentile
 from common.ids import utcnow
+from services import sla
 from services.users import author_name
 from storage import reports as store
 
@@ -29,6 +30,8 @@ REPORTS = {
     "campaigns": ("Campaign results", ("campaignId", "name", "status", "startedAt", "sent", "failed", "retrying",
                                        "optedOut", "replies", "repliers")),
     "opt-outs": ("Opt-outs per day", ("day", "optedOut", "optedIn")),
+    "sla-days": ("Within SLA per day", ("day", "waits", "withinSla", "percentWithinSla")),
+    "sla-agents": ("Within SLA per agent", ("userId", "name", "waits", "withinSla", "percentWithinSla")),
 }
 # Each report's columns in words, as the page's tables head them (the API gives them as "labels").
 LABELS = {
@@ -43,6 +46,10 @@ LABELS = {
                   "sent": "Sent", "failed": "Failed", "retrying": "Retrying", "optedOut": "Skipped (opted out)",
                   "replies": "Replies", "repliers": "Contacts who replied"},
     "opt-outs": {"day": "Day", "optedOut": "Opted out", "optedIn": "Opted back in"},
+    "sla-days": {"day": "Day", "waits": "Answered or breached", "withinSla": "Answered within SLA",
+                 "percentWithinSla": "% within SLA"},
+    "sla-agents": {"userId": "Agent id", "name": "Agent", "waits": "Answered or breached",
+                   "withinSla": "Answered within SLA", "percentWithinSla": "% within SLA"},
 }
 # The first-response row of all people together (a person's first response, the bot's messages passed over).
 PEOPLE = "people"
@@ -102,6 +109,8 @@ async def build(db, ids, name, first, last, data=None):
     if name == "opt-outs":
         changes = await store.opt_out_changes(db, ids, start, end)
         rows = [{"day": d, "optedOut": changes[d][0], "optedIn": changes[d][1]} for d in _days(first, last)]
+    elif name.startswith("sla-"):
+        rows = _sla_rows(name, await sla.report(db, ids, first, last), _days(first, last))
     else:
         data = data or await store.summaries(db, ids, first.isoformat(), last.isoformat())
         if name == "campaigns":
@@ -171,6 +180,16 @@ def _response_rows(data, days):
 
 _ROWS = {"messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,
          "first-response": _response_rows}
+
+
+def _sla_rows(name, counted, days):
+    """The SLA's waits (a contact waiting for a person's answer, services/sla.py) that were answered or breached:
+    per day they started (every day of the range), or per agent who answered (or was assigned at the breach)."""
+    if name == "sla-days":
+        return [{"day": d, "waits": w, "withinSla": m, "percentWithinSla": sla.percent(m, w)}
+                for d, (w, m) in ((d, counted["days"].get(d, (0, 0))) for d in days)]
+    return sorted(({"userId": user_id, "name": agent, "waits": w, "withinSla": m, "percentWithinSla": sla.percent(m, w)}
+                   for user_id, (agent, w, m) in counted["agents"].items()), key=lambda r: r["name"].lower())
 
 
 def _campaign_rows(campaigns, replies):

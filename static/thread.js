@@ -142,8 +142,10 @@
     if (data.contactId !== contact) {
       return;
     }
-    if (type === "message.created" && data.direction === "inbound") {
-      refreshState();  // an inbound message reopens a resolved or snoozed conversation
+    if (type === "message.created" || type === "conversation.sla_breached") {
+      // an inbound message reopens a resolved or snoozed conversation and may start the SLA's wait, a person's
+      // reply ends it, a breach turns its badge
+      refreshState();
     }
     if (type === "message.created" && !body.dataset.static) {
       appendNew();

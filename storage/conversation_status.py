@@ -4,6 +4,7 @@ from common.errors import Invalid
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
+from storage.sla import PUT_AWAY_SETS
 
 _FIELDS = ("status", "snoozed_until", "assignee_user_id")
 
@@ -50,6 +51,8 @@ def update(cx, account_id, contact_ids, changes):
     fields = [f for f in _FIELDS if f in changes]
     values = [changes[f] for f in fields]
     sets = ", ".join(f"{f} = ?" for f in fields)
+    if changes.get("status") in ("resolved", "snoozed", "pending"):
+        sets += PUT_AWAY_SETS  # nobody owes the contact an answer now: the SLA's wait ends
     differs = " OR ".join(f"{f} IS DISTINCT FROM ?" for f in fields)
     for contact_id in contact_ids:
         changed = cx.execute(f"UPDATE conversations SET {sets} WHERE account_id = ? AND contact_id = ? AND ({differs})",

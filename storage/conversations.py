@@ -2,6 +2,7 @@
 of each message insert and outbound status change, listed by last activity without counting messages."""
 from storage.contacts import search_clause
 from storage.users import label_sql
+from storage import sla
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
 from storage.interface import execute_later, values_rows
@@ -14,12 +15,16 @@ _ACTIVE = "v.status IN ('open', 'pending')"  # what a person still works on (res
 # keyword reply (issue 43 §8: last_inbound_id skips them); Unassigned wants the contact to have written
 # something (a campaign-only conversation waits for nobody). Mine takes the user's id.
 _HANDED_OFF = "v.handoff_waiting_since IS NOT NULL"
-_CONDITIONS = {"needs_reply": f"(v.last_inbound_id = v.last_message_id OR {_HANDED_OFF}) AND {_ACTIVE}",
+# An outside-hours message (author 'auto') after the contact's leaves the conversation needing a reply.
+_CONDITIONS = {"needs_reply": f"(v.last_inbound_id = v.last_message_id OR v.last_author = 'auto' OR {_HANDED_OFF})"
+                              f" AND {_ACTIVE}",
                "handed_off": _HANDED_OFF,  # as the navigation's "Needs a person" counts them
                "mine": f"v.assignee_user_id = ? AND {_ACTIVE}",
                "unassigned": f"v.assignee_user_id IS NULL AND (v.last_inbound_id IS NOT NULL OR {_HANDED_OFF})"
                              f" AND {_ACTIVE}",
                "resolved": "v.status = 'resolved'", "snoozed": "v.status = 'snoozed'",
+               # Due soon (issue 40): a person's answer is due before the given time (breached ones included).
+               "due_soon": f"v.sla_due_at <= ? AND {_ACTIVE}",
                "unread": "v.unread_count > 0", "failed": "v.failed_count > 0", "paused": "p.paused_until IS NOT NULL"}
 FILTERS = ("all", *_CONDITIONS)
 # A campaign's conversations: its recipients (the campaign is the account's: checked by the join).
@@ -29,7 +34,7 @@ PERSON_AUTHORS = ("user", "api")  # an outbound message typed by a person (the i
 
 _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_direction, v.last_author,"
            " v.last_preview, v.channel, v.unread_count, v.failed_count, v.handoff_waiting_since, v.last_inbound_id,"
-           f" v.status, v.snoozed_until, v.assignee_user_id, {label_sql('u')} AS assignee_email,"
+           f" v.status, v.snoozed_until, v.assignee_user_id, v.sla_due_at, v.sla_breached, {label_sql('u')} AS assignee_email,"
            " u.name AS assignee_name,"
            " c.first_name, c.last_name, c.phone, c.email, c.opted_out, p.paused_until, p.reason AS pause_reason"
            " FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.account_id = v.account_id"
@@ -55,11 +60,10 @@ def on_messages_in_tx(cx, messages):
             cx.execute(_UPSERT.format(values=values), args)
     else:
         cx.executemany(_UPSERT_ONE, rows)
-    answered = {(m["account_id"], m["contact_id"]) for m in messages
+    answered = {(m["account_id"], m["contact_id"]): (m["created_at"], m.get("author_user_id")) for m in messages
                 if m["direction"] == "outbound" and m.get("author") in PERSON_AUTHORS}
-    if answered:  # a person answered: no handoff waits any more
-        cx.executemany("UPDATE conversations SET handoff_waiting_since = NULL WHERE account_id = ? AND contact_id = ?"
-                       " AND handoff_waiting_since IS NOT NULL", sorted(answered))
+    if answered:  # a person answered: no handoff waits any more, nor the SLA's wait (storage/sla.py)
+        sla.answered_in_tx(cx, [(*key, *answered[key]) for key in sorted(answered)])
 
 
 _ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -138,14 +142,14 @@ def mark_read(cx, account_id, contact_id, through_message_id):
 
 @reads
 def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None, before=None, limit=50,
-         campaign_id=None, user_id=None):
+         campaign_id=None, user_id=None, due_before=None):
     """Conversations by last activity, newest first: at most limit + 1 rows with last_message_id < before.
-    filter: one of FILTERS (mine: assigned to user_id; paused: the bot, per bot_pauses); campaign_id: only that
-    campaign's recipients."""
+    filter: one of FILTERS (mine: assigned to user_id; due_soon: an answer due before due_before; paused: the
+    bot, per bot_pauses); campaign_id: only that campaign's recipients."""
     where, args = ["v.account_id = ?"], [now, account_id]
     if filter in _CONDITIONS:
         where.append(_CONDITIONS[filter])
-        args += [user_id] if filter == "mine" else []
+        args += [user_id] if filter == "mine" else [due_before] if filter == "due_soon" else []
     if campaign_id:
         where.append(_OF_CAMPAIGN)
         args.append(campaign_id)
@@ -161,11 +165,12 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
 
 
 @reads
-def counts(cx, account_id, now, campaign_id=None, user_id=None):
+def counts(cx, account_id, now, campaign_id=None, user_id=None, due_before=None):
     """{filter: how many conversations it shows} for the inbox's tabs (counted again on every live refresh)."""
     sums = ", ".join(f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"  # no SUM of a boolean on PostgreSQL
                      for condition in _CONDITIONS.values())
-    where, args = "v.account_id = ?", [user_id, now, account_id]
+    # the conditions' parameters in their order (mine's, due_soon's), then the join's and the WHERE's
+    where, args = "v.account_id = ?", [user_id, due_before, now, account_id]
     if campaign_id:
         where += f" AND {_OF_CAMPAIGN}"
         args.append(campaign_id)

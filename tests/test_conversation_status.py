@@ -209,7 +209,7 @@ async def test_views_mine_unassigned_resolved_and_snoozed(services, team):
     ids, counts = await view("snoozed", team["bob"])
     assert ids == [team["ben"]]
     assert counts == {"all": 2, "needs_reply": 0, "mine": 0, "unassigned": 0, "resolved": 1, "snoozed": 1,
-                      "unread": 2, "failed": 0, "paused": 0, "handed_off": 0}
+                      "due_soon": 0, "unread": 2, "failed": 0, "paused": 0, "handed_off": 0}
     assert set((await view("all", team["bob"]))[0]) == {team["ann"], team["ben"]}
 
 

@@ -29,7 +29,7 @@ async def test_campaign_sends_stay_out_of_needs_reply_until_the_contact_answers(
     assert 'data-view="needs_reply" aria-current="page"' in page
     assert link_ids(page, "ct") == [walk_in["contact_id"]]
     assert counts(page) == {"all": 3, "needs_reply": 1, "unread": 1, "failed": 0, "paused": 0, "handed_off": 0,
-                            "mine": 0, "unassigned": 1, "resolved": 0, "snoozed": 0}  # issue 21's views
+                            "mine": 0, "unassigned": 1, "resolved": 0, "snoozed": 0, "due_soon": 0}  # issue 21's views
     # Unassigned waits for the contact to write (issue 43 §8: after a campaign it read every recipient).
     assert link_ids((await signed_in.get("/inbox?filter=unassigned")).text, "ct") == [walk_in["contact_id"]]
     assert set(link_ids((await signed_in.get("/inbox?filter=all")).text, "ct")) == {walk_in["contact_id"], ann, bea}

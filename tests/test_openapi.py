@@ -276,6 +276,9 @@ SEMANTIC_VALIDATION = {
     "POST /v1/contacts/{contactId}/messages": "the contact must have written on the channel (named, or its newest "
                                               "inbound one), a custom channel needs a Custom Channel Webhook URL, "
                                               "and media bytes must match mediaContentType (sniffed)",
+    "PUT /v1/account/business-hours": "the time zone must be an IANA zone, days mon-sun, times HH:MM from 00:00 to "
+                                      "24:00 with each interval ending after it starts and none overlapping another, "
+                                      "holidays real dates, holidayCountry one the holidays package knows",
 }
 
 # The fuzzer's long-polls wait 1 s at most (tests/test_events_api.py tests the waiting): up to 30 s each would

@@ -6,9 +6,10 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, event_stream, regions, users, webhook_ping, widget
+from services import accounts, business_hours, event_stream, regions, sla, users, webhook_ping, widget
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
+HOURS_FIELDS = ("timezone", *business_hours.DAYS, "holidays", "holidayCountry", "outsideHoursMessage", *sla.KINDS)
 # Every event type of the stream can be subscribed (issue 37); an agency's own only on an agency's page.
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
 NOTIFICATION_EVENTS = tuple(t for t in event_stream.TYPES if t not in AGENCY_NOTIFICATION_EVENTS)
@@ -37,9 +38,18 @@ class SettingsPage(UiHandler):
         shown = widget.configured(settings)
         values.update({f"widget.{name}": value for name, value in shown.items()},
                       **{"widget.allowedOrigins": "\n".join(shown["allowedOrigins"])})
+        hours = business_hours.public(settings.get(business_hours.KEY), sla.clock(self.services)())
+        values.update({f"hours.{day}": business_hours.day_text(hours["weekly"].get(day, []))
+                       for day in business_hours.DAYS})
+        values.update({"hours.timezone": hours["timezone"] or "", "hours.holidays": "\n".join(hours["holidays"]),
+                       "hours.holidayCountry": hours["holidayCountry"] or "",
+                       "hours.outsideHoursMessage": hours["outsideHoursMessage"] or ""})
+        values.update({f"hours.{field}": str((settings.get(sla.KEY) or {}).get(field) or "") for field in sla.KINDS})
         values.update(form or {})
         self.render("settings.html", widget_info=await widget.describe(db, self.application.settings_obj.base_url,
-                                                                      self.account_id), status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
+                                                                      self.account_id),
+                    status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
+                    hours=hours, zones=business_hours.zones(), days=business_hours.DAYS,
                     values=values, events=notification_events(account),
                     # Built once per process (~90 ms: phonenumbers' locale table), off the event loop.
                     regions=await asyncio.get_running_loop().run_in_executor(None, regions.region_choices),
@@ -194,6 +204,23 @@ class WidgetIdentitySecretHandler(SettingsPage):
         made = await widget.new_identity_secret(self.services.db, self.services.box, self.account_id, by=self.actor)
         await self.render_settings(notice="A new identity secret was made: copy it now, it is not shown again.",
                                    identity_secret=made["identitySecret"])
+class BusinessHoursHandler(SettingsPage):
+    """Business hours and the SLA (issue 40): saved together, like PUT /v1/account/business-hours and PATCH
+    /v1/account/settings {sla}; a bad field re-renders the page with it named, and nothing is saved."""
+
+    @authenticated
+    async def post(self):
+        form = {name: self.get_body_argument(name, "") for name in HOURS_FIELDS}
+        try:
+            more = {"sla": sla.form_minutes(form)}
+            await business_hours.put(self.services, self.account_id, business_hours.form_body(form),
+                                     sla.clock(self.services)(), by=self.actor, more=more)
+        except Invalid as exc:
+            await self.render_settings(status=400, error=exc.message,
+                                       form={f"hours.{name}": value for name, value in form.items()})
+            return
+        self.flash_saved("Business hours and SLA saved.")
+        self.redirect("/settings#business-hours", status=303)
 
 
 class NotificationUrlsHandler(SettingsPage):

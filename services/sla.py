@@ -1,0 +1,166 @@
+"""The SLA (issue 40): settings sla {firstResponseMinutes, nextResponseMinutes}, counted in business minutes
+(services/business_hours.py; every minute when the account has no business hours). The contact's message starts a
+wait for a person's answer (the first response's target until a person has answered the conversation once, the
+next response's after), a person's reply ends it, putting the conversation away (resolved, snoozed, pending)
+drops it; the SlaWatcher breaches the waits whose time passed, each once (conversation.sla_breached), sleeping
+until the next due time. The outside-hours message is decided here too: both are what a contact's message
+does when the account keeps business hours. No HTTP, no SQL."""
+import functools
+import json
+import logging
+from datetime import timedelta
+
+from common.errors import Invalid
+from common.ids import iso, parse_iso, utcnow
+from services import business_hours, placeholders
+from services.users import author_name
+from services.worker_loop import WorkerLoop
+from storage import accounts as account_store
+from storage import sla as store
+
+log = logging.getLogger("parley.sla")
+
+KEY = "sla"
+KINDS = {"firstResponseMinutes": "first", "nextResponseMinutes": "next"}
+MAX_MINUTES = 525_600  # a year; the API's model says the same
+DUE_SOON_MINUTES = 60  # the inbox's Due soon: answers due within this, or overdue
+
+
+def clock(services):
+    """The services' clock (tests move it), else the real one."""
+    return getattr(services, "clock", None) or utcnow
+
+
+def due_soon_before(services):
+    return iso(clock(services)() + timedelta(minutes=DUE_SOON_MINUTES))
+
+
+def _loaded(text):
+    return json.loads(text) if isinstance(text, str) else text
+
+
+@functools.lru_cache(maxsize=256)
+def _schedule_of_text(text):
+    """(config, Schedule) of an account's businessHours as stored (JSON text): parsed once per version in a
+    process (the writer's transactions ask for it with every contact's message)."""
+    config = json.loads(text)
+    return config, business_hours.Schedule(config)
+
+
+def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot_answers):
+    """In the inbound message's transaction (a text from the contact, not a keyword nor an automatic reply), for an
+    account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
+    start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
+    and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
+    message's (closed period key, template, Schedule, next opening) or None). now: an aware datetime."""
+    if isinstance(hours, str):
+        hours, schedule = _schedule_of_text(hours)
+    else:  # already parsed (a driver that decodes JSON itself), or None
+        schedule = business_hours.Schedule(hours) if hours else None
+    sla = _loaded(sla)
+    due = None
+    if sla and not bot_answers:
+        due = start_in_tx(cx, schedule, sla, account_id, contact_id, now)
+    notice = None
+    if schedule is not None and hours.get("outsideHoursMessage") and not bot_answers:
+        open_now, _, opens = schedule.state(now)
+        if not open_now:
+            notice = (business_hours.iso_or_none(opens) or "never", hours["outsideHoursMessage"], schedule, opens)
+    return due, notice
+
+
+def on_handoff_in_tx(cx, account_id, contact_id, now):
+    """The bot handed the conversation to a person (in this transaction): the wait for one starts now, when the
+    account has an SLA (the contact's message the bot took started none)."""
+    settings = account_store.get_settings_in_tx(cx, account_id)
+    if settings.get(KEY):
+        start_in_tx(cx, business_hours.schedule_of(settings), settings[KEY], account_id, contact_id, now)
+
+
+def start_in_tx(cx, schedule, sla, account_id, contact_id, now):
+    """Start the conversation's wait for a person now, unless one runs; returns its due time or None."""
+    dues = {kind: business_hours.add_business_minutes(schedule, now, sla[field])
+            if sla.get(field) else None for field, kind in KINDS.items()}
+    return store.start_in_tx(cx, account_id, contact_id, iso(now), business_hours.iso_or_none(dues["first"]),
+                             business_hours.iso_or_none(dues["next"]))
+
+
+def outside_hours_body(template, contact, schedule, opens):
+    """The outside-hours message for this contact: the contact placeholders ({{firstName}} ...) and
+    {{nextOpenAt}} (the next opening in the account's zone, e.g. "Monday 09:00 (Europe/Berlin)") filled."""
+    return placeholders.fill(template.replace("{{nextOpenAt}}", business_hours.local_opening(schedule, opens)),
+                             contact)
+
+
+def validate(value):
+    """PATCH /v1/account/settings' sla (the model checked the types): null removes it; an object with neither
+    target is no SLA either."""
+    if value is None:
+        return None
+    kept = {field: value[field] for field in KINDS if value.get(field) is not None}
+    return kept or None
+
+
+def form_minutes(form):
+    """The Settings page's SLA fields (whole minutes, empty for none) as the sla setting; Invalid naming the
+    field otherwise."""
+    value = {}
+    for field in KINDS:
+        text = form.get(field, "").strip()
+        if not text:
+            continue
+        if not text.isdigit() or not 1 <= int(text) <= MAX_MINUTES:
+            raise Invalid(f"sla.{field} must be a whole number of minutes from 1 to {MAX_MINUTES}",
+                          field=f"sla.{field}")
+        value[field] = int(text)
+    return value or None
+
+
+class SlaWatcher(WorkerLoop):
+    """Breaches the waits whose due time passed (conversation.sla_breached, once each) and sleeps until the next
+    due time (at most poll_seconds: another process's new wait is seen by then; this process's notify it).
+    clock: the services' (tests move it; no test sleeps for minutes)."""
+
+    name = "sla"
+    poll_seconds = 30.0
+    batch = 500
+
+    def __init__(self, services):
+        super().__init__()
+        self.services = services
+
+    async def round(self):
+        now = clock(self.services)()
+        breached = await store.breach_due(self.services.db, iso(now), self.batch)
+        if breached:
+            log.info("sla: %d conversation(s) breached their SLA", breached)
+            delivery = getattr(self.services, "delivery", None)
+            if delivery is not None:
+                delivery.notify()  # the notifications queued
+        if breached == self.batch:
+            return 0
+        following = await store.next_due(self.services.db)
+        if following is None:
+            return None
+        return max(0.0, min(self.poll_seconds, (parse_iso(following) - clock(self.services)()).total_seconds()))
+
+
+NO_AGENT = "No agent (the API, or unassigned)"
+
+
+async def report(db, account_ids, first_day, last_day):
+    """Within SLA per day and per agent over [first_day, last_day] (dates; days in UTC), of the waits answered
+    or breached: {"days": {day: [waits, met]}, "agents": {user id or None: [name, waits, met]}}."""
+    rows = await store.report_rows(db, account_ids, first_day.isoformat(),
+                                   (last_day + timedelta(days=1)).isoformat())
+    days, agents = {}, {}
+    for day, user_id, label, name, met in rows:
+        counted = days.setdefault(day, [0, 0])
+        counted[0], counted[1] = counted[0] + 1, counted[1] + met
+        agent = agents.setdefault(user_id, [author_name(label, name=name) if label else NO_AGENT, 0, 0])
+        agent[1], agent[2] = agent[1] + 1, agent[2] + met
+    return {"days": days, "agents": agents}
+
+
+def percent(met, total):
+    return round(100 * met / total, 1) if total else None

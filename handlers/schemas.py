@@ -2,7 +2,7 @@
 import datetime
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from common.validation import Identifier, IdentifierNotBlank, Strict
 from services import event_stream
@@ -32,6 +32,19 @@ class AccountPatch(Strict):
                                                                  "it.")
 
 
+class AssignmentSettings(Strict):
+    """Automatic assignment (docs/api.md "Automatic assignment"): the whole object replaces the stored one."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"mode": "balanced", "awayAfterMinutes": 30}]})
+    mode: Literal["off", "round_robin", "balanced"] = Field(
+        description="off: nobody is assigned automatically; round_robin: a new or reopened conversation goes to "
+                    "the available agent whose last automatic assignment is the oldest; balanced: to the one with "
+                    "the fewest open conversations. Agents at their capacity are skipped; when everyone is, it "
+                    "waits (oldest first) until one frees up.")
+    awayAfterMinutes: Optional[StrictInt] = Field(
+        30, ge=1, le=10080, description="An agent without a page of the UI open for this long counts as away "
+                                        "until they open one again (default 30); null: never away for that.")
+
+
 class SettingsPatch(Strict):
     """PATCH /v1/account/settings: only the keys present change; null removes a setting."""
     customChannelWebhookUrl: Optional[str] = Field(None, description="Where replies are POSTed.")
@@ -52,6 +65,8 @@ class SettingsPatch(Strict):
         "/v1/contacts, GET /v1/contacts?phoneNumber=, the UI's contact forms, list-member add and imports is read "
         "as a number of this country and stored E.164. Without it such a number is 400 INVALID_PHONE, as before; "
         "null removes it.")
+    assignment: Optional[AssignmentSettings] = Field(None, description="Automatic assignment of new and reopened "
+                                                                       "conversations; null turns it off.")
 
 
 class Account(BaseModel):
@@ -245,6 +260,7 @@ class AccountSettings(BaseModel):
     optInKeywords: list[str]
     defaultCountry: Optional[str] = Field(None, description="Present when set: national phone numbers are read in "
                                                             "this country.")
+    assignment: Optional[AssignmentSettings] = Field(None, description="Present when set: automatic assignment.")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
 

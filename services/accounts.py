@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, users
+from services import assignment, bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, users
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
@@ -367,6 +367,8 @@ async def validate_settings_changes(changes, allow_private):
                 await check(url, field)
         elif name == "defaultCountry" and value is not None:
             value = region_code(value)  # national numbers typed by people are read in it (issue 43 §9)
+        elif name == "assignment":
+            value = assignment.validate_setting(value)
         validated[name] = value
     return validated, warnings
 

@@ -5,7 +5,7 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from services import bot_context, idempotency, media, opt_out
+from services import assignment, bot_context, idempotency, media, opt_out
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common import errors
@@ -118,7 +118,8 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
 
     answers_since = iso_of_second(int(time.time()) - CAMPAIGN_ANSWER_WINDOW_SECONDS)
     try:
-        first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted = await db.write(
+        # (queued: absent from an Idempotency-Key's answer stored before issue 40)
+        first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted, *queued = await db.write(
             _record_inbound, message, identity, answers_since)
     except (Conflict, StoredResultLost):
         # Another process (or connection) inserted the same messageSid first; or the write committed
@@ -136,6 +137,8 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         return _true_repeat(first, from_id, body, channel), False
     if contact_created or keyword is not None:
         _wake_delivery(services)  # a contact.created (contact.updated) notification may be queued
+    if queued and queued[0]:
+        assignment.wake(services)  # the conversation may wait for an agent now
     # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
     # request's message (the handler then does nothing more with it).
     message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword,
@@ -171,11 +174,11 @@ def _record_inbound(cx, message, identity, answers_since):
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
     # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
     may_be_keyword = message["message_type"] == "text" and opt_out.might_be_keyword(message["body"])
-    stored, mapped, mapped_campaign_key, bot, keywords = store.inbound_context_in_tx(
+    stored, mapped, mapped_campaign_key, bot, keywords, assignment_mode = store.inbound_context_in_tx(
         cx, account_id, message["external_id"], identity["from_id"], answers_since, may_be_keyword)
     if stored:
         first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
-        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False
+        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False, False
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity, mapped)
     campaign_id = message["campaign_id"]
     if campaign_id is None and not contact_created:
@@ -190,9 +193,13 @@ def _record_inbound(cx, message, identity, answers_since):
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
+    # queue: a conversation this message opens (new, or reopened) waits for automatic assignment when it is on
+    # (the conversation's upsert decides, storage/conversations.py: no statement more either).
+    queue = keyword is None and assignment_mode in assignment.ON
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
-                                "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None}])
-    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted
+                                "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None,
+                                "queue": queue}])
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, queue
 
 
 def _store_messages_in_tx(cx, messages, announce=True):

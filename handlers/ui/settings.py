@@ -6,7 +6,7 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, regions, users, webhook_ping
+from services import accounts, assignment, regions, users, webhook_ping
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
@@ -32,6 +32,9 @@ class SettingsPage(UiHandler):
         settings = account["settings"]
         values = {"customChannelWebhookUrl": settings.get("customChannelWebhookUrl", ""), "name": account["name"],
                   "defaultCountry": settings.get("defaultCountry", "")}
+        shown = assignment.public_setting(settings.get("assignment"))
+        values.update(assignmentMode=shown["mode"], awayAfterMinutes="" if shown["awayAfterMinutes"] is None
+                      else str(shown["awayAfterMinutes"]))
         for event in notification_events(account):
             values[event] = settings.get("notificationUrls", {}).get(event, "")
         values.update(form or {})
@@ -164,6 +167,19 @@ class DefaultCountryHandler(SettingsPage):
         await self.save({"defaultCountry": code or None}, {"defaultCountry": code},
                         f"Default country saved: {code.upper()}." if code
                         else "Default country removed: phone numbers need their country code.")
+
+
+class AssignmentHandler(SettingsPage):
+    """Automatic assignment (issue 40): the mode and after how long without a page an agent counts as away."""
+
+    @authenticated
+    async def post(self):
+        form = {name: self.get_body_argument(name, "").strip() for name in ("assignmentMode", "awayAfterMinutes")}
+        away = form["awayAfterMinutes"]
+        value = {"mode": form["assignmentMode"],
+                 "awayAfterMinutes": None if not away else int(away) if away.isascii() and away.isdigit() else away}
+        await self.save({"assignment": value}, form, "Automatic assignment saved.")
+        assignment.wake(self.services)
 
 
 class NotificationUrlsHandler(SettingsPage):

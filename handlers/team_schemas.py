@@ -82,11 +82,14 @@ class UserList(BaseModel):
 class AuditEntry(BaseModel):
     id: str = Field(description="aud_…; time-ordered.")
     at: str
-    actor: str = Field(description="The user's id (usr_…), api-key, or operator (the parley command).")
+    actor: str = Field(description="The user's id (usr_…), api-key, operator (the parley command), or assignment "
+                                   "(automatic assignment).")
     actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
     action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
                                     "api_key.created, api_key.revoked, webhook_secret.rotated, credits.granted, "
-                                    "contact.erased, view_as.started, password.changed, campaign.sent, ...")
+                                    "contact.erased, view_as.started, password.changed, campaign.sent, "
+                                    "conversation.assigned (automatic assignment: actor assignment, "
+                                    "detail.reason), ...")
     subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
     detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")
 

@@ -24,6 +24,7 @@ MODULES = [
     "bench.scenarios.scale_out",
     "bench.scenarios.reports",
     "bench.scenarios.report_tenants",
+    "bench.scenarios.event_stream",
     "bench.scenarios.bot_real_model",
 ]
 

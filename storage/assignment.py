@@ -87,8 +87,9 @@ def candidates_in_tx(cx, account_id, seen_since):
     [{id, capacity, turn, load}]: load counts their open and pending conversations."""
     from storage.users import INVITED  # storage.users imports this module's users (conversation_status)
     seen = " AND u.last_seen_at >= ?" if seen_since is not None else ""
+    hint = dialect_of(cx).index_hint("conversations_load")  # SQLite without statistics may walk the account's rows
     return fetch_all(cx, f"SELECT u.id, u.capacity, u.last_assignment_turn AS turn, (SELECT COUNT(*) FROM"
-                         f" conversations v WHERE v.account_id = u.account_id AND v.assignee_user_id = u.id"
+                         f" conversations v{hint} WHERE v.account_id = u.account_id AND v.assignee_user_id = u.id"
                          f" AND {LOAD}) AS load FROM users u WHERE u.account_id = ? AND u.active = 1"
                          f" AND u.removed_at IS NULL AND u.available = 1 AND u.password_hash <> ?{seen}"
                          f" ORDER BY u.id", (account_id, INVITED, *((seen_since,) if seen_since else ())))

@@ -299,3 +299,37 @@ async def test_two_connections_assigning_at_once_never_exceed_capacity(services,
     rows = await _conversations(services.db, account_id)
     assert _loads(rows) == {amy: 1, bo: 1} and len(assigned) == 2
     assert sum(1 for row in rows if row["queued_at"]) == 1
+
+
+# ---- the UI's forms (the browser test, tests/test_assignment_e2e.py, goes through the header's switch) -------
+
+async def test_the_settings_users_and_away_forms(services, signed_in, ui_account):
+    account_id = ui_account["account_id"]
+    r = await signed_in.post("/settings/assignment", {"assignmentMode": "fastest", "awayAfterMinutes": "30"})
+    assert r.code == 400 and "assignment.mode" in r.text
+    r = await signed_in.post("/settings/assignment", {"assignmentMode": "round_robin", "awayAfterMinutes": ""})
+    assert r.code == 303
+    shown = (await accounts.get_account(services.db, account_id))["settings"]["assignment"]
+    assert shown == {"mode": "round_robin", "awayAfterMinutes": None}
+    page = await signed_in.get("/settings")
+    assert 'value="round_robin" selected' in page.text
+
+    agent = await add_user(services, account_id, "agent@acme.example")
+    for bad in ("-1", "2.5", "many"):
+        r = await signed_in.post(f"/users/{agent}", {"capacity": bad})
+        assert r.code == 400 and "capacity" in r.text, bad
+    assert (await users.get_user(services.db, account_id, agent))["capacity"] is None  # nothing changed
+    assert (await signed_in.post(f"/users/{agent}", {"capacity": "4"})).code == 303
+    assert (await users.get_user(services.db, account_id, agent))["capacity"] == 4
+    assert (await signed_in.post(f"/users/{agent}", {"capacity": ""})).code == 303
+    assert (await users.get_user(services.db, account_id, agent))["capacity"] is None
+
+    owner = (await users.list_users(services.db, account_id))["data"][0]
+    r = await signed_in.post("/availability", {"available": "0", "next": "/inbox?filter=mine"})
+    assert (r.code, r.headers["Location"]) == (303, "/inbox?filter=mine")
+    assert (await users.get_user(services.db, account_id, owner["id"]))["available"] is False
+    page = await signed_in.get("/inbox")
+    assert 'id="availability" class="link away"' in page.text
+    r = await signed_in.post("/availability", {"available": "1", "next": "//evil.example"})
+    assert r.headers["Location"] != "//evil.example"
+    assert (await users.get_user(services.db, account_id, owner["id"]))["available"] is True

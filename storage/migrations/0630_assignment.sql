@@ -10,6 +10,7 @@ ALTER TABLE users ADD COLUMN last_assignment_turn INTEGER;
 -- oldest first, is read from its own small index.
 ALTER TABLE conversations ADD COLUMN queued_at TEXT;
 CREATE INDEX conversations_queue ON conversations(account_id, queued_at) WHERE queued_at IS NOT NULL;
--- Each agent's load (open and pending conversations), counted per decision from this index alone.
-CREATE INDEX conversations_load ON conversations(account_id, assignee_user_id)
+-- Each agent's load (open and pending conversations), counted per decision from this index alone (status is a
+-- column too: without it SQLite reads every row to check the status again).
+CREATE INDEX conversations_load ON conversations(account_id, assignee_user_id, status)
     WHERE assignee_user_id IS NOT NULL AND status IN ('open', 'pending');

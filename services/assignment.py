@@ -14,7 +14,6 @@ the account's lock to COMMIT (storage/assignment.py), so capacity is never count
 is shared through users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
 import json
 import logging
-import time
 from datetime import timedelta
 
 from common.errors import Invalid
@@ -145,15 +144,12 @@ class Assigner(WorkerLoop):
     def __init__(self, services, clock=utcnow):
         super().__init__()
         self.services, self.clock = services, clock
-        self.decisions = []  # seconds per assigned conversation of the last rounds (the bench reads them)
 
     async def round(self):
         more = False
         for account_id in await store.queued_accounts(self.services.db):
-            started = time.perf_counter()
             assigned = await self.services.db.write(assign_queued_in_tx, account_id, self.clock(), BATCH)
             if assigned:
-                self.decisions = (self.decisions + [(time.perf_counter() - started) / len(assigned)])[-1000:]
                 log.debug("assignment: %d conversation(s) of %s assigned", len(assigned), account_id)
             more = more or len(assigned) == BATCH
         return 0 if more else None
@@ -165,7 +161,7 @@ class SeenBeat(WorkerLoop):
     awayAfterMinutes as away. No lease: each process beats for its own sockets."""
 
     name = "seen"
-    poll_seconds = 60.0
+    poll_seconds = 30.0  # well under awayAfterMinutes' least (1 minute)
 
     def __init__(self, services, clock=utcnow):
         super().__init__()

@@ -111,7 +111,7 @@ async def test_settings_and_user_fields_through_the_api_and_bad_input(api, servi
 
 
 async def test_balanced_spreads_by_capacity_and_the_queue_drains_oldest_first(services, team):
-    account_id, (amy, bo, cy) = team["account_id"], team["agents"]
+    account_id, (amy, bo, _cy) = team["account_id"], team["agents"]
     await _set_capacities(services, team, 1, 2, 0)  # cy takes nothing (capacity 0); the owner is away
     arrived = await _arrive(services, account_id, 5)
     await services.assigner.round()
@@ -141,7 +141,7 @@ async def test_balanced_spreads_by_capacity_and_the_queue_drains_oldest_first(se
 
 
 async def test_raised_capacity_and_an_agent_back_take_waiting_conversations(api, services, team):
-    account_id, key, (amy, bo, cy) = team["account_id"], team["key"], team["agents"]
+    account_id, key, (amy, _bo, cy) = team["account_id"], team["key"], team["agents"]
     await _set_capacities(services, team, 0, 0, 0)
     await users.update(services.db, account_id, cy, changes={"available": False, "capacity": None}, by=None,
                        actor_role="owner")
@@ -178,7 +178,7 @@ async def test_round_robin_takes_turns(services, team):
 
 
 async def test_hand_assignments_are_left_alone_and_reopened_conversations_wait(services, team):
-    account_id, (amy, bo, cy) = team["account_id"], team["agents"]
+    account_id, (amy, bo, _cy) = team["account_id"], team["agents"]
     await _set_capacities(services, team, 0, 0, 0)  # nobody takes anything: what waits stays visible
     by_hand, unassigned_by_hand, resolved_unassigned, resolved_assigned = await _arrive(services, account_id, 4)
     await conversation_status.change(services, account_id, [by_hand], assignee_user_id=amy)
@@ -207,7 +207,7 @@ async def test_hand_assignments_are_left_alone_and_reopened_conversations_wait(s
 
 
 async def test_idle_agents_are_away_until_a_live_page_is_seen(services, team):
-    account_id, (amy, bo, cy) = team["account_id"], team["agents"]
+    account_id, (_amy, bo, cy) = team["account_id"], team["agents"]
     await accounts.update_settings(services.db, account_id,
                                    {"assignment": {"mode": "balanced", "awayAfterMinutes": 10}})
     now = utcnow()
@@ -277,7 +277,7 @@ def _lock_waits(cx):
 
 
 async def test_two_connections_assigning_at_once_never_exceed_capacity(services, team):
-    account_id, (amy, bo, cy) = team["account_id"], team["agents"]
+    account_id, (amy, bo, _cy) = team["account_id"], team["agents"]
     await _set_capacities(services, team, 1, 1, 0)
     await _arrive(services, account_id, 3)
     _inside.clear()

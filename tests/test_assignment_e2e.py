@@ -22,7 +22,7 @@ def parley(tmp_path_factory):
         process.agents = {email: add_user_to_server(process, process.first_run["api_key"], email, PASSWORD)
                           for email in AGENTS}
         with process.client() as api:
-            owner = [u for u in api.get("/v1/users", params=key).json()["data"] if u["role"] == "owner"][0]["id"]
+            owner = next(u for u in api.get("/v1/users", params=key).json()["data"] if u["role"] == "owner")["id"]
             assert api.patch(f"/v1/users/{owner}", params=key, json={"available": False}).status_code == 200
             for email, capacity in AGENTS.items():
                 r = api.patch(f"/v1/users/{process.agents[email]}", params=key, json={"capacity": capacity})

@@ -4,7 +4,8 @@ takes (goal p99 <= 5 ms), and inbound throughput with assignment on against off 
 The account of the scenario's data directory gets 50 agents and 10,000 open conversations spread over them,
 written straight into its SQLite file before the server starts. Decisions: on a copy of that file, 1,000 times a
 new conversation waits and services.assignment.assign_queued_in_tx assigns it (its whole transaction: the lock,
-the agents' loads counted from the index, the choice, the update, its event and audit entry), timed. Throughput:
+the agents' loads counted from the index, the choice, the update, its event and audit entry), timed without
+and with its COMMIT (an fsync: the disk's, not the decision's). Throughput:
 the real server under wrk, assignment off and balanced in alternating rounds (ABBA), first with every request from
 a new contact (each one a new conversation that the on-rounds must assign: the worst case), then with messages to
 500 existing conversations (the usual traffic: nothing to assign)."""
@@ -54,7 +55,8 @@ def _set_mode(cx, account_id, mode):
 
 
 def _decisions(db_path, account_id):
-    """Seconds of each of DECISIONS single assignments (their whole transaction), on the seeded file."""
+    """(seconds to decide and write, seconds with the COMMIT too) of each of DECISIONS single assignments, on the
+    seeded file."""
     from services.assignment import assign_queued_in_tx
     from storage import db
     cx = db.connect_sync(db_path)
@@ -73,8 +75,9 @@ def _decisions(db_path, account_id):
             cx.execute("BEGIN")
             started = time.perf_counter()
             assigned = assign_queued_in_tx(cx, account_id, utcnow())
+            decided = time.perf_counter()
             cx.execute("COMMIT")
-            times.append(time.perf_counter() - started)
+            times.append((decided - started, time.perf_counter() - started))
             assert len(assigned) == 1, assigned
     finally:
         cx.close()
@@ -94,9 +97,13 @@ def run(ctx):
     copy = ctx.workdir / NAME / "decisions.db"
     shutil.copyfile(db_path, copy)
     times = _decisions(copy, account_id)
-    decision = {"count": len(times), "p50_ms": round(1000 * _percentile(times, 0.5), 3),
-                "p99_ms": round(1000 * _percentile(times, 0.99), 3), "max_ms": round(1000 * max(times), 3)}
-    ctx.log(f"  decision p50 {decision['p50_ms']} ms, p99 {decision['p99_ms']} ms ({len(times)} decisions)")
+    decided, committed = [t[0] for t in times], [t[1] for t in times]
+    decision = {"count": len(times), "p50_ms": round(1000 * _percentile(decided, 0.5), 3),
+                "p99_ms": round(1000 * _percentile(decided, 0.99), 3), "max_ms": round(1000 * max(decided), 3),
+                "with_commit_p50_ms": round(1000 * _percentile(committed, 0.5), 3),
+                "with_commit_p99_ms": round(1000 * _percentile(committed, 0.99), 3)}
+    ctx.log(f"  decision p50 {decision['p50_ms']} ms, p99 {decision['p99_ms']} ms; with its COMMIT p50 "
+            f"{decision['with_commit_p50_ms']} ms, p99 {decision['with_commit_p99_ms']} ms ({len(times)} decisions)")
 
     parley = ctx.start_parley(data)
     key = {"apiKey": ctx.first_run["api_key"]}
@@ -131,7 +138,8 @@ def run(ctx):
 def render(r):
     d = r["decision"]
     return [f"- Assignment decision with {r['agents']} agents and {r['open_conversations']:,} open conversations "
-            f"(the whole transaction, SQLite): p50 {d['p50_ms']} ms, p99 {d['p99_ms']} ms, max {d['max_ms']} ms",
+            f"(its transaction up to COMMIT, SQLite): p50 {d['p50_ms']} ms, p99 {d['p99_ms']} ms, max {d['max_ms']} ms; "
+            f"with the COMMIT p50 {d['with_commit_p50_ms']} ms, p99 {d['with_commit_p99_ms']} ms",
             f"- Inbound with assignment balanced against off: {r['ratio']['new']}x when every message opens a new "
             f"conversation (req/s on {r['rps']['new']['balanced']}, off {r['rps']['new']['off']}), "
             f"{r['ratio']['existing']}x to existing conversations (on {r['rps']['existing']['balanced']}, "

@@ -15,7 +15,7 @@ from services import accounts, assignment, conversation_status, users
 from storage import assignment as assignment_store
 from storage.db import fetch_all, reads
 from tests.team_users import add_user
-from tests.test_inbox import inbound
+from tests.inbound_helpers import inbound
 from tests.ui_helpers import PASSWORD
 from tests.waiting import until
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
-from tests.test_inbox_e2e import contact_of, post_inbound, wait_live, wait_until
+from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
 from tests.ui_helpers import open_page
 from tests.waiting import until_sync
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bench.scenarios.inbox import PROBES_PER_SECOND as INBOUND_PER_SECOND
-from bench.scenarios.inbox import Probe, finish, open_pages, probe_delays, sign_in, summary
+from bench.scenarios.inbox import Probe, finish, open_pages, pages_allowed, probe_delays, sign_in, summary
 
 NAME = "event_stream"
 TITLE = "Event stream: 1,000 long-polls and 500 live pages, inbound at 20 messages/s"
@@ -43,7 +43,7 @@ def open_long_polls(parley, after, watch, count=LONG_POLLS):
 def run(ctx):
     data = ctx.fresh_data_dir("event_stream")
     # Room for the load: the long-polls' share (0.25) and the live sockets' share (0.5) of --max-connections.
-    parley = ctx.start_parley(data, "--max-connections", "6000", "--live-sockets-per-session", str(PAGES),
+    parley = ctx.start_parley(data, "--max-connections", "6000", *pages_allowed(PAGES),
                               "--events-long-polls-per-key", str(LONG_POLLS),
                               "--events-long-polls-per-account", str(LONG_POLLS))
     try:
@@ -60,10 +60,17 @@ def run(ctx):
         waiting = ctx.proc_status(parley.proc.pid)["processes"][0]["rss_mb"]
         ctx.log(f"  inbound at {INBOUND_PER_SECOND}/s for {ctx.args.duration * 2} s")
         probe = Probe(parley, f"stream-{time.time_ns()}")
+        cpu_before = {name: ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) for name, process in
+                      (("server", parley.proc), ("long_poll_clients", polls), ("page_clients", pages))}
+        started = time.monotonic()
         probe.thread.start()
         time.sleep(ctx.args.duration * 2)
         probe.stopping.set()
         probe.thread.join(30)
+        # Who had the CPU: on 2 cores the clients' processes compete with the server they load.
+        cores = {name: round((ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) - cpu_before[name])
+                             / (time.monotonic() - started), 2)
+                 for name, process in (("server", parley.proc), ("long_poll_clients", polls), ("page_clients", pages))}
         last = max(probe.answered, key=probe.answered.get)
         polled = finish(polls, last)
         paged = finish(pages, last)
@@ -78,7 +85,7 @@ def run(ctx):
             "long_poll_delay_ms": summary(poll_delays), "long_poll_missing": poll_missing,
             "long_poll_answers": polled["answers"], "long_poll_errors": polled["errors"],
             "page_delay_ms": summary(page_delays), "page_missing": page_missing,
-            "page_drops": paged["drops"], "server_after": server}
+            "page_drops": paged["drops"], "cores": cores, "server_after": server}
 
 
 def render(r):
@@ -91,7 +98,8 @@ def render(r):
         "",
         f"{r['probes']} inbound messages at 20/s; the long-polls were answered {r['long_poll_answers']:,} times "
         f"({r['long_poll_errors']} errors). Server RSS {r['rss_before_mb']} MB with the pages open, "
-        f"{r['rss_waiting_mb']} MB with the long-polls waiting too: {r['kb_per_long_poll']} KB per waiting long-poll.",
+        f"{r['rss_waiting_mb']} MB with the long-polls waiting too: {r['kb_per_long_poll']} KB per waiting long-poll. "
+        f"Cores used while inbound ran: {', '.join(f'{k} {v}' for k, v in r['cores'].items())}.",
     ]
 
 

@@ -12,6 +12,7 @@ audited (conversation.assigned, with its reason) and emits conversation.updated.
 Several processes: the Assigner runs in one process at a time (its lease), and each account's assignments hold
 the account's lock to COMMIT (storage/assignment.py), so capacity is never counted twice. Who has a live page
 is shared through users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
+import asyncio
 import json
 import logging
 from datetime import timedelta
@@ -140,12 +141,14 @@ class Assigner(WorkerLoop):
 
     name = "assignment"
     poll_seconds = 30.0
+    gather_seconds = 0.02  # a burst of new conversations is assigned in one transaction, not one each
 
     def __init__(self, services, clock=utcnow):
         super().__init__()
         self.services, self.clock = services, clock
 
     async def round(self):
+        await asyncio.sleep(self.gather_seconds)
         more = False
         for account_id in await store.queued_accounts(self.services.db):
             assigned = await self.services.db.write(assign_queued_in_tx, account_id, self.clock(), BATCH)

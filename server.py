@@ -26,6 +26,7 @@ from handlers.bodies import BodyBudget, StreamedBodyRouting
 from handlers.ui import text as ui_text
 from handlers.ui_base import NotFoundPage
 from services import accounts, erasure
+from services.assignment import Assigner, SeenBeat
 from services.bot_recovery import BotRecovery
 from services.bot_runner import BotRunner
 from services.leases import Lease
@@ -75,6 +76,8 @@ class Services:
     clock: object = None  # business hours' and the SLA's now (a callable returning an aware datetime); None: real
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
+    assigner: "Assigner" = None  # assigns waiting conversations to agents (one process at a time); main() starts it
+    seen: "SeenBeat" = None  # tells the database who has a live page open on this process; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
     long_polls: "LongPolls" = None  # GET /v1/events long-polls waiting, bounded per key and per account
     listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
@@ -94,6 +97,9 @@ class Services:
             await self.sla.stop()
         if self.bot_recovery is not None:
             await self.bot_recovery.stop()
+        for worker in (self.assigner, self.seen):
+            if worker is not None:
+                await worker.stop()
         if self.campaigns is not None:
             await self.campaigns.stop()  # its last batch commits before the db closes
         if self.imports is not None:
@@ -138,8 +144,10 @@ async def open_services(settings):
     services.sla = SlaWatcher(services)
     services.bot = BotRunner(services)
     services.bot_recovery = BotRecovery(services)
+    services.assigner = Assigner(services)
+    services.seen = SeenBeat(services)
     for worker in (services.imports, services.campaigns, services.retention, services.snoozes, services.reports,
-                   services.bot_recovery, services.sla):
+                   services.bot_recovery, services.sla, services.assigner):
         worker.lease = Lease(db, worker.name, settings.worker_lease_seconds)  # one process runs each at a time
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
@@ -147,7 +155,11 @@ async def open_services(settings):
     services.long_polls = LongPolls(settings.events_long_polls_per_key, settings.events_long_polls_per_account,
                                     settings.events_long_polls_max)
     if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
-        services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: services.hub.notify,
+        def committed_elsewhere():  # and the assigner: a conversation queued or an agent freed over there
+            services.hub.notify()
+            services.assigner.notify()
+
+        services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: committed_elsewhere,
                                                                KEYS_CHANNEL: services.keys.forget})
         db.add_commit_listener(services.listener.committed)
         services.listener.start()
@@ -292,6 +304,8 @@ async def main(settings):
         services.sla.start()  # breaches what came due while the server was down at once
         recovery = asyncio.ensure_future(services.bot.recover(recover_before))
         services.bot_recovery.start()  # and later, what any process left undecided (one process at a time)
+        services.assigner.start()  # what waits for an agent now, then whenever something frees one up
+        services.seen.start()
         services.hub.start()
 
         stop = asyncio.Event()

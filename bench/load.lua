@@ -1,7 +1,8 @@
 -- wrk script for Parley's benchmarks: one request shape per mode, a JSON summary line at the end.
 --   wrk -t2 -c32 -d10s -s bench/load.lua https://127.0.0.1:PORT -- MODE PATH SALT N
 -- MODE inbound: POST PATH with a unique customData.messageSid per request (SALT-thread-counter),
---               fromId cycling over N contacts ("bench-user-0" .. N-1).
+--               fromId cycling over N contacts ("bench-user-0" .. N-1); N 0: a new contact (a new
+--               conversation) per request ("bench-new-SALT-thread-counter").
 -- MODE create:  POST PATH (/v1/contacts) with a unique, valid +1 415 phone per request; SALT is a
 --               numeric offset (a multiple of 200000: each of 2 threads owns 100000 numbers) so
 --               that runs against one database never repeat a phone.
@@ -30,10 +31,12 @@ end
 function request()
   counter = counter + 1
   if mode == "inbound" then
+    local from = n > 0 and string.format("bench-user-%d", (counter * 2 + tid) % n)
+      or string.format("bench-new-%s-%d-%d", salt, tid, counter)
     local body = string.format(
-      '{"customData":{"messageSid":"%s-%d-%d","fromId":"bench-user-%d","toId":"parley-bench",' ..
+      '{"customData":{"messageSid":"%s-%d-%d","fromId":"%s","toId":"parley-bench",' ..
       '"body":"Hello, is the blue one still in stock? (%d)","channel":"bench"}}',
-      salt, tid, counter, (counter * 2 + tid) % n, counter)
+      salt, tid, counter, from, counter)
     return wrk.format("POST", path, nil, body)
   elseif mode == "create" then
     local index = tonumber(salt) + tid * 100000 + counter

@@ -4,7 +4,7 @@ from handlers.openapi import Operation
 from handlers.schemas import (Account, AccountPatch, AccountSettings, ApiKey, ApiKeyCreate, ApiKeyCreated, ApiKeyList,
                               SettingsPatch, WebhookSecret, WebhookTestResult, WidgetIdentitySecret,
                               WidgetInfo)
-from services import accounts, webhook_ping, widget
+from services import accounts, assignment, webhook_ping, widget
 
 
 class AccountHandler(ApiHandler):
@@ -42,6 +42,8 @@ class AccountSettingsHandler(ApiHandler):
             patch.model_dump(exclude_unset=True), allow_private=self.application.settings_obj.allow_private_webhooks)
         settings = await accounts.update_settings(self.services.db, self.principal.account_id, changes,
                                                   box=self.services.box, by=self.actor)
+        if "assignment" in changes:
+            assignment.wake(self.services)  # turned on, or off (the queue empties)
         self.respond({**settings, "warnings": warnings} if warnings else settings)
 
 

@@ -118,6 +118,9 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
             return
         if subscriber is not None:
             subscriber.label = self.user.get("label") or author_name(self.user["email"], name=self.user.get("name"))
+            seen = getattr(self.application.services, "seen", None)
+            if seen is not None:
+                seen.arrived(self.user["id"])  # a live page: not away for idleness (services/assignment.py)
         self.subscriber = subscriber
 
     def on_message(self, message):

@@ -40,6 +40,17 @@ class SlaSettings(Strict):
         "no first-response target.")
     nextResponseMinutes: Optional[StrictInt] = Field(
         None, ge=1, le=525_600, description="And each later message the contact writes after a person's answer.")
+class AssignmentSettings(Strict):
+    """Automatic assignment (docs/api.md "Automatic assignment"): the whole object replaces the stored one."""
+    model_config = ConfigDict(json_schema_extra={"examples": [{"mode": "balanced", "awayAfterMinutes": 30}]})
+    mode: Literal["off", "round_robin", "balanced"] = Field(
+        description="off: nobody is assigned automatically; round_robin: a new or reopened conversation goes to "
+                    "the available agent whose last automatic assignment is the oldest; balanced: to the one with "
+                    "the fewest open conversations. Agents at their capacity are skipped; when everyone is, it "
+                    "waits (oldest first) until one frees up.")
+    awayAfterMinutes: Optional[StrictInt] = Field(
+        30, ge=1, le=10080, description="An agent without a page of the UI open for this long counts as away "
+                                        "until they open one again (default 30); null: never away for that.")
 
 
 class SettingsPatch(Strict):
@@ -68,6 +79,8 @@ class SettingsPatch(Strict):
         None, description="Response targets in business minutes (docs/api.md \"Business hours and SLA\"): each "
         "conversation shows slaDueAt and slaBreached, and conversation.sla_breached fires once per breach; null "
         "removes them.")
+    assignment: Optional[AssignmentSettings] = Field(None, description="Automatic assignment of new and reopened "
+                                                                       "conversations; null turns it off.")
 
 
 class Account(BaseModel):
@@ -284,6 +297,7 @@ class AccountSettings(BaseModel):
     widget: Optional[WidgetSettings] = Field(None, description="Present when set: the website chat widget.")
     sla: Optional[SlaSettings] = Field(None, description="Present when set.")
     businessHours: Optional[dict] = Field(None, description="Present when set (GET /v1/account/business-hours).")
+    assignment: Optional[AssignmentSettings] = Field(None, description="Present when set: automatic assignment.")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
 

@@ -1,7 +1,7 @@
 """OpenAPI models of the team routes (issue 21): users and roles, and the audit list."""
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from common.validation import Identifier, IdentifierNotBlank
 from handlers.schemas import Strict
@@ -33,6 +33,13 @@ class UserPatch(Strict):
     active: StrictBool = Field(None, description="false deactivates: the user's sessions end at once and it "
                                                  "cannot sign in; true lets it sign in again.",
                                json_schema_extra=lambda schema: schema.pop("default", None))
+    available: StrictBool = Field(None, description="Automatic assignment (settings assignment.mode): false is away, "
+                                                    "the user gets no conversations automatically (what they have "
+                                                    "stays theirs); the user's own switch in the UI sets it too.",
+                                  json_schema_extra=lambda schema: schema.pop("default", None))
+    capacity: Optional[StrictInt] = Field(None, ge=0, le=10000, description="Automatic assignment gives the user "
+                                          "conversations while they have fewer open (or pending) ones than this; "
+                                          "null: no limit. A raised capacity takes waiting conversations at once.")
 
 
 class User(BaseModel):
@@ -43,6 +50,13 @@ class User(BaseModel):
     active: bool
     invitationPending: bool = Field(description="Invited and the sign-in link not used yet: the user has no "
                                                 "password and cannot sign in until they choose one through it.")
+    available: bool = Field(description="false: away (their own switch, or set by an admin): no automatic "
+                                        "assignments.")
+    capacity: Optional[int] = Field(description="Open conversations automatic assignment gives them at most; null: "
+                                                "no limit.")
+    lastSeenAt: Optional[str] = Field(description="The last time the user had a page of the UI open (written about "
+                                                  "every 30 s while one is): without one for the account's "
+                                                  "assignment.awayAfterMinutes they count as away.")
     createdAt: str
 
 
@@ -68,12 +82,15 @@ class UserList(BaseModel):
 class AuditEntry(BaseModel):
     id: str = Field(description="aud_…; time-ordered.")
     at: str
-    actor: str = Field(description="The user's id (usr_…), api-key, or operator (the parley command).")
+    actor: str = Field(description="The user's id (usr_…), api-key, operator (the parley command), or assignment "
+                                   "(automatic assignment).")
     actorLabel: Optional[str] = Field(description="The user's email at the time; null for a key or the operator.")
     action: str = Field(description="user.invited, user.updated, settings.updated, api_key.rotated, "
                                     "api_key.created, api_key.revoked, webhook_secret.rotated, "
                                     "widget.identity_secret.rotated, credits.granted, "
-                                    "contact.erased, view_as.started, password.changed, campaign.sent, ...")
+                                    "contact.erased, view_as.started, password.changed, campaign.sent, "
+                                    "conversation.assigned (automatic assignment: actor assignment, "
+                                    "detail.reason), ...")
     subjectId: Optional[str] = Field(description="What the action was on: a user, a sub-account, a contact.")
     detail: dict = Field(description="What changed: setting names, a role from and to, an amount; never a secret.")
 

@@ -246,7 +246,7 @@ class UiHandler(BaseHandler):
         template = self.application.jinja.get_template(template_name)
         html = template.render(
             user=self.current_user, request_id=self.request_id, xsrf_form_html=Markup(self.xsrf_form_html()),
-            path=self.request.path, nav_counts=getattr(self, "nav_counts", None),
+            path=self.request.path, uri=self.request.uri, nav_counts=getattr(self, "nav_counts", None),
             may=functools.partial(may_open, self.current_user),
             own_credits=getattr(self, "credits", None),
             static_url=self.static_url, flashes=self.page_flashes() + list(flashes or []), parley_version=VERSION,

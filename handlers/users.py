@@ -3,7 +3,7 @@ rights."""
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.team_schemas import User, UserCreate, UserCreated, UserList, UserPatch, UserRemoved
-from services import users
+from services import assignment, users
 
 NOT_FOUND = "No such user in this account (USER_NOT_FOUND)."
 BY_ID = {"userId": "$response.body#/id"}
@@ -39,11 +39,15 @@ class UserHandler(ApiHandler):
     operations = {
         "get": Operation("A user by id", {200: User}, tags=("users",), errors={404: NOT_FOUND}),
         "patch": Operation(
-            "Change a user's role, name, email or active", {200: User}, body=UserPatch, tags=("users",),
+            "Change a user's role, name, email, active, available or capacity", {200: User}, body=UserPatch,
+            tags=("users",),
             description="active: false deactivates the user: its sessions end at once (open pages close), it "
                         "cannot sign in, and its open, pending and snoozed conversations become unassigned. "
-                        "The account always keeps an active owner.",
-            errors={400: "Invalid role, name, email or active, or none sent.", 404: NOT_FOUND,
+                        "The account always keeps an active owner. available and capacity steer automatic "
+                        "assignment (settings assignment): conversations waiting for an agent are assigned at once "
+                        "when a user comes back or gets more capacity.",
+            errors={400: "Invalid role, name, email, active, available or capacity (negative or not a whole "
+                         "number), or none sent.", 404: NOT_FOUND,
                     409: "The change would leave the account without an active owner (LAST_OWNER), or the email "
                          "is another user's of this account (CONFLICT)."}),
         "delete": Operation(
@@ -68,6 +72,7 @@ class UserHandler(ApiHandler):
                                                   actor_role=users.API_KEY_ROLE)
         if deactivated or "role" in body.model_fields_set:  # their pages load again, with what their role has now
             self.services.hub.disconnect(None, user=user_id)
+        assignment.wake(self.services)  # back, more capacity: waiting conversations may go to them now
         self.respond(user)
 
     async def delete(self, user_id):

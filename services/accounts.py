@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
+from services import assignment, bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
@@ -371,6 +371,8 @@ async def validate_settings_changes(changes, allow_private):
             value = widget.configured({name: value})  # stored whole, with its defaults (a PATCH replaces it)
         elif name == "sla":
             value = sla.validate(value)
+        elif name == "assignment":
+            value = assignment.validate_setting(value)
         validated[name] = value
     return validated, warnings
 

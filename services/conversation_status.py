@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, now_iso, parse_iso, utcnow
+from services import assignment
 from services.worker_loop import WorkerLoop
 from storage import conversation_status as store
 from storage import conversations as conversation_store
@@ -76,6 +77,7 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
         raise NotFound(f"no conversation with id {missing[0]}", code="CONVERSATION_NOT_FOUND")
     if changes.get("status") == "snoozed" and getattr(services, "snoozes", None) is not None:
         services.snoozes.notify()
+    assignment.wake(services)  # a resolve, snooze or reassignment may free an agent; a reopen may wait for one
 
 
 STATUS_LABELS = {"open": "Open", "pending": "Pending", "resolved": "Resolved", "snoozed": "Snoozed"}
@@ -133,6 +135,8 @@ class SnoozeWaker(WorkerLoop):
     async def round(self):
         now = self.clock()
         woken = await store.wake_snoozed(self.services.db, iso(now), self.batch)
+        if woken:
+            assignment.wake(self.services)  # the unassigned ones may wait for an agent
         if woken == self.batch:
             return 0
         if woken:

@@ -206,6 +206,10 @@ class Hub:
         from services.presence import Presence  # it builds its frames with this module's Frame
         self.presence = Presence()               # who views which thread, told to the others there
 
+    def connected_users(self):
+        """The ids of the users with a live page open on this process (automatic assignment's presence)."""
+        return {s.user_id for group in self._subscribers.values() for s in group if not s.closed}
+
     @property
     def subscriber_count(self):
         return sum(len(s) for s in self._subscribers.values())

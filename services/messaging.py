@@ -5,7 +5,7 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from services import bot_context, idempotency, media, opt_out, sla
+from services import assignment, bot_context, idempotency, media, opt_out, sla
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common import errors
@@ -124,6 +124,8 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     answers_since = iso_of_second(int(time.time()) - CAMPAIGN_ANSWER_WINDOW_SECONDS)
     now = iso(sla.clock(services)())  # business hours and SLA count from it (tests move the clock)
     try:
+        # later: (business hours' {slaDueAt, autoReplied}, whether it waits for an agent); absent from an
+        # Idempotency-Key's answer stored before issue 40
         first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted, *later = await db.write(
             _record_inbound, message, identity, answers_since, now, auto_submitted)
     except (Conflict, StoredResultLost):
@@ -140,11 +142,14 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         return _true_repeat(first, from_id, body, channel), False
     if first is not None:
         return _true_repeat(first, from_id, body, channel), False
-    hours = later[0] if later else None  # an Idempotency-Key's answer stored before issue 40 lacks it
+    hours = later[0] if later else None
+    queued = len(later) > 1 and later[1]
     if contact_created or keyword is not None or (hours and hours["autoReplied"]):
         _wake_delivery(services)  # a contact.created (contact.updated) notification, or a reply, may be queued
     if hours and hours["slaDueAt"] and getattr(services, "sla", None) is not None:
         services.sla.notify()  # the watcher sleeps until the earliest due time: this one may be earlier
+    if queued:
+        assignment.wake(services)  # the conversation may wait for an agent now
     # message_id differs from message["id"] only in the answer to an Idempotency-Key retry: the first
     # request's message (the handler then does nothing more with it).
     message.update(id=message_id, contact_id=contact_id, campaign_id=campaign_id, opt_out_keyword=keyword,
@@ -176,16 +181,18 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     for an opt-out/opt-in/no keyword, whether the bot is to answer it): only what the caller lacks crosses
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (docs/design.md#api-decisions). Last, for an account
-    with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None."""
+    with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None; and whether
+    the conversation waits for automatic assignment."""
     account_id = message["account_id"]
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
     # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
     may_be_keyword = message["message_type"] == "text" and opt_out.might_be_keyword(message["body"])
-    stored, mapped, mapped_campaign_key, bot, keywords, (hours, sla_settings) = store.inbound_context_in_tx(
-        cx, account_id, message["external_id"], identity["from_id"], answers_since, may_be_keyword)
+    stored, mapped, mapped_campaign_key, bot, keywords, (hours, sla_settings), assignment_mode = \
+        store.inbound_context_in_tx(cx, account_id, message["external_id"], identity["from_id"], answers_since,
+                                    may_be_keyword)
     if stored:
         first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
-        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False, None
+        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False, None, False
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity, mapped)
     campaign_id = message["campaign_id"]
     if campaign_id is None and not contact_created:
@@ -200,8 +207,12 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
+    # queue: a conversation this message opens (new, or reopened) waits for automatic assignment when it is on
+    # (the conversation's upsert decides, storage/conversations.py: no statement more either).
+    queue = keyword is None and assignment_mode in assignment.ON
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
-                                "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None}])
+                                "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None,
+                                "queue": queue}])
     business = None
     if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
         due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
@@ -209,7 +220,7 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
                                                    sla=sla_settings, bot_answers=bot_wanted)
         business = {"slaDueAt": due,
                     "autoReplied": notice is not None and _outside_hours_reply_in_tx(cx, message, contact_id, notice)}
-    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, queue
 
 
 def _outside_hours_reply_in_tx(cx, message, contact_id, notice):

@@ -11,7 +11,7 @@ import json
 from common.errors import Conflict, Forbidden, Invalid, NotFound
 from common.validation import no_control_characters
 from common.ids import new_id, now_iso
-from services import one_time_links
+from services import assignment, one_time_links
 from services.contact_fields import normalize_email
 from storage import users as store
 from storage.db import StoredResultLost
@@ -40,6 +40,7 @@ def author_name(email, as_account=None, name=None):
 def public_user(row):
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
             "active": bool(row["active"]), "invitationPending": bool(row["invitation_pending"]),
+            "available": bool(row["available"]), "capacity": row["capacity"], "lastSeenAt": row["last_seen_at"],
             "createdAt": row["created_at"]}
 
 
@@ -126,7 +127,8 @@ async def new_invitation_link(db, base_url, account_id, user_id, *, actor_role):
 
 
 async def update(db, account_id, user_id, *, changes, by, actor_role):
-    """Change a user's role, name, email (the login) and/or active (changes: field -> value, as sent). Deactivating ends the
+    """Change a user's role, name, email (the login), active, available and/or capacity (automatic assignment:
+    services/assignment.py) (changes: field -> value, as sent). Deactivating ends the
     user's sessions at once and unassigns their conversations that are not resolved. Returns (the user as it is
     now, whether it was deactivated now, how many conversations that unassigned).
     Invalid naming the field, NotFound USER_NOT_FOUND, Forbidden (an admin and an owner), Conflict
@@ -144,14 +146,31 @@ async def update(db, account_id, user_id, *, changes, by, actor_role):
         if not isinstance(changes["active"], bool):
             raise Invalid("active must be true or false", field="active")
         clean["active"] = int(changes["active"])
+    if "available" in changes:
+        clean["available"] = _available(changes["available"])
+    if "capacity" in changes:
+        clean["capacity"] = assignment.capacity_of(changes["capacity"])
     if not clean:
-        raise Invalid("send at least one of role, name, email, active")
+        raise Invalid("send at least one of role, name, email, active, available, capacity")
     _require_manager(actor_role, clean.get("role"))
     row, changed, unassigned = await store.update_user(db, account_id, user_id, clean, by,
                                                        allows(actor_role, "owner"))
     if row is None:
         raise NotFound("no such user")
     return public_user(row), changed.get("active") == [1, 0], unassigned
+
+
+def _available(value):
+    if not isinstance(value, bool):
+        raise Invalid("available must be true or false", field="available")
+    return int(value)
+
+
+async def set_own_availability(db, user, available, by):
+    """A user's own away switch (every role has it): available true or false. Returns the user as it is now."""
+    row, _, _ = await store.update_user(db, user["account_id"], user["id"], {"available": _available(available)},
+                                        by, allows(user.get("role"), "owner"))
+    return public_user(row)
 
 
 async def remove(db, account_id, user_id, *, by, actor_role):

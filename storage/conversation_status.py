@@ -1,6 +1,8 @@
 """SQL for a conversation's status and assignee (issue 21): changed by people (one or many conversations in one
 transaction, each change a conversation.updated event) and woken from a snooze by the SnoozeWaker."""
 from common.errors import Invalid
+from common.ids import now_iso
+from storage import assignment
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
@@ -38,7 +40,8 @@ def update(cx, account_id, contact_ids, changes):
     these contacts, all or none: returns the ids that are not the account's conversations (then nothing
     changed), else []. Invalid (naming assigneeUserId) when the assignee is no active user of the account:
     checked here, so no deactivation commits in between. Each conversation that changed gets a
-    conversation.updated event."""
+    conversation.updated event. A person's change takes a conversation out of the automatic assignment queue
+    (left alone), except one that opens again unassigned while assignment is on: that one waits in it."""
     if changes.get("assignee_user_id") is not None:
         _check_assignee_in_tx(cx, account_id, changes["assignee_user_id"])
     contact_ids = list(dict.fromkeys(contact_ids))
@@ -54,18 +57,27 @@ def update(cx, account_id, contact_ids, changes):
     if changes.get("status") in ("resolved", "snoozed", "pending"):
         sets += PUT_AWAY_SETS  # nobody owes the contact an answer now: the SLA's wait ends
     differs = " OR ".join(f"{f} IS DISTINCT FROM ?" for f in fields)
+    reopens = changes.get("status") == "open" and "assignee_user_id" not in changes and \
+        assignment.mode_in_tx(cx, account_id) in assignment.ON
+    reopened = []
     for contact_id in contact_ids:
         changed = cx.execute(f"UPDATE conversations SET {sets} WHERE account_id = ? AND contact_id = ? AND ({differs})",
                              (*values, account_id, contact_id, *values)).rowcount
         if changed:
             _emit(cx, account_id, contact_id)
+            reopened.append(contact_id)
+    if reopens:
+        assignment.queue_in_tx(cx, account_id, reopened, now_iso())
+    else:
+        assignment.unqueue_in_tx(cx, account_id, contact_ids)
     return []
 
 
 def unassign_user_in_tx(cx, account_id, user_id):
     """The user is deactivated in this transaction: their conversations that are not resolved (open, pending,
     snoozed) return to the unassigned queue, each with the conversation.updated an unassignment by a person
-    emits. Resolved ones keep the assignee (who handled them). Returns how many were unassigned."""
+    emits; the open ones wait for automatic assignment when it is on. Resolved ones keep the assignee (who
+    handled them). Returns how many were unassigned."""
     _lock_assignee(cx, user_id)
     unassigned = cx.execute("UPDATE conversations SET assignee_user_id = NULL WHERE account_id = ?"
                             " AND assignee_user_id = ? AND status IN ('open', 'pending', 'snoozed')"
@@ -74,6 +86,8 @@ def unassign_user_in_tx(cx, account_id, user_id):
     for contact_id, status in sorted(tuple(row) for row in unassigned):
         emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": status,
                                                           "assigneeUserId": None})
+    if unassigned and assignment.mode_in_tx(cx, account_id) in assignment.ON:
+        assignment.queue_in_tx(cx, account_id, sorted(row[0] for row in unassigned), now_iso())
     return len(unassigned)
 
 
@@ -87,13 +101,19 @@ def _emit(cx, account_id, contact_id):
 @writes
 def wake_snoozed(cx, now, limit):
     """Snoozed conversations whose time came (snoozed_until <= now) are open again, up to limit of them, each
-    with its conversation.updated event. Returns how many woke."""
+    with its conversation.updated event; an unassigned one waits for automatic assignment when it is on.
+    Returns how many woke."""
     due = cx.execute("SELECT account_id, contact_id FROM conversations WHERE status = 'snoozed' AND snoozed_until <= ?"
                      " ORDER BY snoozed_until LIMIT ?", (now, limit)).fetchall()
+    modes = {}
     for account_id, contact_id in due:
         cx.execute("UPDATE conversations SET status = 'open', snoozed_until = NULL WHERE account_id = ?"
                    " AND contact_id = ?", (account_id, contact_id))
         _emit(cx, account_id, contact_id)
+        if account_id not in modes:
+            modes[account_id] = assignment.mode_in_tx(cx, account_id)
+        if modes[account_id] in assignment.ON:
+            assignment.queue_in_tx(cx, account_id, [contact_id], now)
     return len(due)
 
 

@@ -47,11 +47,14 @@ def on_messages_in_tx(cx, messages):
     """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
     one is there already), an inbound one counts as unread and reopens a resolved or snoozed conversation (in
     the same statement: issue 23 measures this path), and unless it is a keyword (m["keyword"]) it is what the
-    contact wrote last (last_inbound_id). One statement for all, no read."""
+    contact wrote last (last_inbound_id). A message with m["queue"] (automatic assignment is on: issue 40) puts
+    the conversation it opens in the assignment queue (queued_at) when nobody has it: a new one, a reopened one,
+    or the first the contact wrote to (a campaign's). One statement for all, no read."""
     rows = [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
              m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
              1 if m.get("status") == "Failed" else 0,
-             m["id"] if m["direction"] == "inbound" and not m.get("keyword") else None) for m in messages]
+             m["id"] if m["direction"] == "inbound" and not m.get("keyword") else None,
+             m["created_at"] if m.get("queue") else None) for m in messages]
     if len(rows) == 1:  # every inbound message: sent with the transaction's next statement or its COMMIT
         execute_later(cx, _UPSERT_ONE, rows[0])
     elif len({row[:2] for row in rows}) == len(rows):
@@ -66,12 +69,12 @@ def on_messages_in_tx(cx, messages):
         sla.answered_in_tx(cx, [(*key, *answered[key]) for key in sorted(answered)])
 
 
-_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
 _NEWER = "excluded.last_message_id > conversations.last_message_id"
 _UPSERT = (
     "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
-    " last_author, last_preview, channel, unread_count, failed_count, last_inbound_id) VALUES {values}"
+    " last_author, last_preview, channel, unread_count, failed_count, last_inbound_id, queued_at) VALUES {values}"
     " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
     f" last_message_at = CASE WHEN {_NEWER} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
     f" last_direction = CASE WHEN {_NEWER} THEN excluded.last_direction ELSE conversations.last_direction END,"
@@ -85,6 +88,9 @@ _UPSERT = (
     " status = CASE WHEN excluded.last_direction = 'inbound' AND conversations.status IN ('resolved', 'snoozed')"
     " THEN 'open' ELSE conversations.status END,"
     " snoozed_until = CASE WHEN excluded.last_direction = 'inbound' THEN NULL ELSE conversations.snoozed_until END,"
+    " queued_at = CASE WHEN excluded.queued_at IS NOT NULL AND conversations.queued_at IS NULL"
+    " AND conversations.assignee_user_id IS NULL AND (conversations.status IN ('resolved', 'snoozed')"
+    " OR conversations.last_inbound_id IS NULL) THEN excluded.queued_at ELSE conversations.queued_at END,"
     " last_inbound_id = CASE WHEN conversations.last_inbound_id IS NULL"
     " OR excluded.last_inbound_id > conversations.last_inbound_id THEN COALESCE(excluded.last_inbound_id,"
     " conversations.last_inbound_id) ELSE conversations.last_inbound_id END")

@@ -69,25 +69,27 @@ def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since,
     """What storing an inbound message needs to know first, in one statement (on PostgreSQL one round trip, not
     five): (whether a message with this messageSid is stored already, the contact the fromId maps to or None,
     the campaignId of that contact's latest campaign message if made at or after campaigns_since (as
-    storage.campaigns.latest_campaign_key_in_tx), the account's stored bot as JSON text or None, and its
+    storage.campaigns.latest_campaign_key_in_tx), the account's stored bot as JSON text or None, its
     (optOutKeywords, optInKeywords), None where not set or not with_keywords: SQLite parses the settings JSON
     again for each field it extracts, so only a body that may be a keyword pays for those two), and its
-    (businessHours, sla) settings as JSON text or None)."""
+    (businessHours, sla) settings as JSON text or None, and its automatic assignment mode (assignment.mode) or
+    None)."""
     field = dialect_of(cx).json_field
     row = cx.execute(
         "SELECT EXISTS (SELECT 1 FROM messages e WHERE e.account_id = a.id AND e.external_id = ?), i.contact_id,"
         " (SELECT CASE WHEN k.created_at >= ? THEN k.campaign_id END FROM messages k WHERE k.account_id = a.id"
         " AND k.contact_id = i.contact_id AND k.author = 'campaign' ORDER BY k.id DESC LIMIT 1),"
-        f" {field('a.settings', 'bot')}, CASE WHEN ? = 1 THEN {field('a.settings', 'optOutKeywords')} END,"
+        f" {field('a.settings', 'bot')}, {field('a.settings', 'assignment', 'mode')},"
+        f" CASE WHEN ? = 1 THEN {field('a.settings', 'optOutKeywords')} END,"
         f" CASE WHEN ? = 1 THEN {field('a.settings', 'optInKeywords')} END,"
         f" {field('a.settings', 'businessHours')}, {field('a.settings', 'sla')}"
         " FROM accounts a LEFT JOIN channel_identities i ON i.account_id = a.id AND i.from_id = ?"
         " WHERE a.id = ?", (external_id, campaigns_since, int(with_keywords), int(with_keywords), from_id,
                             account_id)).fetchone()
     if row is None:
-        return False, None, None, None, (None, None), (None, None)
-    return (bool(row[0]), row[1], row[2], row[3], tuple(json.loads(value) if value else None for value in row[4:6]),
-            (row[6], row[7]))
+        return False, None, None, None, (None, None), (None, None), None
+    return (bool(row[0]), row[1], row[2], row[3], tuple(json.loads(value) if value else None for value in row[5:7]),
+            (row[7], row[8]), row[4])
 
 
 def identity_contact_id_in_tx(cx, account_id, from_id):

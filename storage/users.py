@@ -15,7 +15,7 @@ from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
 REMOVED = "!removed"  # the password hash of a removed user: matches no password
 # invitation_pending: invited and the link not used yet (issue 43 §11: such a user is not "Active" on the page).
-_COLUMNS = (f"id, account_id, email, name, role, active, created_at,"
+_COLUMNS = (f"id, account_id, email, name, role, active, created_at, available, capacity, last_seen_at,"
             f" CASE WHEN password_hash = '{INVITED}' THEN 1 ELSE 0 END AS invitation_pending")
 
 
@@ -151,7 +151,7 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
         columns = ", ".join(f"{column} = ?" for column in changed)
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
-        shown = {k: [bool(v) for v in pair] if k == "active" else pair for k, pair in changed.items()}
+        shown = {k: [bool(v) for v in pair] if k in ("active", "available") else pair for k, pair in changed.items()}
         if "role" in changed:  # a sub-account viewed as this user would keep what the old role gave
             end_view_as_sessions_in_tx(cx, user_id)
         if not after["active"]:  # deactivated now: nobody signs in to answer theirs, back to the queue

@@ -11,15 +11,9 @@ from storage import bot_state
 from storage.db import fetch_one
 from tests.test_delivery import Receiver
 from tests.test_media import PNG
+from tests.inbound_helpers import inbound
 from tests.ui_helpers import PASSWORD
 
-_sids = iter(range(1, 1_000_000))
-
-
-async def inbound(services, account_id, from_id="+14155552671", body="Hello", **kw):
-    message, _ = await messaging.receive_inbound(services, account_id, message_sid=f"inbox-sid-{next(_sids)}",
-                                                 from_id=from_id, to_id="shop", body=body, **kw)
-    return message
 
 
 @pytest.fixture

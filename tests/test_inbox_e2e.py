@@ -17,11 +17,10 @@ from tornado.websocket import websocket_connect
 from storage import bot_state
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
-from tests.ui_helpers import sign_in, wait_until
+from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
+from tests.ui_helpers import sign_in
 from tests import db_direct
 
-INBOUND = "/v1/incoming_custom_channel_message"
-_sids = iter(range(1, 1_000_000))
 
 
 @pytest.fixture(scope="module")
@@ -34,25 +33,6 @@ def parley(tmp_path_factory):
 def receiver(parley):
     with first_run_receiver(parley) as r:
         yield r
-
-
-def post_inbound(parley, body, from_id="+14155552671", key=None, **custom):
-    """POST an inbound message; returns (messageId, the time of the 200 in ms since the epoch). The time it
-    was sent is kept in post_inbound.sent."""
-    with parley.client() as api:
-        post_inbound.sent = time.time() * 1000
-        response = api.post(INBOUND, params={"apiKey": key or parley.first_run["api_key"]},
-                            json={"customData": {"messageSid": f"e2e-{next(_sids)}", "fromId": from_id, "toId": "shop",
-                                                 "body": body, "channel": "webchat", **custom}})
-        answered = time.time() * 1000
-    assert response.status_code == 200, response.text
-    return response.json()["messageId"], answered
-
-
-def contact_of(parley, message_id, key=None):
-    with parley.client() as api:
-        return api.get(f"/v1/messages/{message_id}", params={"apiKey": key or parley.first_run["api_key"]}
-                       ).json()["contactId"]
 
 
 def mark_no_reload(page):
@@ -86,10 +66,6 @@ def seen_delay(page, text, answered):
     wait_until(page, f"{slot} !== null")
     seen = page.evaluate(slot)
     return seen - answered, seen - post_inbound.sent
-
-
-def wait_live(page):
-    wait_until(page, "!!(window.Parley && window.Parley.live && window.Parley.live.state === 'live')")
 
 
 def open_thread(page, parley, body, from_id, name):

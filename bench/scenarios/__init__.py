@@ -19,6 +19,7 @@ MODULES = [
     "bench.scenarios.bot_matching",
     "bench.scenarios.inbox",
     "bench.scenarios.team_inbox",
+    "bench.scenarios.assignment",
     "bench.scenarios.compare",
     "bench.scenarios.postgres",
     "bench.scenarios.scale_out",

@@ -6,7 +6,7 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, business_hours, event_stream, regions, sla, users, webhook_ping, widget
+from services import accounts, assignment, business_hours, event_stream, regions, sla, users, webhook_ping, widget
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 HOURS_FIELDS = ("timezone", *business_hours.DAYS, "holidays", "holidayCountry", "outsideHoursMessage", *sla.KINDS)
@@ -33,6 +33,9 @@ class SettingsPage(UiHandler):
         settings = account["settings"]
         values = {"customChannelWebhookUrl": settings.get("customChannelWebhookUrl", ""), "name": account["name"],
                   "defaultCountry": settings.get("defaultCountry", "")}
+        shown = assignment.public_setting(settings.get("assignment"))
+        values.update(assignmentMode=shown["mode"], awayAfterMinutes="" if shown["awayAfterMinutes"] is None
+                      else str(shown["awayAfterMinutes"]))
         for event in notification_events(account):
             values[event] = settings.get("notificationUrls", {}).get(event, "")
         shown = widget.configured(settings)
@@ -204,6 +207,8 @@ class WidgetIdentitySecretHandler(SettingsPage):
         made = await widget.new_identity_secret(self.services.db, self.services.box, self.account_id, by=self.actor)
         await self.render_settings(notice="A new identity secret was made: copy it now, it is not shown again.",
                                    identity_secret=made["identitySecret"])
+
+
 class BusinessHoursHandler(SettingsPage):
     """Business hours and the SLA (issue 40): saved together, like PUT /v1/account/business-hours and PATCH
     /v1/account/settings {sla}; a bad field re-renders the page with it named, and nothing is saved."""
@@ -221,6 +226,19 @@ class BusinessHoursHandler(SettingsPage):
             return
         self.flash_saved("Business hours and SLA saved.")
         self.redirect("/settings#business-hours", status=303)
+
+
+class AssignmentHandler(SettingsPage):
+    """Automatic assignment (issue 40): the mode and after how long without a page an agent counts as away."""
+
+    @authenticated
+    async def post(self):
+        form = {name: self.get_body_argument(name, "").strip() for name in ("assignmentMode", "awayAfterMinutes")}
+        away = form["awayAfterMinutes"]
+        value = {"mode": form["assignmentMode"],
+                 "awayAfterMinutes": None if not away else int(away) if away.isascii() and away.isdigit() else away}
+        await self.save({"assignment": value}, form, "Automatic assignment saved.")
+        assignment.wake(self.services)
 
 
 class NotificationUrlsHandler(SettingsPage):

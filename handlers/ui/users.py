@@ -4,7 +4,7 @@ confirmation page). The same service as /v1/users does the work."""
 from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler
-from services import users
+from services import assignment, users
 from common.errors import DomainError
 
 
@@ -42,7 +42,8 @@ class UsersHandler(UsersPage):
 
 
 class UserUpdateHandler(UsersPage):
-    """POST /users/{id}: change role, or active (deactivate: the user's sessions and open pages end now)."""
+    """POST /users/{id}: change role, active (deactivate: the user's sessions and open pages end now), available or
+    capacity (automatic assignment)."""
 
     @authenticated
     async def post(self, user_id):
@@ -51,6 +52,10 @@ class UserUpdateHandler(UsersPage):
             changes["role"] = self.get_body_argument("role")
         if self.get_body_argument("active", None) is not None:
             changes["active"] = self.get_body_argument("active") == "1"
+        if self.get_body_argument("available", None) is not None:
+            changes["available"] = self.get_body_argument("available") == "1"
+        if self.get_body_argument("capacity", None) is not None:
+            changes["capacity"] = _capacity(self.get_body_argument("capacity"))
         try:
             user, deactivated, unassigned = await users.update(
                 self.services.db, self.account_id, user_id, changes=changes, by=self.actor,
@@ -60,6 +65,7 @@ class UserUpdateHandler(UsersPage):
             return
         if deactivated or "role" in changes:  # their pages load again, with the events their role has now
             self.services.hub.disconnect(None, user=user_id)
+        assignment.wake(self.services)  # back, or more capacity: waiting conversations may go to them now
         self.flash("success", f"{user['email']}: {_deactivated(unassigned) if deactivated else 'saved'}.")
         self.redirect("/users", status=303)
 
@@ -101,6 +107,13 @@ class UserRemoveHandler(UsersPage):
         removed = "removed from this account" + (_unassigned(unassigned) if unassigned else "")
         self.flash("success", f"{user['name'] or user['email']}: {removed}.")
         self.redirect("/users", status=303)
+
+
+def _capacity(text):
+    """The capacity field: blank is no limit; a whole number as typed (services.assignment.capacity_of checks it),
+    anything else is left as text for it to refuse, naming capacity."""
+    text = text.strip()
+    return None if not text else int(text) if text.isascii() and text.lstrip("-").isdigit() else text
 
 
 def _unassigned(unassigned):

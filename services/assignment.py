@@ -1,0 +1,187 @@
+"""Automatic assignment with capacity (issue 40). Account settings ``assignment: {mode, awayAfterMinutes}``:
+mode off, round_robin (the agent whose last automatic assignment is the oldest) or balanced (the fewest open and
+pending conversations, then round robin). A new or reopened conversation that nobody is assigned waits in the
+account's queue (conversations.queued_at, written with the message that opened it: storage/conversations.py) and
+the Assigner gives it, oldest first, to an agent who may take one now: an active user who accepted the invitation,
+is available (their own away switch), had a live page within awayAfterMinutes (null: never away for that), and has
+fewer open conversations than their capacity (null: no limit). Nobody may: it waits, and is assigned the moment
+someone frees up (a resolve, a snooze, a raised capacity, an agent back). A person's own assignment, unassignment
+or status change takes the conversation out of the queue: it is left alone. Every automatic assignment is
+audited (conversation.assigned, with its reason) and emits conversation.updated.
+
+Several processes: the Assigner runs in one process at a time (its lease), and each account's assignments hold
+the account's lock to COMMIT (storage/assignment.py), so capacity is never counted twice. Who has a live page
+is shared through users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
+import asyncio
+import json
+import logging
+from datetime import timedelta
+
+from common.errors import Invalid
+from common.ids import iso, utcnow
+from services.worker_loop import WorkerLoop
+from storage import assignment as store
+
+log = logging.getLogger("parley.assignment")
+
+MODES = ("off", "round_robin", "balanced")
+ON = store.ON
+DEFAULT_AWAY_AFTER_MINUTES = 30
+MAX_AWAY_AFTER_MINUTES = 7 * 24 * 60
+MAX_CAPACITY = 10_000
+AUTOMATIC = {"actor": "assignment", "actor_label": "Automatic assignment"}  # who the audit names
+BATCH = 100  # conversations assigned in one transaction at most
+
+
+def setting_of(value):
+    """(mode, awayAfterMinutes or None) of a stored assignment setting (a dict, its JSON text, or None)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    value = value or {}
+    return value.get("mode", "off"), value.get("awayAfterMinutes", DEFAULT_AWAY_AFTER_MINUTES)
+
+
+def public_setting(value):
+    mode, away = setting_of(value)
+    return {"mode": mode, "awayAfterMinutes": away}
+
+
+def validate_setting(value):
+    """The assignment setting to store, from the API's or the settings form's value (None removes it: off).
+    Invalid naming assignment.mode or assignment.awayAfterMinutes."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid("assignment must be an object {mode, awayAfterMinutes}", field="assignment")
+    unknown = sorted(set(value) - {"mode", "awayAfterMinutes"})
+    if unknown:
+        raise Invalid(f"assignment has no field {unknown[0]}", field=f"assignment.{unknown[0]}")
+    mode = value.get("mode", "off")
+    if mode not in MODES:
+        raise Invalid(f"assignment.mode must be one of {', '.join(MODES)}", field="assignment.mode")
+    away = value.get("awayAfterMinutes", DEFAULT_AWAY_AFTER_MINUTES)
+    if away is not None and (isinstance(away, bool) or not isinstance(away, int)
+                             or not 1 <= away <= MAX_AWAY_AFTER_MINUTES):
+        raise Invalid(f"assignment.awayAfterMinutes must be a whole number of minutes from 1 to "
+                      f"{MAX_AWAY_AFTER_MINUTES}, or null (never away for idleness)", field="assignment.awayAfterMinutes")
+    return {"mode": mode, "awayAfterMinutes": away}
+
+
+def capacity_of(value):
+    """A user's capacity as sent: a whole number 0..MAX_CAPACITY, or None (no limit). Invalid naming it."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CAPACITY):
+        raise Invalid(f"capacity must be a whole number from 0 to {MAX_CAPACITY}, or null (no limit)",
+                      field="capacity")
+    return value
+
+
+def choose(mode, candidates):
+    """The candidate to give the next conversation to, and why; None when everyone is at capacity.
+    candidates: [{id, capacity, turn, load}] (turn: the number of their last automatic assignment, None for
+    none yet). round_robin: the oldest turn (never assigned first), then by id; balanced: the fewest open first,
+    then as round_robin."""
+    free = [c for c in candidates if c["capacity"] is None or c["load"] < c["capacity"]]
+    if not free:
+        return None, None
+    if mode == "balanced":
+        chosen = min(free, key=lambda c: (c["load"], c["turn"] or 0, c["id"]))
+        reason = "balanced: fewest open conversations"
+    else:
+        chosen = min(free, key=lambda c: (c["turn"] or 0, c["id"]))
+        reason = "round robin: longest since an automatic assignment"
+    return chosen, f"{reason} ({chosen['load']} open, capacity {_capacity_text(chosen['capacity'])})"
+
+
+def _capacity_text(capacity):
+    return "no limit" if capacity is None else capacity
+
+
+def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
+    """In one write transaction under the account's lock: give up to limit waiting conversations, oldest first,
+    to the agents who may take them now. Returns [(contact id, user id)] assigned. With the mode off, the queue
+    is emptied instead (nothing waits for an assignment that will not come)."""
+    store.lock_account_in_tx(cx, account_id)
+    mode, away_after = setting_of(store.setting_in_tx(cx, account_id))
+    if mode not in ON:
+        store.clear_queue_in_tx(cx, account_id)
+        return []
+    seen_since = iso(now - timedelta(minutes=away_after)) if away_after else None
+    candidates = store.candidates_in_tx(cx, account_id, seen_since)
+    free = sum(limit if c["capacity"] is None else max(0, c["capacity"] - c["load"]) for c in candidates)
+    if not free:
+        return []
+    turn = store.last_turn_in_tx(cx, account_id)
+    assigned = []
+    for contact_id, queued_at in store.queue_head_in_tx(cx, account_id, min(limit, free)):
+        chosen, reason = choose(mode, candidates)
+        if chosen is None:
+            break
+        turn += 1
+        detail = {"assigneeUserId": chosen["id"], "mode": mode, "reason": reason, "openBefore": chosen["load"],
+                  "capacity": chosen["capacity"], "queuedAt": queued_at}
+        if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], turn, by, detail):
+            chosen["load"] += 1
+            chosen["turn"] = turn
+            assigned.append((contact_id, chosen["id"]))
+    return assigned
+
+
+def wake(services):
+    """Something that may let a waiting conversation be assigned committed (a conversation queued, an agent
+    freed or back): the Assigner of this process runs a round (another process's learns it from the commit's
+    wake-up: server.py)."""
+    assigner = getattr(services, "assigner", None)
+    if assigner is not None:
+        assigner.notify()
+
+
+class Assigner(WorkerLoop):
+    """Assigns each account's waiting conversations whenever woken (wake()), and every poll_seconds as a
+    backstop. One process runs it at a time (its lease)."""
+
+    name = "assignment"
+    poll_seconds = 30.0
+    gather_seconds = 0.02  # a burst of new conversations is assigned in one transaction, not one each
+
+    def __init__(self, services, clock=utcnow):
+        super().__init__()
+        self.services, self.clock = services, clock
+
+    async def round(self):
+        await asyncio.sleep(self.gather_seconds)
+        more = False
+        for account_id in await store.queued_accounts(self.services.db):
+            assigned = await self.services.db.write(assign_queued_in_tx, account_id, self.clock(), BATCH)
+            if assigned:
+                log.debug("assignment: %d conversation(s) of %s assigned", len(assigned), account_id)
+            more = more or len(assigned) == BATCH
+        return 0 if more else None
+
+
+class SeenBeat(WorkerLoop):
+    """Every process tells the database who has a live page open on it (users.last_seen_at), every
+    period_seconds and at once when someone arrives: automatic assignment counts an agent without one for
+    awayAfterMinutes as away. No lease: each process beats for its own sockets."""
+
+    name = "seen"
+    poll_seconds = 30.0  # well under awayAfterMinutes' least (1 minute)
+
+    def __init__(self, services, clock=utcnow):
+        super().__init__()
+        self.services, self.clock = services, clock
+        self._written = set()  # the users written by the last beat
+
+    def arrived(self, user_id):
+        """A live page of the user opened here: written now unless this process wrote them in the last beat."""
+        if user_id not in self._written:
+            self.notify()
+
+    async def round(self):
+        users = sorted(self.services.hub.connected_users())
+        now = self.clock()
+        written = await store.mark_seen(self.services.db, users, iso(now),
+                                        iso(now - timedelta(seconds=self.poll_seconds / 2)))
+        if set(written) - self._written:
+            wake(self.services)  # someone is back: conversations may wait for them
+        self._written = set(users)
+        return None

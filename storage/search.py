@@ -21,7 +21,8 @@ def _fts_phrase(text):
 @reads
 def search_messages(cx, account_id, terms, digits, before, limit):
     """Up to ``limit`` of the account's messages matching (terms, digits), newest first, from before the
-    position ``before`` (None: from the newest). Rows: id, contact_id, body, created_at, position (text)."""
+    position ``before`` (None: from the newest). Rows: id, contact_id, body, created_at, position (text).
+    ValueError for a position this database never gives."""
     if dialect_of(cx).name == "postgresql":
         return _search_postgres(cx, account_id, terms, digits, before, limit)
     return _search_sqlite(cx, account_id, terms, digits, before, limit)
@@ -58,6 +59,8 @@ def _search_sqlite(cx, account_id, terms, digits, before, limit):
 
 
 def _search_postgres(cx, account_id, terms, digits, before, limit):
+    if before is not None and not (before.startswith("msg_") and before[4:].isascii() and before[4:].isalnum()):
+        raise ValueError("position")
     where, args = ["m.account_id = ?"], [account_id]
     for term in terms:
         where.append("m.body ILIKE ? ESCAPE '\\'")

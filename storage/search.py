@@ -46,8 +46,12 @@ def _search_sqlite(cx, account_id, terms, digits, before, limit):
                   " JOIN messages m ON m.rowid = s.rowid WHERE message_search MATCH ?")
         args.insert(0, " AND ".join(indexed))
         order = "s.rowid"
-    else:  # only 2-character terms: no trigram to look up; the account's messages, newest first
+    else:
+        # Only 2-character terms: no trigram to look up. The table newest first, stopping at the page (a common
+        # pair costs little, a rare one a walk over the whole table); "+" keeps the planner from reading the
+        # account's every message by its index and sorting them first.
         select = "SELECT m.id, m.contact_id, m.body, m.created_at, m.rowid AS position FROM messages m WHERE 1 = 1"
+        where[0] = "+m.account_id = ?"
         order = "m.rowid"
     if before is not None:
         where.append(f"{order} < ?")

@@ -24,6 +24,7 @@ MODULES = [
     "bench.scenarios.reports",
     "bench.scenarios.report_tenants",
     "bench.scenarios.bot_real_model",
+    "bench.scenarios.search",
 ]
 
 

@@ -21,6 +21,8 @@ def parse_query(q):
     q = (q or "").strip()
     if not q:
         raise Invalid("q is required: the text to search for", field="q")
+    if "\x00" in q:  # no message holds one (PostgreSQL's text cannot), and its driver refuses it
+        raise Invalid("q cannot contain a NUL character", field="q")
     if len(q) > MAX_QUERY_LENGTH:
         raise Invalid(f"q is longer than {MAX_QUERY_LENGTH} characters", field="q")
     digits = q.translate(_NO_SEPARATORS)

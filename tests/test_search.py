@@ -85,7 +85,7 @@ async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, serv
 async def test_bad_input_is_400_naming_the_field(api, account):
     key = account["api_key"]
     for query, field in [("", "q"), ("q=", "q"), ("q=%20%20", "q"), ("q=a", "q"), ("q=a%20b", "q"),
-                         ("q=" + "x" * 201, "q"), ("q=ok&limit=0", "limit"), ("q=ok&limit=201", "limit"),
+                         ("q=" + "x" * 201, "q"), ("q=ab%00", "q"), ("q=ok&limit=0", "limit"), ("q=ok&limit=201", "limit"),
                          ("q=ok&limit=ten", "limit"), ("q=ok&cursor=nonsense", "cursor"),
                          ("q=ok&cursor=azE6eA", "cursor")]:  # "k1:x": well formed, not a position
         r = await api.get(f"{SEARCH}?{query}", key=key)

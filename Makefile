@@ -60,13 +60,18 @@ run: $(STAMP)
 WORKERS ?= 3
 XDIST = $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
 
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): without it every xdist
+# worker of both halves, and every server and CLI process a test starts, compiles the sources and rewrites the
+# test modules' asserts again (~16 s of CPU per worker's collection alone; docs/testing.md).
+KEEP_BYTECODE = -u PYTHONDONTWRITEBYTECODE
+
 test: $(STAMP) $(TOOLS_STAMP) chromium
-	env -u PARLEY_TEST_DATABASE_URL PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(XDIST) $(ARGS)
+	env -u PARLEY_TEST_DATABASE_URL $(KEEP_BYTECODE) PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The same suite with PARLEY_TEST_DATABASE_URL set: each test gets a fresh database in a cluster started for this run
 # (initdb + pg_ctl in a temp directory, Unix socket only), stopped and deleted at the end (scripts/with_postgres.py).
 test-postgres: $(STAMP) $(TOOLS_STAMP) chromium
-	PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/with_postgres.py $(BIN)/python -m pytest $(XDIST) $(ARGS)
+	env $(KEEP_BYTECODE) PARLEY_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/with_postgres.py $(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The UI tests drive Debian's Chromium through Playwright (its own browser download does not work offline).
 # A Chromium (or Chrome) installed elsewhere: make test CHROMIUM=/path/to/chromium (then nothing is installed).

@@ -84,7 +84,8 @@ class Pool:
     async def page_event_id(self):
         """What a browser does: load the inbox page and resume from the event id it was rendered at."""
         response = await self.http.fetch(f"{self.base}/inbox", headers={"Cookie": self.cookie},
-                                         ssl_options=self.context, follow_redirects=False)
+                                         ssl_options=self.context, follow_redirects=False,
+                                         connect_timeout=120, request_timeout=120)  # 500 queue behind 10
         return int(re.search(rb'data-live-after="(\d+)"', response.body).group(1))
 
 

@@ -104,6 +104,24 @@ async def page(services, account_id, position, sources, limit):
     return {"data": data, "nextCursor": encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM)))}
 
 
+async def shared_page(services, account_id, position, sources, limit):
+    """page() for a waiting long-poll, read once for every long-poll that asks the same at the same time: a commit
+    wakes all of an account's waiters at once (1,000 integrations at one position read it once, not 1,000 times).
+    A read is shared only among those that asked at the same hub position: one started before the round that
+    woke a waiter may miss that round's events, and is not joined (the waiter was woken after clearing its
+    event, so a commit that a shared read missed wakes it again)."""
+    hub_position = services.hub.position
+    if hub_position is None:
+        return await page(services, account_id, position, sources, limit)
+    key = (account_id, position, tuple(sources), limit, hub_position)
+    reads = services.long_polls.reads
+    read = reads.get(key)
+    if read is None:
+        read = reads[key] = asyncio.ensure_future(page(services, account_id, position, sources, limit))
+        read.add_done_callback(lambda _: reads.pop(key, None))
+    return await asyncio.shield(read)
+
+
 async def _read(services, account_id, position, sources, limit, checked):
     """(data, position through which the rows were read or None, whether more rows may follow, the account's
     newest event number)."""
@@ -164,6 +182,7 @@ class LongPolls:
         self.per_key, self.per_account, self.total = per_key, per_account, total
         self._keys, self._accounts = {}, {}
         self.waiting = 0
+        self.reads = {}  # shared_page(): the reads in flight
 
     def claim(self, key, account_id):
         if self.total is not None and self.waiting >= self.total:
@@ -195,7 +214,8 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
     anything is read; with wait, answers as soon as an event of these types commits, or with data: [] and
     nextCursor = after once wait seconds passed (at once when the server is shutting down)."""
     position, sources, limit, wait = parse_query(account_id, after, types, limit, wait)
-    result = await page(services, account_id, position, sources, limit)
+    # A long-poll may share its first read too (a read without wait sees every commit made before it asked).
+    result = await (shared_page if wait > 0 else page)(services, account_id, position, sources, limit)
     hub = services.hub
     if result["data"] or wait <= 0 or hub.stopping:
         return result
@@ -205,7 +225,7 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
         try:
             deadline = time.monotonic() + wait
             # Read again now that the hub watches: what committed before the watch began is seen here.
-            result = await page(services, account_id, position, sources, limit)
+            result = await shared_page(services, account_id, position, sources, limit)
             while not result["data"] and not hub.stopping:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -215,7 +235,7 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
                 except TimeoutError:
                     break
                 woken.clear()
-                result = await page(services, account_id, position, sources, limit)
+                result = await shared_page(services, account_id, position, sources, limit)
         finally:
             hub.unwatch(account_id, woken)
     finally:

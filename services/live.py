@@ -279,10 +279,11 @@ class Hub:
         return subscriber
 
     def _close_beyond_limits(self, account_id, session):
-        """A page just joined: close the oldest pages of its session, then of its account, beyond the limits."""
+        """A page just joined: close the oldest pages of its session, then of its account, beyond the limits.
+        Pages that show only the counts go first: a person with many tabs open keeps the inbox live."""
         group = self._subscribers.get(account_id, set())
         if session is not None:
-            same = sorted((s for s in group if s.session == session), key=lambda s: s.opened)
+            same = sorted((s for s in group if s.session == session), key=lambda s: (not s.counts_only, s.opened))
             for old in same[:max(0, len(same) - self.max_per_session)]:
                 old.close(CLOSE_REPLACED, "too many live pages for this session")
         ordered = sorted(group, key=lambda s: s.opened)

@@ -180,12 +180,20 @@ def stores_nothing(item):
     return not {"tmp_path", "tmp_path_factory"} & set(getattr(item, "fixturenames", ()))
 
 
+def browser_only(item):
+    """A Chromium test checks what a browser shows and does; the pages come from the same services on both
+    databases, and the in-process UI tests (FormClient) and the end-to-end API tests run on PostgreSQL too, so the
+    PostgreSQL half leaves these to the SQLite half unless marked postgres_too (docs/testing.md)."""
+    return "chromium" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("postgres_too")
+
+
 def pytest_collection_modifyitems(config, items):
     """sqlite_only tests are skipped on PostgreSQL, postgres_only ones on SQLite, each with its reason; on
-    PostgreSQL, so are the tests that store nothing (they ran in the SQLite half)."""
+    PostgreSQL, the tests that store nothing and the browser's are left out (they ran in the SQLite half)."""
     on_postgres = bool(os.environ.get("PARLEY_TEST_DATABASE_URL"))
     if on_postgres:
-        kept = [item for item in items if item.get_closest_marker("postgres_only") or not stores_nothing(item)]
+        kept = [item for item in items if item.get_closest_marker("postgres_only")
+                or not (stores_nothing(item) or browser_only(item))]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
     for item in items:

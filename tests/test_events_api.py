@@ -12,6 +12,7 @@ from services import event_stream, messaging
 from services.retention import RetentionWorker
 from storage import events
 from storage.db import fetch_all, reads
+from tests.waiting import until
 from tests.test_bot import configure, say, settings  # noqa: F401 (settings: fixture, private webhooks allowed)
 from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
                                   set_webhook, worker)
@@ -135,6 +136,30 @@ async def test_a_long_poll_answers_when_an_event_commits(services, api, account,
     message = await inbound(services, account["account_id"], "sid-1")
     r = await asyncio.wait_for(waiting, 10)
     assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
+
+
+async def test_long_polls_at_one_position_share_their_reads(services, api, account, monkeypatch, tmp_path):
+    """Issue 37's bench: 1,000 integrations long-polling one account each read the same page when a commit woke
+    them all; now waiters at one position share one read (and still each get the event)."""
+    key = account["api_key"]
+    services.long_polls.per_key = services.long_polls.per_account = 40
+    cursor = (await read(api, key)).json["nextCursor"]
+    reads_made = []
+    real_page = events.account_page
+
+    async def counted(*args, **kwargs):
+        reads_made.append(args[1])
+        return await real_page(*args, **kwargs)
+
+    monkeypatch.setattr(events, "account_page", counted)
+    waiting = [asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="message.created"))
+               for _ in range(40)]
+    await until(lambda: services.long_polls.waiting == 40)
+    before = len(reads_made)
+    message = await inbound(services, account["account_id"], "sid-shared")
+    for r in await asyncio.wait_for(asyncio.gather(*waiting), 10):
+        assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
+    assert len(reads_made) - before < 10  # 40 without sharing
 
 
 async def test_a_long_poll_wakes_for_an_event_another_process_commits(settings, services, api, account, tmp_path):

@@ -324,6 +324,7 @@ def test_browser_resumes_after_a_server_restart(page, tmp_path):
         assert page.locator("#messages li").count() == 2
 
 
+@pytest.mark.postgres_too  # the counts query and the restart on PostgreSQL too
 def test_browser_counts_are_pushed_and_a_restart_loses_no_message(page, tmp_path):
     """Issue 37: nothing in the UI polls. A page without live events (Settings) gets the navigation's counts
     pushed over its socket, asking the server nothing; the inbox and a thread, open while the server restarts,

@@ -382,6 +382,23 @@ async def test_a_session_and_an_account_keep_a_bounded_number_of_live_pages(serv
         page.close()
 
 
+async def test_pages_showing_only_the_counts_are_closed_before_a_live_inbox(services, http_server_client, signed_in):
+    """Issue 37: every page opens a socket for the navigation's counts; opening more of them than the session may
+    keep closes those first (oldest first), never the inbox page that shows events."""
+    services.hub.max_per_session = 2
+    mine, client = await signed_in("owner@live.example")
+    inbox_page = await Socket.open(http_server_client, client.cookies, 0)
+    await inbox_page.next()
+    settings_pages = [await Socket.open(http_server_client, client.cookies, "counts") for _ in range(2)]
+    for page in settings_pages:
+        await page.next()
+    assert await settings_pages[0].next() is None and settings_pages[0].connection.close_code == CLOSE_REPLACED
+    message = await inbound(services, mine["account_id"], "sid-1")
+    assert [e["data"]["messageId"] for e in await inbox_page.events(1)] == [message["id"]]
+    inbox_page.close()
+    settings_pages[1].close()
+
+
 async def test_websockets_never_take_the_connections_kept_for_the_api(app, services, http_server_client, signed_in):
     """Issue 18, item 2: a share of --max-connections is never the WebSockets'. At their limit (2 of a cap of
     4 here, held by two pages' streams) /ws answers 503 with Retry-After and the API still answers; once one

@@ -9,7 +9,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 import pytest
 
-from services import accounts
+from services import accounts, event_stream
 from tests.parley_process import ParleyProcess, ThreadedReceiver
 from tests.ui_helpers import PASSWORD, sign_in
 from tests.test_delivery import receiver  # noqa: F401 (a fixture)
@@ -193,6 +193,8 @@ async def test_notification_urls_form(signed_in, api, ui_account):
     page = await signed_in.get("/settings")
     assert 'value="http://127.0.0.1:9/t"' in page.text
     assert "subaccount.auto_recharge" not in page.text  # an agency-only event
+    for event_type in set(event_stream.TYPES) - {"subaccount.auto_recharge"}:  # every other type can be chosen
+        assert f'name="{event_type}"' in page.text, event_type
     r = await signed_in.post("/settings/notifications",
                              {"contact.created": "http://127.0.0.1:9/c", "contact.tagged": ""})
     assert r.code == 303

@@ -23,6 +23,7 @@ MODULES = [
     "bench.scenarios.scale_out",
     "bench.scenarios.reports",
     "bench.scenarios.report_tenants",
+    "bench.scenarios.event_stream",
     "bench.scenarios.bot_real_model",
     "bench.scenarios.search",
 ]

@@ -7,7 +7,7 @@ import statistics
 import threading
 import time
 
-from bench.scenarios.inbox import INBOUND, Probe, finish, open_pages, sign_in, summary
+from bench.scenarios.inbox import INBOUND, Probe, finish, open_pages, pages_allowed, sign_in, summary
 from tests.team_users import add_user_to_server
 
 NAME = "team_inbox"
@@ -61,8 +61,8 @@ def contact_of(parley, from_id):
 def run(ctx):
     data = ctx.fresh_data_dir("team_inbox")
     # The 50 pages share one session cookie (bench/ws_clients.py) where 50 agents would have 50: a session may
-    # keep them all live, as the account may (its default bound is 50).
-    parley = ctx.start_parley(data, "--live-sockets-per-session", str(PAGES))
+    # keep them all live, as the account may.
+    parley = ctx.start_parley(data, *pages_allowed(PAGES))
     try:
         cookie = sign_in(parley)
         users = [add_user_to_server(parley, parley.first_run["api_key"], f"agent{n}@bench.example",

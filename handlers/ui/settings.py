@@ -6,12 +6,12 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, regions, users, webhook_ping
+from services import accounts, event_stream, regions, users, webhook_ping
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
-NOTIFICATION_EVENTS = ("contact.created", "contact.updated", "contact.tagged", "conversation.handoff",
-                       "message.failed")
+# Every event type of the stream can be subscribed (issue 37); an agency's own only on an agency's page.
 AGENCY_NOTIFICATION_EVENTS = ("subaccount.auto_recharge",)
+NOTIFICATION_EVENTS = tuple(t for t in event_stream.TYPES if t not in AGENCY_NOTIFICATION_EVENTS)
 OVERLAP_HOURS = int(accounts.SECRET_OVERLAP.total_seconds() // 3600)
 # Password changes per user: each checks the current password, so they are limited like sign-ins.
 PASSWORD_CHANGES_PER_MINUTE = 10

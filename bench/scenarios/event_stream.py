@@ -1,0 +1,114 @@
+"""One event stream under its load (issue 37): 1,000 integrations long-polling GET /v1/events (each its own
+HTTPS connection, bench/long_poll_clients.py) and 500 live inbox pages (bench/ws_clients.py) on one process, while
+inbound messages arrive at 20 per second. Reports the delay from the API's 200 to each waiter and each page
+receiving the message, and the server's memory per waiting long-poll (RSS with the long-polls waiting minus RSS
+before they were opened, the pages already open, divided by their number)."""
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.scenarios.inbox import PROBES_PER_SECOND as INBOUND_PER_SECOND
+from bench.scenarios.inbox import Probe, finish, open_pages, pages_allowed, probe_delays, sign_in, summary
+
+NAME = "event_stream"
+TITLE = "Event stream: 1,000 long-polls and 500 live pages, inbound at 20 messages/s"
+LONG_POLLS = 1000
+PAGES = 500
+CLIENTS = Path(__file__).resolve().parent.parent / "long_poll_clients.py"
+
+
+def newest_cursor(parley):
+    """Where a new integration starts: the nextCursor after paging through what is there."""
+    cursor = None
+    with parley.client() as client:
+        while True:
+            params = {"limit": 500, **({"after": cursor} if cursor else {})}
+            page = client.get("/v1/events", params=params, headers={"x-api-key": parley.first_run["api_key"]}).json()
+            cursor = page["nextCursor"] or cursor
+            if not page["data"]:
+                return cursor
+
+
+def open_long_polls(parley, after, watch, count=LONG_POLLS):
+    clients = subprocess.Popen([sys.executable, str(CLIENTS), parley.base, parley.cert, parley.first_run["api_key"],
+                                str(count), after, watch], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = clients.stdout.readline()
+    if '"ready"' not in line:
+        clients.kill()
+        raise RuntimeError(f"the long-poll clients did not start: {line!r}")
+    return clients
+
+
+def run(ctx):
+    data = ctx.fresh_data_dir("event_stream")
+    # Room for the load: the long-polls' share (0.25) and the live sockets' share (0.5) of --max-connections.
+    parley = ctx.start_parley(data, "--max-connections", "6000", *pages_allowed(PAGES),
+                              "--events-long-polls-per-key", str(LONG_POLLS),
+                              "--events-long-polls-per-account", str(LONG_POLLS))
+    try:
+        cookie = sign_in(parley)
+        watch = Probe(parley, "setup").contact_id()
+        after = newest_cursor(parley)
+        ctx.log(f"  {PAGES} live pages")
+        pages = open_pages(parley, cookie, watch, PAGES)
+        ctx.wait_for_quiet()
+        before = ctx.proc_status(parley.proc.pid)["processes"][0]["rss_mb"]
+        ctx.log(f"  {LONG_POLLS} long-polls")
+        polls = open_long_polls(parley, after, watch)
+        ctx.wait_for_quiet()
+        waiting = ctx.proc_status(parley.proc.pid)["processes"][0]["rss_mb"]
+        ctx.log(f"  inbound at {INBOUND_PER_SECOND}/s for {ctx.args.duration * 2} s")
+        probe = Probe(parley, f"stream-{time.time_ns()}")
+        cpu_before = {name: ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) for name, process in
+                      (("server", parley.proc), ("long_poll_clients", polls), ("page_clients", pages))}
+        started = time.monotonic()
+        probe.thread.start()
+        time.sleep(ctx.args.duration * 2)
+        probe.stopping.set()
+        probe.thread.join(30)
+        # Who had the CPU: on 2 cores the clients' processes compete with the server they load.
+        cores = {name: round((ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) - cpu_before[name])
+                             / (time.monotonic() - started), 2)
+                 for name, process in (("server", parley.proc), ("long_poll_clients", polls), ("page_clients", pages))}
+        last = max(probe.answered, key=probe.answered.get)
+        polled = finish(polls, last)
+        paged = finish(pages, last)
+        server = ctx.proc_status(parley.proc.pid)
+    finally:
+        parley.stop()
+    poll_delays, poll_missing = probe_delays(probe, polled, LONG_POLLS)
+    page_delays, page_missing = probe_delays(probe, paged, PAGES)
+    return {"long_polls": LONG_POLLS, "pages": PAGES, "probes": len(probe.answered),
+            "rss_before_mb": before, "rss_waiting_mb": waiting,
+            "kb_per_long_poll": round((waiting - before) * 1024 / LONG_POLLS, 1),
+            "long_poll_delay_ms": summary(poll_delays), "long_poll_missing": poll_missing,
+            "long_poll_answers": polled["answers"], "long_poll_errors": polled["errors"],
+            "page_delay_ms": summary(page_delays), "page_missing": page_missing,
+            "page_drops": paged["drops"], "cores": cores, "server_after": server}
+
+
+def render(r):
+    lp, pg = r["long_poll_delay_ms"], r["page_delay_ms"]
+    return [
+        "| Delay, API's 200 → the event (ms) | p50 | p99 | max | missing |",
+        "|---|---:|---:|---:|---:|",
+        f"| each of {r['long_polls']:,} long-polls | {lp['p50']} | {lp['p99']} | {lp['max']} | {r['long_poll_missing']} |",
+        f"| each of {r['pages']} live pages | {pg['p50']} | {pg['p99']} | {pg['max']} | {r['page_missing']} |",
+        "",
+        f"{r['probes']} inbound messages at 20/s; the long-polls were answered {r['long_poll_answers']:,} times "
+        f"({r['long_poll_errors']} errors). Server RSS {r['rss_before_mb']} MB with the pages open, "
+        f"{r['rss_waiting_mb']} MB with the long-polls waiting too: {r['kb_per_long_poll']} KB per waiting long-poll. "
+        f"Cores used while inbound ran: {', '.join(f'{k} {v}' for k, v in r['cores'].items())}.",
+    ]
+
+
+def goals(r):
+    from bench.report import goal
+    lp = r["long_poll_delay_ms"]["p99"]
+    return [
+        goal("event stream: p99 delay API 200 -> each of 1,000 long-polls (500 pages open, 20 messages/s)", lp, 1000,
+             lp is not None and lp <= 1000 and r["long_poll_missing"] == 0),
+        goal("event stream: server memory per waiting long-poll (KB)", r["kb_per_long_poll"], 20,
+             r["kb_per_long_poll"] <= 20),
+    ]

@@ -15,7 +15,7 @@ def routes():
     from handlers import account, audit, bot, business_hours, users
     from handlers import campaigns
     from handlers import canned_replies, contacts, conversations, lists, notes
-    from handlers import custom_channel, events, messages
+    from handlers import custom_channel, events, messages, search
     from handlers import subaccounts
     from handlers import health, live, openapi, reports, widget
     from common import one_time_link_kinds
@@ -71,6 +71,7 @@ def routes():
         (r"/v1/campaigns/([^/]+)/recipients\.csv", campaigns.RecipientsCsvHandler),
         (r"/v1/bot/test", bot.BotTestHandler),
         (r"/v1/audit", audit.AuditHandler),
+        (r"/v1/search", search.SearchHandler),
         (r"/v1/users", users.UsersHandler),
         (r"/v1/users/([^/]+)", users.UserHandler),
         (r"/v1/canned-replies", canned_replies.CannedRepliesHandler),
@@ -138,6 +139,7 @@ def routes():
         (r"/bot/test", ui_bot.BotTryHandler),
         (r"/inbox", inbox.InboxHandler),
         (r"/inbox/conversations", inbox.ConversationListHandler),
+        (r"/inbox/search", inbox.SearchHandler),
         (r"/inbox/bulk", ui_conversation_status.BulkHandler),
         (r"/inbox/(ct_[0-9a-z]+)", inbox.ThreadHandler),
         (r"/inbox/(ct_[0-9a-z]+)/messages", inbox.ThreadMessagesHandler),

@@ -113,3 +113,8 @@ POSTGRESQL = PostgresDialect()
 def dialect_of(cx):
     """The dialect of a connection (a plain sqlite3 connection is SQLite's)."""
     return getattr(cx, "dialect", SQLITE)
+
+
+def escape_like(text):
+    """text as a LIKE pattern that matches it literally (with ESCAPE '\\'), on either database."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -13,6 +13,7 @@ from common.ids import new_id
 from storage import campaigns, report_fold
 from storage.audit import record_by
 from storage.db import reads, writes
+from storage.dialect import escape_like
 from storage.events import CONVERSATION_ERASED, ERASED_EVENT, emit_in_tx
 
 _CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
@@ -34,15 +35,11 @@ def _like_any(column, patterns):
     return "(" + " OR ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in patterns) + ")", list(patterns)
 
 
-def _escape_like(text):
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def like_pattern(text, key=""):
     """A LIKE pattern matching text as a JSON string value ("...") anywhere in a column; with key, only as the
     value of that key in compact JSON ("key":"...")."""
     prefix = f'"{key}":' if key else ""
-    return f'%{prefix}"{_escape_like(text)}"%'
+    return f'%{prefix}"{escape_like(text)}"%'
 
 
 def _delivery_attempts(cx, t):

@@ -240,6 +240,8 @@ SEMANTIC_VALIDATION = {
     "GET /v1/campaigns": "cursor is opaque: only a nextCursor the server issued is valid",
     "GET /v1/campaigns/{campaignId}/recipients": "cursor is opaque: only a nextCursor the server issued is valid",
     "GET /v1/audit": "cursor is opaque: only a nextCursor the server issued is valid",
+    "GET /v1/search": "cursor is opaque: only a nextCursor the server issued is valid, and q needs a word of 2+ "
+                      "characters",
     "POST /v1/users": "emails are checked by email-validator, and one taken by any user or account is 409",
     "PATCH /v1/users/{userId}": "emails are checked by email-validator, and one taken by any user or account is 409",
     "POST /v1/campaigns": "a {{name}} in body other than the four placeholders is refused, and the body needs "

@@ -27,6 +27,7 @@ MODULES = [
     "bench.scenarios.report_tenants",
     "bench.scenarios.event_stream",
     "bench.scenarios.bot_real_model",
+    "bench.scenarios.search",
 ]
 
 

@@ -5,7 +5,8 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler
 from handlers.ui.conversation_status import state_context
-from services import campaigns, conversation_status, inbox
+from common.errors import Invalid
+from services import campaigns, conversation_status, inbox, search
 
 
 class InboxPage(UiHandler):
@@ -39,6 +40,22 @@ class ConversationListHandler(InboxPage):
     @authenticated
     async def get(self):
         self.render("_conversations.html", page=await self.conversations())
+
+
+class SearchHandler(UiHandler):
+    """GET /inbox/search?q=&cursor=: messages whose text matches, newest first, each linking to its thread."""
+    role = "agent"
+
+    @authenticated
+    async def get(self):
+        query, results, error = self.get_query_argument("q", ""), None, None
+        try:
+            if query.strip():  # an empty box is the page before a search, not an error
+                results = await search.search_for_page(self.services.db, self.account_id, query,
+                                                       cursor=self.get_query_argument("cursor", None))
+        except Invalid as invalid:
+            error = invalid
+        self.render("search.html", query=query, results=results, error=error)
 
 
 class ThreadHandler(UiHandler):

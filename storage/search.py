@@ -1,0 +1,81 @@
+"""SQL for searching message text (GET /v1/search, migration 0600): newest first, the account's messages only.
+
+A query is (terms, digits): every term (2+ characters) must occur in the body, case-insensitively, as a substring
+(so a prefix or a word inside a longer one matches); digits (a query that is a phone number in any spelling) must
+occur in the body with the separators ' ()+-./' taken out. SQLite: the trigram FTS5 index answers terms of 3+
+characters and digits; a 2-character term is LIKE over the rows the index gave, or over the account's messages
+when the query has nothing longer. PostgreSQL: ILIKE, which the pg_trgm indexes serve.
+
+A page's position is where the next one starts: SQLite's rowid (the index's order: the order messages were
+stored in), PostgreSQL's message id (time-ordered)."""
+from storage.db import fetch_all, reads
+from storage.dialect import dialect_of, escape_like
+
+SEPARATORS = " ()+-./"  # taken out of a body for the digits index (0600_message_search: the same characters)
+
+
+def _fts_phrase(text):
+    return '"' + text.replace('"', '""') + '"'
+
+
+@reads
+def search_messages(cx, account_id, terms, digits, before, limit):
+    """Up to ``limit`` of the account's messages matching (terms, digits), newest first, from before the
+    position ``before`` (None: from the newest). Rows: id, contact_id, body, created_at, position (text).
+    ValueError for a position this database never gives."""
+    if dialect_of(cx).name == "postgresql":
+        return _search_postgres(cx, account_id, terms, digits, before, limit)
+    return _search_sqlite(cx, account_id, terms, digits, before, limit)
+
+
+def _search_sqlite(cx, account_id, terms, digits, before, limit):
+    if before is not None and not (before.isascii() and before.isdigit() and len(before) < 19):
+        raise ValueError("position")
+    indexed = [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
+    if digits:
+        indexed.append(f"digits : {_fts_phrase(digits)}")
+    short = [t for t in terms if len(t) < 3]
+    where, args = ["m.account_id = ?"], [account_id]
+    for term in short:
+        where.append("m.body LIKE ? ESCAPE '\\'")
+        args.append(f"%{escape_like(term)}%")
+    if indexed:
+        # FTS5 walks its matches by rowid, newest first, and stops at the limit: a common word costs no more
+        # than a rare one.
+        select = ("SELECT m.id, m.contact_id, m.body, m.created_at, s.rowid AS position FROM message_search s"
+                  " JOIN messages m ON m.rowid = s.rowid WHERE message_search MATCH ?")
+        args.insert(0, " AND ".join(indexed))
+        order = "s.rowid"
+    else:
+        # Only 2-character terms: no trigram to look up. The table newest first, stopping at the page (a common
+        # pair costs little, a rare one a walk over the whole table); "+" keeps the planner from reading the
+        # account's every message by its index and sorting them first.
+        select = "SELECT m.id, m.contact_id, m.body, m.created_at, m.rowid AS position FROM messages m WHERE 1 = 1"
+        where[0] = "+m.account_id = ?"
+        order = "m.rowid"
+    if before is not None:
+        where.append(f"{order} < ?")
+        args.append(int(before))
+    rows = fetch_all(cx, f"{select} AND {' AND '.join(where)} ORDER BY {order} DESC LIMIT ?", (*args, limit))
+    for row in rows:
+        row["position"] = str(row["position"])
+    return rows
+
+
+def _search_postgres(cx, account_id, terms, digits, before, limit):
+    if before is not None and not (before.startswith("msg_") and before[4:].isascii() and before[4:].isalnum()):
+        raise ValueError("position")
+    where, args = ["m.account_id = ?"], [account_id]
+    for term in terms:
+        where.append("m.body ILIKE ? ESCAPE '\\'")
+        args.append(f"%{escape_like(term)}%")
+    if digits:
+        # The expression and the predicate of the partial index messages_digits_trgm.
+        where.append(f"m.body ~ '[0-9]' AND translate(m.body, '{SEPARATORS}', '') LIKE ?")
+        args.append(f"%{digits}%")
+    if before is not None:
+        where.append("m.id < ?")
+        args.append(before)
+    rows = fetch_all(cx, "SELECT m.id, m.contact_id, m.body, m.created_at, m.id AS position FROM messages m"
+                         f" WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT ?", (*args, limit))
+    return rows

@@ -1,0 +1,164 @@
+"""Search over message text (issue 41, GET /v1/search and the inbox's "Search messages"): words, prefixes, phone
+numbers in any spelling, scripts without spaces, newest first by cursor, validation, tenancy; the index kept in the
+writing transaction on every path (inbound, replies, a campaign's batch insert) and emptied by erasure; the
+migration's backfill of messages stored before it."""
+import html
+import re
+from urllib.parse import quote
+
+from common.ids import new_id, now_iso
+from services import accounts, messaging, search
+from storage import db as dbmod
+from storage.db import reads, writes
+from storage.dialect import dialect_of
+from storage.messages import insert_messages_in_tx
+from tests.test_inbox import inbound
+
+SEARCH = "/v1/search"
+
+
+async def find(api, key, q, **params):
+    query = "q=" + quote(q) + "".join(f"&{k}={v}" for k, v in params.items())
+    r = await api.get(f"{SEARCH}?{query}", key=key)
+    assert r.code == 200, r.body
+    return r.json
+
+
+async def ids(api, key, q):
+    return [hit["messageId"] for hit in (await find(api, key, q))["data"]]
+
+
+@writes
+def _campaign_batch(cx, account_id, contact_id, bodies):
+    """Two outbound messages in one executemany, as a campaign's batch writes them."""
+    return [m["id"] for m in insert_messages_in_tx(cx, [
+        {"id": new_id("msg"), "account_id": account_id, "contact_id": contact_id, "direction": "outbound",
+         "status": "Pending", "body": body, "author": "campaign", "created_at": now_iso()} for body in bodies])]
+
+
+async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, services, account, other_account):
+    key, account_id = account["api_key"], account["account_id"]
+    refund = await inbound(services, account_id, body="Hello, I would like a REFUND for order 1234 please")
+    phone = await inbound(services, account_id, from_id="+14155550100",
+                          body="Call me back on +1 (415) 555-0199 after five")
+    japanese = await inbound(services, account_id, from_id="+14155550101", body="東京駅で待っています")
+    thai = await inbound(services, account_id, from_id="+14155550102", body="สวัสดีครับ ขอบคุณมาก")
+    await accounts.update_settings(services.db, account_id, {"customChannelWebhookUrl": "https://hooks.example.com/p"})
+    reply = (await messaging.send_reply(services, account_id, refund["contact_id"],
+                                        "Your refund of order 1234 is on its way", author="api"))["messageId"]
+    batch = await _campaign_batch(services.db, account_id, phone["contact_id"],
+                                  ["Spring sale: refundable deposits", "Nothing to see"])
+    theirs = await inbound(services, other_account["account_id"], body="another account's refund, call 4155550199")
+
+    replies = await ids(api, key, "refund")
+    assert replies == [batch[0], reply, refund["id"]]  # newest first: inbound, a reply, a campaign's batch
+    assert await ids(api, key, "refu") == replies  # a prefix
+    assert await ids(api, key, "REFUND order") == [reply, refund["id"]]  # every word, any case
+    for spelling in ("4155550199", "415-555-0199", "(415) 555 0199", "415.555.0199"):
+        assert await ids(api, key, spelling) == [phone["id"]], spelling
+    assert await ids(api, key, "東京") == [japanese["id"]]  # two characters of a script without spaces
+    assert await ids(api, key, "駅で待") == [japanese["id"]]
+    assert await ids(api, key, "ขอบคุณ") == [thai["id"]]
+    assert await ids(api, key, "1234") == [reply, refund["id"]]
+    assert await ids(api, key, "nowhere") == []
+    hit = (await find(api, key, "555-0199"))["data"][0]
+    assert hit == {"messageId": phone["id"], "contactId": phone["contact_id"],
+                   "snippet": "Call me back on +1 (415) 555-0199 after five", "createdAt": phone["created_at"]}
+    # Tenancy: another account's key finds only its own message, this one's none of its.
+    assert await ids(api, other_account["api_key"], "refund") == [theirs["id"]]
+    assert await ids(api, other_account["api_key"], "東京") == []
+    assert theirs["id"] not in await ids(api, key, "4155550199")
+
+    # Pages by cursor: every match once, newest first; with a 2-character query as with an indexed one.
+    for q in ("refund", "re"):
+        everything = await ids(api, key, q)
+        seen, cursor = [], None
+        while True:
+            page = await find(api, key, q, limit=1, **({"cursor": cursor} if cursor else {}))
+            seen += [h["messageId"] for h in page["data"]]
+            cursor = page["nextCursor"]
+            if cursor is None:
+                break
+        assert seen == everything and len(seen) >= 3, q
+
+
+async def test_bad_input_is_400_naming_the_field(api, account):
+    key = account["api_key"]
+    for query, field in [("", "q"), ("q=", "q"), ("q=%20%20", "q"), ("q=a", "q"), ("q=a%20b", "q"),
+                         ("q=" + "x" * 201, "q"), ("q=ab%00", "q"), ("q=ok&limit=0", "limit"), ("q=ok&limit=201", "limit"),
+                         ("q=ok&limit=ten", "limit"), ("q=ok&cursor=nonsense", "cursor"),
+                         ("q=ok&cursor=azE6eA", "cursor")]:  # "k1:x": well formed, not a position
+        r = await api.get(f"{SEARCH}?{query}", key=key)
+        assert r.code == 400, (query, r.body)
+        assert r.json["error"]["code"] == "VALIDATION_ERROR" and field in r.json["error"]["message"], (query, r.json)
+
+
+@reads
+def _indexed(cx, word):
+    """The index's own entries for a word, whatever message they belong to (SQLite; PostgreSQL's indexes are
+    the messages' own)."""
+    if dialect_of(cx).name == "postgresql":
+        return cx.execute("SELECT COUNT(*) FROM messages WHERE body ILIKE ?", (f"%{word}%",)).fetchone()[0]
+    return cx.execute("SELECT COUNT(*) FROM message_search WHERE message_search MATCH ?",
+                      (f'"{word}"',)).fetchone()[0]
+
+
+async def test_erasure_removes_the_person_from_the_index(api, services, account):
+    key, account_id = account["api_key"], account["account_id"]
+    gone = await inbound(services, account_id, from_id="+14155550111", body="my secret zanzibar plan, 415 555 0123")
+    kept = await inbound(services, account_id, from_id="+14155550112", body="zanzibar trip")
+    assert len(await ids(api, key, "zanzibar")) == 2
+    r = await api.delete(f"/v1/contacts/{gone['contact_id']}", key=key)
+    assert r.code == 200, r.body
+    assert await ids(api, key, "zanzibar") == [kept["id"]]
+    assert await ids(api, key, "4155550123") == []
+    assert await _indexed(services.db, "secret") == 0 and await _indexed(services.db, "zanzibar") == 1
+
+
+async def test_the_migration_indexes_messages_stored_before_it(services, account, api):
+    """A database from before migration 0600: its messages are found once it runs."""
+    old = await inbound(services, account["account_id"], body="stored before search existed: kilimanjaro")
+    on_postgres = services.settings.uses_postgres
+    cx = services.db.connect_sync() if on_postgres else dbmod.connect_sync(services.settings.db_path)
+    try:
+        if on_postgres:
+            cx.execute("DROP INDEX messages_body_trgm")
+            cx.execute("DROP INDEX messages_digits_trgm")
+        else:
+            for trigger in ("message_search_insert", "message_search_delete"):
+                cx.execute(f"DROP TRIGGER {trigger}")
+            cx.execute("DROP TABLE message_search")
+        cx.execute("DELETE FROM schema_migrations WHERE version = 600")
+        cx.commit()
+        dbmod.migrate(cx)
+    finally:
+        cx.close()
+    assert await ids(api, account["api_key"], "kilimanjaro") == [old["id"]]
+
+
+def test_a_query_means_its_words_or_a_phone_number():
+    assert search.parse_query("  Refund  order refund x ") == (["Refund", "order", "refund"], None)
+    assert search.parse_query("+1 (415) 555-0199") == ([], "14155550199")
+    assert search.parse_query("12") == (["12"], None)  # too short to be a number: a word
+    body = "Please call +1 (415) 555-0199 today"
+    assert search.match_span(body, [], "4155550199") == (16, 29)
+    assert search.highlighted("a Refund, refund!", ["refund"], None) == [
+        ("a ", False), ("Refund", True), (", ", False), ("refund", True), ("!", False)]
+    long = "x" * 300 + " needle " + "y" * 300
+    cut = search.snippet(long, ["needle"], None)
+    assert cut.startswith("…") and cut.endswith("…") and "needle" in cut and len(cut) < 200
+
+
+async def test_the_inbox_search_box_links_to_the_thread_and_escapes(services, signed_in, ui_account):
+    account_id = ui_account["account_id"]
+    message = await inbound(services, account_id, body="<script>alert(1)</script> about the invoice please")
+    inbox = await signed_in.get("/inbox")
+    assert 'action="/inbox/search"' in inbox.text and "Search messages" in inbox.text
+    page = await signed_in.get("/inbox/search?q=invoice")
+    assert page.code == 200
+    assert f'href="/inbox/{message["contact_id"]}#m-{message["id"]}"' in page.text
+    assert "<mark>invoice</mark>" in page.text and "<script>alert" not in page.text
+    assert html.escape("<script>alert(1)</script>", quote=False) in page.text.replace("&#34;", '"')
+    bad = await signed_in.get("/inbox/search?q=x")
+    assert bad.code == 200 and re.search(r'role="alert">q needs a word', bad.text)
+    assert "No message matches" in (await signed_in.get("/inbox/search?q=nothinglikeit")).text

@@ -81,7 +81,7 @@ async def search_messages(db, account_id, q, *, limit=None, cursor=None):
     try:
         rows = await store.search_messages(db, account_id, terms, digits, before, limit + 1)
     except ValueError:  # a position this database never gives
-        raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged", field="cursor")
+        raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged", field="cursor") from None
     more = len(rows) > limit
     rows = rows[:limit]
     return {"data": [{"messageId": r["id"], "contactId": r["contact_id"], "snippet": snippet(r["body"], terms, digits),

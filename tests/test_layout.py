@@ -46,7 +46,7 @@ STILL_IMPORTING_TEST_MODULES = {
     "test_credits_ui", "test_day2_access_ui", "test_delivery_bridges", "test_delivery_claims", "test_events_api", "test_handoff", "test_inbox",
     "test_inbox_views", "test_invariants", "test_live", "test_live_commit_order", "test_messages_api",
     "test_notes", "test_notes_e2e", "test_one_time_links", "test_postgres_faults", "test_presence", "test_roles",
-    "test_scale_out_e2e", "test_subaccount_price", "test_subaccounts", "test_team_inbox_e2e", "test_thread_bot_state",
+    "test_scale_out_e2e", "test_sla", "test_subaccount_price", "test_subaccounts", "test_team_inbox_e2e", "test_thread_bot_state",
     "test_ui", "test_ui_edges_e2e", "test_users", "test_users_ui", "test_webhook_ping",
 }
 

@@ -12,7 +12,7 @@ from storage import db as dbmod
 from storage.db import reads, writes
 from storage.dialect import dialect_of
 from storage.messages import insert_messages_in_tx
-from tests.test_inbox import inbound
+from tests.inbound_helpers import inbound
 
 SEARCH = "/v1/search"
 

@@ -16,19 +16,10 @@ from tests.team_users import add_user
 from tests.test_bot import configure, say as bot_say
 from tests.test_delivery import receiver, settings, workers  # noqa: F401 (fixtures)
 from tests.test_delivery_bridges import events_of
+from tests.waiting import Clock
 
 HOURS_URL = "/v1/account/business-hours"
 WEEKDAYS = {day: [["09:00", "17:00"]] for day in ("mon", "tue", "wed", "thu", "fri")}
-
-
-class Clock:
-    """The services' clock: a test sets .now."""
-
-    def __init__(self, now):
-        self.now = now
-
-    def __call__(self):
-        return self.now
 
 
 def utc(text):

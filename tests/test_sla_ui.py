@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from services import accounts, live, sla
 from storage.db import reads
-from tests.test_inbox import inbound
-from tests.test_sla import Clock
+from tests.inbound_helpers import inbound
+from tests.waiting import Clock
 
 WEEKDAYS = {day: "09:00-12:30, 13:30-17:00" for day in ("mon", "tue", "wed", "thu", "fri")}
 

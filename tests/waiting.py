@@ -21,3 +21,13 @@ def until_sync(condition, seconds=10):
             return False
         time.sleep(0.02)
     return True
+
+
+class Clock:
+    """A clock a test moves (services.clock: business hours and the SLA read it): set .now."""
+
+    def __init__(self, now):
+        self.now = now
+
+    def __call__(self):
+        return self.now

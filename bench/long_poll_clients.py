@@ -15,6 +15,7 @@ import sys
 import time
 
 import httpx
+from ws_clients import serve_until_last_arrives  # run as a script: bench/ is on sys.path
 
 
 class Loop:
@@ -66,15 +67,7 @@ async def main(base, cert, key, count, after, watch):
         tasks.append(asyncio.ensure_future(loop.run(client)))
         await asyncio.sleep(0.002)
     await asyncio.wait_for(asyncio.gather(*(loop.sent.wait() for loop in loops)), 120)
-    print(json.dumps({"ready": count}), flush=True)
-    last = (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)).strip()
-    deadline = time.monotonic() + 60
-    while last and len(pool.arrivals.get(last, ())) < count and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    pool.stopping = True
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await serve_until_last_arrives(pool, count, tasks)
     print(json.dumps({"loops": count, "answers": sum(loop.answers for loop in loops),
                       "events": sum(loop.events for loop in loops), "errors": sum(loop.errors for loop in loops),
                       "arrivals": pool.arrivals}), flush=True)

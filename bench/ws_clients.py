@@ -89,6 +89,21 @@ class Pool:
         return int(re.search(rb'data-live-after="(\d+)"', response.body).group(1))
 
 
+async def serve_until_last_arrives(pool, count, tasks):
+    """The clients' side of their scenario's protocol (this file's and bench/long_poll_clients.py's): say ready,
+    then read the last probe's message id (the scenario writes it and closes stdin) and wait, up to a minute,
+    until every one of count clients has it, so that a late event is counted late, not missing; then stop them."""
+    print(json.dumps({"ready": count}), flush=True)
+    last = (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)).strip()
+    deadline = time.monotonic() + 60
+    while last and len(pool.arrivals.get(last, ())) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    pool.stopping = True
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def main(base, cert, cookie, count, watch):
     pool = Pool(base, cert, cookie, watch)
     pages = [Page(pool, i) for i in range(count)]
@@ -97,16 +112,7 @@ async def main(base, cert, cookie, count, watch):
         tasks.append(asyncio.ensure_future(page.run()))
         await asyncio.sleep(0.002)
     await asyncio.wait_for(asyncio.gather(*(p.ready.wait() for p in pages)), 120)
-    print(json.dumps({"ready": count}), flush=True)
-    # The scenario writes the last probe's message id and closes stdin: wait (up to a minute) until every
-    # page has it, so that a late event is counted late, not missing.
-    last = (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)).strip()
-    deadline = time.monotonic() + 60
-    while last and len(pool.arrivals.get(last, ())) < count and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    pool.stopping = True
-    for task in tasks:
-        task.cancel()
+    await serve_until_last_arrives(pool, count, tasks)
     print(json.dumps({"pages": count, "frames": sum(p.frames for p in pages), "events": sum(p.events for p in pages),
                       "reloads": sum(p.reloads for p in pages), "drops": sum(p.drops for p in pages),
                       "arrivals": pool.arrivals}), flush=True)

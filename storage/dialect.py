@@ -34,6 +34,8 @@ class SqliteDialect:
         """The JSON text document with its top-level key set to value (an SQL text expression, or NULL)."""
         return f"json_set({document}, '$.{key}', {value})"
 
+    # A read transaction whose statements all see one snapshot: SQLite's deferred BEGIN already does.
+    begin_snapshot = "BEGIN"
     # The physical row id of a table without an integer key (batched deletes by age).
     row_id = "rowid"
     # Rows claimed by one of several processes (the outbox): SQLite has one writer, nothing to skip.
@@ -84,6 +86,8 @@ class PostgresDialect:
         value = "NULL::text" if value == "NULL" else value
         return f"(jsonb_set_lax(({document})::jsonb, '{{{key}}}', to_jsonb({value})))::text"
 
+    # READ COMMITTED (the default) takes a new snapshot per statement: a commit between two reads shows.
+    begin_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     row_id = "ctid"
     # A row another transaction is claiming is left to it rather than waited for.
     skip_locked = " FOR UPDATE SKIP LOCKED"

@@ -60,8 +60,9 @@ def run(ctx):
         waiting = ctx.proc_status(parley.proc.pid)["processes"][0]["rss_mb"]
         ctx.log(f"  inbound at {INBOUND_PER_SECOND}/s for {ctx.args.duration * 2} s")
         probe = Probe(parley, f"stream-{time.time_ns()}")
-        cpu_before = {name: ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) for name, process in
-                      (("server", parley.proc), ("long_poll_clients", polls), ("page_clients", pages))}
+        processes = {"server": parley.proc, "long_poll_clients": polls, "page_clients": pages}
+        cpu_before = {name: ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid))
+                      for name, process in processes.items()}
         started = time.monotonic()
         probe.thread.start()
         time.sleep(ctx.args.duration * 2)
@@ -70,7 +71,7 @@ def run(ctx):
         # Who had the CPU: on 2 cores the clients' processes compete with the server they load.
         cores = {name: round((ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) - cpu_before[name])
                              / (time.monotonic() - started), 2)
-                 for name, process in (("server", parley.proc), ("long_poll_clients", polls), ("page_clients", pages))}
+                 for name, process in processes.items()}
         last = max(probe.answered, key=probe.answered.get)
         polled = finish(polls, last)
         paged = finish(pages, last)

@@ -43,7 +43,7 @@ class VisitorSent(BaseModel):
 
 class VisitorIdentify(Strict):
     id: Identifier = Field(max_length=widget.MAX_IDENTITY)
-    hash: str = Field(max_length=200, description="Hex HMAC-SHA256(identity secret, id), made by your server.")
+    hash: Identifier = Field(max_length=200, description="Hex HMAC-SHA256(identity secret, id), made by your server.")
     email: Optional[Identifier] = Field(None, max_length=widget.MAX_IDENTITY)
     name: Optional[Identifier] = Field(None, max_length=widget.MAX_IDENTITY)
 

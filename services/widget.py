@@ -121,8 +121,8 @@ async def describe(db, base_url, account_id):
 async def new_identity_secret(db, box, account_id, by=None):
     """POST /v1/account/widget/identity-secret: a new secret, shown in this answer only (stored encrypted); the
     previous one stops verifying at once."""
-    widget = await ensure(db, account_id)
-    stored = await store.set_identity_secret(db, account_id, widget["id"], box.encrypt(secrets.token_hex(32)),
+    # One write (it makes the widget's row when there is none): an Idempotency-Key covers a request's first write.
+    stored = await store.set_identity_secret(db, account_id, new_id("wid"), box.encrypt(secrets.token_hex(32)),
                                              now_iso(), by=by)
     return {"identitySecret": box.decrypt(stored["secret"])}
 

@@ -152,7 +152,9 @@ class Api:
             data = ""
         response = await self.client.fetch(path, method=method, body=data, headers=headers,
                                            raise_error=False, allow_nonstandard_methods=True)
-        response.json = json.loads(response.body) if response.body else None
+        # A CSV export's answer is no JSON.
+        is_json = "json" in response.headers.get("Content-Type", "application/json")
+        response.json = json.loads(response.body) if response.body and is_json else None
         return response
 
     async def get(self, path, **kw):

@@ -20,8 +20,9 @@ from tests import db_direct
 
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
-FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description"}
+FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description", "outsideHoursMessage"}
 LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
+DUPLICATE, WIDGET = "{duplicate}", "{widget}"  # a second contact of the same person; the account's chat widget
 CONVERSATION, CANNED = "{conversation}", "{canned}"
 DRAFT, DRAFT_TO_START = "{draft}", "{draft to start}"  # campaigns made as drafts (issue 43 §7)
 
@@ -35,7 +36,10 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
                 "rules": [{"keywords": ["price"], "answer": "10 EUR\na month"}],
                 "provider": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m", "apiKey": "sk-test",
                              "systemPrompt": "Be brief.\nBe kind."},
-                "campaigns": {"spring": {"greeting": "Spring!"}}}},
+                "campaigns": {"spring": {"greeting": "Spring!"}}},
+        "widget": {"enabled": True, "allowedOrigins": ["https://shop.example"], "title": "Chat",
+                   "greeting": "Hi!\nHow can we help?", "color": "#2563eb"},
+        "assignment": {"mode": "balanced", "awayAfterMinutes": 30}},
     ("POST", "/v1/contacts"): {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671",
                                "email": "ada@example.com"},
     ("POST", "/v1/lists"): {"name": "Leads"},
@@ -69,6 +73,16 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("POST", "/v1/campaigns/{campaignId}/start"): {"startAt": "2030-01-01T00:00:00Z"},
     ("POST", "/v1/campaigns/{campaignId}/preview"): {"contactId": CONTACT},
     ("POST", "/v1/campaigns/{campaignId}/test"): {"contactId": CONTACT},
+    ("PUT", "/v1/account/business-hours"): {
+        "timezone": "Europe/Berlin", "weekly": {"mon": [["09:00", "17:00"]]}, "holidays": ["2030-12-25"],
+        "holidayCountry": "DE", "outsideHoursMessage": "Closed.\n\tBack at {{nextOpenAt}}"},
+    ("POST", "/v1/contacts/{contactId}/merge"): {"otherId": DUPLICATE, "keep": {"email": "other", "phone": "this"}},
+    ("POST", "/v1/contacts/{contactId}/messages"): {"body": "Thanks!\n\tBye", "channel": "web chat",
+                                                    "mediaUrl": "https://cdn.example.com/photo.jpg",
+                                                    "mediaContentType": "image/jpeg"},
+    ("POST", "/widget/{widgetId}/messages"): {"body": "Hello!\n\tAnyone there?"},
+    ("POST", "/widget/{widgetId}/identify"): {"id": "user-42", "hash": "0" * 64, "email": "ada@example.com",
+                                             "name": "Ada"},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
@@ -140,12 +154,17 @@ def world(io_loop, api, account, agency, sub):
             key=account["api_key"])
         conversation = (await api.get(f"/v1/messages/{inbound.json['messageId']}", key=account["api_key"])).json
         canned = await api.post("/v1/canned-replies", {"code": "existing", "body": "Hi"}, key=account["api_key"])
+        duplicate = await api.post("/v1/contacts", {"phone": "+14155550177", "email": "home@example.com"},
+                                   key=account["api_key"])
+        r = await api.patch("/v1/account/settings", {"widget": {"enabled": True}}, key=account["api_key"])
+        assert r.code == 200, r.body
+        widget = (await api.get("/v1/account/widget", key=account["api_key"])).json["widgetId"]
         drafts = [await api.post("/v1/campaigns", {"name": name, "listId": lst.json["id"], "body": "Hi",
                                                    "draft": True}, key=account["api_key"]) for name in ("D", "S")]
         assert [d.code for d in drafts] == [201, 201], [d.body for d in drafts]
         return {CONTACT: contact.json["id"], LIST: lst.json["id"], SUB: sub["email"], USER: user.json["id"],
                 CONVERSATION: conversation["contactId"], CANNED: canned.json["id"], DRAFT: drafts[0].json["id"],
-                DRAFT_TO_START: drafts[1].json["id"]}
+                DRAFT_TO_START: drafts[1].json["id"], DUPLICATE: duplicate.json["id"], WIDGET: widget}
     return io_loop.run_sync(make)
 
 
@@ -160,7 +179,8 @@ def call_args(method, path, world, account, agency, sub):
     path = ALIASES.get(path, path)
     key = agency["api_key"] if path in AGENCY_ONLY else account["api_key"]
     url = (path.replace("{listId}", world[LIST]).replace("{subAccountId}", sub["account_id"])
-           .replace("{contactId}", world[CONTACT]).replace("{userId}", world[USER])
+           .replace("{contactId}", world[CONVERSATION if path.endswith("/messages") else CONTACT])
+           .replace("{userId}", world[USER]).replace("{widgetId}", world[WIDGET])
            .replace("{conversationId}", world[CONVERSATION]).replace("{cannedReplyId}", world[CANNED])
            .replace("{campaignId}", world[DRAFT_TO_START] if path.endswith("/start") else world[DRAFT]))
     body = BASELINES.get((method, path))

@@ -55,6 +55,7 @@ class World:
         self.note = (await self.api.post(f"/v1/conversations/{self.contact['id']}/notes", {"body": "Seen"},
                                          key=self.key)).json
         self.spare_key = (await self.api.post("/v1/account/api-keys", {"name": "Spare"}, key=self.key)).json
+        self.duplicate = (await self.api.post("/v1/contacts", {"phone": "+14155550100"}, key=self.key)).json
         row = await delivery_store.get_outbox_for_message(self.services.db, self.account["account_id"],
                                                           self.failed_message)
         await delivery_store.record_attempt(  # a final failure: what the inbox's Retry is for
@@ -172,6 +173,17 @@ EXAMPLES = {
         "/v1/users", {"email": f"user{n}@acme.example", "role": "agent"}, {"email": f"other{n}@acme.example",
                                                                            "role": "agent"},
         lambda: w.count("SELECT COUNT(*) FROM users WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/account/widget/identity-secret", "post"): lambda w, n: (
+        "/v1/account/widget/identity-secret", None, None,
+        lambda: w.count("SELECT MAX(identity_secret) FROM widgets WHERE account_id = ?", w.account["account_id"]),
+        "standard"),
+    ("/v1/contacts/{contactId}/merge", "post"): lambda w, n: (
+        f"/v1/contacts/{w.contact['id']}/merge", {"otherId": w.duplicate["id"]}, {"otherId": "ct_other"},
+        lambda: w.count("SELECT COUNT(*) FROM contacts WHERE account_id = ?", w.account["account_id"]), "standard"),
+    ("/v1/contacts/{contactId}/messages", "post"): lambda w, n: (
+        f"/v1/contacts/{w.conversation}/messages", {"body": f"Reply {n}", "channel": "webchat"},
+        {"body": f"Other {n}", "channel": "webchat"},
+        lambda: w.count("SELECT COUNT(*) FROM messages WHERE account_id = ?", w.account["account_id"]), "standard"),
     ("/v1/users/{userId}", "patch"): lambda w, n: (
         f"/v1/users/{w.member['id']}", {"name": f"Name {n}"}, {"name": f"Other {n}"},
         lambda: w.count("SELECT name FROM users WHERE id = ?", w.member["id"]), "standard"),
@@ -182,6 +194,9 @@ EXAMPLES = {
 # (outside the outbox) and whose answer is what the receiver does now: a retry that sends one more ping is
 # what a client asks for, a replayed answer would report a receiver's state that may since have changed.
 READ_ONLY_POSTS = {"/v1/bot/test", "/v1/account/webhook-test", "/v1/campaigns/{campaignId}/preview"}
+# The chat widget's visitors (no API key, so no account's key space to claim a key in): their frame sends each
+# message once and shows a failed send for the visitor to send again.
+VISITOR_POSTS = {"/widget/{widgetId}/messages", "/widget/{widgetId}/identify"}
 
 
 def idempotent_operations():
@@ -202,7 +217,7 @@ def test_every_mutating_post_takes_an_idempotency_key_and_the_document_says_so()
     posts = {(path_template(p, h)[0], "post") for p, h, *_ in routes()
              if issubclass(h, ApiHandler) and "post" in implemented_methods(h)}
     assert posts and posts == {(path, method) for path, method, _ in idempotent_operations() if method == "post"} | {
-        (path, "post") for path in READ_ONLY_POSTS}
+        (path, "post") for path in READ_ONLY_POSTS | VISITOR_POSTS}
     document = build_document(routes())
     for path, method, _ in idempotent_operations():
         operation = document["paths"][path][method]

@@ -1,12 +1,13 @@
 -- Search over message text (GET /v1/search, storage/search.py): an FTS5 index with the trigram tokenizer, so that
 -- any substring of 3+ characters is found (words, prefixes, scripts written without spaces), in every language.
--- It holds no copy of the text (content=messages): rows are the messages' rowids. Column digits is the body with
+-- It holds no copy of the text (contentless, content=''): rows are the messages' rowids, the text is read from
+-- messages by rowid. Not external content (content=messages): it would read a column digits that messages lacks
+-- whenever something scans the table (a dump, a backup tool). Column digits is the body with
 -- the separators a phone number is written with taken out (' ()+-./'), so "4155550199" finds "+1 (415) 555-0199";
 -- empty for a body without a digit. The triggers keep it in the transaction that inserts or deletes a message
 -- (every path: inbound, replies, campaigns, the bot, erasure); bodies are never updated. SEARCH_DIGITS in
--- storage/search.py is the same expression: an external-content FTS5 delete must name the values it indexed.
-CREATE VIRTUAL TABLE message_search USING fts5(body, digits, content = 'messages', content_rowid = 'rowid',
-                                               tokenize = 'trigram');
+-- storage/search.py is the same expression: a contentless FTS5 delete must name the values it indexed.
+CREATE VIRTUAL TABLE message_search USING fts5(body, digits, content = '', tokenize = 'trigram');
 
 CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN
     INSERT INTO message_search (rowid, body, digits) VALUES (new.rowid, new.body,

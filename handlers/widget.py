@@ -15,8 +15,8 @@ from common.errors import Forbidden
 from handlers.base import SECURITY_HEADERS, ApiHandler, BaseHandler, StaticHandler
 from handlers.live import _origin, site_origins
 from handlers.openapi import Operation
-from handlers.widget_schemas import (VisitorHistory, VisitorIdentify, VisitorIdentity, VisitorSend, VisitorSent,
-                                     VisitorUpdates, VisitorUpdatesQuery)
+from handlers.widget_schemas import (VisitorEmail, VisitorEmailSaved, VisitorHistory, VisitorIdentify,
+                                     VisitorIdentity, VisitorSend, VisitorSent, VisitorUpdates, VisitorUpdatesQuery)
 from services import messaging, widget
 
 log = logging.getLogger("parley.widget")
@@ -92,6 +92,21 @@ class VisitorIdentifyHandler(VisitorHandler):
         body = self.json_body(VisitorIdentify)
         self.respond(await widget.identify(self.services, self.widget, self.visitor_token(), user_id=body.id,
                                            email=body.email, name=body.name, hash=body.hash))
+
+
+class VisitorEmailHandler(VisitorHandler):
+    operations = {"post": Operation(
+        "A visitor leaves their email", {200: VisitorEmailSaved}, body=VisitorEmail, tags=("widget",),
+        headers={TOKEN_HEADER: "The visitor's token, when they have one; without one, the answer makes one."},
+        errors={**_ERRORS, 400: "Not an email address (the message names email).",
+                429: "Too many tries from this visitor."},
+        description="Outside business hours the chat asks for an email to answer at. It goes into the visitor's "
+                    "token (their first message makes their contact with it: nothing is stored before) and, when "
+                    "they wrote already, onto their contact if it has no email and no other contact has it.")}
+
+    async def post(self, widget_id):
+        body = self.json_body(VisitorEmail)
+        self.respond(await widget.give_email(self.services, self.widget, self.visitor_token(), body.email))
 
 
 class VisitorUpdatesHandler(VisitorHandler):

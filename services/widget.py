@@ -23,7 +23,7 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
-from services import event_stream, media, messaging
+from services import business_hours, event_stream, media, messaging, sla
 from services.contact_fields import normalize_email
 from storage import widgets as store
 
@@ -151,13 +151,14 @@ class IdentityRequired(DomainError):
 
 
 async def load(db, widget_id):
-    """{account_id, id, identity_secret, settings (the widget's, with defaults)} of an enabled widget; Unavailable
-    otherwise (an unknown id and a disabled widget answer alike)."""
+    """{account_id, id, identity_secret, settings (the widget's, with defaults), hours (the account's business
+    hours, or None)} of an enabled widget; Unavailable otherwise (an unknown id and a disabled widget answer
+    alike)."""
     row = await store.widget_by_id(db, widget_id) if re.fullmatch(r"wid_[0-9a-z]{26}", widget_id) else None
     shown = configured(row["settings"]) if row else None
     if shown is None or not shown["enabled"]:
         raise Unavailable("this chat is not available")
-    return {**row, "settings": shown}
+    return {**row, "settings": shown, "hours": business_hours.schedule_of(row["settings"])}
 
 
 def public_config(widget):
@@ -214,7 +215,17 @@ async def history(services, widget, token):
         if contact_id is not None:
             messages = [visitor_message(services, m) for m in await store.visitor_messages(
                 services.db, widget["account_id"], contact_id, HISTORY)]
-    return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor}
+    return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor,
+            **availability(widget, sla.clock(services)())}
+
+
+def availability(widget, now):
+    """Whether the business is open at now (its business hours; none: always), and when closed the next opening
+    as an ISO time and as the frame's line says it, in the account's zone ("Mon 9:00 (Europe/Berlin)")."""
+    schedule = widget["hours"]
+    open_now, _, opens = schedule.state(now) if schedule is not None else (True, None, None)
+    return {"openNow": open_now, "nextOpenAt": business_hours.iso_or_none(opens),
+            "replyFrom": business_hours.short_opening(schedule, opens, now) if opens else None}
 
 
 async def identify(services, widget, token, *, user_id, email=None, name=None, hash):
@@ -235,6 +246,28 @@ async def identify(services, widget, token, *, user_id, email=None, name=None, h
         return {"verified": False, "token": token if unseal(services.box, widget, token) else None}
     visitor = {"u": user_id, **({"e": email} if email else {}), **({"n": name.strip()} if name and name.strip() else {})}
     return {"verified": True, "token": seal(services.box, widget, visitor)}
+
+
+async def give_email(services, widget, token, email):
+    """POST /widget/{id}/email: the email a visitor leaves (outside hours, so the business can answer there).
+    Kept in their token, so their first message makes their contact with it (nothing is stored before the
+    visitor writes); a visitor who wrote already has it on their contact at once when the contact has none and
+    no other contact has it (the rule of inbound messages: fill blanks, never take another's). Returns {email,
+    token}; Invalid naming email for a bad one."""
+    if not isinstance(email, str) or len(email) > MAX_IDENTITY:
+        raise Invalid(f"email must be an email address of at most {MAX_IDENTITY} characters", field="email")
+    email = normalize_email(email, field="email")
+    visitor = unseal(services.box, widget, token) or {"v": new_id("vis")}
+    visitor["e"] = email
+    contact_id = await store.visitor_contact_id(services.db, widget["account_id"], from_id(visitor))
+    if contact_id is not None:  # they wrote already (else nothing is written, not even a rate limit's count)
+        allowed, headers = await services.limiter.hit_shared(f"widget-visitor:{from_id(visitor)}",
+                                                             VISITOR_PER_MINUTE)
+        if not allowed:
+            raise RateLimited(f"Too many tries. Please wait {headers['Retry-After']} seconds.",
+                              headers={"Retry-After": headers["Retry-After"]})
+        await store.fill_visitor_email(services.db, widget["account_id"], contact_id, email)
+    return {"email": email, "token": seal(services.box, widget, visitor)}
 
 
 async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_agent, media_url=None,

@@ -57,9 +57,27 @@
     log.scrollTop = log.scrollHeight;
     if (!m.mine && !quiet) tell({ parley: "message", message: { id: m.id, body: m.body, createdAt: m.createdAt } });
   }
+  // Outside business hours: when we reply, and an optional email to answer at (POST /email).
+  var away = document.getElementById("away"), awayForm = document.getElementById("away-email");
+  function hours(h) {
+    away.hidden = h.openNow;
+    document.getElementById("away-line").textContent = "We're away. " +
+      (h.replyFrom ? "We reply from " + h.replyFrom + "." : "We'll reply as soon as we can.");
+  }
+  awayForm.addEventListener("submit", function (e) {
+    e.preventDefault();
+    var field = document.getElementById("email");
+    call("POST", "/email", { email: field.value }).then(function (a) {
+      keep(a.token);
+      status.textContent = "";
+      awayForm.hidden = true;
+      document.getElementById("away-line").textContent += " Thanks: we'll answer at " + a.email + ".";
+    }, function (err) { status.textContent = err.message; });
+  });
   function readHistory() {
     return call("GET", "/messages").then(function (h) {
       cursor = h.cursor;
+      hours(h);
       h.messages.forEach(function (m) { show(m, true); });
       if (h.messages.length) tell({ parley: "active" });
       if (token) follow();

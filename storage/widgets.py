@@ -1,5 +1,6 @@
 """SQL for the website chat widget's row (migration 0640): its public id and its encrypted identity secret."""
 from storage.audit import record_by
+from storage.contacts import fill_blanks_in_tx, get_contact
 from storage.db import fetch_all, fetch_one, reads, writes
 
 _COLUMNS = "account_id, id, identity_secret, created_at"
@@ -64,3 +65,12 @@ def web_identity(cx, account_id, contact_id):
     if not ids:
         return None
     return "verified" if any(i.startswith("web:id:") for i in ids) else "not verified"
+
+
+@writes
+def fill_visitor_email(cx, account_id, contact_id, email):
+    """The email a visitor left, on their contact when it has none and no other contact has it (fill_blanks_in_tx's
+    rule: another's address is neither taken nor its holder told)."""
+    contact = get_contact.sync(cx, account_id, contact_id)
+    if contact:
+        fill_blanks_in_tx(cx, contact, {"email": email})

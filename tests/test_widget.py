@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,11 @@ from tornado.websocket import websocket_connect
 
 from services import messaging, widget
 from storage.db import fetch_all, reads
+from tests import db_direct
 from tests.media_files import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
 from tests.ui_helpers import FormClient
+from tests.waiting import Clock
 
 @reads
 def _outbox_count(cx, account_id):
@@ -419,3 +422,53 @@ async def test_visitors_and_agents_attach_images_and_pdfs(api, account, services
     path = history[0]["media"]["url"].split("://", 1)[1].split("/", 1)[1]
     image = await http_server_client.fetch("/" + path, raise_error=False)
     assert image.code == 200 and image.body == PNG
+
+
+# ---- outside business hours (issue 40): "We reply from …" and an email to answer at ------------------------
+
+async def test_outside_hours_the_chat_says_when_it_replies_and_keeps_the_email_a_visitor_leaves(api, account,
+                                                                                                services):
+    key, account_id = account["api_key"], account["account_id"]
+    services.clock = Clock(datetime(2026, 3, 7, 12, 0, tzinfo=timezone.utc))  # Saturday 13:00 in Berlin
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    assert {k: (await visitor.history())[k] for k in ("openNow", "nextOpenAt", "replyFrom")} == {
+        "openNow": True, "nextOpenAt": None, "replyFrom": None}  # no business hours: always open
+    hours = {"timezone": "Europe/Berlin", "weekly": {d: [["09:00", "17:00"]] for d in ("mon", "tue", "wed", "thu")}}
+    assert (await api.call("PUT", "/v1/account/business-hours", hours, key=key)).code == 200
+    closed = await visitor.history()
+    assert (closed["openNow"], closed["nextOpenAt"], closed["replyFrom"]) == (
+        False, "2026-03-09T08:00:00.000Z", "Mon 9:00 (Europe/Berlin)")
+    services.clock.now = datetime(2026, 3, 9, 6, 0, tzinfo=timezone.utc)  # Monday 7:00: today
+    assert (await visitor.history())["replyFrom"] == "9:00 (Europe/Berlin)"
+    services.clock.now = datetime(2026, 3, 9, 9, 0, tzinfo=timezone.utc)  # Monday 10:00: open
+    opened = await visitor.history()
+    assert (opened["openNow"], opened["nextOpenAt"], opened["replyFrom"]) == (True, None, None)
+
+    # The email: refused naming the field when bad; kept in the token only (nothing stored) before the first
+    # message, which makes the contact with it; a visitor who wrote already gets it on their contact at once.
+    before = db_direct.dump_text(services)
+    for bad in ("not an email", "a@", "x" * 190 + "@example.com"):
+        r = await api.post(f"/widget/{widget_id}/email", {"email": bad}, headers=visitor.headers())
+        assert r.code == 400 and "email" in r.json["error"]["message"], (bad, r.body)
+    saved = await api.post(f"/widget/{widget_id}/email", {"email": " Ada@Example.com "}, headers=visitor.headers())
+    assert saved.code == 200 and saved.json["email"] == "ada@example.com", saved.body
+    assert db_direct.dump_text(services) == before  # nothing stored before the visitor writes
+    visitor.token = saved.json["token"]
+    assert (await visitor.send("Are you open on Sunday?")).code == 201
+    [contact] = await _contacts(services.db, account_id)
+    assert contact["email"] == "ada@example.com"
+
+    early = Visitor(api, widget_id)
+    assert (await early.send("Hello?")).code == 201
+    later = await api.post(f"/widget/{widget_id}/email", {"email": "bo@example.com"}, headers=early.headers())
+    assert later.code == 200, later.body
+    assert sorted(c["email"] for c in await _contacts(services.db, account_id)) == ["ada@example.com",
+                                                                                    "bo@example.com"]
+    # Another's address is never taken (nor its holder named): the contact keeps none.
+    third = Visitor(api, widget_id)
+    await third.send("Me too")
+    taken = await api.post(f"/widget/{widget_id}/email", {"email": "ada@example.com"}, headers=third.headers())
+    assert taken.code == 200 and "ct_" not in taken.body.decode()
+    assert sorted(str(c["email"]) for c in await _contacts(services.db, account_id)) == [
+        "None", "ada@example.com", "bo@example.com"]

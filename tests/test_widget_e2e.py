@@ -4,6 +4,8 @@ replies through the API, the visitor sees it live (and the page's Parley.on("mes
 the history; the frame is refused on a page whose origin is not allowed. One test: the checks share a server."""
 import http.server
 import threading
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -65,18 +67,33 @@ def api(parley):
     return call
 
 
+def closed_until_three_days_ahead():
+    """Business hours closed at the real now (the server process's clock cannot be moved): open only on the
+    weekday three days ahead in Berlin, 9:00-17:00. Returns (the body, the line the chat shows)."""
+    day = (datetime.now(ZoneInfo("Europe/Berlin")) + timedelta(days=3)).strftime("%a")
+    body = {"timezone": "Europe/Berlin", "weekly": {day.lower(): [["09:00", "17:00"]]}}
+    return body, f"We're away. We reply from {day} 9:00 (Europe/Berlin)."
+
+
 def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_frame(chromium, parley, api):
     snippet = api("GET", "/v1/account/widget")["snippet"]
     allowed, stranger = HostSite(snippet), HostSite(snippet)
     try:
         api("PATCH", "/v1/account/settings", {"widget": {"enabled": True, "allowedOrigins": [allowed.origin],
                                                          "title": "Bakery chat", "greeting": "Ask us anything."}})
+        hours, away_line = closed_until_three_days_ahead()
+        api("PUT", "/v1/account/business-hours", hours)
         context, page = open_page(chromium)
         page.goto(allowed.origin + "/")
         launcher = page.get_by_role("button", name="Open chat")
         assert page.locator("iframe").count() == 0  # nothing loaded before the visitor asks
         launcher.click()
         chat = page.frame_locator("iframe")
+        # Closed now (issue 40): the chat says when the business replies, and takes an email to answer at.
+        chat.get_by_text(away_line).wait_for()
+        chat.get_by_label("Your email (optional), to get our answer there").fill("ada@example.com")
+        chat.get_by_role("button", name="Save").click()
+        chat.get_by_text("Thanks: we'll answer at ada@example.com.").wait_for()
         box = chat.get_by_label("Your message")
         box.fill("Do you bake on Sundays?")
         box.press("Enter")
@@ -87,6 +104,7 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         [event] = [e for e in api("GET", "/v1/events")["data"]
                    if e["type"] == "message.created" and e["data"]["channel"] == "web"]
         contact_id = event["data"]["contactId"]
+        assert api("GET", f"/v1/contacts/{contact_id}")["email"] == "ada@example.com"  # the email left before
         reply = api("POST", f"/v1/contacts/{contact_id}/messages", {"body": "Yes, from 8 to noon."})
         assert (reply["channel"], reply["status"]) == ("web", "Sent")
         chat.locator("li.theirs", has_text="Yes, from 8 to noon.").wait_for()

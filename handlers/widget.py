@@ -162,8 +162,11 @@ class WidgetScriptHandler(StaticHandler):
 class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
     """WS /widget/{widgetId}/live?after=<cursor>: the frame's live updates. Its first message is {"token"}; then each
     message of the visitor's conversation comes as {"type": "messages", "messages", "cursor"} (the cursor to resume
-    from after a drop), read from the account's event stream as the long-poll does."""
+    from after a drop), read from the account's event stream as the long-poll does. Typing, both ways and never
+    stored (services/typing.py): the frame sends {"type": "typing"} while the visitor types, and gets
+    {"type": "typing", "expiresIn": 5} while an agent types a reply."""
     task = None
+    from_id = None
 
     def set_default_headers(self):
         self.set_header("Server", SECURITY_HEADERS["Server"])
@@ -188,13 +191,26 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
         self.after = self.get_query_argument("after", "")
 
     def on_message(self, message):
-        if self.task is not None:
-            return
+        """The first message is {"token"}; then {"type": "typing"} while the visitor types (services/typing.py)."""
         try:
-            token = json.loads(message).get("token")
-        except (ValueError, AttributeError):
-            token = None
-        self.task = asyncio.ensure_future(self.follow(token))
+            data = json.loads(message)
+        except ValueError:
+            data = None
+        data = data if isinstance(data, dict) else {}
+        typing = self.application.services.typing
+        if self.task is None:
+            token = data.get("token")
+            self.from_id = widget.visitor_from_id(self.application.services.box, self.widget, token)
+            if self.from_id is not None:
+                typing.join(self.widget["account_id"], self.from_id, self.send_typing)
+            self.task = asyncio.ensure_future(self.follow(token))
+        elif data.get("type") == "typing" and self.from_id is not None:
+            typing.visitor_typing(self.widget["account_id"], self.from_id)
+
+    def send_typing(self, frame):
+        """An agent types a reply in the visitor's conversation: {"type": "typing", "expiresIn"}."""
+        if self.ws_connection is not None and not self.ws_connection.is_closing():
+            self.write_message(frame)
 
     async def follow(self, token):
         services, after = self.application.services, self.after
@@ -214,5 +230,7 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
                 self.close(4000, str(code)[:100])
 
     def on_close(self):
+        if self.from_id is not None:
+            self.application.services.typing.leave(self.widget["account_id"], self.from_id, self.send_typing)
         if self.task is not None:
             self.task.cancel()

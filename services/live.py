@@ -7,6 +7,9 @@ Frames (JSON text) a page receives:
   {"type": "reload", "reason": "…"}       the page cannot be brought up to date by events: load it again
   {"type": "counts", "needsPerson": 2, "unread": 5}   the navigation's counts: after "ready", and again after
                                           every round with an event that may change them (nothing polls them)
+  {"type": "presence", "contactId", "viewers": [...]}   services/presence.py
+  {"type": "typing", "contactId", "who": "visitor", "expiresIn": 5}   a widget visitor types in a conversation
+                                          the page views (services/typing.py; never stored)
 A page that shows no live events (every page but the inbox's, a thread's and the campaigns') opens the socket
 for the counts alone (counts_only): it gets "ready" and "counts" frames, no events and no replay.
 

@@ -185,6 +185,12 @@ def unseal(box, widget, token):
     return visitor if isinstance(visitor, dict) and visitor.pop("w", None) == widget["id"] else None
 
 
+def visitor_from_id(box, widget, token):
+    """The fromId of the visitor a token of this widget names, or None (a live socket's typing is theirs)."""
+    visitor = unseal(box, widget, token)
+    return from_id(visitor) if visitor is not None else None
+
+
 def from_id(visitor):
     """The visitor's fromId: one per verified id (so two browsers of one person are one contact), else one per
     anonymous visitor."""

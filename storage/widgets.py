@@ -74,3 +74,10 @@ def fill_visitor_email(cx, account_id, contact_id, email):
     contact = get_contact.sync(cx, account_id, contact_id)
     if contact:
         fill_blanks_in_tx(cx, contact, {"email": email})
+
+
+@reads
+def web_from_ids(cx, account_id, contact_id):
+    """The widget visitors' fromIds ("web:…") that map to the contact: who an agent's typing is shown to."""
+    return [row[0] for row in cx.execute("SELECT from_id FROM channel_identities WHERE account_id = ? AND contact_id = ?"
+                                         " AND from_id LIKE 'web:%' LIMIT 20", (account_id, contact_id))]

@@ -13,13 +13,16 @@ import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from services import messaging, widget
+from services import accounts, messaging, presence, typing, widget
+from services.live import Subscriber
 from storage.db import fetch_all, reads
 from tests import db_direct
 from tests.media_files import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
-from tests.ui_helpers import FormClient
-from tests.waiting import Clock
+from tests.test_live import Socket as LiveSocket
+from tests.test_scale_out import _second_process
+from tests.ui_helpers import PASSWORD, FormClient
+from tests.waiting import Clock, until
 
 @reads
 def _outbox_count(cx, account_id):
@@ -472,3 +475,123 @@ async def test_outside_hours_the_chat_says_when_it_replies_and_keeps_the_email_a
     assert taken.code == 200 and "ct_" not in taken.body.decode()
     assert sorted(str(c["email"]) for c in await _contacts(services.db, account_id)) == [
         "None", "ada@example.com", "bo@example.com"]
+
+
+# ---- typing indicators both ways (issue 38): ephemeral, throttled, per account ----------------------------
+
+def test_a_typist_is_relayed_at_most_once_per_throttle_period():
+    clock = Clock(100.0)
+    relay = typing.Typing(hub=None, db=None, clock=clock)
+    assert relay.allowed("visitor-1") and not relay.allowed("visitor-1") and relay.allowed("visitor-2")
+    clock.now = 100.0 + typing.THROTTLE_SECONDS - 0.1
+    assert not relay.allowed("visitor-1")
+    clock.now = 100.0 + typing.THROTTLE_SECONDS
+    assert relay.allowed("visitor-1")
+    for text in ('{"type": "typing"}', '{"type": "typing", "contactId": "x"}', "[]", "typing", "x" * 300):
+        with pytest.raises(ValueError):
+            presence.page_message(text)
+    assert presence.page_message('{"type": "typing", "contactId": "ct_1"}') == ("typing", "ct_1")
+
+
+async def _page(http_server_client, services, email, contact_id):
+    """An inbox thread page of the account whose owner is email, live on its /ws and viewing contact_id."""
+    client = FormClient(http_server_client)
+    assert (await client.login(email)).code == 303
+    socket = await LiveSocket.open(http_server_client, client.cookies, 0)
+    await socket.until(lambda f: f["type"] == "ready")
+    socket.connection.write_message(json.dumps({"type": "viewing", "contactId": contact_id}))
+    return socket
+
+
+async def _visitor_socket(http_server_client, widget_id, cursor, token):
+    port = http_server_client.get_http_port()
+    socket = await websocket_connect(HTTPRequest(f"ws://127.0.0.1:{port}/widget/{widget_id}/live?after={cursor}",
+                                                 headers={"Origin": f"https://127.0.0.1:{port}"}))
+    socket.write_message(json.dumps({"token": token}))
+    return socket
+
+
+async def test_typing_reaches_the_thread_page_and_the_visitor_and_is_never_stored(
+        api, ui_account, services, http_server_client):
+    account_id = ui_account["account_id"]
+    other = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                          email="owner@other.example", password=PASSWORD)
+    widget_id = await enable(api, ui_account)
+    visitor = Visitor(api, widget_id)
+    await visitor.send("Hi")
+    contact_id = (await _contacts(services.db, account_id))[0]["id"]
+    page = await _page(http_server_client, services, ui_account["email"], contact_id)
+    # The other account's page says it views this account's conversation: it must get nothing of it.
+    stranger = await _page(http_server_client, services, other["email"], contact_id)
+    assert await until(lambda: len(services.hub.presence.viewers(account_id, contact_id)) == 1
+                       and services.hub.presence.viewers(other["account_id"], contact_id))
+    chat = await _visitor_socket(http_server_client, widget_id, (await visitor.history())["cursor"], visitor.token)
+    before = db_direct.dump_text(services)
+    relayed = []
+    services.typing.elsewhere = relayed.append  # what would go to other processes: every signal relayed
+
+    chat.write_message(json.dumps({"type": "typing"}))
+    chat.write_message(json.dumps({"type": "typing"}))  # within the throttle period: not relayed
+    assert await page.until(lambda f: f["type"] == "typing") == {
+        "type": "typing", "contactId": contact_id, "who": "visitor", "expiresIn": typing.EXPIRES_SECONDS}
+    assert [json.loads(r) for r in relayed] == [{"k": "visitor", "a": account_id, "c": contact_id}]
+    page.connection.write_message(json.dumps({"type": "typing", "contactId": contact_id}))
+    assert json.loads(await asyncio.wait_for(chat.read_message(), TIMEOUT)) == {
+        "type": "typing", "expiresIn": typing.EXPIRES_SECONDS}  # never which agent
+    # The other account's page typing "to" this contact relays nothing: its account maps no visitor to it.
+    [stranger_page] = services.hub.presence.viewers(other["account_id"], contact_id)
+    await services.typing.agent_typing(stranger_page, contact_id)
+    assert [json.loads(r)["k"] for r in relayed] == ["visitor", "agent"]
+
+    # Nothing stored, nothing in the event stream; the stranger's first frame after its presence is its own event.
+    assert db_direct.dump_text(services) == before
+    assert [e["type"] for e in (await api.get("/v1/events", key=ui_account["api_key"])).json["data"]] == [
+        "contact.created", "message.created"]
+    theirs = await messaging.receive_inbound(services, other["account_id"], message_sid="o1", from_id="+14155550199",
+                                             to_id=None, body="Hello", channel="sms")
+    frame = await stranger.until(lambda f: f["type"] != "presence")
+    assert frame["type"] == "events" and frame["events"][0]["data"]["messageId"] == theirs[0]["id"]
+    for socket in (page, stranger):
+        socket.close()
+    chat.close()
+
+
+@pytest.mark.postgres_only
+def test_typing_crosses_server_processes_by_notify(io_loop, services, settings, tmp_path, account):
+    """Two processes on one PostgreSQL database: a visitor's typing on one reaches the thread page on the other,
+    and an agent's typing there reaches the visitor's chat here (the payload of a NOTIFY, never a row)."""
+    other_process = _second_process(io_loop, settings, tmp_path)
+
+    class Page:
+        def __init__(self):
+            self.frames = []
+
+        def write(self, frame):
+            self.frames.append(json.loads(frame.data))
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+        def close(self, code, reason):
+            pass
+
+    async def run():
+        await services.listener.connected.wait()
+        await other_process.listener.connected.wait()
+        message, _ = await messaging.receive_inbound(services, account["account_id"], message_sid="w1",
+                                                     from_id="web:vis_1", to_id=None, body="Hi", channel="web")
+        page = Page()
+        viewer = Subscriber(other_process.hub, account["account_id"], "usr_1", page)
+        other_process.hub.presence.view(viewer, message["contact_id"])
+        await services.typing.visitor_typing(account["account_id"], "web:vis_1")
+        assert await until(lambda: any(f["type"] == "typing" for f in page.frames))
+        assert [f for f in page.frames if f["type"] == "typing"] == [
+            {"type": "typing", "contactId": message["contact_id"], "who": "visitor", "expiresIn": 5}]
+        shown = []
+        services.typing.join(account["account_id"], "web:vis_1", shown.append)
+        await other_process.typing.agent_typing(viewer, message["contact_id"])
+        assert await until(lambda: shown) and shown == [{"type": "typing", "expiresIn": 5}]
+    try:
+        io_loop.run_sync(run, timeout=30)
+    finally:
+        io_loop.run_sync(other_process.close)

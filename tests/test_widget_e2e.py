@@ -11,7 +11,8 @@ import pytest
 
 from tests.media_files import PNG
 from tests.parley_process import ParleyProcess, free_port
-from tests.ui_helpers import axe_violations, open_page, report, wait_until
+from tests.inbound_helpers import wait_live
+from tests.ui_helpers import axe_violations, open_page, report, sign_in, wait_until
 
 PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Bakery</title></head>
 <body><h1>The bakery</h1>
@@ -110,6 +111,18 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         chat.locator("li.theirs", has_text="Yes, from 8 to noon.").wait_for()
         wait_until(page, "window.__replies.length === 1")
         assert page.evaluate("window.__replies") == ["Yes, from 8 to noon."]
+
+        # Typing both ways (issue 38): the visitor's shows on the agent's thread page, the agent's in the chat.
+        agent_context, agent = open_page(chromium)
+        sign_in(agent, parley)
+        agent.goto(parley.base + f"/inbox/{contact_id}")
+        wait_live(agent)
+        box.press_sequentially("Is")
+        agent.get_by_text("Visitor is typing…").wait_for()
+        agent.locator("#reply-body").press_sequentially("Ye")
+        chat.get_by_text("An agent is typing…").wait_for()
+        agent_context.close()
+        box.fill("")
 
         chat.get_by_label("Attach an image or a PDF (up to 5 MB)").set_input_files(
             files=[{"name": "receipt.png", "mimeType": "image/png", "buffer": PNG}])

@@ -283,6 +283,8 @@ class Hub:
             return None
         self._subscribers.setdefault(subscriber.account_id, set()).add(subscriber)
         self._close_beyond_limits(subscriber.account_id, session)
+        if self._wanted:  # a commit while the page joined (or before: a round that finds nothing)
+            self.notify()
         return subscriber
 
     def _close_beyond_limits(self, account_id, session):
@@ -361,9 +363,11 @@ class Hub:
 
     def notify(self):
         """Something committed (or the backstop poll): run a round soon. Cheap when nobody listens."""
+        # Kept while nobody listens: a page that is joining (its ready frame sent, not yet among the subscribers)
+        # runs the round once it joins, or what committed meanwhile would wait for the backstop poll.
+        self._wanted = True
         if not self._listening:
             return
-        self._wanted = True
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 

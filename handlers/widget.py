@@ -216,7 +216,7 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
         services, after = self.application.services, self.after
         try:
             while self.ws_connection is not None and not services.hub.stopping:
-                result = await widget.updates(services, self.widget, token, after, widget.LIVE_WAIT)
+                result = await widget.updates(services, self.widget, token, after, widget.SOCKET_WAIT)
                 after = result["cursor"]
                 if result["messages"]:
                     await self.write_message({"type": "messages", **result})

@@ -177,6 +177,11 @@ class Subscriber:
         self.hub.unsubscribe(self)
 
 
+class _Waiter(asyncio.Event):
+    """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event)."""
+    mention = None
+
+
 class Hub:
     """Fans committed events out to the subscribers of their account. notify() is the database's commit
     listener; start()/stop() run it as one of the server's background tasks."""
@@ -304,12 +309,14 @@ class Hub:
         """Whether rounds run (pages or long-polls wait): the position is then current."""
         return bool(self._subscribers or self._waiters)
 
-    async def watch(self, account_id):
+    async def watch(self, account_id, mention=None):
         """A long-poll of the account starts waiting: returns an asyncio.Event set when a round reads an event
-        of the account committed after this call (or the hub stops). The caller reads the table after this
-        call, not before, so that nothing committed between its read and the wait goes unnoticed; and calls
-        unwatch() when done."""
-        woken = asyncio.Event()
+        of the account committed after this call (with mention, only an event whose data's JSON text contains
+        it: a chat visitor waits for its own contact's, not for every message of the account), or the hub
+        stops. The caller reads the table after this call, not before, so that nothing committed between its
+        read and the wait goes unnoticed; and calls unwatch() when done."""
+        woken = _Waiter()
+        woken.mention = mention
         async with self._lock:
             if not self._listening:
                 self.position = await store.position(self.db)
@@ -402,8 +409,10 @@ class Hub:
             if not rows:
                 return False
             for account_id in {row[1] for row in rows} & self._waiters.keys():
+                texts = [row[3] for row in rows if row[1] == account_id]
                 for woken in self._waiters[account_id]:
-                    woken.set()
+                    if woken.mention is None or any(woken.mention in text for text in texts):
+                        woken.set()
             self.rounds += 1
             started = time.thread_time()  # the loop's CPU time: time the OS gave to others does not count
             by_account = {}

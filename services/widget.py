@@ -137,7 +137,9 @@ def identity_hash(secret, user_id):
 HISTORY = 100  # messages a chat shows when it opens
 ATTACHMENT_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf")
 VISITOR_PER_MINUTE, ADDRESS_PER_MINUTE = 12, 60  # messages a visitor, and an address, may send a minute
-LIVE_WAIT = 25.0  # seconds a long-poll (and each round of a WebSocket) waits for a reply
+LIVE_WAIT = 25.0  # seconds a long-poll waits for a reply (proxies cut longer requests)
+# A WebSocket's round: nothing to cut it, so longer, and a thousand idle chats read the table 10x less often.
+SOCKET_WAIT = 10 * LIVE_WAIT
 # Obvious crawlers never create contacts (a search engine that renders pages may run the widget's script).
 _CRAWLER = re.compile(r"bot\b|crawl|spider|slurp|facebookexternalhit|bingpreview|mediapartners", re.IGNORECASE)
 
@@ -333,12 +335,16 @@ async def updates(services, widget, token, after, wait):
     visitor = unseal(services.box, widget, token)
     if visitor is None:
         raise Forbidden("no visitor: send a message first")
-    hub, deadline, contact_id = services.hub, time.monotonic() + wait, None
-    woken = await hub.watch(account_id)
+    hub, deadline = services.hub, time.monotonic() + wait
+    contact_id = await store.visitor_contact_id(services.db, account_id, from_id(visitor))
+    # Woken by events naming the visitor's contact only (not by every message of the account: with a thousand
+    # chats open, each event woke them all, bench/scenarios/widget.py); before their first message, by any.
+    woken = await hub.watch(account_id, mention=contact_id)
     try:
         while True:
-            if contact_id is None:  # made by the visitor's first message; then theirs for good
-                contact_id = await store.visitor_contact_id(services.db, account_id, from_id(visitor))
+            if contact_id is None:  # made by the visitor's first message (merged into another: that one)
+                contact_id = woken.mention = await store.visitor_contact_id(services.db, account_id,
+                                                                            from_id(visitor))
             # Visitors waiting at one position (every open chat of the account, after a commit) share one read.
             result = await event_stream.shared_page(services, account_id, position, _MESSAGE_SOURCES,
                                                     event_stream.MAX_LIMIT)
@@ -352,6 +358,9 @@ async def updates(services, widget, token, after, wait):
                 continue  # a full page of others' events: read on before waiting
             try:
                 await asyncio.wait_for(woken.wait(), remaining)
+                # Woken by an event naming the contact: if none of it is a message for the visitor, the contact
+                # may have been merged into another (contact.merged names both): look it up again.
+                contact_id = None
             except TimeoutError:
                 pass
             woken.clear()

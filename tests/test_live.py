@@ -693,6 +693,29 @@ async def test_an_event_committed_while_a_page_joins_reaches_it_at_once(services
     assert [e["data"] for e in json.loads(transport.frames[-1])["events"]] == [{"n": 1}]
 
 
+async def test_a_watch_with_a_mention_wakes_only_for_events_that_name_it(services, account):
+    """A chat visitor's wait (services/widget.py) wakes for its own contact's events, not for every event of the
+    account; a plain long-poll's wakes for any."""
+    hub, account_id = services.hub, account["account_id"]
+    hub.min_interval = 30  # rounds run when this test says
+    hub._last_round = asyncio.get_running_loop().time()
+    mine, anyone = await hub.watch(account_id, mention="ct_mine"), await hub.watch(account_id)
+    try:
+        await services.db.write(_emit_one, account_id, {"contactId": "ct_other"})
+        await hub._round()
+        assert anyone.is_set() and not mine.is_set()
+        await services.db.write(_emit_one, account_id, {"contactId": "ct_mine"})
+        await hub._round()
+        assert mine.is_set()
+    finally:
+        hub.unwatch(account_id, mine)
+        hub.unwatch(account_id, anyone)
+
+
+def _emit_one(cx, account_id, data):
+    events.emit_in_tx(cx, account_id, "message.created", data)
+
+
 def test_pages_of_an_ended_session_are_closed():
     """Sign-out closes that session's pages only; a new key or password closes all but the asking session's."""
     hub = Hub(db=None)

@@ -254,6 +254,25 @@ async def test_a_visitor_writes_an_agent_replies_and_the_visitor_gets_it_live(ap
     assert (await Visitor(api, widget_id, token=visitor.token[:-4] + "AAAA").history())["messages"] == []
 
 
+async def test_a_waiting_visitor_whose_contact_is_merged_gets_the_reply_to_the_kept_one(api, account, services):
+    """A visitor's wait wakes only for events naming their contact (not for every event of the account); when
+    that contact is merged into another, contact.merged names it, and the wait follows the kept contact."""
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    assert (await visitor.send("Is my order ready?")).code == 201
+    cursor = (await visitor.history())["cursor"]
+    [chat] = await _contacts(services.db, account["account_id"])
+    kept = (await api.post("/v1/contacts", {"email": "known@example.com"}, key=key)).json["id"]
+    waiting = asyncio.ensure_future(visitor.updates(cursor, wait=25))
+    await asyncio.sleep(0.2)  # waiting
+    assert (await api.post(f"/v1/contacts/{kept}/merge", {"otherId": chat["id"]}, key=key)).code == 200
+    reply = await api.post(f"/v1/contacts/{kept}/messages", {"body": "Ready at 4.", "channel": "web"}, key=key)
+    assert reply.code == 201, reply.body
+    got = (await asyncio.wait_for(waiting, 10)).json  # well before its 25 s
+    assert [m["body"] for m in got["messages"]] == ["Ready at 4."]
+
+
 async def test_the_websocket_resumes_from_its_cursor(api, account, http_server_client, services):
     key = account["api_key"]
     widget_id = await enable(api, account)

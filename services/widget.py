@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import re
 import secrets
 import time
@@ -23,9 +24,11 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
-from services import business_hours, event_stream, media, messaging, sla
+from services import business_hours, contacts, event_stream, media, messaging, sla
 from services.contact_fields import normalize_email
 from storage import widgets as store
+
+log = logging.getLogger("parley.widget")
 
 CHANNEL = "web"
 SETTING = "widget"
@@ -253,7 +256,26 @@ async def identify(services, widget, token, *, user_id, email=None, name=None, h
     if expected is None or not hmac.compare_digest(expected.encode(), (hash or "").strip().lower().encode()):
         return {"verified": False, "token": token if unseal(services.box, widget, token) else None}
     visitor = {"u": user_id, **({"e": email} if email else {}), **({"n": name.strip()} if name and name.strip() else {})}
+    before = unseal(services.box, widget, token)
+    if before is not None and "v" in before:
+        await _keep_the_anonymous_chat(services, widget, before, visitor)
     return {"verified": True, "token": seal(services.box, widget, visitor)}
+
+
+async def _keep_the_anonymous_chat(services, widget, anonymous, identified):
+    """An anonymous visitor who wrote identifies: their chat goes with them. Their contact becomes the id's (the
+    id's first sight), or is merged into the id's contact (its fields kept where both have one)."""
+    account_id = widget["account_id"]
+    chat = await store.visitor_contact_id(services.db, account_id, from_id(anonymous))
+    if chat is None:
+        return
+    known = await store.add_visitor_identity(services.db, account_id, from_id(identified), chat)
+    if known != chat:
+        try:
+            await contacts.merge_contacts(services.db, account_id, known, chat,
+                                          {"email": "this", "phone": "this"})
+        except DomainError as exc:  # merged or erased meanwhile: the identify stands, the old chat stays apart
+            log.warning("widget identify: the anonymous chat was not merged (%s)", exc)
 
 
 async def give_email(services, widget, token, email):

@@ -45,6 +45,16 @@ def visitor_contact_id(cx, account_id, from_id):
     return row[0] if row else None
 
 
+@writes
+def add_visitor_identity(cx, account_id, from_id, contact_id):
+    """The fromId (an identified visitor's) names contact_id too, unless it names a contact already (two
+    identifies at once: the first wins). Returns the contact the fromId names."""
+    cx.execute("INSERT INTO channel_identities (account_id, from_id, contact_id) VALUES (?, ?, ?)"
+               " ON CONFLICT DO NOTHING", (account_id, from_id, contact_id))
+    return cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
+                      (account_id, from_id)).fetchone()[0]
+
+
 @reads
 def visitor_messages(cx, account_id, contact_id, limit):
     """The contact's newest ``limit`` messages on the widget's channel, oldest first: what the visitor's chat shows

@@ -323,6 +323,24 @@ async def test_identity_binds_a_contact_across_browsers_and_a_wrong_hash_binds_n
     assert (await phone.send("Still me")).code == 201
 
 
+async def test_an_anonymous_chat_goes_with_the_visitor_who_identifies(api, account, services):
+    """Written anonymously, then identified: the chat is the id's (its first sight), and on another browser an
+    anonymous chat is merged into the id's contact; the visitor's history has all of it, one contact."""
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    good = widget.identity_hash((await api.post("/v1/account/widget/identity-secret", key=key)).json["identitySecret"],
+                                "cust-9")
+    laptop, phone = Visitor(api, widget_id), Visitor(api, widget_id)
+    await laptop.send("Before signing in")
+    assert (await laptop.identify("cust-9", good))["verified"]
+    await laptop.send("Signed in now")
+    await phone.send("From my phone, anonymous")
+    assert (await phone.identify("cust-9", good))["verified"]
+    assert [m["body"] for m in (await phone.history())["messages"]] == [
+        "Before signing in", "Signed in now", "From my phone, anonymous"]
+    assert len(await _contacts(services.db, account["account_id"])) == 1
+
+
 async def test_abuse_limits_and_other_sites(api, account, services):
     key, account_id = account["api_key"], account["account_id"]
     widget_id = await enable(api, account)

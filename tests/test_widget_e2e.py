@@ -1,7 +1,8 @@
 """The website chat widget in Chromium (issue 38), embedded in a page served from another origin (a small local
 HTTP server on another port) against the real server.py over HTTPS with its CSP: a visitor writes, an agent
 replies through the API, the visitor sees it live (and the page's Parley.on("message") is called); a reload keeps
-the history; the frame is refused on a page whose origin is not allowed. One test: the checks share a server."""
+the history; identity holds across browser contexts and a forged hash binds nothing; the frame is refused on a
+page whose origin is not allowed. One test: the checks share a server."""
 import http.server
 import threading
 from datetime import datetime, timedelta
@@ -9,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from services import widget
 from tests.media_files import PNG
 from tests.parley_process import ParleyProcess, free_port
 from tests.inbound_helpers import wait_live
@@ -17,7 +19,9 @@ from tests.ui_helpers import axe_violations, open_page, report, sign_in, wait_un
 PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Bakery</title></head>
 <body><h1>The bakery</h1>
 <script>window.__replies = []; window.addEventListener("load", function () {
-  Parley.on("message", function (m) { window.__replies.push(m.body); }); });</script>
+  Parley.on("message", function (m) { window.__replies.push(m.body); }); });
+window.__identified = []; window.addEventListener("message", function (e) {
+  if (e.data && e.data.parley === "identified") window.__identified.push(e.data.verified); });</script>
 %s
 </body></html>"""
 
@@ -151,6 +155,30 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         assert frame != page.main_frame and frame.locator("#body").count() == 0  # refused by frame-ancestors
         assert any("frame-ancestors" in e for e in page.console_errors)
         context.close()
+
+        # Identity across browsers: the same id with a valid hash is the same chat in a second browser context;
+        # a forged hash binds nothing and shows none of it.
+        secret = api("POST", "/v1/account/widget/identity-secret")["identitySecret"]
+        shown = []
+        for name, hash in (("laptop", widget.identity_hash(secret, "cust-42")),
+                           ("phone", widget.identity_hash(secret, "cust-42")), ("forger", "0" * 64)):
+            context, page = open_page(chromium)
+            page.goto(allowed.origin + "/")
+            page.get_by_role("button", name="Open chat").click()
+            chat = page.frame_locator("iframe")
+            chat.get_by_label("Your message").wait_for()
+            page.evaluate("h => Parley.identify({id: 'cust-42', hash: h})", hash)
+            wait_until(page, "window.__identified.length === 1")
+            if name == "laptop":
+                chat.get_by_label("Your message").fill("Signed in on my laptop")
+                chat.get_by_label("Your message").press("Enter")
+                chat.locator("li.mine", has_text="Signed in on my laptop").wait_for()
+            elif name == "phone":
+                chat.locator("li.mine", has_text="Signed in on my laptop").wait_for()
+            shown.append((page.evaluate("window.__identified[0]"),
+                          chat.locator("li", has_text="Signed in on my laptop").count()))
+            context.close()
+        assert shown == [(True, 1), (True, 1), (False, 0)]
 
         # axe-core: the host page with the launcher, and the chat frame (opened by itself: the frame's CSP
         # refuses the added axe script, hence bypass_csp).

@@ -1,9 +1,11 @@
 """The website chat widget in Chromium (issue 38), embedded in a page served from another origin (a small local
 HTTP server on another port) against the real server.py over HTTPS with its CSP: a visitor writes, an agent
-replies through the API, the visitor sees it live (and the page's Parley.on("message") is called); a reload keeps
+replies through the API, the visitor sees it live (and the page's Parley.on("message") is called); the connection
+drops and a reply sent meanwhile shows once the chat reconnects; a reload keeps
 the history; identity holds across browser contexts and a forged hash binds nothing; the frame is refused on a
 page whose origin is not allowed. One test: the checks share a server."""
 import http.server
+import re
 import threading
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -89,6 +91,16 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         hours, away_line = closed_until_three_days_ahead()
         api("PUT", "/v1/account/business-hours", hours)
         context, page = open_page(chromium)
+        # The chat's live socket passes through the test, which can drop it and refuse reconnects (offline).
+        sockets, network = [], {"up": True}
+
+        def live_socket(ws):
+            sockets.append(ws)
+            if network["up"]:
+                ws.connect_to_server()
+            else:
+                ws.close()
+        context.route_web_socket(re.compile(r"/widget/wid_[0-9a-z]+/live"), live_socket)
         page.goto(allowed.origin + "/")
         launcher = page.get_by_role("button", name="Open chat")
         assert page.locator("iframe").count() == 0  # nothing loaded before the visitor asks
@@ -116,6 +128,19 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         wait_until(page, "window.__replies.length === 1")
         assert page.evaluate("window.__replies") == ["Yes, from 8 to noon."]
 
+        # The connection drops; a reply is sent while the chat cannot reconnect; it shows once it can.
+        network["up"], dropped = False, len(sockets)
+        sockets[-1].close()
+        api("POST", f"/v1/contacts/{contact_id}/messages", {"body": "Sent while you were offline."})
+        for _ in range(200):  # the frame tries again (refused: the route's handler runs while Playwright waits)
+            if len(sockets) > dropped:
+                break
+            page.wait_for_timeout(50)
+        assert len(sockets) > dropped
+        assert chat.locator("li.theirs", has_text="Sent while you were offline.").count() == 0
+        network["up"] = True
+        chat.locator("li.theirs", has_text="Sent while you were offline.").wait_for()
+
         # Typing both ways (issue 38): the visitor's shows on the agent's thread page, the agent's in the chat.
         agent_context, agent = open_page(chromium)
         sign_in(agent, parley)
@@ -140,9 +165,9 @@ def test_browser_visitor_chats_from_another_origin_and_a_stranger_site_gets_no_f
         page.get_by_role("button", name="Open chat").click()
         texts = page.frame_locator("iframe").locator("li")
         texts.nth(1).wait_for()
-        texts.nth(2).wait_for()
-        assert [t.split("\n")[0] for t in texts.all_inner_texts()] == ["Do you bake on Sundays?",
-                                                                       "Yes, from 8 to noon.", "receipt.png"]
+        texts.nth(3).wait_for()
+        assert [t.split("\n")[0] for t in texts.all_inner_texts()] == [
+            "Do you bake on Sundays?", "Yes, from 8 to noon.", "Sent while you were offline.", "receipt.png"]
         assert [e for e in page.console_errors if "favicon" not in e] == []
         context.close()
 

@@ -3,6 +3,7 @@
 background tasks, listens (HTTPS, plus the plain-HTTP rejecter), awaits a shutdown signal, drains
 and closes. `python server.py COMMAND` is the `parley` command (parley_cli.py)."""
 import asyncio
+import functools
 import gc
 import json
 import logging
@@ -37,6 +38,7 @@ from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
 from services.import_runner import ImportWorker
 from services.live import Hub
+from services.typing import CHANNEL as TYPING_CHANNEL, Typing
 from services.event_stream import LongPolls
 from services.reports_worker import ReportsWorker
 from services.retention import RetentionWorker
@@ -79,6 +81,7 @@ class Services:
     assigner: "Assigner" = None  # assigns waiting conversations to agents (one process at a time); main() starts it
     seen: "SeenBeat" = None  # tells the database who has a live page open on this process; main() starts it
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
+    typing: "Typing" = None  # typing indicators between the widget's visitors and the inbox (never stored)
     long_polls: "LongPolls" = None  # GET /v1/events long-polls waiting, bounded per key and per account
     listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
 
@@ -152,6 +155,7 @@ async def open_services(settings):
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
     db.add_commit_listener(services.hub.notify)
+    services.typing = Typing(services.hub, db)
     services.long_polls = LongPolls(settings.events_long_polls_per_key, settings.events_long_polls_per_account,
                                     settings.events_long_polls_max)
     if settings.uses_postgres:  # other processes' commits wake this hub, and this one's wake theirs
@@ -160,7 +164,9 @@ async def open_services(settings):
             services.assigner.notify()
 
         services.listener = PgListener(settings.database_url, {EVENTS_CHANNEL: committed_elsewhere,
-                                                               KEYS_CHANNEL: services.keys.forget})
+                                                               KEYS_CHANNEL: services.keys.forget},
+                                       signals={TYPING_CHANNEL: services.typing.received})
+        services.typing.elsewhere = functools.partial(services.listener.signal, TYPING_CHANNEL)
         db.add_commit_listener(services.listener.committed)
         services.listener.start()
     return services

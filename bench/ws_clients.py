@@ -8,7 +8,7 @@ tabs on the inbox.
 Prints {"ready": N} once every socket is live; then reads a message id from stdin (the last probe's) and,
 once every page received it (or after a minute), prints one JSON line with what arrived:
 frames and events per socket, reloads, and for every message.created of WATCH_CONTACT_ID (the probe's
-contact) the time.monotonic() at which each socket received it (and for every conversation.updated of it, under
+contact; * for every contact's) the time.monotonic() at which each socket received it (and for every conversation.updated of it, under
 "update:<event id>": bench/scenarios/team_inbox.py's assignments). Frames that do not mention the probe's
 contact are counted, not decoded: the clients must keep up with the whole account's events."""
 import asyncio
@@ -50,9 +50,9 @@ class Page:
                     self.events += text.count('{"id":')  # counted, not decoded
                     start = text.rfind('{"id":') + 6
                     self.last_id = int(text[start:text.index(",", start)])
-                    if self.pool.watch in text:
+                    if self.pool.watch == "*" or self.pool.watch in text:
                         for event in json.loads(text)["events"]:
-                            if event["data"].get("contactId") != self.pool.watch:
+                            if self.pool.watch != "*" and event["data"].get("contactId") != self.pool.watch:
                                 continue
                             if event["type"] == "message.created":
                                 self.pool.arrivals.setdefault(event["data"]["messageId"], []).append(received)
@@ -89,14 +89,16 @@ class Pool:
         return int(re.search(rb'data-live-after="(\d+)"', response.body).group(1))
 
 
-async def serve_until_last_arrives(pool, count, tasks):
-    """The clients' side of their scenario's protocol (this file's and bench/long_poll_clients.py's): say ready,
-    then read the last probe's message id (the scenario writes it and closes stdin) and wait, up to a minute,
-    until every one of count clients has it, so that a late event is counted late, not missing; then stop them."""
+async def serve_until_last_arrives(pool, count, tasks, receivers=None):
+    """The clients' side of their scenario's protocol (this file's, bench/long_poll_clients.py's and
+    bench/widget_clients.py's): say ready, then read the last probe's message id (the scenario writes it and closes
+    stdin) and wait, up to a minute, until every one of count clients (or of receivers, when only some get it)
+    has it, so that a late event is counted late, not missing; then stop them."""
     print(json.dumps({"ready": count}), flush=True)
     last = (await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)).strip()
     deadline = time.monotonic() + 60
-    while last and len(pool.arrivals.get(last, ())) < count and time.monotonic() < deadline:
+    wanted = count if receivers is None else receivers
+    while last and len(pool.arrivals.get(last, ())) < wanted and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     pool.stopping = True
     for task in tasks:

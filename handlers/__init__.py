@@ -188,6 +188,7 @@ def routes():
         (rf"/widget/{widget.WIDGET_ID}", widget.ChatFrameHandler),
         (r"/widget/([^/]+)/messages", widget.VisitorMessagesHandler),
         (r"/widget/([^/]+)/identify", widget.VisitorIdentifyHandler),
+        (r"/widget/([^/]+)/email", widget.VisitorEmailHandler),
         (r"/widget/([^/]+)/updates", widget.VisitorUpdatesHandler),
         (rf"/widget/{widget.WIDGET_ID}/live", widget.VisitorLiveHandler),
     ]

@@ -13,7 +13,7 @@ import tornado.websocket
 
 from handlers.base import CODES, SECURITY_HEADERS
 from handlers.ui_base import session_key, session_user
-from services.presence import viewing_message
+from services.presence import page_message
 from services.users import author_name
 
 
@@ -125,13 +125,19 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
 
     def on_message(self, message):
         """A thread page says which conversation it shows ({"type": "viewing", "contactId"}): the hub tells the
-        account's other pages on it. Anything else is ignored."""
+        account's other pages on it; or that its agent types a reply ({"type": "typing", "contactId"}): the
+        contact's widget visitors are told (services/typing.py). Anything else is ignored."""
+        if self.subscriber is None or self.subscriber.closed:
+            return
+        services = self.application.services
         try:
-            contact_id = viewing_message(message)
+            kind, contact_id = page_message(message)
         except ValueError:
             return
-        if self.subscriber is not None and not self.subscriber.closed:
-            self.application.services.hub.presence.view(self.subscriber, contact_id)
+        if kind == "viewing":
+            services.hub.presence.view(self.subscriber, contact_id)
+        else:
+            services.typing.agent_typing(self.subscriber, contact_id)
 
     def on_close(self):
         if self.subscriber is not None:

@@ -15,8 +15,8 @@ from common.errors import Forbidden
 from handlers.base import SECURITY_HEADERS, ApiHandler, BaseHandler, StaticHandler
 from handlers.live import _origin, site_origins
 from handlers.openapi import Operation
-from handlers.widget_schemas import (VisitorHistory, VisitorIdentify, VisitorIdentity, VisitorSend, VisitorSent,
-                                     VisitorUpdates, VisitorUpdatesQuery)
+from handlers.widget_schemas import (VisitorEmail, VisitorEmailSaved, VisitorHistory, VisitorIdentify,
+                                     VisitorIdentity, VisitorSend, VisitorSent, VisitorUpdates, VisitorUpdatesQuery)
 from services import messaging, widget
 
 log = logging.getLogger("parley.widget")
@@ -94,6 +94,21 @@ class VisitorIdentifyHandler(VisitorHandler):
                                            email=body.email, name=body.name, hash=body.hash))
 
 
+class VisitorEmailHandler(VisitorHandler):
+    operations = {"post": Operation(
+        "A visitor leaves their email", {200: VisitorEmailSaved}, body=VisitorEmail, tags=("widget",),
+        headers={TOKEN_HEADER: "The visitor's token, when they have one; without one, the answer makes one."},
+        errors={**_ERRORS, 400: "Not an email address (the message names email).",
+                429: "Too many tries from this visitor."},
+        description="Outside business hours the chat asks for an email to answer at. It goes into the visitor's "
+                    "token (their first message makes their contact with it: nothing is stored before) and, when "
+                    "they wrote already, onto their contact if it has no email and no other contact has it.")}
+
+    async def post(self, widget_id):
+        body = self.json_body(VisitorEmail)
+        self.respond(await widget.give_email(self.services, self.widget, self.visitor_token(), body.email))
+
+
 class VisitorUpdatesHandler(VisitorHandler):
     operations = {"get": Operation(
         "A visitor's new messages (long-poll)", {200: VisitorUpdates}, query=VisitorUpdatesQuery, tags=("widget",),
@@ -147,8 +162,11 @@ class WidgetScriptHandler(StaticHandler):
 class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
     """WS /widget/{widgetId}/live?after=<cursor>: the frame's live updates. Its first message is {"token"}; then each
     message of the visitor's conversation comes as {"type": "messages", "messages", "cursor"} (the cursor to resume
-    from after a drop), read from the account's event stream as the long-poll does."""
+    from after a drop), read from the account's event stream as the long-poll does. Typing, both ways and never
+    stored (services/typing.py): the frame sends {"type": "typing"} while the visitor types, and gets
+    {"type": "typing", "expiresIn": 5} while an agent types a reply."""
     task = None
+    from_id = None
 
     def set_default_headers(self):
         self.set_header("Server", SECURITY_HEADERS["Server"])
@@ -173,19 +191,32 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
         self.after = self.get_query_argument("after", "")
 
     def on_message(self, message):
-        if self.task is not None:
-            return
+        """The first message is {"token"}; then {"type": "typing"} while the visitor types (services/typing.py)."""
         try:
-            token = json.loads(message).get("token")
-        except (ValueError, AttributeError):
-            token = None
-        self.task = asyncio.ensure_future(self.follow(token))
+            data = json.loads(message)
+        except ValueError:
+            data = None
+        data = data if isinstance(data, dict) else {}
+        typing = self.application.services.typing
+        if self.task is None:
+            token = data.get("token")
+            self.from_id = widget.visitor_from_id(self.application.services.box, self.widget, token)
+            if self.from_id is not None:
+                typing.join(self.widget["account_id"], self.from_id, self.send_typing)
+            self.task = asyncio.ensure_future(self.follow(token))
+        elif data.get("type") == "typing" and self.from_id is not None:
+            typing.visitor_typing(self.widget["account_id"], self.from_id)
+
+    def send_typing(self, frame):
+        """An agent types a reply in the visitor's conversation: {"type": "typing", "expiresIn"}."""
+        if self.ws_connection is not None and not self.ws_connection.is_closing():
+            self.write_message(frame)
 
     async def follow(self, token):
         services, after = self.application.services, self.after
         try:
             while self.ws_connection is not None and not services.hub.stopping:
-                result = await widget.updates(services, self.widget, token, after, widget.LIVE_WAIT)
+                result = await widget.updates(services, self.widget, token, after, widget.SOCKET_WAIT)
                 after = result["cursor"]
                 if result["messages"]:
                     await self.write_message({"type": "messages", **result})
@@ -199,5 +230,7 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
                 self.close(4000, str(code)[:100])
 
     def on_close(self):
+        if self.from_id is not None:
+            self.application.services.typing.leave(self.widget["account_id"], self.from_id, self.send_typing)
         if self.task is not None:
             self.task.cancel()

@@ -25,6 +25,12 @@ class VisitorHistory(BaseModel):
     messages: list[VisitorMessage]
     cursor: str = Field(description="Where live updates resume (the account's event stream cursor).")
     verified: bool
+    openNow: bool = Field(description="Whether the business is open now (its business hours; none set: always).")
+    nextOpenAt: Optional[str] = Field(description="When closed: the next opening (ISO 8601 UTC), or null when none "
+                                                  "is known.")
+    replyFrom: Optional[str] = Field(description="When closed: the next opening as the chat says it, in the "
+                                                 "account's time zone: \"9:00 (Europe/Berlin)\" today, \"Mon 9:00 "
+                                                 "(Europe/Berlin)\" another day.")
 
 
 class VisitorSend(Strict):
@@ -46,6 +52,16 @@ class VisitorIdentify(Strict):
     hash: Identifier = Field(max_length=200, description="Hex HMAC-SHA256(identity secret, id), made by your server.")
     email: Optional[Identifier] = Field(None, max_length=widget.MAX_IDENTITY)
     name: Optional[Identifier] = Field(None, max_length=widget.MAX_IDENTITY)
+
+
+class VisitorEmail(Strict):
+    email: str = Field(max_length=widget.MAX_IDENTITY, description="Where the business may answer.")
+
+
+class VisitorEmailSaved(BaseModel):
+    email: str = Field(description="The address as kept (normalized).")
+    token: str = Field(description="The visitor's token, now carrying the email: keep it (the first message makes "
+                                   "the contact with it).")
 
 
 class VisitorIdentity(BaseModel):

@@ -259,6 +259,15 @@ def local_opening(schedule, opens):
     return f"{local.strftime('%A %H:%M')} ({schedule.config['timezone']})"
 
 
+def short_opening(schedule, opens, now):
+    """The next opening as the chat widget's line says it, in the account's zone: "9:00 (Europe/Berlin)" today,
+    "Mon 9:00 (…)" within a week, "Mon 12 Jan 9:00 (…)" later."""
+    local, today = opens.astimezone(schedule.zone), now.astimezone(schedule.zone).date()
+    days = (local.date() - today).days
+    day = "" if days == 0 else local.strftime("%a ") if days < 7 else local.strftime("%a %-d %b ")
+    return f"{day}{local.hour}:{local.minute:02d} ({schedule.config['timezone']})"
+
+
 @functools.cache
 def zones():
     """Every IANA zone name, sorted (the Settings page's choices): read from the zone files once per process."""

@@ -7,6 +7,9 @@ Frames (JSON text) a page receives:
   {"type": "reload", "reason": "…"}       the page cannot be brought up to date by events: load it again
   {"type": "counts", "needsPerson": 2, "unread": 5}   the navigation's counts: after "ready", and again after
                                           every round with an event that may change them (nothing polls them)
+  {"type": "presence", "contactId", "viewers": [...]}   services/presence.py
+  {"type": "typing", "contactId", "who": "visitor", "expiresIn": 5}   a widget visitor types in a conversation
+                                          the page views (services/typing.py; never stored)
 A page that shows no live events (every page but the inbox's, a thread's and the campaigns') opens the socket
 for the counts alone (counts_only): it gets "ready" and "counts" frames, no events and no replay.
 
@@ -174,6 +177,11 @@ class Subscriber:
         self.hub.unsubscribe(self)
 
 
+class _Waiter(asyncio.Event):
+    """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event)."""
+    mention = None
+
+
 class Hub:
     """Fans committed events out to the subscribers of their account. notify() is the database's commit
     listener; start()/stop() run it as one of the server's background tasks."""
@@ -280,6 +288,8 @@ class Hub:
             return None
         self._subscribers.setdefault(subscriber.account_id, set()).add(subscriber)
         self._close_beyond_limits(subscriber.account_id, session)
+        if self._wanted:  # a commit while the page joined (or before: a round that finds nothing)
+            self.notify()
         return subscriber
 
     def _close_beyond_limits(self, account_id, session):
@@ -299,12 +309,14 @@ class Hub:
         """Whether rounds run (pages or long-polls wait): the position is then current."""
         return bool(self._subscribers or self._waiters)
 
-    async def watch(self, account_id):
+    async def watch(self, account_id, mention=None):
         """A long-poll of the account starts waiting: returns an asyncio.Event set when a round reads an event
-        of the account committed after this call (or the hub stops). The caller reads the table after this
-        call, not before, so that nothing committed between its read and the wait goes unnoticed; and calls
-        unwatch() when done."""
-        woken = asyncio.Event()
+        of the account committed after this call (with mention, only an event whose data's JSON text contains
+        it: a chat visitor waits for its own contact's, not for every message of the account), or the hub
+        stops. The caller reads the table after this call, not before, so that nothing committed between its
+        read and the wait goes unnoticed; and calls unwatch() when done."""
+        woken = _Waiter()
+        woken.mention = mention
         async with self._lock:
             if not self._listening:
                 self.position = await store.position(self.db)
@@ -358,9 +370,11 @@ class Hub:
 
     def notify(self):
         """Something committed (or the backstop poll): run a round soon. Cheap when nobody listens."""
+        # Kept while nobody listens: a page that is joining (its ready frame sent, not yet among the subscribers)
+        # runs the round once it joins, or what committed meanwhile would wait for the backstop poll.
+        self._wanted = True
         if not self._listening:
             return
-        self._wanted = True
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -395,8 +409,10 @@ class Hub:
             if not rows:
                 return False
             for account_id in {row[1] for row in rows} & self._waiters.keys():
+                texts = [row[3] for row in rows if row[1] == account_id]
                 for woken in self._waiters[account_id]:
-                    woken.set()
+                    if woken.mention is None or any(woken.mention in text for text in texts):
+                        woken.set()
             self.rounds += 1
             started = time.thread_time()  # the loop's CPU time: time the OS gave to others does not count
             by_account = {}

@@ -11,16 +11,27 @@ CONTACT_ID = re.compile(r"ct_[0-9a-z]{1,40}")
 MAX_MESSAGE_CHARS = 200  # what a page may send: {"type": "viewing", "contactId": "ct_…"}
 
 
+def page_message(text):
+    """(type, contact id) of what a page sends over /ws: {"type": "viewing", "contactId"} (None: it views none)
+    or {"type": "typing", "contactId"} (its agent types a reply: services/typing.py); ValueError otherwise."""
+    if not isinstance(text, str) or len(text) > MAX_MESSAGE_CHARS:
+        raise ValueError("not a page's message")
+    message = json.loads(text)
+    kind = message.get("type") if isinstance(message, dict) else None
+    if kind not in ("viewing", "typing"):
+        raise ValueError("not a page's message")
+    contact_id = message.get("contactId")
+    if (contact_id is not None or kind == "typing") and not (isinstance(contact_id, str)
+                                                             and CONTACT_ID.fullmatch(contact_id)):
+        raise ValueError("contactId is no contact id")
+    return kind, contact_id
+
+
 def viewing_message(text):
     """The contact id a page's message says it views, None for "none"; raises ValueError for anything else."""
-    if not isinstance(text, str) or len(text) > MAX_MESSAGE_CHARS:
+    kind, contact_id = page_message(text)
+    if kind != "viewing":
         raise ValueError("not a viewing message")
-    message = json.loads(text)
-    if not isinstance(message, dict) or message.get("type") != "viewing":
-        raise ValueError("not a viewing message")
-    contact_id = message.get("contactId")
-    if contact_id is not None and not (isinstance(contact_id, str) and CONTACT_ID.fullmatch(contact_id)):
-        raise ValueError("contactId is no contact id")
     return contact_id
 
 

@@ -5,7 +5,11 @@ A query's words (split at white space) must each occur in the message, without r
 prefix finds the longer word, and text written without spaces (Chinese, Japanese, Thai...) is found by any 2+
 characters of it. Words of one character are left out (they would match nearly everything). A query that is a
 phone number in any spelling (digits and the separators ' ()+-./' only, 3+ digits) is compared with the message's
-text with those separators taken out: "4155550199" finds "+1 (415) 555-0199" and "415.555.0199"."""
+text with those separators taken out: "4155550199" finds "+1 (415) 555-0199" and "415.555.0199". One written with
+its country code ("+1 415 555 0199") is searched by its national number, so it finds the number written without
+the code too ("415-555-0199")."""
+import phonenumbers
+
 from common.errors import Invalid
 from services.lists import decode_cursor, encode_cursor, parse_limit
 from storage import search as store
@@ -27,7 +31,7 @@ def parse_query(q):
         raise Invalid(f"q is longer than {MAX_QUERY_LENGTH} characters", field="q")
     digits = q.translate(_NO_SEPARATORS)
     if len(digits) >= 3 and digits.isascii() and digits.isdigit():
-        return [], digits
+        return [], _national(q) or digits
     terms = list(dict.fromkeys(word for word in q.split() if len(word) >= 2))
     if not terms:
         raise Invalid("q needs a word of at least 2 characters", field="q")
@@ -37,6 +41,17 @@ def parse_query(q):
 
 
 _NO_SEPARATORS = str.maketrans("", "", store.SEPARATORS)
+
+
+def _national(q):
+    """The national number of a query written with a country code (+…), or None."""
+    if not q.startswith("+"):
+        return None
+    try:
+        number = phonenumbers.parse(q, None)
+    except phonenumbers.NumberParseException:
+        return None
+    return phonenumbers.national_significant_number(number) if phonenumbers.is_possible_number(number) else None
 
 
 def match_span(body, terms, digits):

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import re
 import secrets
 import time
@@ -23,9 +24,11 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
-from services import event_stream, media, messaging
+from services import business_hours, contacts, event_stream, media, messaging, sla
 from services.contact_fields import normalize_email
 from storage import widgets as store
+
+log = logging.getLogger("parley.widget")
 
 CHANNEL = "web"
 SETTING = "widget"
@@ -137,7 +140,9 @@ def identity_hash(secret, user_id):
 HISTORY = 100  # messages a chat shows when it opens
 ATTACHMENT_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf")
 VISITOR_PER_MINUTE, ADDRESS_PER_MINUTE = 12, 60  # messages a visitor, and an address, may send a minute
-LIVE_WAIT = 25.0  # seconds a long-poll (and each round of a WebSocket) waits for a reply
+LIVE_WAIT = 25.0  # seconds a long-poll waits for a reply (proxies cut longer requests)
+# A WebSocket's round: nothing to cut it, so longer, and a thousand idle chats read the table 10x less often.
+SOCKET_WAIT = 10 * LIVE_WAIT
 # Obvious crawlers never create contacts (a search engine that renders pages may run the widget's script).
 _CRAWLER = re.compile(r"bot\b|crawl|spider|slurp|facebookexternalhit|bingpreview|mediapartners", re.IGNORECASE)
 
@@ -151,13 +156,14 @@ class IdentityRequired(DomainError):
 
 
 async def load(db, widget_id):
-    """{account_id, id, identity_secret, settings (the widget's, with defaults)} of an enabled widget; Unavailable
-    otherwise (an unknown id and a disabled widget answer alike)."""
+    """{account_id, id, identity_secret, settings (the widget's, with defaults), hours (the account's business
+    hours, or None)} of an enabled widget; Unavailable otherwise (an unknown id and a disabled widget answer
+    alike)."""
     row = await store.widget_by_id(db, widget_id) if re.fullmatch(r"wid_[0-9a-z]{26}", widget_id) else None
     shown = configured(row["settings"]) if row else None
     if shown is None or not shown["enabled"]:
         raise Unavailable("this chat is not available")
-    return {**row, "settings": shown}
+    return {**row, "settings": shown, "hours": business_hours.schedule_of(row["settings"])}
 
 
 def public_config(widget):
@@ -182,6 +188,12 @@ def unseal(box, widget, token):
     except (InvalidToken, ValueError, TypeError):
         return None
     return visitor if isinstance(visitor, dict) and visitor.pop("w", None) == widget["id"] else None
+
+
+def visitor_from_id(box, widget, token):
+    """The fromId of the visitor a token of this widget names, or None (a live socket's typing is theirs)."""
+    visitor = unseal(box, widget, token)
+    return from_id(visitor) if visitor is not None else None
 
 
 def from_id(visitor):
@@ -214,7 +226,17 @@ async def history(services, widget, token):
         if contact_id is not None:
             messages = [visitor_message(services, m) for m in await store.visitor_messages(
                 services.db, widget["account_id"], contact_id, HISTORY)]
-    return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor}
+    return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor,
+            **availability(widget, sla.clock(services)())}
+
+
+def availability(widget, now):
+    """Whether the business is open at now (its business hours; none: always), and when closed the next opening
+    as an ISO time and as the frame's line says it, in the account's zone ("Mon 9:00 (Europe/Berlin)")."""
+    schedule = widget["hours"]
+    open_now, _, opens = schedule.state(now) if schedule is not None else (True, None, None)
+    return {"openNow": open_now, "nextOpenAt": business_hours.iso_or_none(opens),
+            "replyFrom": business_hours.short_opening(schedule, opens, now) if opens else None}
 
 
 async def identify(services, widget, token, *, user_id, email=None, name=None, hash):
@@ -234,7 +256,48 @@ async def identify(services, widget, token, *, user_id, email=None, name=None, h
     if expected is None or not hmac.compare_digest(expected.encode(), (hash or "").strip().lower().encode()):
         return {"verified": False, "token": token if unseal(services.box, widget, token) else None}
     visitor = {"u": user_id, **({"e": email} if email else {}), **({"n": name.strip()} if name and name.strip() else {})}
+    before = unseal(services.box, widget, token)
+    if before is not None and "v" in before:
+        await _keep_the_anonymous_chat(services, widget, before, visitor)
     return {"verified": True, "token": seal(services.box, widget, visitor)}
+
+
+async def _keep_the_anonymous_chat(services, widget, anonymous, identified):
+    """An anonymous visitor who wrote identifies: their chat goes with them. Their contact becomes the id's (the
+    id's first sight), or is merged into the id's contact (its fields kept where both have one)."""
+    account_id = widget["account_id"]
+    chat = await store.visitor_contact_id(services.db, account_id, from_id(anonymous))
+    if chat is None:
+        return
+    known = await store.add_visitor_identity(services.db, account_id, from_id(identified), chat)
+    if known != chat:
+        try:
+            await contacts.merge_contacts(services.db, account_id, known, chat,
+                                          {"email": "this", "phone": "this"})
+        except DomainError as exc:  # merged or erased meanwhile: the identify stands, the old chat stays apart
+            log.warning("widget identify: the anonymous chat was not merged (%s)", exc)
+
+
+async def give_email(services, widget, token, email):
+    """POST /widget/{id}/email: the email a visitor leaves (outside hours, so the business can answer there).
+    Kept in their token, so their first message makes their contact with it (nothing is stored before the
+    visitor writes); a visitor who wrote already has it on their contact at once when the contact has none and
+    no other contact has it (the rule of inbound messages: fill blanks, never take another's). Returns {email,
+    token}; Invalid naming email for a bad one."""
+    if not isinstance(email, str) or len(email) > MAX_IDENTITY:
+        raise Invalid(f"email must be an email address of at most {MAX_IDENTITY} characters", field="email")
+    email = normalize_email(email, field="email")
+    visitor = unseal(services.box, widget, token) or {"v": new_id("vis")}
+    visitor["e"] = email
+    contact_id = await store.visitor_contact_id(services.db, widget["account_id"], from_id(visitor))
+    if contact_id is not None:  # they wrote already (else nothing is written, not even a rate limit's count)
+        allowed, headers = await services.limiter.hit_shared(f"widget-visitor:{from_id(visitor)}",
+                                                             VISITOR_PER_MINUTE)
+        if not allowed:
+            raise RateLimited(f"Too many tries. Please wait {headers['Retry-After']} seconds.",
+                              headers={"Retry-After": headers["Retry-After"]})
+        await store.fill_visitor_email(services.db, widget["account_id"], contact_id, email)
+    return {"email": email, "token": seal(services.box, widget, visitor)}
 
 
 async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_agent, media_url=None,
@@ -294,12 +357,16 @@ async def updates(services, widget, token, after, wait):
     visitor = unseal(services.box, widget, token)
     if visitor is None:
         raise Forbidden("no visitor: send a message first")
-    hub, deadline, contact_id = services.hub, time.monotonic() + wait, None
-    woken = await hub.watch(account_id)
+    hub, deadline = services.hub, time.monotonic() + wait
+    contact_id = await store.visitor_contact_id(services.db, account_id, from_id(visitor))
+    # Woken by events naming the visitor's contact only (not by every message of the account: with a thousand
+    # chats open, each event woke them all, bench/scenarios/widget.py); before their first message, by any.
+    woken = await hub.watch(account_id, mention=contact_id)
     try:
         while True:
-            if contact_id is None:  # made by the visitor's first message; then theirs for good
-                contact_id = await store.visitor_contact_id(services.db, account_id, from_id(visitor))
+            if contact_id is None:  # made by the visitor's first message (merged into another: that one)
+                contact_id = woken.mention = await store.visitor_contact_id(services.db, account_id,
+                                                                            from_id(visitor))
             # Visitors waiting at one position (every open chat of the account, after a commit) share one read.
             result = await event_stream.shared_page(services, account_id, position, _MESSAGE_SOURCES,
                                                     event_stream.MAX_LIMIT)
@@ -313,6 +380,9 @@ async def updates(services, widget, token, after, wait):
                 continue  # a full page of others' events: read on before waiting
             try:
                 await asyncio.wait_for(woken.wait(), remaining)
+                # Woken by an event naming the contact: if none of it is a message for the visitor, the contact
+                # may have been merged into another (contact.merged names both): look it up again.
+                contact_id = None
             except TimeoutError:
                 pass
             woken.clear()

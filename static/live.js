@@ -3,7 +3,9 @@
 // Frames: {"type":"events","events":[{id,type,data,at}]}, {"type":"ready"}, {"type":"reload","reason"},
 // {"type":"counts","needsPerson","unread"} (the navigation's counts, pushed: "parley:counts"),
 // {"type":"presence","contactId","viewers":[...]} (who else views the thread this page says it shows: a thread
-// page sends {"type":"viewing","contactId"} once live; pages listen for "parley:presence").
+// page sends {"type":"viewing","contactId"} once live; pages listen for "parley:presence"),
+// {"type":"typing","contactId","who":"visitor","expiresIn":5} (a widget visitor types in the thread the page views:
+// "parley:typing"); a thread page sends {"type":"typing","contactId"} while its agent types (Parley.live.send).
 // A page without live events (no data-live-after) opens the socket for the counts alone (/ws?counts=1).
 // Needs parley.js (loaded by every page).
 (function () {
@@ -41,6 +43,11 @@
     var query = countsOnly ? "counts=1" : "after=" + live.lastEventId;
     var socket = new WebSocket(scheme + window.location.host + "/ws?" + query);
     live.connections += 1;
+    live.send = function (data) {  // ephemeral messages (typing): dropped while not connected
+      if (socket.readyState === 1) {
+        socket.send(JSON.stringify(data));
+      }
+    };
     socket.onmessage = function (message) {
       var frame = JSON.parse(message.data);
       if (frame.type === "events") {
@@ -63,6 +70,8 @@
         document.dispatchEvent(new CustomEvent("parley:counts", {detail: frame}));
       } else if (frame.type === "presence") {
         document.dispatchEvent(new CustomEvent("parley:presence", {detail: frame}));
+      } else if (frame.type === "typing") {
+        document.dispatchEvent(new CustomEvent("parley:typing", {detail: frame}));
       } else if (frame.type === "reload") {
         reload();
       }

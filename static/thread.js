@@ -167,6 +167,40 @@
     presence.hidden = !viewers.length;
   });
 
+  // Typing, both ways (services/typing.py): a widget visitor's shows under the messages until it expires or
+  // their message comes; the agent's own, at most one signal per 2 s, goes to the visitor of a web conversation.
+  var typing = document.getElementById("typing");
+  var typingTimer = null;
+  function stopTyping() {
+    typing.hidden = true;
+    window.clearTimeout(typingTimer);
+  }
+  document.addEventListener("parley:typing", function (event) {
+    if (event.detail.contactId !== contact) {
+      return;
+    }
+    typing.textContent = "Visitor is typing…";
+    typing.hidden = false;
+    window.clearTimeout(typingTimer);
+    typingTimer = window.setTimeout(stopTyping, (event.detail.expiresIn || 5) * 1000);
+  });
+  document.addEventListener("parley:event", function (event) {
+    if (event.detail.type === "message.created" && (event.detail.data || {}).contactId === contact) {
+      stopTyping();
+    }
+  });
+  var lastTyped = 0;
+  var replyBox = document.getElementById("reply-body");
+  if (replyBox && replyBox.dataset.web) {
+    replyBox.addEventListener("input", function () {
+      var live = window.Parley.live;
+      if (Date.now() - lastTyped >= 2000 && live && live.send) {
+        lastTyped = Date.now();
+        live.send({type: "typing", contactId: contact});
+      }
+    });
+  }
+
   // An error's text; the API's "set it with PATCH /v1/account/settings" becomes a link to the Settings field
   // (as handlers/ui/text.py's ui_text does for server-rendered pages).
   function showError(element, message) {
@@ -191,6 +225,7 @@
     replyError.hidden = true;
     post(reply).then(function () {
       reply.querySelector("textarea").value = "";
+      lastTyped = 0;  // the next keystroke starts a new reply: shown at once
     }).catch(function (error) {
       showError(replyError, error.message);
       replyError.hidden = false;

@@ -16,6 +16,9 @@
   var list = document.getElementById("messages"), log = document.getElementById("log");
   var form = document.getElementById("send"), box = document.getElementById("body");
   var status = document.getElementById("status"), honeypot = document.getElementById("website");
+  // Typing, both ways over the WebSocket only (none on the long-poll fallback): at most one signal per 2 s.
+  var typing = document.getElementById("typing"), typingTimer = null, lastTyped = 0;
+  function stopTyping() { typing.hidden = true; clearTimeout(typingTimer); }
   document.documentElement.style.setProperty("--accent", cfg.color);
   // The page that frames us: given by the loader, and only ever one of the widget's allowed origins (the
   // frame-ancestors header already refused the others). Messages go to it alone, never to "*".
@@ -54,12 +57,31 @@
     t.textContent = new Date(m.createdAt).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
     li.appendChild(t);
     list.appendChild(li);
+    if (!m.mine) stopTyping();
     log.scrollTop = log.scrollHeight;
     if (!m.mine && !quiet) tell({ parley: "message", message: { id: m.id, body: m.body, createdAt: m.createdAt } });
   }
+  // Outside business hours: when we reply, and an optional email to answer at (POST /email).
+  var away = document.getElementById("away"), awayForm = document.getElementById("away-email");
+  function hours(h) {
+    away.hidden = h.openNow;
+    document.getElementById("away-line").textContent = "We're away. " +
+      (h.replyFrom ? "We reply from " + h.replyFrom + "." : "We'll reply as soon as we can.");
+  }
+  awayForm.addEventListener("submit", function (e) {
+    e.preventDefault();
+    var field = document.getElementById("email");
+    call("POST", "/email", { email: field.value }).then(function (a) {
+      keep(a.token);
+      status.textContent = "";
+      awayForm.hidden = true;
+      document.getElementById("away-line").textContent += " Thanks: we'll answer at " + a.email + ".";
+    }, function (err) { status.textContent = err.message; });
+  });
   function readHistory() {
     return call("GET", "/messages").then(function (h) {
       cursor = h.cursor;
+      hours(h);
       h.messages.forEach(function (m) { show(m, true); });
       if (h.messages.length) tell({ parley: "active" });
       if (token) follow();
@@ -74,6 +96,7 @@
     live.onmessage = function (e) {
       var d = JSON.parse(e.data);
       if (d.type === "messages") { cursor = d.cursor; d.messages.forEach(function (m) { show(m); }); }
+      else if (d.type === "typing") { typing.textContent = "An agent is typing…"; typing.hidden = false; clearTimeout(typingTimer); typingTimer = setTimeout(stopTyping, (d.expiresIn || 5) * 1000); }
     };
     live.onclose = function () {
       live = null;
@@ -116,12 +139,15 @@
       if (f) { message.mediaUrl = f.url; message.mediaContentType = f.type; }
       return call("POST", "/messages", message);
     }).then(function (a) {
-      box.value = ""; file.value = "";
+      box.value = ""; file.value = ""; lastTyped = 0;
       if (a.token && a.token !== token) keep(a.token);
       if (a.message) show(a.message);
       tell({ parley: "active" });
       follow();
     }, function (err) { status.textContent = err.message; });
+  });
+  box.addEventListener("input", function () {
+    if (live && live.readyState === 1 && Date.now() - lastTyped >= 2000) { lastTyped = Date.now(); live.send(JSON.stringify({ type: "typing" })); }
   });
   box.addEventListener("keydown", function (e) {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }

@@ -6,6 +6,9 @@ tables stay the truth, so a lost notification costs a delay, never an event).
   (a burst of commits is one NOTIFY), never on a request's own transaction.
 - parley_keys: an API key changed (sent inside the key's transaction, storage/accounts.py): the others empty
   their key caches.
+- signals (parley_typing, services/typing.py): the one exception to "never data": something ephemeral that no
+  table holds (a typing indicator), as the payload "<owner>:<text>", sent at once by signal(), never coalesced,
+  and simply lost when a connection is down (it expires in seconds anyway).
 
 Two connections of their own beside the pool: one LISTENs, one sends. A lost connection is opened again
 (after 1 s, doubling to 30 s); after a reconnect every handler runs once, since notifications may have been
@@ -23,9 +26,12 @@ EVENTS_CHANNEL = "parley_events"
 
 
 class PgListener:
-    def __init__(self, url, handlers):
-        """handlers: {channel: callback()} run on the event loop for each notification from another process."""
-        self.url, self.handlers = url, handlers
+    def __init__(self, url, handlers, signals=None):
+        """handlers: {channel: callback()} run on the event loop for each notification from another process;
+        signals: {channel: callback(payload text)} for the ephemeral signals of another process (signal())."""
+        self.url, self.handlers, self.signals = url, handlers, signals or {}
+        self._connecting = asyncio.Lock()  # the sender connection is opened once for wake-ups and signals
+        self._signal_tasks = set()
         self.owner = os.urandom(8).hex()  # our notifications carry it: we skip our own
         self._listen_task = None
         self._sender = None
@@ -40,7 +46,7 @@ class PgListener:
 
     async def stop(self):
         self._stopping = True
-        for task in (self._listen_task, self._sending):
+        for task in (self._listen_task, self._sending, *self._signal_tasks):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -61,15 +67,36 @@ class PgListener:
             while self._dirty and not self._stopping:
                 self._dirty = False
                 try:
-                    if self._sender is None or self._sender.closed:
-                        self._sender = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-                    await self._sender.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.owner))
+                    await (await self._connected_sender()).execute("SELECT pg_notify(%s, %s)",
+                                                                   (EVENTS_CHANNEL, self.owner))
                 except (psycopg.Error, OSError) as exc:
                     log.warning("live events: could not notify the other processes (%s); they poll", exc)
                     self._sender = None
                     return
         finally:
             self._sending = None
+
+    async def _connected_sender(self):
+        async with self._connecting:
+            if self._sender is None or self._sender.closed:
+                self._sender = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            return self._sender
+
+    def signal(self, channel, payload):
+        """Send ephemeral text (at most a few KB: NOTIFY's limit is 8000 bytes) to the other processes' signals
+        handler of channel; not waited for, lost if the connection is down."""
+        if self._stopping:
+            return
+        task = asyncio.ensure_future(self._signal(channel, f"{self.owner}:{payload}"))
+        self._signal_tasks.add(task)
+        task.add_done_callback(self._signal_tasks.discard)
+
+    async def _signal(self, channel, payload):
+        try:
+            await (await self._connected_sender()).execute("SELECT pg_notify(%s, %s)", (channel, payload))
+        except (psycopg.Error, OSError) as exc:
+            log.warning("could not send a %s signal to the other processes (%s)", channel, exc)
+            self._sender = None
 
     # ---- listening -----------------------------------------------------------------------------
 
@@ -78,14 +105,18 @@ class PgListener:
         while not self._stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as cx:
-                    for channel in self.handlers:
+                    for channel in (*self.handlers, *self.signals):
                         await cx.execute(f"LISTEN {channel}")
                     if self.connected.is_set():  # a reconnect: what was sent meanwhile is unknown
                         self._run_all()
                     self.connected.set()
                     delay = 1.0
                     async for note in cx.notifies():
-                        if note.payload != self.owner:  # our own commits woke our hub already
+                        if note.channel in self.signals:
+                            owner, _, text = note.payload.partition(":")
+                            if owner != self.owner:
+                                self._run_signal(note.channel, text)
+                        elif note.payload != self.owner:  # our own commits woke our hub already
                             self.received += 1
                             self._run(note.channel)
             except asyncio.CancelledError:
@@ -102,6 +133,12 @@ class PgListener:
                 callback()
             except Exception:
                 log.exception("notification %s: its handler failed", channel)
+
+    def _run_signal(self, channel, text):
+        try:
+            self.signals[channel](text)
+        except Exception:
+            log.exception("signal %s: its handler failed", channel)
 
     def _run_all(self):
         for channel in self.handlers:

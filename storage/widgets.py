@@ -1,5 +1,6 @@
 """SQL for the website chat widget's row (migration 0640): its public id and its encrypted identity secret."""
 from storage.audit import record_by
+from storage.contacts import fill_blanks_in_tx, get_contact
 from storage.db import fetch_all, fetch_one, reads, writes
 
 _COLUMNS = "account_id, id, identity_secret, created_at"
@@ -44,6 +45,16 @@ def visitor_contact_id(cx, account_id, from_id):
     return row[0] if row else None
 
 
+@writes
+def add_visitor_identity(cx, account_id, from_id, contact_id):
+    """The fromId (an identified visitor's) names contact_id too, unless it names a contact already (two
+    identifies at once: the first wins). Returns the contact the fromId names."""
+    cx.execute("INSERT INTO channel_identities (account_id, from_id, contact_id) VALUES (?, ?, ?)"
+               " ON CONFLICT DO NOTHING", (account_id, from_id, contact_id))
+    return cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
+                      (account_id, from_id)).fetchone()[0]
+
+
 @reads
 def visitor_messages(cx, account_id, contact_id, limit):
     """The contact's newest ``limit`` messages on the widget's channel, oldest first: what the visitor's chat shows
@@ -64,3 +75,19 @@ def web_identity(cx, account_id, contact_id):
     if not ids:
         return None
     return "verified" if any(i.startswith("web:id:") for i in ids) else "not verified"
+
+
+@writes
+def fill_visitor_email(cx, account_id, contact_id, email):
+    """The email a visitor left, on their contact when it has none and no other contact has it (fill_blanks_in_tx's
+    rule: another's address is neither taken nor its holder told)."""
+    contact = get_contact.sync(cx, account_id, contact_id)
+    if contact:
+        fill_blanks_in_tx(cx, contact, {"email": email})
+
+
+@reads
+def web_from_ids(cx, account_id, contact_id):
+    """The widget visitors' fromIds ("web:…") that map to the contact: who an agent's typing is shown to."""
+    return [row[0] for row in cx.execute("SELECT from_id FROM channel_identities WHERE account_id = ? AND contact_id = ?"
+                                         " AND from_id LIKE 'web:%' LIMIT 20", (account_id, contact_id))]

@@ -83,6 +83,7 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("POST", "/widget/{widgetId}/messages"): {"body": "Hello!\n\tAnyone there?"},
     ("POST", "/widget/{widgetId}/identify"): {"id": "user-42", "hash": "0" * 64, "email": "ada@example.com",
                                              "name": "Ada"},
+    ("POST", "/widget/{widgetId}/email"): {"email": "ada@example.com"},
 }
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}

@@ -196,7 +196,7 @@ EXAMPLES = {
 READ_ONLY_POSTS = {"/v1/bot/test", "/v1/account/webhook-test", "/v1/campaigns/{campaignId}/preview"}
 # The chat widget's visitors (no API key, so no account's key space to claim a key in): their frame sends each
 # message once and shows a failed send for the visitor to send again.
-VISITOR_POSTS = {"/widget/{widgetId}/messages", "/widget/{widgetId}/identify"}
+VISITOR_POSTS = {"/widget/{widgetId}/messages", "/widget/{widgetId}/identify", "/widget/{widgetId}/email"}
 
 
 def idempotent_operations():

@@ -18,7 +18,9 @@ from storage.db import fetch_all, reads
 from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
                                   set_webhook, worker)
 from tests.test_delivery import Receiver, receiver  # noqa: F401 (fixtures)
+from tests import db_direct
 from tests.ui_helpers import PASSWORD, FormClient
+from tests.waiting import until
 
 TIMEOUT = 10
 
@@ -658,6 +660,60 @@ async def test_a_page_that_joins_ahead_of_the_hub_gets_no_event_twice(services, 
     await hub._round()
     assert [e["id"] for e in json.loads(early.frames[-1])["events"]] == [2, 3, 4]
     assert [e["id"] for e in json.loads(late.frames[-1])["events"]] == [4]
+
+
+class JoiningTransport(FakeTransport):
+    """A page whose ready frame, sent while it joins, coincides with another process's commit and its
+    notification (the commit lands after the catch-up's read, before the page is among the subscribers)."""
+
+    def __init__(self, services, account_id):
+        super().__init__()
+        self.services, self.account_id = services, account_id
+
+    def write(self, frame):
+        if frame.data == b'{"type":"ready"}':
+            cx = db_direct.connect(self.services)
+            try:
+                events.emit_in_tx(cx, self.account_id, "message.created", {"n": 1})
+            finally:
+                cx.close()
+            self.services.hub.notify()  # what the listener does for another process's commit
+        return super().write(frame)
+
+
+async def test_an_event_committed_while_a_page_joins_reaches_it_at_once(services, account):
+    """The notification came while nobody listened yet (the page was joining): it was dropped, so the event
+    waited for the backstop poll (PostgreSQL CI: test_roles' view-as socket timed out). Now the page runs the
+    round once it has joined."""
+    hub = services.hub
+    hub.poll_seconds = 3600  # no backstop in this test
+    transport = JoiningTransport(services, account["account_id"])
+    assert await hub.subscribe(account["account_id"], "usr_1", 0, transport) is not None
+    assert await until(lambda: len(transport.frames) > 1, seconds=5), transport.frames
+    assert [e["data"] for e in json.loads(transport.frames[-1])["events"]] == [{"n": 1}]
+
+
+async def test_a_watch_with_a_mention_wakes_only_for_events_that_name_it(services, account):
+    """A chat visitor's wait (services/widget.py) wakes for its own contact's events, not for every event of the
+    account; a plain long-poll's wakes for any."""
+    hub, account_id = services.hub, account["account_id"]
+    hub.min_interval = 30  # rounds run when this test says
+    hub._last_round = asyncio.get_running_loop().time()
+    mine, anyone = await hub.watch(account_id, mention="ct_mine"), await hub.watch(account_id)
+    try:
+        await services.db.write(_emit_one, account_id, {"contactId": "ct_other"})
+        await hub._round()
+        assert anyone.is_set() and not mine.is_set()
+        await services.db.write(_emit_one, account_id, {"contactId": "ct_mine"})
+        await hub._round()
+        assert mine.is_set()
+    finally:
+        hub.unwatch(account_id, mine)
+        hub.unwatch(account_id, anyone)
+
+
+def _emit_one(cx, account_id, data):
+    events.emit_in_tx(cx, account_id, "message.created", data)
 
 
 def test_pages_of_an_ended_session_are_closed():

@@ -41,6 +41,7 @@ async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, serv
     refund = await inbound(services, account_id, body="Hello, I would like a REFUND for order 1234 please")
     phone = await inbound(services, account_id, from_id="+14155550100",
                           body="Call me back on +1 (415) 555-0199 after five")
+    national = await inbound(services, account_id, from_id="+14155550103", body="My cell: 415-555-0177")
     japanese = await inbound(services, account_id, from_id="+14155550101", body="東京駅で待っています")
     thai = await inbound(services, account_id, from_id="+14155550102", body="สวัสดีครับ ขอบคุณมาก")
     await accounts.update_settings(services.db, account_id, {"customChannelWebhookUrl": "https://hooks.example.com/p"})
@@ -56,6 +57,9 @@ async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, serv
     assert await ids(api, key, "REFUND order") == [reply, refund["id"]]  # every word, any case
     for spelling in ("4155550199", "415-555-0199", "(415) 555 0199", "415.555.0199"):
         assert await ids(api, key, spelling) == [phone["id"]], spelling
+    # With its country code: the national number, so the number written without one is found too.
+    assert await ids(api, key, "+1 (415) 555-0177") == [national["id"]]
+    assert await ids(api, key, "+1 415 555 0199") == [phone["id"]]
     assert await ids(api, key, "東京") == [japanese["id"]]  # two characters of a script without spaces
     assert await ids(api, key, "駅で待") == [japanese["id"]]
     assert await ids(api, key, "ขอบคุณ") == [thai["id"]]
@@ -138,7 +142,8 @@ async def test_the_migration_indexes_messages_stored_before_it(services, account
 
 def test_a_query_means_its_words_or_a_phone_number():
     assert search.parse_query("  Refund  order refund x ") == (["Refund", "order", "refund"], None)
-    assert search.parse_query("+1 (415) 555-0199") == ([], "14155550199")
+    assert search.parse_query("+1 (415) 555-0199") == ([], "4155550199")  # its national number
+    assert search.parse_query("+1 555") == ([], "1555")  # not a possible number: its digits
     assert search.parse_query("12") == (["12"], None)  # too short to be a number: a word
     body = "Please call +1 (415) 555-0199 today"
     assert search.match_span(body, [], "4155550199") == (16, 29)

@@ -6,17 +6,23 @@ import hashlib
 import hmac
 import json
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from services import messaging, widget
+from services import accounts, messaging, presence, typing, widget
+from services.live import Subscriber
 from storage.db import fetch_all, reads
+from tests import db_direct
 from tests.media_files import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
-from tests.ui_helpers import FormClient
+from tests.test_live import Socket as LiveSocket
+from tests.test_scale_out import _second_process
+from tests.ui_helpers import PASSWORD, FormClient
+from tests.waiting import Clock, until
 
 @reads
 def _outbox_count(cx, account_id):
@@ -248,6 +254,25 @@ async def test_a_visitor_writes_an_agent_replies_and_the_visitor_gets_it_live(ap
     assert (await Visitor(api, widget_id, token=visitor.token[:-4] + "AAAA").history())["messages"] == []
 
 
+async def test_a_waiting_visitor_whose_contact_is_merged_gets_the_reply_to_the_kept_one(api, account, services):
+    """A visitor's wait wakes only for events naming their contact (not for every event of the account); when
+    that contact is merged into another, contact.merged names it, and the wait follows the kept contact."""
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    assert (await visitor.send("Is my order ready?")).code == 201
+    cursor = (await visitor.history())["cursor"]
+    [chat] = await _contacts(services.db, account["account_id"])
+    kept = (await api.post("/v1/contacts", {"email": "known@example.com"}, key=key)).json["id"]
+    waiting = asyncio.ensure_future(visitor.updates(cursor, wait=25))
+    await asyncio.sleep(0.2)  # waiting
+    assert (await api.post(f"/v1/contacts/{kept}/merge", {"otherId": chat["id"]}, key=key)).code == 200
+    reply = await api.post(f"/v1/contacts/{kept}/messages", {"body": "Ready at 4.", "channel": "web"}, key=key)
+    assert reply.code == 201, reply.body
+    got = (await asyncio.wait_for(waiting, 10)).json  # well before its 25 s
+    assert [m["body"] for m in got["messages"]] == ["Ready at 4."]
+
+
 async def test_the_websocket_resumes_from_its_cursor(api, account, http_server_client, services):
     key = account["api_key"]
     widget_id = await enable(api, account)
@@ -296,6 +321,24 @@ async def test_identity_binds_a_contact_across_browsers_and_a_wrong_hash_binds_n
     refused = await Visitor(api, widget_id).send("Anonymous")
     assert refused.code == 403 and refused.json["error"]["code"] == "IDENTITY_REQUIRED"
     assert (await phone.send("Still me")).code == 201
+
+
+async def test_an_anonymous_chat_goes_with_the_visitor_who_identifies(api, account, services):
+    """Written anonymously, then identified: the chat is the id's (its first sight), and on another browser an
+    anonymous chat is merged into the id's contact; the visitor's history has all of it, one contact."""
+    key = account["api_key"]
+    widget_id = await enable(api, account)
+    good = widget.identity_hash((await api.post("/v1/account/widget/identity-secret", key=key)).json["identitySecret"],
+                                "cust-9")
+    laptop, phone = Visitor(api, widget_id), Visitor(api, widget_id)
+    await laptop.send("Before signing in")
+    assert (await laptop.identify("cust-9", good))["verified"]
+    await laptop.send("Signed in now")
+    await phone.send("From my phone, anonymous")
+    assert (await phone.identify("cust-9", good))["verified"]
+    assert [m["body"] for m in (await phone.history())["messages"]] == [
+        "Before signing in", "Signed in now", "From my phone, anonymous"]
+    assert len(await _contacts(services.db, account["account_id"])) == 1
 
 
 async def test_abuse_limits_and_other_sites(api, account, services):
@@ -419,3 +462,173 @@ async def test_visitors_and_agents_attach_images_and_pdfs(api, account, services
     path = history[0]["media"]["url"].split("://", 1)[1].split("/", 1)[1]
     image = await http_server_client.fetch("/" + path, raise_error=False)
     assert image.code == 200 and image.body == PNG
+
+
+# ---- outside business hours (issue 40): "We reply from …" and an email to answer at ------------------------
+
+async def test_outside_hours_the_chat_says_when_it_replies_and_keeps_the_email_a_visitor_leaves(api, account,
+                                                                                                services):
+    key, account_id = account["api_key"], account["account_id"]
+    services.clock = Clock(datetime(2026, 3, 7, 12, 0, tzinfo=timezone.utc))  # Saturday 13:00 in Berlin
+    widget_id = await enable(api, account)
+    visitor = Visitor(api, widget_id)
+    assert {k: (await visitor.history())[k] for k in ("openNow", "nextOpenAt", "replyFrom")} == {
+        "openNow": True, "nextOpenAt": None, "replyFrom": None}  # no business hours: always open
+    hours = {"timezone": "Europe/Berlin", "weekly": {d: [["09:00", "17:00"]] for d in ("mon", "tue", "wed", "thu")}}
+    assert (await api.call("PUT", "/v1/account/business-hours", hours, key=key)).code == 200
+    closed = await visitor.history()
+    assert (closed["openNow"], closed["nextOpenAt"], closed["replyFrom"]) == (
+        False, "2026-03-09T08:00:00.000Z", "Mon 9:00 (Europe/Berlin)")
+    services.clock.now = datetime(2026, 3, 9, 6, 0, tzinfo=timezone.utc)  # Monday 7:00: today
+    assert (await visitor.history())["replyFrom"] == "9:00 (Europe/Berlin)"
+    services.clock.now = datetime(2026, 3, 9, 9, 0, tzinfo=timezone.utc)  # Monday 10:00: open
+    opened = await visitor.history()
+    assert (opened["openNow"], opened["nextOpenAt"], opened["replyFrom"]) == (True, None, None)
+
+    # The email: refused naming the field when bad; kept in the token only (nothing stored) before the first
+    # message, which makes the contact with it; a visitor who wrote already gets it on their contact at once.
+    before = db_direct.dump_text(services)
+    for bad in ("not an email", "a@", "x" * 190 + "@example.com"):
+        r = await api.post(f"/widget/{widget_id}/email", {"email": bad}, headers=visitor.headers())
+        assert r.code == 400 and "email" in r.json["error"]["message"], (bad, r.body)
+    saved = await api.post(f"/widget/{widget_id}/email", {"email": " Ada@Example.com "}, headers=visitor.headers())
+    assert saved.code == 200 and saved.json["email"] == "ada@example.com", saved.body
+    assert db_direct.dump_text(services) == before  # nothing stored before the visitor writes
+    visitor.token = saved.json["token"]
+    assert (await visitor.send("Are you open on Sunday?")).code == 201
+    [contact] = await _contacts(services.db, account_id)
+    assert contact["email"] == "ada@example.com"
+
+    early = Visitor(api, widget_id)
+    assert (await early.send("Hello?")).code == 201
+    later = await api.post(f"/widget/{widget_id}/email", {"email": "bo@example.com"}, headers=early.headers())
+    assert later.code == 200, later.body
+    assert sorted(c["email"] for c in await _contacts(services.db, account_id)) == ["ada@example.com",
+                                                                                    "bo@example.com"]
+    # Another's address is never taken (nor its holder named): the contact keeps none.
+    third = Visitor(api, widget_id)
+    await third.send("Me too")
+    taken = await api.post(f"/widget/{widget_id}/email", {"email": "ada@example.com"}, headers=third.headers())
+    assert taken.code == 200 and "ct_" not in taken.body.decode()
+    assert sorted(str(c["email"]) for c in await _contacts(services.db, account_id)) == [
+        "None", "ada@example.com", "bo@example.com"]
+
+
+# ---- typing indicators both ways (issue 38): ephemeral, throttled, per account ----------------------------
+
+def test_a_typist_is_relayed_at_most_once_per_throttle_period():
+    clock = Clock(100.0)
+    relay = typing.Typing(hub=None, db=None, clock=clock)
+    assert relay.allowed("visitor-1") and not relay.allowed("visitor-1") and relay.allowed("visitor-2")
+    clock.now = 100.0 + typing.THROTTLE_SECONDS - 0.1
+    assert not relay.allowed("visitor-1")
+    clock.now = 100.0 + typing.THROTTLE_SECONDS
+    assert relay.allowed("visitor-1")
+    for text in ('{"type": "typing"}', '{"type": "typing", "contactId": "x"}', "[]", "typing", "x" * 300):
+        with pytest.raises(ValueError):
+            presence.page_message(text)
+    assert presence.page_message('{"type": "typing", "contactId": "ct_1"}') == ("typing", "ct_1")
+
+
+async def _page(http_server_client, services, email, contact_id):
+    """An inbox thread page of the account whose owner is email, live on its /ws and viewing contact_id."""
+    client = FormClient(http_server_client)
+    assert (await client.login(email)).code == 303
+    socket = await LiveSocket.open(http_server_client, client.cookies, 0)
+    await socket.until(lambda f: f["type"] == "ready")
+    socket.connection.write_message(json.dumps({"type": "viewing", "contactId": contact_id}))
+    return socket
+
+
+async def _visitor_socket(http_server_client, widget_id, cursor, token):
+    port = http_server_client.get_http_port()
+    socket = await websocket_connect(HTTPRequest(f"ws://127.0.0.1:{port}/widget/{widget_id}/live?after={cursor}",
+                                                 headers={"Origin": f"https://127.0.0.1:{port}"}))
+    socket.write_message(json.dumps({"token": token}))
+    return socket
+
+
+async def test_typing_reaches_the_thread_page_and_the_visitor_and_is_never_stored(
+        api, ui_account, services, http_server_client):
+    account_id = ui_account["account_id"]
+    other = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                          email="owner@other.example", password=PASSWORD)
+    widget_id = await enable(api, ui_account)
+    visitor = Visitor(api, widget_id)
+    await visitor.send("Hi")
+    contact_id = (await _contacts(services.db, account_id))[0]["id"]
+    page = await _page(http_server_client, services, ui_account["email"], contact_id)
+    # The other account's page says it views this account's conversation: it must get nothing of it.
+    stranger = await _page(http_server_client, services, other["email"], contact_id)
+    assert await until(lambda: len(services.hub.presence.viewers(account_id, contact_id)) == 1
+                       and services.hub.presence.viewers(other["account_id"], contact_id))
+    chat = await _visitor_socket(http_server_client, widget_id, (await visitor.history())["cursor"], visitor.token)
+    before = db_direct.dump_text(services)
+    relayed = []
+    services.typing.elsewhere = relayed.append  # what would go to other processes: every signal relayed
+
+    chat.write_message(json.dumps({"type": "typing"}))
+    chat.write_message(json.dumps({"type": "typing"}))  # within the throttle period: not relayed
+    assert await page.until(lambda f: f["type"] == "typing") == {
+        "type": "typing", "contactId": contact_id, "who": "visitor", "expiresIn": typing.EXPIRES_SECONDS}
+    assert [json.loads(r) for r in relayed] == [{"k": "visitor", "a": account_id, "c": contact_id}]
+    page.connection.write_message(json.dumps({"type": "typing", "contactId": contact_id}))
+    assert json.loads(await asyncio.wait_for(chat.read_message(), TIMEOUT)) == {
+        "type": "typing", "expiresIn": typing.EXPIRES_SECONDS}  # never which agent
+    # The other account's page typing "to" this contact relays nothing: its account maps no visitor to it.
+    [stranger_page] = services.hub.presence.viewers(other["account_id"], contact_id)
+    await services.typing.agent_typing(stranger_page, contact_id)
+    assert [json.loads(r)["k"] for r in relayed] == ["visitor", "agent"]
+
+    # Nothing stored, nothing in the event stream; the stranger's first frame after its presence is its own event.
+    assert db_direct.dump_text(services) == before
+    assert [e["type"] for e in (await api.get("/v1/events", key=ui_account["api_key"])).json["data"]] == [
+        "contact.created", "message.created"]
+    theirs = await messaging.receive_inbound(services, other["account_id"], message_sid="o1", from_id="+14155550199",
+                                             to_id=None, body="Hello", channel="sms")
+    frame = await stranger.until(lambda f: f["type"] != "presence")
+    assert frame["type"] == "events" and frame["events"][0]["data"]["messageId"] == theirs[0]["id"]
+    for socket in (page, stranger):
+        socket.close()
+    chat.close()
+
+
+@pytest.mark.postgres_only
+def test_typing_crosses_server_processes_by_notify(io_loop, services, settings, tmp_path, account):
+    """Two processes on one PostgreSQL database: a visitor's typing on one reaches the thread page on the other,
+    and an agent's typing there reaches the visitor's chat here (the payload of a NOTIFY, never a row)."""
+    other_process = _second_process(io_loop, settings, tmp_path)
+
+    class Page:
+        def __init__(self):
+            self.frames = []
+
+        def write(self, frame):
+            self.frames.append(json.loads(frame.data))
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+        def close(self, code, reason):
+            pass
+
+    async def run():
+        await services.listener.connected.wait()
+        await other_process.listener.connected.wait()
+        message, _ = await messaging.receive_inbound(services, account["account_id"], message_sid="w1",
+                                                     from_id="web:vis_1", to_id=None, body="Hi", channel="web")
+        page = Page()
+        viewer = Subscriber(other_process.hub, account["account_id"], "usr_1", page)
+        other_process.hub.presence.view(viewer, message["contact_id"])
+        await services.typing.visitor_typing(account["account_id"], "web:vis_1")
+        assert await until(lambda: any(f["type"] == "typing" for f in page.frames))
+        assert [f for f in page.frames if f["type"] == "typing"] == [
+            {"type": "typing", "contactId": message["contact_id"], "who": "visitor", "expiresIn": 5}]
+        shown = []
+        services.typing.join(account["account_id"], "web:vis_1", shown.append)
+        await other_process.typing.agent_typing(viewer, message["contact_id"])
+        assert await until(lambda: shown) and shown == [{"type": "typing", "expiresIn": 5}]
+    try:
+        io_loop.run_sync(run, timeout=30)
+    finally:
+        io_loop.run_sync(other_process.close)

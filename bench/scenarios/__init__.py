@@ -28,6 +28,7 @@ MODULES = [
     "bench.scenarios.event_stream",
     "bench.scenarios.bot_real_model",
     "bench.scenarios.search",
+    "bench.scenarios.widget",
 ]
 
 

@@ -4,7 +4,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from common.validation import MESSAGE_BODY_MAX, NOT_BLANK, Identifier, IdentifierNotBlank
-from handlers.schemas import Strict, UtcDatetime
+from handlers.schemas import Strict, Tag, UtcDatetime
 
 # --- Campaigns (docs/design.md#api-decisions "Campaigns") ---
 
@@ -13,12 +13,20 @@ RecipientStatus = Literal["pending", "queued", "sent", "failed", "retrying", "sk
 
 
 class CampaignCreate(Strict):
-    """POST /v1/campaigns."""
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"name": "Spring sale", "listId": "lst_0000000000aaaaaaaaaaaaaaaa",
-         "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600}]})
+    """POST /v1/campaigns: the audience is a list (listId) or a tag, exactly one (services/campaigns.py checks it,
+    naming the field; the document says it with oneOf)."""
+    model_config = ConfigDict(json_schema_extra={
+        "oneOf": [{"required": ["listId"]}, {"required": ["tag"]}],
+        "examples": [{"name": "Spring sale", "listId": "lst_0000000000aaaaaaaaaaaaaaaa",
+                      "body": "Hi {{firstName}}, our spring sale starts today!", "ratePerMinute": 600},
+                     {"name": "VIP preview", "tag": "vip", "body": "Hi {{firstName}}, you are invited first."}]})
     name: IdentifierNotBlank = Field(max_length=200)
-    listId: IdentifierNotBlank = Field(max_length=200)
+    listId: Optional[IdentifierNotBlank] = Field(None, max_length=200, description=(
+        "The list whose members get the campaign (taken when it starts). Exactly one of listId and tag."))
+    tag: Optional[Tag] = Field(None, description=(
+        "A contact tag (normalised as contact tags are: \"  VIP \" is \"vip\"): the account's contacts that carry it "
+        "when the campaign starts get it; a tag no contact has makes a campaign of 0 recipients. Exactly one of "
+        "listId and tag."))
     body: str = Field(max_length=MESSAGE_BODY_MAX, json_schema_extra=NOT_BLANK, description=(
         "The message; {{firstName}}, {{lastName}}, {{email}} and {{phone}} are replaced by the contact's "
         "(empty when missing). Any other {{name}} is refused (400)."))
@@ -70,7 +78,8 @@ class SampleContact(BaseModel):
 
 
 class Audience(BaseModel):
-    total: int = Field(description="Contacts of the list now: the campaign would send to them if it started now.")
+    total: int = Field(description="Contacts of the list (or with the tag) now: the campaign would send to them if "
+                                   "it started now.")
     optedOut: int = Field(description="Of them, opted out: skipped when their turn comes.")
 
 
@@ -89,7 +98,7 @@ class CampaignTestSent(BaseModel):
 
 
 class CampaignCounts(BaseModel):
-    total: int = Field(description="Contacts of the list when the campaign started.")
+    total: int = Field(description="Contacts of the list (or with the tag) when the campaign started.")
     pending: int = Field(description="Not handed over yet.")
     queued: int = Field(description="Message made, delivery not attempted yet.")
     sent: int
@@ -103,7 +112,8 @@ class CampaignCounts(BaseModel):
 class Campaign(BaseModel):
     id: str
     name: str
-    listId: str
+    listId: Optional[str] = Field(description="The list it goes to; null for a tag campaign.")
+    tag: Optional[str] = Field(description="The normalised tag whose contacts it goes to; null for a list campaign.")
     campaignId: str
     status: CampaignStatus
     pausedReason: Optional[str] = Field(description="Why it is paused (a person, or the auto-pause rule).")

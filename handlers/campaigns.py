@@ -18,8 +18,8 @@ class CampaignsHandler(ApiHandler):
         "post": Operation("Create a campaign", {201: (Campaign, "Created: running (its recipients snapshotted), "
                                                                 "scheduled for startAt, or a draft (draft: true).")},
                           body=CampaignCreate, links=_LINKS, tags=("campaigns",),
-                          errors={400: "Invalid field (the message names it), an unknown placeholder, or no "
-                                       "Custom Channel Webhook URL configured.",
+                          errors={400: "Invalid field (the message names it), both or neither of listId and tag, "
+                                       "an unknown placeholder, or no Custom Channel Webhook URL configured.",
                                   404: "No such list (LIST_NOT_FOUND)."}),
         "get": Operation("The account's campaigns, oldest first", {200: CampaignPage}, query=PageQuery,
                          tags=("campaigns",), errors={400: "Invalid limit or cursor."}),
@@ -29,8 +29,8 @@ class CampaignsHandler(ApiHandler):
     async def post(self):
         body = self.json_body(CampaignCreate)
         self.respond(await campaigns.create_campaign(
-            self.services.db, self.principal.account_id, name=body.name, list_id=body.listId, body=body.body,
-            campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
+            self.services.db, self.principal.account_id, name=body.name, list_id=body.listId, tag=body.tag,
+            body=body.body, campaign_id=body.campaignId, channel=body.channel, start_at=body.startAt,
             rate_per_minute=body.ratePerMinute, draft=body.draft, by=self.actor), 201)
         self.services.campaigns.notify()
 

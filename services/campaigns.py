@@ -5,6 +5,7 @@ from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
 from common.spreadsheet import csv_pages
 from services import contacts, lists, messaging
+from services.contact_fields import normalize_tag
 from services.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
@@ -23,13 +24,22 @@ public_campaign = store.public_campaign
 RECIPIENT_STATUSES = store.RECIPIENT_STATUSES
 
 
-async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=None, channel=None, start_at=None,
-                          rate_per_minute=None, draft=False, by=None):
-    """POST /v1/campaigns (audited as campaign.sent, or campaign.drafted, by ``by``). start_at: an aware datetime
-    (None or past: now). Starts at once unless scheduled or a draft (which start_campaign starts)."""
+async def create_campaign(db, account_id, *, name, body, list_id=None, tag=None, campaign_id=None, channel=None,
+                          start_at=None, rate_per_minute=None, draft=False, by=None):
+    """POST /v1/campaigns (audited as campaign.sent, or campaign.drafted, by ``by``). The audience is a list
+    (list_id) or a tag (the account's contacts that carry it when the campaign starts), exactly one of them.
+    start_at: an aware datetime (None or past: now). Starts at once unless scheduled or a draft (which
+    start_campaign starts)."""
     name, campaign_id, channel = (v.strip() if isinstance(v, str) else v for v in (name, campaign_id, channel))
     if not name:
         raise Invalid("name is required and cannot be blank", field="name")
+    if list_id is None and tag is None:
+        raise Invalid("listId or tag is required: a campaign goes to a list's members or to the contacts with a tag",
+                      field="listId")
+    if list_id is not None and tag is not None:
+        raise Invalid("tag cannot be given with listId: a campaign goes to a list's members or to the contacts with "
+                      "a tag, not both", field="tag")
+    tag = normalize_tag(tag) if tag is not None else None
     if body is None or not body.strip():
         raise Invalid("body is required and cannot be blank", field="body")
     compile_body(body)
@@ -43,7 +53,7 @@ async def create_campaign(db, account_id, *, name, list_id, body, campaign_id=No
                       "(now, or at its startAt)", field="startAt")
     await _require_webhook(db, account_id)
     now = now_iso()
-    row = {"id": new_id("cmp"), "account_id": account_id, "name": name, "list_id": list_id, "body": body,
+    row = {"id": new_id("cmp"), "account_id": account_id, "name": name, "list_id": list_id, "tag": tag, "body": body,
            "channel": channel or None, "rate_per_minute": rate, "created_at": now,
            "start_at": max(iso(start_at), now) if start_at else now, "draft": bool(draft)}
     row["campaign_key"] = campaign_id or row["id"]
@@ -89,7 +99,7 @@ async def preview(db, account_id, campaign_id, contact_id=None):
     if contact_id is not None and not contact_id.strip():
         raise Invalid("contactId cannot be blank (leave it out for the list's first contact)", field="contactId")
     campaign = await get_campaign(db, account_id, campaign_id)
-    audience = await store.audience(db, account_id, campaign["listId"])
+    audience = await store.audience(db, account_id, campaign["listId"], campaign["tag"])
     if contact_id:
         contact_id = contact_id.strip()
         contact = await contact_store.get_contact(db, account_id, contact_id)

@@ -9,11 +9,12 @@ from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
 from storage import events
 from storage.audit import record_by
+from storage.contacts import tag_like
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.interface import execute_later, values_rows
 from storage.lists import list_not_found
 
-_COLUMNS = ("id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
+_COLUMNS = ("id, account_id, name, list_id, tag, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
             " start_at, started_at, finished_at, created_at, cursor, total, pending, queued, sent, failed, skipped,"
             " cancelled, probe_attempts, probe_failures, failure_streak, retrying, pending_action, action_cursor,"
             " action_at, action_done")
@@ -36,7 +37,8 @@ def campaign_not_found(campaign_id):
 
 def public_campaign(row):
     """The campaign as the API shows it (docs/design.md#api-decisions "Campaigns", plus what the UI needs to show progress)."""
-    return {"id": row["id"], "name": row["name"], "listId": row["list_id"], "campaignId": row["campaign_key"],
+    return {"id": row["id"], "name": row["name"], "listId": row["list_id"], "tag": row["tag"],
+            "campaignId": row["campaign_key"],
             "status": row["status"], "pausedReason": row["paused_reason"], "body": row["body"],
             "channel": row["channel"], "ratePerMinute": row["rate_per_minute"],
             "counts": {name: row[name] for name in COUNTS}, "startAt": row["start_at"],
@@ -160,24 +162,41 @@ get_campaign = reads(get_campaign_in_tx)
 
 
 def _require_list_in_tx(cx, account_id, list_id):
+    """LIST_NOT_FOUND unless list_id is a list of the account; a tag campaign (list_id None) has none to check."""
+    if list_id is None:
+        return
     if not cx.execute("SELECT 1 FROM lists WHERE account_id = ? AND id = ? AND deleted_at IS NULL",
                       (account_id, list_id)).fetchone():
         raise list_not_found(list_id)
 
 
+def _audience_detail(row):
+    """An audit record's audience: {listId} or {tag}."""
+    return {"tag": row["tag"]} if row.get("tag") else {"listId": row["list_id"]}
+
+
+def _audience_source(account_id, list_id, tag):
+    """(FROM ... WHERE clause, args) of the contacts a campaign of this list or tag reaches, as c (the account's
+    only): the one definition the snapshot and the preview's audience share."""
+    if tag is not None:
+        return "contacts c WHERE c.account_id = ? AND c.tags LIKE ? ESCAPE '\\'", (account_id, tag_like(tag))
+    return ("list_members m JOIN contacts c ON c.id = m.contact_id AND c.account_id = ? WHERE m.list_id = ?",
+            (account_id, list_id))
+
+
 @writes
 def create_campaign(cx, row, now, by=None):
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
-    not): a draft (row["draft"]: nothing is snapshotted or sent until start_campaign), or started at once (the
+    not) or of a normalised tag (row["tag"], list_id None): a draft (row["draft"]: nothing is snapshotted or sent until start_campaign), or started at once (the
     snapshot) unless it is scheduled for later."""
     _require_list_in_tx(cx, row["account_id"], row["list_id"])
     status = "draft" if row.get("draft") else "scheduled"
-    cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, campaign_key, body, channel, rate_per_minute,"
-               " status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               (row["id"], row["account_id"], row["name"], row["list_id"], row["campaign_key"], row["body"],
+    cx.execute("INSERT INTO campaigns (id, account_id, name, list_id, tag, campaign_key, body, channel,"
+               " rate_per_minute, status, start_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               (row["id"], row["account_id"], row["name"], row["list_id"], row.get("tag"), row["campaign_key"], row["body"],
                 row["channel"], row["rate_per_minute"], status, row["start_at"], row["created_at"]))
     record_by(cx, by, account_id=row["account_id"], action="campaign.drafted" if status == "draft" else "campaign.sent",
-              subject_id=row["id"], detail={"name": row["name"], "listId": row["list_id"],
+              subject_id=row["id"], detail={"name": row["name"], **_audience_detail(row),
                                             **({} if status == "draft" else {"startAt": row["start_at"]})})
     if status == "scheduled" and row["start_at"] <= now:
         return start_in_tx(cx, row["id"], now)
@@ -200,7 +219,7 @@ def start_campaign(cx, account_id, campaign_id, start_at, now, by=None):
         _for_change(cx, account_id, campaign_id, ("draft", "scheduled"), "started")  # Conflict: its status now
     progress_in_tx(cx, campaign_id, status="scheduled")
     record_by(cx, by, account_id=account_id, action="campaign.sent", subject_id=campaign_id,
-              detail={"name": campaign["name"], "listId": campaign["list_id"], "startAt": when})
+              detail={"name": campaign["name"], **_audience_detail(campaign), "startAt": when})
     if when <= now:
         return start_in_tx(cx, campaign_id, now)
     return get_campaign_in_tx(cx, None, campaign_id)
@@ -210,31 +229,32 @@ SAMPLE_SIZE = 50  # the list's first contacts a draft's preview and test send of
 
 
 @reads
-def audience(cx, account_id, list_id, limit=SAMPLE_SIZE):
-    """Who a campaign of this list would send to if it started now: {total, optedOut (skipped when their
-    turn comes), sample: the first ``limit`` members (contact-id order) with their fields}."""
-    total, opted_out = cx.execute(
-        "SELECT COUNT(*), COUNT(CASE WHEN c.opted_out != 0 THEN 1 END) FROM list_members m"
-        " JOIN contacts c ON c.id = m.contact_id AND c.account_id = ? WHERE m.list_id = ?",
-        (account_id, list_id)).fetchone()
-    sample = fetch_all(cx, "SELECT c.id, c.first_name, c.last_name, c.phone, c.email, c.opted_out FROM list_members m"
-                           " JOIN contacts c ON c.id = m.contact_id AND c.account_id = ? WHERE m.list_id = ?"
-                           " ORDER BY m.contact_id LIMIT ?", (account_id, list_id, limit))
+def audience(cx, account_id, list_id, tag=None, limit=SAMPLE_SIZE):
+    """Who a campaign of this list (or, list_id None, of this normalised tag) would send to if it started now:
+    {total, optedOut (skipped when their turn comes), sample: the first ``limit`` of them (contact-id order) with
+    their fields}."""
+    source, args = _audience_source(account_id, list_id, tag)
+    total, opted_out = cx.execute(f"SELECT COUNT(*), COUNT(CASE WHEN c.opted_out != 0 THEN 1 END) FROM {source}",
+                                  args).fetchone()
+    sample = fetch_all(cx, "SELECT c.id, c.first_name, c.last_name, c.phone, c.email, c.opted_out"
+                           f" FROM {source} ORDER BY c.id LIMIT ?", (*args, limit))
     return {"total": total, "optedOut": opted_out, "sample": sample}
 
 
 def start_in_tx(cx, campaign_id, now):
-    """scheduled -> running: snapshot the list's members as pending recipients (one statement, so the
-    snapshot is the list as this transaction sees it). Contacts added to the list later are not included."""
+    """scheduled -> running: snapshot the list's members (or the account's contacts with the campaign's tag) as
+    pending recipients (one statement, so the snapshot is the list or the tag as this transaction sees it).
+    Contacts added to the list or tagged later are not included; opted-out ones are skipped when their turn
+    comes."""
     # Claimed by a conditional UPDATE: on PostgreSQL the runner and a person's start of the same campaign wait
     # on its row, and the second finds it started (a snapshot taken twice would conflict on the recipients).
     if not cx.execute("UPDATE campaigns SET started_at = ? WHERE id = ? AND status = 'scheduled'",
                       (now, campaign_id)).rowcount:
         return get_campaign_in_tx(cx, None, campaign_id)
     campaign = get_campaign_in_tx(cx, None, campaign_id)
+    source, args = _audience_source(campaign["account_id"], campaign["list_id"], campaign["tag"])
     total = cx.execute("INSERT INTO campaign_recipients (campaign_id, contact_id, status)"
-                       " SELECT ?, contact_id, 'pending' FROM list_members WHERE list_id = ?",
-                       (campaign_id, campaign["list_id"])).rowcount
+                       f" SELECT ?, c.id, 'pending' FROM {source}", (campaign_id, *args)).rowcount
     status = "running" if total else "completed"
     return progress_in_tx(cx, campaign_id, {"total": total, "pending": total}, status=status, started_at=now,
                           finished_at=None if total else now)

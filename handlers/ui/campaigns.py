@@ -26,7 +26,7 @@ ACTION_DONE = {"pause": "Campaign paused: its queued messages are held.", "resum
                "retry-failed": "The failed recipients' messages are being sent again."}
 # The create form makes a draft: its page previews, tests, then sends or schedules it (POST /v1/campaigns's
 # draft: true); the start time is chosen there.
-FORM_FIELDS = ("name", "listId", "body", "campaignId", "channel", "ratePerMinute")
+FORM_FIELDS = ("name", "audience", "listId", "tag", "body", "campaignId", "channel", "ratePerMinute")
 # Errors raised by code rather than by a field's check, and the form field they belong to.
 FIELD_OF_CODE = {"LIST_NOT_FOUND": "listId"}
 
@@ -34,7 +34,8 @@ FIELD_OF_CODE = {"LIST_NOT_FOUND": "listId"}
 def new_form(lists_shown):
     """An empty create form; its Idempotency-Key is made now, so that the same form sent twice (a double click,
     a browser resend) creates one campaign."""
-    return {"name": "", "listId": lists_shown[0]["id"] if len(lists_shown) == 1 else "", "body": "",
+    return {"name": "", "audience": "list", "listId": lists_shown[0]["id"] if len(lists_shown) == 1 else "",
+            "tag": "", "body": "",
             "campaignId": "", "channel": "", "ratePerMinute": str(campaigns.DEFAULT_RATE_PER_MINUTE),
             "idempotencyKey": new_id("uicmp")}
 
@@ -56,8 +57,10 @@ def _start_at(form):
 
 def request_body(form):
     """The form as POST /v1/campaigns's body, a draft, validated by the API's own model (CampaignCreate): Invalid
-    naming the field (DomainError.field) as the API words it. Empty optional fields are left out."""
-    body = {name: form[name] for name in ("name", "listId", "body")}
+    naming the field (DomainError.field) as the API words it. Empty optional fields are left out. The audience
+    choice sends the list or the tag, not both."""
+    audience = "tag" if form.get("audience") == "tag" else "listId"
+    body = {name: form[name] for name in ("name", audience, "body")}
     for name in ("campaignId", "channel", "ratePerMinute"):
         if form[name].strip():
             body[name] = form[name].strip()
@@ -123,7 +126,7 @@ class CampaignsHandler(CampaignsPage):
             return idempotency.fingerprint({"endpoint": "ui:campaigns", "body": body.model_dump(mode="json")})
         with idempotency.covering(self.account_id, key, fingerprint) as claim:
             created = await campaigns.create_campaign(
-                self.services.db, self.account_id, name=body.name, list_id=body.listId, body=body.body,
+                self.services.db, self.account_id, name=body.name, list_id=body.listId, tag=body.tag, body=body.body,
                 campaign_id=body.campaignId, channel=body.channel, rate_per_minute=body.ratePerMinute,
                 draft=body.draft, by=self.actor)
         return created, bool(claim and claim.replayed)
@@ -150,9 +153,10 @@ class CampaignPage(UiHandler):
                                                cursor=self.get_query_argument("cursor", None))
 
     async def summary(self, campaign_id):
-        """What the campaign's summary shows: the campaign, its list and the actions its status allows."""
+        """What the campaign's summary shows: the campaign, its list (None for a tag campaign) and the actions its
+        status allows."""
         campaign = await campaigns.get_campaign(self.services.db, self.account_id, campaign_id)
-        lst = await lists.get_list(self.services.db, self.account_id, campaign["listId"])
+        lst = await lists.get_list(self.services.db, self.account_id, campaign["listId"]) if campaign["listId"] else None
         return {"c": campaign, "list": lst, "actions": campaigns.allowed_actions(campaign),
                 "action_labels": DRAFT_ACTION_LABELS if campaign["status"] == "draft" else ACTION_LABELS,
                 "status_labels": STATUS_LABELS}

@@ -130,6 +130,24 @@ def _run_migration(cx, path):
     return []
 
 
+def rewrite_sqlite_table(cx, table, old, new, what):
+    """For a SQLite migration: replace ``old`` (found exactly once) by ``new`` in the table's CREATE statement, by
+    SQLite's documented procedure for changes that alter nothing stored (a widened CHECK, a dropped NOT NULL:
+    https://www.sqlite.org/lang_altertable.html#otheralter): sqlite_master rewritten and schema_version moved on,
+    in the migration's transaction (a rebuild cannot run there: foreign_keys cannot be turned off inside one).
+    RuntimeError naming ``what`` when the statement is not the one expected."""
+    sql = cx.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()[0]
+    if sql.count(old) != 1:
+        raise RuntimeError(f"{table}'s {what} is not the one this migration changes: {sql}")
+    version = cx.execute("PRAGMA schema_version").fetchone()[0]
+    cx.execute("PRAGMA writable_schema = ON")
+    try:
+        cx.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = ?", (sql.replace(old, new), table))
+        cx.execute(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        cx.execute("PRAGMA writable_schema = OFF")
+
+
 def _split_sql(script):
     statement = ""
     for line in script.splitlines(keepends=True):

@@ -7,21 +7,12 @@ old table would then violate them). Widening a CHECK changes nothing stored, so 
 procedure for such changes (https://www.sqlite.org/lang_altertable.html#otheralter): the table's CREATE
 statement is rewritten in sqlite_master and schema_version moved on, in this transaction. PostgreSQL runs
 0437_campaign_drafts.postgresql.sql instead."""
+from storage.migrate import rewrite_sqlite_table
 
 OLD = "CHECK (status IN ('scheduled', 'running', 'paused', 'completed', 'cancelled'))"
 NEW = "CHECK (status IN ('draft', 'scheduled', 'running', 'paused', 'completed', 'cancelled'))"
 
 
 def migrate(cx):
-    sql = cx.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'campaigns'").fetchone()[0]
-    if sql.count(OLD) != 1:
-        raise RuntimeError(f"campaigns' status CHECK is not the one this migration widens: {sql}")
-    version = cx.execute("PRAGMA schema_version").fetchone()[0]
-    cx.execute("PRAGMA writable_schema = ON")
-    try:
-        cx.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'campaigns'",
-                   (sql.replace(OLD, NEW),))
-        cx.execute(f"PRAGMA schema_version = {version + 1}")
-    finally:
-        cx.execute("PRAGMA writable_schema = OFF")
+    rewrite_sqlite_table(cx, "campaigns", OLD, NEW, "status CHECK")
     return ["campaigns.status may be 'draft'"]

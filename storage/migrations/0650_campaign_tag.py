@@ -6,6 +6,7 @@ SQLite cannot drop a NOT NULL in place and campaigns cannot be rebuilt in a migr
 0437_campaign_drafts.py): removing a NOT NULL constraint is one of the changes SQLite documents as safe through
 the table's CREATE statement in sqlite_master (https://www.sqlite.org/lang_altertable.html#otheralter).
 PostgreSQL runs 0650_campaign_tag.postgresql.sql instead."""
+from storage.migrate import rewrite_sqlite_table
 
 OLD = "list_id TEXT NOT NULL REFERENCES lists(id)"
 NEW = "list_id TEXT REFERENCES lists(id)"
@@ -13,15 +14,5 @@ NEW = "list_id TEXT REFERENCES lists(id)"
 
 def migrate(cx):
     cx.execute("ALTER TABLE campaigns ADD COLUMN tag TEXT")
-    sql = cx.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'campaigns'").fetchone()[0]
-    if sql.count(OLD) != 1:
-        raise RuntimeError(f"campaigns' list_id is not the one this migration makes optional: {sql}")
-    version = cx.execute("PRAGMA schema_version").fetchone()[0]
-    cx.execute("PRAGMA writable_schema = ON")
-    try:
-        cx.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'campaigns'",
-                   (sql.replace(OLD, NEW),))
-        cx.execute(f"PRAGMA schema_version = {version + 1}")
-    finally:
-        cx.execute("PRAGMA writable_schema = OFF")
+    rewrite_sqlite_table(cx, "campaigns", OLD, NEW, "list_id")
     return ["campaigns.tag added; campaigns.list_id may be NULL (a tag campaign)"]

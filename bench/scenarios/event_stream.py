@@ -3,13 +3,12 @@ HTTPS connection, bench/long_poll_clients.py) and 500 live inbox pages (bench/ws
 inbound messages arrive at 20 per second. Reports the delay from the API's 200 to each waiter and each page
 receiving the message, and the server's memory per waiting long-poll (RSS with the long-polls waiting minus RSS
 before they were opened, the pages already open, divided by their number)."""
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from bench.scenarios.inbox import PROBES_PER_SECOND as INBOUND_PER_SECOND
-from bench.scenarios.inbox import Probe, finish, open_pages, pages_allowed, probe_delays, sign_in, summary
+from bench.scenarios.inbox import (Probe, finish, open_pages, pages_allowed, probe_delays, sign_in,
+                                   start_clients, summary)
 
 NAME = "event_stream"
 TITLE = "Event stream: 1,000 long-polls and 500 live pages, inbound at 20 messages/s"
@@ -31,13 +30,8 @@ def newest_cursor(parley):
 
 
 def open_long_polls(parley, after, watch, count=LONG_POLLS):
-    clients = subprocess.Popen([sys.executable, str(CLIENTS), parley.base, parley.cert, parley.first_run["api_key"],
-                                str(count), after, watch], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = clients.stdout.readline()
-    if '"ready"' not in line:
-        clients.kill()
-        raise RuntimeError(f"the long-poll clients did not start: {line!r}")
-    return clients
+    return start_clients(CLIENTS, [parley.base, parley.cert, parley.first_run["api_key"], count, after, watch],
+                         "the long-poll clients")
 
 
 def run(ctx):

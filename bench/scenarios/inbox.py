@@ -72,14 +72,19 @@ def pages_allowed(count):
     return ("--live-sockets-per-session", str(count + 1), "--live-sockets-per-account", str(count + 1))
 
 
-def open_pages(parley, cookie, watch, count=PAGES):
-    clients = subprocess.Popen([sys.executable, str(CLIENTS), parley.base, parley.cert, cookie, str(count), watch],
+def start_clients(script, args, what):
+    """A clients process (bench/ws_clients.py and its like), once it says it is ready; finish() ends it."""
+    clients = subprocess.Popen([sys.executable, str(script), *map(str, args)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = clients.stdout.readline()
     if '"ready"' not in line:
         clients.kill()
-        raise RuntimeError(f"the WebSocket clients did not start: {line!r}")
+        raise RuntimeError(f"{what} did not start: {line!r}")
     return clients
+
+
+def open_pages(parley, cookie, watch, count=PAGES):
+    return start_clients(CLIENTS, [parley.base, parley.cert, cookie, count, watch], "the WebSocket clients")
 
 
 def measure(ctx, parley, cookie, watch, with_pages, rep, with_load=True):

@@ -4,15 +4,13 @@ page open (bench/ws_clients.py). Reports the server's memory with the visitors c
 from a visitor's message (its 201) to the inbox page, and from an agent's reply (POST /v1/contacts/{id}/messages,
 its 201) to that visitor's chat, replies going to visitors picked in turn."""
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from bench.scenarios.inbox import finish, open_pages, pages_allowed, sign_in, summary
+from bench.scenarios.inbox import finish, open_pages, pages_allowed, sign_in, start_clients, summary
 
 NAME = "widget"
 TITLE = "Website chat widget: 1,000 connected visitors, messages both ways"
@@ -29,13 +27,7 @@ def enable_widget(parley):
 
 
 def open_visitors(parley, widget, count=VISITORS):
-    clients = subprocess.Popen([sys.executable, str(CLIENTS), parley.base, parley.cert, widget, str(count)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = clients.stdout.readline()
-    if '"ready"' not in line:
-        clients.kill()
-        raise RuntimeError(f"the visitors did not start: {line!r}")
-    return clients
+    return start_clients(CLIENTS, [parley.base, parley.cert, widget, count], "the visitors")
 
 
 def contacts(parley):
@@ -134,7 +126,8 @@ def run(ctx):
     out_delays, out_missing = delays(traffic.replied, chatted)
     return {"visitors": count, "rss_idle_mb": idle, "rss_connected_mb": connected,
             "rss_growth_mb": round(connected - idle, 1), "visitor_messages": len(traffic.written),
-            "replies": len(traffic.replied), "seconds": round(seconds, 1), "to_inbox_ms": summary(in_delays), "to_inbox_missing": in_missing,
+            "replies": len(traffic.replied), "seconds": round(seconds, 1),
+            "to_inbox_ms": summary(in_delays), "to_inbox_missing": in_missing,
             "to_visitor_ms": summary(out_delays), "to_visitor_missing": out_missing,
             "visitor_drops": chatted["drops"], "server_after": server}
 

@@ -56,7 +56,30 @@ class _Transport:
         self.handler.close(code, reason)
 
 
-class LiveEventsHandler(tornado.websocket.WebSocketHandler):
+class SiteSocketHandler(tornado.websocket.WebSocketHandler):
+    """A WebSocket only this site's own pages may open (the inbox's /ws, the chat frame's /widget/{id}/live):
+    over HTTPS, from this site's origin, while the connection cap has room. Refusals come before the upgrade,
+    as plain HTTP answers."""
+
+    def check_origin(self, origin):
+        return _origin(origin or "") in site_origins(self)
+
+    def refuse_unless_from_this_site(self, refusal):
+        """403 for plain HTTP behind a proxy, and for a missing or other origin (refusal: what it says then)."""
+        if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
+            raise tornado.web.HTTPError(403, "HTTPS is required")
+        origin = self.request.headers.get("Origin")
+        if not origin or not self.check_origin(origin):
+            raise tornado.web.HTTPError(403, refusal)
+
+    def refuse_when_full(self, refusal):
+        """503 when the server keeps as many live connections as it may (refusal: what it says then)."""
+        guard = getattr(self.application, "connection_guard", None)
+        if guard is not None and not guard.socket_room():
+            raise tornado.web.HTTPError(503, refusal)
+
+
+class LiveEventsHandler(SiteSocketHandler):
     subscriber = None
     shared_deflate = False  # permessage-deflate agreed such that one deflated frame serves every page
 
@@ -79,26 +102,13 @@ class LiveEventsHandler(tornado.websocket.WebSocketHandler):
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
 
-    def allowed_origins(self):
-        return site_origins(self)
-
-    def check_origin(self, origin):
-        return _origin(origin or "") in self.allowed_origins()
-
     async def prepare(self):
-        # Refusals happen here, before the upgrade, as plain HTTP answers.
-        if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
-            raise tornado.web.HTTPError(403, "HTTPS is required")
-        origin = self.request.headers.get("Origin")
-        if not origin or not self.check_origin(origin):
-            raise tornado.web.HTTPError(403, "cross-origin WebSocket refused: open it from this site's pages")
+        self.refuse_unless_from_this_site("cross-origin WebSocket refused: open it from this site's pages")
         self.user = await session_user(self)
         if self.user is None:
             raise tornado.web.HTTPError(401, "sign in first: the live events need the session cookie")
-        guard = getattr(self.application, "connection_guard", None)
-        if guard is not None and not guard.socket_room():
-            raise tornado.web.HTTPError(503, "the server has as many live connections as it keeps; the page "
-                                             "works without live updates meanwhile")
+        self.refuse_when_full("the server has as many live connections as it keeps; the page works without "
+                              "live updates meanwhile")
         self.counts_only = self.get_query_argument("counts", "") == "1"
         text = self.get_query_argument("after", "0" if self.counts_only else "")
         if not (text.isascii() and text.isdigit()) or len(text) > 18:

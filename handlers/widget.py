@@ -13,7 +13,7 @@ import tornado.websocket
 
 from common.errors import Forbidden
 from handlers.base import SECURITY_HEADERS, ApiHandler, BaseHandler, StaticHandler
-from handlers.live import _origin, site_origins
+from handlers.live import SiteSocketHandler, _origin, site_origins
 from handlers.openapi import Operation
 from handlers.widget_schemas import (VisitorEmail, VisitorEmailSaved, VisitorHistory, VisitorIdentify,
                                      VisitorIdentity, VisitorSend, VisitorSent, VisitorUpdates, VisitorUpdatesQuery)
@@ -159,7 +159,7 @@ class WidgetScriptHandler(StaticHandler):
         return 3600
 
 
-class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
+class VisitorLiveHandler(SiteSocketHandler):
     """WS /widget/{widgetId}/live?after=<cursor>: the frame's live updates. Its first message is {"token"}; then each
     message of the visitor's conversation comes as {"type": "messages", "messages", "cursor"} (the cursor to resume
     from after a drop), read from the account's event stream as the long-poll does. Typing, both ways and never
@@ -172,22 +172,13 @@ class VisitorLiveHandler(tornado.websocket.WebSocketHandler):
         self.set_header("Server", SECURITY_HEADERS["Server"])
         self.set_header("Cache-Control", "no-store")
 
-    def check_origin(self, origin):
-        return _origin(origin or "") in site_origins(self)
-
     async def prepare(self):
-        if self.application.settings_obj.behind_proxy and self.request.protocol != "https":
-            raise tornado.web.HTTPError(403, "HTTPS is required")
-        origin = self.request.headers.get("Origin")
-        if not origin or not self.check_origin(origin):
-            raise tornado.web.HTTPError(403, "the chat's live updates answer the chat frame only")
+        self.refuse_unless_from_this_site("the chat's live updates answer the chat frame only")
         try:
             self.widget = await widget.load(self.application.services.db, self.path_args[0])
         except widget.Unavailable:
             raise tornado.web.HTTPError(404, "this chat is not available") from None
-        guard = getattr(self.application, "connection_guard", None)
-        if guard is not None and not guard.socket_room():
-            raise tornado.web.HTTPError(503, "the server has as many live connections as it keeps")
+        self.refuse_when_full("the server has as many live connections as it keeps")
         self.after = self.get_query_argument("after", "")
 
     def on_message(self, message):

@@ -17,6 +17,20 @@ def id_at(prefix, dt):
     return first_id_at(prefix, dt)[:-16] + new_id("x")[-16:]
 
 
+def recent_on_one_day(ago, span, now=None):
+    """A time about ``ago`` before now such that it and ``span`` after it fall on one day (UTC) and not after now:
+    a report counts a response on its own day, so a conversation seeded across midnight splits over two days
+    (the reports tests failed when CI ran just after midnight). Query the returned time's date."""
+    now = now or datetime.now(timezone.utc)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    at = now - ago
+    if at.date() == (at + span).date():
+        return at
+    if midnight + span < now:
+        return midnight + timedelta(seconds=1)
+    return midnight - span - timedelta(minutes=1)  # today is too young: all of it yesterday
+
+
 class Seeder:
     def __init__(self, cx, account_id, *, seed=22, user_names=("ana", "raj")):
         self.cx, self.account_id, self.rng = cx, account_id, random.Random(seed)

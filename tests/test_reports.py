@@ -15,7 +15,7 @@ from common.report_buckets import bucket_of, bucket_value, outcome_group
 from services.reports_worker import SETTLE, ReportsWorker
 from storage import report_fold
 from tests import db_direct
-from tests.report_seed import Seeder, seed_history
+from tests.report_seed import Seeder, recent_on_one_day, seed_history
 from tests.ui_helpers import PASSWORD, FormClient
 from services import accounts, report_charts
 
@@ -263,7 +263,7 @@ async def test_a_persons_first_response_is_its_own_figure_after_the_bots_handoff
     columns in words."""
     cx = db_direct.connect(services)
     seeder = Seeder(cx, account["account_id"], user_names=("ana",))
-    start = datetime.now(timezone.utc) - timedelta(minutes=30)
+    start = recent_on_one_day(timedelta(minutes=30), timedelta(minutes=5))
     contact = seeder.contact(start, "Waiting")
     seeder.message(contact, start, "inbound", "contact", outcome="handoff")
     seeder.message(contact, start + timedelta(seconds=1), "outbound", "bot")

@@ -8,7 +8,7 @@ import pytest
 
 from tests import db_direct
 from tests.parley_process import ParleyProcess
-from tests.report_seed import Seeder, seed_history
+from tests.report_seed import Seeder, recent_on_one_day, seed_history
 from tests.ui_helpers import sign_in
 
 # Legend labels that mean one thing: one colour for all of them, wherever they show.
@@ -24,9 +24,9 @@ def parley(tmp_path_factory):
 def test_browser_reports_page_shows_a_persons_first_response_names_and_one_colour_per_meaning(page, parley):
     account_id = parley.first_run["account_id"]
     cx = db_direct.connect(parley)
-    first = seed_history(cx, account_id, days=5).date()
+    at = recent_on_one_day(timedelta(hours=1), timedelta(minutes=5))
+    first = seed_history(cx, account_id, days=5, end=at).date()  # up to the day before at's: that day is at's alone
     seeder = Seeder(cx, account_id, user_names=("mia",), seed=5)
-    at = datetime.now(timezone.utc) - timedelta(hours=1)
     contact = seeder.contact(at, "Handed off")
     seeder.message(contact, at, "inbound", "contact", outcome="handoff")
     seeder.message(contact, at + timedelta(seconds=1), "outbound", "bot")
@@ -35,7 +35,7 @@ def test_browser_reports_page_shows_a_persons_first_response_names_and_one_colou
     today = datetime.now(timezone.utc).date()
 
     sign_in(page, parley)
-    page.goto(parley.base + f"/reports?from={today}&to={today}")
+    page.goto(parley.base + f"/reports?from={at.date()}&to={at.date()}")
     figure = page.inner_text("#people-first-response")
     assert figure.startswith("A person's first response: 5 min median"), figure  # bucketed: 312 s reads 5 min
     page.goto(parley.base + f"/reports?from={first}&to={today}")

@@ -243,7 +243,7 @@ async def test_a_visitor_writes_an_agent_replies_and_the_visitor_gets_it_live(ap
         shown += (await visitor.updates(first["cursor"], wait=20)).json["messages"]
     assert [(m["mine"], m["body"]) for m in shown] == [(True, "Do you deliver on Sundays?"),
                                                         (False, "Yes, until noon.")]
-    assert set(shown[1]) == {"id", "mine", "author", "body", "media", "createdAt"}  # no agent, no contact, no account
+    assert set(shown[1]) == {"id", "mine", "author", "body", "media", "createdAt", "csat"}  # no agent, contact, account
 
     # Back later (a reload): the history has both; another visitor's (or a forged) token sees none of it.
     assert [m["body"] for m in (await visitor.history())["messages"]] == ["Do you deliver on Sundays?",

@@ -14,9 +14,9 @@ from common.ids import utcnow
 from services import conversation_status, csat
 from storage.db import fetch_all, reads
 from tests.contact_helpers import inbound
-from tests.test_delivery_bridges import events_of
+from tests.event_helpers import events_of
 from tests.team_users import add_user
-from tests.test_widget import Visitor, _contacts, enable
+from tests.widget_helpers import Visitor, enable
 from tests.ui_helpers import FormClient
 
 SETTINGS = "/v1/account/settings"
@@ -181,9 +181,9 @@ async def test_the_widget_asks_in_the_chat_and_its_visitor_answers_once(api, ser
     widget_id = await enable(api, account)
     await turn_on(api, account)
     visitor = Visitor(api, widget_id)
-    assert (await visitor.send("Can I change my order?")).code == 201
-    [contact] = await _contacts(services.db, account_id)
-    contact_id = contact["id"]
+    sent = await visitor.send("Can I change my order?")
+    assert sent.code == 201, sent.body
+    contact_id = (await api.get(f"/v1/messages/{sent.json['message']['id']}", key=key)).json["contactId"]
     await resolve(api, account, contact_id)
     history = await visitor.history()
     asked = history["messages"][-1]

@@ -2,7 +2,7 @@
 input; a resolution asks once on the contact's channel (a link to a one-question page, its token only in what is
 delivered) and not again within a day; the page's single-use token (also two answers at once) and its bad input;
 the widget's question and answer; csat.submitted as event and notification; the Reports, the person's export,
-erasure; and another account's key, token or visitor seeing and changing nothing."""
+merge, erasure; and another account's key, token or visitor seeing and changing nothing."""
 import asyncio
 import json
 import re
@@ -235,6 +235,11 @@ async def test_reports_export_and_erasure_hold_the_answers_of_their_own_account(
     exported = (await api.get(f"/v1/contacts/{contact_id}/export", key=key)).json["csatAnswers"]
     assert [(a["rating"], a["comment"], a["agentUserId"], a["channel"]) for a in exported] == [(2, "Slow", owner,
                                                                                                  "custom")]
+    # Merged into another record of the person, the answer goes with it.
+    twin = (await api.post("/v1/contacts", {"email": "ada@example.com"}, key=key)).json["id"]
+    assert (await api.post(f"/v1/contacts/{twin}/merge", {"otherId": contact_id}, key=key)).code == 200
+    assert [a["contact_id"] for a in await _asks(services.db, account_id)] == [twin]
+    contact_id = twin
     assert (await api.delete(f"/v1/contacts/{contact_id}", key=other_account["api_key"])).code == 404
     r = await api.delete(f"/v1/contacts/{contact_id}", key=key)
     assert r.code == 200 and r.json["removed"]["csatAnswers"] == 1, r.body

@@ -35,7 +35,7 @@ def test_a_visitor_rates_in_the_chat_and_a_contact_on_the_page(chromium, parley)
         page.click("#csat button:has-text('Save CSAT')")
         assert "Customer satisfaction saved." in page.inner_text(".flash-success")
         assert call("GET", "/v1/account")["settings"]["csat"] == {"enabled": True, "question": "How did we do?"}
-        context.close()
+        agent_context, agent = context, page
 
         # The widget: the question arrives live in the open chat, with rating buttons.
         call("PATCH", "/v1/account/settings", {"widget": {"enabled": True, "allowedOrigins": ["https://shop.example"]}})
@@ -84,6 +84,12 @@ def test_a_visitor_rates_in_the_chat_and_a_contact_on_the_page(chromium, parley)
         survey.goto(link)
         assert "answered this question already" in survey.inner_text("main")
         context.close()
+
+        # The thread shows the question as automatic, its link without the token.
+        agent.goto(f"{parley.base}/inbox/{contact}")
+        thread = agent.inner_text("main")
+        assert "Automatic: CSAT question" in thread and "/csat/…" in thread and link not in agent.content()
+        agent_context.close()
 
     answers = call("GET", "/v1/events", types="csat.submitted")["data"]
     assert [e["data"] for e in answers] == [{"contactId": visitor, "rating": 4, "comment": "Lovely cake"},

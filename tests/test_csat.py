@@ -123,7 +123,7 @@ async def test_two_resolutions_at_once_ask_once(api, services, account):
 
 
 async def test_the_page_answers_once_emits_the_event_and_refuses_bad_input(api, services, account, other_account,
-                                                                           http_server_client):
+                                                                           http_server_client, caplog):
     key, account_id = account["api_key"], account["account_id"]
     await turn_on(api, account)
     contact_id = await inbound(api, key, "p1", "+14155550011", "Where is my parcel?")
@@ -158,6 +158,7 @@ async def test_the_page_answers_once_emits_the_event_and_refuses_bad_input(api, 
     assert event["data"] == {"contactId": contact_id, "rating": kept[0], "comment": kept[1]}
     assert await _notifications(services.db, account_id, "csat.submitted") == [event["data"]]
     assert await events_of(api, other_account["api_key"], "csat.submitted") == []
+    assert "GET /csat/***" in caplog.text and token not in caplog.text  # the access log masks the token
 
 
 async def test_an_expired_page_says_so(api, services, account, http_server_client):

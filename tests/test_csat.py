@@ -249,3 +249,20 @@ async def test_reports_export_and_erasure_hold_the_answers_of_their_own_account(
     assert r.code == 200 and r.json["removed"]["csatAnswers"] == 1, r.body
     assert await _asks(services.db, account_id) == []
     assert (await api.get(f"/v1/reports/csat-days?from={day}&to={day}", key=key)).json["rows"][0]["answers"] == 0
+
+
+async def test_the_settings_section_names_a_bad_question_and_saves_a_good_one(signed_in, services, ui_account):
+    page = (await signed_in.get("/settings")).text
+    assert 'id="csat"' in page and 'action="/settings/csat"' in page
+    r = await signed_in.post("/settings/csat", {"enabled": "on", "question": "x" * 301})
+    assert r.code == 400 and "csat.question" in r.text and 'value="' + "x" * 301 + '"' in r.text
+    settings = (await services.db.read(_settings, ui_account["account_id"]))
+    assert "csat" not in settings  # nothing saved
+    r = await signed_in.post("/settings/csat", {"enabled": "on", "question": ""})
+    assert r.code == 303, r.text
+    assert (await services.db.read(_settings, ui_account["account_id"]))["csat"] == {
+        "enabled": True, "question": csat.DEFAULT_QUESTION}
+
+
+def _settings(cx, account_id):
+    return json.loads(cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()[0])

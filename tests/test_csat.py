@@ -8,8 +8,6 @@ import json
 import re
 from datetime import timedelta
 
-import pytest
-
 from common.ids import utcnow
 from services import conversation_status, csat
 from storage.db import fetch_all, reads

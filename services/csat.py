@@ -85,8 +85,8 @@ def page_url(base_url, token):
 
 def ask_in_tx(cx, account_id, contact_ids, base_url, at=None):
     """These contacts' conversations were resolved in this transaction (at: when, ISO 8601; default now): ask each
-    contact, when csat is enabled, the contact has written on a channel we can answer on, and was not asked within
-    ASK_GAP. Returns how many were asked."""
+    contact, when csat is enabled, the contact has written on a channel we can answer on, has not opted out, and
+    was not asked within ASK_GAP. Returns how many were asked."""
     account = account_store.delivery_context_in_tx(cx, account_id)
     shown = configured((account or {}).get("settings", {}).get(SETTING))
     if not shown["enabled"]:
@@ -103,9 +103,12 @@ def ask_in_tx(cx, account_id, contact_ids, base_url, at=None):
         on_widget = channel == messaging.WEB_CHANNEL
         if not on_widget and not account["settings"].get("customChannelWebhookUrl"):
             continue  # nowhere to deliver the link (as the outside-hours message)
+        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+        if contact["opted_out"]:
+            continue  # they asked for no more messages: a question is not an answer they wait for
         question = shown["question"]
-        reply = {"contact": contact_store.get_contact.sync(cx, account_id, contact_id), "body": question,
-                 "to_id": to_id, "channel": channel, "message_type": MESSAGE_TYPE}
+        reply = {"contact": contact, "body": question, "to_id": to_id, "channel": channel,
+                 "message_type": MESSAGE_TYPE}
         token = None if on_widget else keys.new_session_id()
         if token is not None:
             reply.update(body=f"{question}\n{page_url(base_url, '…')}",

@@ -103,6 +103,12 @@ async def test_a_resolution_asks_once_and_not_again_within_a_day(api, services, 
                                      now=utcnow() + csat.ASK_GAP + timedelta(minutes=1))
     assert len(await _asks(services.db, account_id)) == 2
 
+    # An opted-out contact is not asked.
+    quiet = await inbound(api, key, "c3", "+14155550002", "Thanks, bye")
+    assert (await api.patch(f"/v1/contacts/{quiet}", {"optedOut": True}, key=key)).code == 200
+    await resolve(api, account, quiet)
+    assert [a["contact_id"] for a in await _asks(services.db, account_id)] == [contact_id, contact_id]
+
     # Another account's key cannot resolve (so ask) this conversation, and its account has no asks.
     r = await api.patch(f"/v1/conversations/{contact_id}", {"status": "open"}, key=other_account["api_key"])
     assert r.code == 404

@@ -6,14 +6,15 @@ import logging
 import re
 from urllib.parse import quote, unquote, unquote_plus
 
-from common.one_time_link_kinds import PATH_PATTERN
+from common.one_time_link_kinds import TOKEN_PATH_PATTERN
 
 # services/keys.py: "pk_" + token_urlsafe(32), "whsec_" + base64. Shorter runs (the 10-character key
 # prefix an account shows) are not secrets.
 _SECRET = re.compile(r"(pk|whsec)_[A-Za-z0-9_\-+/=]{16,}")
 _MASK = "***"
-# A one-time link's token is a secret too: every kind's, in any case (a mistyped link is no less a link).
-_ONE_TIME_LINK = re.compile("^(" + PATH_PATTERN + ")[^/?]+", re.IGNORECASE)
+# A one-time link's token is a secret too: every kind's (and a CSAT page's), in any case (a mistyped link is no
+# less a link).
+_ONE_TIME_LINK = re.compile("^(" + TOKEN_PATH_PATTERN + ")[^/?]+", re.IGNORECASE)
 # Query parameters whose values never reach a log (compared as decoded and lowercased): the API key, and
 # the phone number or email of a contact lookup.
 _MASKED_PARAMETERS = frozenset({"apikey", "phonenumber", "email"})

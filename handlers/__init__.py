@@ -20,7 +20,7 @@ def routes():
     from handlers import health, live, openapi, reports, widget
     from common import one_time_link_kinds
     from handlers.ui import account as ui_account, audit as ui_audit, users as ui_users
-    from handlers.ui import canned_replies as ui_canned_replies, notes as ui_notes
+    from handlers.ui import canned_replies as ui_canned_replies, csat as ui_csat, notes as ui_notes
     from handlers.ui import (agency, bot as ui_bot, campaigns as ui_campaigns, contact_import, contacts as ui_contacts,
                              conversation_status as ui_conversation_status, credits as ui_credits, docs as ui_docs, inbox,
                              lists as ui_lists, one_time_link, reports as ui_reports, session,
@@ -88,6 +88,7 @@ def routes():
         (r"/logout", session.LogoutHandler),
         (r"/accounts", session.AccountsHandler),
         (one_time_link_kinds.PATH_PATTERN + r"([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
+        (r"/csat/([A-Za-z0-9_-]{20,100})", ui_csat.CsatPageHandler),
         (r"/settings", ui_settings.SettingsHandler),
         (r"/settings/api-key", ui_settings.ApiKeyHandler),
         (r"/settings/api-keys", ui_settings.ApiKeysHandler),
@@ -105,6 +106,7 @@ def routes():
         (r"/settings/profile", ui_settings.ProfileHandler),
         (r"/settings/default-country", ui_settings.DefaultCountryHandler),
         (r"/settings/assignment", ui_settings.AssignmentHandler),
+        (r"/settings/csat", ui_settings.CsatHandler),
         (r"/credits", ui_credits.CreditsHandler),
         (r"/audit", ui_audit.AuditHandler),
         (r"/account", ui_account.AccountHandler),
@@ -190,5 +192,6 @@ def routes():
         (r"/widget/([^/]+)/identify", widget.VisitorIdentifyHandler),
         (r"/widget/([^/]+)/email", widget.VisitorEmailHandler),
         (r"/widget/([^/]+)/updates", widget.VisitorUpdatesHandler),
+        (r"/widget/([^/]+)/csat", widget.VisitorCsatHandler),
         (rf"/widget/{widget.WIDGET_ID}/live", widget.VisitorLiveHandler),
     ]

@@ -39,6 +39,17 @@ class ExportedCampaign(BaseModel):
     messageId: Optional[str]
 
 
+class ExportedCsatAnswer(BaseModel):
+    """A CSAT question asked when the conversation was resolved, and the contact's answer (null until answered)."""
+    channel: str = Field(description="Where it was asked (web: the chat; elsewhere a link to a one-question page).")
+    question: str
+    askedAt: str
+    agentUserId: Optional[str] = Field(description="Who had the conversation when it was resolved.")
+    answeredAt: Optional[str]
+    rating: Optional[int] = Field(description="1 (bad) to 5 (very good).")
+    comment: Optional[str]
+
+
 class ContactExport(BaseModel):
     """GET /v1/contacts/{id}/export: everything held on the person (GDPR art. 15 access and art. 20 portability)."""
     format: Literal["parley.contact-export.v1"]
@@ -52,6 +63,8 @@ class ContactExport(BaseModel):
     optOutHistory: list[OptOutEntry] = Field(description="Every opt-out and opt-in, oldest first.")
     conversation: Optional[ExportedConversation] = Field(description="null before the first message.")
     campaigns: list[ExportedCampaign] = Field(description="The campaigns that were to reach the contact.")
+    csatAnswers: list[ExportedCsatAnswer] = Field(description="The CSAT questions asked and answered, oldest "
+                                                              "first.")
 
 
 MergeField = Literal["firstName", "lastName", "phone", "email"]

@@ -105,6 +105,14 @@ class SlaBreachedData(BaseModel):
     assigneeUserId: Optional[str] = Field(description="Who the conversation was assigned to then, or null.")
 
 
+class CsatSubmittedData(BaseModel):
+    """A contact answered the CSAT question asked when their conversation was resolved (settings csat)."""
+    model_config = ConfigDict(extra="forbid")
+    contactId: str
+    rating: int = Field(ge=1, le=5, description="1 (bad) to 5 (very good).")
+    comment: Optional[str] = Field(description="What they wrote beside the rating, or null.")
+
+
 # Event type -> its data's model: the one description of each type.
 EVENT_DATA = {
     "message.created": MessageData,
@@ -119,6 +127,7 @@ EVENT_DATA = {
     "subaccount.auto_recharge": AutoRechargeData,
     "message.failed": MessageFailedData,
     "conversation.sla_breached": SlaBreachedData,
+    "csat.submitted": CsatSubmittedData,
 }
 
 

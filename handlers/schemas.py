@@ -7,6 +7,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from common.validation import NO_CONTROL, WHITESPACE, Identifier, IdentifierNotBlank, Strict
 from services import event_stream
 from services.bot_settings import BotSettings, BotSettingsShown
+from services.csat import CsatSettings
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH, MAX_TAG_LENGTH, MAX_TAGS
 from services.widget import WidgetSettings
 
@@ -81,6 +82,9 @@ class SettingsPatch(Strict):
         "removes them.")
     assignment: Optional[AssignmentSettings] = Field(None, description="Automatic assignment of new and reopened "
                                                                        "conversations; null turns it off.")
+    csat: Optional[CsatSettings] = Field(None, description="Customer satisfaction (docs/api.md \"CSAT\"): a "
+                                         "resolved conversation asks its contact once how we did; replaced whole, "
+                                         "null turns it off.")
 
 
 class Account(BaseModel):
@@ -298,6 +302,7 @@ class AccountSettings(BaseModel):
     sla: Optional[SlaSettings] = Field(None, description="Present when set.")
     businessHours: Optional[dict] = Field(None, description="Present when set (GET /v1/account/business-hours).")
     assignment: Optional[AssignmentSettings] = Field(None, description="Present when set: automatic assignment.")
+    csat: Optional[CsatSettings] = Field(None, description="Present when set: customer satisfaction asks.")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
 

@@ -55,7 +55,7 @@ async def session_user(handler):
 # it), one-a-line lists whose lines are checked each (the widget's allowedOrigins); every other field of every UI
 # form is identifier-like: names, ids, emails, keywords, URLs.
 _FREE_TEXT_FIELDS = re.compile(r"body|greeting|fallback|description|provider-systemPrompt|rules-\d+-answer|next"
-                               r"|allowedOrigins"
+                               r"|allowedOrigins|comment"
                                r"|.*password.*")
 
 

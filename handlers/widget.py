@@ -15,7 +15,7 @@ from common.errors import Forbidden
 from handlers.base import SECURITY_HEADERS, ApiHandler, BaseHandler, StaticHandler
 from handlers.live import SiteSocketHandler, _origin, site_origins
 from handlers.openapi import Operation
-from handlers.widget_schemas import (VisitorEmail, VisitorEmailSaved, VisitorHistory, VisitorIdentify,
+from handlers.widget_schemas import (VisitorCsat, VisitorCsatAnswered, VisitorEmail, VisitorEmailSaved, VisitorHistory, VisitorIdentify,
                                      VisitorIdentity, VisitorSend, VisitorSent, VisitorUpdates, VisitorUpdatesQuery)
 from services import messaging, widget
 
@@ -107,6 +107,22 @@ class VisitorEmailHandler(VisitorHandler):
     async def post(self, widget_id):
         body = self.json_body(VisitorEmail)
         self.respond(await widget.give_email(self.services, self.widget, self.visitor_token(), body.email))
+
+
+class VisitorCsatHandler(VisitorHandler):
+    operations = {"post": Operation(
+        "A visitor answers the CSAT question", {200: VisitorCsatAnswered}, body=VisitorCsat, tags=("widget",),
+        headers={TOKEN_HEADER: "The visitor's token."},
+        errors={**_ERRORS, 400: "A rating that is not a whole number from 1 to 5, a comment over 1,000 characters or "
+                                "with control characters (the message names the field).",
+                410: "No question waits for an answer: answered already, or expired (CSAT_CLOSED)."},
+        description="Answers the question the chat shows when the visitor's conversation was resolved (the history's "
+                    "csat): once; csat.submitted is emitted.")}
+
+    async def post(self, widget_id):
+        body = self.json_body(VisitorCsat)
+        self.respond(await widget.answer_csat(self.services, self.widget, self.visitor_token(), body.rating,
+                                              body.comment))
 
 
 class VisitorUpdatesHandler(VisitorHandler):

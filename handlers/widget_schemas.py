@@ -1,10 +1,10 @@
 """Pydantic models of the website chat widget's visitor API (handlers/widget.py), beside handlers/schemas.py."""
 from typing import Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from common.validation import Identifier, Strict
-from services import widget
+from services import csat, widget
 
 
 class VisitorMedia(BaseModel):
@@ -19,12 +19,30 @@ class VisitorMessage(BaseModel):
     body: str
     media: Optional[VisitorMedia]
     createdAt: str
+    csat: bool = Field(False, description="A CSAT question (the chat shows rating buttons under the open one).")
+
+
+class VisitorCsatAsk(BaseModel):
+    messageId: str = Field(description="The message that asks it.")
+    question: str
+
+
+class VisitorCsat(Strict):
+    """POST /widget/{widgetId}/csat: the visitor's answer to the open CSAT question."""
+    rating: StrictInt = Field(ge=1, le=5, description="1 (bad) to 5 (very good).")
+    comment: Optional[str] = Field(None, max_length=csat.MAX_COMMENT, description="Optional, at most 1,000 characters.")
+
+
+class VisitorCsatAnswered(BaseModel):
+    answered: bool
 
 
 class VisitorHistory(BaseModel):
     messages: list[VisitorMessage]
     cursor: str = Field(description="Where live updates resume (the account's event stream cursor).")
     verified: bool
+    csat: Optional[VisitorCsatAsk] = Field(None, description="The CSAT question waiting for the visitor's answer "
+                                                              "(asked when their conversation was resolved), or null.")
     openNow: bool = Field(description="Whether the business is open now (its business hours; none set: always).")
     nextOpenAt: Optional[str] = Field(description="When closed: the next opening (ISO 8601 UTC), or null when none "
                                                   "is known.")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import assignment, bot_match, bot_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
+from services import assignment, bot_match, bot_settings, csat, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
@@ -373,6 +373,8 @@ async def validate_settings_changes(changes, allow_private):
             value = sla.validate(value)
         elif name == "assignment":
             value = assignment.validate_setting(value)
+        elif name == csat.SETTING:
+            value = csat.validate_setting(value)
         validated[name] = value
     return validated, warnings
 

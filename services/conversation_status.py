@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, now_iso, parse_iso, utcnow
-from services import assignment
+from services import assignment, csat, messaging
 from services.worker_loop import WorkerLoop
 from storage import conversation_status as store
 from storage import conversations as conversation_store
@@ -71,13 +71,24 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
         raise Invalid("choose at least one conversation", field="conversationIds")
     if len(contact_ids) > MAX_BULK:
         raise Invalid(f"at most {MAX_BULK} conversations at once", field="conversationIds")
-    changes = _changes(status, snoozed_until, assignee_user_id, now or utcnow())
-    missing = await store.update(services.db, account_id, contact_ids, changes)
+    now = now or utcnow()
+    changes = _changes(status, snoozed_until, assignee_user_id, now)
+    missing, asked = await services.db.write(_change_in_tx, account_id, contact_ids, changes,
+                                             services.settings.base_url, iso(now))
     if missing:
         raise NotFound(f"no conversation with id {missing[0]}", code="CONVERSATION_NOT_FOUND")
+    if asked:
+        messaging.wake_delivery(services)  # a CSAT ask's link goes out through the outbox
     if changes.get("status") == "snoozed" and getattr(services, "snoozes", None) is not None:
         services.snoozes.notify()
     assignment.wake(services)  # a resolve, snooze or reassignment may free an agent; a reopen may wait for one
+
+
+def _change_in_tx(cx, account_id, contact_ids, changes, base_url, at):
+    """In the writer: the change, and the CSAT ask of each conversation it resolved (services/csat.py), in one
+    transaction. Returns (missing ids, how many contacts were asked)."""
+    missing, resolved = store.update_in_tx(cx, account_id, contact_ids, changes)
+    return missing, csat.ask_in_tx(cx, account_id, resolved, base_url, at) if resolved else 0
 
 
 STATUS_LABELS = {"open": "Open", "pending": "Pending", "resolved": "Resolved", "snoozed": "Snoozed"}

@@ -30,7 +30,7 @@ from storage import messages as message_store
 SOURCES = {public: tuple(s for s, p in store.PUBLIC_TYPES.items() if p == public) or (public,) for public in (
     "message.created", "message.updated", "conversation.updated", "conversation.handoff", "contact.created",
     "contact.updated", "contact.tagged", "contact.erased", "contact.merged", "subaccount.auto_recharge",
-    "message.failed", "conversation.sla_breached")}
+    "message.failed", "conversation.sla_breached", "csat.submitted")}
 PUBLIC_TYPE = {source: public for public, sources in SOURCES.items() for source in sources}
 TYPES = tuple(SOURCES)
 MAX_LIMIT, DEFAULT_LIMIT, MAX_WAIT = 500, 100, 30

@@ -4,6 +4,7 @@ from common.errors import Invalid, NotFound
 from common.ids import now_iso
 from services import bot, bot_settings, media, messaging, notes, sla
 from services.contacts import MAX_QUERY, display_name, search_patterns
+from services.csat import MESSAGE_TYPE as CSAT_MESSAGE_TYPE
 from services.users import REMOVED_LABEL, author_name
 from storage import accounts as account_store
 from storage import bot_state
@@ -111,6 +112,8 @@ def message_view(services, row, contact_name):
                         else f"User {author_name(row['author_email'], row['author_as'], row['author_user_name'])}")
     elif author == "campaign" and row["campaign_id"]:
         author_label = f"Campaign {row['campaign_id']}"
+    elif author == "auto" and row["message_type"] == CSAT_MESSAGE_TYPE:
+        author_label = "Automatic: CSAT question"
     else:
         author_label = AUTHOR_LABELS.get(author, author)
     error = row["error"] or {}

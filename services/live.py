@@ -53,7 +53,7 @@ EVENT_PAGE_ROLES = {store.CAMPAIGN_PROGRESS: "admin"}
 # Events only GET /v1/events reads (the notification types, storage/outbox.py, and emptied ones): no page
 # shows them, so none is sent them (a contact import would otherwise push a frame per contact).
 STREAM_ONLY = frozenset({"contact.created", "contact.updated", "contact.tagged", "contact.merged", "conversation.handoff",
-                         "subaccount.auto_recharge", store.ERASED_EVENT})
+                         "subaccount.auto_recharge", "csat.submitted", store.ERASED_EVENT})
 
 
 # Events that may change the navigation's counts (a handoff waits, a conversation is read or answered, a

@@ -28,7 +28,8 @@ NO_WEBHOOK = "no Custom Channel Webhook URL is configured; set it with PATCH /v1
 MAX_PAGE = 200
 # Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
 # user, an API client (POST send_custom_channel_message) or a campaign.
-AUTHORS = ("contact", "bot", "user", "api", "campaign", "auto")  # auto: the outside-hours message (issue 40)
+# auto: the outside-hours message (issue 40), a CSAT ask (issue 41)
+AUTHORS = ("contact", "bot", "user", "api", "campaign", "auto")
 # An inbound message without customData.campaignId from a contact that got a campaign message this recently
 # is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
 # bot.campaigns[campaignId] (docs/api.md "Campaigns").
@@ -135,7 +136,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         if first is None:
             raise
         if first["id"] == message["id"]:
-            _wake_delivery(services)
+            wake_delivery(services)
             first["bot_wanted"] = True  # unknown: the bot reads its context first and skips it if off
         if first["id"] == message["id"]:
             return first, True
@@ -145,7 +146,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     hours = later[0] if later else None
     queued = len(later) > 1 and later[1]
     if contact_created or keyword is not None or (hours and hours["autoReplied"]):
-        _wake_delivery(services)  # a contact.created (contact.updated) notification, or a reply, may be queued
+        wake_delivery(services)  # a contact.created (contact.updated) notification, or a reply, may be queued
     if hours and hours["slaDueAt"] and getattr(services, "sla", None) is not None:
         services.sla.notify()  # the watcher sleeps until the earliest due time: this one may be earlier
     if queued:
@@ -235,11 +236,20 @@ def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
     if not account["settings"].get("customChannelWebhookUrl"):
         return False  # nowhere to deliver it: this closed period passes without one
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
-    _queue_outbound_in_tx(cx, [{"contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
-                                "to_id": message["from_id"], "channel": message["channel"]}],
-                          account_id=account_id, campaign_id=None, media_url=None, content_type=None,
-                          shown_media=None, author="auto", user_id=account["owner_user_id"] or account_id)
+    queue_automatic_in_tx(cx, account_id, account, {
+        "contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
+        "to_id": message["from_id"], "channel": message["channel"]})
     return True
+
+
+def queue_automatic_in_tx(cx, account_id, account, reply):
+    """An automatic message (author auto: the outside-hours message, a CSAT ask) through the one outbound path, in
+    the caller's transaction. account: delivery_context_in_tx's; reply: as _queue_outbound_in_tx takes them.
+    Returns the message."""
+    [message] = _queue_outbound_in_tx(cx, [reply], account_id=account_id, campaign_id=None, media_url=None,
+                                      content_type=None, shown_media=None, author="auto",
+                                      user_id=account["owner_user_id"] or account_id)
+    return message
 
 
 def _store_messages_in_tx(cx, messages, announce=True):
@@ -253,7 +263,7 @@ def _store_messages_in_tx(cx, messages, announce=True):
             events.message_created_in_tx(cx, message)
 
 
-def _wake_delivery(services):
+def wake_delivery(services):
     """Tell the delivery worker (when this process runs one) that the outbox has a new row."""
     worker = getattr(services, "delivery", None)
     if worker is not None:
@@ -289,7 +299,8 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
                           author_user_id=None, outbox_campaign_id=None, user_id=None, announce=True):
     """Store outbound messages as Pending and their deliveries in the outbox, in this one transaction: one
     message per reply, {contact (the contact's row), body, to_id, channel}; every other argument is common to
-    them. Every outbound message is made here, a lone reply as a batch of one (a campaign's batch holds
+    them (and optionally message_type, default text, and delivered_body, the payload's body when it differs from the
+    stored one). Every outbound message is made here, a lone reply as a batch of one (a campaign's batch holds
     hundreds: a few statements for all of them). A reply written by a person (author 'user' or 'api') also
     pauses the bot for the contact (the inbox relies on it). Returns the messages, in the order of replies.
     user_id: the payload's userId when the caller has it (a campaign's batch); without it, it is read here,
@@ -324,13 +335,16 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
         message = {"id": message_id, "account_id": account_id, "contact_id": contact["id"],
                    "direction": "outbound", "status": "Sent" if on_widget else "Pending", "body": body,
                    "channel": channel,
-                   "campaign_id": campaign_id, "message_type": "text", "external_id": None, "from_id": None,
+                   "campaign_id": campaign_id, "message_type": reply.get("message_type", "text"),
+                   "external_id": None, "from_id": None,
                    "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
                    "author": author, "author_user_id": author_user_id, "created_at": now, "status_at": now}
         # This contact's numbers were taken above; its replies of this batch get them in order.
         sequence = sequences[contact["id"]] - counts[contact["id"]] + 1
         counts[contact["id"]] -= 1
-        payload = {"contactId": contact["id"], "messageId": message["id"], "userId": user_id, "body": body,
+        # delivered_body: what the receiver gets when the stored body must not hold it (a CSAT ask's link: services/csat.py)
+        payload = {"contactId": contact["id"], "messageId": message["id"], "userId": user_id,
+                   "body": reply.get("delivered_body", body),
                    "toId": to_id, "channel": channel, "accountId": account_id, "author": author,
                    "createdAt": now, "sequence": sequence}
         if author == "user" and author_user_id:
@@ -392,7 +406,7 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
         _record_outbound, identity, account_id=account_id, body=body, channel=custom_channel,
         to_id=from_id, campaign_id=_blank_to_none(campaign_id), media_url=stored_url, content_type=content_type,
         shown_media=shown_media, author="api")
-    _wake_delivery(services)
+    wake_delivery(services)
     return {"messageId": message["id"], "contactId": message["contact_id"]}
 
 
@@ -429,7 +443,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
         _record_reply, account_id=account_id, contact_id=contact_id, body=body, channel=channel,
         to_id=to_id, campaign_id=campaign_id, media_url=stored_url, content_type=content_type,
         shown_media=shown_media, author=author, author_user_id=author_user_id, in_tx=in_tx)
-    _wake_delivery(services)
+    wake_delivery(services)
     return {"messageId": message["id"], "contactId": contact_id}
 
 

@@ -2,7 +2,7 @@
 on one contact as JSON, for access and portability requests (GDPR art. 15 and 20). Each export is audited
 (contact.exported: who, and how many rows of each part; never the data)."""
 from common.ids import now_iso
-from services import messaging
+from services import csat, messaging
 from services.contacts import not_found
 from storage import person_data as store
 from storage.contacts import public_contact
@@ -13,7 +13,8 @@ FORMAT = "parley.contact-export.v1"
 
 
 async def export_person(services, account_id, contact_id, by):
-    """{format, exportedAt, contact, identities, messages, notes, lists, optOutHistory, conversation, campaigns};
+    """{format, exportedAt, contact, identities, messages, notes, lists, optOutHistory, conversation, campaigns,
+    csatAnswers};
     CONTACT_NOT_FOUND (nothing recorded) for a contact that is not the account's."""
     rows = await store.person_rows(services.db, account_id, contact_id)
     if rows is None:
@@ -34,6 +35,7 @@ async def export_person(services, account_id, contact_id, by):
                                           "snoozedUntil": conversation["snoozed_until"]},
         "campaigns": [{"campaignId": c["campaign_id"], "name": c["name"], "status": c["status"],
                        "messageId": c["message_id"]} for c in rows["campaigns"]],
+        "csatAnswers": [csat.public_answer(row) for row in rows["csat"]],
     }
     await store.record_export(services.db, account_id, contact_id,
                               {part: len(data[part]) for part in ("identities", "messages", "notes", "lists")}, by)

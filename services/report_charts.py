@@ -28,6 +28,10 @@ def _number(value):
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _percent(value):
+    return "–" if value is None else f"{value:g} %"
+
+
 def duration(seconds):
     """A response time for people: 45 s, 12 min, 3.5 h, 2 d."""
     if seconds is None:
@@ -136,6 +140,8 @@ SERIES = {
     "first-response": (("medianSeconds", "median", "median"), ("p90Seconds", "9 in 10 within", "p90")),
     "sla-days": (("withinSla", "answered within SLA", "ok"), ("late", "late or breached", "fail")),
     "sla-agents": (("withinSla", "answered within SLA", "ok"), ("late", "late or breached", "fail")),
+    "csat-days": (("satisfied", "rated 4 or 5", "ok"), ("unsatisfied", "rated 1 to 3", "fail")),
+    "csat-agents": (("percentSatisfied", "CSAT score (% rated 4 or 5)", "ok"),),
 }
 
 
@@ -146,10 +152,12 @@ def chart(report):
         return None
     if name.startswith("sla-"):
         rows = [{**r, "late": r["waits"] - r["withinSla"]} for r in rows]
-    if name in ("first-response", "campaigns", "sla-agents"):
+    if name == "csat-days":
+        rows = [{**r, "unsatisfied": r["answers"] - r["satisfied"]} for r in rows]
+    if name in ("first-response", "campaigns", "sla-agents", "csat-agents"):
         return bars(report["title"], [r["name"] for r in rows],
                     [(label, [r[key] for r in rows], kind) for key, label, kind in SERIES[name]],
-                    format=duration if name == "first-response" else _number)
+                    format=duration if name == "first-response" else _percent if name == "csat-agents" else _number)
     days = [r["day"] for r in rows]
     if name == "deliveries":
         return columns(report["title"], days, [

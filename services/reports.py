@@ -10,7 +10,7 @@ from common.errors import Invalid
 from common.spreadsheet import safe_cell
 from common.report_buckets import GROUPS, percentile
 from common.ids import utcnow
-from services import sla
+from services import csat, sla
 from services.users import author_name
 from storage import reports as store
 
@@ -32,6 +32,8 @@ REPORTS = {
     "opt-outs": ("Opt-outs per day", ("day", "optedOut", "optedIn")),
     "sla-days": ("Within SLA per day", ("day", "waits", "withinSla", "percentWithinSla")),
     "sla-agents": ("Within SLA per agent", ("userId", "name", "waits", "withinSla", "percentWithinSla")),
+    "csat-days": ("CSAT per day", ("day", "answers", "satisfied", "percentSatisfied", "averageRating")),
+    "csat-agents": ("CSAT per agent", ("userId", "name", "answers", "satisfied", "percentSatisfied", "averageRating")),
 }
 # Each report's columns in words, as the page's tables head them (the API gives them as "labels").
 LABELS = {
@@ -50,6 +52,10 @@ LABELS = {
                  "percentWithinSla": "% within SLA"},
     "sla-agents": {"userId": "Agent id", "name": "Agent", "waits": "Answered or breached",
                    "withinSla": "Answered within SLA", "percentWithinSla": "% within SLA"},
+    "csat-days": {"day": "Day", "answers": "Answers", "satisfied": "Rated 4 or 5", "percentSatisfied": "CSAT score (%)",
+                  "averageRating": "Average rating"},
+    "csat-agents": {"userId": "Agent id", "name": "Agent", "answers": "Answers", "satisfied": "Rated 4 or 5",
+                    "percentSatisfied": "CSAT score (%)", "averageRating": "Average rating"},
 }
 # The first-response row of all people together (a person's first response, the bot's messages passed over).
 PEOPLE = "people"
@@ -111,6 +117,8 @@ async def build(db, ids, name, first, last, data=None):
         rows = [{"day": d, "optedOut": changes[d][0], "optedIn": changes[d][1]} for d in _days(first, last)]
     elif name.startswith("sla-"):
         rows = _sla_rows(name, await sla.report(db, ids, first, last), _days(first, last))
+    elif name.startswith("csat-"):
+        rows = _csat_rows(name, await csat.report(db, ids, first, last), _days(first, last))
     else:
         data = data or await store.summaries(db, ids, first.isoformat(), last.isoformat())
         if name == "campaigns":
@@ -190,6 +198,18 @@ def _sla_rows(name, counted, days):
                 for d, (w, m) in ((d, counted["days"].get(d, (0, 0))) for d in days)]
     return sorted(({"userId": user_id, "name": agent, "waits": w, "withinSla": m, "percentWithinSla": sla.percent(m, w)}
                    for user_id, (agent, w, m) in counted["agents"].items()), key=lambda r: r["name"].lower())
+
+
+def _csat_rows(name, counted, days):
+    """The CSAT answers given (services/csat.py): per day (every day of the range), or per agent who had the
+    conversation when it was resolved. The score is the percentage rated 4 or 5."""
+    def figures(answers, satisfied, total):
+        return {"answers": answers, "satisfied": satisfied, "percentSatisfied": csat.score(satisfied, answers),
+                "averageRating": round(total / answers, 2) if answers else None}
+    if name == "csat-days":
+        return [{"day": d, **figures(*counted["days"].get(d, (0, 0, 0)))} for d in days]
+    return sorted(({"userId": user_id, "name": agent, **figures(*numbers)}
+                   for user_id, (agent, *numbers) in counted["agents"].items()), key=lambda r: r["name"].lower())
 
 
 def _campaign_rows(campaigns, replies):

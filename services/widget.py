@@ -24,7 +24,7 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
-from services import business_hours, contacts, event_stream, media, messaging, sla
+from services import business_hours, contacts, csat, event_stream, media, messaging, sla
 from services.contact_fields import normalize_email
 from storage import widgets as store
 
@@ -206,12 +206,12 @@ def visitor_message(services, message):
     """A message as the visitor sees it: who wrote it (them, or the business), its text and attachment (a signed
     link), never which agent or any id but the message's. message: a stored row or the API's form."""
     if "createdAt" in message:
-        created, shown = message["createdAt"], message["media"]
+        created, shown, kind = message["createdAt"], message["media"], message["messageType"]
     else:
-        created = message["created_at"]
+        created, kind = message["created_at"], message["message_type"]
         shown = media.public_media(services, message["media_url"], message["media_content_type"])
     return {"id": message["id"], "mine": message["direction"] == "inbound", "author": message["author"],
-            "body": message["body"], "media": shown, "createdAt": created}
+            "body": message["body"], "media": shown, "createdAt": created, "csat": kind == csat.MESSAGE_TYPE}
 
 
 async def history(services, widget, token):
@@ -220,14 +220,28 @@ async def history(services, widget, token):
     frame keeps one per id), never not at all."""
     cursor = await event_stream.head(services, widget["account_id"])
     visitor = unseal(services.box, widget, token)
-    messages = []
+    messages, ask = [], None
     if visitor is not None:
         contact_id = await store.visitor_contact_id(services.db, widget["account_id"], from_id(visitor))
         if contact_id is not None:
             messages = [visitor_message(services, m) for m in await store.visitor_messages(
                 services.db, widget["account_id"], contact_id, HISTORY)]
+            ask = await csat.open_ask(services.db, widget["account_id"], contact_id)
     return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor,
+            "csat": ask and {"messageId": ask["message_id"], "question": ask["question"]},
             **availability(widget, sla.clock(services)())}
+
+
+async def answer_csat(services, widget, token, rating, comment):
+    """POST /widget/{id}/csat: the visitor's answer to the CSAT question their chat shows (services/csat.py).
+    Invalid naming rating or comment, Forbidden without a visitor, CSAT_CLOSED when no question is open."""
+    csat.checked_answer(rating, comment)
+    visitor = unseal(services.box, widget, token)
+    if visitor is None:
+        raise Forbidden("no visitor: only the chat that was asked can answer")
+    contact_id = await store.visitor_contact_id(services.db, widget["account_id"], from_id(visitor))
+    await csat.answer_open_ask(services.db, widget["account_id"], contact_id, rating, comment)
+    return {"answered": True}
 
 
 def availability(widget, now):

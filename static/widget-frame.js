@@ -38,6 +38,41 @@
         });
       });
   }
+  // The CSAT question (services/csat.py) waiting for this visitor's answer: its message gets rating buttons 1-5 and
+  // an optional comment, sent to POST /csat. One asked while the chat is open (a live message) is open too.
+  var openAsk = null;
+  function rate(li) {
+    var f = document.createElement("form"), row = document.createElement("div"), picked = 0, buttons = [];
+    f.className = "csat";
+    row.className = "stars"; row.setAttribute("role", "group");
+    row.setAttribute("aria-label", "Your rating, from 1 (bad) to 5 (very good)");
+    [1, 2, 3, 4, 5].forEach(function (n) {
+      var b = document.createElement("button");
+      b.type = "button"; b.textContent = n; b.setAttribute("aria-pressed", "false");
+      b.setAttribute("aria-label", "Rate " + n + " of 5");
+      b.addEventListener("click", function () {
+        picked = n;
+        buttons.forEach(function (x, i) { x.setAttribute("aria-pressed", String(i + 1 === n)); });
+      });
+      buttons.push(b); row.appendChild(b);
+    });
+    var comment = document.createElement("textarea"), send = document.createElement("button");
+    comment.maxLength = 1000; comment.rows = 2; comment.placeholder = "A comment (optional)";
+    comment.setAttribute("aria-label", "A comment (optional)");
+    send.type = "submit"; send.textContent = "Send rating";
+    f.appendChild(row); f.appendChild(comment); f.appendChild(send);
+    f.addEventListener("submit", function (e) {
+      e.preventDefault();
+      if (!picked) { status.textContent = "Choose a rating from 1 to 5."; return; }
+      call("POST", "/csat", { rating: picked, comment: comment.value.trim() || null }).then(function () {
+        var done = document.createElement("p");
+        status.textContent = ""; openAsk = null;
+        done.className = "csat-done"; done.textContent = "Thank you for your answer!";
+        f.replaceWith(done);
+      }, function (err) { status.textContent = err.message; });
+    });
+    li.appendChild(f);
+  }
   function show(m, quiet) {
     if (seen[m.id]) return;
     seen[m.id] = 1;
@@ -53,6 +88,7 @@
       li.appendChild(a); li.appendChild(document.createElement("br"));
     }
     li.appendChild(document.createTextNode(m.body));
+    if (m.csat && !m.mine && (!quiet || m.id === openAsk)) rate(li);
     t.dateTime = m.createdAt;
     t.textContent = new Date(m.createdAt).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
     li.appendChild(t);
@@ -81,6 +117,7 @@
   function readHistory() {
     return call("GET", "/messages").then(function (h) {
       cursor = h.cursor;
+      openAsk = h.csat && h.csat.messageId;
       hours(h);
       h.messages.forEach(function (m) { show(m, true); });
       if (h.messages.length) tell({ parley: "active" });

@@ -175,6 +175,7 @@ def merge_contacts(cx, account_id, contact_id, other_id, keep, by=None):
     moved = {part: _move(cx, table, account_id, contact_id, other_id) for part, table in (
         ("messages", "messages"), ("identities", "channel_identities"), ("notes", "notes"),
         ("optOutChanges", "opt_out_changes"))}
+    _move(cx, "csat_asks", account_id, contact_id, other_id)  # their CSAT answers are the kept contact's now
     moved["lists"] = _move_memberships(cx, account_id, contact_id, other_id)
     moved["campaigns"] = _move_campaigns(cx, account_id, contact_id, other_id)
     moved["conversation"] = int(_merge_conversations(cx, account_id, contact_id, other_id))

@@ -36,21 +36,27 @@ def _check_assignee_in_tx(cx, account_id, user_id):
 
 @writes
 def update(cx, account_id, contact_ids, changes):
+    """update_in_tx's missing ids alone."""
+    return update_in_tx(cx, account_id, contact_ids, changes)[0]
+
+
+def update_in_tx(cx, account_id, contact_ids, changes):
     """Set changes ({status, snoozed_until, assignee_user_id}: any subset) on the account's conversations of
     these contacts, all or none: returns the ids that are not the account's conversations (then nothing
     changed), else []. Invalid (naming assigneeUserId) when the assignee is no active user of the account:
     checked here, so no deactivation commits in between. Each conversation that changed gets a
     conversation.updated event. A person's change takes a conversation out of the automatic assignment queue
-    (left alone), except one that opens again unassigned while assignment is on: that one waits in it."""
+    (left alone), except one that opens again unassigned while assignment is on: that one waits in it.
+    Returns (missing, resolved): resolved, the ids of the conversations this change resolved (they were not)."""
     if changes.get("assignee_user_id") is not None:
         _check_assignee_in_tx(cx, account_id, changes["assignee_user_id"])
     contact_ids = list(dict.fromkeys(contact_ids))
     marks = ", ".join("?" for _ in contact_ids)
-    found = {row[0] for row in cx.execute(f"SELECT contact_id FROM conversations WHERE account_id = ?"
-                                          f" AND contact_id IN ({marks})", (account_id, *contact_ids))}
+    found = {row[0]: row[1] for row in cx.execute(f"SELECT contact_id, status FROM conversations WHERE account_id = ?"
+                                                  f" AND contact_id IN ({marks})", (account_id, *contact_ids))}
     missing = [c for c in contact_ids if c not in found]
     if missing:
-        return missing
+        return missing, []
     fields = [f for f in _FIELDS if f in changes]
     values = [changes[f] for f in fields]
     sets = ", ".join(f"{f} = ?" for f in fields)
@@ -70,7 +76,8 @@ def update(cx, account_id, contact_ids, changes):
         assignment.queue_in_tx(cx, account_id, reopened, now_iso())
     else:
         assignment.unqueue_in_tx(cx, account_id, contact_ids)
-    return []
+    resolves = changes.get("status") == "resolved"
+    return [], [c for c in reopened if resolves and found[c] != "resolved"]
 
 
 def unassign_user_in_tx(cx, account_id, user_id):

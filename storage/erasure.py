@@ -150,6 +150,7 @@ STEPS = [
     ("listMemberships", _list_members),
     ("botPauses", _by_contact("bot_pauses")),
     ("notes", _by_contact("notes")),
+    ("csatAnswers", _by_contact("csat_asks")),
     ("conversations", _by_contact("conversations")),
     ("liveEvents", _events),
     ("idempotencyAnswers", _idempotency_keys),
@@ -158,7 +159,7 @@ STEPS = [
 # The tables STEPS deletes from (PostgreSQL rewrites them after the commit: VACUUM FULL).
 ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "opt_out_changes", "report_campaign_replies",
                  "messages", "channel_identities",
-                 "list_members", "bot_pauses", "notes", "conversations", "events", "idempotency_keys", "contacts")
+                 "list_members", "bot_pauses", "notes", "csat_asks", "conversations", "events", "idempotency_keys", "contacts")
 
 
 def _target(cx, account_id, contact):

@@ -1,5 +1,6 @@
 """SQL for a person's data export (GET /v1/contacts/{id}/export, GDPR art. 15 and 20): every row held on one
 contact, read in one transaction so that the parts agree; and the audit entry of the export."""
+from storage import csat as csat_store
 from storage import messages as message_store
 from storage import notes as note_store
 from storage.audit import record_by
@@ -10,7 +11,7 @@ from storage.lists import lists_of_contact
 
 @reads
 def person_rows(cx, account_id, contact_id):
-    """{contact, identities, messages, notes, lists, opt_out_changes, conversation, campaigns} as storage rows, every
+    """{contact, identities, messages, notes, lists, opt_out_changes, conversation, campaigns, csat} as storage rows, every
     list oldest first; None when the contact is not the account's."""
     contact = get_contact.sync(cx, account_id, contact_id)
     if contact is None:
@@ -27,6 +28,7 @@ def person_rows(cx, account_id, contact_id):
                                          " AND contact_id = ? ORDER BY at, id", where),
         "conversation": fetch_one(cx, "SELECT status, assignee_user_id, snoozed_until FROM conversations"
                                       " WHERE account_id = ? AND contact_id = ?", where),
+        "csat": csat_store.of_contact_in_tx(cx, account_id, contact_id),
         "campaigns": fetch_all(cx, "SELECT r.campaign_id, k.name, r.status, r.message_id FROM campaign_recipients r"
                                    " JOIN campaigns k ON k.id = r.campaign_id WHERE k.account_id = ?"
                                    " AND r.contact_id = ? ORDER BY r.campaign_id", where),

@@ -59,7 +59,8 @@ def add_visitor_identity(cx, account_id, from_id, contact_id):
 def visitor_messages(cx, account_id, contact_id, limit):
     """The contact's newest ``limit`` messages on the widget's channel, oldest first: what the visitor's chat shows
     (messages_account_contact's index, read backwards)."""
-    rows = fetch_all(cx, "SELECT id, direction, author, body, media_url, media_content_type, created_at FROM messages"
+    rows = fetch_all(cx, "SELECT id, direction, author, body, media_url, media_content_type, created_at, message_type"
+                         " FROM messages"
                          " WHERE account_id = ?"
                          " AND contact_id = ? AND channel = 'web' ORDER BY id DESC LIMIT ?",
                      (account_id, contact_id, limit))

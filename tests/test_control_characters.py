@@ -20,7 +20,7 @@ from tests import db_direct
 
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
-FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description", "outsideHoursMessage"}
+FREE_TEXT = {"body", "answer", "greeting", "fallback", "systemPrompt", "description", "outsideHoursMessage", "comment"}
 LIST, CONTACT, SUB, USER = "{list}", "{contact}", "{sub}", "{user}"
 DUPLICATE, WIDGET = "{duplicate}", "{widget}"  # a second contact of the same person; the account's chat widget
 CONVERSATION, CANNED = "{conversation}", "{canned}"
@@ -39,7 +39,8 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
                 "campaigns": {"spring": {"greeting": "Spring!"}}},
         "widget": {"enabled": True, "allowedOrigins": ["https://shop.example"], "title": "Chat",
                    "greeting": "Hi!\nHow can we help?", "color": "#2563eb"},
-        "assignment": {"mode": "balanced", "awayAfterMinutes": 30}},
+        "assignment": {"mode": "balanced", "awayAfterMinutes": 30},
+        "csat": {"enabled": False, "question": "How did we do?"}},
     ("POST", "/v1/contacts"): {"firstName": "Ada", "lastName": "Lovelace", "phone": "+14155552671",
                                "email": "ada@example.com"},
     ("POST", "/v1/lists"): {"name": "Leads"},
@@ -84,7 +85,11 @@ BASELINES = {  # a body each operation accepts (test_the_baselines_are_accepted)
     ("POST", "/widget/{widgetId}/identify"): {"id": "user-42", "hash": "0" * 64, "email": "ada@example.com",
                                              "name": "Ada"},
     ("POST", "/widget/{widgetId}/email"): {"email": "ada@example.com"},
+    ("POST", "/widget/{widgetId}/csat"): {"rating": 5, "comment": "Quick!\n\tThanks"},
 }
+# Refused before anything else when a field has a control character, but answered only by a visitor whose chat
+# shows a question (tests/test_csat.py): no baseline of these is accepted here.
+ANSWERED_ONLY_WHEN_ASKED = {("POST", "/widget/{widgetId}/csat")}
 ALIASES = {"/incomingCustomChannelMessage": "/v1/incoming_custom_channel_message",
            "/v1/sendCustomChannelMessage": "/v1/send_custom_channel_message"}
 AGENCY_ONLY = {"/v1/subaccounts", "/v1/subaccounts/credits", "/v1/subaccounts/{subAccountId}"}
@@ -246,7 +251,7 @@ async def test_the_baselines_are_accepted_with_newlines_and_tabs_in_free_text(ap
     """So that the refusals above come from the control characters alone; message bodies keep theirs."""
     for method, path in operations_with_a_body():
         url, key, body = call_args(method, path, world, account, agency, sub)
-        if body is not None:
+        if body is not None and (method, path) not in ANSWERED_ONLY_WHEN_ASKED:
             r = await api.call(method, url, body, key=key, query_key=False)
             assert 200 <= r.code < 300, (method, path, r.code, r.body)
             if path == "/v1/incoming_custom_channel_message":
@@ -287,7 +292,7 @@ class _Forms(HTMLParser):
 
 
 UI_FREE_TEXT = {"body", "greeting", "fallback", "provider-systemPrompt", "description", "next", "password",
-                "current_password", "new_password", "new_password_again"}
+                "current_password", "new_password", "new_password_again", "comment"}
 
 
 async def forms_of(client, pages):

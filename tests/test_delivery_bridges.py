@@ -7,18 +7,15 @@ import asyncio
 import json
 from datetime import timedelta
 
-from pydantic import TypeAdapter
 from standardwebhooks import Webhook
 
-from handlers.event_schemas import Event
 from handlers.webhook_schemas import WEBHOOKS, ReplyPayload
 from services import messaging
 from common.ids import iso, parse_iso, utcnow
 from storage.db import fetch_all
+from tests.event_helpers import EVENT, events_of  # noqa: F401 (events_of: also imported from here)
 from tests.team_users import add_user
 from tests.test_delivery import (delivery_state, later, receiver, secret_of, settings, workers)  # noqa: F401 (fixtures)
-
-EVENT = TypeAdapter(Event)
 
 
 async def send(api, key, body, from_id="user-1", channel="acme-chat"):
@@ -26,14 +23,6 @@ async def send(api, key, body, from_id="user-1", channel="acme-chat"):
                        {"customData": {"fromId": from_id, "customChannel": channel, "body": body}}, key=key)
     assert r.code == 200, r.body
     return r.json
-
-
-async def events_of(api, key, types):
-    r = await api.get(f"/v1/events?types={types}&limit=500", key=key, query_key=False)
-    assert r.code == 200, r.body
-    for event in r.json["data"]:
-        EVENT.validate_python(event)  # each event against its type's schema
-    return r.json["data"]
 
 
 def verified(services_secret, request):

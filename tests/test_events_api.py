@@ -371,9 +371,11 @@ async def test_every_event_type_can_be_subscribed_with_the_events_data(services,
     stream = [(e["type"], e["data"]) for e in events]
     got = received()
     # Not made here: contact.erased (below), subaccount.auto_recharge (agencies), message.failed (a delivery
-    # failed for good: tests/test_delivery_bridges.py), conversation.sla_breached (tests/test_sla.py).
+    # failed for good: tests/test_delivery_bridges.py), conversation.sla_breached (tests/test_sla.py),
+    # csat.submitted (tests/test_csat.py).
     assert {t for t, _ in got} == set(event_stream.TYPES) - {"contact.erased", "subaccount.auto_recharge",
-                                                            "message.failed", "conversation.sla_breached"}, got
+                                                            "message.failed", "conversation.sla_breached",
+                                                            "csat.submitted"}, got
 
     def same(pair):  # a message is filled in when sent, or read: its status may have moved on between the two
         kind, data = pair

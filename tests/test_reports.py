@@ -234,8 +234,9 @@ async def test_the_page_draws_every_chart_and_its_csv_has_the_api_numbers(servic
     assert (await client.login(owner["email"])).code == 303
     page = await client.get(f"/reports?from={first}&to={last}")
     assert page.code == 200 and 'href="/reports"' in page.text
-    # every report's chart but Within SLA per agent's: the seeded history has no SLA, so no agent row
-    assert page.text.count('<svg class="chart"') == 7 and "<script" not in page.text.split("<main")[1]
+    # every report's chart but Within SLA per agent's and CSAT per agent's: the seeded history has no SLA and no
+    # CSAT answer, so no agent row
+    assert page.text.count('<svg class="chart"') == 8 and "<script" not in page.text.split("<main")[1]
     want = expected(cx, [owner["account_id"]], first, last)
     for name, rows in want.items():
         section = page.text.split(f'id="report-{name}"')[1].split("</section>")[0].split("<tbody>")[-1]

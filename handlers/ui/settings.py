@@ -6,7 +6,7 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, assignment, business_hours, event_stream, regions, sla, users, webhook_ping, widget
+from services import accounts, assignment, business_hours, csat, event_stream, regions, sla, users, webhook_ping, widget
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 HOURS_FIELDS = ("timezone", *business_hours.DAYS, "holidays", "holidayCountry", "outsideHoursMessage", *sla.KINDS)
@@ -36,6 +36,8 @@ class SettingsPage(UiHandler):
         shown = assignment.public_setting(settings.get("assignment"))
         values.update(assignmentMode=shown["mode"], awayAfterMinutes="" if shown["awayAfterMinutes"] is None
                       else str(shown["awayAfterMinutes"]))
+        shown = csat.configured(settings.get(csat.SETTING))
+        values.update({"csat.enabled": shown["enabled"], "csat.question": shown["question"]})
         for event in notification_events(account):
             values[event] = settings.get("notificationUrls", {}).get(event, "")
         shown = widget.configured(settings)
@@ -53,6 +55,7 @@ class SettingsPage(UiHandler):
                                                                       self.account_id),
                     status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     hours=hours, zones=business_hours.zones(), days=business_hours.DAYS,
+                    csat_max_question=csat.MAX_QUESTION,
                     values=values, events=notification_events(account),
                     # Built once per process (~90 ms: phonenumbers' locale table), off the event loop.
                     regions=await asyncio.get_running_loop().run_in_executor(None, regions.region_choices),
@@ -239,6 +242,19 @@ class AssignmentHandler(SettingsPage):
                  "awayAfterMinutes": None if not away else int(away) if away.isascii() and away.isdigit() else away}
         await self.save({"assignment": value}, form, "Automatic assignment saved.")
         assignment.wake(self.services)
+
+
+class CsatHandler(SettingsPage):
+    """Customer satisfaction (issue 41): whether a resolved conversation asks its contact, and the question (the
+    `csat` setting, replaced whole as PATCH does)."""
+
+    @authenticated
+    async def post(self):
+        form = {"csat.enabled": self.get_body_argument("enabled", "") == "on",
+                "csat.question": self.get_body_argument("question", "")}
+        await self.save({csat.SETTING: {"enabled": form["csat.enabled"],
+                                        "question": form["csat.question"].strip() or csat.DEFAULT_QUESTION}},
+                        form, "Customer satisfaction saved.")
 
 
 class NotificationUrlsHandler(SettingsPage):

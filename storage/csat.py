@@ -1,0 +1,91 @@
+"""SQL of CSAT (issue 41; services/csat.py): the asks made when conversations are resolved (in the resolution's
+transaction), their single answer (a conditional UPDATE: of two answers at once, one wins, on both databases), and
+the Reports' read. Every query is scoped to the account, or reaches a row by its token's hash alone."""
+from storage.db import fetch_all, fetch_one, reads, writes
+from storage.dialect import dialect_of
+from storage.outbox import enqueue_notification_in_tx
+
+SUBMITTED = "csat.submitted"  # event and notification
+_ANSWER = "answered_at, rating, comment"
+
+
+def last_ask_in_tx(cx, account_id, contact_id):
+    """When the contact was last asked (ISO 8601), or None; holds the contact's CSAT lock to COMMIT (PostgreSQL), so
+    that two resolutions committing at once (two processes) cannot both find no recent ask."""
+    dialect_of(cx).lock(cx, f"csat:{account_id}:{contact_id}")
+    return cx.execute("SELECT MAX(asked_at) FROM csat_asks WHERE account_id = ? AND contact_id = ?",
+                      (account_id, contact_id)).fetchone()[0]
+
+
+def assignee_in_tx(cx, account_id, contact_id):
+    """Who has the conversation (the agent a CSAT answer is counted for), or None."""
+    row = cx.execute("SELECT assignee_user_id FROM conversations WHERE account_id = ? AND contact_id = ?",
+                     (account_id, contact_id)).fetchone()
+    return row[0] if row else None
+
+
+def insert_ask_in_tx(cx, ask):
+    cx.execute("INSERT INTO csat_asks (id, account_id, contact_id, agent_user_id, channel, message_id, question,"
+               " token_hash, asked_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               (ask["id"], ask["account_id"], ask["contact_id"], ask["agent_user_id"], ask["channel"],
+                ask["message_id"], ask["question"], ask["token_hash"], ask["asked_at"], ask["expires_at"]))
+
+
+@reads
+def ask_by_token(cx, token_hash):
+    """The ask whose page token has this hash: {id, account_id, question, expires_at, answered_at}, or None."""
+    return fetch_one(cx, "SELECT id, account_id, question, expires_at, answered_at FROM csat_asks"
+                         " WHERE token_hash = ?", (token_hash,))
+
+
+@reads
+def open_ask(cx, account_id, contact_id, channel, now):
+    """The contact's newest unanswered, unexpired ask on this channel: {id, message_id, question}, or None."""
+    return fetch_one(cx, "SELECT id, message_id, question FROM csat_asks WHERE account_id = ? AND contact_id = ?"
+                         " AND channel = ? AND answered_at IS NULL AND expires_at > ? ORDER BY asked_at DESC, id DESC"
+                         " LIMIT 1", (account_id, contact_id, channel, now))
+
+
+def _answer_in_tx(cx, where, args, rating, comment, now):
+    """Answer the one open ask that where (with args) picks, and emit csat.submitted (event and notification);
+    returns {account_id, contact_id} or None when no open ask matched (answered, expired, unknown)."""
+    row = cx.execute(f"UPDATE csat_asks SET answered_at = ?, rating = ?, comment = ? WHERE {where}"
+                     " AND answered_at IS NULL AND expires_at > ? RETURNING account_id, contact_id",
+                     (now, rating, comment, *args, now)).fetchone()
+    if row is None:
+        return None
+    account_id, contact_id = row[0], row[1]
+    enqueue_notification_in_tx(cx, account_id, SUBMITTED, {"contactId": contact_id, "rating": rating,
+                                                           "comment": comment})
+    return {"account_id": account_id, "contact_id": contact_id}
+
+
+@writes
+def answer_by_token(cx, token_hash, rating, comment, now):
+    """The one-question page's answer: spends the ask whose token has this hash (see _answer_in_tx)."""
+    return _answer_in_tx(cx, "token_hash = ?", (token_hash,), rating, comment, now)
+
+
+@writes
+def answer_ask(cx, account_id, ask_id, rating, comment, now):
+    """The widget's answer to the account's ask ask_id (see _answer_in_tx)."""
+    return _answer_in_tx(cx, "account_id = ? AND id = ?", (account_id, ask_id), rating, comment, now)
+
+
+def of_contact_in_tx(cx, account_id, contact_id):
+    """The contact's asks and answers, oldest first (a person's data export)."""
+    return fetch_all(cx, f"SELECT channel, question, asked_at, agent_user_id, {_ANSWER} FROM csat_asks"
+                         " WHERE account_id = ? AND contact_id = ? ORDER BY asked_at, id", (account_id, contact_id))
+
+
+@reads
+def report_rows(cx, account_ids, start, end):
+    """The answers given in [start, end): [(day, agent user id, the agent as shown (label_sql) or None, the agent's
+    name, rating)]."""
+    from storage.users import label_sql  # storage.users imports storage modules that import this one's neighbours
+    marks = ", ".join("?" for _ in account_ids)
+    return [tuple(row) for row in cx.execute(
+        f"SELECT SUBSTR(a.answered_at, 1, 10), a.agent_user_id, {label_sql('u')}, u.name, a.rating FROM csat_asks a"
+        " LEFT JOIN users u ON u.id = a.agent_user_id AND u.account_id = a.account_id"
+        f" WHERE a.account_id IN ({marks}) AND a.answered_at >= ? AND a.answered_at < ?",
+        (*account_ids, start, end))]

@@ -1,0 +1,74 @@
+"""A real SMTP server for the email tests: aiosmtpd on a free loopback port (its own thread and event loop, as
+aiosmtpd's Controller runs it), with AUTH LOGIN/PLAIN over plain text (security none, which Parley allows only
+with --allow-private-webhooks) for one username and password. Delivered mail is parsed into
+email.message.EmailMessage objects in ``messages``; ``wait_for`` waits on a state, never a sleep."""
+import email
+import email.policy
+import socket
+import threading
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
+
+USERNAME, PASSWORD = "parley@example.com", "mail-secret-123"
+
+
+class _Handler:
+    def __init__(self, server):
+        self.server = server
+
+    async def handle_DATA(self, smtp_server, session, envelope):
+        message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        with self.server.arrived:
+            self.server.messages.append(message)
+            self.server.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
+            self.server.arrived.notify_all()
+        return "250 OK"
+
+
+class MailServer:
+    def __init__(self):
+        self.messages, self.envelopes = [], []
+        self.arrived = threading.Condition()
+        self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=free_port(),
+                                     authenticator=self._authenticate, auth_require_tls=False)
+
+    @staticmethod
+    def _authenticate(server, session, envelope, mechanism, auth_data):
+        ok = (isinstance(auth_data, LoginPassword) and auth_data.login == USERNAME.encode()
+              and auth_data.password == PASSWORD.encode())
+        return AuthResult(success=ok, handled=False)  # aiosmtpd answers 535 itself
+
+    @property
+    def port(self):
+        return self.controller.port
+
+    def settings(self, **changes):
+        """The `smtp` object of the email setting that reaches this server."""
+        return {"host": "127.0.0.1", "port": self.port, "security": "none", "username": USERNAME,
+                "password": PASSWORD, **changes}
+
+    def wait_for(self, count, timeout=10):
+        """The first ``count`` messages, once they arrived (AssertionError after ``timeout`` s without them)."""
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.messages) >= count, timeout), \
+                f"{len(self.messages)} mail(s) arrived, {count} expected"
+            return list(self.messages[:count])
+
+    def start(self):
+        self.controller.start()
+        return self
+
+    def stop(self):
+        self.controller.stop()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def closed_port():
+    """A loopback port nothing listens on (bound, then closed)."""
+    return free_port()

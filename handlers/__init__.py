@@ -87,6 +87,7 @@ def routes():
         (r"/", session.HomeHandler),
         (r"/login", session.LoginHandler),
         (r"/logout", session.LogoutHandler),
+        (r"/forgot-password", session.ForgotPasswordHandler),
         (r"/accounts", session.AccountsHandler),
         (one_time_link_kinds.PATH_PATTERN + r"([A-Za-z0-9_-]{20,100})", one_time_link.OneTimeLinkHandler),
         (r"/settings", ui_settings.SettingsHandler),

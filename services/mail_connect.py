@@ -49,7 +49,7 @@ async def _checked_socket(kind, server, timeout, allow_private):
         addresses = await asyncio.wait_for(resolve_checked(host, port, allow_private), timeout)
     except BlockedAddress as exc:
         raise MailError(f"could not connect to {where}: {exc}", retryable=False) from None
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise MailError(f"could not connect to {where}: the host name did not resolve within {timeout:g} s") from None
     except OSError as exc:
         raise MailError(f"could not connect to {where}: {describe_connection_error(exc)}") from None
@@ -61,7 +61,7 @@ async def _checked_socket(kind, server, timeout, allow_private):
         try:
             await asyncio.wait_for(loop.sock_connect(sock, (address, port)), timeout)
             return sock
-        except asyncio.TimeoutError:
+        except TimeoutError:
             sock.close()
             error = f"no answer within {timeout:g} s"
         except OSError as exc:
@@ -177,7 +177,7 @@ async def imap_session(server, password, *, timeout, allow_private):
     except MailError:
         await _close_imap(client)
         raise
-    except asyncio.TimeoutError:
+    except TimeoutError:
         await _close_imap(client)
         raise MailError(f"IMAP server {where} did not answer within {timeout:g} s") from None
     except Exception as exc:

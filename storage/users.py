@@ -10,6 +10,7 @@ from storage.audit import record_by
 from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
+from storage.mail import queue_in_tx
 from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 
 INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
@@ -76,8 +77,9 @@ def list_users(cx, account_id):
 
 
 @writes
-def insert_user(cx, user, link, shown, by):
-    """Add an invited user with its one-time sign-in link, audited, in one transaction. Conflict (naming
+def insert_user(cx, user, link, shown, by, mail=None):
+    """Add an invited user with its one-time sign-in link (and the mail that carries it, storage/mail.py), audited,
+    in one transaction. Conflict (naming
     email) when a user of this account has the email (another account's users are not looked at: the same
     person may be invited to many). shown: the link's URL, encrypted by the caller and only returned (an
     Idempotency-Key retry gets the same). Returns the user with "shown"."""
@@ -88,6 +90,8 @@ def insert_user(cx, user, link, shown, by):
                (user["id"], user["account_id"], user["email"], user["name"], user["role"], user["password_hash"],
                 user["created_at"]))
     insert_link.sync(cx, link)
+    if mail is not None:
+        queue_in_tx(cx, mail)
     record_by(cx, by, account_id=user["account_id"], action="user.invited", subject_id=user["id"],
               detail={"email": user["email"], "role": user["role"]})
     return {**_get_in_tx(cx, user["account_id"], user["id"]), "shown": shown}

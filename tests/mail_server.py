@@ -60,7 +60,8 @@ class MailServer:
         return self
 
     def stop(self):
-        self.controller.stop()
+        if self.controller.server is not None:  # a test may have stopped it (a server that is down)
+            self.controller.stop()
 
 
 def free_port():

@@ -6,8 +6,8 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import (accounts, assignment, business_hours, email_settings, event_stream, regions, sla, users,
-                      webhook_ping, widget)
+from services import (accounts, assignment, business_hours, email_settings, event_stream, mail_out, regions, sla,
+                      users, webhook_ping, widget)
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 HOURS_FIELDS = ("timezone", *business_hours.DAYS, "holidays", "holidayCountry", "outsideHoursMessage", *sla.KINDS)
@@ -51,7 +51,7 @@ class SettingsPage(UiHandler):
         values.update({f"hours.{field}": str((settings.get(sla.KEY) or {}).get(field) or "") for field in sla.KINDS})
         values.update(email_form_values(settings))
         values.update(form or {})
-        self.render("settings.html", email_test=email_test, widget_info=await widget.describe(db, self.application.settings_obj.base_url,
+        self.render("settings.html", email_test=email_test, mails=await mail_out.recent(db, self.account_id), widget_info=await widget.describe(db, self.application.settings_obj.base_url,
                                                                       self.account_id),
                     status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     hours=hours, zones=business_hours.zones(), days=business_hours.DAYS,

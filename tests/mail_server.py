@@ -1,11 +1,16 @@
-"""A real SMTP server for the email tests: aiosmtpd on a free loopback port (its own thread and event loop, as
+"""Real mail servers for the email tests. SMTP: aiosmtpd on a free loopback port (its own thread and event loop, as
 aiosmtpd's Controller runs it), with AUTH LOGIN/PLAIN over plain text (security none, which Parley allows only
 with --allow-private-webhooks) for one username and password. Delivered mail is parsed into
-email.message.EmailMessage objects in ``messages``; ``wait_for`` waits on a state, never a sleep."""
+email.message.EmailMessage objects in ``messages``; ``wait_for`` waits on a state, never a sleep. IMAP: pymap's
+in-memory backend with its demo mailbox (user demouser, password demopass), a process on a free loopback port."""
 import email
 import email.policy
 import socket
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
@@ -73,3 +78,38 @@ def free_port():
 def closed_port():
     """A loopback port nothing listens on (bound, then closed)."""
     return free_port()
+
+
+class ImapServer:
+    """pymap (`pymap dict --demo-data`) without TLS on a free loopback port; starts in under a second."""
+    USERNAME, PASSWORD = "demouser", "demopass"
+
+    def __init__(self):
+        self.port = free_port()
+        self.proc = None
+
+    def settings(self, **changes):
+        """The `imap` object of the email setting that reaches this server."""
+        return {"host": "127.0.0.1", "port": self.port, "security": "none", "username": self.USERNAME,
+                "password": self.PASSWORD, **changes}
+
+    def start(self, timeout=15):
+        pymap = Path(sys.executable).with_name("pymap")
+        self.proc = subprocess.Popen([str(pymap), "--host", "127.0.0.1", "--port", str(self.port), "--no-tls",
+                                      "--no-service", "admin", "dict", "--demo-data"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:  # listening: a connection is accepted
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("pymap did not start") from None
+                time.sleep(0.05)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)

@@ -1,6 +1,6 @@
 """The account's `email` setting and POST /v1/account/email/test (issue 39, docs/api.md "Email"): write-only
-passwords encrypted at rest, the webhooks' SSRF rules, and the Test in words against a real SMTP server (aiosmtpd,
-tests/mail_server.py) and a closed IMAP port."""
+passwords encrypted at rest, the webhooks' SSRF rules, and the Test in words against real servers
+(tests/mail_server.py: aiosmtpd for SMTP, pymap for IMAP) and a closed port."""
 import re
 
 import pytest
@@ -8,7 +8,7 @@ import pytest
 from common.errors import Invalid
 from services import accounts
 from tests.db_direct import connect
-from tests.mail_server import PASSWORD, MailServer, closed_port
+from tests.mail_server import PASSWORD, ImapServer, MailServer, closed_port
 
 SETTINGS = "/v1/account/settings"
 TEST = "/v1/account/email/test"
@@ -86,23 +86,38 @@ async def test_private_hosts_and_no_encryption_need_allow_private_webhooks():
         assert words in refused.value.message and "--allow-private-webhooks" in refused.value.message
 
 
-async def test_the_test_logs_in_and_says_in_words_what_fails(api, account, mail_server):
-    email = {"address": "parley@example.com", "smtp": mail_server.settings(),
-             "imap": {"host": "127.0.0.1", "port": closed_port(), "security": "none", "password": "x"}}
+@pytest.fixture
+def imap_server():
+    server = ImapServer().start()
+    yield server
+    server.stop()
+
+
+async def test_the_test_logs_in_and_says_in_words_what_fails(api, account, mail_server, imap_server):
+    email = {"address": "parley@example.com", "smtp": mail_server.settings(), "imap": imap_server.settings()}
     r = await api.patch(SETTINGS, {"email": email}, key=account["api_key"])
     assert r.code == 200, r.body
     r = await api.post(TEST, key=account["api_key"])
     assert r.code == 200, r.body
-    assert r.json["smtp"] == {"ok": True, "error": None}
-    port = email["imap"]["port"]
-    assert r.json["imap"] == {"ok": False,
-                              "error": f"could not connect to 127.0.0.1:{port}: ConnectionRefusedError: "
-                                       "Connection refused"}
+    assert r.json == {"imap": {"ok": True, "error": None}, "smtp": {"ok": True, "error": None}}
 
-    await api.patch(SETTINGS, {"email": {"smtp": {"password": PASSWORD + "-wrong"}}}, key=account["api_key"])
+    await api.patch(SETTINGS, {"email": {"smtp": {"password": PASSWORD + "-wrong"},
+                                         "imap": {"password": "wrong", "folder": "Support"}}}, key=account["api_key"])
     r = await api.post(TEST, key=account["api_key"])
     assert r.json["smtp"]["ok"] is False
     assert r.json["smtp"]["error"].startswith("SMTP login refused: 535 "), r.json
+    assert r.json["imap"] == {"ok": False, "error": "IMAP login refused: [AUTHENTICATIONFAILED] Invalid "
+                                                    "authentication credentials."}
+    await api.patch(SETTINGS, {"email": {"imap": {"password": ImapServer.PASSWORD}}}, key=account["api_key"])
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.json["imap"] == {"ok": False, "error": "IMAP folder 'Support' cannot be opened: [NONEXISTENT] Mailbox "
+                                                    "does not exist."}
+
+    port = closed_port()
+    await api.patch(SETTINGS, {"email": {"imap": {"port": port}}}, key=account["api_key"])
+    r = await api.post(TEST, key=account["api_key"])
+    assert r.json["imap"] == {"ok": False, "error": f"could not connect to 127.0.0.1:{port}: "
+                                                    "ConnectionRefusedError: Connection refused"}
     assert mail_server.messages == []  # the test sends nothing
 
 

@@ -70,6 +70,17 @@ async def _checked_socket(kind, server, timeout, allow_private):
     raise MailError(f"could not connect to {where}: {error}")
 
 
+_fqdn = None
+
+
+async def _local_hostname():
+    """This machine's name for EHLO, looked up once per process (in a thread: it may ask DNS)."""
+    global _fqdn
+    if _fqdn is None:
+        _fqdn = await asyncio.to_thread(socket.getfqdn)
+    return _fqdn
+
+
 def _smtp_words(exc, where):
     """An aiosmtplib error in words; 5xx answers (a refused login, sender or recipient) are final."""
     if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
@@ -98,7 +109,8 @@ async def smtp_session(server, password, *, timeout, allow_private):
     sock = await _checked_socket("smtp", server, timeout, allow_private)
     security = server.get("security") or "tls"
     client = aiosmtplib.SMTP(hostname=server["host"], sock=sock, timeout=timeout, use_tls=security == "tls",
-                             start_tls=True if security == "starttls" else False, local_hostname="parley.localdomain")
+                             start_tls=True if security == "starttls" else False,
+                             local_hostname=await _local_hostname())
     try:
         await client.connect()
         if password is not None:

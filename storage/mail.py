@@ -13,6 +13,19 @@ def queue_in_tx(cx, mail):
     enqueue_in_tx(cx, account_id=mail["account_id"], kind="mail", payload=mail["payload"], webhook_id=mail["id"])
 
 
+def forget_recipient_in_tx(cx, account_id, email, now):
+    """A removed user's address leaves the account's mail: their mails (sent or not) are deleted with their attempts,
+    but for one being sent at this moment (its attempt records itself; the cleanup takes it later)."""
+    rows = cx.execute("SELECT id, payload FROM outbox WHERE account_id = ? AND kind = 'mail' AND payload LIKE ?"
+                      " AND (claimed_until IS NULL OR claimed_until < ?)",
+                      (account_id, f"%{json.dumps(email)}%", now)).fetchall()
+    ids = [row[0] for row in rows if json.loads(row[1])["to"] == email]
+    if ids:
+        marks = ", ".join("?" for _ in ids)
+        cx.execute(f"DELETE FROM delivery_attempts WHERE outbox_id IN ({marks})", ids)
+        cx.execute(f"DELETE FROM outbox WHERE id IN ({marks})", ids)
+
+
 @writes
 def insert_links_with_mail(cx, pairs):
     """One-time links, each with the mail that carries it (or None), in one transaction."""

@@ -54,6 +54,9 @@ async def test_an_invitation_is_emailed_from_the_accounts_address(api, services,
     assert mail_server.envelopes == [("help@acme.example", ["sam@acme.example"])]
     [row] = await list_outbox(services.db, account["account_id"], kind="mail")
     assert row["status"] == "sent"
+    r = await api.delete(f"/v1/users/{r.json['id']}", key=account["api_key"])  # removed: the address is erased
+    assert r.code == 200, r.body
+    assert await list_outbox(services.db, account["account_id"], kind="mail") == []
 
     # Tenancy: another account without SMTP mails nothing (and never through this account's server).
     r = await api.post("/v1/users", {"email": "kim@other.example", "role": "agent"}, key=other_account["api_key"])

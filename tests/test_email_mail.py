@@ -9,6 +9,7 @@ import pytest
 from services import accounts, forgot_password
 from storage.outbox import list_outbox
 from tests.mail_server import MailServer
+from tests.test_delivery import workers  # noqa: F401 (fixture)
 from tests.ui_helpers import PASSWORD, FormClient
 
 NEW_PASSWORD = "a brand new password 42"
@@ -63,6 +64,21 @@ async def test_an_invitation_is_emailed_from_the_accounts_address(api, services,
     assert r.code == 201 and r.json["invitationEmailed"] is False
     assert await list_outbox(services.db, other_account["account_id"], kind="mail") == []
     assert await services.delivery.run_due() == 0 and len(mail_server.messages) == 1
+
+
+async def test_two_processes_send_each_mail_once(api, services, account, mail_server, workers):
+    """Several server processes on one database (PostgreSQL): each claims the mails it sends, as webhooks."""
+    await _set_smtp(services, account["account_id"], mail_server)
+    for n in range(6):
+        r = await api.post("/v1/users", {"email": f"agent{n}@acme.example", "role": "agent"}, key=account["api_key"])
+        assert r.code == 201 and r.json["invitationEmailed"], r.body
+    first, second = workers(per_account=6, concurrency=6), workers(per_account=6, concurrency=6)
+    second.owner = "another process"
+    done = await asyncio.gather(first.run_due(), second.run_due())
+    done += await asyncio.gather(first.run_due(), second.run_due())
+    ids = [mail["Message-ID"] for mail in mail_server.messages]
+    assert sum(done) == 6 and len(ids) == 6 and len(set(ids)) == 6
+    assert sorted(mail["To"] for mail in mail_server.messages) == [f"agent{n}@acme.example" for n in range(6)]
 
 
 async def test_a_mail_that_cannot_be_sent_is_retried_and_shown(api, services, signed_in, ui_account, mail_server):

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from services import accounts, forgot_password
+from services.delivery import DeliveryWorker
 from storage.outbox import list_outbox
 from tests.mail_server import MailServer
-from tests.test_delivery import workers  # noqa: F401 (fixture)
 from tests.ui_helpers import PASSWORD, FormClient
 
 NEW_PASSWORD = "a brand new password 42"
@@ -66,16 +66,20 @@ async def test_an_invitation_is_emailed_from_the_accounts_address(api, services,
     assert await services.delivery.run_due() == 0 and len(mail_server.messages) == 1
 
 
-async def test_two_processes_send_each_mail_once(api, services, account, mail_server, workers):
+async def test_two_processes_send_each_mail_once(api, services, account, mail_server):
     """Several server processes on one database (PostgreSQL): each claims the mails it sends, as webhooks."""
     await _set_smtp(services, account["account_id"], mail_server)
     for n in range(6):
         r = await api.post("/v1/users", {"email": f"agent{n}@acme.example", "role": "agent"}, key=account["api_key"])
         assert r.code == 201 and r.json["invitationEmailed"], r.body
-    first, second = workers(per_account=6, concurrency=6), workers(per_account=6, concurrency=6)
+    first, second = (DeliveryWorker(services, per_account=6, concurrency=6) for _ in range(2))
     second.owner = "another process"
-    done = await asyncio.gather(first.run_due(), second.run_due())
-    done += await asyncio.gather(first.run_due(), second.run_due())
+    try:
+        done = await asyncio.gather(first.run_due(), second.run_due())
+        done += await asyncio.gather(first.run_due(), second.run_due())
+    finally:
+        await first.stop()
+        await second.stop()
     ids = [mail["Message-ID"] for mail in mail_server.messages]
     assert sum(done) == 6 and len(ids) == 6 and len(set(ids)) == 6
     assert sorted(mail["To"] for mail in mail_server.messages) == [f"agent{n}@acme.example" for n in range(6)]

@@ -81,6 +81,13 @@ async def _local_hostname():
     return _fqdn
 
 
+def _could_not_connect(where, exc):
+    text = describe_connection_error(exc)
+    if "WRONG_VERSION_NUMBER" in text:  # TLS spoken to a server that answers in plain text
+        text += " (this port does not start with TLS: try security starttls, or the server's TLS port)"
+    return MailError(f"could not connect to {where}: {text}")
+
+
 def _smtp_words(exc, where):
     """An aiosmtplib error in words; 5xx answers (a refused login, sender or recipient) are final."""
     if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
@@ -96,10 +103,10 @@ def _smtp_words(exc, where):
     if isinstance(exc, aiosmtplib.SMTPNotSupported):
         return MailError(f"SMTP server {where}: {exc.message}", retryable=False)
     if isinstance(exc, ssl.SSLError) or isinstance(getattr(exc, "__cause__", None), ssl.SSLError):
-        return MailError(f"could not connect to {where}: {describe_connection_error(exc.__cause__ or exc)}")
+        return _could_not_connect(where, exc.__cause__ or exc)
     if isinstance(exc, aiosmtplib.SMTPException):
         return MailError(f"SMTP server {where}: {exc.message}")
-    return MailError(f"could not connect to {where}: {describe_connection_error(exc)}")
+    return _could_not_connect(where, exc)
 
 
 async def smtp_session(server, password, *, timeout, allow_private):
@@ -116,8 +123,7 @@ async def smtp_session(server, password, *, timeout, allow_private):
         if password is not None:
             await client.login(server.get("username") or "", password)
     except Exception as exc:
-        client.close()
-        sock.close()
+        client.close()  # and the socket with its transport (closing it here could free its fd while still polled)
         raise _smtp_words(exc, where) from None
     return client
 
@@ -194,17 +200,18 @@ async def imap_session(server, password, *, timeout, allow_private):
         raise MailError(f"IMAP server {where} did not answer within {timeout:g} s") from None
     except Exception as exc:
         await _close_imap(client)
-        raise MailError(f"could not connect to {where}: {describe_connection_error(exc)}") from None
+        raise _could_not_connect(where, exc) from None
     return client
 
 
 async def _close_imap(client):
-    try:
-        if client.protocol.transport is not None:
-            client.protocol.transport.close()
-    except Exception:
-        pass
-    client._sock.close()
+    """At once: abort() unregisters the socket now; asyncio closes it with its transport. A connection still being
+    made is cancelled (asyncio closes its socket); one that failed was closed by asyncio."""
+    transport = client.protocol.transport
+    if transport is not None:
+        transport.abort()
+    elif not client._client_task.done():
+        client._client_task.cancel()
 
 
 async def logout_imap(client, timeout):

@@ -15,6 +15,8 @@ from pathlib import Path
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
+from services.tls import write_self_signed
+
 USERNAME, PASSWORD = "parley@example.com", "mail-secret-123"
 
 
@@ -81,12 +83,17 @@ def closed_port():
 
 
 class ImapServer:
-    """pymap (`pymap dict --demo-data`) without TLS on a free loopback port; starts in under a second."""
+    """pymap (`pymap dict --demo-data`) on a free loopback port, in plain text or (tls_dir) with STARTTLS and a
+    self-signed certificate; starts in under a second. Its log goes nowhere (a full pipe would stop it)."""
     USERNAME, PASSWORD = "demouser", "demopass"
 
-    def __init__(self):
+    def __init__(self, tls_dir=None):
         self.port = free_port()
         self.proc = None
+        self.cert = None
+        if tls_dir is not None:  # STARTTLS with a self-signed certificate for 127.0.0.1
+            self.cert, self.key = tls_dir / "imap-cert.pem", tls_dir / "imap-key.pem"
+            write_self_signed(self.cert, self.key, hosts=("127.0.0.1",))
 
     def settings(self, **changes):
         """The `imap` object of the email setting that reaches this server."""
@@ -95,7 +102,8 @@ class ImapServer:
 
     def start(self, timeout=15):
         pymap = Path(sys.executable).with_name("pymap")
-        self.proc = subprocess.Popen([str(pymap), "--host", "127.0.0.1", "--port", str(self.port), "--no-tls",
+        tls = ["--cert", str(self.cert), "--key", str(self.key)] if self.cert else ["--no-tls"]
+        self.proc = subprocess.Popen([str(pymap), "--host", "127.0.0.1", "--port", str(self.port), *tls,
                                       "--no-service", "admin", "dict", "--demo-data"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout

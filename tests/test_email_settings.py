@@ -142,3 +142,24 @@ async def test_the_settings_page_saves_the_mailbox_keeps_passwords_and_tests_it(
     r = await signed_in.post("/settings/email", {**form, "smtp.port": "70000"})
     assert r.code == 400 and "email.smtp.port" in r.text
     assert "passwordEncrypted" in _raw_settings(services, ui_account["account_id"])
+
+
+async def test_imap_starttls_checks_the_certificate(api, account, tmp_path, monkeypatch):
+    """STARTTLS (which Parley adds to aioimaplib): a certificate nobody vouches for is refused in words; trusted
+    (SSL_CERT_FILE: the system's trust store), the login goes through; TLS on a STARTTLS port says so."""
+    server = ImapServer(tls_dir=tmp_path).start()
+    try:
+        imap = server.settings(security="starttls")
+        await api.patch(SETTINGS, {"email": {"address": "parley@example.com", "imap": imap}}, key=account["api_key"])
+        r = await api.post(TEST, key=account["api_key"])
+        assert r.json["imap"] == {"ok": False, "error": f"could not connect to 127.0.0.1:{server.port}: TLS: "
+                                                        "self-signed certificate"}
+        monkeypatch.setenv("SSL_CERT_FILE", str(server.cert))
+        r = await api.post(TEST, key=account["api_key"])
+        assert r.json["imap"] == {"ok": True, "error": None}
+        await api.patch(SETTINGS, {"email": {"imap": {"security": "tls"}}}, key=account["api_key"])
+        r = await api.post(TEST, key=account["api_key"])
+        assert r.json["imap"]["ok"] is False
+        assert "this port does not start with TLS: try security starttls" in r.json["imap"]["error"]
+    finally:
+        server.stop()

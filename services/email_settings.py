@@ -9,6 +9,7 @@ show `passwordSet`. A stored password is never sent to another host: moving `hos
 Hosts follow the webhooks' SSRF rules (services/netguard.py); `security: none` and private hosts need
 --allow-private-webhooks. The email channel's import (IMAP) and replies (SMTP) read the same object."""
 import asyncio
+import logging
 from typing import Annotated, Literal, Optional
 
 import pydantic
@@ -21,6 +22,8 @@ from services.bot_settings import merge_patch
 from services.contact_fields import normalize_email
 from services.mail_connect import MailError, imap_session, logout_imap, port_of, smtp_session
 from services.netguard import LOCAL_TESTING_HINT, check_host
+
+log = logging.getLogger("parley.email")
 
 SETTING = "email"
 KINDS = ("imap", "smtp")
@@ -263,6 +266,10 @@ async def test(services, settings):
             return {"ok": False, "error": str(exc)}
         except ValueError as exc:  # the stored password cannot be decrypted with this server's key
             return {"ok": False, "error": f"{kind.upper()} password: {exc}"}
+        except Exception as exc:  # a fault of ours or of a library: the log has the traceback, the answer words
+            log.exception("email test: %s check failed unexpectedly", kind)
+            return {"ok": False, "error": f"{kind.upper()} check failed unexpectedly ({exc.__class__.__name__}); "
+                                          "the server's log has the details"}
         return {"ok": True, "error": None}
 
     imap, smtp = await asyncio.gather(check("imap"), check("smtp"))

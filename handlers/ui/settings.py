@@ -211,14 +211,15 @@ EMAIL_FIELDS = ("address", *(f"{kind}.{name}" for kind in email_settings.KINDS
 
 
 def email_form_values(settings):
-    """Settings > Email's fields from the stored setting (never a password: the form says whether one is set)."""
-    shown = email_settings.public(settings.get(email_settings.SETTING)) or {}
-    values = {"email.address": shown.get("address") or ""}
+    """Settings > Email's fields from the stored setting: a port or folder left to its default stays empty (so that
+    a new security brings its own default port), and never a password (the form says whether one is set)."""
+    stored = settings.get(email_settings.SETTING) or {}
+    values = {"email.address": stored.get("address") or ""}
     for kind in email_settings.KINDS:
-        server = shown.get(kind) or {}
-        for name in ("host", "port", "security", "username", "folder", "passwordSet"):
-            value = server.get(name)
-            values[f"email.{kind}.{name}"] = value if name == "passwordSet" else "" if value is None else str(value)
+        server = stored.get(kind) or {}
+        for name in ("host", "port", "security", "username", "folder"):
+            values[f"email.{kind}.{name}"] = "" if server.get(name) is None else str(server[name])
+        values[f"email.{kind}.passwordSet"] = bool(server.get(email_settings.KEY))
     return values
 
 

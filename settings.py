@@ -75,6 +75,9 @@ class Settings(BaseModel):
     log_level: str = Field("info", description="Log level: debug, info, warning or error.")
     webhook_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one webhook delivery "
                                                                    "attempt (connect + answer).")
+    mail_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one connection to an account's "
+                                                                "mail server (connect, TLS, login, one mail sent), "
+                                                                "and for each step of Settings > Email's Test.")
     write_queue_limit: int = Field(10_000, ge=1, description="Writes that may wait for the SQLite writer at once; "
                                                              "beyond that a write answers 503 at once.")
     writer_stall_seconds: float = Field(15.0, gt=0, description="A write transaction that runs longer than this "

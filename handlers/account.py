@@ -2,9 +2,10 @@
 from handlers.base import ApiHandler, idempotent
 from handlers.openapi import Operation
 from handlers.schemas import (Account, AccountPatch, AccountSettings, ApiKey, ApiKeyCreate, ApiKeyCreated, ApiKeyList,
+                              EmailTestResult,
                               SettingsPatch, WebhookSecret, WebhookTestResult, WidgetIdentitySecret,
                               WidgetInfo)
-from services import accounts, assignment, webhook_ping, widget
+from services import accounts, assignment, email_settings, webhook_ping, widget
 
 
 class AccountHandler(ApiHandler):
@@ -133,3 +134,16 @@ class WidgetIdentitySecretHandler(ApiHandler):
     async def post(self):
         self.respond(await widget.new_identity_secret(self.services.db, self.services.box,
                                                       self.principal.account_id, by=self.actor))
+
+
+class EmailTestHandler(ApiHandler):
+    operations = {"post": Operation(
+        "Test the mail servers", {200: EmailTestResult}, tags=("account",),
+        description="Connects to the `email` setting's IMAP and SMTP servers now, both at once, and logs in to each "
+                    "(IMAP also opens the folder), with the same SSRF rules as webhooks and --mail-timeout-seconds "
+                    "per step; says in words what failed. Sends no mail and stores nothing, so it takes no "
+                    "Idempotency-Key.")}
+
+    async def post(self):
+        account = await accounts.get_account(self.services.db, self.principal.account_id)
+        self.respond(await email_settings.test(self.services, account["settings"]))

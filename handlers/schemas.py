@@ -8,6 +8,7 @@ from common.validation import NO_CONTROL, WHITESPACE, Identifier, IdentifierNotB
 from services import event_stream
 from services.bot_settings import BotSettings, BotSettingsShown
 from services.csat import CsatSettings
+from services.email_settings import EmailSettings, EmailSettingsShown
 from services.contact_fields import MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, MAX_PHONE_LENGTH, MAX_TAG_LENGTH, MAX_TAGS
 from services.widget import WidgetSettings
 
@@ -85,6 +86,8 @@ class SettingsPatch(Strict):
     csat: Optional[CsatSettings] = Field(None, description="Customer satisfaction (docs/api.md \"CSAT\"): a "
                                          "resolved conversation asks its contact once how we did; replaced whole, "
                                          "null turns it off.")
+    email: Optional[EmailSettings] = Field(None, description="The mailbox (docs/api.md \"Email\"), merged into the "
+                                           "stored one (RFC 7386); passwords are write-only; null removes it.")
 
 
 class Account(BaseModel):
@@ -303,6 +306,8 @@ class AccountSettings(BaseModel):
     businessHours: Optional[dict] = Field(None, description="Present when set (GET /v1/account/business-hours).")
     assignment: Optional[AssignmentSettings] = Field(None, description="Present when set: automatic assignment.")
     csat: Optional[CsatSettings] = Field(None, description="Present when set: customer satisfaction asks.")
+    email: Optional[EmailSettingsShown] = Field(None, description="Present when set: the mailbox; passwords never "
+                                                "appear, passwordSet says whether one is stored.")
     warnings: Optional[list[str]] = Field(None, description="Present when a saved URL's host does not resolve "
                                                             "now: it is saved, and checked again at delivery.")
 
@@ -326,6 +331,19 @@ class WebhookTestResult(BaseModel):
     durationMs: int
     error: Optional[str] = Field(description="Why it failed (a non-2xx status, a timeout, a refused or "
                                              "unreachable URL); null on a 2xx answer.")
+
+
+class MailServerCheck(BaseModel):
+    ok: bool = Field(description="Connected and logged in (IMAP: and opened the folder).")
+    error: Optional[str] = Field(description="Why not, in words (e.g. \"SMTP login refused: 535 …\", \"could not "
+                                             "connect to imap.example.com:993: …\", \"IMAP is not configured\"); "
+                                             "null when ok.")
+
+
+class EmailTestResult(BaseModel):
+    """POST /v1/account/email/test: what each of the account's mail servers did just now."""
+    imap: MailServerCheck
+    smtp: MailServerCheck
 
 
 class ContactLookup(BaseModel):

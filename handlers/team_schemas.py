@@ -63,6 +63,8 @@ class User(BaseModel):
 class UserCreated(User):
     signInUrl: str = Field(description="One-time link where the invitee chooses a password; shown only here.")
     signInExpiresAt: str
+    invitationEmailed: bool = Field(description="The link was also queued to be emailed to the user by the "
+                                                "account's SMTP server (the `email` setting); false without one.")
 
 
 class UserRemoved(BaseModel):

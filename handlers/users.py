@@ -15,8 +15,9 @@ class UsersHandler(ApiHandler):
         "post": Operation(
             "Invite a user", {201: (UserCreated, "Created; signInUrl is shown only here.")}, body=UserCreate,
             tags=("users",),
-            description="The user chooses a password through signInUrl (one use, 24 hours); Parley sends no email, "
-                        "so pass the link on yourself.",
+            description="The user chooses a password through signInUrl (one use, 24 hours). With SMTP set (the "
+                        "`email` account setting) the link is also emailed to the user (invitationEmailed); "
+                        "without, pass it on yourself.",
             errors={400: "Invalid email, name or role (VALIDATION_ERROR, INVALID_EMAIL).",
                     409: "A user or an account has this email (CONFLICT)."},
             links={"GetUser": ("/v1/users/{userId}", "get", BY_ID),
@@ -29,9 +30,12 @@ class UsersHandler(ApiHandler):
     @idempotent
     async def post(self):
         body = self.json_body(UserCreate)
-        self.respond(await users.invite(self.services.db, self.services.box, self.application.settings_obj.base_url,
-                                        self.principal.account_id, email=body.email, name=body.name, role=body.role,
-                                        by=self.actor, actor_role=users.API_KEY_ROLE), 201)
+        invited = await users.invite(self.services.db, self.services.box, self.application.settings_obj.base_url,
+                                     self.principal.account_id, email=body.email, name=body.name, role=body.role,
+                                     by=self.actor, actor_role=users.API_KEY_ROLE)
+        if invited["invitationEmailed"]:
+            self.services.delivery.notify()  # its mail is in the outbox
+        self.respond(invited, 201)
 
 
 class UserHandler(ApiHandler):

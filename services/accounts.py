@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from services import assignment, bot_match, bot_settings, csat, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
+from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
@@ -336,6 +336,8 @@ def public_settings(settings):
     """The settings object as the API and the UI show it: the opt-out keywords with their defaults, the
     bot's provider keys only as apiKeySet."""
     settings = opt_out.with_defaults(settings)
+    if settings.get(email_settings.SETTING) is not None:  # passwords as passwordSet
+        settings = {**settings, email_settings.SETTING: email_settings.public(settings[email_settings.SETTING])}
     if settings.get("bot") is None:
         return settings
     return {**settings, "bot": bot_settings.public(settings["bot"])}
@@ -375,6 +377,9 @@ async def validate_settings_changes(changes, allow_private):
             value = assignment.validate_setting(value)
         elif name == csat.SETTING:
             value = csat.validate_setting(value)
+        elif name == email_settings.SETTING and value is not None:
+            value, more = await email_settings.check_patch(value, allow_private)
+            warnings += more
         validated[name] = value
     return validated, warnings
 
@@ -388,13 +393,16 @@ async def rename(db, account_id, name, by=None):
 
 async def update_settings(db, account_id, changes, box=None, by=None):
     """changes: validated top-level settings (the opt-out keywords are checked here, against the account's
-    other list; a `bot` merge patch needs the box to encrypt provider keys); returns the whole settings
+    other list; `bot` and `email` merge patches need the box to encrypt provider keys and passwords); returns the whole settings
     object as public_settings shows it. by: who, for the audit list (the names of the settings changed)."""
     if any(name in changes for name in opt_out.SETTINGS):
         current = await store.get_account(db, account_id)
         changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
     if changes.get("bot") is not None:
         changes = {**changes, "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), box)}
+    if changes.get(email_settings.SETTING) is not None:
+        changes = {**changes, email_settings.SETTING: email_settings.prepare_patch(
+            copy.deepcopy(changes[email_settings.SETTING]), box)}
     saved = await db.write(_save_settings, account_id, changes, by)
     if changes.get("bot") is not None:
         # The keyword matchers of the new version, built now (off the event loop), not by its first messages.
@@ -410,6 +418,8 @@ def _save_settings(cx, account_id, changes, by=None):
     for name, value in changes.items():
         if name == "bot":
             value = bot_settings.merged(settings.get("bot"), value)
+        elif name == email_settings.SETTING:
+            value = email_settings.merged(settings.get(name), value)
         elif name == "notificationUrls" and value is not None:
             # A merge patch of the stored URLs: null removes one event's; none left removes the setting.
             value = bot_settings.merge_patch(settings.get(name) or {}, value) or None

@@ -20,7 +20,7 @@ from datetime import timedelta
 from services.leases import PROCESS_ID
 from services.netguard import CheckedResolver
 from services.webhook_post import Outcome, post_signed
-from services import messaging
+from services import mail_out, messaging
 from services.accounts import signing_secrets
 from services.webhook_client import KeepAliveClient
 from services.worker_loop import WorkerLoop
@@ -89,6 +89,11 @@ class DeliveryWorker(WorkerLoop):
     @property
     def timeout(self):
         return self.settings.webhook_timeout_seconds
+
+    @property
+    def claim_seconds(self):
+        """How long one attempt may take: a webhook's, or a mail's (connect, TLS, login, send: each step timed)."""
+        return max(self.timeout, 4 * self.settings.mail_timeout_seconds)
 
     def _client(self):
         if self._http is None:
@@ -160,7 +165,7 @@ class DeliveryWorker(WorkerLoop):
         once it lapses. Returns the ids claimed."""
         if not rows:
             return set()
-        until = now + timedelta(seconds=self.timeout + self.settings.worker_lease_seconds)
+        until = now + timedelta(seconds=self.claim_seconds + self.settings.worker_lease_seconds)
         try:
             return set(await store.claim(self.services.db, [row["id"] for row in rows], self.owner, iso(now),
                                          iso(until)))
@@ -259,6 +264,8 @@ class DeliveryWorker(WorkerLoop):
                 future.set_result(None)
 
     async def _send(self, row, account, now):
+        if row["kind"] == "mail":  # Parley's own mail, by the account's SMTP server
+            return await mail_out.deliver(self.services, account, row)
         url = webhook_url(row, account)
         if not url:
             return Outcome(error=NO_URL)

@@ -179,13 +179,32 @@ async def check_webhook_url(url, *, allow_private, field):
         url = urlunsplit(parts._replace(netloc=netloc[0] + netloc[1] + hostport))
     if not url.isascii():
         raise Invalid(f"{field}: characters outside ASCII must be percent-encoded")
+    return url, await _resolution_warning(host, port, allow_private, field)
+
+
+async def _resolution_warning(host, port, allow_private, field):
+    """Invalid naming the field when the host resolves to an address that is not public (unless allow_private);
+    a warning when it does not resolve now (every connection resolves and checks it again); else None."""
     try:
         await resolve_checked(host, port, allow_private)
     except BlockedAddress as exc:
         raise Invalid(f"{field} must be publicly reachable: {exc}") from None
     except OSError:
-        return url, f"{field}: {host} does not resolve now; it will be checked again at delivery"
-    return url, None
+        return f"{field}: {host} does not resolve now; it will be checked again at delivery"
+    return None
+
+
+async def check_host(host, *, allow_private, field, port=None):
+    """Validate a host name a client saves for a server Parley connects to (a mail server): the same rules as a
+    webhook URL's host. Returns (the host in its ASCII form, a warning or None) or raises Invalid naming the field."""
+    if not isinstance(host, str) or not host.strip():
+        raise Invalid(f"{field} must be a host name")
+    _refuse_raw_characters(host, field)
+    try:
+        ascii_name = ascii_host(host.strip().rstrip(".").lower())
+    except ValueError as exc:
+        raise Invalid(f"{field}: {host!r} is not a valid host name ({exc})") from None
+    return ascii_name, await _resolution_warning(ascii_name, port, allow_private, field)
 
 
 class CheckedResolver(Resolver):

@@ -11,8 +11,10 @@ import json
 from common.errors import Conflict, Forbidden, Invalid, NotFound
 from common.validation import no_control_characters
 from common.ids import new_id, now_iso
-from services import assignment, one_time_links
+from services import assignment, mail_out, one_time_links
 from services.contact_fields import normalize_email
+from storage import accounts as account_store
+from storage import mail as mail_store
 from storage import users as store
 from storage.db import StoredResultLost
 
@@ -104,16 +106,19 @@ async def invite(db, box, base_url, account_id, *, email, name=None, role, by, a
     user = {"id": new_id("usr"), "account_id": account_id, "email": email, "name": name, "role": role,
             "password_hash": INVITED, "created_at": now_iso()}
     link_row, link = one_time_links.new_link(base_url, user["id"], account_id, "invite")
-    shown = box.encrypt(json.dumps(link))
+    mail = mail_out.invitation(box, await account_store.get_account(db, account_id), to=email, url=link["url"],
+                               expires_at=link["expiresAt"])  # None without SMTP
+    shown = box.encrypt(json.dumps({**link, "emailed": mail is not None}))
     try:
-        created = await store.insert_user(db, user, link_row, shown, by)
+        created = await store.insert_user(db, user, link_row, shown, by, mail)
     except StoredResultLost:  # committed, only the writer's answer was lost: what was made here is stored
         created = {**user, "active": 1, "shown": shown}
     link = json.loads(box.decrypt(created["shown"]))
-    return {**public_user(created), "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"]}
+    return {**public_user(created), "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"],
+            "invitationEmailed": bool(link.get("emailed"))}
 
 
-async def new_invitation_link(db, base_url, account_id, user_id, *, actor_role):
+async def new_invitation_link(db, box, base_url, account_id, user_id, *, actor_role):
     """A new one-time sign-in link for a user whose invitation is pending (the first one expired, or was lost):
     the earlier link dies (services.one_time_links.issue). Returns the user with signInUrl and signInExpiresAt.
     NotFound USER_NOT_FOUND, Forbidden (an admin and an owner's invitation), Conflict when it was accepted."""
@@ -122,8 +127,12 @@ async def new_invitation_link(db, base_url, account_id, user_id, *, actor_role):
     if not user["invitationPending"]:
         raise Conflict(f"{user['email']} accepted the invitation already: they sign in with their password "
                        f"(a forgotten one: reset-password)", code="INVITATION_ACCEPTED")
-    link = await one_time_links.issue(db, base_url, user_id, account_id, "invite")
-    return {**user, "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"]}
+    row, link = one_time_links.new_link(base_url, user_id, account_id, "invite")
+    mail = mail_out.invitation(box, await account_store.get_account(db, account_id), to=user["email"],
+                               url=link["url"], expires_at=link["expiresAt"])  # None without SMTP
+    await mail_store.insert_links_with_mail(db, [(row, mail)])  # the earlier link dies
+    return {**user, "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"],
+            "invitationEmailed": mail is not None}
 
 
 async def update(db, account_id, user_id, *, changes, by, actor_role):

@@ -149,8 +149,9 @@ def _bring_retries_forward_in_tx(cx, row, now):
     of this type) that wait for a retry are due now rather than minutes or hours later, so that a short
     outage delays replies by seconds and they arrive close to their order. A campaign's own deliveries keep
     their schedule (a campaign pauses and resumes on its own), and rows being attempted are left alone."""
-    same_url = "kind = 'reply'" if row["kind"] == "reply" else "kind = 'notification' AND event_type = ?"
-    args = () if row["kind"] == "reply" else (row["event_type"],)
+    same_url = {"reply": "kind = 'reply'", "mail": "kind = 'mail'"}.get(row["kind"],  # mail: the same SMTP server
+                                                                       "kind = 'notification' AND event_type = ?")
+    args = (row["event_type"],) if row["kind"] == "notification" else ()
     waiting = (f"FROM outbox WHERE status = 'pending' AND campaign_id IS NULL AND account_id = ?"
                f" AND next_attempt_at > ? AND attempts > 0 AND {same_url} AND {_UNCLAIMED_BY_ANYONE}")
     params = (row["account_id"], now, *args, now)

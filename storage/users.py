@@ -10,6 +10,7 @@ from storage.audit import record_by
 from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
+from storage.mail import forget_recipient_in_tx, queue_in_tx
 from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 
 INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
@@ -76,8 +77,9 @@ def list_users(cx, account_id):
 
 
 @writes
-def insert_user(cx, user, link, shown, by):
-    """Add an invited user with its one-time sign-in link, audited, in one transaction. Conflict (naming
+def insert_user(cx, user, link, shown, by, mail=None):
+    """Add an invited user with its one-time sign-in link (and the mail that carries it, storage/mail.py), audited,
+    in one transaction. Conflict (naming
     email) when a user of this account has the email (another account's users are not looked at: the same
     person may be invited to many). shown: the link's URL, encrypted by the caller and only returned (an
     Idempotency-Key retry gets the same). Returns the user with "shown"."""
@@ -88,6 +90,8 @@ def insert_user(cx, user, link, shown, by):
                (user["id"], user["account_id"], user["email"], user["name"], user["role"], user["password_hash"],
                 user["created_at"]))
     insert_link.sync(cx, link)
+    if mail is not None:
+        queue_in_tx(cx, mail)
     record_by(cx, by, account_id=user["account_id"], action="user.invited", subject_id=user["id"],
               detail={"email": user["email"], "role": user["role"]})
     return {**_get_in_tx(cx, user["account_id"], user["id"]), "shown": shown}
@@ -168,7 +172,7 @@ def remove_user(cx, account_id, user_id, by, may_touch_owners):
     """Remove the account's user in one transaction: their sessions and links end, their unresolved
     conversations are unassigned, and their email and name are erased in this account (the row stays for the ids
     that notes, messages, conversations and the audit keep; earlier audit entries lose the email they named,
-    an opt-out set by hand forgets who set it). The account's email follows to an owner when it was theirs.
+    an opt-out set by hand forgets who set it, the mails Parley queued to them go). The account's email follows to an owner when it was theirs.
     The same refusals as update_user: NotFound, Forbidden (an owner, without may_touch_owners), Conflict
     LAST_OWNER. Audited as user.removed with the id only. Returns how many conversations were unassigned."""
     before = _get_in_tx(cx, account_id, user_id)
@@ -185,6 +189,7 @@ def remove_user(cx, account_id, user_id, by, may_touch_owners):
             _follow_account_email_in_tx(cx, account_id, before["email"], owner[0])
         cx.execute("UPDATE contacts SET opt_out_by = NULL WHERE account_id = ? AND opt_out_via = 'user'"
                    " AND opt_out_by = ?", (account_id, before["email"]))
+        forget_recipient_in_tx(cx, account_id, before["email"], now_iso())
     _erase_from_audit_in_tx(cx, account_id, user_id)
     record_by(cx, by, account_id=account_id, action="user.removed", subject_id=user_id,
               detail={"role": before["role"], **({"unassignedConversations": unassigned} if unassigned else {})})

@@ -3,8 +3,11 @@ once. The owner invites an agent on the Users page; the agent signs in through t
 link and gets a 403 page at /settings; the owner deactivates the agent and the agent's open page is signed
 out at once (its live-events WebSocket closes, the reload shows the sign-in page), and the flash says how many
 conversations went back to the queue."""
+import re
+
 import pytest
 
+from tests.mail_server import MailServer
 from tests.parley_process import ParleyProcess, run_cli
 from tests.team_users import add_user_to_server
 from tests.test_agency_ui import sign_in
@@ -18,7 +21,8 @@ AGENT_PASSWORD = "agent-chose-this-1"
 def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("team-users") / "data"
     owner = run_cli(data, "create-account", "--name", "Acme", "--email", "owner@acme.example", "--password", PASSWORD)
-    with ParleyProcess(data) as process:
+    # --allow-private-webhooks: the forgot-password test's SMTP server is on 127.0.0.1 without TLS.
+    with ParleyProcess(data, "--allow-private-webhooks") as process:
         process.owner = owner
         yield process
 
@@ -105,6 +109,48 @@ def test_browser_an_invitation_is_pending_until_accepted_and_gets_a_new_link(chr
     finally:
         owner_context.close()
         invitee_context.close()
+
+
+def test_browser_forgot_password_mails_a_link_that_sets_a_new_password(chromium, server):
+    """Issue 39: the sign-in page's "Forgot password?" emails a one-time link (a real SMTP server, aiosmtpd), which
+    sets a new password and signs in; the new password signs in again, and the link works once."""
+    key = server.owner["api_key"]
+    add_user_to_server(server, key, "lee@acme.example", "lee-old-password-1")
+    mail_server = MailServer().start()
+    context, page = open_page(chromium)
+    try:
+        with server.client(params={"apiKey": key}) as api:
+            r = api.patch("/v1/account/settings", json={"email": {"address": "help@acme.example",
+                                                                   "smtp": mail_server.settings()}})
+            assert r.status_code == 200, r.text
+        page.goto(server.base + "/login")
+        page.click("text=Forgot password?")
+        page.fill("#email", "lee@acme.example")
+        page.click("button:has-text('Email me a link')")
+        assert "a link to choose a new password is on its way" in page.inner_text("main")
+        [mail] = mail_server.wait_for(1)
+        assert mail["To"] == "lee@acme.example" and "Reset your Parley password" in mail["Subject"]
+        link = re.search(r"https://\S+(/reset/[A-Za-z0-9_-]+)", mail.get_content()).group(1)
+        page.goto(server.base + link)
+        page.fill("#password", AGENT_PASSWORD)
+        page.fill("#password_again", AGENT_PASSWORD)
+        page.click("button:has-text('Set password')")
+        assert page.url == server.base + "/inbox"
+        page.click("button:has-text('Sign out')")
+        page.goto(server.base + "/login")
+        page.fill("#email", "lee@acme.example")
+        page.fill("#password", AGENT_PASSWORD)
+        page.click("button:has-text('Sign in')")
+        assert page.url == server.base + "/inbox"
+        page.goto(server.base + link)
+        assert "not valid" in page.content()
+        page.console_errors.clear()  # the spent link's 404 answer
+        assert page.console_errors == []
+    finally:
+        context.close()
+        mail_server.stop()
+        with server.client(params={"apiKey": key}) as api:
+            api.patch("/v1/account/settings", json={"email": None})
 
 
 PAT = "pat@agency.example"  # a user of two accounts

@@ -7,7 +7,7 @@ from tornado.web import authenticated
 
 from common.errors import NotFound
 from handlers.ui_base import UiHandler, session_key
-from services import accounts, sessions
+from services import accounts, forgot_password, sessions
 
 WRONG_LOGIN = "Wrong email or password."
 HOME = "/inbox"  # where sign-in leads unless a page asked for sign-in
@@ -15,6 +15,11 @@ HOME = "/inbox"  # where sign-in leads unless a page asked for sign-in
 # trying many emails is limited too): a burst of this many, then one every 60/N seconds.
 LOGIN_ATTEMPTS_PER_MINUTE = 10
 LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE = 30
+# "Forgot password?" requests per email (each one mails every membership of it a new link) and per client address.
+RESETS_PER_EMAIL_PER_MINUTE = 3
+RESETS_PER_ADDRESS_PER_MINUTE = 10
+RESET_SENT = ("If that email signs in to Parley, a link to choose a new password is on its way to it. The link works "
+              "once, for 24 hours. No mail? Ask your account's owner or admin.")
 
 
 # A path on this site in plain printable ASCII: no scheme, no "//host", no backslash, no whitespace or
@@ -69,6 +74,30 @@ class LoginHandler(UiHandler):
             self.redirect("/accounts?" + urlencode({"next": next_url}), status=303)
             return
         self.redirect(next_url, status=303)
+
+
+class ForgotPasswordHandler(UiHandler):
+    """/forgot-password: an email in, a one-time reset link out by mail (services/forgot_password.py), the same
+    answer whether or not the email is a user's (the work happens after the answer); limited per email and client."""
+    role = "agent"
+
+    def get(self):
+        self.render("forgot_password.html", email="")
+
+    async def post(self):
+        email = self.get_body_argument("email", "").strip().lower()
+        limiter, address = self.services.limiter, self.request.remote_ip
+        allowed, headers = await limiter.hit_shared(f"reset-address:{address}", RESETS_PER_ADDRESS_PER_MINUTE)
+        if allowed:
+            allowed, headers = await limiter.hit_shared(f"reset:{email}", RESETS_PER_EMAIL_PER_MINUTE)
+        if not allowed:
+            self.set_header("Retry-After", headers["Retry-After"])
+            self.render("forgot_password.html", status=429, email=email, flashes=[{
+                "kind": "error", "text": f"Too many requests. Try again in {headers['Retry-After']} seconds."}])
+            return
+        if email:
+            forgot_password.start(self.services, self.application.settings_obj.base_url, email)
+        self.render("forgot_password.html", email="", flashes=[{"kind": "success", "text": RESET_SENT}])
 
 
 class LogoutHandler(UiHandler):

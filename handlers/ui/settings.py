@@ -6,7 +6,8 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import accounts, assignment, business_hours, csat, event_stream, regions, sla, users, webhook_ping, widget
+from services import (accounts, assignment, business_hours, csat, email_settings, event_stream, mail_out, regions,
+                      sla, users, webhook_ping, widget)
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 HOURS_FIELDS = ("timezone", *business_hours.DAYS, "holidays", "holidayCountry", "outsideHoursMessage", *sla.KINDS)
@@ -27,7 +28,7 @@ class SettingsPage(UiHandler):
     role = "admin"
 
     async def render_settings(self, status=200, error=None, form=None, webhook_test=None, new_api_key=None, notice=None,
-                              profile_form=None, identity_secret=None):
+                              profile_form=None, identity_secret=None, email_test=None):
         db = self.services.db
         account = await accounts.get_account(db, self.account_id)
         settings = account["settings"]
@@ -50,8 +51,9 @@ class SettingsPage(UiHandler):
                        "hours.holidayCountry": hours["holidayCountry"] or "",
                        "hours.outsideHoursMessage": hours["outsideHoursMessage"] or ""})
         values.update({f"hours.{field}": str((settings.get(sla.KEY) or {}).get(field) or "") for field in sla.KINDS})
+        values.update(email_form_values(settings))
         values.update(form or {})
-        self.render("settings.html", widget_info=await widget.describe(db, self.application.settings_obj.base_url,
+        self.render("settings.html", email_test=email_test, mails=await mail_out.recent(db, self.account_id), widget_info=await widget.describe(db, self.application.settings_obj.base_url,
                                                                       self.account_id),
                     status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     hours=hours, zones=business_hours.zones(), days=business_hours.DAYS,
@@ -67,7 +69,7 @@ class SettingsPage(UiHandler):
                     flashes=[{"kind": "error", "text": error}] if error else
                     [{"kind": "success", "text": notice}] if notice else [])
 
-    async def save(self, changes, form, done):
+    async def save(self, changes, form, done, anchor=""):
         """Validate like PATCH /v1/account/settings, store, and redirect with a message (or re-render)."""
         try:
             changes, warnings = await accounts.validate_settings_changes(
@@ -75,9 +77,14 @@ class SettingsPage(UiHandler):
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message, form=form)
             return
-        await accounts.update_settings(self.services.db, self.account_id, changes, by=self.actor)
+        try:
+            await accounts.update_settings(self.services.db, self.account_id, changes, box=self.services.box,
+                                           by=self.actor)
+        except Invalid as exc:  # checked against what is stored (a merge patch: bot, email)
+            await self.render_settings(status=400, error=exc.message, form=form)
+            return
         self.flash_saved(done, warnings)
-        self.redirect("/settings", status=303)
+        self.redirect("/settings" + anchor, status=303)
 
 
 class SettingsHandler(SettingsPage):
@@ -200,6 +207,58 @@ class WidgetHandler(SettingsPage):
             await self.render_settings(status=400, error=exc.message, form=form)
             return
         await self.save({widget.SETTING: value}, form, "Chat widget saved.")
+
+
+EMAIL_FIELDS = ("address", *(f"{kind}.{name}" for kind in email_settings.KINDS
+                              for name in ("host", "port", "security", "username")), "imap.folder")
+
+
+def email_form_values(settings):
+    """Settings > Email's fields from the stored setting: a port or folder left to its default stays empty (so that
+    a new security brings its own default port), and never a password (the form says whether one is set)."""
+    stored = settings.get(email_settings.SETTING) or {}
+    values = {"email.address": stored.get("address") or ""}
+    for kind in email_settings.KINDS:
+        server = stored.get(kind) or {}
+        for name in ("host", "port", "security", "username", "folder"):
+            values[f"email.{kind}.{name}"] = "" if server.get(name) is None else str(server[name])
+        values[f"email.{kind}.passwordSet"] = bool(server.get(email_settings.KEY))
+    return values
+
+
+class EmailHandler(SettingsPage):
+    """The mailbox (the `email` setting, a merge patch as PATCH sends it): an empty password keeps the stored one."""
+
+    @authenticated
+    async def post(self):
+        arg = self.get_body_argument
+        form = {name: arg(name, "") for name in EMAIL_FIELDS}
+        form.update({f"{kind}.{name}": arg(f"{kind}.{name}", "") for kind in email_settings.KINDS
+                     for name in ("password", "removePassword")})
+        shown = {f"email.{name}": value for name, value in form.items() if not name.endswith("assword")}
+        try:
+            value = email_settings.from_form(form)
+        except Invalid as exc:
+            await self.render_settings(status=400, error=exc.message, form=shown)
+            return
+        await self.save({email_settings.SETTING: value if value.get("address") or value.get("imap")
+                         or value.get("smtp") else None}, shown, "Email settings saved.", anchor="#email")
+
+
+class EmailTestHandler(SettingsPage):
+    """Test: the page again, with what each mail server did (POST /v1/account/email/test's service)."""
+
+    @authenticated
+    async def post(self):
+        allowed, headers = await self.services.limiter.hit_shared(f"email-test:{self.account_id}",
+                                                                  self.application.settings_obj.rate_limit)
+        if not allowed:
+            self.set_header("Retry-After", headers["Retry-After"])
+            await self.render_settings(status=429, error="Too many tests. Try again in "
+                                                         f"{headers['Retry-After']} seconds.")
+            return
+        account = await accounts.get_account(self.services.db, self.account_id)
+        await self.render_settings(email_test=await email_settings.test(self.services, account["settings"]))
 
 
 class WidgetIdentitySecretHandler(SettingsPage):

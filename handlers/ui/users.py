@@ -38,6 +38,8 @@ class UsersHandler(UsersPage):
         except DomainError as exc:
             await self.render_users(status=exc.status, error=exc, form=form)
             return
+        if invited["invitationEmailed"]:
+            self.services.delivery.notify()  # its mail is in the outbox
         await self.render_users(status=201, invited=invited)
 
 
@@ -77,11 +79,14 @@ class InviteLinkHandler(UsersPage):
     @authenticated
     async def post(self, user_id):
         try:
-            invited = await users.new_invitation_link(self.services.db, self.application.settings_obj.base_url,
+            invited = await users.new_invitation_link(self.services.db, self.services.box,
+                                                      self.application.settings_obj.base_url,
                                                       self.account_id, user_id, actor_role=self.current_user["role"])
         except DomainError as exc:
             await self.render_users(status=exc.status, error=exc)
             return
+        if invited["invitationEmailed"]:
+            self.services.delivery.notify()
         await self.render_users(invited={**invited, "renewed": True})
 
 

@@ -1,0 +1,94 @@
+"""Parley's own mail (issue 39): invitations and "Forgot password?" links, sent by the account's SMTP server (the
+`email` setting, services/email_settings.py) from its address.
+
+A mail is composed here and queued in the transaction that made what it carries (storage/mail.py: an outbox row
+of kind 'mail'); the delivery worker (services/delivery.py) sends it after the COMMIT, off the request path, and
+gives it what it gives webhooks: a claim per process (several processes on PostgreSQL send each mail once), the
+retry schedule for what may pass (a refused connection, a timeout, a 4xx answer), a final failure for what will
+not (a 5xx answer, a refused login), every attempt recorded and logged. Settings > Email lists the latest mails
+with their state and error. The text is stored sealed with the secret key (it may carry a one-time link, whose
+token is otherwise only stored hashed) and only the recipient and subject are shown.
+
+The email channel's replies will go out through the same SMTP session code (services/mail_connect.py)."""
+import json
+from email.message import EmailMessage
+from email.utils import formataddr, formatdate
+
+from common.ids import new_id
+from services import email_settings
+from services.mail_connect import MailError, send_smtp
+from services.webhook_post import Outcome
+from storage import mail as store
+
+NOT_CONFIGURED = "SMTP is not configured (Settings > Email)"
+
+
+def can_send(settings):
+    """Whether the account's settings have an SMTP server (and the address mail comes from)."""
+    return email_settings.server(settings, "smtp") is not None
+
+
+def compose(box, account, *, to, subject, text):
+    """The mail to queue (storage.mail.queue_in_tx), or None when the account has no SMTP server."""
+    if not can_send(account["settings"]):
+        return None
+    return {"id": new_id("mail"), "account_id": account["id"],
+            "payload": {"to": to, "subject": subject, "sealed": box.encrypt(text)}}
+
+
+def invitation(box, account, *, to, url, expires_at, inviter=None):
+    """An invitation's mail (None without SMTP)."""
+    who = f"{inviter} invited you" if inviter else "You are invited"
+    text = (f"{who} to {account['name']} on Parley.\n\n"
+            f"Choose your password here (the link works once, until {expires_at}):\n\n{url}\n\n"
+            "If you did not expect this, ignore this mail.\n")
+    return compose(box, account, to=to, subject=f"You are invited to {account['name']} on Parley", text=text)
+
+
+def password_reset(box, account, *, to, url, expires_at):
+    """A "Forgot password?" mail (None without SMTP)."""
+    text = (f"Someone (hopefully you) asked to reset your password for {account['name']} on Parley.\n\n"
+            f"Choose a new password here (the link works once, until {expires_at}; it signs out your other "
+            f"sessions):\n\n{url}\n\nIf you did not ask, ignore this mail: your password stays as it is.\n")
+    return compose(box, account, to=to, subject=f"Reset your Parley password for {account['name']}", text=text)
+
+
+def message_of(account, row, text):
+    """The EmailMessage of a queued mail: from the account's address, a Message-ID made of its outbox id (the same on
+    every attempt), Auto-Submitted so that auto-responders stay quiet (RFC 3834)."""
+    payload = json.loads(row["payload"])
+    address = account["settings"][email_settings.SETTING]["address"]
+    message = EmailMessage()
+    message["From"] = formataddr((account["name"], address))
+    message["To"] = payload["to"]
+    message["Subject"] = payload["subject"]
+    message["Date"] = formatdate(usegmt=True)
+    message["Message-ID"] = f"<{row['webhook_id']}@{address.rpartition('@')[2]}>"
+    message["Auto-Submitted"] = "auto-generated"
+    message.set_content(text)
+    return message
+
+
+async def deliver(services, account, row):
+    """One attempt at a queued mail (the delivery worker's): an Outcome, never an exception for what the server
+    or the network did."""
+    smtp = email_settings.server(account["settings"], "smtp")
+    if smtp is None:
+        return Outcome(error=NOT_CONFIGURED)
+    try:
+        text = services.box.decrypt(json.loads(row["payload"])["sealed"])
+        password = email_settings.password(services.box, smtp)
+    except ValueError as exc:
+        return Outcome(error=str(exc))
+    try:
+        await send_smtp(smtp, password, message_of(account, row, text),
+                        timeout=services.settings.mail_timeout_seconds,
+                        allow_private=services.settings.allow_private_webhooks)
+    except MailError as exc:
+        return Outcome(error=str(exc), retryable=exc.retryable)
+    return Outcome()
+
+
+async def recent(db, account_id):
+    """The account's latest mails with their state, newest first (Settings > Email)."""
+    return await store.recent(db, account_id)

@@ -15,7 +15,6 @@ is shared through users.last_seen_at, which every process's SeenBeat writes for 
 import asyncio
 import json
 import logging
-import time
 from datetime import timedelta
 
 from common.errors import Invalid
@@ -143,21 +142,13 @@ class Assigner(WorkerLoop):
     name = "assignment"
     poll_seconds = 30.0
     gather_seconds = 0.02  # a burst of new conversations is assigned in one transaction, not one each
-    # Rounds start at most this often: each counts every agent's load (with 50 agents and 10,000 open
-    # conversations a few ms of the writer's time), so under a stream of new conversations one round per 20 ms
-    # cost inbound about a quarter of its throughput (bench assignment, 0.73x); a lone conversation still
-    # waits only gather_seconds.
-    least_round_interval = 0.1
 
     def __init__(self, services, clock=utcnow):
         super().__init__()
         self.services, self.clock = services, clock
-        self._round_started = -self.least_round_interval
 
     async def round(self):
-        await asyncio.sleep(max(self.gather_seconds,
-                                self._round_started + self.least_round_interval - time.monotonic()))
-        self._round_started = time.monotonic()
+        await asyncio.sleep(self.gather_seconds)
         more = False
         for account_id in await store.queued_accounts(self.services.db):
             assigned = await self.services.db.write(assign_queued_in_tx, account_id, self.clock(), BATCH)

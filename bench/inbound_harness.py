@@ -8,6 +8,7 @@ inbound load adds the HTTP, TLS and rate-limit work to this; what it leaves out 
 
     .venv/bin/python bench/inbound_harness.py --writes 3000 --concurrency 16
     .venv/bin/python bench/inbound_harness.py --writes 3000 --concurrency 16 --business   (issue 40's cost)
+    .venv/bin/python bench/inbound_harness.py --writes 3000 --concurrency 16 --assignment balanced   (and off)
     .venv/bin/python scripts/with_postgres.py .venv/bin/python bench/inbound_harness.py --postgres
     (--postgres reads PARLEY_TEST_DATABASE_URL, which scripts/with_postgres.py sets)
 """
@@ -56,7 +57,14 @@ BUSINESS = {"businessHours": {"timezone": "Europe/Berlin", "holidays": ["2026-12
             "customChannelWebhookUrl": "http://127.0.0.1:9/replies"}
 
 
-async def run_once(writes, concurrency, database_url, pool_size, business=False):
+async def assigned_all(services, account_id):
+    """Waits until no conversation of the account waits for an agent (the Assigner has caught up)."""
+    from storage import assignment as assignment_store
+    while await assignment_store.queue(services.db, account_id, 1):
+        await asyncio.sleep(0.01)
+
+
+async def run_once(writes, concurrency, database_url, pool_size, business=False, assignment=None):
     with tempfile.TemporaryDirectory(prefix="inbound-harness-") as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", allow_private_webhooks=True, http_port=0,
                             database_url=database_url, database_pool_size=pool_size)
@@ -69,9 +77,16 @@ async def run_once(writes, concurrency, database_url, pool_size, business=False)
                     for i in range(FROM_IDS):
                         await messaging.receive_inbound(services, account_id, message_sid=f"steady{i}",
                                                         from_id=from_id(i), to_id="bench", body=BODY)
+            if assignment:  # issue 40's agents and open conversations; every measured message a new contact
+                from bench.scenarios.assignment import AGENTS, OPEN, _seed
+                _seed(settings.data_dir / "parley.db", account_id)
+                await accounts.update_settings(services.db, account_id,
+                                               {"assignment": {"mode": assignment, "awayAfterMinutes": None}})
+                services.assigner.start()
 
             async def receive(i):
-                await messaging.receive_inbound(services, account_id, message_sid=f"sid{i}", from_id=from_id(i),
+                sender = f"+1646555{i:04d}" if assignment else from_id(i)
+                await messaging.receive_inbound(services, account_id, message_sid=f"sid{i}", from_id=sender,
                                                 to_id="bench", body=BODY)
 
             slots = asyncio.Semaphore(concurrency)
@@ -86,6 +101,8 @@ async def run_once(writes, concurrency, database_url, pool_size, business=False)
 
             cpu, db_cpu, started = time.process_time(), database_cpu(), time.perf_counter()
             await asyncio.gather(*(receive_in_slot(i) for i in range(writes)))
+            if assignment:
+                await assigned_all(services, account_id)  # the assignments' writes are counted too
             seconds = time.perf_counter() - started
             cpu, db_cpu = time.process_time() - cpu, database_cpu() - db_cpu
             backend = "postgresql" if database_url else "sqlite"
@@ -94,6 +111,8 @@ async def run_once(writes, concurrency, database_url, pool_size, business=False)
                 backend += f" pool={pool_size}"
             if business:
                 backend += f" business-hours+sla ({business})"
+            if assignment:
+                backend += f" assignment {assignment}, {AGENTS} agents, {OPEN:,} open, each message a new contact"
             print(f"{backend} concurrency={concurrency} writes={writes}: {writes / seconds:.0f} writes/s,"
                   f" this process {cpu / writes * 1000:.3f} ms of CPU a write,"
                   f" {side} {db_cpu / writes * 1000:.3f} ms", flush=True)
@@ -112,11 +131,15 @@ def main():
                         "SLA: first, each contact's first message after they were set is measured among the others "
                         "(a wait starts, and while closed the outside-hours message is queued); steady, they were "
                         "before the measured ones (each message finds its wait running)")
+    parser.add_argument("--assignment", choices=("off", "balanced"), help="SQLite: issue 40's 50 agents and "
+                        "10,000 open conversations, and every measured message from a new contact; balanced: each "
+                        "is assigned (the Assigner runs, and its writes are counted)")
     args = parser.parse_args()
     for concurrency in args.concurrency:
         for pool_size in args.pool_size if args.postgres else args.pool_size[:1]:  # SQLite: no pool
             for database_url in fresh_databases(args.postgres, args.repeat):
-                asyncio.run(run_once(args.writes, concurrency, database_url, pool_size, args.business))
+                asyncio.run(run_once(args.writes, concurrency, database_url, pool_size, args.business,
+                                      args.assignment))
 
 
 if __name__ == "__main__":

@@ -193,10 +193,12 @@ EXAMPLES = {
 # POSTs that write nothing: they need no example. The bot's dry run; a campaign's preview; Send test event, which stores nothing
 # (outside the outbox) and whose answer is what the receiver does now: a retry that sends one more ping is
 # what a client asks for, a replayed answer would report a receiver's state that may since have changed.
-READ_ONLY_POSTS = {"/v1/bot/test", "/v1/account/webhook-test", "/v1/campaigns/{campaignId}/preview"}
+READ_ONLY_POSTS = {"/v1/bot/test", "/v1/account/webhook-test", "/v1/account/email/test",
+                   "/v1/campaigns/{campaignId}/preview"}
 # The chat widget's visitors (no API key, so no account's key space to claim a key in): their frame sends each
 # message once and shows a failed send for the visitor to send again.
-VISITOR_POSTS = {"/widget/{widgetId}/messages", "/widget/{widgetId}/identify", "/widget/{widgetId}/email"}
+VISITOR_POSTS = {"/widget/{widgetId}/messages", "/widget/{widgetId}/identify", "/widget/{widgetId}/email",
+                 "/widget/{widgetId}/csat"}
 
 
 def idempotent_operations():

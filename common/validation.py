@@ -153,3 +153,12 @@ def validation_message(error: ValidationError, prefix: str = "") -> str:
     if first["type"] == "value_error" and last and message.startswith(last + " "):
         return field + message[len(last):]  # a nested field's own message, named by its whole path
     return f"{field}: {message}" if field else message
+
+
+def validated_patch(model: type[BaseModel], patch: object, prefix: str) -> dict:
+    """A merge patch given as plain data (a UI form's) checked against its model, as PATCH /v1/account/settings
+    checks its body: model_dump(exclude_unset=True), or Invalid naming the field under prefix."""
+    try:
+        return model.model_validate(patch).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        raise Invalid(validation_message(exc, prefix=prefix)) from None

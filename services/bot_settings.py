@@ -17,7 +17,7 @@ from pydantic import (AfterValidator, BeforeValidator, Field, StrictBool, String
 from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
-from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, Strict, validation_message
+from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, Strict, validation_message, validated_patch
 from services import bot_provider, placeholders
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
@@ -221,10 +221,7 @@ def _providers(bot):
 def validate_patch(patch):
     """A `bot` merge patch given as plain data (the UI's forms) checked against the model, as PATCH
     /v1/account/settings checks its body; returns it as model_dump(exclude_unset=True)."""
-    try:
-        return BotSettings.model_validate(patch).model_dump(exclude_unset=True)
-    except pydantic.ValidationError as exc:
-        raise Invalid(validation_message(exc, prefix="bot")) from None
+    return validated_patch(BotSettings, patch, "bot")
 
 
 def prepare_patch(patch, box):

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
-from common.validation import Identifier, Strict, validation_message
+from common.validation import Identifier, Strict, validated_patch
 from services.bot_settings import merge_patch
 from services.contact_fields import normalize_email
 from services.mail_connect import MailError, imap_session, logout_imap, port_of, smtp_session
@@ -125,10 +125,7 @@ class EmailSettingsShown(Strict):
 def validate_patch(patch):
     """An `email` merge patch given as plain data (the UI's form) checked against the model, as PATCH
     /v1/account/settings checks its body; returns it as model_dump(exclude_unset=True)."""
-    try:
-        return EmailSettings.model_validate(patch).model_dump(exclude_unset=True)
-    except pydantic.ValidationError as exc:
-        raise Invalid(validation_message(exc, prefix="email")) from None
+    return validated_patch(EmailSettings, patch, "email")
 
 
 async def check_patch(patch, allow_private):

@@ -165,6 +165,17 @@ class UiHandler(BaseHandler):
         self.session_id = None
         self.clear_cookie(self.SESSION_COOKIE, **self.COOKIE_FLAGS)
 
+    async def over_a_limit(self, *limits):
+        """Counts this request against each (key, per minute) limit in turn (services/ratelimit.py, shared by every
+        process); at the first one over it, sets Retry-After and returns its seconds for the page to say. None:
+        within every limit."""
+        for key, per_minute in limits:
+            allowed, headers = await self.services.limiter.hit_shared(key, per_minute)
+            if not allowed:
+                self.set_header("Retry-After", headers["Retry-After"])
+                return headers["Retry-After"]
+        return None
+
     def flash(self, kind, text):
         """A message for the next page this browser loads (after a redirect): kind is "success" or "error"."""
         self.set_signed_cookie(self.FLASH_COOKIE, json.dumps([kind, text]), expires_days=None, **self.COOKIE_FLAGS)

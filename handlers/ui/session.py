@@ -53,15 +53,12 @@ class LoginHandler(UiHandler):
         email = self.get_body_argument("email", "").strip().lower()
         password = self.get_body_argument("password", "")
         next_url = safe_next(self.get_body_argument("next", ""))
-        limiter, address = self.services.limiter, self.request.remote_ip
-        allowed, headers = await limiter.hit_shared(f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE)
-        if allowed:
-            allowed, headers = await limiter.hit_shared(f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE)
-        if not allowed:
-            self.set_header("Retry-After", headers["Retry-After"])
+        address = self.request.remote_ip
+        retry_after = await self.over_a_limit((f"login-address:{address}", LOGIN_ATTEMPTS_PER_ADDRESS_PER_MINUTE),
+                                              (f"login:{email}|{address}", LOGIN_ATTEMPTS_PER_MINUTE))
+        if retry_after is not None:
             self.render("login.html", status=429, email=email, next_url=next_url, flashes=[{
-                "kind": "error",
-                "text": f"Too many sign-in attempts. Try again in {headers['Retry-After']} seconds."}])
+                "kind": "error", "text": f"Too many sign-in attempts. Try again in {retry_after} seconds."}])
             return
         memberships = await accounts.sign_in(self.services.db, email, password) if email else []
         if not memberships:
@@ -86,14 +83,12 @@ class ForgotPasswordHandler(UiHandler):
 
     async def post(self):
         email = self.get_body_argument("email", "").strip().lower()
-        limiter, address = self.services.limiter, self.request.remote_ip
-        allowed, headers = await limiter.hit_shared(f"reset-address:{address}", RESETS_PER_ADDRESS_PER_MINUTE)
-        if allowed:
-            allowed, headers = await limiter.hit_shared(f"reset:{email}", RESETS_PER_EMAIL_PER_MINUTE)
-        if not allowed:
-            self.set_header("Retry-After", headers["Retry-After"])
+        address = self.request.remote_ip
+        retry_after = await self.over_a_limit((f"reset-address:{address}", RESETS_PER_ADDRESS_PER_MINUTE),
+                                              (f"reset:{email}", RESETS_PER_EMAIL_PER_MINUTE))
+        if retry_after is not None:
             self.render("forgot_password.html", status=429, email=email, flashes=[{
-                "kind": "error", "text": f"Too many requests. Try again in {headers['Retry-After']} seconds."}])
+                "kind": "error", "text": f"Too many requests. Try again in {retry_after} seconds."}])
             return
         if email:
             forgot_password.start(self.services, self.application.settings_obj.base_url, email)

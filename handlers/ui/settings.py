@@ -165,12 +165,9 @@ class WebhookTestHandler(SettingsPage):
 
     @authenticated
     async def post(self):
-        allowed, headers = await self.services.limiter.hit_shared(f"webhook-test:{self.account_id}",
-                                                     self.application.settings_obj.rate_limit)
-        if not allowed:
-            self.set_header("Retry-After", headers["Retry-After"])
-            await self.render_settings(status=429, error="Too many test events. Try again in "
-                                                         f"{headers['Retry-After']} seconds.")
+        retry_after = await self.over_a_limit((f"webhook-test:{self.account_id}", self.application.settings_obj.rate_limit))
+        if retry_after is not None:
+            await self.render_settings(status=429, error=f"Too many test events. Try again in {retry_after} seconds.")
             return
         try:
             result = await webhook_ping.send_test_event(self.services, self.account_id)
@@ -250,12 +247,9 @@ class EmailTestHandler(SettingsPage):
 
     @authenticated
     async def post(self):
-        allowed, headers = await self.services.limiter.hit_shared(f"email-test:{self.account_id}",
-                                                                  self.application.settings_obj.rate_limit)
-        if not allowed:
-            self.set_header("Retry-After", headers["Retry-After"])
-            await self.render_settings(status=429, error="Too many tests. Try again in "
-                                                         f"{headers['Retry-After']} seconds.")
+        retry_after = await self.over_a_limit((f"email-test:{self.account_id}", self.application.settings_obj.rate_limit))
+        if retry_after is not None:
+            await self.render_settings(status=429, error=f"Too many tests. Try again in {retry_after} seconds.")
             return
         account = await accounts.get_account(self.services.db, self.account_id)
         await self.render_settings(email_test=await email_settings.test(self.services, account["settings"]))
@@ -345,13 +339,11 @@ class OwnUserForm(SettingsPage):
     async def password_guess_allowed(self, what, form=None):
         """The current password is checked: limited like sign-ins, per user; False (the page shown with 429)
         when over."""
-        allowed, headers = await self.services.limiter.hit_shared(f"password:{self.current_user['id']}",
-                                                                  PASSWORD_CHANGES_PER_MINUTE)
-        if not allowed:
-            self.set_header("Retry-After", headers["Retry-After"])
-            await self.render_settings(status=429, error=f"Too many {what}. Try again in {headers['Retry-After']} "
-                                                         "seconds.", profile_form=form)
-        return allowed
+        retry_after = await self.over_a_limit((f"password:{self.current_user['id']}", PASSWORD_CHANGES_PER_MINUTE))
+        if retry_after is not None:
+            await self.render_settings(status=429, error=f"Too many {what}. Try again in {retry_after} seconds.",
+                                       profile_form=form)
+        return retry_after is None
 
 
 class ProfileHandler(OwnUserForm):

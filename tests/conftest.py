@@ -175,6 +175,15 @@ def api(http_server_client):
     return Api(http_server_client)
 
 
+@pytest.fixture
+def mail_server():
+    """A real SMTP server (aiosmtpd) on a loopback port, keeping what it receives (tests/mail_server.py)."""
+    from tests.mail_server import MailServer  # imported here: only the email tests load aiosmtpd
+    server = MailServer().start()
+    yield server
+    server.stop()
+
+
 def stores_nothing(item):
     """A test with no data directory (neither tmp_path nor tmp_path_factory in its fixtures) gets no database
     (database_url above, pg_databases.env_for): it runs the same on both halves, so the PostgreSQL half

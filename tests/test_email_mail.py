@@ -4,22 +4,13 @@ In-process, on both databases."""
 import asyncio
 import re
 
-import pytest
 
 from services import accounts, forgot_password
 from services.delivery import DeliveryWorker
 from storage.outbox import list_outbox
-from tests.mail_server import MailServer
 from tests.ui_helpers import PASSWORD, FormClient
 
 NEW_PASSWORD = "a brand new password 42"
-
-
-@pytest.fixture
-def mail_server():
-    server = MailServer().start()
-    yield server
-    server.stop()
 
 
 async def _set_smtp(services, account_id, mail_server, address="help@acme.example"):

@@ -8,17 +8,10 @@ import pytest
 from common.errors import Invalid
 from services import accounts
 from tests.db_direct import connect
-from tests.mail_server import PASSWORD, ImapServer, MailServer, closed_port
+from tests.mail_server import PASSWORD, ImapServer, closed_port
 
 SETTINGS = "/v1/account/settings"
 TEST = "/v1/account/email/test"
-
-
-@pytest.fixture
-def mail_server():
-    server = MailServer().start()
-    yield server
-    server.stop()
 
 
 def _raw_settings(services, account_id):

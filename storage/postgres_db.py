@@ -26,6 +26,11 @@ SWITCH_INTERVAL = 0.0005  # seconds: sys.setswitchinterval while a PostgreSQL da
 QUEUE_FULL = "storage is busy: too many writes are waiting; nothing was written, retry later"
 CLOSING = "the database is closing; nothing was written"
 DOWN = "the database cannot be reached; nothing was written, retry later"
+# How long a request waits for a pooled connection while the database was last found unreachable, instead of the
+# pool's 15 s: the pool's own reconnection hands one over as soon as the server is back, and meanwhile requests
+# (and the background workers sharing the worker threads) are answered 503 at once instead of queueing for
+# minutes behind one another's waits.
+UNREACHABLE_WAIT = 1.0
 UNKNOWN = "the connection to the database was lost at COMMIT: the write may or may not be stored; " \
           "retry with the same Idempotency-Key"
 
@@ -61,6 +66,7 @@ class PostgresDatabase:
         self._closing = False
         self._idle = None
         self._commit_listeners = []
+        self.unreachable = False  # the last connection attempt or statement found the server gone
 
     async def open(self):
         # A worker thread back from a round trip waits for the GIL; by default the event loop keeps it up to 5 ms
@@ -176,17 +182,28 @@ class PostgresDatabase:
             if not self._pending:
                 self._idle.set()
 
+    def _connection(self):
+        return self._pool.connection(timeout=UNREACHABLE_WAIT if self.unreachable else None)
+
+    def _storage_error(self, exc):
+        error = as_storage_error(exc)
+        if isinstance(error, StorageUnavailable):
+            self.unreachable = True
+        return error
+
     def _read_sync(self, fn, args, kwargs):
         try:
-            with self._pool.connection() as raw:
+            with self._connection() as raw:
                 raw.autocommit = True
-                return fn(PgConnection(raw), *args, **kwargs)
+                result = fn(PgConnection(raw), *args, **kwargs)
         except Exception as exc:
-            raise as_storage_error(exc) from None
+            raise self._storage_error(exc) from None
+        self.unreachable = False
+        return result
 
     def _write_sync(self, fn, args, kwargs):
         try:
-            with self._pool.connection() as raw:
+            with self._connection() as raw:
                 raw.autocommit = False
                 cx = PgConnection(raw)
                 try:
@@ -206,12 +223,13 @@ class PostgresDatabase:
                     if not (raw.closed or raw.broken):
                         cx.rollback()  # a statement sent with the COMMIT failed: nothing of it is stored
                     raise
-                return result
         except Exception as exc:
-            error = as_storage_error(exc)
+            error = self._storage_error(exc)
             if error is exc:
                 raise
             raise error from exc
+        self.unreachable = False
+        return result
 
     async def backup(self, target_path):
         raise StorageUnavailable("on PostgreSQL, back up with pg_dump")

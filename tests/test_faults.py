@@ -74,6 +74,7 @@ class InboundLoad:
         self.other_statuses = Counter()
         self.refused = set()        # answered 503 "nothing was written"
         self.slowest = 0.0          # seconds, the slowest answer
+        self.cut = 0                # threads ended by a transport error or the client's 30 s timeout
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.workers = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in range(threads)]
@@ -93,7 +94,9 @@ class InboundLoad:
                 try:
                     response = client.post(INBOUND, params={"apiKey": key}, json=body)
                 except httpx.HTTPError:
-                    return  # the server is gone: this sid stays unanswered
+                    with self.lock:
+                        self.cut += 1
+                    return  # the server is gone (or hung): this sid stays unanswered
                 with self.lock:
                     self.slowest = max(self.slowest, time.monotonic() - started)
                     if response.status_code == 200:

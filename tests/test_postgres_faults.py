@@ -129,6 +129,7 @@ def test_postgresql_restarted_under_load_is_503_while_down_then_recovers_losing_
             assert load.wait_answered(answered_while_down + 50 * SCALE), \
                 "the server did not recover once PostgreSQL was back"
         assert parley.proc.poll() is None, "server.py stopped"
+        assert not load.cut, "a request hung past the client's 30 s timeout instead of being answered 503"
         assert set(load.other_statuses) == {503}, load.other_statuses
         stored = stored_sids(url)
         assert all(len(ids) == 1 for ids in stored.values())

@@ -1,17 +1,20 @@
 """Automatic assignment with capacity (issue 40). Account settings ``assignment: {mode, awayAfterMinutes}``:
 mode off, round_robin (the agent whose last automatic assignment is the oldest) or balanced (the fewest open and
-pending conversations, then round robin). A new or reopened conversation that nobody is assigned waits in the
-account's queue (conversations.queued_at, written with the message that opened it: storage/conversations.py) and
-the Assigner gives it, oldest first, to an agent who may take one now: an active user who accepted the invitation,
-is available (their own away switch), had a live page within awayAfterMinutes (null: never away for that), and has
-fewer open conversations than their capacity (null: no limit). Nobody may: it waits, and is assigned the moment
-someone frees up (a resolve, a snooze, a raised capacity, an agent back). A person's own assignment, unassignment
-or status change takes the conversation out of the queue: it is left alone. Every automatic assignment is
-audited (conversation.assigned, with its reason) and emits conversation.updated.
+pending conversations, then round robin). A new or reopened conversation that nobody is assigned goes to an agent
+who may take one now: an active user who accepted the invitation, is available (their own away switch), had a
+live page within awayAfterMinutes (null: never away for that), and has fewer open conversations than their
+capacity (null: no limit). It happens in the transaction of the message that opens it (one claim of the agent,
+their load read from a counter, users.open_load), unless older conversations wait: then, or when nobody may take
+it, it waits in the account's queue (conversations.queued_at, written with the message: storage/conversations.py)
+and the Assigner gives it out, oldest first, the moment someone frees up (a resolve, a snooze, a raised capacity,
+an agent back). A person's own assignment, unassignment or status change takes the conversation out of the queue:
+it is left alone. Every automatic assignment is audited (conversation.assigned, with its reason) and emits
+conversation.updated.
 
-Several processes: the Assigner runs in one process at a time (its lease), and each account's assignments hold
-the account's lock to COMMIT (storage/assignment.py), so capacity is never counted twice. Who has a live page
-is shared through users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
+Several processes: an agent is claimed under their users row's lock with the capacity checked on the row as
+committed (storage/assignment.py), so no two transactions give them more than it; the Assigner runs in one
+process at a time (its lease) and its rounds hold the account's lock. Who has a live page is shared through
+users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
 import asyncio
 import json
 import logging
@@ -75,53 +78,66 @@ def capacity_of(value):
     return value
 
 
-def choose(mode, candidates):
-    """The candidate to give the next conversation to, and why; None when everyone is at capacity.
-    candidates: [{id, capacity, turn, load}] (turn: the number of their last automatic assignment, None for
-    none yet). round_robin: the oldest turn (never assigned first), then by id; balanced: the fewest open first,
-    then as round_robin."""
-    free = [c for c in candidates if c["capacity"] is None or c["load"] < c["capacity"]]
-    if not free:
-        return None, None
-    if mode == "balanced":
-        chosen = min(free, key=lambda c: (c["load"], c["turn"] or 0, c["id"]))
-        reason = "balanced: fewest open conversations"
-    else:
-        chosen = min(free, key=lambda c: (c["turn"] or 0, c["id"]))
-        reason = "round robin: longest since an automatic assignment"
-    return chosen, f"{reason} ({chosen['load']} open, capacity {_capacity_text(chosen['capacity'])})"
+def reason(mode, chosen):
+    """Why the claimed agent (storage.assignment.claim_agent_in_tx's {id, capacity, load}) got the conversation:
+    the audit entry's words."""
+    rule = "balanced: fewest open conversations" if mode == "balanced" else \
+        "round robin: longest since an automatic assignment"
+    capacity = "no limit" if chosen["capacity"] is None else chosen["capacity"]
+    return f"{rule} ({chosen['load']} open, capacity {capacity})"
 
 
-def _capacity_text(capacity):
-    return "no limit" if capacity is None else capacity
+def _seen_since(now, away_after):
+    """Agents seen with a live page before this are away (None: nobody is away for idleness)."""
+    return iso(now - timedelta(minutes=away_after)) if away_after else None
+
+
+def _detail(mode, chosen, queued_at):
+    return {"assigneeUserId": chosen["id"], "mode": mode, "reason": reason(mode, chosen), "openBefore": chosen["load"],
+            "capacity": chosen["capacity"], "queuedAt": queued_at}
+
+
+def claim_for_new_in_tx(cx, account_id, setting, now):
+    """A message from a new contact opens a conversation while assignment is on (setting: setting_of's (mode,
+    awayAfterMinutes)): the agent it goes to, claimed, when one may take it and nothing else waits (the message's upsert
+    sets them as the assignee: no statement more); else None (it waits in the queue). assigned_new_in_tx
+    follows in the same transaction."""
+    mode, away_after = setting
+    return store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id="")
+
+
+def assigned_new_in_tx(cx, account_id, contact_id, setting, chosen):
+    """The event and audit entry of claim_for_new_in_tx's assignment, once the conversation is written."""
+    store.assigned_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC, _detail(setting[0], chosen, None))
+
+
+def assign_reopened_in_tx(cx, account_id, contact_id, setting, now):
+    """A message to a known contact was stored in this transaction while assignment is on: when the conversation
+    waits (the message opened it again, or it waited already) and nothing else does, it goes to an agent who may
+    take it now. True when assigned; else it stays as it is (one statement that changes nothing)."""
+    mode, away_after = setting
+    chosen = store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id=contact_id,
+                                     waiting=True)
+    return chosen is not None and store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
+                                                     _detail(mode, chosen, None))
 
 
 def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
     """In one write transaction under the account's lock: give up to limit waiting conversations, oldest first,
-    to the agents who may take them now. Returns [(contact id, user id)] assigned. With the mode off, the queue
-    is emptied instead (nothing waits for an assignment that will not come)."""
+    to the agents who may take them now, each claimed in turn. Returns [(contact id, user id)] assigned. With the
+    mode off, the queue is emptied instead (nothing waits for an assignment that will not come)."""
     store.lock_account_in_tx(cx, account_id)
     mode, away_after = setting_of(store.setting_in_tx(cx, account_id))
     if mode not in ON:
         store.clear_queue_in_tx(cx, account_id)
         return []
-    seen_since = iso(now - timedelta(minutes=away_after)) if away_after else None
-    candidates = store.candidates_in_tx(cx, account_id, seen_since)
-    free = sum(limit if c["capacity"] is None else max(0, c["capacity"] - c["load"]) for c in candidates)
-    if not free:
-        return []
-    turn = store.last_turn_in_tx(cx, account_id)
+    seen_since = _seen_since(now, away_after)
     assigned = []
-    for contact_id, queued_at in store.queue_head_in_tx(cx, account_id, min(limit, free)):
-        chosen, reason = choose(mode, candidates)
+    for contact_id, queued_at in store.queue_head_in_tx(cx, account_id, limit):
+        chosen = store.claim_agent_in_tx(cx, account_id, mode, seen_since)
         if chosen is None:
             break
-        turn += 1
-        detail = {"assigneeUserId": chosen["id"], "mode": mode, "reason": reason, "openBefore": chosen["load"],
-                  "capacity": chosen["capacity"], "queuedAt": queued_at}
-        if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], turn, by, detail):
-            chosen["load"] += 1
-            chosen["turn"] = turn
+        if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], by, _detail(mode, chosen, queued_at)):
             assigned.append((contact_id, chosen["id"]))
     return assigned
 

@@ -183,12 +183,12 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (docs/design.md#api-decisions). Last, for an account
     with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None; and whether
-    the conversation waits for automatic assignment."""
+    the conversation may wait for automatic assignment (assignment is on and the message did not assign it)."""
     account_id = message["account_id"]
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
     # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
     may_be_keyword = message["message_type"] == "text" and opt_out.might_be_keyword(message["body"])
-    stored, mapped, mapped_campaign_key, bot, keywords, (hours, sla_settings), assignment_mode = \
+    stored, mapped, mapped_campaign_key, bot, keywords, (hours, sla_settings), assignment_setting = \
         store.inbound_context_in_tx(cx, account_id, message["external_id"], identity["from_id"], answers_since,
                                     may_be_keyword)
     if stored:
@@ -208,20 +208,32 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     bot_wanted = message["message_type"] == "text" and keyword is None and \
         bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
-    # queue: a conversation this message opens (new, or reopened) waits for automatic assignment when it is on
-    # (the conversation's upsert decides, storage/conversations.py: no statement more either).
-    queue = keyword is None and assignment_mode in assignment.ON
+    # queue: a conversation this message opens (new, or reopened) is assigned automatically when it is on: a new
+    # contact's to the agent claimed now (the conversation's insert names them), a known contact's after its
+    # upsert; or, nobody free or older ones waiting, waits in the queue (the upsert decides: no statement more).
+    assignment_setting = assignment.setting_of(assignment_setting)
+    queue = keyword is None and assignment_setting[0] in assignment.ON
+    at = parse_iso(now or message["created_at"])
+    assignee = assignment.claim_for_new_in_tx(cx, account_id, assignment_setting, at) \
+        if queue and contact_created else None
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
                                 "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None,
-                                "queue": queue}])
+                                "queue": queue and assignee is None,
+                                "assignee_user_id": assignee and assignee["id"]}])
+    if assignee is not None:
+        assignment.assigned_new_in_tx(cx, account_id, contact_id, assignment_setting, assignee)
+    elif queue and not contact_created and \
+            assignment.assign_reopened_in_tx(cx, account_id, contact_id, assignment_setting, at):
+        assignee = True
     business = None
     if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
         due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
-                                                   now=parse_iso(now or message["created_at"]), hours=hours,
+                                                   now=at, hours=hours,
                                                    sla=sla_settings, bot_answers=bot_wanted)
         business = {"slaDueAt": due,
                     "autoReplied": notice is not None and _outside_hours_reply_in_tx(cx, message, contact_id, notice)}
-    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, queue
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, \
+        queue and assignee is None
 
 
 def _outside_hours_reply_in_tx(cx, message, contact_id, notice):

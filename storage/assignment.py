@@ -1,18 +1,17 @@
-"""SQL for automatic assignment (issue 40, migration 0630): the queue of conversations waiting for an agent
-(conversations.queued_at, oldest first), the agents who may take one now with their load, the assignment
-itself (a conversation.updated event and an audit entry in its transaction), and when users were last seen with
-a live page. The choice is services/assignment.py's; every automatic assignment of an account runs under the
-account's lock (storage/dialect.py lock: PostgreSQL's advisory lock; SQLite's one writer serializes already),
-so two processes never count the same free place twice."""
+"""SQL for automatic assignment (issue 40, migrations 0630 and 0690): the queue of conversations waiting for an
+agent (conversations.queued_at, oldest first), the claim of the agent who takes the next one (users.open_load: their
+load, kept by triggers), the assignment itself (a conversation.updated event and an audit entry in its
+transaction), and when users were last seen with a live page. An agent is claimed under their row's lock with their
+capacity checked on the row as committed, so two transactions (processes) never give them more than it; the
+Assigner's rounds also hold the account's lock (storage/dialect.py lock: PostgreSQL's advisory lock; SQLite's one
+writer serializes already)."""
 from storage.audit import record_by
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
-from storage.events import CONVERSATION_UPDATED, emit_in_tx
+from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx
 
 ON = ("round_robin", "balanced")  # the modes that assign (off does not)
 
-# An agent's load: the conversations they still work on (the inbox's "Mine"); conversations_load counts them.
-LOAD = "v.assignee_user_id IS NOT NULL AND v.status IN ('open', 'pending')"
 
 
 def lock_account_in_tx(cx, account_id):
@@ -81,36 +80,71 @@ def queue_head_in_tx(cx, account_id, limit):
     return [(row[0], row[1]) for row in rows if row[2] == "open" and row[3] is None]
 
 
-def candidates_in_tx(cx, account_id, seen_since):
-    """The account's users who may take a conversation now: active, not removed, the invitation accepted (they
-    can sign in to answer), available, and (seen_since not None) with a live page at or after seen_since.
-    [{id, capacity, turn, load}]: load counts their open and pending conversations."""
+# The users who may take a conversation now: active, not removed, the invitation accepted (they can sign in to
+# answer), available, under their capacity (NULL: no limit).
+_ELIGIBLE = ("u.account_id = ? AND u.active = 1 AND u.removed_at IS NULL AND u.available = 1 AND u.password_hash <> ?"
+             " AND (u.capacity IS NULL OR u.open_load < u.capacity)")
+# Who gets the next conversation, by mode: round_robin, the oldest turn (never assigned first), then by id;
+# balanced, the fewest open and pending first, then as round_robin.
+_ORDER = {"round_robin": "COALESCE(u.last_assignment_turn, 0), u.id",
+          "balanced": "u.open_load, COALESCE(u.last_assignment_turn, 0), u.id"}
+# Nothing of the account waits but this conversation (a new one never waits yet): one that opens while older ones
+# wait goes behind them (the Assigner gives them out oldest first).
+_NONE_OLDER = ("NOT EXISTS (SELECT 1 FROM conversations q WHERE q.account_id = ? AND q.queued_at IS NOT NULL"
+               " AND q.contact_id <> ?)")
+# The conversation waits (a message just reopened it, or it waited already).
+_WAITS = ("EXISTS (SELECT 1 FROM conversations w WHERE w.account_id = ? AND w.contact_id = ? AND w.queued_at IS NOT"
+          " NULL AND w.status = 'open' AND w.assignee_user_id IS NULL)")
+
+
+def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None, waiting=False):
+    """The agent the account's next automatic assignment goes to, claimed: {id, capacity, load} (load: their open
+    and pending conversations before it), their turn the account's next; None when nobody may take one now.
+    seen_since (not None): only agents with a live page at or after it. contact_id: a conversation its message
+    opens, assigned on the message's write: only when no other conversation waits (queue order), and (waiting)
+    only when this one waits now. One statement: the choice, and the claim under the agent's row lock (SQLite's
+    one writer serializes already): the capacity is checked again on the row as committed, so two processes
+    never give an agent more than their capacity; PostgreSQL skips an agent another transaction holds. The
+    assignment itself (a conversation's assignee) adds to the agent's load by the table's trigger (migration
+    0690)."""
     from storage.users import INVITED  # storage.users imports this module's users (conversation_status)
-    seen = " AND u.last_seen_at >= ?" if seen_since is not None else ""
-    hint = dialect_of(cx).index_hint("conversations_load")  # SQLite without statistics may walk the account's rows
-    return fetch_all(cx, f"SELECT u.id, u.capacity, u.last_assignment_turn AS turn, (SELECT COUNT(*) FROM"
-                         f" conversations v{hint} WHERE v.account_id = u.account_id AND v.assignee_user_id = u.id"
-                         f" AND {LOAD}) AS load FROM users u WHERE u.account_id = ? AND u.active = 1"
-                         f" AND u.removed_at IS NULL AND u.available = 1 AND u.password_hash <> ?{seen}"
-                         f" ORDER BY u.id", (account_id, INVITED, *((seen_since,) if seen_since else ())))
+    dialect = dialect_of(cx)
+    where, args = [_ELIGIBLE], [account_id, INVITED]
+    if seen_since is not None:
+        where.append("u.last_seen_at >= ?")
+        args.append(seen_since)
+    if contact_id is not None:
+        where.append(_NONE_OLDER)
+        args += [account_id, contact_id]
+        if waiting:
+            where.append(_WAITS)
+            args += [account_id, contact_id]
+    row = cx.execute(
+        "UPDATE users SET last_assignment_turn = (SELECT COALESCE(MAX(t.last_assignment_turn), 0) + 1 FROM users t"
+        f" WHERE t.account_id = ?) WHERE id = (SELECT u.id FROM users u WHERE {' AND '.join(where)}"
+        f" ORDER BY {_ORDER[mode]} LIMIT 1{dialect.skip_locked}) AND account_id = ?"
+        " AND (capacity IS NULL OR open_load < capacity) RETURNING id, capacity, open_load",
+        (account_id, *args, account_id)).fetchone()
+    return None if row is None else {"id": row[0], "capacity": row[1], "load": row[2]}
 
 
-def last_turn_in_tx(cx, account_id):
-    return cx.execute("SELECT MAX(last_assignment_turn) FROM users WHERE account_id = ?",
-                      (account_id,)).fetchone()[0] or 0
+def assigned_in_tx(cx, account_id, contact_id, user_id, by, detail):
+    """The conversation.updated event and the audit entry of an automatic assignment made in this transaction. The
+    event is appended with the COMMIT (PostgreSQL): the account's event counter is locked after the agents' rows,
+    as every transaction that changes a load takes them (storage/conversation_status.py), so none deadlocks."""
+    emit_at_commit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": "open",
+                                                                "assigneeUserId": user_id})
+    record_by(cx, by, account_id=account_id, action="conversation.assigned", subject_id=contact_id, detail=detail)
 
 
-def assign_in_tx(cx, account_id, contact_id, user_id, turn, by, detail):
-    """Give the waiting conversation to the user (turn: the account's next assignment number), with its
-    conversation.updated and audit entry. False when it no longer waits open and unassigned."""
+def assign_in_tx(cx, account_id, contact_id, user_id, by, detail):
+    """Give the waiting conversation to the user claimed for it (claim_agent_in_tx), with its conversation.updated
+    and audit entry. False when it no longer waits open and unassigned."""
     if not cx.execute("UPDATE conversations SET assignee_user_id = ?, queued_at = NULL WHERE account_id = ?"
                       " AND contact_id = ? AND queued_at IS NOT NULL AND status = 'open' AND assignee_user_id IS NULL",
                       (user_id, account_id, contact_id)).rowcount:
         return False
-    cx.execute("UPDATE users SET last_assignment_turn = ? WHERE id = ? AND account_id = ?", (turn, user_id, account_id))
-    emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": "open",
-                                                      "assigneeUserId": user_id})
-    record_by(cx, by, account_id=account_id, action="conversation.assigned", subject_id=contact_id, detail=detail)
+    assigned_in_tx(cx, account_id, contact_id, user_id, by, detail)
     return True
 
 

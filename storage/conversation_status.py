@@ -5,7 +5,7 @@ from common.ids import now_iso
 from storage import assignment
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
-from storage.events import CONVERSATION_UPDATED, emit_in_tx
+from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx, emit_in_tx
 from storage.sla import PUT_AWAY_SETS
 
 _FIELDS = ("status", "snoozed_until", "assignee_user_id")
@@ -99,10 +99,14 @@ def unassign_user_in_tx(cx, account_id, user_id):
 
 
 def _emit(cx, account_id, contact_id):
+    """conversation.updated for one conversation of several this transaction changes, appended with the COMMIT
+    (PostgreSQL): the next one's change may lock another agent's row (their load, migration 0690), and a
+    transaction holding the account's event counter meanwhile could deadlock with an assignment holding that
+    agent's row (storage/assignment.py)."""
     status, assignee = cx.execute("SELECT status, assignee_user_id FROM conversations WHERE account_id = ?"
                                   " AND contact_id = ?", (account_id, contact_id)).fetchone()
-    emit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": status,
-                                                      "assigneeUserId": assignee})
+    emit_at_commit_in_tx(cx, account_id, CONVERSATION_UPDATED, {"contactId": contact_id, "status": status,
+                                                                "assigneeUserId": assignee})
 
 
 @writes

@@ -49,12 +49,14 @@ def on_messages_in_tx(cx, messages):
     the same statement: issue 23 measures this path), and unless it is a keyword (m["keyword"]) it is what the
     contact wrote last (last_inbound_id). A message with m["queue"] (automatic assignment is on: issue 40) puts
     the conversation it opens in the assignment queue (queued_at) when nobody has it: a new one, a reopened one,
-    or the first the contact wrote to (a campaign's). One statement for all, no read."""
+    or the first the contact wrote to (a campaign's). m["assignee_user_id"]: the agent a new contact's first
+    message was assigned to (services/assignment.py claim_for_new_in_tx): the new conversation's assignee (a
+    conversation that exists keeps its own). One statement for all, no read."""
     rows = [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
              m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,
              1 if m.get("status") == "Failed" else 0,
              m["id"] if m["direction"] == "inbound" and not m.get("keyword") else None,
-             m["created_at"] if m.get("queue") else None) for m in messages]
+             m["created_at"] if m.get("queue") else None, m.get("assignee_user_id")) for m in messages]
     if len(rows) == 1:  # every inbound message: sent with the transaction's next statement or its COMMIT
         execute_later(cx, _UPSERT_ONE, rows[0])
     elif len({row[:2] for row in rows}) == len(rows):
@@ -69,12 +71,13 @@ def on_messages_in_tx(cx, messages):
         sla.answered_in_tx(cx, [(*key, *answered[key]) for key in sorted(answered)])
 
 
-_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # conversations.x: the row as it was (PostgreSQL wants the table named where excluded.x is also in scope)
 _NEWER = "excluded.last_message_id > conversations.last_message_id"
 _UPSERT = (
     "INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at, last_direction,"
-    " last_author, last_preview, channel, unread_count, failed_count, last_inbound_id, queued_at) VALUES {values}"
+    " last_author, last_preview, channel, unread_count, failed_count, last_inbound_id, queued_at, assignee_user_id)"
+    " VALUES {values}"
     " ON CONFLICT (account_id, contact_id) DO UPDATE SET"
     f" last_message_at = CASE WHEN {_NEWER} THEN excluded.last_message_at ELSE conversations.last_message_at END,"
     f" last_direction = CASE WHEN {_NEWER} THEN excluded.last_direction ELSE conversations.last_direction END,"

@@ -72,14 +72,14 @@ def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since,
     storage.campaigns.latest_campaign_key_in_tx), the account's stored bot as JSON text or None, its
     (optOutKeywords, optInKeywords), None where not set or not with_keywords: SQLite parses the settings JSON
     again for each field it extracts, so only a body that may be a keyword pays for those two), and its
-    (businessHours, sla) settings as JSON text or None, and its automatic assignment mode (assignment.mode) or
-    None)."""
+    (businessHours, sla) settings as JSON text or None, and its automatic assignment setting (assignment) as
+    JSON text or None)."""
     field = dialect_of(cx).json_field
     row = cx.execute(
         "SELECT EXISTS (SELECT 1 FROM messages e WHERE e.account_id = a.id AND e.external_id = ?), i.contact_id,"
         " (SELECT CASE WHEN k.created_at >= ? THEN k.campaign_id END FROM messages k WHERE k.account_id = a.id"
         " AND k.contact_id = i.contact_id AND k.author = 'campaign' ORDER BY k.id DESC LIMIT 1),"
-        f" {field('a.settings', 'bot')}, {field('a.settings', 'assignment', 'mode')},"
+        f" {field('a.settings', 'bot')}, {field('a.settings', 'assignment')},"
         f" CASE WHEN ? = 1 THEN {field('a.settings', 'optOutKeywords')} END,"
         f" CASE WHEN ? = 1 THEN {field('a.settings', 'optInKeywords')} END,"
         f" {field('a.settings', 'businessHours')}, {field('a.settings', 'sla')}"

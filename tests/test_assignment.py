@@ -10,9 +10,11 @@ from datetime import timedelta
 
 import pytest
 
+from common.errors import DomainError
 from common.ids import iso, utcnow
-from services import accounts, assignment, conversation_status, users
+from services import accounts, assignment, contacts, conversation_status, users
 from storage import assignment as assignment_store
+from storage.erasure import erase_contact
 from storage.db import fetch_all, reads
 from tests.team_users import add_user
 from tests.inbound_helpers import inbound
@@ -138,6 +140,83 @@ async def test_balanced_spreads_by_capacity_and_the_queue_drains_oldest_first(se
     await services.assigner.round()
     rows = {row["contact_id"]: row for row in await _conversations(services.db, account_id)}
     assert rows[arrived[4]]["assignee_user_id"] == amy and not rows[arrived[4]]["queued_at"]
+
+
+@reads
+def _load_counters(cx, account_id):
+    """{user id: users.open_load} of the account's users whose counter is not 0, and {user id: their open and
+    pending conversations} counted."""
+    kept = {row[0]: row[1] for row in cx.execute("SELECT id, open_load FROM users WHERE account_id = ?"
+                                                 " AND open_load <> 0", (account_id,))}
+    counted = {row[0]: row[1] for row in cx.execute(
+        "SELECT assignee_user_id, COUNT(*) FROM conversations WHERE account_id = ? AND assignee_user_id IS NOT NULL"
+        " AND status IN ('open', 'pending') GROUP BY assignee_user_id", (account_id,))}
+    return kept, counted
+
+
+async def test_a_conversation_is_assigned_on_the_write_of_the_message_that_opens_it(services, team):
+    account_id, (amy, bo, cy) = team["account_id"], team["agents"]
+    await _set_capacities(services, team, 1, 1, 0)
+    first, second = await _arrive(services, account_id, 2)  # no Assigner round: the messages' own writes
+    rows = {row["contact_id"]: row for row in await _conversations(services.db, account_id)}
+    assert (rows[first]["assignee_user_id"], rows[second]["assignee_user_id"]) == (amy, bo)
+    assert not any(row["queued_at"] for row in rows.values())
+    audit = await _audit(services.db, account_id)
+    assert [(a["subject_id"], a["actor"], a["detail"]["reason"], a["detail"]["queuedAt"]) for a in audit] == [
+        (first, "assignment", "balanced: fewest open conversations (0 open, capacity 1)", None),
+        (second, "assignment", "balanced: fewest open conversations (0 open, capacity 1)", None)]
+    assert [(e["contactId"], e["assigneeUserId"]) for e in await _assignment_events(services.db, account_id)] == \
+        [(first, amy), (second, bo)]
+
+    [third] = await _arrive(services, account_id, 1, "+1415559")  # nobody free: it waits
+    await _set_capacities(services, team, 2, 1, 0)  # amy has room again, the Assigner has not run yet
+    [fourth] = await _arrive(services, account_id, 1, "+1415560")  # behind the one that waits, not before it
+    rows = {row["contact_id"]: row for row in await _conversations(services.db, account_id)}
+    assert rows[third]["queued_at"] and rows[fourth]["queued_at"] and not rows[fourth]["assignee_user_id"]
+    await services.assigner.round()
+    rows = {row["contact_id"]: row for row in await _conversations(services.db, account_id)}
+    assert rows[third]["assignee_user_id"] == amy and rows[fourth]["queued_at"]
+    await conversation_status.change(services, account_id, [second], status="resolved", assignee_user_id=None)
+    await services.assigner.round()
+    rows = {row["contact_id"]: row for row in await _conversations(services.db, account_id)}
+    assert rows[fourth]["assignee_user_id"] == bo and not rows[fourth]["queued_at"]
+
+    # The resolved one reopens with its contact's message while cy has room: cy takes it on that write.
+    await _set_capacities(services, team, 2, 1, 1)
+    await inbound(services, account_id, "+14155550001", "Me again")
+    rows = {row["contact_id"]: row for row in await _conversations(services.db, account_id)}
+    assert (rows[second]["status"], rows[second]["assignee_user_id"], rows[second]["queued_at"]) == ("open", cy, None)
+    assert (await _audit(services.db, account_id))[-1]["subject_id"] == second
+    kept, counted = await _load_counters(services.db, account_id)
+    assert kept == counted == {amy: 2, bo: 1, cy: 1}
+
+
+async def test_the_loads_kept_equal_the_loads_counted_after_a_mixed_concurrent_workload(services, team):
+    """New contacts assigned on their writes and waiting, reopenings, resolves, hand (un)assignments, an Assigner
+    round, a capacity raised, an agent away and one deactivated, a merge and an erasure, all at once (PostgreSQL:
+    on several connections): every agent's counter is their open and pending conversations, and nothing failed but
+    for a conversation another change had taken away."""
+    account_id, (amy, bo, cy) = team["account_id"], team["agents"]
+    await _set_capacities(services, team, 3, 2, None)
+    known = await _arrive(services, account_id, 8)
+    await conversation_status.change(services, account_id, known[:2], status="resolved")
+    work = [inbound(services, account_id, f"+1415561{i:04d}", "New") for i in range(10)]
+    work += [inbound(services, account_id, f"+1415555{i:04d}", "Again") for i in range(4)]
+    work += [conversation_status.change(services, account_id, known[2:4], status="resolved"),
+             conversation_status.change(services, account_id, [known[4]], assignee_user_id=cy),
+             conversation_status.change(services, account_id, [known[5]], assignee_user_id=None),
+             conversation_status.change(services, account_id, [known[1]], status="open"),
+             services.assigner.round(),
+             users.update(services.db, account_id, bo, changes={"capacity": 6}, by=None, actor_role="owner"),
+             users.update(services.db, account_id, cy, changes={"available": False}, by=None, actor_role="owner"),
+             users.update(services.db, account_id, amy, changes={"active": False}, by=None, actor_role="owner"),
+             contacts.merge_contacts(services.db, account_id, known[6], known[7]),
+             erase_contact(services.db, account_id, known[3])]
+    results = await asyncio.gather(*work, return_exceptions=True)
+    assert all(not isinstance(r, Exception) or isinstance(r, DomainError) for r in results), results
+    await services.assigner.round()
+    kept, counted = await _load_counters(services.db, account_id)
+    assert kept == counted and sum(counted.values()) > 0
 
 
 async def test_raised_capacity_and_an_agent_back_take_waiting_conversations(api, services, team):
@@ -278,8 +357,9 @@ def _lock_waits(cx):
 
 async def test_two_connections_assigning_at_once_never_exceed_capacity(services, team):
     account_id, (amy, bo, _cy) = team["account_id"], team["agents"]
-    await _set_capacities(services, team, 1, 1, 0)
+    await _set_capacities(services, team, 0, 0, 0)  # they wait (nobody takes them on their message's write)
     await _arrive(services, account_id, 3)
+    await _set_capacities(services, team, 1, 1, 0)
     _inside.clear()
     _go.clear()
     first = asyncio.ensure_future(services.db.write(_assign_one_then_wait, account_id, utcnow()))

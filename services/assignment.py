@@ -114,12 +114,15 @@ def assigned_new_in_tx(cx, account_id, contact_id, setting, chosen):
 def assign_reopened_in_tx(cx, account_id, contact_id, setting, now):
     """A message to a known contact was stored in this transaction while assignment is on: when the conversation
     waits (the message opened it again, or it waited already) and nothing else does, it goes to an agent who may
-    take it now. True when assigned; else it stays as it is (one statement that changes nothing)."""
+    take it now. Returns whether it waits still (for the Assigner). A message to a conversation that does not
+    wait costs one read by its key."""
+    queued_at = store.waiting_since_in_tx(cx, account_id, contact_id)
+    if queued_at is None:
+        return False
     mode, away_after = setting
-    chosen = store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id=contact_id,
-                                     waiting=True)
-    return chosen is not None and store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
-                                                     _detail(mode, chosen, None))
+    chosen = store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id=contact_id)
+    return chosen is None or not store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
+                                                    _detail(mode, chosen, queued_at))
 
 
 def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):

@@ -183,7 +183,7 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (docs/design.md#api-decisions). Last, for an account
     with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None; and whether
-    the conversation may wait for automatic assignment (assignment is on and the message did not assign it)."""
+    the conversation waits for automatic assignment (the message opened it, or it waited, and nobody took it)."""
     account_id = message["account_id"]
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
     # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
@@ -220,11 +220,11 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
                                 "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None,
                                 "queue": queue and assignee is None,
                                 "assignee_user_id": assignee and assignee["id"]}])
+    waits = queue and contact_created and assignee is None  # the Assigner is woken for it
     if assignee is not None:
         assignment.assigned_new_in_tx(cx, account_id, contact_id, assignment_setting, assignee)
-    elif queue and not contact_created and \
-            assignment.assign_reopened_in_tx(cx, account_id, contact_id, assignment_setting, at):
-        assignee = True
+    elif queue and not contact_created:
+        waits = assignment.assign_reopened_in_tx(cx, account_id, contact_id, assignment_setting, at)
     business = None
     if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
         due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
@@ -232,8 +232,7 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
                                                    sla=sla_settings, bot_answers=bot_wanted)
         business = {"slaDueAt": due,
                     "autoReplied": notice is not None and _outside_hours_reply_in_tx(cx, message, contact_id, notice)}
-    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, \
-        queue and assignee is None
+    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, waits
 
 
 def _outside_hours_reply_in_tx(cx, message, contact_id, notice):

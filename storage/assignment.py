@@ -2,7 +2,7 @@
 agent (conversations.queued_at, oldest first), the claim of the agent who takes the next one (users.open_load: their
 load, kept by triggers), the assignment itself (a conversation.updated event and an audit entry in its
 transaction), and when users were last seen with a live page. An agent is claimed under their row's lock with their
-capacity checked on the row as committed, so two transactions (processes) never give them more than it; the
+capacity checked on the row as committed (PostgreSQL), so two transactions (processes) never give them more; the
 Assigner's rounds also hold the account's lock (storage/dialect.py lock: PostgreSQL's advisory lock; SQLite's one
 writer serializes already)."""
 from storage.audit import record_by
@@ -86,29 +86,33 @@ _ELIGIBLE = ("u.account_id = ? AND u.active = 1 AND u.removed_at IS NULL AND u.a
              " AND (u.capacity IS NULL OR u.open_load < u.capacity)")
 # Who gets the next conversation, by mode: round_robin, the oldest turn (never assigned first), then by id;
 # balanced, the fewest open and pending first, then as round_robin.
-_ORDER = {"round_robin": "COALESCE(u.last_assignment_turn, 0), u.id",
-          "balanced": "u.open_load, COALESCE(u.last_assignment_turn, 0), u.id"}
+# Each order is an index's (users_turn, users_load: migration 0690), walked until the first agent who may take one.
+_ORDER = {"round_robin": "u.last_assignment_turn NULLS FIRST, u.id",
+          "balanced": "u.open_load, u.last_assignment_turn NULLS FIRST, u.id"}
 # Nothing of the account waits but this conversation (a new one never waits yet): one that opens while older ones
 # wait goes behind them (the Assigner gives them out oldest first).
 _NONE_OLDER = ("NOT EXISTS (SELECT 1 FROM conversations q WHERE q.account_id = ? AND q.queued_at IS NOT NULL"
                " AND q.contact_id <> ?)")
-# The conversation waits (a message just reopened it, or it waited already).
-_WAITS = ("EXISTS (SELECT 1 FROM conversations w WHERE w.account_id = ? AND w.contact_id = ? AND w.queued_at IS NOT"
-          " NULL AND w.status = 'open' AND w.assignee_user_id IS NULL)")
 
 
-def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None, waiting=False):
-    """The agent the account's next automatic assignment goes to, claimed: {id, capacity, load} (load: their open
-    and pending conversations before it), their turn the account's next; None when nobody may take one now.
-    seen_since (not None): only agents with a live page at or after it. contact_id: a conversation its message
-    opens, assigned on the message's write: only when no other conversation waits (queue order), and (waiting)
-    only when this one waits now. One statement: the choice, and the claim under the agent's row lock (SQLite's
-    one writer serializes already): the capacity is checked again on the row as committed, so two processes
-    never give an agent more than their capacity; PostgreSQL skips an agent another transaction holds. The
-    assignment itself (a conversation's assignee) adds to the agent's load by the table's trigger (migration
-    0690)."""
+def waiting_since_in_tx(cx, account_id, contact_id):
+    """When the conversation started to wait for an agent, None when it does not wait (open and unassigned)."""
+    row = cx.execute("SELECT queued_at FROM conversations WHERE account_id = ? AND contact_id = ? AND queued_at IS NOT"
+                     " NULL AND status = 'open' AND assignee_user_id IS NULL", (account_id, contact_id)).fetchone()
+    return row[0] if row else None
+
+
+def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None):
+    """The agent the account's next automatic assignment goes to: {id, capacity, load} (load: their open and
+    pending conversations before it); None when nobody may take one now. seen_since (not None): only agents with
+    a live page at or after it. contact_id: a conversation its message opens, assigned on the message's write:
+    only when no other conversation waits (queue order). On PostgreSQL the agent's row is locked to COMMIT
+    (FOR UPDATE SKIP LOCKED: an agent another transaction holds is skipped, and the row is checked again as
+    committed), so two processes never give an agent more than their capacity; SQLite's one writer serializes
+    already. The assignment then adds to the agent's load by the conversations' trigger (migration 0690), which
+    also gives them the account's next turn when it inserts a conversation with them (a new contact's);
+    take_turn_in_tx does for one assigned by an UPDATE."""
     from storage.users import INVITED  # storage.users imports this module's users (conversation_status)
-    dialect = dialect_of(cx)
     where, args = [_ELIGIBLE], [account_id, INVITED]
     if seen_since is not None:
         where.append("u.last_seen_at >= ?")
@@ -116,16 +120,15 @@ def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None, waiting
     if contact_id is not None:
         where.append(_NONE_OLDER)
         args += [account_id, contact_id]
-        if waiting:
-            where.append(_WAITS)
-            args += [account_id, contact_id]
-    row = cx.execute(
-        "UPDATE users SET last_assignment_turn = (SELECT COALESCE(MAX(t.last_assignment_turn), 0) + 1 FROM users t"
-        f" WHERE t.account_id = ?) WHERE id = (SELECT u.id FROM users u WHERE {' AND '.join(where)}"
-        f" ORDER BY {_ORDER[mode]} LIMIT 1{dialect.skip_locked}) AND account_id = ?"
-        " AND (capacity IS NULL OR open_load < capacity) RETURNING id, capacity, open_load",
-        (account_id, *args, account_id)).fetchone()
+    row = cx.execute(f"SELECT u.id, u.capacity, u.open_load FROM users u WHERE {' AND '.join(where)}"
+                     f" ORDER BY {_ORDER[mode]} LIMIT 1{dialect_of(cx).skip_locked}", args).fetchone()
     return None if row is None else {"id": row[0], "capacity": row[1], "load": row[2]}
+
+
+def take_turn_in_tx(cx, account_id, user_id):
+    """The user took the account's next automatic assignment (round robin's order)."""
+    cx.execute("UPDATE users SET last_assignment_turn = (SELECT COALESCE(MAX(t.last_assignment_turn), 0) + 1"
+               " FROM users t WHERE t.account_id = ?) WHERE id = ? AND account_id = ?", (account_id, user_id, account_id))
 
 
 def assigned_in_tx(cx, account_id, contact_id, user_id, by, detail):
@@ -138,12 +141,13 @@ def assigned_in_tx(cx, account_id, contact_id, user_id, by, detail):
 
 
 def assign_in_tx(cx, account_id, contact_id, user_id, by, detail):
-    """Give the waiting conversation to the user claimed for it (claim_agent_in_tx), with its conversation.updated
-    and audit entry. False when it no longer waits open and unassigned."""
+    """Give the waiting conversation to the user claimed for it (claim_agent_in_tx), their turn the account's
+    next, with its conversation.updated and audit entry. False when it no longer waits open and unassigned."""
     if not cx.execute("UPDATE conversations SET assignee_user_id = ?, queued_at = NULL WHERE account_id = ?"
                       " AND contact_id = ? AND queued_at IS NOT NULL AND status = 'open' AND assignee_user_id IS NULL",
                       (user_id, account_id, contact_id)).rowcount:
         return False
+    take_turn_in_tx(cx, account_id, user_id)
     assigned_in_tx(cx, account_id, contact_id, user_id, by, detail)
     return True
 

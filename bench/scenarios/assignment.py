@@ -3,9 +3,10 @@ takes (goal p99 <= 5 ms), and inbound throughput with assignment on against off 
 
 The account of the scenario's data directory gets 50 agents and 10,000 open conversations spread over them,
 written straight into its SQLite file before the server starts. Decisions: on a copy of that file, 1,000 times a
-new conversation waits and services.assignment.assign_queued_in_tx assigns it (its whole transaction: the lock,
-the agents' loads counted from the index, the choice, the update, its event and audit entry), timed without
-and with its COMMIT (an fsync: the disk's, not the decision's). Throughput:
+new conversation waits and services.assignment.assign_queued_in_tx assigns it (the Assigner's whole transaction:
+the lock, the agent claimed by their kept load (users.open_load), the update, its event and audit entry), timed
+without and with its COMMIT (an fsync: the disk's, not the decision's). A new contact's message assigns its
+conversation in its own write (the same claim): the throughput measures that. Throughput:
 the real server under wrk, assignment off and balanced in alternating rounds (ABBA), first with every request from
 a new contact (each one a new conversation that the on-rounds must assign: the worst case), then with messages to
 500 existing conversations (the usual traffic: nothing to assign)."""

@@ -11,7 +11,11 @@ BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.assignee_user_id IS NOT NULL AND OLD.status IN ('open', 'pending') THEN
         UPDATE users SET open_load = open_load - 1 WHERE id = OLD.assignee_user_id AND account_id = OLD.account_id;
     END IF;
-    IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.assignee_user_id IS NOT NULL AND NEW.status IN ('open', 'pending') THEN
+    IF TG_OP = 'INSERT' THEN  -- only automatic assignment inserts one with an assignee: their next turn too
+        UPDATE users SET open_load = open_load + 1, last_assignment_turn = (SELECT COALESCE(MAX(t.last_assignment_turn),
+            0) + 1 FROM users t WHERE t.account_id = NEW.account_id)
+            WHERE id = NEW.assignee_user_id AND account_id = NEW.account_id;
+    ELSIF TG_OP = 'UPDATE' AND NEW.assignee_user_id IS NOT NULL AND NEW.status IN ('open', 'pending') THEN
         UPDATE users SET open_load = open_load + 1 WHERE id = NEW.assignee_user_id AND account_id = NEW.account_id;
     END IF;
     RETURN NULL;
@@ -29,3 +33,5 @@ CREATE TRIGGER conversations_load_update AFTER UPDATE OF status, assignee_user_i
     EXECUTE FUNCTION conversations_load();
 
 DROP INDEX conversations_load;
+CREATE INDEX users_turn ON users(account_id, last_assignment_turn NULLS FIRST, id);
+CREATE INDEX users_load ON users(account_id, open_load, last_assignment_turn NULLS FIRST, id);

@@ -99,9 +99,9 @@ def _detail(mode, chosen, queued_at):
 
 def claim_for_new_in_tx(cx, account_id, setting, now):
     """A message from a new contact opens a conversation while assignment is on (setting: setting_of's (mode,
-    awayAfterMinutes)): the agent it goes to, claimed, when one may take it and nothing else waits (the message's upsert
-    sets them as the assignee: no statement more); else None (it waits in the queue). assigned_new_in_tx
-    follows in the same transaction."""
+    awayAfterMinutes)): the agent it goes to, claimed, when one may take it and nothing else waits (the message's
+    upsert names them as the assignee: no statement more); else None (it waits in the queue).
+    assigned_new_in_tx follows in the same transaction."""
     mode, away_after = setting
     return store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id="")
 
@@ -135,13 +135,17 @@ def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
         store.clear_queue_in_tx(cx, account_id)
         return []
     seen_since = _seen_since(now, away_after)
+    chosen = store.claim_agent_in_tx(cx, account_id, mode, seen_since)
+    if chosen is None:
+        return []  # nobody may take one: the queue is not read
     assigned = []
     for contact_id, queued_at in store.queue_head_in_tx(cx, account_id, limit):
-        chosen = store.claim_agent_in_tx(cx, account_id, mode, seen_since)
+        chosen = chosen or store.claim_agent_in_tx(cx, account_id, mode, seen_since)
         if chosen is None:
             break
         if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], by, _detail(mode, chosen, queued_at)):
             assigned.append((contact_id, chosen["id"]))
+            chosen = None  # their load and turn moved: the next is chosen again
     return assigned
 
 

@@ -128,7 +128,8 @@ def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None):
 def take_turn_in_tx(cx, account_id, user_id):
     """The user took the account's next automatic assignment (round robin's order)."""
     cx.execute("UPDATE users SET last_assignment_turn = (SELECT COALESCE(MAX(t.last_assignment_turn), 0) + 1"
-               " FROM users t WHERE t.account_id = ?) WHERE id = ? AND account_id = ?", (account_id, user_id, account_id))
+               " FROM users t WHERE t.account_id = ?) WHERE id = ? AND account_id = ?",
+               (account_id, user_id, account_id))
 
 
 def assigned_in_tx(cx, account_id, contact_id, user_id, by, detail):

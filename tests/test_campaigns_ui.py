@@ -21,7 +21,8 @@ from storage import events
 from storage.db import fetch_all
 from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.campaign_helpers import deliver_all, make_list, people, run_all, set_webhook
-from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
+from tests.ui_helpers import assert_not_reloaded, mark_no_reload
+from tests.inbound_helpers import wait_live, wait_until
 from tests.ui_helpers import open_page, sign_in
 
 

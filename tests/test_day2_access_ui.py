@@ -9,7 +9,7 @@ import pytest
 
 from tests.parley_process import OWNER_PASSWORD, ParleyProcess, ThreadedReceiver, run_cli
 from tests.test_agency_ui import sign_in
-from tests.test_inbox_e2e import wait_until
+from tests.inbound_helpers import wait_until
 from tests.ui_helpers import PASSWORD, open_page
 
 

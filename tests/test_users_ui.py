@@ -11,7 +11,7 @@ from tests.mail_server import MailServer
 from tests.parley_process import ParleyProcess, run_cli
 from tests.team_users import add_user_to_server
 from tests.test_agency_ui import sign_in
-from tests.test_inbox_e2e import contact_of, post_inbound, wait_until
+from tests.inbound_helpers import contact_of, post_inbound, wait_until
 from tests.ui_helpers import PASSWORD, open_page
 
 AGENT_PASSWORD = "agent-chose-this-1"

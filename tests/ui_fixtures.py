@@ -4,6 +4,7 @@ import pytest
 
 from services import accounts
 from tests.inbound_helpers import inbound
+from tests.live_helpers import ui_user
 from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page
 
 
@@ -55,3 +56,15 @@ def other(io_loop, services):
         message = await inbound(services, account["account_id"], from_id="+14155550000", body="theirs")
         return {**account, "contact_id": message["contact_id"], "message_id": message["id"]}
     return io_loop.run_sync(make)
+
+
+@pytest.fixture
+def signed_in_as(io_loop, services, http_server_client):
+    """signed_in_as(email) -> (a new account whose owner has that email, a FormClient signed in as them)."""
+    async def make(email):
+        account = await ui_user(services, email)
+        client = FormClient(http_server_client)
+        response = await client.login(email)
+        assert response.code == 303, response.text
+        return account, client
+    return make

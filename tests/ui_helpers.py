@@ -126,3 +126,12 @@ def report(found):
 def link_ids(html, prefix):
     """The conversation ids a page links to (prefix "ct")."""
     return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
+
+
+def mark_no_reload(page):
+    """Mark the page (window.__noReload): assert_not_reloaded() fails if it reloaded since."""
+    page.evaluate("window.__noReload = true")
+
+
+def assert_not_reloaded(page):
+    assert page.evaluate("window.__noReload === true"), "the page reloaded"

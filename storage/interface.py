@@ -48,6 +48,13 @@ class Connection(Protocol):
     def in_transaction(self) -> bool: ...
 
 
+class OwnConnection(Connection, Protocol):
+    """A connection opened for its own use (migrations, ops commands), never one a write is given: it runs whole
+    scripts and its own transactions."""
+    def execute_script(self, script: str, /) -> None: ...
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
 class Store(Protocol):
     """What services and handlers hold as ``db``: storage/sqlite_db.py's Database or storage/postgres_db.py's
     PostgresDatabase."""

@@ -19,7 +19,15 @@ from storage.writer_supervisor import (CLOSING, FRAME_HEADER, NOT_WRITTEN, STORE
 
 if TYPE_CHECKING:
     from settings import Settings
+    from storage.interface import Store
+    from storage.pg_adapter import PgConnection
     from storage.postgres_db import PostgresDatabase
+    from storage.sqlite_db import SqliteConnection
+
+    def _backends_fit_the_seam(sqlite: Database, postgres: PostgresDatabase, sqlite_cx: SqliteConnection,
+                               postgres_cx: PgConnection) -> tuple[Store, Store, OwnConnection, OwnConnection]:
+        """mypy (make lint) checks that both backends and their connections are what storage code is typed with."""
+        return sqlite, postgres, sqlite_cx, postgres_cx
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

@@ -25,7 +25,7 @@ def _fts_phrase(text: str) -> str:
 
 
 @reads
-def search_messages(cx: Connection, account_id: str, terms: Sequence[str], digits: str, before: str | None, limit: int) -> list[Row]:
+def search_messages(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     """Up to ``limit`` of the account's messages matching (terms, digits), newest first, from before the
     position ``before`` (None: from the newest). Rows: id, contact_id, body, created_at, position (text).
     ValueError for a position this database never gives."""
@@ -34,7 +34,7 @@ def search_messages(cx: Connection, account_id: str, terms: Sequence[str], digit
     return _search_sqlite(cx, account_id, terms, digits, before, limit)
 
 
-def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits: str, before: str | None, limit: int) -> list[Row]:
+def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     if before is not None and not (before.isascii() and before.isdigit() and len(before) < 19):
         raise ValueError("position")
     indexed = [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
@@ -69,7 +69,7 @@ def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits
     return rows
 
 
-def _search_postgres(cx: Connection, account_id: str, terms: Sequence[str], digits: str, before: str | None, limit: int) -> list[Row]:
+def _search_postgres(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     if before is not None and not (before.startswith("msg_") and before[4:].isascii() and before[4:].isalnum()):
         raise ValueError("position")
     where, args = ["m.account_id = ?"], [account_id]

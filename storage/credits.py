@@ -127,7 +127,7 @@ def grant(cx: Connection, agency_id: str, email: str, amount: int, description: 
 
 
 @writes
-def spend(cx: Connection, account_id: str, amount: int, reason: str, now: str) -> dict[str, Any]:
+def spend(cx: Connection, account_id: str, amount: int, reason: str | None, now: str) -> dict[str, Any]:
     """Take ``amount`` hundredths from the account's balance unless that would go below zero, and record
     it, in one transaction; a spend that leaves a sub-account below its auto-recharge threshold queues the
     agency's notification in the same transaction (_auto_recharge_in_tx).

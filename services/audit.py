@@ -24,7 +24,7 @@ def public_entry(row: Mapping[str, Any]) -> dict[str, Any]:
             "action": row["action"], "subjectId": row["subject_id"], "detail": row["detail"] or {}}
 
 
-async def list_audit(db: Store, account_id: str, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+async def list_audit(db: Store, account_id: str, *, limit: str | None = None, cursor: str | None = None) -> dict[str, Any]:
     """One page {data, nextCursor} of the account's entries, newest first."""
     return await keyset_page(lambda before, n: store.page_audit(db, account_id, before, n), limit, cursor,
                              public_entry)

@@ -37,7 +37,7 @@ async def add(db: Store, account_id: str, contact_id: str, body: Any, *, user: M
     return await store.insert_note(db, row)
 
 
-async def list_page(db: Store, account_id: str, contact_id: str, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+async def list_page(db: Store, account_id: str, contact_id: str, *, limit: str | None = None, cursor: str | None = None) -> dict[str, Any]:
     """{data: notes newest first, nextCursor}; CONTACT_NOT_FOUND for another account's contact."""
     if await get_contact(db, account_id, contact_id) is None:
         raise contact_not_found(contact_id)

@@ -93,18 +93,18 @@ def highlighted(text: str, terms: Sequence[str], digits: str | None) -> list[tup
     return [p for p in parts + [(text[at:], False)] if p[0]]
 
 
-async def search_messages(db: Store, account_id: str, q: str | None, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+async def search_messages(db: Store, account_id: str, q: str | None, *, limit: str | None = None, cursor: str | None = None) -> dict[str, Any]:
     """{data: [{messageId, contactId, snippet, createdAt}], nextCursor}: the account's messages matching q, newest
     first. Invalid naming q, limit or cursor."""
     terms, digits = parse_query(q)
-    limit = parse_limit(limit)
+    count = parse_limit(limit)
     before = decode_cursor(cursor)
     try:
-        rows = await store.search_messages(db, account_id, terms, digits, before, limit + 1)
+        rows = await store.search_messages(db, account_id, terms, digits, before, count + 1)
     except ValueError:  # a position this database never gives
         raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged", field="cursor") from None
-    more = len(rows) > limit
-    rows = rows[:limit]
+    more = len(rows) > count
+    rows = rows[:count]
     return {"data": [{"messageId": r["id"], "contactId": r["contact_id"], "snippet": snippet(r["body"], terms, digits),
                       "createdAt": r["created_at"]} for r in rows],
             "nextCursor": encode_cursor(rows[-1]["position"]) if more else None}

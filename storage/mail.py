@@ -1,19 +1,24 @@
 """SQL for Parley's own mail (services/mail_out.py): a mail is an outbox row of kind 'mail' (migration 0670),
 written in the transaction that made what it announces (an invitation's user and link, a reset link), and sent,
 retried and recorded by the delivery worker like a webhook."""
+from __future__ import annotations
+
 import json
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from storage.db import fetch_all, reads, writes
+from storage.interface import Connection
 from storage.one_time_links import insert_link
 from storage.outbox import enqueue_in_tx
 
 
-def queue_in_tx(cx, mail):
+def queue_in_tx(cx: Connection, mail: Mapping[str, Any]) -> None:
     """mail: {id (its outbox webhook_id, the Message-ID's left part), account_id, payload}."""
     enqueue_in_tx(cx, account_id=mail["account_id"], kind="mail", payload=mail["payload"], webhook_id=mail["id"])
 
 
-def forget_recipient_in_tx(cx, account_id, email, now):
+def forget_recipient_in_tx(cx: Connection, account_id: str, email: str, now: str) -> None:
     """A removed user's address leaves the account's mail: their mails (sent or not) are deleted with their attempts,
     but for one being sent at this moment (its attempt records itself; the cleanup takes it later)."""
     rows = cx.execute("SELECT id, payload FROM outbox WHERE account_id = ? AND kind = 'mail' AND payload LIKE ?"
@@ -27,7 +32,7 @@ def forget_recipient_in_tx(cx, account_id, email, now):
 
 
 @writes
-def insert_links_with_mail(cx, pairs):
+def insert_links_with_mail(cx: Connection, pairs: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> None:
     """One-time links, each with the mail that carries it (or None), in one transaction."""
     for link, mail in pairs:
         insert_link.sync(cx, link)
@@ -36,7 +41,7 @@ def insert_links_with_mail(cx, pairs):
 
 
 @reads
-def recent(cx, account_id, limit=5):
+def recent(cx: Connection, account_id: str, limit: int = 5) -> list[dict[str, Any]]:
     """The account's newest mails, newest first: {id, to, subject, status, attempts, last_error, sent_at,
     created_at} (never the text: it may carry a one-time link)."""
     rows = fetch_all(cx, "SELECT webhook_id, payload, status, attempts, last_error, sent_at, created_at FROM outbox"

@@ -7,7 +7,7 @@ import re
 
 from services import contacts as contact_service
 from services import lists as list_service
-from tests.test_campaigns_ui import field_error, unescape
+from tests.ui_helpers import field_error, unescape
 
 
 async def make_contact(services, account_id, **fields):

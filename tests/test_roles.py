@@ -15,7 +15,6 @@ from storage import events
 from tests.campaign_helpers import create, make_list, people, set_webhook
 from tests.inbound_helpers import inbound
 from tests.live_helpers import Socket
-from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
 from tests.test_users import NEW_PASSWORD, accept, invite
 from tests.ui_helpers import PASSWORD, FormClient
 

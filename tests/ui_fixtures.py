@@ -68,3 +68,25 @@ def signed_in_as(io_loop, services, http_server_client):
         assert response.code == 303, response.text
         return account, client
     return make
+
+
+@pytest.fixture
+def ui_agency(io_loop, services):
+    """An agency account whose owner can sign in."""
+    return io_loop.run_sync(lambda: accounts.create_account(
+        services.db, services.box, services.keys, name="Agency", email="boss@agency.example",
+        account_type="agency", password=PASSWORD))
+
+
+@pytest.fixture
+def agency_browser(io_loop, http_server_client, ui_agency):
+    """A form client signed in as the agency's owner."""
+    browser = FormClient(http_server_client)
+    assert io_loop.run_sync(lambda: browser.login(ui_agency["email"])).code == 303
+    return browser
+
+
+@pytest.fixture
+def theirs(make_account):
+    """A sub-account of another agency."""
+    return make_account(agency_email=make_account("agency")["email"])

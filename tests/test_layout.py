@@ -43,13 +43,8 @@ STILL_IMPORTING_TEST_MODULES = {
     "test_bot_modes",
     "test_bot_placeholders",
     "test_bot_real_model",
-    "test_contact_edit",
     "test_contact_erasure_imports",
-    "test_contact_erasure_ui",
     "test_contact_import_limits",
-    "test_postgres_faults",
-    "test_roles",
-    "test_sla",
     "test_users",
     "test_widget",
 }

@@ -15,7 +15,7 @@ from storage import events
 from tests.campaign_helpers import create, make_list, people, set_webhook
 from tests.inbound_helpers import inbound
 from tests.live_helpers import Socket
-from tests.test_users import NEW_PASSWORD, accept, invite
+from tests.team_users import NEW_PASSWORD, accept, invite
 from tests.ui_helpers import PASSWORD, FormClient
 
 # A value for each kind of path group, so that every route can be requested.

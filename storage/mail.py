@@ -3,7 +3,7 @@ written in the transaction that made what it announces (an invitation's user and
 retried and recorded by the delivery worker like a webhook."""
 import json
 
-from storage.db import fetch_all, reads, writes
+from storage.db import fetch_all, fetch_one, reads, writes
 from storage.one_time_links import insert_link
 from storage.outbox import enqueue_in_tx
 
@@ -45,3 +45,42 @@ def recent(cx, account_id, limit=5):
     return [{"id": row["webhook_id"], "to": json.loads(row["payload"])["to"],
              "subject": json.loads(row["payload"])["subject"], "status": row["status"], "attempts": row["attempts"],
              "last_error": row["last_error"], "sent_at": row["sent_at"], "created_at": row["created_at"]} for row in rows]
+
+
+# ---- the email channel's import (services/mail_in.py) -------------------------------------------
+
+@reads
+def mailbox_accounts(cx):
+    """The accounts whose settings name an IMAP server: [(id, settings)] (the importer keeps one connection each)."""
+    rows = cx.execute("SELECT id, settings FROM accounts WHERE settings LIKE ?", ('%"imap"%',)).fetchall()
+    return [(row[0], json.loads(row[1])) for row in rows]
+
+
+@reads
+def checkpoint(cx, account_id):
+    """{mailbox, uidvalidity, last_uid, updated_at} of the account's import, or None before its first."""
+    return fetch_one(cx, "SELECT mailbox, uidvalidity, last_uid, updated_at FROM mail_checkpoints WHERE account_id = ?",
+                     (account_id,))
+
+
+@writes
+def set_checkpoint(cx, account_id, mailbox, uidvalidity, last_uid, now):
+    cx.execute("INSERT INTO mail_checkpoints (account_id, mailbox, uidvalidity, last_uid, updated_at)"
+               " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id) DO UPDATE SET mailbox = excluded.mailbox,"
+               " uidvalidity = excluded.uidvalidity, last_uid = excluded.last_uid, updated_at = excluded.updated_at",
+               (account_id, mailbox, uidvalidity, last_uid, now))
+
+
+@writes
+def mark_bounced(cx, account_id, message_id, error, now):
+    """A bounce for an outbound email message: the message is Failed with the bounce's reason (final: no retry),
+    its delivery row too. Returns True when the account has such a message (an unknown one changes nothing)."""
+    from storage.delivery import set_message_status_in_tx
+    found = cx.execute("SELECT id FROM messages WHERE account_id = ? AND id = ? AND direction = 'outbound'"
+                       " AND channel = 'email'", (account_id, message_id)).fetchone()
+    if found is None:
+        return False
+    cx.execute("UPDATE outbox SET status = 'failed', last_error = ? WHERE account_id = ? AND message_id = ?"
+               " AND status <> 'pending'", (json.dumps(error), account_id, message_id))
+    set_message_status_in_tx(cx, account_id, message_id, "Failed", json.dumps(error), now)
+    return True

@@ -9,14 +9,14 @@ from storage.dialect import dialect_of
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
             " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
-            " bot_outcome")
+            " bot_outcome, mail")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
 # Written on insert, never read back with the message: bot_pending is 1 while the bot owes the message a
 # decision; status_at is when an outbound message's status last changed (GET /v1/messages?status=&since=).
 _INSERT_FIELDS = _FIELDS + ["bot_pending", "status_at"]
 
 
-_JSON = ("error", "bot_outcome")  # columns stored as JSON text
+_JSON = ("error", "bot_outcome", "mail")  # columns stored as JSON text
 
 
 def insert_messages_in_tx(cx, messages):
@@ -147,6 +147,14 @@ def channel_target_in_tx(cx, account_id, contact_id, channel):
     return row[0] if row else None
 
 
+def last_inbound_mail_in_tx(cx, account_id, contact_id):
+    """The `mail` column (subject, Message-IDs) of the contact's latest inbound email, or None."""
+    row = cx.execute("SELECT mail FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
+                     " AND channel = 'email' AND mail IS NOT NULL ORDER BY id DESC LIMIT 1",
+                     (account_id, contact_id)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
 @reads
 def reply_channel(cx, account_id, contact_id):
     """The channel a reply to the contact goes out on by default (reply_target_in_tx's), or None."""
@@ -219,7 +227,7 @@ def list_delivery_attempts(cx, account_id, message_id):
 _AUTHOR, _AUTHOR_JOINS = author_sql("m")
 _THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, {_AUTHOR}"
                   f" FROM messages m{_AUTHOR_JOINS}")
-_THREAD_JSON = ("error", "bot_outcome")
+_THREAD_JSON = ("error", "bot_outcome", "mail")
 
 
 @reads

@@ -83,6 +83,8 @@ class SettingsPage(UiHandler):
         except Invalid as exc:  # checked against what is stored (a merge patch: bot, email)
             await self.render_settings(status=400, error=exc.message, form=form)
             return
+        if "email" in changes and self.services.mail_in is not None:
+            self.services.mail_in.notify()  # the mailbox's import starts (or restarts with the new settings) now
         self.flash_saved(done, warnings)
         self.redirect("/settings" + anchor, status=303)
 

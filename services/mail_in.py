@@ -38,6 +38,7 @@ FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves aft
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0
 _NUMBER = {name: re.compile(rf"\[{name} (\d+)\]".encode()) for name in ("UIDVALIDITY", "UIDNEXT")}
 _FETCHED_UID = re.compile(rb"UID (\d+)")
+_EXISTS = re.compile(rb"^\d+ EXISTS$")
 
 
 def mailbox_key(imap):
@@ -65,6 +66,7 @@ class MailImporter(WorkerLoop):
         super().__init__()
         self.services = services
         self.boxes = {}  # account id -> Mailbox
+        self.idle_seconds = None
 
     async def round(self):
         wanted = {}
@@ -87,8 +89,11 @@ class MailImporter(WorkerLoop):
 
     @property
     def wait_seconds(self):
-        """How long one IDLE (or one wait between looks) lasts: a third of the lease, so that the lease is looked at
-        again well before it could lapse; without IDLE, --mail-poll-seconds."""
+        """How long one IDLE (or one wait between looks) lasts at most: a third of the lease, so that the lease is
+        looked at again well before it could lapse. A new IDLE also sees what arrived just before it started, which
+        some servers (pymap) report only to a command after it. idle_seconds: tests set it shorter."""
+        if self.idle_seconds is not None:
+            return self.idle_seconds
         return self.lease.seconds / 3 if self.lease is not None else 60.0
 
     async def stop(self):
@@ -153,7 +158,9 @@ class Mailbox:
             last_uid, uidvalidity = await self._start_point(client, timeout)
             idle = client.has_capability("IDLE")
             while self.importer.may_run():
-                last_uid = await self._import_after(client, uidvalidity, last_uid, timeout)
+                changed = True
+                while changed:  # until a search finds nothing new and the server reported no arrival meanwhile
+                    last_uid, changed = await self._import_after(client, uidvalidity, last_uid, timeout)
                 self.rounds += 1
                 self.last_error = None
                 if idle:
@@ -194,12 +201,14 @@ class Mailbox:
         return last, uidvalidity
 
     async def _import_after(self, client, uidvalidity, last_uid, timeout):
-        """Import every mail with a UID above last_uid; returns the new checkpoint."""
+        """Import every mail with a UID above last_uid; returns (the new checkpoint, whether to look again: mail
+        was imported, or the server reported an arrival (an untagged EXISTS) while it answered the search)."""
         found = await _ok(client.uid_search("UID", f"{last_uid + 1}:*", charset=None), timeout, "UID SEARCH")
+        arrived = any(_EXISTS.match(bytes(line)) for line in found.lines[:-1])
         # "n:*" always names the newest mail, even when its UID is below n (RFC 3501 6.4.8)
-        uids = sorted(u for u in (int(n) for line in found.lines[:-1] for n in bytes(line).split() if n.isdigit())
-                      if u > last_uid)
-        return await self._import_uids(client, uidvalidity, uids, timeout, last_uid)
+        uids = sorted(u for u in (int(n) for line in found.lines[:-1] if not _EXISTS.match(bytes(line))
+                                  for n in bytes(line).split() if n.isdigit()) if u > last_uid)
+        return await self._import_uids(client, uidvalidity, uids, timeout, last_uid), bool(uids) or arrived
 
     async def _import_uids(self, client, uidvalidity, uids, timeout, last_uid):
         for start in range(0, len(uids), FETCH_BATCH):

@@ -148,11 +148,12 @@ def channel_target_in_tx(cx, account_id, contact_id, channel):
 
 
 def last_inbound_mail_in_tx(cx, account_id, contact_id):
-    """The `mail` column (subject, Message-IDs) of the contact's latest inbound email, or None."""
-    row = cx.execute("SELECT mail FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
-                     " AND channel = 'email' AND mail IS NOT NULL ORDER BY id DESC LIMIT 1",
-                     (account_id, contact_id)).fetchone()
-    return json.loads(row[0]) if row else None
+    """The `mail` column (subject, Message-IDs) of the contact's latest inbound email written by a person (an
+    out-of-office after it is not what a reply answers), else of its latest automatic one, or None."""
+    rows = [json.loads(row[0]) for row in cx.execute(
+        "SELECT mail FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
+        " AND channel = 'email' AND mail IS NOT NULL ORDER BY id DESC LIMIT 5", (account_id, contact_id))]
+    return next((mail for mail in rows if not mail.get("automatic")), rows[0] if rows else None)
 
 
 @reads

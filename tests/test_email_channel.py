@@ -305,3 +305,25 @@ def _dsn(original_id, recipient):
         "--B\r\nContent-Type: text/rfc822-headers\r\n\r\n"
         f"From: Account 1 <{ADDRESS}>\r\nTo: {recipient}\r\nMessage-ID: {original_id}\r\nSubject: Re: Order\r\n\r\n"
         "--B--\r\n").encode()
+
+
+async def test_the_inbox_shows_an_emails_subject_quoted_text_and_delivery_state(signed_in, services, ui_account):
+    """The thread shows each email's subject, its quoted history behind "Show quoted", an automatic mail's badge,
+    and an email reply's delivery state with the reason and the Retry button when it failed."""
+    from tests.mail_server import closed_port
+    account_id = ui_account["account_id"]
+    await configure(services, account_id, smtp={"host": "127.0.0.1", "port": closed_port(), "security": "none"})
+    mail = customer_mail(1, subject="Where is my parcel?", body="Still nothing.\n\nOn Mon, 2 Mar 2026 at 10:00, "
+                                                                "Shop <help@acme.example> wrote:\n> It ships today.\n")
+    assert await mail_in.import_mail(services, account_id, ADDRESS, bytes(mail), "1:1") == "stored"
+    away = customer_mail(2, subject="Out of office", Auto_Submitted="auto-replied")
+    assert await mail_in.import_mail(services, account_id, ADDRESS, bytes(away), "1:2") == "stored"
+    contact_id = (await message_store.find_by_external_id(services.db, account_id,
+                                                          "email:mail-1@customer.example"))["contact_id"]
+    await messaging.send_reply(services, account_id, contact_id, "It is on its way.", author="api")
+    assert await services.delivery.run_due() == 1
+    page = (await signed_in.get(f"/inbox/{contact_id}")).text
+    assert "Subject: Where is my parcel?" in page and "Subject: Re: Where is my parcel?" in page
+    assert "<summary>Show quoted</summary>" in page and "&gt; It ships today." in page
+    assert "Still nothing." in page and "Automatic mail: not answered" in page
+    assert "Failed" in page and "could not connect to 127.0.0.1" in page and ">Retry</button>" in page

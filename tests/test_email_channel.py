@@ -5,7 +5,6 @@ bounces. In-process, on both databases; the parsing alone in test_email_parse.py
 import asyncio
 import imaplib
 from email.message import EmailMessage
-from email.utils import make_msgid
 
 import pytest
 
@@ -273,7 +272,7 @@ async def test_automatic_mail_bounces_and_our_own_mail_are_never_answered(api, s
     await messaging.send_reply(services, account_id, contact, "Where shall we send it?", channel="email",
                                author="api")
     assert await services.delivery.run_due() >= 1
-    sent = [m for m in mail_server.wait_for(1) if m["To"] == "bo4@customer.example"][0]
+    sent = next(m for m in mail_server.wait_for(1) if m["To"] == "bo4@customer.example")
     before = len(await contacts_of(services, account_id))
     bounce = _dsn(sent["Message-ID"], "bo4@customer.example")
     assert await mail_in.import_mail(services, account_id, ADDRESS, bounce, "1:9") == "bounce"

@@ -245,7 +245,7 @@ def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
     if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
         return False  # the common case while closed: one UPDATE that changes nothing, no read
     account = account_store.delivery_context_in_tx(cx, account_id)
-    if _undeliverable(account["settings"], message["channel"]):
+    if undeliverable(account["settings"], message["channel"]):
         return False  # nowhere to deliver it: this closed period passes without one
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     queue_automatic_in_tx(cx, account_id, account, {
@@ -292,7 +292,7 @@ def after_inbound(services, message):
 
 # ---- outbound --------------------------------------------------------------------------------
 
-def _undeliverable(settings, channel):
+def undeliverable(settings, channel):
     """Why a reply on this channel cannot be delivered with these settings (in words), or None: an email goes by
     the account's SMTP server, every other channel but the widget's to the Custom Channel Webhook URL."""
     if channel == mail_out.CHANNEL:
@@ -304,7 +304,7 @@ async def _require_webhook(services, account_id, channel=None):
     """Invalid when the account has nowhere to deliver replies on this channel. Checked before media is stored;
     without media the outbound write checks it itself (no read before it)."""
     account = await account_store.get_account(services.db, account_id)
-    reason = NO_WEBHOOK if account is None else _undeliverable(account["settings"], channel)
+    reason = NO_WEBHOOK if account is None else undeliverable(account["settings"], channel)
     if reason:
         raise Invalid(reason)
 
@@ -344,7 +344,7 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     if user_id is None:
         account = account_store.delivery_context_in_tx(cx, account_id)
         for channel in delivered_on:
-            reason = NO_WEBHOOK if account is None else _undeliverable(account["settings"], channel)
+            reason = NO_WEBHOOK if account is None else undeliverable(account["settings"], channel)
             if reason:
                 raise Invalid(reason)
         # The payload's userId (docs/api.md#webhook-delivery): the account's owner, or the account itself when it has no user.

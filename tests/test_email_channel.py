@@ -4,6 +4,7 @@ customer's In-Reply-To/References (services/mail_out.py), the customer's answer 
 bounces. In-process, on both databases; the parsing alone in test_email_parse.py."""
 import asyncio
 import imaplib
+import re
 from email.message import EmailMessage
 
 import pytest
@@ -326,3 +327,27 @@ async def test_the_inbox_shows_an_emails_subject_quoted_text_and_delivery_state(
     assert "<summary>Show quoted</summary>" in page and "&gt; It ships today." in page
     assert "Still nothing." in page and "Automatic mail: not answered" in page
     assert "Failed" in page and "could not connect to 127.0.0.1" in page and ">Retry</button>" in page
+
+
+async def test_the_csat_question_is_emailed_with_its_real_link(api, services, account, mail_server,
+                                                             http_server_client):
+    """A resolved email conversation is asked by email, the mail carrying the one-question page's real link (the
+    stored message shows it masked), and the link opens the page."""
+    from tests.ui_helpers import FormClient
+    account_id, key = account["account_id"], account["api_key"]
+    await configure(services, account_id, smtp=mail_server.settings())
+    r = await api.patch("/v1/account/settings", {"csat": {"enabled": True, "question": "How did we do?"}}, key=key)
+    assert r.code == 200, r.body
+    assert await mail_in.import_mail(services, account_id, ADDRESS, bytes(customer_mail(1)), "1:1") == "stored"
+    contact_id = (await message_store.find_by_external_id(services.db, account_id,
+                                                          "email:mail-1@customer.example"))["contact_id"]
+    r = await api.patch(f"/v1/conversations/{contact_id}", {"status": "resolved"}, key=key)
+    assert r.code == 200, r.body
+    assert await services.delivery.run_due() == 1
+    [asked] = mail_server.wait_for(1)
+    assert asked["Subject"] == "Re: Order 1" and asked["Auto-Submitted"] == "auto-replied"
+    [token] = re.findall(r"https://\S+/csat/([A-Za-z0-9_-]+)", asked.get_content())
+    [stored] = [m for m in await emails(services, account_id) if m["direction"] == "outbound"]
+    assert token not in stored["body"] and "/csat/…" in stored["body"]
+    page = await FormClient(http_server_client).get(f"/csat/{token}")
+    assert page.code == 200 and "How did we do?" in page.text

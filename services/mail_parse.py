@@ -103,16 +103,16 @@ def _normalized(text):
 
 
 def trim_quoted(text):
-    """(the reply, the quoted history or None): quotequail finds where the history of a reply starts ("On … wrote:",
-    "-----Original Message-----", lines of "> "); the history keeps its header line. A forward keeps its whole text
-    (what was forwarded is the point), and so does a mail that is all quote."""
+    """(the reply, the quoted history or None): quotequail finds where the history starts ("On … wrote:", lines of
+    "> ", and "-----Original Message-----", which it reads as a forward: Outlook's replies look so); the history
+    keeps its header line and is shown on request. A mail that is all quote (a bare forward) keeps its whole text."""
     if not text:
         return text, None
     try:
         found = quotequail.unwrap(text)
     except Exception:  # a library fault must not stop the import: the whole text is the reply
         return text, None
-    if not found or found.get("type") != "reply" or not (found.get("text_top") or "").strip():
+    if not found or not (found.get("text_top") or "").strip():
         return text, None
     top = found["text_top"].strip()
     at = text.find(top)

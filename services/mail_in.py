@@ -24,6 +24,7 @@ import re
 from datetime import timedelta
 
 from common import errors
+from common.validation import MESSAGE_BODY_MAX
 from common.ids import iso, parse_iso, utcnow
 from services import email_settings, mail_out, mail_parse, media, messaging
 from services.mail_connect import MailError, imap_session, logout_imap
@@ -71,9 +72,8 @@ class MailImporter(WorkerLoop):
     async def round(self):
         wanted = {}
         for account_id, settings in await store.mailbox_accounts(self.services.db):
-            imap = email_settings.server(settings, "imap")
-            if imap is not None:
-                wanted[account_id] = settings
+            if email_settings.server(settings, "imap") is not None:
+                wanted[account_id] = settings[email_settings.SETTING]  # another setting changed restarts nothing
         for account_id in list(self.boxes):
             box = self.boxes[account_id]
             if account_id not in wanted or box.settings != wanted[account_id]:
@@ -107,10 +107,11 @@ class Mailbox:
     """One account's mailbox: connect, import what is new, wait (IDLE or poll), again; reconnect with backoff."""
 
     def __init__(self, importer, account_id, settings, rng=None):
+        """settings: the account's `email` setting."""
         self.importer, self.services = importer, importer.services
         self.account_id, self.settings = account_id, settings
-        self.imap = email_settings.server(settings, "imap")
-        self.address = ((settings.get(email_settings.SETTING) or {}).get("address") or "").lower()
+        self.imap = email_settings.server({email_settings.SETTING: settings}, "imap")
+        self.address = (settings.get("address") or "").lower()
         self.key = mailbox_key(self.imap)
         self.rng = rng or random.Random()
         self.task = None
@@ -251,15 +252,18 @@ async def import_mail(services, account_id, address, raw, place, counter=None):
         return "own" if parsed.from_address else "skipped"  # Parley never answers its own mail
     thread_contact_id = await _thread_contact(services, account_id, key, parsed.references)
     body, stored_media, extra = await _with_attachments(services, parsed)
+    if len(body) > MESSAGE_BODY_MAX:  # the limit of every message body; the whole mail stays in the mailbox
+        body = body[:MESSAGE_BODY_MAX - 60].rstrip() + "\n\n[the rest of this mail is too long to show here]"
     sid = f"email:{parsed.message_id or place}"
     mail = {"subject": parsed.subject or None, "messageId": parsed.message_id, "references": parsed.references,
-            "quoted": parsed.quoted, "automatic": parsed.automatic or None}
+            "quoted": parsed.quoted and parsed.quoted[:MESSAGE_BODY_MAX], "automatic": parsed.automatic or None}
     try:
         message, created = await messaging.receive_inbound(
             services, account_id, message_sid=sid, from_id=parsed.from_address, to_id=address or None, body=body,
             channel=CHANNEL, first_name=parsed.from_name, auto_submitted=parsed.automatic, mail=mail,
             stored_media=stored_media, thread_contact_id=thread_contact_id)
-    except errors.Conflict as exc:  # a Message-ID stored already as another mail (a forged or reused one)
+    except (errors.Conflict, errors.Invalid) as exc:  # a Message-ID stored already as another mail (a forged or
+        # reused one), or what no inbound message may be: skipped, or the mailbox would stop at it for ever
         log.warning("email import for account %s: mail %s not stored: %s", account_id, sid, exc.message)
         return "skipped"
     if not created:

@@ -149,6 +149,7 @@ async def test_one_process_imports_a_mailbox_and_an_unreachable_one_is_retried(s
         await wait_for(lambda: box.last_error is not None)
         assert "could not connect to 127.0.0.1" in box.last_error
         assert box.task is not None and not box.task.done()  # it goes on trying
+        assert not await second.lease.hold()  # the other process's: it keeps no connection
         assert second.boxes == {} and second.rounds_finished == 0
     finally:
         await first.stop()

@@ -57,8 +57,10 @@ run: $(STAMP)
 
 # pytest-xdist workers: 3 on 2 cores pays, since many tests wait on a server process, a browser or a socket
 # (docs/testing.md). WORKERS=0 runs in this process (for pdb, or one quick file).
+# --maxschedchunk: a worker is handed at most 16 tests at a time, so the long modules, which run first (tests/conftest.py
+# RUN_FIRST), spread over the workers and the short tests fill the end evenly.
 WORKERS ?= 3
-XDIST = $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
+XDIST = $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS) --maxschedchunk 16)
 
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): without it every xdist
 # worker of both halves, and every server and CLI process a test starts, compiles the sources and rewrites the

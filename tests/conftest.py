@@ -198,9 +198,26 @@ def browser_only(item):
     return "chromium" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("postgres_too")
 
 
+# The modules that take longest (the --durations of CI runs: a server process, a browser, a fuzzer or a kill -9),
+# longest first. They run before the rest: xdist hands each worker consecutive tests in collection order, and a
+# long test started last keeps one worker busy while the others have nothing left (longest first fills the end
+# with the short tests). A module missing here is only run later, never skipped.
+RUN_FIRST = ("test_openapi", "test_accessibility", "test_server_e2e", "test_contact_import_e2e", "test_scale_out_e2e",
+             "test_postgres_faults", "test_campaigns_e2e", "test_faults", "test_ui_edges_e2e", "test_users_ui",
+             "test_inbox_e2e", "test_bot_e2e", "test_limits", "test_parley_cli", "test_campaigns_ui",
+             "test_widget_e2e", "test_tls", "test_day2_access_ui", "test_docs_page", "test_team_inbox_e2e")
+
+
+def run_first_rank(item):
+    module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+    return RUN_FIRST.index(module) if module in RUN_FIRST else len(RUN_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
     """sqlite_only tests are skipped on PostgreSQL, postgres_only ones on SQLite, each with its reason; on
-    PostgreSQL, the tests that store nothing and the browser's are left out (they ran in the SQLite half)."""
+    PostgreSQL, the tests that store nothing and the browser's are left out (they ran in the SQLite half). The
+    RUN_FIRST modules go first (a stable sort: each module's tests stay together and in their order)."""
+    items.sort(key=run_first_rank)
     on_postgres = bool(os.environ.get("PARLEY_TEST_DATABASE_URL"))
     if on_postgres:
         kept = [item for item in items if item.get_closest_marker("postgres_only")

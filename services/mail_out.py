@@ -12,16 +12,18 @@ token is otherwise only stored hashed) and only the recipient and subject are sh
 The email channel's replies (an outbox row of kind 'reply' whose channel is `email`) go out here too, with
 Parley's own Message-ID, signed (signed_message_id: a reference to it cannot be forged to attach mail to another
 thread), In-Reply-To and References of the customer's mail and its subject with "Re:"."""
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
+import mimetypes
 import re
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 
 from common.ids import new_id
-from services import email_settings
+from services import email_settings, media
 from services.mail_connect import MailError, send_smtp
 from services.webhook_post import Outcome
 from storage import mail as store
@@ -143,8 +145,23 @@ def reply_mail(last_inbound_mail):
             "inReplyTo": last.get("messageId"), "references": references}
 
 
-def reply_message_of(services, account, payload):
-    """The EmailMessage of an email reply's delivery (its outbox payload)."""
+_STORED_MEDIA = re.compile(r"/v1/media/([0-9a-f]{64})\?")
+
+
+def _attachment(services, payload):
+    """(bytes, content type) of the reply's stored file, read from the media directory, or None: a file given by URL
+    is named in the text instead. Blocking: run in a thread."""
+    found = _STORED_MEDIA.search(payload.get("mediaUrl") or "")
+    if found is None:
+        return None
+    try:
+        return (media.media_dir(services.settings) / found[1]).read_bytes(), payload["mediaContentType"]
+    except OSError:
+        return None
+
+
+def reply_message_of(services, account, payload, attachment=None):
+    """The EmailMessage of an email reply's delivery (its outbox payload), with its file attached."""
     address = account["settings"][email_settings.SETTING]["address"]
     mail = payload.get("mail") or {}
     message = EmailMessage()
@@ -159,7 +176,15 @@ def reply_message_of(services, account, payload):
         message["References"] = " ".join(f"<{ref}>" for ref in mail["references"])
     if payload.get("author") in ("bot", "auto"):
         message["Auto-Submitted"] = "auto-replied"  # RFC 3834: the customer's auto-responder stays quiet
-    message.set_content(payload["body"])
+    text = payload["body"]
+    if payload.get("mediaUrl") and attachment is None:
+        text += f"\n\n{payload['mediaUrl']}"
+    message.set_content(text)
+    if attachment is not None:
+        data, content_type = attachment
+        maintype, _, subtype = content_type.partition("/")
+        extension = mimetypes.guess_extension(content_type) or ""
+        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=f"attachment{extension}")
     return message
 
 
@@ -173,8 +198,9 @@ async def deliver_reply(services, account, payload):
         password = email_settings.password(services.box, smtp)
     except ValueError as exc:
         return Outcome(error=str(exc))
+    attachment = await asyncio.to_thread(_attachment, services, payload) if payload.get("mediaUrl") else None
     try:
-        await send_smtp(smtp, password, reply_message_of(services, account, payload),
+        await send_smtp(smtp, password, reply_message_of(services, account, payload, attachment),
                         timeout=services.settings.mail_timeout_seconds,
                         allow_private=services.settings.allow_private_webhooks)
     except MailError as exc:

@@ -3,6 +3,7 @@ server (pymap, tests/mail_server.py), replies sent by SMTP to a real aiosmtpd wi
 customer's In-Reply-To/References (services/mail_out.py), the customer's answer threading back, automatic mail and
 bounces. In-process, on both databases; the parsing alone in test_email_parse.py."""
 import asyncio
+import base64
 import imaplib
 import re
 from email.message import EmailMessage
@@ -16,6 +17,8 @@ from storage import mail as mail_store
 from storage import messages as message_store
 
 ADDRESS = "help@acme.example"
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+PNG_DATA_URI = f"data:image/png;base64,{PNG}"
 
 
 @pytest.fixture
@@ -228,7 +231,9 @@ async def test_a_reply_goes_by_smtp_signed_and_the_answer_threads_back(api, serv
     await configure(services, account_id, smtp=mail_server.settings(port=closed_port()))  # the SMTP server is down:
     # retried, shown Failed with the reason; then it is back, and the Retry button sends it
     services.delivery._accounts.clear()  # the settings as they are now, not the second-old copy of the last round
-    r = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "Glad to help."}, key=key)
+    r = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "Glad to help.", "mediaUrl": PNG_DATA_URI,
+                                                               "mediaContentType": "image/png"}, key=key)
+    assert r.code == 201, r.body
     second_id = r.json["id"]
     assert await services.delivery.run_due() == 1
     r = await api.get(f"/v1/messages/{second_id}", key=key)
@@ -242,6 +247,9 @@ async def test_a_reply_goes_by_smtp_signed_and_the_answer_threads_back(api, serv
     [_, again] = mail_server.wait_for(2)
     assert again["In-Reply-To"] == "<mail-2@home>"
     assert again["References"] == f"<mail-1@customer.example> <{ours}> <mail-2@home>"
+    assert again.get_body(("plain",)).get_content().strip() == "Glad to help."
+    [attached] = again.iter_attachments()  # the reply's file, from the media directory
+    assert attached.get_content_type() == "image/png" and attached.get_content() == base64.b64decode(PNG)
     assert (await api.get(f"/v1/messages/{second_id}", key=key)).json["status"] == "Sent"
 
 

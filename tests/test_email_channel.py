@@ -113,9 +113,24 @@ async def test_a_mailbox_is_imported_once_across_restarts_and_nothing_is_missed(
         await wait_for(lambda: box.imported == 4)
     finally:
         await importer.stop()
+    # The folder made anew (another UIDVALIDITY): what arrived since the day before the checkpoint is looked at
+    # again, the mails imported already are not stored twice, and the new one is.
+    mark = await mail_store.checkpoint(services.db, account_id)
+    await mail_store.set_checkpoint(services.db, account_id, mark["mailbox"], mark["uidvalidity"] + 1, 2,
+                                    mark["updated_at"])
+    await append(imap_server, customer_mail(8))
+    importer = MailImporter(services)
+    try:
+        await importer.round()
+        box = importer.boxes[account_id]
+        await wait_for(lambda: box.rounds >= 1)
+        assert box.imported == 1
+    finally:
+        await importer.stop()
+    assert (await mail_store.checkpoint(services.db, account_id))["uidvalidity"] == mark["uidvalidity"]
     stored = await emails(services, account_id)
-    assert [m["body"] for m in stored] == [f"Hello, this is mail {n}." for n in range(1, 8)]
-    assert [m["mail"]["subject"] for m in stored] == [f"Order {n}" for n in range(1, 8)]
+    assert [m["body"] for m in stored] == [f"Hello, this is mail {n}." for n in range(1, 9)]
+    assert [m["mail"]["subject"] for m in stored] == [f"Order {n}" for n in range(1, 9)]
     assert {m["from_id"] for m in stored} == {"ann@customer.example"}
     assert len({m["contact_id"] for m in stored}) == 1
     assert await emails(services, other_account["account_id"]) == []

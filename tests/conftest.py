@@ -1,7 +1,9 @@
 """Fixtures that build a real Parley on tmp_path: a real SQLite file (or, with PARLEY_TEST_DATABASE_URL, a
 fresh PostgreSQL database per test), the real app, real HTTP."""
+import asyncio
 import json
 import os
+import random
 import shutil
 
 import hypothesis
@@ -9,9 +11,13 @@ import pytest
 
 import server
 from services import accounts
+from services.campaign_runner import BATCH_MAX, CampaignRunner
+from services.delivery import DeliveryWorker
 from settings import Settings
 from storage import sqlite_db
 from tests import pg_databases
+from tests.bot_helpers import Provider
+from tests.delivery_helpers import Receiver
 
 pytest_plugins = ["tests.ui_fixtures"]  # the UI tests' fixtures, for every module
 
@@ -43,8 +49,12 @@ def database_url(request, monkeypatch):
 
 
 @pytest.fixture
-def settings(tmp_path, database_url):
-    return Settings(data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, database_url=database_url)
+def settings(request, tmp_path, database_url):
+    """The server's settings for a test; a module or test marked settings(name=value, ...) gets those set too
+    (a 1 s webhook_timeout_seconds keeps the delivery timeout tests short)."""
+    marker = request.node.get_closest_marker("settings")
+    return Settings(**{"data_dir": tmp_path / "data", "allow_private_webhooks": True, "http_port": 0,
+                       "database_url": database_url, **(marker.kwargs if marker else {})})
 
 
 @pytest.fixture(scope="session")
@@ -168,6 +178,58 @@ class Api:
 
     async def delete(self, path, **kw):
         return await self.call("DELETE", path, **kw)
+
+
+@pytest.fixture
+def receiver(io_loop):
+    """A real local HTTP server recording the webhooks it gets (tests/delivery_helpers.py Receiver)."""
+    r = Receiver()
+
+    async def start():
+        r.start()
+    io_loop.run_sync(start)
+    yield r
+    io_loop.run_sync(r.close)
+
+
+@pytest.fixture
+def workers(io_loop, services):
+    """make(services=..., **kw) -> a DeliveryWorker with a seeded jitter; all stopped at teardown."""
+    made = []
+
+    def make(svc=None, **kw):
+        kw.setdefault("rng", random.Random(7))
+        worker = DeliveryWorker(svc or services, **kw)
+        made.append(worker)
+        return worker
+    yield make
+    for worker in made:
+        io_loop.run_sync(worker.stop)
+
+
+@pytest.fixture
+def worker(io_loop, services):
+    """A delivery worker the test drives (run_due), with a seeded jitter."""
+    w = DeliveryWorker(services, rng=random.Random(7))
+    yield w
+    io_loop.run_sync(w.stop)
+
+
+@pytest.fixture
+def runner(services):
+    """A runner whose clock the test moves (its buckets fill only when the test says time passed)."""
+    clock = {"now": 1000.0}
+    r = CampaignRunner(services, clock=lambda: clock["now"], batch_size=BATCH_MAX)
+    r.clock_state = clock
+    return r
+
+
+@pytest.fixture
+def provider(io_loop):
+    """A real local chat-completions server for the bot (tests/bot_helpers.py Provider)."""
+    p = io_loop.run_sync(lambda: asyncio.sleep(0, Provider()))
+    yield p
+    io_loop.run_sync(p.close)
 
 
 @pytest.fixture

@@ -51,3 +51,20 @@ def spend_from_outside(database, account_id, hundredths, reason):
         return outcome
     finally:
         cx.close()
+
+
+SUBS = "/v1/subaccounts"
+
+
+async def grant(api, agency, sub, amount, key=None):
+    r = await api.post("/v1/subaccounts/credits", {"email": sub["email"], "amount": amount}, key=agency["api_key"],
+                       query_key=False, headers={"Idempotency-Key": key} if key else None)
+    assert r.code == 200, r.body
+    return r
+
+
+async def set_auto_recharge(api, agency, sub, threshold, amount):
+    setting = None if threshold is None else {"threshold": threshold, "amount": amount}
+    r = await api.patch(f"{SUBS}/{sub['account_id']}", {"autoRecharge": setting}, key=agency["api_key"])
+    assert r.code == 200, r.body
+    return r.json

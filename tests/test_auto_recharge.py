@@ -15,11 +15,9 @@ from common.errors import InsufficientCredits
 from common.ids import utcnow
 from services import accounts, credits
 from storage.outbox import list_outbox
-from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications, spend_from_outside, \
+from tests.recharge import SUBS, grant, set_auto_recharge, DATA_FIELDS, EVENT, distinct, recharge_notifications, spend_from_outside, \
     spend_in_reply_tx
-from tests.test_delivery import Receiver, receiver, workers  # noqa: F401 (fixtures)
 
-SUBS = "/v1/subaccounts"
 
 
 async def listen(services, agency, url):
@@ -29,20 +27,6 @@ async def listen(services, agency, url):
 
 async def secret_of(services, account):
     return (await accounts.get_webhook_secret(services.db, services.box, account["account_id"]))["secret"]
-
-
-async def grant(api, agency, sub, amount, key=None):
-    r = await api.post("/v1/subaccounts/credits", {"email": sub["email"], "amount": amount}, key=agency["api_key"],
-                       query_key=False, headers={"Idempotency-Key": key} if key else None)
-    assert r.code == 200, r.body
-    return r
-
-
-async def set_auto_recharge(api, agency, sub, threshold, amount):
-    setting = None if threshold is None else {"threshold": threshold, "amount": amount}
-    r = await api.patch(f"{SUBS}/{sub['account_id']}", {"autoRecharge": setting}, key=agency["api_key"])
-    assert r.code == 200, r.body
-    return r.json
 
 
 async def subaccount(api, agency, sub):

@@ -18,11 +18,8 @@ INBOUND = "/v1/incoming_custom_channel_message"
 MB = 1 << 20
 
 
-@pytest.fixture
-def settings(tmp_path, database_url):
-    # A small memory budget (two 1.2 MB bodies do not fit at once) and the usual 1 MB JSON limit.
-    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
-                    max_buffered_body_bytes=2 * MB)
+# A small memory budget (two 1.2 MB bodies do not fit at once) and the usual 1 MB JSON limit.
+pytestmark = pytest.mark.settings(max_buffered_body_bytes=2 * MB)
 
 
 class Raw:

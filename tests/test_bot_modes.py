@@ -8,9 +8,11 @@ import pytest
 
 from handlers.message_schemas import OutboundCustomData
 from services import bot_answer, bot_provider
-from tests.test_bot import bot_replies, configure, provider, say  # noqa: F401 (fixture)
-from tests.test_bot import settings  # noqa: F401 (fixture: private provider addresses allowed)
+from tests.bot_helpers import bot_replies, configure, say
+from tests.bot_helpers import BOT_SETTINGS
 from tests.test_bot_ui import account_form, signed_in, stored_bot, ui_account  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py
 
 OLD_PLACEHOLDER = '{"reply": "<your message to the customer>", "handoff": false}'
 

@@ -13,9 +13,8 @@ import pytest
 
 from common.ids import iso, now_iso, parse_iso, utcnow
 from storage.db import reads
-from tests.test_campaigns import (INBOUND, campaign, create, deliver_all, make_list, people, run_all,  # noqa: F401
-                                  runner, set_webhook, worker)
-from tests.test_delivery import receiver  # noqa: F401 (a fixture)
+from tests.campaign_helpers import campaign, create, deliver_all, make_list, people, run_all, set_webhook
+from tests.inbound_helpers import INBOUND
 
 ZERO = {"total": 0, "pending": 0, "queued": 0, "sent": 0, "failed": 0, "retrying": 0, "skipped": 0, "cancelled": 0}
 

@@ -9,16 +9,15 @@ import json
 from common.ids import utcnow
 from storage import campaign_actions
 from storage import delivery as delivery_store
-from tests.test_campaigns import (_statuses, campaign, create, deliver_all, make_list, people, recipients, run_all,
-                                  runner, set_webhook, worker)  # noqa: F401 (runner, worker: fixtures)
-from tests.test_delivery import later, receiver  # noqa: F401 (receiver: a fixture)
+from tests.campaign_helpers import recipient_statuses, campaign, create, deliver_all, make_list, people, recipients, run_all, set_webhook
+from tests.delivery_helpers import later
 
 
 async def assert_exact(api, services, account, campaign_id):
     """The campaign's counts as the API shows them equal its recipients' statuses, and add up to total."""
     c = await campaign(api, account, campaign_id)
     counts = c["counts"]
-    assert {k: v for k, v in counts.items() if k != "total"} == await services.db.read(_statuses, campaign_id)
+    assert {k: v for k, v in counts.items() if k != "total"} == await services.db.read(recipient_statuses, campaign_id)
     assert counts["total"] == sum(v for k, v in counts.items() if k != "total")
     return c
 

@@ -6,10 +6,8 @@ import re
 import pytest
 
 from services import contacts
-from tests.test_campaigns import (assert_counts_add_up, campaign, deliver_all, recipients, run_all,  # noqa: F401
-                                  runner, set_webhook, worker)
+from tests.campaign_helpers import assert_counts_add_up, campaign, deliver_all, recipients, run_all, set_webhook
 from tests.test_campaigns_ui import api_campaign, api_campaigns, field_error, form, unescape
-from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 
 BODY = "Hi {{firstName}}!"
 

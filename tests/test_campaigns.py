@@ -6,7 +6,6 @@ import asyncio
 import csv
 import io
 import json
-import random
 
 import pytest
 from standardwebhooks import Webhook
@@ -14,93 +13,14 @@ from standardwebhooks import Webhook
 from common.ids import now_iso, utcnow
 from services import contacts, lists
 from services.campaign_runner import BATCH_MAX, CampaignRunner, hand_over
-from services.delivery import DeliveryWorker
 from storage import campaigns as campaign_store
 from storage.dialect import dialect_of
-from tests.test_delivery import Receiver, later, receiver, secret_of  # noqa: F401 (receiver: a fixture)
+from tests.campaign_helpers import (assert_counts_add_up, campaign, create, deliver_all, make_list, people, recipient_statuses,
+                                    recipients, run_all, set_webhook)
+from tests.delivery_helpers import Receiver, later, secret_of
 from tests import db_direct
 
 INBOUND = "/v1/incoming_custom_channel_message"
-
-
-@pytest.fixture
-def worker(io_loop, services):
-    w = DeliveryWorker(services, rng=random.Random(7))
-    yield w
-    io_loop.run_sync(w.stop)
-
-
-@pytest.fixture
-def runner(services):
-    """A runner whose clock the test moves (its buckets fill only when the test says time passed)."""
-    clock = {"now": 1000.0}
-    r = CampaignRunner(services, clock=lambda: clock["now"], batch_size=BATCH_MAX)
-    r.clock_state = clock
-    return r
-
-
-async def make_list(services, account, people, name="Leads"):
-    """A list of this account with a contact per {firstName, lastName, phone, email}; returns (list id, ids)."""
-    account_id = account["account_id"]
-    lst = await lists.create_list(services.db, account_id, name)
-    ids = []
-    for person in people:
-        contact, _ = await contacts.create_contact(services.db, account_id, **person)
-        await lists.add_contact(services.db, account_id, lst["id"], contact["id"])
-        ids.append(contact["id"])
-    return lst["id"], ids
-
-
-def people(n, start=0):
-    return [{"first_name": f"Ann{i}", "last_name": f"Lee{i}", "phone": f"+1415555{i:04d}",
-             "email": f"ann{i}@example.com"} for i in range(start, start + n)]
-
-
-async def set_webhook(api, account, url):
-    r = await api.patch("/v1/account/settings", {"customChannelWebhookUrl": url}, key=account["api_key"])
-    assert r.code == 200, r.body
-
-
-async def create(api, account, list_id, **fields):
-    body = {"name": "Spring", "listId": list_id, "body": "Hi {{firstName}} {{ lastName }}!", **fields}
-    return await api.post("/v1/campaigns", body, key=account["api_key"])
-
-
-async def campaign(api, account, campaign_id):
-    r = await api.get(f"/v1/campaigns/{campaign_id}", key=account["api_key"])
-    assert r.code == 200, r.body
-    return r.json
-
-
-async def run_all(runner, seconds=1000.0):
-    """Let the runner's clock pass and run rounds until nothing is left to hand over."""
-    for _ in range(1000):
-        runner.clock_state["now"] += seconds
-        await runner.step()
-        active = await campaign_store.due_campaigns(runner.services.db, now_iso())
-        if not active:
-            return
-    raise AssertionError("the runner did not finish")
-
-
-async def deliver_all(worker, now=None):
-    """Delivery rounds until nothing is due (a round starts at most per-account-concurrency attempts)."""
-    total = 0
-    while n := await worker.run_due(now or utcnow()):
-        total += n
-    return total
-
-
-async def recipients(api, account, campaign_id, **query):
-    path = f"/v1/campaigns/{campaign_id}/recipients?limit=200" + "".join(f"&{k}={v}" for k, v in query.items())
-    r = await api.get(path, key=account["api_key"])
-    assert r.code == 200, r.body
-    return r.json["data"]
-
-
-def assert_counts_add_up(c):
-    counts = c["counts"]
-    assert counts["total"] == sum(v for k, v in counts.items() if k != "total"), counts
 
 
 # ---- creation and validation -------------------------------------------------------------------
@@ -242,7 +162,7 @@ async def test_one_batch_of_mixed_recipients(api, services, account, receiver, w
     assert after["status"] == "completed"
     assert after["counts"] == {"total": 5, "pending": 0, "queued": 3, "sent": 0, "failed": 0, "retrying": 0, "skipped": 2,
                                "cancelled": 0}
-    assert await services.db.read(_statuses, c["id"]) == {"pending": 0, "queued": 3, "sent": 0, "failed": 0,
+    assert await services.db.read(recipient_statuses, c["id"]) == {"pending": 0, "queued": 3, "sent": 0, "failed": 0,
                                                           "retrying": 0, "skipped": 2, "cancelled": 0}
     await deliver_all(worker)
     secret = await secret_of(services, account)
@@ -273,7 +193,7 @@ async def test_counts_are_exact_after_each_batch(api, services, account, receive
     for step in range(1, 5):
         await services.db.write_background(hand_over, c["id"], 3, now_iso())
         counts = (await campaign(api, account, c["id"]))["counts"]
-        statuses = await services.db.read(_statuses, c["id"])
+        statuses = await services.db.read(recipient_statuses, c["id"])
         assert {k: counts[k] for k in statuses} == statuses
         handed = ordered[:min(10, 3 * step)]
         assert counts["pending"] == 10 - len(handed) and counts["queued"] + counts["skipped"] == len(handed)
@@ -494,7 +414,7 @@ async def test_counts_stay_exact_under_concurrent_batches_deliveries_and_actions
     await worker.stop()
     final = await campaign(api, account, c["id"])
     assert_counts_add_up(final)
-    truth = await services.db.read(_statuses, c["id"])
+    truth = await services.db.read(recipient_statuses, c["id"])
     assert {k: final["counts"][k] for k in truth} == truth
 
 
@@ -505,17 +425,9 @@ def _counts_and_statuses(cx, campaign_id):
     cx.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect_of(cx).name == "postgresql" else "BEGIN")
     try:
         row = campaign_store.get_campaign_in_tx(cx, None, campaign_id)
-        return {name: row[name] for name in campaign_store.COUNTS}, _statuses(cx, campaign_id)
+        return {name: row[name] for name in campaign_store.COUNTS}, recipient_statuses(cx, campaign_id)
     finally:
         cx.execute("COMMIT")
-
-
-def _statuses(cx, campaign_id):
-    counts = dict.fromkeys(campaign_store.RECIPIENT_STATUSES, 0)
-    for status, n in cx.execute("SELECT status, COUNT(*) FROM campaign_recipients WHERE campaign_id = ?"
-                                " GROUP BY status", (campaign_id,)):
-        counts[status] = n
-    return counts
 
 
 # ---- recipients, CSV ---------------------------------------------------------------------------

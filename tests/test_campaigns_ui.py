@@ -20,9 +20,7 @@ from storage import delivery as delivery_store
 from storage import events
 from storage.db import fetch_all
 from tests.parley_process import ParleyProcess, first_run_receiver
-from tests.test_campaigns import (deliver_all, make_list, people, run_all, runner, set_webhook,  # noqa: F401
-                                  worker)
-from tests.test_delivery import receiver  # noqa: F401 (a fixture)
+from tests.campaign_helpers import deliver_all, make_list, people, run_all, set_webhook
 from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
 from tests.ui_helpers import open_page, sign_in
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from storage.db import reads
-from tests.test_inbox import inbound
+from tests.inbound_helpers import inbound
 
 PATH = "/v1/canned-replies"
 

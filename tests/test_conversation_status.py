@@ -14,7 +14,7 @@ from storage.db import fetch_all, reads
 from storage.events import last_seq
 from storage.users import update_user
 from tests.team_users import add_user
-from tests.test_inbox import inbound
+from tests.inbound_helpers import inbound
 from tests.test_live import FakeTransport
 from tests.ui_helpers import PASSWORD
 

@@ -5,7 +5,8 @@ import re
 
 from storage.db import fetch_all, reads
 from tests.team_users import add_user
-from tests.test_inbox import inbound, link_ids, other  # noqa: F401 (fixture)
+from tests.inbound_helpers import inbound
+from tests.ui_helpers import link_ids
 
 
 @reads

@@ -13,37 +13,17 @@ from storage import contacts as contact_store
 from storage import messages as message_store
 from storage import outbox as outbox_store
 from storage.db import reads
+from tests.api_helpers import get_message, inbound_body, post_inbound
 
 INBOUND = "/v1/incoming_custom_channel_message"
 INBOUND_ALIAS = "/incomingCustomChannelMessage"
 SEND = "/v1/send_custom_channel_message"
 SEND_ALIAS = "/v1/sendCustomChannelMessage"
-_sids = iter(range(1, 1_000_000))
 
 
 @pytest.fixture
 def other_account(make_account):
     return make_account()
-
-
-def inbound_body(message_type=None, **custom):
-    data = {"messageSid": f"sid-{next(_sids)}", "fromId": "user-1", "toId": "business-1", "body": "Hello"}
-    data.update(custom)
-    data = {k: v for k, v in data.items() if v is not ...}
-    body = {"customData": data}
-    if message_type is not None:
-        body["messageType"] = message_type
-    return body
-
-
-async def post_inbound(api, key, path=INBOUND, message_type=None, **custom):
-    return await api.post(path, inbound_body(message_type, **custom), key=key)
-
-
-async def get_message(api, key, message_id):
-    r = await api.get(f"/v1/messages/{message_id}", key=key)
-    assert r.code == 200, r.body
-    return r.json
 
 
 @reads

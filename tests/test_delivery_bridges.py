@@ -7,6 +7,7 @@ import asyncio
 import json
 from datetime import timedelta
 
+import pytest
 from standardwebhooks import Webhook
 
 from handlers.webhook_schemas import WEBHOOKS, ReplyPayload
@@ -15,7 +16,9 @@ from common.ids import iso, parse_iso, utcnow
 from storage.db import fetch_all
 from tests.event_helpers import EVENT, events_of  # noqa: F401 (events_of: also imported from here)
 from tests.team_users import add_user
-from tests.test_delivery import (delivery_state, later, receiver, secret_of, settings, workers)  # noqa: F401 (fixtures)
+from tests.delivery_helpers import delivery_state, later, secret_of
+
+pytestmark = pytest.mark.settings(webhook_timeout_seconds=1.0)  # a receiver that hangs fails in 1 s
 
 
 async def send(api, key, body, from_id="user-1", channel="acme-chat"):

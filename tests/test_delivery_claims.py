@@ -4,8 +4,7 @@ import asyncio
 
 from common.ids import iso, utcnow
 from storage import delivery as store
-from tests.test_delivery import (delivery_state, later, queue_reply, receiver, set_reply_url,  # noqa: F401
-                                 workers)
+from tests.delivery_helpers import delivery_state, later, queue_reply, set_reply_url
 
 
 def _claims(cx, outbox_id):

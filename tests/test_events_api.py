@@ -13,10 +13,10 @@ from services.retention import RetentionWorker
 from storage import events
 from storage.db import fetch_all, reads
 from tests.waiting import until
-from tests.test_bot import configure, say, settings  # noqa: F401 (settings: fixture, private webhooks allowed)
-from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
-                                  set_webhook, worker)
-from tests.test_delivery import receiver  # noqa: F401 (fixture)
+from tests.bot_helpers import BOT_SETTINGS, configure, say
+from tests.campaign_helpers import create, deliver_all, make_list, people, run_all, set_webhook
+
+pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py
 
 EVENT = TypeAdapter(Event)
 

@@ -5,11 +5,14 @@ In-process on a real SQLite file; the outbox rows are what is checked (delivery,
 the outbox's, tested in tests/test_delivery*.py)."""
 import json
 
+import pytest
+
 from services import inbox
-from tests.test_bot import (RULES, bot_replies, configure, provider, rows, say,  # noqa: F401 (provider: fixture)
-                            settings)
+from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, rows, say
 from tests.test_live import Socket, inbound, ui_user
 from tests.ui_helpers import FormClient
+
+pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py
 
 NOTIFY = "http://127.0.0.1:9/handoffs"
 

@@ -3,44 +3,14 @@ a cookie-keeping client: what each page shows, its actions, and that another acc
 import base64
 import re
 
-import pytest
 
 from common.ids import now_iso
 from services import accounts, contacts as contact_service, inbox, messaging
 from storage import bot_state
 from storage.db import fetch_one
-from tests.test_delivery import Receiver
-from tests.test_media import PNG
+from tests.media_files import PNG
 from tests.inbound_helpers import inbound
-from tests.ui_helpers import PASSWORD
-
-
-
-@pytest.fixture
-def receiver(io_loop):
-    r = Receiver()
-    io_loop.run_sync(lambda: _start(r))
-    yield r
-    io_loop.run_sync(r.close)
-
-
-async def _start(receiver):
-    receiver.start()
-
-
-@pytest.fixture
-def other(io_loop, services):
-    """A second account with a user and a conversation: its ids must be 404 to the first one's session."""
-    async def make():
-        account = await accounts.create_account(services.db, services.box, services.keys, name="Other",
-                                                email="owner@other.example", password=PASSWORD)
-        message = await inbound(services, account["account_id"], from_id="+14155550000", body="theirs")
-        return {**account, "contact_id": message["contact_id"], "message_id": message["id"]}
-    return io_loop.run_sync(make)
-
-
-def link_ids(html, prefix):
-    return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
+from tests.ui_helpers import link_ids
 
 
 # ---- inbox ----------------------------------------------------------------------------------

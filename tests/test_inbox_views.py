@@ -4,10 +4,10 @@ campaign's filter, until the contact answers. Each view's count is on its tab (a
 import json
 import re
 
-from tests.test_campaigns import create, make_list, people, run_all, runner, set_webhook  # noqa: F401
-from tests.test_delivery import receiver  # noqa: F401 (fixture)
-from tests.test_bot import configure, say
-from tests.test_inbox import inbound, link_ids
+from tests.campaign_helpers import create, make_list, people, run_all, set_webhook
+from tests.bot_helpers import configure, say
+from tests.inbound_helpers import inbound
+from tests.ui_helpers import link_ids
 
 
 def counts(html):

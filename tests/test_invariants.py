@@ -17,19 +17,14 @@ from common.ids import now_iso
 from services import bot, bot_context, contacts, credits, lists
 from services.campaign_runner import hand_over
 from services.delivery import DeliveryWorker
-from settings import Settings
-from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 
 INBOUND = "/v1/incoming_custom_channel_message"
 GRANT = "/v1/subaccounts/credits"
 RULES = [{"keywords": ["price"], "answer": "Plans start at $10."}]
 
 
-@pytest.fixture
-def settings(tmp_path, database_url):
-    # Room for every bot answer of a burst at once: the credits race is between replies of one account.
-    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
-                    bot_concurrency=16, bot_concurrency_per_account=16)
+# Room for every bot answer of a burst at once: the credits race is between replies of one account.
+pytestmark = pytest.mark.settings(bot_concurrency=16, bot_concurrency_per_account=16)
 
 
 async def burst(http_server_client, requests):

@@ -15,9 +15,8 @@ from services.retention import RetentionWorker
 from storage import bot_state, conversations, events
 from storage import delivery as delivery_store
 from storage.db import fetch_all, reads
-from tests.test_campaigns import (create, deliver_all, make_list, people, run_all, runner,  # noqa: F401 (fixtures)
-                                  set_webhook, worker)
-from tests.test_delivery import Receiver, receiver  # noqa: F401 (fixtures)
+from tests.campaign_helpers import create, deliver_all, make_list, people, run_all, set_webhook
+from tests.delivery_helpers import Receiver
 from tests import db_direct
 from tests.ui_helpers import PASSWORD, FormClient
 from tests.waiting import until

@@ -13,7 +13,6 @@ import tornado.web
 
 from services import media
 from common.errors import Invalid, PayloadTooLarge
-from settings import Settings
 from storage import outbox as outbox_store
 from tests.media_files import JPEG, PDF, PNG, data_uri, png_bytes  # noqa: F401 (others import them from here)
 
@@ -21,10 +20,8 @@ INBOUND = "/v1/incoming_custom_channel_message"
 _sids = iter(range(1, 1_000_000))
 
 
-@pytest.fixture
-def settings(tmp_path, database_url):
-    # A small decoded-media cap so the 413 test needs no 16 MB body.
-    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, max_media_bytes=4096)
+# A small decoded-media cap so the 413 test needs no 16 MB body.
+pytestmark = pytest.mark.settings(max_media_bytes=4096)
 
 
 async def post_media(api, key, media_url, content_type=..., **custom):

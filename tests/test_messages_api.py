@@ -156,7 +156,7 @@ async def test_bad_limit_is_400(api, account, limit):
 # ---- POST /v1/messages/{id}/retry (docs/design.md#api-decisions: "202, 409 CONFLICT unless Failed") ----------------
 
 async def test_retry_sends_a_failed_reply_again(api, account, other_account, services):
-    from tests.test_delivery import Receiver
+    from tests.delivery_helpers import Receiver
     key = account["api_key"]
     receiver = Receiver().start()
     try:

@@ -7,7 +7,6 @@ import pytest
 
 from services import netguard
 from common.errors import Invalid
-from settings import Settings
 
 PRIVATE_URLS = [
     "https://127.0.0.1/hook",             # loopback
@@ -26,10 +25,8 @@ PRIVATE_URLS = [
 ]
 
 
-@pytest.fixture
-def settings(tmp_path, database_url):
-    # This module runs without --allow-private-webhooks, as production does.
-    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=False, http_port=0)
+# This module runs without --allow-private-webhooks, as production does.
+pytestmark = pytest.mark.settings(allow_private_webhooks=False)
 
 
 @pytest.mark.parametrize("url", PRIVATE_URLS)

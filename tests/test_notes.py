@@ -11,8 +11,7 @@ from common.errors import Forbidden
 from common.ids import utcnow
 from services import notes
 from storage.db import reads
-from tests.test_delivery import receiver, workers  # noqa: F401 (fixtures)
-from tests.test_inbox import inbound
+from tests.inbound_helpers import inbound
 
 SEND = "/v1/send_custom_channel_message"
 

@@ -20,10 +20,7 @@ from storage.outbox import enqueue_in_tx
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000")
 
 
-@pytest.fixture
-def settings(tmp_path, database_url):
-    from settings import Settings
-    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0, retention_batch_size=3)
+pytestmark = pytest.mark.settings(retention_batch_size=3)
 
 
 @reads

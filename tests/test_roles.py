@@ -12,9 +12,8 @@ from services import users
 from handlers.ui.campaigns import CampaignPage, CampaignsPage
 from services import accounts, live
 from storage import events
-from tests.test_campaigns import create, make_list, people, set_webhook
-from tests.test_delivery import receiver  # noqa: F401 (fixture)
-from tests.test_inbox import inbound
+from tests.campaign_helpers import create, make_list, people, set_webhook
+from tests.inbound_helpers import inbound
 from tests.test_live import Socket
 from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
 from tests.test_users import NEW_PASSWORD, accept, invite

@@ -13,10 +13,11 @@ from common.ids import iso, utcnow
 from services import inbox, messaging, sla
 from storage import sla as sla_store
 from tests.team_users import add_user
-from tests.test_bot import configure, say as bot_say
-from tests.test_delivery import receiver, settings, workers  # noqa: F401 (fixtures)
+from tests.bot_helpers import configure, say as bot_say
 from tests.test_delivery_bridges import events_of
 from tests.waiting import Clock
+
+pytestmark = pytest.mark.settings(webhook_timeout_seconds=1.0)
 
 HOURS_URL = "/v1/account/business-hours"
 WEEKDAYS = {day: [["09:00", "17:00"]] for day in ("mon", "tue", "wed", "thu", "fri")}

@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from tests.test_auto_recharge import grant
-from tests.test_bot import RULES, configure, rows, say, settings  # noqa: F401 (settings: fixture)
+from tests.recharge import grant
+from tests.bot_helpers import BOT_SETTINGS, RULES, configure, rows, say
+
+pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py
 
 
 def spends(services, account_id):

@@ -4,7 +4,7 @@ paused; and a person's reply pauses the bot for that
 contact whether or not the bot was on, so switching it on later never barges into the conversation."""
 from services import accounts, inbox, messaging
 from storage.db import fetch_one
-from tests.test_inbox import inbound, receiver  # noqa: F401 (receiver: fixture)
+from tests.inbound_helpers import inbound
 
 
 async def test_a_persons_reply_with_the_bot_off_still_pauses_it_for_that_contact(signed_in, services, ui_account,

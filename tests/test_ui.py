@@ -12,7 +12,6 @@ import pytest
 from services import accounts, event_stream
 from tests.parley_process import ParleyProcess, ThreadedReceiver
 from tests.ui_helpers import PASSWORD, sign_in
-from tests.test_delivery import receiver  # noqa: F401 (a fixture)
 
 
 async def test_unauthenticated_settings_redirects_to_login(browser):

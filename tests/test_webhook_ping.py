@@ -11,20 +11,16 @@ from standardwebhooks import Webhook
 from common.errors import RateLimited
 from common.ids import iso, utcnow
 from services import accounts, webhook_ping
-from settings import Settings
 from storage import webhook_tests as slot_store
 from storage.outbox import list_outbox
-from tests.test_delivery import queue_reply, receiver, workers  # noqa: F401 (fixtures)
+from tests.delivery_helpers import queue_reply
 from tests.waiting import until
 
 TEST = "/v1/account/webhook-test"
 
 
-@pytest.fixture
-def settings(tmp_path, database_url):
-    # --webhook-timeout-seconds 1: the ping keeps the deliveries' timeout (the default is 15 s).
-    return Settings(database_url=database_url, data_dir=tmp_path / "data", allow_private_webhooks=True, http_port=0,
-                    webhook_timeout_seconds=1.0)
+# --webhook-timeout-seconds 1: the ping keeps the deliveries' timeout (the default is 15 s).
+pytestmark = pytest.mark.settings(webhook_timeout_seconds=1.0)
 
 
 async def _save_url(api, account, url):

@@ -3,6 +3,7 @@ whose owner can sign in, an in-process form client signed in or not, the real he
 import pytest
 
 from services import accounts
+from tests.inbound_helpers import inbound
 from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page
 
 
@@ -43,3 +44,14 @@ def page(chromium):
     context, page = open_page(chromium)
     yield page
     context.close()
+
+
+@pytest.fixture
+def other(io_loop, services):
+    """A second account with a user and a conversation: its ids must be 404 to the first one's session."""
+    async def make():
+        account = await accounts.create_account(services.db, services.box, services.keys, name="Other",
+                                                email="owner@other.example", password=PASSWORD)
+        message = await inbound(services, account["account_id"], from_id="+14155550000", body="theirs")
+        return {**account, "contact_id": message["contact_id"], "message_id": message["id"]}
+    return io_loop.run_sync(make)

@@ -1,6 +1,7 @@
 """Plain helpers of the UI tests: the in-process form client, and the real Chromium's page and sign-in (no
 fixtures here: tests/ui_fixtures.py holds those)."""
 import os
+import re
 import time
 from pathlib import Path
 from http.cookies import SimpleCookie
@@ -120,3 +121,8 @@ def report(found):
         f"\n    {len(targets)} × {why}\n        " + "\n        ".join(targets[:3])
         for why, targets in nodes.items()) for name, violations in found.items()
         for rule, impact, help_, nodes in violations)
+
+
+def link_ids(html, prefix):
+    """The conversation ids a page links to (prefix "ct")."""
+    return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []

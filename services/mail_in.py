@@ -117,6 +117,7 @@ class Mailbox:
         self.task = None
         self.imported = 0        # mails stored since start (tests and the bench read it)
         self.last_error = None   # the last connection failure, in words
+        self._recorded = ""      # the state last written (none yet)
         self.rounds = 0          # looks at the folder finished (tests wait on it)
 
     def start(self):
@@ -138,11 +139,12 @@ class Mailbox:
             except asyncio.CancelledError:
                 raise
             except MailError as exc:
-                self.last_error = str(exc)
                 log.warning("email import for account %s: %s; trying again in %.0f s", self.account_id, exc, backoff)
+                await self._status(str(exc))
             except Exception as exc:
-                self.last_error = f"{exc.__class__.__name__}: {exc}"
                 log.exception("email import for account %s failed; trying again in %.0f s", self.account_id, backoff)
+                await self._status(f"the import failed unexpectedly ({exc.__class__.__name__}); the server's log "
+                                   "has the details")
             if not self.importer.may_run():
                 break
             await asyncio.sleep(backoff * (1 + self.rng.uniform(0, 0.2)))
@@ -163,7 +165,7 @@ class Mailbox:
                 while changed:  # until a search finds nothing new and the server reported no arrival meanwhile
                     last_uid, changed = await self._import_after(client, uidvalidity, last_uid, timeout)
                 self.rounds += 1
-                self.last_error = None
+                await self._status(None)
                 if idle:
                     await self._idle(client, self.importer.wait_seconds)
                 else:
@@ -173,6 +175,17 @@ class Mailbox:
             for task in list(client.tasks):  # an IDLE cut short by a stop: its command ends with the connection
                 task.cancel()
             await logout_imap(client, timeout)
+
+    async def _status(self, error):
+        """Settings > Email shows how the import goes: written when that changes (storage.mail.import_status)."""
+        self.last_error = error
+        if error == self._recorded:
+            return
+        try:
+            await store.set_import_status(self.services.db, self.account_id, error, iso(utcnow()))
+            self._recorded = error
+        except Exception:
+            log.warning("email import for account %s: its state could not be recorded", self.account_id)
 
     async def _start_point(self, client, timeout):
         """(the UID after which mail is new, the UIDVALIDITY), from the checkpoint; the first look at a mailbox
@@ -239,6 +252,11 @@ class Mailbox:
         """One mail's bytes into Parley; place ("uidvalidity:uid") names it when it has no Message-ID. Returns
         what became of it: 'stored', 'repeat', 'bounce', 'own' or 'skipped'."""
         return await import_mail(self.services, self.account_id, self.address, raw, place, self)
+
+
+async def import_status(db, account_id):
+    """How the account's import goes (Settings > Email): {error, since}, or None before its first look."""
+    return await store.import_status(db, account_id)
 
 
 async def import_mail(services, account_id, address, raw, place, counter=None):

@@ -84,3 +84,17 @@ def mark_bounced(cx, account_id, message_id, error, now):
                " AND status <> 'pending'", (json.dumps(error), account_id, message_id))
     set_message_status_in_tx(cx, account_id, message_id, "Failed", json.dumps(error), now)
     return True
+
+
+@writes
+def set_import_status(cx, account_id, error, now):
+    """The import's state changed: error (in words) since now, or None (it works again, since now)."""
+    cx.execute("INSERT INTO mail_import_status (account_id, error, since) VALUES (?, ?, ?)"
+               " ON CONFLICT (account_id) DO UPDATE SET error = excluded.error, since = excluded.since",
+               (account_id, error, now))
+
+
+@reads
+def import_status(cx, account_id):
+    """{error, since} of the account's import, or None before its first look."""
+    return fetch_one(cx, "SELECT error, since FROM mail_import_status WHERE account_id = ?", (account_id,))

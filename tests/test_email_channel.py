@@ -94,6 +94,7 @@ async def test_a_mailbox_is_imported_once_across_restarts_and_nothing_is_missed(
         box = importer.boxes[account_id]
         await wait_for(lambda: box.rounds >= 1)  # the first look: the demo mail already there is not imported
         assert await emails(services, account_id) == []
+        assert (await mail_in.import_status(services.db, account_id))["error"] is None  # Settings > Email: works
         await append(imap_server, *(customer_mail(n) for n in range(1, 4)))
         await wait_for(lambda: box.imported == 3)  # IDLE told it
     finally:
@@ -149,9 +150,10 @@ async def _uids(server):
     return await asyncio.to_thread(run)
 
 
-async def test_one_process_imports_a_mailbox_and_an_unreachable_one_is_retried(services, account):
+async def test_one_process_imports_a_mailbox_and_an_unreachable_one_is_retried(services, ui_account, signed_in):
     """Two importers on one database (two processes): the one holding the lease keeps the mailbox's connection, the
-    other none; a server that cannot be reached is tried again with backoff, its reason kept in words."""
+    other none; a server that cannot be reached is tried again with backoff, and Settings > Email says why."""
+    account = ui_account
     from services.leases import Lease
     from tests.mail_server import closed_port
     await configure(services, account["account_id"],
@@ -169,6 +171,8 @@ async def test_one_process_imports_a_mailbox_and_an_unreachable_one_is_retried(s
         assert box.task is not None and not box.task.done()  # it goes on trying
         assert not await second.lease.hold()  # the other process's: it keeps no connection
         assert second.boxes == {} and second.rounds_finished == 0
+        page = (await signed_in.get("/settings")).text
+        assert "Mail import does not work" in page and "could not connect to 127.0.0.1" in page
     finally:
         await first.stop()
         await second.stop()

@@ -13,3 +13,10 @@ CREATE TABLE mail_checkpoints (
     last_uid BIGINT NOT NULL,
     updated_at TEXT NOT NULL
 );
+-- How the import of an account's mailbox goes, for Settings > Email: the last connection failure in words and
+-- since when (NULL: it works), and when it last looked at the folder. Written only when that changes.
+CREATE TABLE mail_import_status (
+    account_id TEXT PRIMARY KEY REFERENCES accounts(id),
+    error TEXT,
+    since TEXT NOT NULL
+);

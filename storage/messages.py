@@ -14,14 +14,14 @@ from storage.users import author_sql
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
             " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
-            " bot_outcome")
+            " bot_outcome, mail")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
 # Written on insert, never read back with the message: bot_pending is 1 while the bot owes the message a
 # decision; status_at is when an outbound message's status last changed (GET /v1/messages?status=&since=).
 _INSERT_FIELDS = _FIELDS + ["bot_pending", "status_at"]
 
 
-_JSON = ("error", "bot_outcome")  # columns stored as JSON text
+_JSON = ("error", "bot_outcome", "mail")  # columns stored as JSON text
 
 
 def insert_messages_in_tx(cx: Connection, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -153,6 +153,15 @@ def channel_target_in_tx(cx: Connection, account_id: str, contact_id: str, chann
     return row[0] if row else None
 
 
+def last_inbound_mail_in_tx(cx: Connection, account_id: str, contact_id: str) -> dict[str, Any] | None:
+    """The `mail` column (subject, Message-IDs) of the contact's latest inbound email written by a person (an
+    out-of-office after it is not what a reply answers), else of its latest automatic one, or None."""
+    rows = [json.loads(row[0]) for row in cx.execute(
+        "SELECT mail FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
+        " AND channel = 'email' AND mail IS NOT NULL ORDER BY id DESC LIMIT 5", (account_id, contact_id))]
+    return next((mail for mail in rows if not mail.get("automatic")), rows[0] if rows else None)
+
+
 @reads
 def reply_channel(cx: Connection, account_id: str, contact_id: str) -> str | None:
     """The channel a reply to the contact goes out on by default (reply_target_in_tx's), or None."""
@@ -227,7 +236,7 @@ def list_delivery_attempts(cx: Connection, account_id: str, message_id: str) -> 
 _AUTHOR, _AUTHOR_JOINS = author_sql("m")
 _THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, {_AUTHOR}"
                   f" FROM messages m{_AUTHOR_JOINS}")
-_THREAD_JSON = ("error", "bot_outcome")
+_THREAD_JSON = ("error", "bot_outcome", "mail")
 
 
 @reads

@@ -24,7 +24,7 @@ class ContactRow(TypedDict):
 
 
 class MessageRow(TypedDict):
-    """storage/messages.py _COLUMNS; error and bot_outcome decoded from their JSON text."""
+    """storage/messages.py _COLUMNS; error, bot_outcome and mail decoded from their JSON text."""
     id: str
     account_id: str
     contact_id: str
@@ -44,6 +44,7 @@ class MessageRow(TypedDict):
     author_user_id: str | None
     created_at: str
     bot_outcome: dict[str, Any] | None
+    mail: dict[str, Any] | None  # an email's subject, Message-IDs and quoted text (services/mail_in.py)
 
 
 class ConversationRow(TypedDict):

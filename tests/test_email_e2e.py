@@ -7,7 +7,7 @@ from email.message import EmailMessage
 from tests import db_direct
 from tests.mail_server import ImapServer, MailServer
 from tests.parley_process import ParleyProcess
-from tests.test_delivery_e2e import wait_until
+from tests.waiting import wait_until
 
 ADDRESS = "help@acme.example"
 

@@ -33,6 +33,7 @@ from services.bot_runner import BotRunner
 from services.leases import Lease
 from services.campaign_runner import CampaignRunner
 from services.conversation_status import SnoozeWaker
+from services.mail_in import MailImporter
 from services.sla import SlaWatcher
 from services.delivery import DeliveryWorker
 from services.import_limits import ImportLimits
@@ -83,9 +84,12 @@ class Services:
     hub: "Hub" = None  # live events to the UI's WebSockets; woken by every commit
     typing: "Typing" = None  # typing indicators between the widget's visitors and the inbox (never stored)
     long_polls: "LongPolls" = None  # GET /v1/events long-polls waiting, bounded per key and per account
+    mail_in: "MailImporter" = None  # the email channel's import, a connection per mailbox; main() starts it
     listener: "PgListener" = None  # PostgreSQL: wake-ups from the other processes of the database (and to them)
 
     async def close(self):
+        if self.mail_in is not None:
+            await self.mail_in.stop()  # before the bot: no new mail is handed to it
         if self.bot is not None:
             await self.bot.stop()  # first: its replies are outbox rows the delivery worker sends
         if self.hub is not None:
@@ -149,8 +153,9 @@ async def open_services(settings):
     services.bot_recovery = BotRecovery(services)
     services.assigner = Assigner(services)
     services.seen = SeenBeat(services)
+    services.mail_in = MailImporter(services)
     for worker in (services.imports, services.campaigns, services.retention, services.snoozes, services.reports,
-                   services.bot_recovery, services.sla, services.assigner):
+                   services.bot_recovery, services.sla, services.assigner, services.mail_in):
         worker.lease = Lease(db, worker.name, settings.worker_lease_seconds)  # one process runs each at a time
     services.hub = Hub(db, max_per_session=settings.live_sockets_per_session,
                        max_per_account=settings.live_sockets_per_account)
@@ -312,6 +317,7 @@ async def main(settings):
         services.bot_recovery.start()  # and later, what any process left undecided (one process at a time)
         services.assigner.start()  # what waits for an agent now, then whenever something frees one up
         services.seen.start()
+        services.mail_in.start()  # each mailbox from its checkpoint: what arrived while the server was down first
         services.hub.start()
 
         stop = asyncio.Event()

@@ -78,6 +78,9 @@ class Settings(BaseModel):
     mail_timeout_seconds: float = Field(15.0, gt=0, description="Time limit for one connection to an account's "
                                                                 "mail server (connect, TLS, login, one mail sent), "
                                                                 "and for each step of Settings > Email's Test.")
+    mail_poll_seconds: float = Field(60.0, gt=0, description="The email channel: how often a mailbox whose IMAP "
+                                                             "server has no IDLE is looked at for new mail (with "
+                                                             "IDLE, new mail is imported as it arrives).")
     write_queue_limit: int = Field(10_000, ge=1, description="Writes that may wait for the SQLite writer at once; "
                                                              "beyond that a write answers 503 at once.")
     writer_stall_seconds: float = Field(15.0, gt=0, description="A write transaction that runs longer than this "

@@ -45,6 +45,8 @@ class AccountSettingsHandler(ApiHandler):
                                                   box=self.services.box, by=self.actor)
         if "assignment" in changes:
             assignment.wake(self.services)  # turned on, or off (the queue empties)
+        if "email" in changes and self.services.mail_in is not None:
+            self.services.mail_in.notify()  # the mailbox's import starts (or restarts with the new settings) now
         self.respond({**settings, "warnings": warnings} if warnings else settings)
 
 

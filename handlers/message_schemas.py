@@ -167,6 +167,10 @@ class Message(BaseModel):
     attempts: list[DeliveryAttempt] = Field([], description="GET /v1/messages/{id} only.")
     bot: Optional[BotOutcome] = Field(None, description="Inbound: what the bot did with it; null while it did "
                                                         "nothing (no active bot, a reaction).")
+    subject: Optional[str] = Field(None, description="Email (channel email): the mail's subject (a reply's "
+                                                     "\"Re: …\"); null on other channels.")
+    quoted: Optional[str] = Field(None, description="Inbound email: the quoted history trimmed off the body for "
+                                                    "display (body + quoted is the whole text); null when none.")
     createdAt: str
 
 
@@ -174,7 +178,8 @@ class ContactMessageCreate(Strict):
     """POST /v1/contacts/{contactId}/messages: a reply delivered on the contact's channel."""
     body: str = Field(max_length=MESSAGE_BODY_MAX, json_schema_extra=NOT_BLANK)
     channel: Optional[IdentifierNotBlank] = Field(
-        None, max_length=200, description="Where to deliver it: web (the website chat widget) or a custom channel's "
+        None, max_length=200, description="Where to deliver it: web (the website chat widget), email (by the "
+        "account's SMTP server, to the address the contact last wrote from) or a custom channel's "
         "name (POSTed to the Custom Channel Webhook URL). Default: the channel of the contact's newest inbound "
         "message.")
     mediaUrl: Optional[str] = None

@@ -5,9 +5,12 @@ Small local models (Gemma 3 270M on llama.cpp, issue 22) copy a format's example
 the customer>") or answer with nothing; such an answer is Unstructured, and the provider is then asked once
 more for plain text. So the format instruction below carries no example value to copy.
 """
+from __future__ import annotations
+
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 MAX_REPLY_CHARS = 4000  # the reply the bot sends (longer ones are cut; a message body holds MESSAGE_BODY_MAX)
 
@@ -49,7 +52,7 @@ class Answer:
     unstructured: str = ""  # on the plain-text path after a structured attempt: why that attempt was not used
 
 
-def clean(text):
+def clean(text: str) -> str:
     """The text without chat-template debris (a leading turn marker; everything from the first end-of-turn
     marker on, which is the model inventing the next turn) and without a surrounding code fence."""
     text = _TURN_START.sub("", text, count=1)
@@ -61,7 +64,7 @@ def clean(text):
     return fenced.group(1).strip() if fenced else text
 
 
-def parroted(reply):
+def parroted(reply: str) -> bool:
     """Whether a reply is a format's example text rather than an answer."""
     bare = reply.strip().strip(" .:\"'`").lower()
     if not bare:  # punctuation only ("...") is an example too; nothing at all is merely empty
@@ -70,7 +73,7 @@ def parroted(reply):
         len(bare) >= 12 and bare in FORMAT_INSTRUCTION.lower())
 
 
-def _first_object(text):
+def _first_object(text: str) -> Any:
     """The JSON object that starts at the text's first "{", whatever follows it; None when there is none."""
     start = text.find("{")
     try:
@@ -79,7 +82,7 @@ def _first_object(text):
         return None
 
 
-def structured(content, mode):
+def structured(content: str, mode: str) -> Answer:
     """The Answer in a structured answer's content; Unstructured when there is none."""
     text = clean(content)
     try:
@@ -99,7 +102,7 @@ def structured(content, mode):
     return Answer(reply=reply[:MAX_REPLY_CHARS], handoff=handoff, mode=mode)
 
 
-def plain(content, why=""):
+def plain(content: str, why: str = "") -> Answer | None:
     """The Answer of the plain-text path (never a handoff), or None when the text says nothing usable. A model
     that answers JSON anyway is read for its reply."""
     text = clean(content)

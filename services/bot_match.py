@@ -6,10 +6,14 @@ limits of services/bot_settings.py (keywords per configuration, keyword length) 
 A keyword matches as a whole word: no word character (Unicode \\w) right before or after it, except next to
 a character of a script written without spaces between words (CJK, Thai, ...), which has no word boundary.
 """
+from __future__ import annotations
+
 import collections
 import re
 import threading
 import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import ahocorasick
 
@@ -23,18 +27,18 @@ _UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYA
 HANDOFF = -1  # the "rule index" of the handoff keywords: they come before every rule
 
 
-def fold(text):
+def fold(text: str) -> str:
     """Case- and compatibility-folded text with runs of white space as one space, so that "PRICE", "Price"
     and "ｐｒｉｃｅ" match "price", and "opening\\n  hours" matches "opening hours"."""
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold())
 
 
-def _needs_boundary(char):
+def _needs_boundary(char: str) -> bool:
     """Scripts written without spaces between words have no word boundary to look for."""
     return not unicodedata.name(char, "").startswith(_UNSPACED_SCRIPTS)
 
 
-def _is_word(char):
+def _is_word(char: str) -> bool:
     return char.isalnum() or char == "_"  # what re's \w is for str
 
 
@@ -43,9 +47,9 @@ class Matcher:
     first match in the bot's order: a handoff keyword (in list order) before any rule, then the first rule
     with a keyword in the text, and of its keywords the first in list order."""
 
-    def __init__(self, handoff_keywords, rules):
+    def __init__(self, handoff_keywords: Sequence[str], rules: Sequence[Mapping[str, Any]]) -> None:
         self._automaton = automaton = ahocorasick.Automaton()
-        best = {}  # folded keyword -> (rule index, keyword index, keyword as written): the first it stands for
+        best: dict[str, tuple[int, int, str]] = {}  # folded keyword -> (rule index, keyword index, keyword as written): the first it stands for
         lists = [(HANDOFF, handoff_keywords)] + [(i, rule["keywords"]) for i, rule in enumerate(rules)]
         for rule_index, keywords in lists:
             for keyword_index, keyword in enumerate(keywords):
@@ -63,12 +67,12 @@ class Matcher:
         if not self.empty:
             automaton.make_automaton()
 
-    def work_bound(self, body):
+    def work_bound(self, body: str) -> int:
         """An upper bound on the keyword occurrences first(body) looks at (each costs about what a character
         of the scan does)."""
         return min(len(body), MAX_MATCHED_CHARS) * (1 + self.outputs_per_char)
 
-    def first(self, body):
+    def first(self, body: str) -> tuple[Any, str] | None:
         """(rule index or HANDOFF, keyword as written) of the first match in the message's matched part (its
         first MAX_MATCHED_CHARS characters, folded), or None."""
         if self.empty:
@@ -92,7 +96,7 @@ class Matcher:
 
 
 
-def cached(config):
+def cached(config: Mapping[str, Any]) -> Matcher | None:
     """The Matcher already built for an effective configuration (bot_settings.effective) in this process, by
     its settings version and campaign (config["matcherKey"]), or None."""
     key = config.get("matcherKey")
@@ -105,7 +109,7 @@ def cached(config):
         return hit
 
 
-def matcher(config):
+def matcher(config: Mapping[str, Any]) -> Matcher:
     """The Matcher of an effective configuration: the cached one, else built now (and kept when the
     configuration is a saved one). Building costs milliseconds at the limits: call it off the event loop."""
     global _cached_chars
@@ -124,7 +128,7 @@ def matcher(config):
     return built
 
 
-def prepare(bot):
+def prepare(bot: Mapping[str, Any]) -> None:
     """Build the matchers of a bot just saved (the account's, and each campaign's with keywords of its own),
     so that its first messages find them ready. Runs in a worker thread (accounts.update_settings)."""
     if not bot:

@@ -10,10 +10,14 @@ handoff). Mode plain asks for text only. A timeout, another 4xx/5xx, a connectio
 the connection mid-answer is named as such), or a plain answer with nothing in it raises ProviderError: the
 bot then sends the fallback, if set.
 """
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
-from tornado.httpclient import HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError
 
 from services import bot_answer, netguard
@@ -52,11 +56,12 @@ class ProviderError(Exception):
     """The provider gave no usable answer; the message says why (it is recorded on the inbound message)."""
 
 
-def conversation(history, max_messages, max_chars):
+def conversation(history: Sequence[Mapping[str, Any]], max_messages: int, max_chars: int) -> list[dict[str, str]]:
     """Chat messages from the contact's recent messages (newest first, each {direction, body}): the
     newest max_messages that fit in max_chars together, oldest first; the newest is always kept (cut to
     max_chars). Inbound messages are the user's, every outbound one (bot, person, campaign) the assistant's."""
-    chosen, used = [], 0
+    chosen: list[dict[str, str]] = []
+    used = 0
     for item in history[:max_messages]:
         body = item["body"]
         if chosen and used + len(body) > max_chars:
@@ -67,8 +72,8 @@ def conversation(history, max_messages, max_chars):
     return chosen[::-1]
 
 
-def build_request(provider, api_key, messages, *, allow_private, response_format="json_schema",
-                  token_limit=TOKEN_LIMITS[0]):
+def build_request(provider: Mapping[str, Any], api_key: str | None, messages: Sequence[Mapping[str, Any]], *, allow_private: bool, response_format: str = "json_schema",
+                  token_limit: str = TOKEN_LIMITS[0]) -> HTTPRequest:
     """The HTTPRequest of one chat-completions call in a response format (RESPONSE_FORMATS, or "plain").
     ProviderError when the base URL is not allowed."""
     base = provider["baseUrl"].rstrip("/")
@@ -89,7 +94,7 @@ def build_request(provider, api_key, messages, *, allow_private, response_format
                        follow_redirects=False, connect_timeout=timeout, request_timeout=timeout)
 
 
-def content_of(raw):
+def content_of(raw: bytes) -> str:
     """The text of a chat-completions response body (bytes); ProviderError when it has none."""
     try:
         content = json.loads(raw)["choices"][0]["message"]["content"]
@@ -106,7 +111,7 @@ class _Refused(Exception):
     """The server refused the request's response format (REFUSED): auto tries the next one."""
 
 
-async def _call(http, provider, api_key, messages, allow_private, response_format, token_limit=TOKEN_LIMITS[0]):
+async def _call(http: AsyncHTTPClient, provider: Mapping[str, Any], api_key: str | None, messages: Sequence[Mapping[str, Any]], allow_private: bool, response_format: str, token_limit: str = TOKEN_LIMITS[0]) -> str:
     """One call: the answer's text, _Refused (a structured format the server would not take), or ProviderError."""
     request = build_request(provider, api_key, messages, allow_private=allow_private, response_format=response_format,
                             token_limit=token_limit)
@@ -133,7 +138,7 @@ async def _call(http, provider, api_key, messages, allow_private, response_forma
     return content_of(response.body)
 
 
-async def ask(http, provider, api_key, messages, *, allow_private):
+async def ask(http: AsyncHTTPClient, provider: Mapping[str, Any], api_key: str | None, messages: Sequence[Mapping[str, Any]], *, allow_private: bool) -> bot_answer.Answer:
     """The provider's Answer to the conversation, or ProviderError: the structured formats of the provider's
     mode in turn (the next when one is refused), then, when the structured answer was not usable, one
     plain-text request. http: an AsyncHTTPClient whose resolver is netguard.CheckedResolver (so only checked

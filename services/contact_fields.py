@@ -1,7 +1,10 @@
 """Normalizing contact fields with the field's own libraries: phonenumbers (E.164), email-validator.
 The API (POST /v1/contacts) and the bulk import both go through normalize_contact."""
+from __future__ import annotations
+
 import functools
 import re
+from typing import Any
 
 import phonenumbers
 from email_validator import EmailNotValidError, validate_email
@@ -15,19 +18,19 @@ MAX_PHONE_LENGTH = 64
 MAX_EMAIL_LENGTH = 320
 
 
-def _international_text(raw):
+def _international_text(raw: str | None) -> str:
     """The phone as typed, trimmed; a leading space stands for a "+" that arrived unencoded in a query string."""
     text = (raw or "").strip()
     return "+" + text if raw and raw.startswith(" ") and text[:1].isdigit() else text
 
 
-def is_national(raw):
+def is_national(raw: str | None) -> bool:
     """A phone typed without its country code ("030 1234567"): only such a number needs a default country."""
     text = _international_text(raw)
     return bool(text) and not text.startswith("+")
 
 
-def normalize_phone(raw, field="phone", region=None):
+def normalize_phone(raw: str | None, field: str = "phone", region: str | None = None) -> str:
     """E.164 or Invalid(INVALID_PHONE). A country code is required: the number must start with "+",
     unless a default region (ISO 3166 code, e.g. "DE") says which country a national number is in."""
     text = _international_text(raw)
@@ -45,7 +48,7 @@ def normalize_phone(raw, field="phone", region=None):
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
-def region_code(text, field="defaultCountry"):
+def region_code(text: Any, field: str = "defaultCountry") -> str:
     """A default region for national numbers ("de" -> "DE"), or Invalid naming the field unless it is an ISO 3166
     alpha-2 code phonenumbers knows."""
     code = text.strip().upper() if isinstance(text, str) else ""
@@ -56,14 +59,14 @@ def region_code(text, field="defaultCountry"):
 
 
 @functools.lru_cache(maxsize=4096)  # the same fromIds arrive again and again; parsing is the cost
-def looks_like_phone(text):
+def looks_like_phone(text: str | None) -> str | None:
     try:
         return normalize_phone(text) if text and text.strip().startswith("+") else None
     except Invalid:
         return None
 
 
-def normalize_email(raw, field="email"):
+def normalize_email(raw: str | None, field: str = "email") -> str:
     """Validated, case-folded email, or Invalid(INVALID_EMAIL). No DNS lookups (keeps the loop free)."""
     try:
         result = validate_email((raw or "").strip(), check_deliverability=False)
@@ -73,25 +76,25 @@ def normalize_email(raw, field="email"):
 
 
 @functools.lru_cache(maxsize=4096)
-def looks_like_email(text):
+def looks_like_email(text: str | None) -> str | None:
     try:
         return normalize_email(text) if text and "@" in text else None
     except Invalid:
         return None
 
 
-def blank_to_none(value):
+def blank_to_none(value: str | None) -> str | None:
     value = value.strip() if isinstance(value, str) else value
     return value or None
 
 
-def check_length(value, field, limit):
+def check_length(value: str | None, field: str, limit: int) -> None:
     if value is not None and len(value) > limit:
         raise Invalid(f"{field} is longer than {limit} characters", field=field)
-    no_control_characters(value, field)  # the API's models check it too; imported rows only here
+    no_control_characters(value, field)  # type: ignore[arg-type]  # None passes: nothing to check. The API's models check it too; imported rows only here
 
 
-def normalize_contact(*, first_name=None, last_name=None, phone=None, email=None, region=None):
+def normalize_contact(*, first_name: str | None = None, last_name: str | None = None, phone: str | None = None, email: str | None = None, region: str | None = None) -> dict[str, str | None]:
     """The contact fields as stored ({first_name, last_name, phone, email}: blanks as None, the phone E.164,
     the email case-folded), or Invalid naming the field (docs/api.md#contacts: phone or email required).
     region: a default region for phones without "+" (the import's option; the API passes none)."""
@@ -114,7 +117,7 @@ MAX_TAG_LENGTH = 50
 _TAG_REFUSED = re.compile(r'["\\,]')
 
 
-def normalize_tag(raw, field="tag"):
+def normalize_tag(raw: Any, field: str = "tag") -> str:
     """A tag as stored: trimmed, inner spaces collapsed to one, case-folded ("  VIP  Customer" -> "vip customer");
     Invalid naming the field when blank, longer than MAX_TAG_LENGTH, or holding a quote, backslash, comma or
     control character."""
@@ -131,7 +134,7 @@ def normalize_tag(raw, field="tag"):
     return tag
 
 
-def normalize_tags(raw, field="tags"):
+def normalize_tags(raw: Any, field: str = "tags") -> list[str]:
     """A contact's tags as stored: each normalize_tag'ed, duplicates dropped, sorted; Invalid naming the field (and
     the tag's index) for a bad one or more than MAX_TAGS."""
     if raw is None:
@@ -144,7 +147,7 @@ def normalize_tags(raw, field="tags"):
     return tags
 
 
-def split_tags(text, field="tags"):
+def split_tags(text: str | None, field: str = "tags") -> list[str]:
     """Tags typed in one box, comma-separated (the UI's form): normalize_tags of the non-blank parts, an error
     naming the box (field) and the tag at fault."""
     parts = [part for part in (text or "").split(",") if part.strip()]

@@ -1,14 +1,23 @@
 """Credits: agencies grant them to their sub-accounts (docs/api.md#sub-account-credits-agency-accounts; an Idempotency-Key makes a grant
 exactly-once, services/idempotency.py); spend_credits takes them away (never below zero, auto-recharge
 notification included); balances are exact integer hundredths underneath."""
+from __future__ import annotations
+
 import math
 import re
+from collections.abc import Mapping
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from typing import Any, TYPE_CHECKING
 
 from common.errors import Forbidden, IdempotencyKeyReused, InsufficientCredits, Invalid, NotFound
 from common.ids import iso, utcnow
 from services import idempotency
 from storage import credits as store
+from storage.interface import Store
+
+if TYPE_CHECKING:
+    from services.worker_loop import WorkerLoop
 
 MAX_GRANT = 10 ** 9  # credits in one grant or spend
 MAX_DESCRIPTION = 500
@@ -19,7 +28,7 @@ GRANT_ENDPOINT = "POST /v1/subaccounts/credits"  # part of the request's fingerp
 as_number = store.as_number
 
 
-def to_hundredths(amount, field="amount"):
+def to_hundredths(amount: Any, field: str = "amount") -> int:
     """A JSON number of credits as exact integer hundredths; Invalid unless it is a finite number > 0 with
     at most two decimal places and at most MAX_GRANT. Booleans and strings are not numbers."""
     if isinstance(amount, bool) or not isinstance(amount, (int, float, Decimal)):
@@ -46,7 +55,7 @@ def to_hundredths(amount, field="amount"):
 MAX_PRICE = 1000  # credits per bot reply
 
 
-def price_to_hundredths(price, field="creditsPerReply"):
+def price_to_hundredths(price: Any, field: str = "creditsPerReply") -> int:
     """What a sub-account pays per bot reply, set by its agency: a number from 0 (free) to MAX_PRICE with at
     most two decimals, as hundredths; Invalid naming the field otherwise."""
     if not isinstance(price, bool) and isinstance(price, (int, float, Decimal)) and price == 0:
@@ -60,7 +69,7 @@ def price_to_hundredths(price, field="creditsPerReply"):
 _TYPED_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
 
-def number_from_text(text, field="amount"):
+def number_from_text(text: str, field: str = "amount") -> Decimal:
     """A number of credits typed into a form ("12", "12.50") as a Decimal for to_hundredths; Invalid naming
     the field unless it is plain ASCII digits with an optional decimal point (a minus sign passes, for
     to_hundredths to say "greater than 0")."""
@@ -72,13 +81,13 @@ def number_from_text(text, field="amount"):
     return Decimal(text)
 
 
-def require_agency(caller_type):
+def require_agency(caller_type: str) -> None:
     """Spec §5.7: the credit endpoint is available to agency accounts only."""
     if caller_type != "agency":
         raise Forbidden("only agency accounts can manage sub-accounts and their credits")
 
 
-def _clean_description(description, field="description"):
+def _clean_description(description: Any, field: str = "description") -> str | None:
     if description is None:
         return None
     if not isinstance(description, str):
@@ -89,7 +98,7 @@ def _clean_description(description, field="description"):
     return description or None
 
 
-def _grant_parameters(email, amount, description):
+def _grant_parameters(email: str, amount: Any, description: Any) -> tuple[str, int, str | None]:
     """(email, hundredths, description) as a grant uses them; Invalid for a bad one."""
     if not isinstance(email, str) or not email.strip():
         raise Invalid("email is required")
@@ -97,19 +106,19 @@ def _grant_parameters(email, amount, description):
     return email.strip().lower(), to_hundredths(amount), _clean_description(description)
 
 
-def grant_fingerprint(email, amount, description):
+def grant_fingerprint(email: str, amount: Any, description: Any) -> str:
     """An Idempotency-Key's fingerprint of a grant: its parameters as the grant uses them, so the same
     grant spelled differently (email case, 10 or 10.0) is the same request."""
     return _fingerprint(*_grant_parameters(email, amount, description))
 
 
-def _fingerprint(email, hundredths, description):
+def _fingerprint(email: str, hundredths: int, description: str | None) -> str:
     return idempotency.fingerprint({"endpoint": GRANT_ENDPOINT, "email": email, "amount": hundredths,
                                     "description": description})
 
 
-async def grant_credits(db, agency_id, caller_type, *, email, amount, description=None, idempotency_key=None,
-                        now=None, by=None):
+async def grant_credits(db: Store, agency_id: str, caller_type: str, *, email: str, amount: Any, description: Any = None, idempotency_key: str | None = None,
+                        now: datetime | None = None, by: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Spec §4.6: add ``amount`` credits to the calling agency's sub-account with this email and record the
     grant (with ``description`` and the request's Idempotency-Key) in its history, in one transaction.
 
@@ -125,7 +134,7 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
     require_agency(caller_type)
     email, hundredths, description = _grant_parameters(email, amount, description)
 
-    async def fingerprint():
+    async def fingerprint() -> str:
         return _fingerprint(email, hundredths, description)
     with idempotency.covering(agency_id, idempotency_key, fingerprint, now) as claim:
         earlier = await store.keyed_grant(db, agency_id, idempotency_key) if idempotency_key else None
@@ -140,7 +149,7 @@ async def grant_credits(db, agency_id, caller_type, *, email, amount, descriptio
     return body, claim is not None and claim.replayed
 
 
-async def spend_credits(db, account_id, amount, reason, now=None, *, delivery=None):
+async def spend_credits(db: Store, account_id: str, amount: Any, reason: str | None, now: datetime | None = None, *, delivery: WorkerLoop | None = None) -> int | float:
     """Take ``amount`` credits from the account (a bot reply's cost) and record why, in one transaction.
     Never goes below zero: a spend larger than the balance raises InsufficientCredits and spends nothing.
     A spend that leaves a sub-account below its auto-recharge threshold queues the agency's
@@ -160,12 +169,12 @@ async def spend_credits(db, account_id, amount, reason, now=None, *, delivery=No
     return as_number(result["balance"])
 
 
-async def get_balance(db, account_id):
+async def get_balance(db: Store, account_id: str) -> int | float:
     """The account's credit balance as a number (0 for an unknown account)."""
     return as_number(await store.get_balance(db, account_id) or 0)
 
 
-async def price_per_reply(db, account_id):
+async def price_per_reply(db: Store, account_id: str) -> int | float:
     """What one bot reply costs the account, as a number: its agency's price for a sub-account (default 1)."""
     price = await store.get_price(db, account_id)
     return as_number(store.DEFAULT_PRICE if price is None else price)

@@ -101,8 +101,8 @@ def ask_in_tx(cx, account_id, contact_ids, base_url, at=None):
         if to_id is None:
             continue  # the contact never wrote (a campaign's conversation): nowhere to ask
         on_widget = channel == messaging.WEB_CHANNEL
-        if not on_widget and not account["settings"].get("customChannelWebhookUrl"):
-            continue  # nowhere to deliver the link (as the outside-hours message)
+        if not on_widget and messaging.undeliverable(account["settings"], channel):
+            continue  # nowhere to deliver the link (as the outside-hours message): no webhook, or for email no SMTP
         contact = contact_store.get_contact.sync(cx, account_id, contact_id)
         if contact["opted_out"]:
             continue  # they asked for no more messages: a question is not an answer they wait for

@@ -41,6 +41,8 @@ MAX_RETRY_AFTER = 24 * 3600
 UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
 ACCOUNT_TTL = 1.0  # seconds an account read for a delivery round is reused
+# An email reply's payload names its channel so (json.dumps); other replies are not parsed to find out.
+_EMAIL_REPLY = f'"channel": "{mail_out.CHANNEL}"'
 
 
 def webhook_url(row, account):
@@ -266,6 +268,10 @@ class DeliveryWorker(WorkerLoop):
     async def _send(self, row, account, now):
         if row["kind"] == "mail":  # Parley's own mail, by the account's SMTP server
             return await mail_out.deliver(self.services, account, row)
+        if row["kind"] == "reply" and _EMAIL_REPLY in row["payload"]:
+            payload = json.loads(row["payload"])
+            if payload["channel"] == mail_out.CHANNEL:  # the email channel's reply, by the account's SMTP server
+                return await mail_out.deliver_reply(self.services, account, payload)
         url = webhook_url(row, account)
         if not url:
             return Outcome(error=NO_URL)

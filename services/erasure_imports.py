@@ -2,23 +2,29 @@
 the rows that failed, so it may hold the erased person (a row with their email and a bad phone, say). After
 an erasure, the records of the account's ended imports' reports that name the person's email or phone are
 cut out; the rest of each report stays. Uploads are deleted when their import ends (services/import_runner)."""
+from __future__ import annotations
+
 import csv
 import io
 import os
 import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 from services.contact_import import report_path, run_blocking
 from storage import contact_imports as store
+from storage.interface import Store
 
 _BOM = b"\xef\xbb\xbf"
 _MIN_PHONE_DIGITS = 7  # fewer digits than this in a cell is no phone number
 
 
-def _digits(text):
+def _digits(text: str) -> str:
     return re.sub(r"\D", "", text)
 
 
-def _names_person(cells, email, phone_digits):
+def _names_person(cells: Iterable[str], email: str, phone_digits: str) -> bool:
     for cell in cells:
         if email and email in cell.casefold():
             return True
@@ -29,7 +35,7 @@ def _names_person(cells, email, phone_digits):
     return False
 
 
-def scrub_report(path, email, phone):
+def scrub_report(path: Path, email: str, phone: str | None) -> int:
     """Rewrite the CSV report at path without the records naming email (case-folded) or phone (E.164; a cell
     with its last digits, in any spelling, counts); the records removed (0: the file is left as it was)."""
     try:
@@ -53,7 +59,7 @@ def scrub_report(path, email, phone):
     return len(records) - len(kept)
 
 
-async def scrub_import_reports(db, data_dir, account_id, contact):
+async def scrub_import_reports(db: Store, data_dir: str | Path, account_id: str, contact: Mapping[str, Any]) -> int:
     """Cut the contact (a storage row, read before its erasure) out of the account's imports' headers and its
     ended imports' error reports; the headers replaced and records removed."""
     email = (contact.get("email") or "").casefold()

@@ -3,11 +3,16 @@ the AI provider, or a rule with "handoff": true). The contact gets the account's
 the bot's reply; the bot pauses for the contact; and a conversation.handoff notification is queued, all in
 the transaction that records the bot's outcome (services/bot.py calls in here and nothing else). The
 conversation then waits for a person (the inbox's "Needs a person") until a person replies."""
+from __future__ import annotations
+
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from common.ids import iso, utcnow
 from services import sla
 from storage import bot_state, conversations
+from storage.interface import Connection
 from storage.outbox import enqueue_notification_in_tx
 
 EVENT = "conversation.handoff"
@@ -18,7 +23,7 @@ REASONS = ("keyword", "provider", "rule")
 PAUSE = timedelta(hours=24)
 
 
-def message_for(config):
+def message_for(config: Mapping[str, Any]) -> str | None:
     """The text the contact gets on a handoff, or None: bot.handoffMessage, its default when unset, nothing
     when it is the empty string."""
     text = config.get("handoffMessage")
@@ -26,7 +31,7 @@ def message_for(config):
     return text if text.strip() else None
 
 
-def record_in_tx(cx, account_id, contact_id, message_id, reason):
+def record_in_tx(cx: Connection, account_id: str, contact_id: str, message_id: str, reason: str) -> str | None:
     """In the bot outcome's transaction: pause the bot for the contact and queue the notification (when the
     account listens for it), so that neither exists without the other. message_id: the contact's message
     that caused the handoff. Returns the notification's webhook id or None."""

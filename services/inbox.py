@@ -126,7 +126,10 @@ def message_view(services, row, contact_name):
                          "next_attempt_at": error.get("nextAttemptAt") if row["status"] == "Failed" else None,
                          "can_retry": row["status"] == "Failed"} if outbound else None,
             "media": media_view(services, row["media_url"], row["media_content_type"]),
-            "bot": _bot_outcome_view(row["bot_outcome"]) if not outbound else None}
+            "bot": _bot_outcome_view(row["bot_outcome"]) if not outbound else None,
+            # an email's subject, its quoted history (trimmed off the body, shown on request) and whether it was
+            # sent by a machine (an out-of-office: stored, never answered)
+            "mail": row.get("mail") or None}
 
 
 async def _contact(services, account_id, contact_id):

@@ -1,4 +1,6 @@
 """API keys, UI passwords and webhook signing secrets: generation, hashing, verification."""
+from __future__ import annotations
+
 import base64
 import hashlib
 import hmac
@@ -19,13 +21,13 @@ _ARGON2 = argon2.PasswordHasher(time_cost=2, memory_cost=19456, parallelism=1, h
 _LEGACY_SCRYPT = dict(n=2**14, r=8, p=1, dklen=32)
 
 
-def new_api_key():
+def new_api_key() -> tuple[str, str, str]:
     """Returns (key shown once, SHA-256 hex stored, prefix kept for display)."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     return key, hash_api_key(key), key[:10]
 
 
-def hash_token(token):
+def hash_token(token: str) -> str:
     """Random tokens (API keys, session ids) are stored as this. A 256-bit random token needs no slow
     hash: SHA-256 is what makes a stolen table useless."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -34,26 +36,26 @@ def hash_token(token):
 hash_api_key = hash_token
 
 
-def new_session_id():
+def new_session_id() -> str:
     """The id a UI session cookie carries (stored as hash_token of it)."""
     return secrets.token_urlsafe(32)
 
 
-def new_password():
+def new_password() -> str:
     return secrets.token_urlsafe(12)
 
 
-def hash_password(password):
+def hash_password(password: str) -> str:
     """The PHC string of an argon2id hash of password, with today's parameters (CPU-heavy: an executor)."""
     return _ARGON2.hash(password)
 
 
-def is_password_hash(stored):
+def is_password_hash(stored: str) -> bool:
     """Whether stored is a password hash at all (an invited user's marker, for one, is not)."""
     return stored.startswith("$argon2id$") or stored.startswith("scrypt$")
 
 
-def verify_password(password, stored):
+def verify_password(password: str, stored: str) -> bool:
     """Whether password matches the stored hash: argon2id with the parameters the hash names, or a legacy
     scrypt hash. Anything else (a marker, a damaged hash) matches no password. CPU-heavy: an executor."""
     if stored.startswith("$argon2id$"):
@@ -71,12 +73,12 @@ def verify_password(password, stored):
     return hmac.compare_digest(candidate.hex(), digest)
 
 
-def password_needs_rehash(stored):
+def password_needs_rehash(stored: str) -> bool:
     """Whether a hash that just verified should be replaced: a legacy scrypt hash, or argon2id with
     parameters other than today's."""
     return not stored.startswith("$argon2id$") or _ARGON2.check_needs_rehash(stored)
 
 
-def new_webhook_secret():
+def new_webhook_secret() -> str:
     """A Standard Webhooks secret: whsec_ + base64 of 24 random bytes."""
     return SECRET_PREFIX + base64.b64encode(os.urandom(24)).decode()

@@ -3,14 +3,18 @@ retention, snoozes, reports, bot recovery), one owner per job at a time. The own
 before it lapses; a process that dies stops renewing, and another takes the job over once the lease lapsed
 (at most --worker-lease-seconds later). A clean stop gives the lease up at once. Portable (a row per job and
 one conditional upsert), so a single process on SQLite runs the same path."""
+from __future__ import annotations
+
 import logging
 import os
 import socket
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from common.ids import iso, utcnow
 from storage import leases as store
+from storage.interface import Store
 
 log = logging.getLogger("parley.workers")
 
@@ -23,17 +27,17 @@ class Lease:
     """One job's lease for this process. hold() takes or renews it (a write only when a third of the lease
     is gone) and says whether this process may run the job now."""
 
-    def __init__(self, db, name, seconds, owner=PROCESS_ID, clock=utcnow):
+    def __init__(self, db: Store, name: str, seconds: float, owner: str = PROCESS_ID, clock: Callable[[], datetime] = utcnow) -> None:
         self.db, self.name, self.seconds, self.owner, self.clock = db, name, seconds, owner, clock
         self._held_until = 0.0  # monotonic: how long we surely hold it (from before the write was sent)
         self._renew_at = 0.0
         self._retry_at = 0.0  # not ours: the next try (a notify() of the job does not write each time)
 
     @property
-    def held(self):
+    def held(self) -> bool:
         return time.monotonic() < self._held_until
 
-    async def hold(self):
+    async def hold(self) -> bool:
         started = time.monotonic()
         if started < self._renew_at:
             return True
@@ -59,7 +63,7 @@ class Lease:
                 log.warning("lease %s: lost to another process", self.name)
         return ours
 
-    async def release(self):
+    async def release(self) -> None:
         if self._held_until:
             self._held_until = self._renew_at = 0.0
             try:

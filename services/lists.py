@@ -1,11 +1,16 @@
 """Contact lists: creation, keyset-paginated listing of lists and members, idempotent membership."""
+from __future__ import annotations
+
 import base64
 import binascii
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from common.errors import Invalid
 from common.ids import new_id, now_iso
 from storage import lists as store
 from storage.contacts import public_contact
+from storage.interface import Store
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -16,11 +21,11 @@ public_list = store.public_list
 list_not_found = store.list_not_found
 
 
-def encode_cursor(last_id):
+def encode_cursor(last_id: str) -> str:
     return base64.urlsafe_b64encode((_CURSOR_PREFIX + last_id).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor):
+def decode_cursor(cursor: str | None) -> str | None:
     """The id after which the next page starts, or None for the first page; Invalid for a bad cursor."""
     if not cursor:
         return None
@@ -33,7 +38,7 @@ def decode_cursor(cursor):
     return text[len(_CURSOR_PREFIX):]
 
 
-def parse_limit(text):
+def parse_limit(text: str | None) -> int:
     """?limit= absent is the default; anything but an integer 1-200 in ASCII digits is Invalid (an empty
     value too: the OpenAPI document says integer; int() alone would also take "+5", "1_0" or "٣")."""
     if text is None:
@@ -47,10 +52,11 @@ def parse_limit(text):
     return limit
 
 
-async def keyset_page(fetch, limit_text, cursor, shape, *, integer_ids=False):
+async def keyset_page(fetch: Callable[[Any, int], Awaitable[Sequence[Mapping[str, Any]]]], limit_text: str | None, cursor: str | None, shape: Callable[[Any], Any], *, integer_ids: bool = False) -> dict[str, Any]:
     """One page as {data, nextCursor}: fetch(after_id, n) is asked for one row more than the limit.
     integer_ids: the rows' ids are integers (a cursor that does not hold one is Invalid)."""
     limit = parse_limit(limit_text)
+    after: str | int | None
     after = decode_cursor(cursor)
     if integer_ids and after is not None:
         if not (after.isascii() and after.isdigit() and len(after) < 19):
@@ -63,7 +69,7 @@ async def keyset_page(fetch, limit_text, cursor, shape, *, integer_ids=False):
             "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None}
 
 
-def _valid_name(name):
+def _valid_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
         raise Invalid("name is required and cannot be blank", field="name")
@@ -72,7 +78,7 @@ def _valid_name(name):
     return name
 
 
-async def create_list(db, account_id, name):
+async def create_list(db: Store, account_id: str, name: str) -> dict[str, Any]:
     """A new list; Conflict naming the account's list that already has this name (compared without case and
     surrounding spaces)."""
     name = _valid_name(name)
@@ -81,24 +87,24 @@ async def create_list(db, account_id, name):
     return public_list(row)
 
 
-async def get_list(db, account_id, list_id):
+async def get_list(db: Store, account_id: str, list_id: str) -> dict[str, Any]:
     row = await store.get_list(db, account_id, list_id)
     if row is None:
         raise list_not_found(list_id)
     return public_list(row)
 
 
-async def list_lists(db, account_id, *, limit=None, cursor=None):
+async def list_lists(db: Store, account_id: str, *, limit: str | None = None, cursor: str | None = None) -> dict[str, Any]:
     return await keyset_page(lambda after, n: store.page_lists(db, account_id, after, n), limit, cursor, public_list)
 
 
-async def list_members(db, account_id, list_id, *, limit=None, cursor=None):
+async def list_members(db: Store, account_id: str, list_id: str, *, limit: str | None = None, cursor: str | None = None) -> dict[str, Any]:
     await get_list(db, account_id, list_id)
     return await keyset_page(lambda after, n: store.page_members(db, account_id, list_id, after, n),
                        limit, cursor, public_contact)
 
 
-async def add_contact(db, account_id, list_id, contact_id):
+async def add_contact(db: Store, account_id: str, list_id: str, contact_id: str) -> dict[str, Any]:
     """Spec §4.3: add an existing contact to an existing list; adding again changes nothing (added: false)."""
     contact_id = (contact_id or "").strip()
     if not contact_id:
@@ -107,28 +113,28 @@ async def add_contact(db, account_id, list_id, contact_id):
     return {"success": True, "listId": list_id, "contactId": contact_id, "added": added}
 
 
-async def lists_of_contact(db, account_id, contact_id):
+async def lists_of_contact(db: Store, account_id: str, contact_id: str) -> list[dict[str, Any]]:
     """The account's lists this contact belongs to, as the API shows lists."""
     return [public_list(row) for row in await store.lists_of_contact(db, account_id, contact_id)]
 
 
-async def rename_list(db, account_id, list_id, name):
+async def rename_list(db: Store, account_id: str, list_id: str, name: str) -> dict[str, Any]:
     """Rename a list; LIST_NOT_FOUND, or Conflict naming the list that already has the name."""
     return public_list(await store.rename_list(db, account_id, list_id, _valid_name(name)))
 
 
-async def delete_list(db, account_id, list_id, by=None):
+async def delete_list(db: Store, account_id: str, list_id: str, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Delete a list and its memberships (never its contacts): {deleted: true, id, removedMemberships}."""
     removed = await store.delete_list(db, account_id, list_id, now_iso(), by)
     return {"deleted": True, "id": list_id, "removedMemberships": removed}
 
 
-async def remove_contacts(db, account_id, list_id, contact_ids):
+async def remove_contacts(db: Store, account_id: str, list_id: str, contact_ids: Sequence[str]) -> int:
     """Take these contacts off the list (those not on it are skipped); the number removed."""
     return await store.remove_members(db, account_id, list_id, sorted(set(contact_ids)))
 
 
-async def remove_contact(db, account_id, list_id, contact_id):
+async def remove_contact(db: Store, account_id: str, list_id: str, contact_id: str) -> dict[str, Any]:
     """DELETE /lists/{id}/contacts/{contactId}: {success, listId, contactId, removed} (false when it was not a
     member: idempotent)."""
     removed = await remove_contacts(db, account_id, list_id, [contact_id])

@@ -192,6 +192,7 @@ async def imap_session(server, password, *, timeout, allow_private):
         selected = await client.select(folder)
         if selected.result != "OK":
             raise MailError(f"IMAP folder {folder!r} cannot be opened: {_text(selected)}", retryable=False)
+        client.selected = selected  # its UIDVALIDITY and UIDNEXT (the email channel's import)
     except MailError:
         await _close_imap(client)
         raise

@@ -9,18 +9,29 @@ not (a 5xx answer, a refused login), every attempt recorded and logged. Settings
 with their state and error. The text is stored sealed with the secret key (it may carry a one-time link, whose
 token is otherwise only stored hashed) and only the recipient and subject are shown.
 
-The email channel's replies will go out through the same SMTP session code (services/mail_connect.py)."""
+The email channel's replies (an outbox row of kind 'reply' whose channel is `email`) go out here too, with
+Parley's own Message-ID, signed (signed_message_id: a reference to it cannot be forged to attach mail to another
+thread), In-Reply-To and References of the customer's mail and its subject with "Re:"."""
+import asyncio
+import base64
+import hashlib
+import hmac
 import json
+import mimetypes
+import re
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 
 from common.ids import new_id
-from services import email_settings
+from services import email_settings, media
 from services.mail_connect import MailError, send_smtp
 from services.webhook_post import Outcome
 from storage import mail as store
 
 NOT_CONFIGURED = "SMTP is not configured (Settings > Email)"
+CHANNEL = "email"
+MAX_REFERENCES = 20  # References keeps the thread's first and latest ids: a long thread's header stays short
+_SIGNED = re.compile(r"^(msg_[A-Za-z0-9_-]+)\.([A-Za-z2-7]{16})@")
 
 
 def can_send(settings):
@@ -82,6 +93,114 @@ async def deliver(services, account, row):
         return Outcome(error=str(exc))
     try:
         await send_smtp(smtp, password, message_of(account, row, text),
+                        timeout=services.settings.mail_timeout_seconds,
+                        allow_private=services.settings.allow_private_webhooks)
+    except MailError as exc:
+        return Outcome(error=str(exc), retryable=exc.retryable)
+    return Outcome()
+
+
+# ---- the email channel's replies ---------------------------------------------------------------
+
+def message_id_key(box):
+    return bytes.fromhex(box.derive("mail-message-ids"))
+
+
+def _signature(key, account_id, message_id):
+    mac = hmac.new(key, f"{account_id}\n{message_id}".encode(), hashlib.sha256).digest()
+    return base64.b32encode(mac[:10]).decode().lower()
+
+
+def signed_message_id(key, account_id, message_id, address):
+    """Parley's Message-ID of an outbound email message (without angle brackets): its message id and an HMAC of it
+    with the account (so one account's id does not verify for another), at the domain of the account's address."""
+    return f"{message_id}.{_signature(key, account_id, message_id)}@{address.rpartition('@')[2]}"
+
+
+def verified_message_id(key, account_id, header_id):
+    """The Parley message id a Message-ID names when it is one of ours for this account, else None."""
+    found = _SIGNED.match(header_id or "")
+    if found is None or not hmac.compare_digest(found[2], _signature(key, account_id, found[1])):
+        return None
+    return found[1]
+
+
+def reply_subject(subject):
+    subject = " ".join((subject or "").split())
+    if not subject:
+        return None
+    return subject if re.match(r"(?i)^(re|aw|sv|antw)\s*:", subject) else f"Re: {subject}"
+
+
+def reply_mail(last_inbound_mail):
+    """The `mail` part of an outbound email message, from the customer's latest email (its `mail` column, or None):
+    {subject, inReplyTo, references}; subject None without one (the delivery says "Your message to <account>")."""
+    last = last_inbound_mail or {}
+    references = list(reversed(last.get("references") or []))  # stored newest first, sent oldest first
+    if last.get("messageId"):
+        references.append(last["messageId"])
+    if len(references) > MAX_REFERENCES:
+        references = references[:1] + references[-(MAX_REFERENCES - 1):]
+    return {"subject": reply_subject(last.get("subject")),
+            "inReplyTo": last.get("messageId"), "references": references}
+
+
+_STORED_MEDIA = re.compile(r"/v1/media/([0-9a-f]{64})\?")
+
+
+def _attachment(services, payload):
+    """(bytes, content type) of the reply's stored file, read from the media directory, or None: a file given by URL
+    is named in the text instead. Blocking: run in a thread."""
+    found = _STORED_MEDIA.search(payload.get("mediaUrl") or "")
+    if found is None:
+        return None
+    try:
+        return (media.media_dir(services.settings) / found[1]).read_bytes(), payload["mediaContentType"]
+    except OSError:
+        return None
+
+
+def reply_message_of(services, account, payload, attachment=None):
+    """The EmailMessage of an email reply's delivery (its outbox payload), with its file attached."""
+    address = account["settings"][email_settings.SETTING]["address"]
+    mail = payload.get("mail") or {}
+    message = EmailMessage()
+    message["From"] = formataddr((account["name"], address))
+    message["To"] = payload["toId"]
+    message["Subject"] = mail.get("subject") or f"Your message to {account['name']}"
+    message["Date"] = formatdate(usegmt=True)
+    message["Message-ID"] = f"<{signed_message_id(message_id_key(services.box), account['id'], payload['messageId'], address)}>"
+    if mail.get("inReplyTo"):
+        message["In-Reply-To"] = f"<{mail['inReplyTo']}>"
+    if mail.get("references"):
+        message["References"] = " ".join(f"<{ref}>" for ref in mail["references"])
+    if payload.get("author") in ("bot", "auto"):
+        message["Auto-Submitted"] = "auto-replied"  # RFC 3834: the customer's auto-responder stays quiet
+    text = payload["body"]
+    if payload.get("mediaUrl") and attachment is None:
+        text += f"\n\n{payload['mediaUrl']}"
+    message.set_content(text)
+    if attachment is not None:
+        data, content_type = attachment
+        maintype, _, subtype = content_type.partition("/")
+        extension = mimetypes.guess_extension(content_type) or ""
+        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=f"attachment{extension}")
+    return message
+
+
+async def deliver_reply(services, account, payload):
+    """One attempt at an email reply (the delivery worker's): an Outcome, never an exception for what the server or
+    the network did."""
+    smtp = email_settings.server(account["settings"], "smtp")
+    if smtp is None:
+        return Outcome(error=NOT_CONFIGURED)
+    try:
+        password = email_settings.password(services.box, smtp)
+    except ValueError as exc:
+        return Outcome(error=str(exc))
+    attachment = await asyncio.to_thread(_attachment, services, payload) if payload.get("mediaUrl") else None
+    try:
+        await send_smtp(smtp, password, reply_message_of(services, account, payload, attachment),
                         timeout=services.settings.mail_timeout_seconds,
                         allow_private=services.settings.allow_private_webhooks)
     except MailError as exc:

@@ -225,6 +225,23 @@ def _accept_data_uri(uri, declared, charset, max_bytes, directory):
     return store_bytes(directory, data)
 
 
+def _accept_bytes(data, declared, charset, max_bytes, directory, field):
+    if len(data) > max_bytes:
+        raise PayloadTooLarge(f"{field} is larger than the limit of {max_bytes} bytes")
+    check_content(declared, charset, data, field=field)
+    return store_bytes(directory, data)
+
+
+async def accept_bytes(settings, data, content_type, field):
+    """A file that arrived as bytes (an email's attachment) checked and stored as a data URI's would be: the same
+    size limit and content sniffing, off the event loop. Returns (stored url, content type); Invalid or
+    PayloadTooLarge naming field."""
+    declared, charset = normalize_content_type(content_type, field=field)
+    digest = await asyncio.get_running_loop().run_in_executor(
+        None, _accept_bytes, data, declared, charset, settings.max_media_bytes, media_dir(settings), field)
+    return STORED_PREFIX + digest, declared
+
+
 async def accept_media(settings, media_url, media_content_type):
     """Validate an incoming (mediaUrl, mediaContentType) pair; returns (stored url, content type) or
     (None, None) without media. Data URIs are decoded, checked and stored off the event loop."""

@@ -5,7 +5,7 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from services import assignment, bot_context, idempotency, media, opt_out, sla
+from services import assignment, bot_context, idempotency, mail_out, media, opt_out, sla
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common import errors
@@ -25,6 +25,7 @@ log = logging.getLogger("parley.messaging")
 
 QUEUED = "Message queued for delivery"
 NO_WEBHOOK = "no Custom Channel Webhook URL is configured; set it with PATCH /v1/account/settings"
+NO_SMTP = "an email reply needs the account's SMTP server: set email.smtp (Settings > Email)"
 MAX_PAGE = 200
 # Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
 # user, an API client (POST send_custom_channel_message) or a campaign.
@@ -73,10 +74,14 @@ def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
             contact_store.fill_blanks_in_tx(cx, contact, values)
         return contact_id, False
     linked = None
-    if identity["from_phone"] or identity["from_email"]:
+    if identity.get("thread_contact_id"):  # an email's verified reference: a new address of that contact
+        linked = contact_store.get_contact.sync(cx, account_id, identity["thread_contact_id"])
+    if linked is None and (identity["from_phone"] or identity["from_email"]):
         column = "phone" if identity["from_phone"] else "email"
         contact_store.lock_in_tx(cx, account_id, column, identity[f"from_{column}"])
-    if identity["from_phone"]:
+    if linked is not None:
+        pass
+    elif identity["from_phone"]:
         linked = contact_store.find_by_phone.sync(cx, account_id, identity["from_phone"])
     elif identity["from_email"]:
         linked = contact_store.find_by_email.sync(cx, account_id, identity["from_email"])
@@ -101,10 +106,14 @@ def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
 
 async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, body, status=None,
                           channel=None, campaign_id=None, first_name=None, last_name=None, email=None,
-                          media_url=None, media_content_type=None, message_type=None, auto_submitted=False):
+                          media_url=None, media_content_type=None, message_type=None, auto_submitted=False,
+                          mail=None, stored_media=None, thread_contact_id=None):
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
     changes nothing (created False), also when the repeats arrive concurrently. auto_submitted: the message is
-    an automatic reply (an out-of-office): it starts no SLA wait and gets no outside-hours message."""
+    an automatic reply (an out-of-office): it starts no SLA wait and gets no outside-hours message, nor a bot answer.
+    The email channel's import (services/mail_in.py) adds mail (the message's `mail` column: subject, Message-IDs,
+    quoted history), stored_media ((url, content type) of an attachment it stored already) and thread_contact_id
+    (the contact a signed reference of the mail names: a From address seen for the first time joins it)."""
     db = services.db
     if media_url and not idempotency.claim_pending():
         # A retry must not decode and store its media again; without media the write's own check
@@ -114,8 +123,11 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
         if existing is not None:
             return _true_repeat(existing, from_id, body, channel), False
     identity = _identity(account_id, from_id, first_name, last_name, email)
-    stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
-    message = {"id": new_id("msg"), "account_id": account_id, "direction": "inbound",
+    if thread_contact_id is not None:
+        identity["thread_contact_id"] = thread_contact_id
+    stored_url, content_type = stored_media or await media.accept_media(services.settings, media_url,
+                                                                        media_content_type)
+    message = {"id": new_id("msg"), "account_id": account_id, "direction": "inbound", "mail": mail,
                "status": _blank_to_none(status) or "received", "body": body, "channel": _blank_to_none(channel),
                "campaign_id": _blank_to_none(campaign_id), "message_type": message_type or "text",
                "external_id": message_sid, "from_id": from_id, "to_id": to_id, "media_url": stored_url,
@@ -205,7 +217,7 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
         if keyword is not None:
             contact_store.set_opted_out_by_reply_in_tx(cx, account_id, contact_id, keyword,
                                                        by=message["body"].strip(), at=message["created_at"])
-    bot_wanted = message["message_type"] == "text" and keyword is None and \
+    bot_wanted = message["message_type"] == "text" and keyword is None and not auto_submitted and \
         bot_context.active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
     # queue: a conversation this message opens (new, or reopened) is assigned automatically when it is on: a new
@@ -244,7 +256,7 @@ def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
     if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
         return False  # the common case while closed: one UPDATE that changes nothing, no read
     account = account_store.delivery_context_in_tx(cx, account_id)
-    if not account["settings"].get("customChannelWebhookUrl"):
+    if undeliverable(account["settings"], message["channel"]):
         return False  # nowhere to deliver it: this closed period passes without one
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     queue_automatic_in_tx(cx, account_id, account, {
@@ -291,12 +303,21 @@ def after_inbound(services, message):
 
 # ---- outbound --------------------------------------------------------------------------------
 
-async def _require_webhook(services, account_id):
-    """Invalid when the account has nowhere to deliver replies. Checked before media is stored; without
-    media the outbound write checks it itself (no read before it)."""
+def undeliverable(settings, channel):
+    """Why a reply on this channel cannot be delivered with these settings (in words), or None: an email goes by
+    the account's SMTP server, every other channel but the widget's to the Custom Channel Webhook URL."""
+    if channel == mail_out.CHANNEL:
+        return None if mail_out.can_send(settings) else NO_SMTP
+    return None if settings.get("customChannelWebhookUrl") else NO_WEBHOOK
+
+
+async def _require_webhook(services, account_id, channel=None):
+    """Invalid when the account has nowhere to deliver replies on this channel. Checked before media is stored;
+    without media the outbound write checks it itself (no read before it)."""
     account = await account_store.get_account(services.db, account_id)
-    if account is None or not account["settings"].get("customChannelWebhookUrl"):
-        raise Invalid(NO_WEBHOOK)
+    reason = NO_WEBHOOK if account is None else undeliverable(account["settings"], channel)
+    if reason:
+        raise Invalid(reason)
 
 
 def _check_body(body, field):
@@ -327,13 +348,16 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     settings = None
     # A reply on the website chat widget's channel is delivered by being stored: the visitor's frame reads it
     # from the event stream (services/widget.py). Only the others need the webhook and an outbox row.
-    needs_webhook = any(reply["channel"] != WEB_CHANNEL for reply in replies)
-    if user_id is None and not needs_webhook:
+    # An email goes by the account's SMTP server (services/mail_out.py), also from the outbox.
+    delivered_on = {reply["channel"] for reply in replies if reply["channel"] != WEB_CHANNEL}
+    if user_id is None and not delivered_on:
         user_id = account_id
     if user_id is None:
         account = account_store.delivery_context_in_tx(cx, account_id)
-        if account is None or not account["settings"].get("customChannelWebhookUrl"):
-            raise Invalid(NO_WEBHOOK)
+        for channel in delivered_on:
+            reason = NO_WEBHOOK if account is None else undeliverable(account["settings"], channel)
+            if reason:
+                raise Invalid(reason)
         # The payload's userId (docs/api.md#webhook-delivery): the account's owner, or the account itself when it has no user.
         settings, user_id = account["settings"], account["owner_user_id"] or account_id
     now = now_iso()  # one transaction, one time
@@ -366,6 +390,9 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
                               "phone": contact["phone"], "email": contact["email"]}
         if shown_media:
             payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
+        if channel == mail_out.CHANNEL:  # its subject and the Message-IDs it answers: the customer's latest email
+            message["mail"] = payload["mail"] = mail_out.reply_mail(
+                store.last_inbound_mail_in_tx(cx, account_id, contact["id"]))
         messages.append(message)
         if on_widget:
             continue
@@ -446,7 +473,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
         # Checked before the file is stored; a reply on the widget's channel needs no webhook.
         goes_on = channel if channel or to_id else await store.reply_channel(services.db, account_id, contact_id)
         if goes_on != WEB_CHANNEL:
-            await _require_webhook(services, account_id)
+            await _require_webhook(services, account_id, goes_on)
     stored_url, content_type = await media.accept_media(services.settings, media_url, media_content_type)
     shown_media = media.public_media(services, stored_url, content_type)
 
@@ -495,7 +522,8 @@ def public_message(services, message):
             "media": media.public_media(services, message["media_url"], message["media_content_type"]),
             "error": message["error"], "nextAttemptAt": next_attempt_at,
             "final": message["status"] == "Failed" and message["direction"] == "outbound" and not next_attempt_at,
-            "bot": message.get("bot_outcome"), "createdAt": message["created_at"]}
+            "bot": message.get("bot_outcome"), "subject": (message.get("mail") or {}).get("subject"),
+            "quoted": (message.get("mail") or {}).get("quoted"), "createdAt": message["created_at"]}
 
 
 async def get_message(services, account_id, message_id):

@@ -1,15 +1,17 @@
 """SSRF guard for client-owned URLs (webhooks, the bot's AI provider): https only, and only public
 addresses (checked after DNS, and the checked address is the one connected to)."""
+from __future__ import annotations
+
 import asyncio
 import ipaddress
 import logging
 import os
 import socket
 import ssl
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import idna
-
 from tornado.netutil import Resolver
 
 from common.errors import Invalid
@@ -48,7 +50,7 @@ class BlockedAddress(Exception):
     """A webhook host resolved to an address we refuse to connect to."""
 
 
-def embedded_ipv4(ip):
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries (mapped, translated, compatible, NAT64, 6to4, Teredo);
     empty for anything else."""
     if ip.ipv4_mapped:
@@ -59,18 +61,18 @@ def embedded_ipv4(ip):
     if ip.sixtofour:
         return [ip.sixtofour]
     if ip in _TEREDO:
-        return list(ip.teredo)  # the Teredo server and the (de-obfuscated) client address
+        return list(ip.teredo)  # type: ignore[arg-type]  # in _TEREDO: it has one. The Teredo server and the (de-obfuscated) client address
     return []
 
 
-def _public_ip(ip):
+def _public_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """ip (IPv4 or IPv6, taken as it is) is global unicast: in the unicast space, in no block of _NOT_GLOBAL."""
     space = _UNICAST_V4 if ip.version == 4 else (_GLOBAL_UNICAST_V6,)
     return (any(ip in net for net in space) and ip.is_global
             and not any(ip in net for net in _NOT_GLOBAL if net.version == ip.version))
 
 
-def is_public(address):
+def is_public(address: str) -> bool:
     """True for an address webhooks may reach: global unicast, and an IPv6 form that embeds an IPv4
     address only when every IPv4 inside is public too. Outside 2000::/3 only those forms (mapped, NAT64's
     64:ff9b::/96, IPv4-compatible and -translated) can be public, through the IPv4 address inside."""
@@ -83,7 +85,7 @@ def is_public(address):
     return bool(inside) and all(_public_ip(v4) for v4 in inside)
 
 
-def ascii_host(host):
+def ascii_host(host: str) -> str:
     """The host as DNS sees it: IP literals unchanged, names as IDNA 2008 A-labels. Raises ValueError
     (idna.IDNAError is one) for a name IDNA refuses: an empty or 64-character label, a lone surrogate."""
     try:
@@ -94,7 +96,7 @@ def ascii_host(host):
     return idna.encode(host, uts46=True).decode("ascii")
 
 
-async def resolve_checked(host, port, allow_private):
+async def resolve_checked(host: str, port: int | None, allow_private: bool) -> list[str]:
     """Resolve host and return its addresses; raise BlockedAddress when any is not public.
     Every address must be public so that a DNS answer mixing one public and one private address
     cannot be used to reach the private one. The error names the host, never an address it resolved to
@@ -114,7 +116,7 @@ async def resolve_checked(host, port, allow_private):
     return addresses
 
 
-def scheme_refusal(parts, allow_private):
+def scheme_refusal(parts: SplitResult, allow_private: bool) -> str | None:
     """Why a client-owned URL (urlsplit parts) is refused before any lookup ("must be …"), or None: it
     must be https with a host; plain http only with allow_private."""
     if parts.scheme in (("https", "http") if allow_private else ("https",)) and parts.hostname:
@@ -124,11 +126,11 @@ def scheme_refusal(parts, allow_private):
     return "must be an https:// URL with a host name"
 
 
-def describe_connection_error(exc):
+def describe_connection_error(exc: BaseException) -> str:
     """A connection failure as the client may read it: its kind, never the address connected to (an
     OSError's text often carries it, as in "Connect call failed ('10.1.2.3', 443)")."""
     if getattr(exc, "real_error", None) is not None:  # Tornado's StreamClosedError wraps the cause
-        exc = exc.real_error
+        exc = exc.real_error  # type: ignore[attr-defined]
     if isinstance(exc, BlockedAddress):
         return str(exc)
     if isinstance(exc, socket.gaierror):
@@ -141,7 +143,7 @@ def describe_connection_error(exc):
     return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
 
 
-def _refuse_raw_characters(url, field):
+def _refuse_raw_characters(url: str, field: str) -> None:
     """Whitespace and control characters would reach the request line raw (urlsplit even drops some
     silently); anything but ASCII must arrive percent-encoded (or, in the host, as an IDN)."""
     for char in url:
@@ -149,7 +151,7 @@ def _refuse_raw_characters(url, field):
             raise Invalid(f"{field} must not contain spaces or control characters (U+{ord(char):04X})")
 
 
-async def check_webhook_url(url, *, allow_private, field):
+async def check_webhook_url(url: str, *, allow_private: bool, field: str) -> tuple[str, str | None]:
     """Validate a URL a client saves for webhooks. Returns (the URL to store (an internationalized host
     in its ASCII form), a warning or None) or raises Invalid naming the field. A host that does not
     resolve now is stored with a warning: every delivery resolves and checks it again."""
@@ -170,7 +172,7 @@ async def check_webhook_url(url, *, allow_private, field):
     if parts.port == 0:
         raise Invalid(f"{field} has an invalid port (0)")
     try:
-        host = ascii_host(parts.hostname)
+        host = ascii_host(parts.hostname)  # type: ignore[arg-type]  # scheme_refusal: it has one
     except ValueError as exc:
         raise Invalid(f"{field}: {parts.hostname!r} is not a valid host name ({exc})") from None
     if host != parts.hostname:
@@ -182,7 +184,7 @@ async def check_webhook_url(url, *, allow_private, field):
     return url, await _resolution_warning(host, port, allow_private, field)
 
 
-async def _resolution_warning(host, port, allow_private, field):
+async def _resolution_warning(host: str, port: int | None, allow_private: bool, field: str) -> str | None:
     """Invalid naming the field when the host resolves to an address that is not public (unless allow_private);
     a warning when it does not resolve now (every connection resolves and checks it again); else None."""
     try:
@@ -194,7 +196,7 @@ async def _resolution_warning(host, port, allow_private, field):
     return None
 
 
-async def check_host(host, *, allow_private, field, port=None):
+async def check_host(host: str, *, allow_private: bool, field: str, port: int | None = None) -> tuple[str, str | None]:
     """Validate a host name a client saves for a server Parley connects to (a mail server): the same rules as a
     webhook URL's host. Returns (the host in its ASCII form, a warning or None) or raises Invalid naming the field."""
     if not isinstance(host, str) or not host.strip():
@@ -212,12 +214,12 @@ class CheckedResolver(Resolver):
     checked (no second lookup an attacker's DNS could answer differently). TLS SNI and the Host
     header still use the URL's host name."""
 
-    def initialize(self, allow_private=False):
+    def initialize(self, allow_private: bool = False) -> None:
         self.allow_private = allow_private
 
-    async def resolve(self, host, port, family=socket.AF_UNSPEC):
+    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC) -> list[tuple[int, Any]]:
         addresses = await resolve_checked(host, port, self.allow_private)
-        result = []
+        result: list[tuple[int, Any]] = []
         for address in addresses:
             if ipaddress.ip_address(address).version == 6:
                 if family in (socket.AF_UNSPEC, socket.AF_INET6):

@@ -1,13 +1,20 @@
 """Per-key request limits with GCRA: one float per key, O(1) memory and time. RateLimiter keeps it in memory
 (one process); SharedRateLimiter keeps them in PostgreSQL, so that several processes on one database enforce
 one limit, not one each (API keys, sign-in attempts, password changes, the webhook test)."""
+from __future__ import annotations
+
 import asyncio
 import hashlib
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from storage import ratelimit as store
+
+if TYPE_CHECKING:
+    from storage.postgres_db import PostgresDatabase
 
 log = logging.getLogger("parley.ratelimit")
 # The prune tasks in flight: the event loop keeps only a weak reference to a task, so one nobody holds may be
@@ -16,12 +23,12 @@ _pruning = set()
 
 
 class RateLimiter:
-    def __init__(self, clock=time.monotonic, window=60.0):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, window: float = 60.0) -> None:
         self.clock = clock
         self.window = window
-        self._tat = {}  # key -> theoretical arrival time of the next request
+        self._tat: dict[str, float] = {}  # key -> theoretical arrival time of the next request
 
-    def hit(self, key, limit):
+    def hit(self, key: str, limit: int) -> tuple[bool, dict[str, str]]:
         """Count one request. Returns (allowed, headers) with the IETF draft and X-RateLimit-* headers."""
         now = self.clock()
         interval = self.window / limit
@@ -32,11 +39,11 @@ class RateLimiter:
             self._tat[key] = new_tat
         return allowed, self.headers(limit, allowed, new_tat if allowed else tat, now)
 
-    async def hit_shared(self, key, limit):
+    async def hit_shared(self, key: str, limit: int) -> tuple[bool, dict[str, str]]:
         """hit() for a limit every process enforces together (SharedRateLimiter shares it across processes)."""
         return self.hit(key, limit)
 
-    def headers(self, limit, allowed, tat, now):
+    def headers(self, limit: int, allowed: bool, tat: float, now: float) -> dict[str, str]:
         """The answer's headers; tat: after the request when allowed, else as it stands (not before now)."""
         interval = self.window / limit
         if allowed:
@@ -59,7 +66,7 @@ class RateLimiter:
             headers["Retry-After"] = str(retry_after)
         return headers
 
-    def prune(self):
+    def prune(self) -> int:
         """Forget keys whose budget is full again; they behave exactly as unseen keys."""
         now = self.clock()
         stale = [key for key, tat in self._tat.items() if tat <= now]
@@ -67,7 +74,7 @@ class RateLimiter:
             del self._tat[key]
         return len(stale)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._tat)
 
 
@@ -78,11 +85,11 @@ class SharedRateLimiter(RateLimiter):
     email and an address, which the table need not keep. When the database cannot be reached, the request is
     counted in memory (the database's failure answers the request's own storage work anyway)."""
 
-    def __init__(self, db, window=60.0):
+    def __init__(self, db: PostgresDatabase, window: float = 60.0) -> None:
         super().__init__(window=window)
         self.db = db
 
-    async def hit_shared(self, key, limit):
+    async def hit_shared(self, key: str, limit: int) -> tuple[bool, dict[str, str]]:
         interval = self.window / limit
         try:
             allowed, tat, now = await self.db.statement(store.hit, hashlib.sha256(key.encode()).hexdigest(),
@@ -92,14 +99,14 @@ class SharedRateLimiter(RateLimiter):
             return self.hit(key, limit)
         return allowed, self.headers(limit, allowed, tat, now)
 
-    def prune(self):
+    def prune(self) -> int:
         """Also the shared rows of keys whose budget is full again (a flood of made-up keys leaves one each)."""
         task = asyncio.ensure_future(self.prune_shared())
         _pruning.add(task)
         task.add_done_callback(_pruning.discard)
         return super().prune()
 
-    async def prune_shared(self):
+    async def prune_shared(self) -> int:
         try:
             return await self.db.statement(store.prune)
         except Exception as exc:

@@ -3,7 +3,11 @@ colours come from classes in static/parley.css). Each function returns the <svg>
 
 A series' colour says what it counts, the same on every chart (KINDS): failures are red wherever they show,
 opt-outs grey, messages in (and the replies to a campaign, which are messages in) blue, and so on."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
+from typing import Any
 
 # viewBox units; the SVG scales to its box (static/parley.css .chart), about 1:1 at phone width, so that FONT
 # stays readable there.
@@ -14,7 +18,7 @@ FONT = 12
 KINDS = ("in", "out", "ok", "retry", "fail", "optout", "optin", "bot", "model", "person", "other", "median", "p90")
 
 
-def tick_step(value, ticks=4):
+def tick_step(value: float, ticks: int = 4) -> float:
     """The smallest of 1, 2, 5 x 10^n whose `ticks` steps reach value: whole-number gridlines for counts."""
     magnitude = 1
     while True:
@@ -24,15 +28,15 @@ def tick_step(value, ticks=4):
         magnitude *= 10
 
 
-def _number(value):
+def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _percent(value):
+def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:g} %"
 
 
-def duration(seconds):
+def duration(seconds: float | None) -> str:
     """A response time for people: 45 s, 12 min, 3.5 h, 2 d."""
     if seconds is None:
         return "–"
@@ -45,14 +49,15 @@ def duration(seconds):
     return f"{seconds / 86400:.1f} d"
 
 
-def _svg(title, body, height=HEIGHT):
+def _svg(title: str, body: str, height: float = HEIGHT) -> str:
     label = escape(title)
     return (f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{label}" '
             f'xmlns="http://www.w3.org/2000/svg"><title>{label}</title>{body}</svg>')
 
 
-def _legend(series, y):
+def _legend(series: Sequence[tuple[str, Sequence[Any], str]], y: int) -> tuple[str, int]:
     """Swatches and labels from the left, wrapping to a new line at the right edge; returns (svg, lines)."""
+    x: float
     parts, x, lines = [], LEFT, 1
     for label, _, kind in series:
         width = 18 + 0.62 * FONT * len(label)
@@ -64,7 +69,7 @@ def _legend(series, y):
     return "".join(parts), lines
 
 
-def columns(title, days, series):
+def columns(title: str, days: Sequence[str], series: Sequence[tuple[str, Sequence[Any], str]]) -> str:
     """Stacked columns per day: series [(label, [value per day], kind)]; y axis with 5 ticks, x labels thinned to
     fit, legend below."""
     totals = [sum(values[i] for _, values, _ in series) for i in range(len(days))]
@@ -100,7 +105,7 @@ def columns(title, days, series):
     return _svg(title, "".join(parts), base + 2 * FONT + 12 + (lines - 1) * (FONT + 6) + 6)
 
 
-def bars(title, labels, series, format=_number):
+def bars(title: str, labels: Sequence[str], series: Sequence[tuple[str, Sequence[Any], str]], format: Callable[[Any], str] = _number) -> str:
     """Horizontal bars, grouped per label: series [(label, [value per label], kind)]; values printed at the bars'
     ends with format."""
     row_h, gap = 12 * len(series) + 4, 8
@@ -145,7 +150,7 @@ SERIES = {
 }
 
 
-def chart(report):
+def chart(report: Mapping[str, Any]) -> str | None:
     """The chart of a report (services/reports.build's result), or None when it has no rows."""
     rows, name = report["rows"], report["report"]
     if not rows:
@@ -167,13 +172,13 @@ def chart(report):
     return columns(report["title"], days, [(label, [r[key] for r in rows], kind) for key, label, kind in SERIES[name]])
 
 
-def data_rows(report):
+def data_rows(report: Mapping[str, Any]) -> str:
     """The <tr> rows of a report's data table (the page's "Data"), escaped: built here rather than cell by cell
     in the template, which took longer than the report's numbers (90 days x 6 columns x 6 reports)."""
     columns = report["columns"]
     timed = [c.endswith("Seconds") for c in columns]
 
-    def cell(value, is_time):
+    def cell(value: Any, is_time: bool) -> str:
         return duration(value) if is_time else "" if value is None else str(value)
     return "".join("<tr>" + "".join(f"<td>{escape(cell(row[c], t))}</td>" for c, t in zip(columns, timed)) + "</tr>\n"
                    for row in report["rows"])

@@ -1,10 +1,16 @@
 """Encryption at rest for secrets (signing secrets, provider keys, cookie secret) with data/secret.key."""
+from __future__ import annotations
+
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 
 class SecretKeyError(RuntimeError):
@@ -12,17 +18,17 @@ class SecretKeyError(RuntimeError):
 
 
 class SecretBox:
-    def __init__(self, key):
+    def __init__(self, key: bytes) -> None:
         self._key = key
         self._fernet = Fernet(key)
 
-    def derive(self, purpose):
+    def derive(self, purpose: str) -> str:
         """A secret for one purpose (e.g. the cookie secret), derived so that nothing more is stored."""
         return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                     info=purpose.encode()).derive(self._key).hex()
 
     @classmethod
-    def from_settings(cls, settings):
+    def from_settings(cls, settings: Settings) -> SecretBox:
         """--secret-key-file, or secret.key in --data-dir (made at first start). Processes sharing a database
         must share the key: a file given but missing is an error, never a new key made in its place."""
         if settings.secret_key_file is None:
@@ -35,7 +41,7 @@ class SecretBox:
         return cls(path.read_bytes().strip())
 
     @classmethod
-    def from_data_dir(cls, data_dir):
+    def from_data_dir(cls, data_dir: str | Path) -> SecretBox:
         """Load data/secret.key, creating it (mode 0600) on first use."""
         path = Path(data_dir) / "secret.key"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,15 +54,15 @@ class SecretBox:
             f.write(key)
         return cls(key)
 
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """A short value that tells keys apart and reveals nothing of the key (stored in the database, so that a
         process started with another key is refused before it signs a cookie or stores a secret)."""
         return self.derive("key-fingerprint")[:16]
 
-    def encrypt(self, text):
+    def encrypt(self, text: str) -> str:
         return self._fernet.encrypt(text.encode()).decode()
 
-    def decrypt(self, token):
+    def decrypt(self, token: str) -> str:
         try:
             return self._fernet.decrypt(token.encode()).decode()
         except InvalidToken as exc:

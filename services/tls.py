@@ -1,10 +1,13 @@
 """TLS: a self-signed certificate made on first start and renewed, and reloading certificate files."""
+from __future__ import annotations
+
 import datetime
 import ipaddress
 import logging
 import os
 import ssl
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from cryptography import x509
@@ -21,8 +24,8 @@ RENEW_BEFORE = datetime.timedelta(days=30)
 RENEWAL_CHECK_SECONDS = 3600  # parsing the certificate is the only cost; once an hour is plenty
 
 
-def _names(hosts):
-    names = []
+def _names(hosts: Iterable[str]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
     for host in dict.fromkeys(["localhost", "127.0.0.1", "::1", *hosts]):
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
@@ -31,7 +34,7 @@ def _names(hosts):
     return names
 
 
-def write_self_signed(cert_path, key_path, hosts=()):
+def write_self_signed(cert_path: Path, key_path: Path, hosts: Iterable[str] = ()) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Parley self-signed")])
@@ -63,7 +66,7 @@ def write_self_signed(cert_path, key_path, hosts=()):
     log.info("wrote self-signed certificate %s valid until %s", cert_path, cert.not_valid_after_utc)
 
 
-def needs_renewal(cert_path, now=None):
+def needs_renewal(cert_path: str | Path, now: datetime.datetime | None = None) -> bool:
     try:
         cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
     except (FileNotFoundError, ValueError):
@@ -72,7 +75,7 @@ def needs_renewal(cert_path, now=None):
     return cert.not_valid_after_utc - now < RENEW_BEFORE or _is_ca(cert)
 
 
-def _is_ca(cert):
+def _is_ca(cert: x509.Certificate) -> bool:
     """Earlier versions generated a CA:TRUE certificate: it is replaced by an end-entity one."""
     try:
         return cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
@@ -87,34 +90,34 @@ class CertificateSource:
     context to new connections, existing ones keep theirs.
     """
 
-    def __init__(self, data_dir, cert=None, key=None, hosts=(), profile="intermediate"):
+    def __init__(self, data_dir: str | Path, cert: str | None = None, key: str | None = None, hosts: Iterable[str] = (), profile: str = "intermediate") -> None:
         self.generated = cert is None
         self.profile = profile
         tls_dir = Path(data_dir) / "tls"
         self.cert_path = Path(cert) if cert else tls_dir / "cert.pem"
         self.key_path = Path(key) if key else tls_dir / "key.pem"
         self.hosts = tuple(hosts)
-        self._seen = None
+        self._seen: tuple[int, int] | None = None
         self._renewal_checked = float("-inf")
         self.context = None
 
-    def _mtimes(self):
+    def _mtimes(self) -> tuple[int, int]:
         return (self.cert_path.stat().st_mtime_ns, self.key_path.stat().st_mtime_ns)
 
-    def ensure(self):
+    def ensure(self) -> None:
         """Generate or renew the self-signed pair when we own it."""
         self._renewal_checked = time.monotonic()
         if self.generated and (not self.key_path.exists() or needs_renewal(self.cert_path)):
             write_self_signed(self.cert_path, self.key_path, self.hosts)
 
-    def load(self):
+    def load(self) -> ssl.SSLContext:
         ctx = tls_profile.server_context(self.profile)
         ctx.load_cert_chain(str(self.cert_path), str(self.key_path))
         self._seen = self._mtimes()
         self.context = ctx
         return ctx
 
-    def reload_if_changed(self):
+    def reload_if_changed(self) -> ssl.SSLContext | None:
         """Returns the new context when the files changed (or a renewal was due), else None."""
         try:
             if time.monotonic() - self._renewal_checked > RENEWAL_CHECK_SECONDS:

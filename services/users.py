@@ -6,17 +6,24 @@ A user is one person's membership of one account: the same email may be a user o
 staff), each with its own role and password; an email is unique within an account only, and nothing here tells
 whether it is a user elsewhere. Sign-in offers the person every account whose password matches
 (services/accounts.py sign_in); the session is in one of them at a time (services/sessions.py)."""
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
+from typing import Any, TYPE_CHECKING, cast
 
 from common.errors import Conflict, Forbidden, Invalid, NotFound
-from common.validation import no_control_characters
 from common.ids import new_id, now_iso
+from common.validation import no_control_characters
 from services import assignment, mail_out, one_time_links
 from services.contact_fields import normalize_email
-from storage import accounts as account_store
-from storage import mail as mail_store
-from storage import users as store
+from storage import accounts as account_store, mail as mail_store, users as store
 from storage.db import StoredResultLost
+from storage.interface import Store
+from storage.rows import UserRow
+
+if TYPE_CHECKING:
+    from services.secretbox import SecretBox
 
 ROLES = ("agent", "admin", "owner")  # each can do what the ones before it can
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
@@ -27,32 +34,32 @@ OWNERS_ONLY = store.OWNERS_ONLY
 REMOVED_LABEL = store.REMOVED_LABEL
 
 
-def allows(role, required):
+def allows(role: str | None, required: str) -> bool:
     """True when ``role`` may use what needs ``required`` (None: a user from before roles is an admin)."""
     return _RANK.get(role or "admin", -1) >= _RANK[required]
 
 
-def author_name(email, as_account=None, name=None):
+def author_name(email: str, as_account: str | None = None, name: str | None = None) -> str:
     """Who did something, as a page shows it: the user's name (issue 43 §3), else their email; for an agency user
     who did it viewing a sub-account (services.sessions.view_as_user), "<name or email> as <the sub-account>"."""
     who = (name or "").strip() or email
     return f"{who} as {as_account}" if as_account else who
 
 
-def public_user(row):
+def public_user(row: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
             "active": bool(row["active"]), "invitationPending": bool(row["invitation_pending"]),
             "available": bool(row["available"]), "capacity": row["capacity"], "lastSeenAt": row["last_seen_at"],
             "createdAt": row["created_at"]}
 
 
-def _role(value):
+def _role(value: Any) -> str:
     if value not in ROLES:
         raise Invalid(f"role must be one of {', '.join(ROLES)}", field="role")
     return value
 
 
-def _name(value):
+def _name(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -63,7 +70,7 @@ def _name(value):
     return value or None
 
 
-def own_changes(user, name, email):
+def own_changes(user: Mapping[str, Any], name: Any, email: Any) -> dict[str, Any]:
     """What a user's own form (Settings or Your account: issue 43 §3) changes of their name and sign-in email,
     validated as update() validates them: {field: new value} of those that differ (a blank name removes it)."""
     if not isinstance(email, str) or not email.strip():
@@ -74,7 +81,7 @@ def own_changes(user, name, email):
     return {field: value for field, value in wanted.items() if value != user.get(field)}
 
 
-def _require_manager(actor_role, role=None):
+def _require_manager(actor_role: str | None, role: str | None = None) -> None:
     """Users are managed by owners and admins; only owners make or change owners."""
     if not allows(actor_role, "admin"):
         raise Forbidden("only an owner or an admin can manage users")
@@ -82,18 +89,18 @@ def _require_manager(actor_role, role=None):
         raise Forbidden(OWNERS_ONLY, field="role")
 
 
-async def list_users(db, account_id):
+async def list_users(db: Store, account_id: str) -> dict[str, Any]:
     return {"data": [public_user(row) for row in await store.list_users(db, account_id)]}
 
 
-async def get_user(db, account_id, user_id):
+async def get_user(db: Store, account_id: str, user_id: str) -> dict[str, Any]:
     row = await store.get_user(db, account_id, user_id)
     if row is None:
         raise store.user_not_found()
     return public_user(row)
 
 
-async def invite(db, box, base_url, account_id, *, email, name=None, role, by, actor_role):
+async def invite(db: Store, box: SecretBox, base_url: str, account_id: str, *, email: str, name: str | None = None, role: Any, by: Mapping[str, Any] | None, actor_role: str | None) -> dict[str, Any]:
     """Add a user and make its one-time sign-in link (/invite/<token>, LINK_HOURS): the invitee chooses a
     password through it. Returns the user with signInUrl and signInExpiresAt, shown once (the link is stored
     hashed; an Idempotency-Key retry gets the same link back, kept encrypted with the key's answer).
@@ -118,7 +125,7 @@ async def invite(db, box, base_url, account_id, *, email, name=None, role, by, a
             "invitationEmailed": bool(link.get("emailed"))}
 
 
-async def new_invitation_link(db, box, base_url, account_id, user_id, *, actor_role):
+async def new_invitation_link(db: Store, box: SecretBox, base_url: str, account_id: str, user_id: str, *, actor_role: str | None) -> dict[str, Any]:
     """A new one-time sign-in link for a user whose invitation is pending (the first one expired, or was lost):
     the earlier link dies (services.one_time_links.issue). Returns the user with signInUrl and signInExpiresAt.
     NotFound USER_NOT_FOUND, Forbidden (an admin and an owner's invitation), Conflict when it was accepted."""
@@ -135,14 +142,14 @@ async def new_invitation_link(db, box, base_url, account_id, user_id, *, actor_r
             "invitationEmailed": mail is not None}
 
 
-async def update(db, account_id, user_id, *, changes, by, actor_role):
+async def update(db: Store, account_id: str, user_id: str, *, changes: Mapping[str, Any], by: Mapping[str, Any] | None, actor_role: str | None) -> tuple[dict[str, Any], bool, int]:
     """Change a user's role, name, email (the login), active, available and/or capacity (automatic assignment:
     services/assignment.py) (changes: field -> value, as sent). Deactivating ends the
     user's sessions at once and unassigns their conversations that are not resolved. Returns (the user as it is
     now, whether it was deactivated now, how many conversations that unassigned).
     Invalid naming the field, NotFound USER_NOT_FOUND, Forbidden (an admin and an owner), Conflict
     LAST_OWNER (the account would have no active owner left)."""
-    clean = {}
+    clean: dict[str, Any] = {}
     if "role" in changes:
         clean["role"] = _role(changes["role"])
     if "name" in changes:
@@ -169,20 +176,20 @@ async def update(db, account_id, user_id, *, changes, by, actor_role):
     return public_user(row), changed.get("active") == [1, 0], unassigned
 
 
-def _available(value):
+def _available(value: Any) -> int:
     if not isinstance(value, bool):
         raise Invalid("available must be true or false", field="available")
     return int(value)
 
 
-async def set_own_availability(db, user, available, by):
+async def set_own_availability(db: Store, user: Mapping[str, Any], available: Any, by: Mapping[str, Any] | None) -> dict[str, Any]:
     """A user's own away switch (every role has it): available true or false. Returns the user as it is now."""
     row, _, _ = await store.update_user(db, user["account_id"], user["id"], {"available": _available(available)},
                                         by, allows(user.get("role"), "owner"))
-    return public_user(row)
+    return public_user(cast(UserRow, row))  # the signed-in user: there
 
 
-async def remove(db, account_id, user_id, *, by, actor_role):
+async def remove(db: Store, account_id: str, user_id: str, *, by: Mapping[str, Any] | None, actor_role: str | None) -> int:
     """Remove a user from the account: their sessions in it and links end, their unresolved conversations are
     unassigned, their email and name are erased here (notes, messages and the audit keep the id: "Removed
     user"); the person's memberships of other accounts are untouched. Returns how many conversations were

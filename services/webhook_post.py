@@ -1,18 +1,26 @@
 """One signed webhook POST and what came of it: the outbox worker's attempts and the "Send test event"
 ping both send through post_signed, so they share the SSRF guard (the client's CheckedResolver connects
 only to checked addresses), the Standard Webhooks signature, the timeout and the error texts."""
+from __future__ import annotations
+
 import time
+from collections.abc import Iterable
+from datetime import datetime
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from common.ids import utcnow
 from services import netguard, signing
 
+if TYPE_CHECKING:
+    from services.webhook_client import KeepAliveClient
+
 RESPONSE_EXCERPT_BYTES = 1024
 USER_AGENT = "Parley-Webhooks/1"
 
 
-def parse_retry_after(value, now=None):
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
     """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
     if not value:
         return None
@@ -31,16 +39,16 @@ def parse_retry_after(value, now=None):
 class Outcome:
     """What one attempt produced: ok, or an error that is retryable or final."""
 
-    def __init__(self, *, http_status=None, error=None, response=None, retryable=False, retry_after=None):
+    def __init__(self, *, http_status: int | None = None, error: str | None = None, response: str | None = None, retryable: bool = False, retry_after: float | None = None) -> None:
         self.http_status, self.error, self.response = http_status, error, response
         self.retryable, self.retry_after = retryable, retry_after
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.error is None
 
 
-async def post_signed(http, url, *, secrets, webhook_id, body, timeout, allow_private):
+async def post_signed(http: KeepAliveClient, url: str, *, secrets: Iterable[str], webhook_id: str, body: str | bytes, timeout: float, allow_private: bool) -> Outcome:
     """POST body (bytes) to url with the webhook-* headers signed by secrets; an Outcome, never an
     exception for what the network or the receiver did. http: a KeepAliveClient on a CheckedResolver.
     Errors name the host at most, never an address it resolved to."""
@@ -52,7 +60,7 @@ async def post_signed(http, url, *, secrets, webhook_id, body, timeout, allow_pr
     headers.update({"Content-Type": "application/json", "User-Agent": USER_AGENT})
     excerpt = bytearray()
 
-    def keep_excerpt(chunk):  # stream the answer: keep 1 KB, never buffer a huge body
+    def keep_excerpt(chunk: bytes) -> None:  # stream the answer: keep 1 KB, never buffer a huge body
         if len(excerpt) < RESPONSE_EXCERPT_BYTES:
             excerpt.extend(chunk[:RESPONSE_EXCERPT_BYTES - len(excerpt)])
 

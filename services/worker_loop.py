@@ -1,5 +1,7 @@
 """The one loop of Parley's background workers (delivery, campaigns, imports, retention): run a round, then
 wait until notify() or the round's own deadline, until stop(). Tests call a worker's round directly."""
+from __future__ import annotations
+
 import asyncio
 import logging
 import time
@@ -18,24 +20,24 @@ class WorkerLoop:
     cancel_on_stop = False
     lease = None  # a services.leases.Lease: rounds run only while this process holds it (several processes)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._wake = asyncio.Event()
-        self._task = None
+        self._task: asyncio.Task[None] | None = None
         self._stopping = False
         # Rounds the loop has finished (failed ones included): what a caller can wait on to know the loop has
         # looked at the data at least once since a point, instead of guessing with a sleep.
         self.rounds_finished = 0
 
-    def notify(self):
+    def notify(self) -> None:
         """Something for this worker was committed: start a round now."""
         self._wake.set()
 
-    def start(self):
+    def start(self) -> None:
         if self._task is None:
             self._stopping = False
             self._task = asyncio.ensure_future(self._loop())
 
-    async def stop(self):
+    async def stop(self) -> None:
         """No round after this one; returns once the loop has ended."""
         self._stopping = True
         self._wake.set()
@@ -47,10 +49,10 @@ class WorkerLoop:
         if self.lease is not None:
             await self.lease.release()
 
-    async def round(self):
+    async def round(self) -> float | None:
         raise NotImplementedError
 
-    async def _loop(self):
+    async def _loop(self) -> None:
         due = 0.0  # monotonic time of the next round
         while not self._stopping:
             woken = self._wake.is_set()

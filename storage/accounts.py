@@ -1,10 +1,15 @@
 """SQL for accounts, UI users and API keys."""
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
+from typing import Any, cast
 
 from common.errors import Conflict, NotFound
 from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row
 from storage.one_time_links import end_user_links_in_tx
 from storage.sessions import end_account_sessions_in_tx, end_user_sessions_in_tx
 
@@ -15,12 +20,12 @@ _ACCOUNT_COLUMNS = ("id, name, email, type, parent_agency_id, rate_limit_per_min
 _JSON = ("settings",)  # columns stored as JSON text
 
 
-def email_taken(email):
+def email_taken(email: str) -> Conflict:
     return Conflict(f"an account with email {email} already exists", code="CONFLICT")
 
 
 @writes
-def insert_account(cx, account, user, key_row, shown=None, by=None):
+def insert_account(cx: Connection, account: Mapping[str, Any], user: Mapping[str, Any], key_row: Mapping[str, Any], shown: str | None = None, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Insert an account with its owner user (optional) and its first API key, in one transaction.
     Conflict, writing nothing, when an account already has the email (checked here, in the writer, so that
     concurrent creations with one email give one account and no IntegrityError). A user of another account may
@@ -51,7 +56,7 @@ def insert_account(cx, account, user, key_row, shown=None, by=None):
             "shown": shown}
 
 
-def _insert_key(cx, account_id, key_row):
+def _insert_key(cx: Connection, account_id: str, key_row: Mapping[str, Any]) -> None:
     cx.execute("INSERT INTO api_keys (id, key_hash, account_id, name, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                (key_row["id"], key_row["key_hash"], account_id, key_row["name"], key_row["prefix"],
                 key_row["created_at"]))
@@ -61,14 +66,14 @@ _KEY_COLUMNS = "id, name, prefix, created_at, last_used_at"
 
 
 @reads
-def list_api_keys(cx, account_id):
+def list_api_keys(cx: Connection, account_id: str) -> list[Row]:
     """The account's keys (never their hashes), oldest first."""
     return fetch_all(cx, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
                      (account_id,))
 
 
 @writes
-def add_api_key(cx, account_id, key_row, max_keys, shown, by=None):
+def add_api_key(cx: Connection, account_id: str, key_row: Mapping[str, Any], max_keys: int, shown: str | None, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One more live key for the account (the others stay live). Conflict when it has max_keys already.
     shown: the secret, encrypted by the caller, returned with the row (never stored with it)."""
     dialect_of(cx).lock(cx, f"api_keys:{account_id}")  # two creations at once cannot both pass the count
@@ -79,11 +84,12 @@ def add_api_key(cx, account_id, key_row, max_keys, shown, by=None):
     _insert_key(cx, account_id, key_row)
     record_by(cx, by, account_id=account_id, action="api_key.created", subject_id=key_row["id"],
               detail={"name": key_row["name"], "prefix": key_row["prefix"]})
-    return {**fetch_one(cx, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_row["id"],)), "shown": shown}
+    key = cast(Row, fetch_one(cx, f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_row["id"],)))  # inserted above
+    return {**key, "shown": shown}
 
 
 @writes
-def revoke_api_key(cx, account_id, key_id, by=None):
+def revoke_api_key(cx: Connection, account_id: str, key_id: str, by: Mapping[str, Any] | None = None) -> Row:
     """Delete one of the account's keys: dead at commit, in every process (KEYS_CHANNEL). NotFound for
     another account's or an unknown key; Conflict for the account's last key (it would lock the API out)."""
     dialect_of(cx).lock(cx, f"api_keys:{account_id}")
@@ -101,7 +107,7 @@ def revoke_api_key(cx, account_id, key_id, by=None):
 
 
 @writes
-def mark_keys_used(cx, used):
+def mark_keys_used(cx: Connection, used: Mapping[str, str]) -> None:
     """last_used_at of keys ({key hash: time}), never moved back."""
     cx.executemany("UPDATE api_keys SET last_used_at = ? WHERE key_hash = ? AND (last_used_at IS NULL OR"
                    " last_used_at < ?)", [(at, key_hash, at) for key_hash, at in used.items()])
@@ -112,7 +118,7 @@ KEYS_CHANNEL = "parley_keys"
 
 
 @writes
-def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
+def replace_api_key(cx: Connection, account_id: str, key_row: Mapping[str, Any], keep_session_hash: str | None = None, by: Mapping[str, Any] | None = None) -> None:
     """Delete every key of the account and insert the new one: the old key is dead at commit. The
     account's UI sessions end with it, but for the one that asked (keep_session_hash)."""
     cx.execute("DELETE FROM api_keys WHERE account_id = ?", (account_id,))
@@ -123,7 +129,7 @@ def replace_api_key(cx, account_id, key_row, keep_session_hash=None, by=None):
 
 
 @writes
-def set_password(cx, user_id, password_hash, keep_session_hash, by=None):
+def set_password(cx: Connection, user_id: str, password_hash: str, keep_session_hash: str | None, by: Mapping[str, Any] | None = None) -> None:
     """A new password for the UI user; the user's other sessions and unspent one-time links end in the same
     transaction (the account's other users keep theirs). Audited as password.changed by ``by``."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
@@ -134,27 +140,27 @@ def set_password(cx, user_id, password_hash, keep_session_hash, by=None):
 
 
 @writes
-def upgrade_password_hash(cx, user_id, old_hash, new_hash):
+def upgrade_password_hash(cx: Connection, user_id: str, old_hash: str, new_hash: str) -> None:
     """The same password's hash in today's scheme: not a password change (sessions and links live on), and
     only while the hash is still the one that was verified (a change made meanwhile wins)."""
     cx.execute("UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new_hash, user_id, old_hash))
 
 
 @reads
-def count_accounts(cx):
+def count_accounts(cx: Connection) -> int:
     return cx.execute("SELECT COUNT(*) FROM accounts").fetchone()[0]
 
 
 @reads
-def get_account(cx, account_id):
+def get_account(cx: Connection, account_id: str) -> Row | None:
     return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = ?",
                      (account_id,), json_columns=_JSON)
 
 
 @writes
-def rename_account(cx, account_id, name, by=None):
+def rename_account(cx: Connection, account_id: str, name: str, by: Mapping[str, Any] | None = None) -> Row | None:
     """The account's new name (the audit list keeps from and to); the account as it is now."""
-    before = get_account.sync(cx, account_id)
+    before = cast(Row, get_account.sync(cx, account_id))  # the caller's own account
     if before["name"] != name:
         cx.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, account_id))
         record_by(cx, by, account_id=account_id, action="account.renamed", detail={"name": [before["name"], name]})
@@ -162,27 +168,27 @@ def rename_account(cx, account_id, name, by=None):
 
 
 @reads
-def get_account_by_email(cx, email):
+def get_account_by_email(cx: Connection, email: str) -> Row | None:
     return fetch_one(cx, f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE email = ?",
                      (email,), json_columns=_JSON)
 
 
 @reads
-def get_account_by_key_hash(cx, key_hash):
+def get_account_by_key_hash(cx: Connection, key_hash: str) -> Row | None:
     return fetch_one(cx, f"SELECT {', '.join('a.' + c.strip() for c in _ACCOUNT_COLUMNS.split(','))}"
                      " FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?",
                      (key_hash,), json_columns=_JSON)
 
 
 @reads
-def get_key_prefix(cx, account_id):
+def get_key_prefix(cx: Connection, account_id: str) -> Row | None:
     """The account's oldest live key (what GET /v1/account shows as its key)."""
     return fetch_one(cx, "SELECT prefix, created_at FROM api_keys WHERE account_id = ? ORDER BY created_at, id LIMIT 1",
                      (account_id,))
 
 
 @reads
-def get_owner_user_id(cx, account_id):
+def get_owner_user_id(cx: Connection, account_id: str) -> str | None:
     """The account's first owner (the user it was made with), or while that one is removed, its oldest owner."""
     row = cx.execute("SELECT id FROM users WHERE account_id = ? AND removed_at IS NULL ORDER BY is_owner DESC,"
                      " CASE role WHEN 'owner' THEN 0 ELSE 1 END, created_at LIMIT 1", (account_id,)).fetchone()
@@ -190,7 +196,7 @@ def get_owner_user_id(cx, account_id):
 
 
 @reads
-def get_users_by_email(cx, email):
+def get_users_by_email(cx: Connection, email: str) -> list[Row]:
     """Every active membership of the email (a deactivated or removed one signs in no more), each {id,
     account_id, account_name, email, password_hash}, oldest first."""
     return fetch_all(cx, "SELECT u.id, u.account_id, a.name AS account_name, u.email, u.password_hash FROM users u"
@@ -199,29 +205,29 @@ def get_users_by_email(cx, email):
 
 
 @reads
-def get_user(cx, user_id):
+def get_user(cx: Connection, user_id: str) -> Row | None:
     """{id, account_id, email, role, account_type}: the account's type decides which UI pages it has (Agency)."""
     return fetch_one(cx, "SELECT u.id, u.account_id, u.email, u.role, a.type AS account_type FROM users u"
                      " JOIN accounts a ON a.id = u.account_id WHERE u.id = ?", (user_id,))
 
 
 @reads
-def get_password_hash(cx, user_id):
+def get_password_hash(cx: Connection, user_id: str) -> str | None:
     row = cx.execute("SELECT password_hash FROM users WHERE id = ?", (user_id,)).fetchone()
     return row[0] if row else None
 
 
-def get_settings_in_tx(cx, account_id):
+def get_settings_in_tx(cx: Connection, account_id: str) -> dict[str, Any] | None:
     """The account's settings object (None for an unknown account)."""
     row = cx.execute("SELECT settings FROM accounts WHERE id = ?", (account_id,)).fetchone()
     return json.loads(row[0]) if row else None
 
 
-def set_settings_in_tx(cx, account_id, settings):
+def set_settings_in_tx(cx: Connection, account_id: str, settings: Mapping[str, Any]) -> None:
     cx.execute("UPDATE accounts SET settings = ? WHERE id = ?", (json.dumps(settings), account_id))
 
 
-def delivery_context_in_tx(cx, account_id):
+def delivery_context_in_tx(cx: Connection, account_id: str) -> dict[str, Any] | None:
     """What an outbound message needs inside its transaction: {settings, owner_user_id} (the owner is the
     payload's userId, docs/api.md#webhook-delivery), or None for an unknown account."""
     row = cx.execute("SELECT settings, (SELECT id FROM users WHERE account_id = a.id"
@@ -231,7 +237,7 @@ def delivery_context_in_tx(cx, account_id):
 
 
 @writes
-def rotate_webhook_secret(cx, account_id, secret, previous_expires_at, by=None):
+def rotate_webhook_secret(cx: Connection, account_id: str, secret: str, previous_expires_at: str | None, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``secret`` (encrypted) becomes the signing secret; the current one becomes the previous one, which
     signs too until previous_expires_at. Returns {secret, previous_expires_at} as stored; NotFound for
     an unknown account."""
@@ -244,7 +250,7 @@ def rotate_webhook_secret(cx, account_id, secret, previous_expires_at, by=None):
 
 
 @writes
-def set_rate_limit(cx, account_id, per_minute, by=None):
+def set_rate_limit(cx: Connection, account_id: str, per_minute: int | None, by: Mapping[str, Any] | None = None) -> None:
     """The account's own requests-per-minute limit (None: the server's --rate-limit), audited; other processes
     forget their cached keys (the limit is cached with them)."""
     cx.execute("UPDATE accounts SET rate_limit_per_minute = ? WHERE id = ?", (per_minute, account_id))

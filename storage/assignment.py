@@ -5,35 +5,41 @@ transaction), and when users were last seen with a live page. An agent is claime
 capacity checked on the row as committed (PostgreSQL), so two transactions (processes) never give them more; the
 Assigner's rounds also hold the account's lock (storage/dialect.py lock: PostgreSQL's advisory lock; SQLite's one
 writer serializes already)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from storage.audit import record_by
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx
+from storage.interface import Connection, Row
 
 ON = ("round_robin", "balanced")  # the modes that assign (off does not)
 
 
 
-def lock_account_in_tx(cx, account_id):
+def lock_account_in_tx(cx: Connection, account_id: str) -> None:
     """Hold the account's automatic assignment until COMMIT (PostgreSQL; a no-op on SQLite)."""
     dialect_of(cx).lock(cx, f"assignment:{account_id}")
 
 
-def mode_in_tx(cx, account_id):
+def mode_in_tx(cx: Connection, account_id: str) -> str | None:
     """The account's assignment mode, or None (off)."""
     row = cx.execute(f"SELECT {dialect_of(cx).json_field('settings', 'assignment', 'mode')} FROM accounts"
                      " WHERE id = ?", (account_id,)).fetchone()
     return row[0] if row else None
 
 
-def setting_in_tx(cx, account_id):
+def setting_in_tx(cx: Connection, account_id: str) -> str | None:
     """The account's stored ``assignment`` setting as JSON text, or None."""
     row = cx.execute(f"SELECT {dialect_of(cx).json_field('settings', 'assignment')} FROM accounts WHERE id = ?",
                      (account_id,)).fetchone()
     return row[0] if row else None
 
 
-def queue_in_tx(cx, account_id, contact_ids, at):
+def queue_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], at: str) -> None:
     """These conversations (re)opened in this transaction: those open and unassigned that are not waiting
     yet wait from ``at``."""
     for contact_id in contact_ids:
@@ -42,34 +48,34 @@ def queue_in_tx(cx, account_id, contact_ids, at):
                    (at, account_id, contact_id))
 
 
-def unqueue_in_tx(cx, account_id, contact_ids):
+def unqueue_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str]) -> None:
     """A person changed these conversations: they wait for automatic assignment no more (left alone)."""
     for contact_id in contact_ids:
         cx.execute("UPDATE conversations SET queued_at = NULL WHERE account_id = ? AND contact_id = ?"
                    " AND queued_at IS NOT NULL", (account_id, contact_id))
 
 
-def clear_queue_in_tx(cx, account_id):
+def clear_queue_in_tx(cx: Connection, account_id: str) -> None:
     """Automatic assignment was turned off: nothing of the account waits any more."""
     cx.execute("UPDATE conversations SET queued_at = NULL WHERE account_id = ? AND queued_at IS NOT NULL",
                (account_id,))
 
 
 @reads
-def queued_accounts(cx):
+def queued_accounts(cx: Connection) -> list[str]:
     """The accounts that have conversations waiting (from the queue's own index)."""
     return [row[0] for row in cx.execute("SELECT DISTINCT account_id FROM conversations"
                                          " WHERE queued_at IS NOT NULL ORDER BY account_id")]
 
 
 @reads
-def queue(cx, account_id, limit=100):
+def queue(cx: Connection, account_id: str, limit: int = 100) -> list[Row]:
     """[{contact_id, queued_at}] of the account's waiting conversations, oldest first."""
     return fetch_all(cx, "SELECT contact_id, queued_at FROM conversations WHERE account_id = ?"
                          " AND queued_at IS NOT NULL ORDER BY queued_at, contact_id LIMIT ?", (account_id, limit))
 
 
-def queue_head_in_tx(cx, account_id, limit):
+def queue_head_in_tx(cx: Connection, account_id: str, limit: int) -> list[tuple[str, str]]:
     """Up to limit waiting conversations, oldest first; those no longer open and unassigned (a person took or
     resolved one without going through the status change) leave the queue here."""
     rows = cx.execute("SELECT contact_id, queued_at, status, assignee_user_id FROM conversations"
@@ -95,14 +101,15 @@ _NONE_OLDER = ("NOT EXISTS (SELECT 1 FROM conversations q WHERE q.account_id = ?
                " AND q.contact_id <> ?)")
 
 
-def waiting_since_in_tx(cx, account_id, contact_id):
+def waiting_since_in_tx(cx: Connection, account_id: str, contact_id: str) -> str | None:
     """When the conversation started to wait for an agent, None when it does not wait (open and unassigned)."""
     row = cx.execute("SELECT queued_at FROM conversations WHERE account_id = ? AND contact_id = ? AND queued_at IS NOT"
                      " NULL AND status = 'open' AND assignee_user_id IS NULL", (account_id, contact_id)).fetchone()
     return row[0] if row else None
 
 
-def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None):
+def claim_agent_in_tx(cx: Connection, account_id: str, mode: str, seen_since: str | None,
+                      contact_id: str | None = None) -> dict[str, Any] | None:
     """The agent the account's next automatic assignment goes to: {id, capacity, load} (load: their open and
     pending conversations before it); None when nobody may take one now. seen_since (not None): only agents with
     a live page at or after it. contact_id: a conversation its message opens, assigned on the message's write:
@@ -125,14 +132,15 @@ def claim_agent_in_tx(cx, account_id, mode, seen_since, contact_id=None):
     return None if row is None else {"id": row[0], "capacity": row[1], "load": row[2]}
 
 
-def take_turn_in_tx(cx, account_id, user_id):
+def take_turn_in_tx(cx: Connection, account_id: str, user_id: str) -> None:
     """The user took the account's next automatic assignment (round robin's order)."""
     cx.execute("UPDATE users SET last_assignment_turn = (SELECT COALESCE(MAX(t.last_assignment_turn), 0) + 1"
                " FROM users t WHERE t.account_id = ?) WHERE id = ? AND account_id = ?",
                (account_id, user_id, account_id))
 
 
-def assigned_in_tx(cx, account_id, contact_id, user_id, by, detail):
+def assigned_in_tx(cx: Connection, account_id: str, contact_id: str, user_id: str, by: Mapping[str, Any] | None,
+                   detail: Mapping[str, Any] | None) -> None:
     """The conversation.updated event and the audit entry of an automatic assignment made in this transaction. The
     event is appended with the COMMIT (PostgreSQL): the account's event counter is locked after the agents' rows,
     as every transaction that changes a load takes them (storage/conversation_status.py), so none deadlocks."""
@@ -141,7 +149,8 @@ def assigned_in_tx(cx, account_id, contact_id, user_id, by, detail):
     record_by(cx, by, account_id=account_id, action="conversation.assigned", subject_id=contact_id, detail=detail)
 
 
-def assign_in_tx(cx, account_id, contact_id, user_id, by, detail):
+def assign_in_tx(cx: Connection, account_id: str, contact_id: str, user_id: str, by: Mapping[str, Any] | None,
+                 detail: Mapping[str, Any] | None) -> bool:
     """Give the waiting conversation to the user claimed for it (claim_agent_in_tx), their turn the account's
     next, with its conversation.updated and audit entry. False when it no longer waits open and unassigned."""
     if not cx.execute("UPDATE conversations SET assignee_user_id = ?, queued_at = NULL WHERE account_id = ?"
@@ -154,7 +163,7 @@ def assign_in_tx(cx, account_id, contact_id, user_id, by, detail):
 
 
 @writes
-def mark_seen(cx, user_ids, now, stale_before):
+def mark_seen(cx: Connection, user_ids: Sequence[str], now: str, stale_before: str) -> list[str]:
     """These users have a live page open now: their last_seen_at becomes now where it is older than
     stale_before (so a beat writes a user at most once a period). Returns the ids written."""
     if not user_ids:

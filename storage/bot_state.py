@@ -1,16 +1,21 @@
 """SQL for the bot's state: pauses per contact (bot_pauses), the outcome recorded on an inbound message, and
 what answering needs to read (the account's bot, the contact's state, the recent conversation)."""
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx, message_updated_in_tx
+from storage.interface import Connection, Row
 
 # Sorts after every id (ids are ASCII, "msg_…"): "up to this id" with no id means "all".
 _AFTER_EVERY_ID = "\uffff"
 
 
-def pause_in_tx(cx, account_id, contact_id, until, reason, now):
+def pause_in_tx(cx: Connection, account_id: str, contact_id: str, until: str, reason: str, now: str) -> None:
     """Pause the bot for this contact until ``until`` (a later pause never shortens a longer one)."""
     cx.execute("INSERT INTO bot_pauses (account_id, contact_id, paused_until, reason, created_at)"
                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, contact_id) DO UPDATE SET"
@@ -24,7 +29,7 @@ def pause_in_tx(cx, account_id, contact_id, until, reason, now):
 
 
 @writes
-def clear_pause(cx, account_id, contact_id):
+def clear_pause(cx: Connection, account_id: str, contact_id: str) -> bool:
     """Resume the bot for this contact; True when a pause was removed."""
     removed = cx.execute("DELETE FROM bot_pauses WHERE account_id = ? AND contact_id = ?",
                          (account_id, contact_id)).rowcount > 0
@@ -33,7 +38,7 @@ def clear_pause(cx, account_id, contact_id):
     return removed
 
 
-def get_pause_in_tx(cx, account_id, contact_id, now):
+def get_pause_in_tx(cx: Connection, account_id: str, contact_id: str, now: str) -> Row | None:
     """The contact's live pause {paused_until, reason}, or None (an expired pause counts as none)."""
     return fetch_one(cx, "SELECT paused_until, reason FROM bot_pauses WHERE account_id = ? AND contact_id = ?"
                      " AND paused_until > ?", (account_id, contact_id, now))
@@ -42,7 +47,7 @@ def get_pause_in_tx(cx, account_id, contact_id, now):
 get_pause = reads(get_pause_in_tx)
 
 
-def set_outcome_in_tx(cx, account_id, message_id, outcome):
+def set_outcome_in_tx(cx: Connection, account_id: str, message_id: str, outcome: Mapping[str, Any]) -> bool:
     """Record what the bot did with an inbound message ({outcome, detail, replyId}) unless an outcome is
     recorded already: at most one decision per message is an invariant of the data, whatever runs twice (a
     recovery, a retried write). Clears bot_pending. Returns True when this write set it."""
@@ -55,13 +60,13 @@ def set_outcome_in_tx(cx, account_id, message_id, outcome):
 
 
 @writes
-def release(cx, account_id, message_id):
+def release(cx: Connection, account_id: str, message_id: str) -> None:
     """The bot owes this message nothing after all (it was turned off before it started on it)."""
     cx.execute("UPDATE messages SET bot_pending = NULL WHERE account_id = ? AND id = ? AND bot_pending = 1",
                (account_id, message_id))
 
 
-def account_bot_in_tx(cx, account_id):
+def account_bot_in_tx(cx: Connection, account_id: str) -> dict[str, Any] | None:
     """What answering needs of the account: {bot (the stored bot object, None when there is none), type,
     credit_hundredths, credits_per_reply (hundredths; None: the default), has_webhook}, or None for an unknown
     account. SQLite extracts the bot from the
@@ -77,7 +82,7 @@ def account_bot_in_tx(cx, account_id):
             "has_webhook": bool(row[3]), "credits_per_reply": row[4]}
 
 
-def contact_state_in_tx(cx, account_id, contact_id, now, before_message_id=None):
+def contact_state_in_tx(cx: Connection, account_id: str, contact_id: str, now: str, before_message_id: str | None = None) -> dict[str, Any] | None:
     """The contact as the bot sees it: {opted_out, pause (get_pause_in_tx), first_message, fields}, or None for
     an unknown contact. first_message: no inbound message before before_message_id (None: none at all);
     fields: what its answers' placeholders are filled with (first_name, last_name, email, phone)."""
@@ -93,7 +98,7 @@ def contact_state_in_tx(cx, account_id, contact_id, now, before_message_id=None)
 
 
 @reads
-def recent_conversation(cx, account_id, contact_id, up_to_message_id=None, limit=20):
+def recent_conversation(cx: Connection, account_id: str, contact_id: str, up_to_message_id: str | None = None, limit: int = 20) -> list[Row]:
     """The contact's latest text messages, both directions, newest first: [{direction, body}], up to and
     including up_to_message_id (None: the very latest)."""
     return [dict(r) for r in cx.execute(
@@ -103,7 +108,7 @@ def recent_conversation(cx, account_id, contact_id, up_to_message_id=None, limit
 
 
 @reads
-def undecided_inbound(cx, before_id, limit):
+def undecided_inbound(cx: Connection, before_id: str, limit: int) -> list[Row]:
     """The oldest ``limit`` inbound messages stored before before_id that the bot still owes a decision
     (bot_pending, set by the inbound write that found the bot active), oldest first. A seek in the partial
     index messages_bot_pending: it holds only those messages, whatever their age."""

@@ -11,16 +11,22 @@ deliveries); the batches drop pending recipients and queued messages (Cancelled)
 (the retrying recipients become failed). Retry-failed: the batches queue again, at the campaign's rate, the
 final failures whose delivery still exists; those whose outbox row retention removed stay failed.
 """
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Any
 
 from common.errors import Conflict
 from common.ids import iso, parse_iso
 from storage import conversations, events
-from storage.campaigns import HELD, _for_change, get_campaign_in_tx, progress_in_tx
 from storage.audit import record_by
+from storage.campaigns import HELD, _for_change, get_campaign_in_tx, progress_in_tx
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row
+from storage.rows import CampaignRow
 
 BATCH = 500  # recipients per write: the request's first batch, and each of the runner's (callers pass it)
 
@@ -28,7 +34,7 @@ BATCH = 500  # recipients per write: the request's first batch, and each of the 
 # ---- the request's write -------------------------------------------------------------------------
 
 @writes
-def cancel(cx, account_id, campaign_id, now, limit, by=None):
+def cancel(cx: Connection, account_id: str, campaign_id: str, now: str, limit: int, by: Mapping[str, Any] | None = None) -> CampaignRow:
     """-> cancelled (a draft or scheduled one has no recipients yet: nothing is sent): recipients still pending and messages not yet attempted are dropped (their message
     becomes Cancelled), scheduled retries are stopped (failed); what was sent stays sent. A completed
     campaign can be cancelled while some of its messages are queued or retrying. The first ``limit``
@@ -45,7 +51,7 @@ def cancel(cx, account_id, campaign_id, now, limit, by=None):
 
 
 @writes
-def retry_failed(cx, account_id, campaign_id, now, limit):
+def retry_failed(cx: Connection, account_id: str, campaign_id: str, now: str, limit: int) -> CampaignRow:
     """Send the final failures' messages again (the same message ids), spaced at the campaign's rate from
     now; they count as queued until their next attempt ends. The first ``limit`` are done here, the rest
     by the runner's batches."""
@@ -57,7 +63,7 @@ def retry_failed(cx, account_id, campaign_id, now, limit):
 
 
 @reads
-def retryable(cx, account_id, campaign_id):
+def retryable(cx: Connection, account_id: str, campaign_id: str) -> dict[str, int]:
     """How many of the campaign's failed recipients retry-failed can send again (their delivery, the outbox
     row, still exists) and how many it cannot (retention removed it): {"retryable", "notRetryable"}."""
     row = cx.execute("SELECT COUNT(o.id), COUNT(*) FROM campaign_recipients r LEFT JOIN outbox o"
@@ -69,18 +75,18 @@ def retryable(cx, account_id, campaign_id):
 # ---- the runner's batches ------------------------------------------------------------------------
 
 @reads
-def pending_actions(cx):
+def pending_actions(cx: Connection) -> list[Row]:
     """The campaigns with an action to finish: [{id, pending_action}] (index campaigns_pending_action)."""
     return fetch_all(cx, "SELECT id, pending_action FROM campaigns WHERE pending_action IS NOT NULL ORDER BY id")
 
 
 @writes
-def continue_action(cx, campaign_id, limit, now):
+def continue_action(cx: Connection, campaign_id: str, limit: int, now: str) -> dict[str, Any]:
     """One batch of at most ``limit`` recipients of the campaign's pending action; the action is over (the
     mark cleared) when a batch finds fewer. Returns {"campaign": its row after, "done": bool, "rows": n}."""
     campaign = get_campaign_in_tx(cx, None, campaign_id)
     action = campaign["pending_action"] if campaign else None
-    if action is None:
+    if campaign is None or action is None:
         return {"campaign": campaign, "done": True, "rows": 0}
     rows = (_cancel_batch_in_tx if action == "cancel" else _retry_batch_in_tx)(cx, campaign, limit, now)
     done = rows < limit
@@ -92,18 +98,18 @@ def continue_action(cx, campaign_id, limit, now):
     return {"campaign": campaign, "done": done, "rows": rows}
 
 
-def _next(cx, campaign_id, status, limit, after=""):
+def _next(cx: Connection, campaign_id: str, status: str, limit: int, after: str = "") -> list[str]:
     return [r[0] for r in cx.execute("SELECT contact_id FROM campaign_recipients WHERE campaign_id = ?"
                                      " AND status = ? AND contact_id > ? ORDER BY contact_id LIMIT ?",
                                      (campaign_id, status, after, limit))]
 
 
-def _set_status(cx, campaign_id, contact_ids, old, new):
+def _set_status(cx: Connection, campaign_id: str, contact_ids: Sequence[str], old: str, new: str) -> None:
     cx.executemany("UPDATE campaign_recipients SET status = ? WHERE campaign_id = ? AND contact_id = ? AND status = ?",
                    ((new, campaign_id, contact_id, old) for contact_id in contact_ids))
 
 
-def _deliveries(cx, campaign, contact_ids):
+def _deliveries(cx: Connection, campaign: Mapping[str, Any], contact_ids: Sequence[str]) -> list[tuple[Any, ...]]:
     """(contact id, message id, outbox id or None, message status or None) of these recipients."""
     found = []
     for contact_id in contact_ids:
@@ -115,7 +121,7 @@ def _deliveries(cx, campaign, contact_ids):
     return found
 
 
-def _cancel_batch_in_tx(cx, campaign, limit, now):
+def _cancel_batch_in_tx(cx: Connection, campaign: Mapping[str, Any], limit: int, now: str) -> int:
     """Queued messages first (Cancelled, never sent), then retrying ones (failed, no further attempt), then
     pending recipients (cancelled, no message): each leaves its status, so no cursor is needed."""
     account_id, campaign_id = campaign["account_id"], campaign["id"]
@@ -150,7 +156,7 @@ def _cancel_batch_in_tx(cx, campaign, limit, now):
     return len(queued) + len(retrying) + len(pending)
 
 
-def _retry_batch_in_tx(cx, campaign, limit, now):
+def _retry_batch_in_tx(cx: Connection, campaign: Mapping[str, Any], limit: int, now: str) -> int:
     """The next failed recipients after action_cursor: those whose delivery still exists go out again,
     spaced at the campaign's rate after the ones queued before them (held while the campaign is paused);
     the others stay failed."""

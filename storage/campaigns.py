@@ -1,9 +1,13 @@
 """SQL for campaigns and their recipients: the snapshot, the counts (kept in the transaction of every
 change they count, through progress_in_tx), the state changes, and a delivery's outcome per recipient."""
+from __future__ import annotations
+
 import contextlib
 import json
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
+from typing import Any, cast
 
 from common.errors import Conflict, NotFound
 from common.ids import iso, parse_iso
@@ -11,8 +15,9 @@ from storage import events
 from storage.audit import record_by
 from storage.contacts import tag_like
 from storage.db import fetch_all, fetch_one, reads, writes
-from storage.interface import execute_later, values_rows
+from storage.interface import Connection, Row, execute_later, values_rows
 from storage.lists import list_not_found
+from storage.rows import CampaignRow
 
 _COLUMNS = ("id, account_id, name, list_id, tag, campaign_key, body, channel, rate_per_minute, status, paused_reason,"
             " start_at, started_at, finished_at, created_at, cursor, total, pending, queued, sent, failed, skipped,"
@@ -31,11 +36,11 @@ PROBE_SIZE, PROBE_FAILURES, FAILURE_STREAK = 20, 16, 20
 NOT_FOUND = "no campaign with id {}"
 
 
-def campaign_not_found(campaign_id):
+def campaign_not_found(campaign_id: str) -> NotFound:
     return NotFound(NOT_FOUND.format(campaign_id), code="NOT_FOUND")
 
 
-def public_campaign(row):
+def public_campaign(row: Mapping[str, Any]) -> dict[str, Any]:
     """The campaign as the API shows it (docs/design.md#api-decisions "Campaigns", plus what the UI needs to show progress)."""
     return {"id": row["id"], "name": row["name"], "listId": row["list_id"], "tag": row["tag"],
             "campaignId": row["campaign_key"],
@@ -48,7 +53,7 @@ def public_campaign(row):
 
 # ---- the one place where a campaign's progress changes ----------------------------------------
 
-def progress_in_tx(cx, campaign_id, deltas=None, **changes):
+def progress_in_tx(cx: Connection, campaign_id: str, deltas: Mapping[str, int] | None = None, **changes: Any) -> CampaignRow:
     """Apply count deltas ({count name: +n/-n}) and column changes (status, paused_reason, finished_at,
     cursor, the auto-pause counters ...) to one campaign, in the caller's transaction. Every change of a
     campaign's counts or status goes through here, so its progress is published from this one place: a
@@ -61,8 +66,9 @@ def progress_in_tx(cx, campaign_id, deltas=None, **changes):
     for name, value in changes.items():
         assignments.append(f"{name} = ?")
         args.append(value)
+    # campaign_id names a campaign the caller read in this transaction: the row is there
     if not assignments:
-        return get_campaign_in_tx(cx, None, campaign_id)
+        return cast(CampaignRow, get_campaign_in_tx(cx, None, campaign_id))
     campaign = fetch_one(cx, f"UPDATE campaigns SET {', '.join(assignments)} WHERE id = ? RETURNING {_COLUMNS}",
                          (*args, campaign_id))
     if campaign is not None and ("status" in changes or any((deltas or {}).values())):
@@ -71,10 +77,10 @@ def progress_in_tx(cx, campaign_id, deltas=None, **changes):
             progress_event_in_tx(cx, campaign)
         else:
             batch.held.add(campaign_id)
-    return campaign
+    return cast(CampaignRow, campaign)
 
 
-def progress_event_in_tx(cx, campaign):
+def progress_event_in_tx(cx: Connection, campaign: Mapping[str, Any]) -> None:
     """campaign.progress for the account's open pages: the campaign's status and counts as this transaction
     leaves them (pages apply them as they are, without fetching anything)."""
     events.emit_at_commit_in_tx(cx, campaign["account_id"], events.CAMPAIGN_PROGRESS,
@@ -93,10 +99,13 @@ class _OutcomeBatch:
     enqueue, which moves the same row, does not queue behind every batch of outcomes. Meanwhile the campaign
     is seen as the transaction will leave it (its row as read, plus the counts moved so far)."""
 
-    def __init__(self):
-        self.rows, self.totals, self.held, self.undo = {}, {}, set(), None
+    def __init__(self) -> None:
+        self.rows: dict[str, Mapping[str, Any] | None] = {}
+        self.totals: dict[str, tuple[dict[str, int], dict[str, Any]]] = {}
+        self.held: set[str] = set()
+        self.undo: tuple[Any, ...] | None = None
 
-    def campaign(self, cx, campaign_id):
+    def campaign(self, cx: Connection, campaign_id: str) -> dict[str, Any] | None:
         if campaign_id not in self.rows:
             self.rows[campaign_id] = get_campaign_in_tx(cx, None, campaign_id)
         row = self.rows[campaign_id]
@@ -105,27 +114,27 @@ class _OutcomeBatch:
         deltas, changes = self.totals.get(campaign_id, ({}, {}))
         return {**row, **{name: row[name] + delta for name, delta in deltas.items()}, **changes}
 
-    def add(self, campaign_id, deltas, changes):
+    def add(self, campaign_id: str, deltas: Mapping[str, int], changes: Mapping[str, Any]) -> None:
         moved, changed = self.totals.setdefault(campaign_id, ({}, {}))
         for name, delta in deltas.items():
             moved[name] = moved.get(name, 0) + delta
         changed.update(changes)
 
-    def flush(self, cx, campaign_id):
+    def flush(self, cx: Connection, campaign_id: str) -> CampaignRow:
         """Write the campaign's moved counts now; returns its row after them."""
         deltas, changes = self.totals.pop(campaign_id, ({}, {}))
         self.rows[campaign_id] = row = progress_in_tx(cx, campaign_id, deltas, **changes)
         return row
 
 
-def attempt_starts():
+def attempt_starts() -> None:
     """storage.delivery.record_attempts: an outcome's SAVEPOINT is taken (what attempt_rolled_back undoes)."""
     batch = getattr(_local, "batch", None)
     if batch is not None:
         batch.undo = ({**batch.rows}, {k: ({**d}, {**c}) for k, (d, c) in batch.totals.items()}, {*batch.held})
 
 
-def attempt_rolled_back():
+def attempt_rolled_back() -> None:
     """The outcome was rolled back to its SAVEPOINT: so are the counts it moved."""
     batch = getattr(_local, "batch", None)
     if batch is not None and batch.undo is not None:
@@ -133,7 +142,7 @@ def attempt_rolled_back():
 
 
 @contextlib.contextmanager
-def one_progress_event_per_campaign(cx):
+def one_progress_event_per_campaign(cx: Connection) -> Iterator[None]:
     """For a write that changes campaigns many times (a batch of delivery outcomes): each changed campaign's
     counts are written once at the end (_OutcomeBatch) and it gets one campaign.progress event, with its
     counts as they are then."""
@@ -145,23 +154,23 @@ def one_progress_event_per_campaign(cx):
     finally:
         _local.batch = None
     for campaign_id in sorted(batch.held):
-        progress_event_in_tx(cx, get_campaign_in_tx(cx, None, campaign_id))
+        progress_event_in_tx(cx, cast(CampaignRow, get_campaign_in_tx(cx, None, campaign_id)))  # changed above
 
 
 # ---- creating and reading -----------------------------------------------------------------------
 
-def get_campaign_in_tx(cx, account_id, campaign_id):
+def get_campaign_in_tx(cx: Connection, account_id: str | None, campaign_id: str) -> CampaignRow | None:
     """The campaign row; account_id None only for internal callers that hold an id they read themselves."""
     if account_id is None:
-        return fetch_one(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE id = ?", (campaign_id,))
-    return fetch_one(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id = ?",
-                     (account_id, campaign_id))
+        return cast("CampaignRow | None", fetch_one(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE id = ?", (campaign_id,)))
+    return cast("CampaignRow | None", fetch_one(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id = ?",
+                                                (account_id, campaign_id)))
 
 
 get_campaign = reads(get_campaign_in_tx)
 
 
-def _require_list_in_tx(cx, account_id, list_id):
+def _require_list_in_tx(cx: Connection, account_id: str, list_id: str | None) -> None:
     """LIST_NOT_FOUND unless list_id is a list of the account; a tag campaign (list_id None) has none to check."""
     if list_id is None:
         return
@@ -170,12 +179,12 @@ def _require_list_in_tx(cx, account_id, list_id):
         raise list_not_found(list_id)
 
 
-def _audience_detail(row):
+def _audience_detail(row: Mapping[str, Any]) -> dict[str, Any]:
     """An audit record's audience: {listId} or {tag}."""
     return {"tag": row["tag"]} if row.get("tag") else {"listId": row["list_id"]}
 
 
-def _audience_source(account_id, list_id, tag):
+def _audience_source(account_id: str, list_id: str | None, tag: str | None) -> tuple[str, tuple[str | None, ...]]:
     """(FROM ... WHERE clause, args) of the contacts a campaign of this list or tag reaches, as c (the account's
     only): the one definition the snapshot and the preview's audience share."""
     if tag is not None:
@@ -185,7 +194,7 @@ def _audience_source(account_id, list_id, tag):
 
 
 @writes
-def create_campaign(cx, row, now, by=None):
+def create_campaign(cx: Connection, row: Mapping[str, Any], now: str, by: Mapping[str, Any] | None = None) -> CampaignRow | None:
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
     not) or of a normalised tag (row["tag"], list_id None): a draft (row["draft"]: nothing is snapshotted or sent until start_campaign), or started at once (the
     snapshot) unless it is scheduled for later."""
@@ -201,12 +210,12 @@ def create_campaign(cx, row, now, by=None):
     if status == "scheduled" and row["start_at"] <= now:
         return start_in_tx(cx, row["id"], now)
     campaign = get_campaign_in_tx(cx, None, row["id"])
-    progress_event_in_tx(cx, campaign)  # a draft or scheduled one appears on open pages too
+    progress_event_in_tx(cx, cast(CampaignRow, campaign))  # inserted above  # a draft or scheduled one appears on open pages too
     return campaign
 
 
 @writes
-def start_campaign(cx, account_id, campaign_id, start_at, now, by=None):
+def start_campaign(cx: Connection, account_id: str, campaign_id: str, start_at: str, now: str, by: Mapping[str, Any] | None = None) -> CampaignRow | None:
     """A person's start of a draft or scheduled campaign: now (start_at None; the snapshot is taken in this
     transaction) or scheduled for start_at (later than now: the runner starts it then). Conflict in any other
     status; LIST_NOT_FOUND when its list was deleted meanwhile."""
@@ -229,7 +238,7 @@ SAMPLE_SIZE = 50  # the list's first contacts a draft's preview and test send of
 
 
 @reads
-def audience(cx, account_id, list_id, tag=None, limit=SAMPLE_SIZE):
+def audience(cx: Connection, account_id: str, list_id: str | None, tag: str | None = None, limit: int = SAMPLE_SIZE) -> dict[str, Any]:
     """Who a campaign of this list (or, list_id None, of this normalised tag) would send to if it started now:
     {total, optedOut (skipped when their turn comes), sample: the first ``limit`` of them (contact-id order) with
     their fields}."""
@@ -241,7 +250,7 @@ def audience(cx, account_id, list_id, tag=None, limit=SAMPLE_SIZE):
     return {"total": total, "optedOut": opted_out, "sample": sample}
 
 
-def start_in_tx(cx, campaign_id, now):
+def start_in_tx(cx: Connection, campaign_id: str, now: str) -> CampaignRow | None:
     """scheduled -> running: snapshot the list's members (or the account's contacts with the campaign's tag) as
     pending recipients (one statement, so the snapshot is the list or the tag as this transaction sees it).
     Contacts added to the list or tagged later are not included; opted-out ones are skipped when their turn
@@ -251,7 +260,7 @@ def start_in_tx(cx, campaign_id, now):
     if not cx.execute("UPDATE campaigns SET started_at = ? WHERE id = ? AND status = 'scheduled'",
                       (now, campaign_id)).rowcount:
         return get_campaign_in_tx(cx, None, campaign_id)
-    campaign = get_campaign_in_tx(cx, None, campaign_id)
+    campaign = cast(CampaignRow, get_campaign_in_tx(cx, None, campaign_id))  # the UPDATE above found it
     source, args = _audience_source(campaign["account_id"], campaign["list_id"], campaign["tag"])
     total = cx.execute("INSERT INTO campaign_recipients (campaign_id, contact_id, status)"
                        f" SELECT ?, c.id, 'pending' FROM {source}", (campaign_id, *args)).rowcount
@@ -264,14 +273,15 @@ start = writes(start_in_tx)
 
 
 @reads
-def page_campaigns(cx, account_id, after_id, limit):
+def page_campaigns(cx: Connection, account_id: str, after_id: str | None, limit: int) -> list[CampaignRow]:
     """Up to ``limit`` campaigns with id > after_id, oldest first."""
-    return fetch_all(cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id > ? ORDER BY id LIMIT ?",
-                     (account_id, after_id or "", limit))
+    return cast("list[CampaignRow]", fetch_all(
+        cx, f"SELECT {_COLUMNS} FROM campaigns WHERE account_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (account_id, after_id or "", limit)))
 
 
 @reads
-def page_campaigns_newest(cx, account_id, before_id, limit):
+def page_campaigns_newest(cx: Connection, account_id: str, before_id: str | None, limit: int) -> list[Row]:
     """Up to ``limit`` campaigns created before the campaign before_id (None: the newest), newest first, each
     with its list's name as list_name (the UI's Campaigns page)."""
     before, args = ("AND id < ?", (before_id,)) if before_id else ("", ())
@@ -281,7 +291,7 @@ def page_campaigns_newest(cx, account_id, before_id, limit):
 
 
 @reads
-def due_campaigns(cx, now):
+def due_campaigns(cx: Connection, now: str) -> list[Row]:
     """Every running campaign and every scheduled one whose start has come: (id, account_id, status,
     rate_per_minute) rows, for the runner."""
     return fetch_all(cx, "SELECT id, account_id, status, rate_per_minute FROM campaigns"
@@ -289,7 +299,7 @@ def due_campaigns(cx, now):
 
 
 @reads
-def page_recipients(cx, account_id, campaign_id, status, after_contact_id, limit):
+def page_recipients(cx: Connection, account_id: str, campaign_id: str, status: str | None, after_contact_id: str | None, limit: int) -> list[Row]:
     """Recipients in contact-id order (keyset), optionally of one status, with the contact's fields."""
     where, args = ["r.campaign_id = ?", "r.contact_id > ?"], [campaign_id, after_contact_id or ""]
     if status:
@@ -303,7 +313,7 @@ def page_recipients(cx, account_id, campaign_id, status, after_contact_id, limit
 
 # ---- the runner's batches -----------------------------------------------------------------------
 
-def next_pending_in_tx(cx, campaign, limit):
+def next_pending_in_tx(cx: Connection, campaign: Mapping[str, Any], limit: int) -> list[Row]:
     """The next ``limit`` pending recipients after the campaign's cursor, with their contact's fields (id is
     the recipient's contact id; the fields are None, and contact_exists false, for a contact that no longer
     exists)."""
@@ -314,11 +324,11 @@ def next_pending_in_tx(cx, campaign, limit):
                          " ORDER BY r.contact_id LIMIT ?", (campaign["id"], campaign["cursor"], limit))
 
 
-def _bounds(contact_ids):
+def _bounds(contact_ids: Sequence[Any]) -> tuple[Any, Any]:
     return min(contact_ids), max(contact_ids)
 
 
-def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
+def record_batch_in_tx(cx: Connection, campaign: Mapping[str, Any], queued: Sequence[tuple[str, str]], skipped: Sequence[str], cursor: str, now: str) -> CampaignRow:
     """Mark recipients queued ([(contact id, message id)], their messages made in this transaction) or
     skipped ([contact id]), a statement for each kind; the campaign's counts and cursor move once for the
     batch, and it completes once none is pending. A recipient that is not pending any more fails the whole
@@ -352,7 +362,7 @@ def record_batch_in_tx(cx, campaign, queued, skipped, cursor, now):
 
 # ---- state changes ------------------------------------------------------------------------------
 
-def _for_change(cx, account_id, campaign_id, allowed, action):
+def _for_change(cx: Connection, account_id: str, campaign_id: str, allowed: Sequence[str], action: str) -> CampaignRow:
     campaign = get_campaign_in_tx(cx, account_id, campaign_id)
     if campaign is None:
         raise campaign_not_found(campaign_id)
@@ -362,33 +372,33 @@ def _for_change(cx, account_id, campaign_id, allowed, action):
     return campaign
 
 
-def _hold_in_tx(cx, campaign_id):
+def _hold_in_tx(cx: Connection, campaign_id: str) -> None:
     """Hold the campaign's deliveries that have not gone out (queued, or failed and waiting for a retry)."""
     cx.execute("UPDATE outbox SET next_attempt_at = ? WHERE campaign_id = ? AND status = 'pending'",
                (HELD, campaign_id))
 
 
-def _release_in_tx(cx, campaign, outbox_ids, now):
+def _release_in_tx(cx: Connection, campaign: Mapping[str, Any], outbox_ids: Sequence[int], now: str) -> None:
     """Make these deliveries due again, spaced at the campaign's rate from now, in the order given."""
     start, step = parse_iso(now), 60.0 / campaign["rate_per_minute"]
     cx.executemany("UPDATE outbox SET next_attempt_at = ? WHERE id = ?",
                    ((iso(start + timedelta(seconds=i * step)), outbox_id) for i, outbox_id in enumerate(outbox_ids)))
 
 
-def _pause_in_tx(cx, campaign_id, reason):
+def _pause_in_tx(cx: Connection, campaign_id: str, reason: str) -> CampaignRow:
     _hold_in_tx(cx, campaign_id)
     return progress_in_tx(cx, campaign_id, status="paused", paused_reason=reason)
 
 
 @writes
-def pause(cx, account_id, campaign_id, reason):
+def pause(cx: Connection, account_id: str, campaign_id: str, reason: str) -> CampaignRow:
     """running -> paused: no new messages, and the queued ones (and scheduled retries) are held."""
     _for_change(cx, account_id, campaign_id, ("running",), "paused")
     return _pause_in_tx(cx, campaign_id, reason)
 
 
 @writes
-def resume(cx, account_id, campaign_id, now):
+def resume(cx: Connection, account_id: str, campaign_id: str, now: str) -> CampaignRow:
     """paused -> running (or completed, when every recipient was handed over before the pause): the held
     deliveries go out again at the campaign's rate, and the auto-pause rule starts counting afresh."""
     campaign = _for_change(cx, account_id, campaign_id, ("paused",), "resumed")
@@ -402,7 +412,7 @@ def resume(cx, account_id, campaign_id, now):
 
 # ---- a delivery's outcome -----------------------------------------------------------------------
 
-def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
+def attempt_ended_in_tx(cx: Connection, row: Mapping[str, Any], status: str, next_attempt_at: str | None, error: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """Called by storage.delivery.record_attempt, in its transaction, for an outbox row of a campaign:
     the recipient's status and error follow the attempt, the counts move with it, and the auto-pause
     rule is applied. A failed attempt with a retry scheduled leaves the recipient retrying; failed is for
@@ -447,7 +457,7 @@ def attempt_ended_in_tx(cx, row, status, next_attempt_at, error):
     return status, next_attempt_at
 
 
-def auto_pause_reason(campaign, error):
+def auto_pause_reason(campaign: Mapping[str, Any], error: Mapping[str, Any] | None) -> str | None:
     """Why the campaign pauses itself now, or None (the rule is PROBE_SIZE/PROBE_FAILURES/FAILURE_STREAK)."""
     last = f" (last error: {error['error']})" if error else ""
     if campaign["probe_attempts"] == PROBE_SIZE and campaign["probe_failures"] >= PROBE_FAILURES:
@@ -458,7 +468,7 @@ def auto_pause_reason(campaign, error):
     return None
 
 
-def latest_campaign_key_in_tx(cx, account_id, contact_id, since):
+def latest_campaign_key_in_tx(cx: Connection, account_id: str, contact_id: str, since: str) -> str | None:
     """The campaignId of the contact's latest campaign message made at or after ``since``, or None."""
     row = cx.execute("SELECT campaign_id, created_at FROM messages WHERE account_id = ? AND contact_id = ?"
                      " AND author = 'campaign' ORDER BY id DESC LIMIT 1", (account_id, contact_id)).fetchone()

@@ -1,22 +1,28 @@
 """SQL for canned replies: an account's saved replies, each with a code unique per account without case."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 from common.errors import Conflict, NotFound
 from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.interface import Connection, Row
 
 _COLUMNS = "id, account_id, code, body, created_at, updated_at"
 
 
-def canned_reply_not_found(reply_id):
+def canned_reply_not_found(reply_id: str) -> NotFound:
     return NotFound(f"no canned reply with id {reply_id}")
 
 
-def public_canned_reply(row):
+def public_canned_reply(row: Mapping[str, Any]) -> dict[str, Any]:
     """A canned reply as the API shows it: {id, code, body, createdAt, updatedAt}."""
     return {"id": row["id"], "code": row["code"], "body": row["body"], "createdAt": row["created_at"],
             "updatedAt": row["updated_at"]}
 
 
-def _check_code_free(cx, account_id, code, reply_id=""):
+def _check_code_free(cx: Connection, account_id: str, code: str, reply_id: str = "") -> None:
     """Conflict naming the account's other canned reply with this code (compared without case)."""
     other = cx.execute("SELECT id, code FROM canned_replies WHERE account_id = ? AND code_key = ? AND id != ?",
                        (account_id, code.lower(), reply_id)).fetchone()
@@ -26,7 +32,7 @@ def _check_code_free(cx, account_id, code, reply_id=""):
 
 
 @writes
-def insert_canned_reply(cx, row, by=None):
+def insert_canned_reply(cx: Connection, row: Mapping[str, Any], by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Insert {id, account_id, code, body, created_at}; Conflict when the code is taken. Returns the public form."""
     _check_code_free(cx, row["account_id"], row["code"])
     cx.execute("INSERT INTO canned_replies (id, account_id, code, code_key, body, created_at, updated_at)"
@@ -38,20 +44,20 @@ def insert_canned_reply(cx, row, by=None):
 
 
 @reads
-def get_canned_reply(cx, account_id, reply_id):
+def get_canned_reply(cx: Connection, account_id: str, reply_id: str) -> Row | None:
     return fetch_one(cx, f"SELECT {_COLUMNS} FROM canned_replies WHERE account_id = ? AND id = ?",
                      (account_id, reply_id))
 
 
 @reads
-def list_canned_replies(cx, account_id):
+def list_canned_replies(cx: Connection, account_id: str) -> list[Row]:
     """Every canned reply of the account, by code (an account keeps tens, not thousands)."""
     return fetch_all(cx, f"SELECT {_COLUMNS} FROM canned_replies WHERE account_id = ? ORDER BY code_key",
                      (account_id,))
 
 
 @writes
-def update_canned_reply(cx, account_id, reply_id, changes, now, by=None):
+def update_canned_reply(cx: Connection, account_id: str, reply_id: str, changes: Mapping[str, Any], now: str, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Change code and/or body (changes: {code?, body?}); NotFound, Conflict on a taken code. The public form."""
     row = get_canned_reply.sync(cx, account_id, reply_id)
     if row is None:
@@ -67,7 +73,7 @@ def update_canned_reply(cx, account_id, reply_id, changes, now, by=None):
 
 
 @writes
-def delete_canned_reply(cx, account_id, reply_id, by=None):
+def delete_canned_reply(cx: Connection, account_id: str, reply_id: str, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Delete the account's canned reply; NotFound unless there was one. Returns {deleted, id}."""
     if cx.execute("DELETE FROM canned_replies WHERE account_id = ? AND id = ?", (account_id, reply_id)).rowcount == 0:
         raise canned_reply_not_found(reply_id)

@@ -1,10 +1,15 @@
 """SQL for bulk contact imports: the job rows, and the batch write that imports rows and moves the job's
 position and counts in one transaction (contacts through find_or_create_in_tx, lists through add_member)."""
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from common.ids import new_id, now_iso
 from storage.contacts import find_or_create_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.interface import Connection, Row
 from storage.lists import add_member_in_tx, get_list
 
 _COLUMNS = ("id, account_id, status, runner, file_name, file_path, file_bytes, delimiter, header, data_start,"
@@ -16,12 +21,12 @@ ACTIVE = ("queued", "running")            # a runner owns the job, or will
 FINISHED = ("completed", "cancelled", "failed", "interrupted")
 
 
-def _select(where):
+def _select(where: str) -> str:
     return f"SELECT {_COLUMNS} FROM contact_imports WHERE {where}"
 
 
 @writes
-def insert_import(cx, row):
+def insert_import(cx: Connection, row: Mapping[str, Any]) -> Row | None:
     columns = list(row)
     values = [json.dumps(row[c]) if c in _JSON else row[c] for c in columns]
     cx.execute(f"INSERT INTO contact_imports ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
@@ -30,33 +35,33 @@ def insert_import(cx, row):
 
 
 @reads
-def get_import(cx, account_id, import_id):
+def get_import(cx: Connection, account_id: str, import_id: str) -> Row | None:
     return fetch_one(cx, _select("account_id = ? AND id = ?"), (account_id, import_id), _JSON)
 
 
 @reads
-def recent_imports(cx, account_id, limit):
+def recent_imports(cx: Connection, account_id: str, limit: int) -> list[Row]:
     return fetch_all(cx, _select("account_id = ? ORDER BY id DESC LIMIT ?"), (account_id, limit), _JSON)
 
 
 @reads
-def count_drafts(cx, account_id):
+def count_drafts(cx: Connection, account_id: str) -> int:
     """The account's uploads not yet started or discarded."""
     return cx.execute("SELECT COUNT(*) FROM contact_imports WHERE account_id = ? AND status = 'uploaded'",
                       (account_id,)).fetchone()[0]
 
 
-def _one_of(values):
+def _one_of(values: Sequence[Any]) -> str:
     return f"({', '.join('?' * len(values))})"
 
 
 @reads
-def active_imports(cx):
+def active_imports(cx: Connection) -> list[Row]:
     """Every queued or running job, of every account (the server's import worker resumes them)."""
     return fetch_all(cx, _select(f"status IN {_one_of(ACTIVE)} ORDER BY id"), ACTIVE, _JSON)
 
 
-def update_in_tx(cx, account_id, import_id, changes, *, increments=None):
+def update_in_tx(cx: Connection, account_id: str, import_id: str, changes: Mapping[str, Any], *, increments: Mapping[str, int] | None = None) -> Row | None:
     """The one place a job's row changes: its status, position and counts (increments are added to the
     stored values). Returns the row as it is now. A live `import.progress` event belongs here (emitted in
     this transaction), once the events table exists."""
@@ -69,7 +74,7 @@ def update_in_tx(cx, account_id, import_id, changes, *, increments=None):
 
 
 @writes
-def save_draft(cx, account_id, import_id, changes, queue=False):
+def save_draft(cx: Connection, account_id: str, import_id: str, changes: Mapping[str, Any], queue: bool = False) -> Row | None:
     """Store the mapping and options of an uploaded job (and, with queue, hand it to the runner).
     Returns the job, or None unless it is this account's and still a draft."""
     job = get_import.sync(cx, account_id, import_id)
@@ -79,7 +84,7 @@ def save_draft(cx, account_id, import_id, changes, queue=False):
 
 
 @writes
-def start_run(cx, account_id, import_id, runner):
+def start_run(cx: Connection, account_id: str, import_id: str, runner: str) -> Row | None:
     """Claim a queued job, or resume a running one, for runner: (re)starts its rate clock. Returns the job,
     or None when it is no longer active (cancelled meanwhile) or belongs to another runner."""
     job = get_import.sync(cx, account_id, import_id)
@@ -92,7 +97,7 @@ def start_run(cx, account_id, import_id, runner):
 
 
 @writes
-def apply_batch(cx, account_id, import_id, batch, list_id):
+def apply_batch(cx: Connection, account_id: str, import_id: str, batch: Mapping[str, Any], list_id: str | None) -> dict[str, Any]:
     """Import one batch of rows (batch: {start, position, row_number, rows: [contact fields], failed,
     errors_bytes}) and move the job past it, all in this transaction. Each row is found or created as by
     POST /v1/contacts (phone first, blanks filled, contact.created) and added to the list (contact.tagged
@@ -103,7 +108,7 @@ def apply_batch(cx, account_id, import_id, batch, list_id):
         done = job is not None and job["position"] == batch["position"] and job["position"] != batch["start"]
         return {"applied": done, "status": job and job["status"], "created": 0, "matched": 0, "job": job}
     now = now_iso()
-    lst = get_list.sync(cx, account_id, list_id) if list_id else None
+    lst: Mapping[str, Any] | None = get_list.sync(cx, account_id, list_id) if list_id else None
     created = 0
     for values in batch["rows"]:
         contact, was_created = find_or_create_in_tx(cx, {**values, "id": new_id("ct"), "account_id": account_id,
@@ -120,7 +125,7 @@ def apply_batch(cx, account_id, import_id, batch, list_id):
 
 
 @writes
-def finish(cx, account_id, import_id, status, message=None, *, from_statuses=("running",)):
+def finish(cx: Connection, account_id: str, import_id: str, status: str, message: str | None = None, *, from_statuses: Sequence[str] = ("running",)) -> Row | None:
     """Move a job to a final status (completed, failed, interrupted, cancelled) unless another change got
     there first. Returns the job as it is now, or None for another account's id."""
     job = get_import.sync(cx, account_id, import_id)
@@ -131,7 +136,7 @@ def finish(cx, account_id, import_id, status, message=None, *, from_statuses=("r
 
 
 @reads
-def expired_imports(cx, drafts_before, finished_before):
+def expired_imports(cx: Connection, drafts_before: str, finished_before: str) -> list[Row]:
     """Jobs the retention removes: drafts never started, uploaded before drafts_before; finished jobs
     (and their error reports) that ended before finished_before."""
     return fetch_all(cx, "SELECT id, account_id, status, runner FROM contact_imports WHERE"
@@ -141,18 +146,18 @@ def expired_imports(cx, drafts_before, finished_before):
 
 
 @writes
-def delete_imports(cx, ids):
+def delete_imports(cx: Connection, ids: Sequence[str]) -> int:
     cx.executemany("DELETE FROM contact_imports WHERE id = ?", [(i,) for i in ids])
     return len(ids)
 
 
 @reads
-def import_ids(cx):
+def import_ids(cx: Connection) -> set[str]:
     return {row[0] for row in cx.execute("SELECT id FROM contact_imports")}
 
 
 @reads
-def headers(cx, account_id):
+def headers(cx: Connection, account_id: str) -> list[tuple[str, Any]]:
     """(id, first record's cells) of each of the account's imports: a file without a header row has a person
     there (erasure replaces one that names the erased person)."""
     return [(r[0], json.loads(r[1])) for r in cx.execute(
@@ -160,13 +165,13 @@ def headers(cx, account_id):
 
 
 @writes
-def replace_header(cx, account_id, import_id, header):
+def replace_header(cx: Connection, account_id: str, import_id: str, header: Any) -> None:
     cx.execute("UPDATE contact_imports SET header = ? WHERE account_id = ? AND id = ?",
                (json.dumps(header), account_id, import_id))
 
 
 @reads
-def ended_with_report(cx, account_id):
+def ended_with_report(cx: Connection, account_id: str) -> list[str]:
     """Ids of the account's imports that ended for good (completed, cancelled, failed: never resumed) with an
     error report (erasure scrubs the person's rows from them)."""
     return [r[0] for r in cx.execute(

@@ -7,41 +7,50 @@ identities (storage/messages.py lock_identity_in_tx: an inbound message for one 
 identity's new contact), then the phone and email values of both (storage/contacts.py lock_in_tx), then both contact
 rows by id. Every lock a merge takes is taken in that order, so it cannot deadlock with inbound messages, PATCHes or
 creations, which take subsets of them in the same order."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
 from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id
 from storage.audit import record_by
-from storage.contacts import (FILLABLE, MAX_TAGS, contact_not_found, get_contact, lock_in_tx, public_contact,
-                              tags_of, tags_text)
+from storage.contacts import (FILLABLE, MAX_TAGS, contact_not_found, get_contact, lock_in_tx, public_contact, tags_of,
+                              tags_text)
 from storage.db import fetch_one, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
+from storage.interface import Connection
 from storage.messages import lock_identity_in_tx
 from storage.outbox import enqueue_notification_in_tx
+from storage.rows import ContactRow
 
 UNIQUE = ("phone", "email")  # a phone or an email names one contact: two different ones need a choice
 API_NAMES = {"first_name": "firstName", "last_name": "lastName", "phone": "phone", "email": "email"}
 
 
-def _locked_pair(cx, account_id, contact_id, other_id):
+def _locked_pair(cx: Connection, account_id: str, contact_id: str, other_id: str) -> tuple[ContactRow, ContactRow]:
     """Both contacts, read after taking the merge's locks in order (module docstring); CONTACT_NOT_FOUND for either
     that is not the account's."""
     from_ids = [r[0] for r in cx.execute("SELECT from_id FROM channel_identities WHERE account_id = ? AND contact_id = ?"
                                          " ORDER BY from_id", (account_id, other_id))]
     for from_id in from_ids:
         lock_identity_in_tx(cx, account_id, from_id)
-    rows = [get_contact.sync(cx, account_id, contact_id), get_contact.sync(cx, account_id, other_id)]
+    rows: list[Mapping[str, Any] | None] = [get_contact.sync(cx, account_id, contact_id),
+                                            get_contact.sync(cx, account_id, other_id)]
     if rows[0] is None:
         raise contact_not_found(contact_id)
     if rows[1] is None:
         raise NotFound(f"otherId: no contact with id {other_id}", code="CONTACT_NOT_FOUND", field="otherId")
-    for column, value in sorted({(c, row[c]) for row in rows for c in UNIQUE if row[c]}):
+    for column, value in sorted({(c, row[c]) for row in rows if row for c in UNIQUE if row[c]}):
         lock_in_tx(cx, account_id, column, value)
     cx.execute(f"SELECT id FROM contacts WHERE account_id = ? AND id IN (?, ?) ORDER BY id{dialect_of(cx).for_update}",
                (account_id, contact_id, other_id)).fetchall()
-    return get_contact.sync(cx, account_id, contact_id), get_contact.sync(cx, account_id, other_id)
+    # both found above, and locked since
+    return cast(ContactRow, get_contact.sync(cx, account_id, contact_id)), cast(ContactRow, get_contact.sync(cx, account_id, other_id))
 
 
-def merged_fields(kept, other, keep):
+def merged_fields(kept: Mapping[str, Any], other: Mapping[str, Any], keep: Mapping[str, str]) -> dict[str, Any]:
     """{column: value} of the kept contact's changes: its blank fields filled from the other; where both have a
     different value, keep[column] says whose stays ("this": the kept one's, the default for names; "other").
     Conflict naming the phone or email both have, different, without a choice (nothing is written then)."""
@@ -64,12 +73,12 @@ def merged_fields(kept, other, keep):
     return changes
 
 
-def _move(cx, table, account_id, contact_id, other_id):
+def _move(cx: Connection, table: str, account_id: str, contact_id: str, other_id: str) -> int:
     return cx.execute(f"UPDATE {table} SET contact_id = ? WHERE account_id = ? AND contact_id = ?",
                       (contact_id, account_id, other_id)).rowcount
 
 
-def _move_memberships(cx, account_id, contact_id, other_id):
+def _move_memberships(cx: Connection, account_id: str, contact_id: str, other_id: str) -> int:
     """The other's list memberships move; on a list both are members of, the other's goes and the list counts one
     member less."""
     both = [r[0] for r in cx.execute(
@@ -84,7 +93,7 @@ def _move_memberships(cx, account_id, contact_id, other_id):
                       " (SELECT id FROM lists WHERE account_id = ?)", (contact_id, other_id, account_id)).rowcount
 
 
-def _move_per_campaign(cx, table, account_id, contact_id, other_id, both_sql):
+def _move_per_campaign(cx: Connection, table: str, account_id: str, contact_id: str, other_id: str, both_sql: Callable[[str], None]) -> int:
     """Rows keyed (campaign_id, contact_id): the other's move unless the kept contact has one for the campaign;
     both_sql(campaign_id) settles those."""
     rows = cx.execute(f"SELECT t.campaign_id FROM {table} t JOIN campaigns k ON k.id = t.campaign_id"
@@ -100,14 +109,14 @@ def _move_per_campaign(cx, table, account_id, contact_id, other_id, both_sql):
     return moved
 
 
-def _move_campaigns(cx, account_id, contact_id, other_id):
+def _move_campaigns(cx: Connection, account_id: str, contact_id: str, other_id: str) -> int:
     """A campaign both were recipients of keeps the other's row (its totals still add up) under an id that names
     nobody, as an erasure leaves it; its replies are added to the kept contact's."""
-    def recipient_both(campaign_id):
+    def recipient_both(campaign_id: str) -> None:
         cx.execute("UPDATE campaign_recipients SET contact_id = ? WHERE campaign_id = ? AND contact_id = ?",
                    (new_id("merged"), campaign_id, other_id))
 
-    def replies_both(campaign_id):
+    def replies_both(campaign_id: str) -> None:
         cx.execute("UPDATE report_campaign_replies SET replies = replies + (SELECT replies FROM report_campaign_replies"
                    " WHERE campaign_id = ? AND contact_id = ?) WHERE campaign_id = ? AND contact_id = ?",
                    (campaign_id, other_id, campaign_id, contact_id))
@@ -124,7 +133,7 @@ _LAST = ("last_message_id", "last_message_at", "last_direction", "last_author", 
 _WAITING = ("open", "pending")  # a status that asks for a person: it wins over resolved and snoozed
 
 
-def _merge_conversations(cx, account_id, contact_id, other_id):
+def _merge_conversations(cx: Connection, account_id: str, contact_id: str, other_id: str) -> bool:
     """One conversation: the newer one's last message, both unread and failed counts, the kept one's status and
     assignee unless only the other's asks for a person (open, pending) or has an assignee. Returns whether the
     other had one."""
@@ -152,7 +161,7 @@ def _merge_conversations(cx, account_id, contact_id, other_id):
     return True
 
 
-def _bot_pause(cx, account_id, contact_id, other_id):
+def _bot_pause(cx: Connection, account_id: str, contact_id: str, other_id: str) -> None:
     """The kept contact's bot pause stays; the other's moves when the kept one has none."""
     if cx.execute("SELECT 1 FROM bot_pauses WHERE account_id = ? AND contact_id = ?", (account_id, contact_id)).fetchone():
         cx.execute("DELETE FROM bot_pauses WHERE account_id = ? AND contact_id = ?", (account_id, other_id))
@@ -161,7 +170,7 @@ def _bot_pause(cx, account_id, contact_id, other_id):
 
 
 @writes
-def merge_contacts(cx, account_id, contact_id, other_id, keep, by=None):
+def merge_contacts(cx: Connection, account_id: str, contact_id: str, other_id: str, keep: Mapping[str, str], by: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
     """Merge the account's contact other_id into contact_id (keep: {column: "this"|"other"}, see merged_fields) in
     one transaction; queue contact.updated (the kept contact) and contact.merged ({contactId, mergedId}), record
     contact.merged in the audit list. Returns (the kept contact as the API shows it, {part: rows moved}).
@@ -188,7 +197,7 @@ def merge_contacts(cx, account_id, contact_id, other_id, keep, by=None):
     if changes:
         cx.execute(f"UPDATE contacts SET {', '.join(f'{c} = ?' for c in changes)} WHERE account_id = ? AND id = ?",
                    (*changes.values(), account_id, contact_id))
-    merged = public_contact(get_contact.sync(cx, account_id, contact_id))
+    merged = public_contact(cast(ContactRow, get_contact.sync(cx, account_id, contact_id)))  # the kept one
     record_by(cx, by, account_id=account_id, action="contact.merged", subject_id=contact_id,
               detail={"mergedId": other_id, "fields": sorted(API_NAMES.get(c, c) for c in changes), **moved})
     enqueue_notification_in_tx(cx, account_id, "contact.updated", merged)

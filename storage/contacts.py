@@ -1,12 +1,18 @@
 """SQL for contacts. The *_in_tx functions are plain sync functions for composing transactions."""
+from __future__ import annotations
+
 import json
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 from common.errors import Conflict, Invalid, NotFound
 from common.ids import new_id
 from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row
 from storage.outbox import enqueue_notification_in_tx
+from storage.rows import ContactRow
 
 COLUMNS = ("id", "account_id", "first_name", "last_name", "phone", "email", "opted_out", "opt_out_at",
            "opt_out_via", "opt_out_by", "created_at", "tags")
@@ -15,28 +21,28 @@ FILLABLE = ("first_name", "last_name", "phone", "email")
 MAX_TAGS = 50  # per contact (issue 41; services/contact_fields.py normalize_tags)
 
 
-def tags_text(tags):
+def tags_text(tags: Iterable[str]) -> str:
     """Normalised tags (a sorted list) as the tags column holds them: compact JSON."""
     return json.dumps(sorted(tags), ensure_ascii=False, separators=(",", ":"))
 
 
-def tags_of(row):
+def tags_of(row: Mapping[str, Any]) -> list[str]:
     """A contact row's tags as a list (a row built before its insert may have none)."""
     return json.loads(row.get("tags") or "[]")
 
 
-def tag_like(tag):
+def tag_like(tag: str) -> str:
     """A LIKE pattern (backslash escapes) matching the tags column of a contact that has this normalised tag: its
     JSON string element (tags hold no quote or backslash, so an element cannot match across two)."""
     escaped = json.dumps(tag, ensure_ascii=False).replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
 
-def contact_not_found(contact_id):
+def contact_not_found(contact_id: str) -> NotFound:
     return NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
 
 
-def public_contact(row):
+def public_contact(row: Mapping[str, Any]) -> dict[str, Any]:
     """The contact as the API and notifications show it: {id, firstName, lastName, phone, email, optedOut,
     optOutChange, tags, createdAt}; optOutChange says how optedOut last changed: {at, via: reply|user|api, by}."""
     change = {"at": row["opt_out_at"], "via": row.get("opt_out_via"), "by": row.get("opt_out_by")} \
@@ -46,31 +52,31 @@ def public_contact(row):
             "optOutChange": change, "tags": tags_of(row), "createdAt": row["created_at"]}
 
 
-def emit_created_in_tx(cx, row):
+def emit_created_in_tx(cx: Connection, row: Mapping[str, Any]) -> str | None:
     """Queue contact.created for a contact inserted in this transaction (only if the account listens)."""
     return enqueue_notification_in_tx(cx, row["account_id"], "contact.created", public_contact(row))
 
 
 @reads
-def get_contact(cx, account_id, contact_id):
-    return fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND id = ?",
-                     (account_id, contact_id))
+def get_contact(cx: Connection, account_id: str, contact_id: str) -> ContactRow | None:
+    return cast("ContactRow | None", fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND id = ?",
+                                               (account_id, contact_id)))
 
 
 @reads
-def find_by_phone(cx, account_id, phone):
-    return fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND phone = ?",
-                     (account_id, phone))
+def find_by_phone(cx: Connection, account_id: str, phone: str) -> ContactRow | None:
+    return cast("ContactRow | None", fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND phone = ?",
+                                               (account_id, phone)))
 
 
 @reads
-def find_by_email(cx, account_id, email):
+def find_by_email(cx: Connection, account_id: str, email: str) -> ContactRow | None:
     """The oldest contact with this (case-folded) email."""
-    return fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND email = ?"
-                     " ORDER BY id LIMIT 1", (account_id, email))
+    return cast("ContactRow | None", fetch_one(cx, f"SELECT {_COLUMNS} FROM contacts WHERE account_id = ? AND email = ?"
+                                               " ORDER BY id LIMIT 1", (account_id, email)))
 
 
-def insert_contact_in_tx(cx, contact):
+def insert_contact_in_tx(cx: Connection, contact: Mapping[str, Any]) -> Mapping[str, Any]:
     cx.execute("INSERT INTO contacts (id, account_id, first_name, last_name, phone, email, opted_out, created_at,"
                " tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                (contact["id"], contact["account_id"], contact.get("first_name"), contact.get("last_name"),
@@ -79,7 +85,7 @@ def insert_contact_in_tx(cx, contact):
     return contact
 
 
-def fill_blanks_in_tx(cx, existing, values):
+def fill_blanks_in_tx(cx: Connection, existing: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[str, Any]:
     """Set the existing contact's empty fields from values; never overwrite. Returns the updated row and queues
     contact.updated when anything was filled. A phone or email is only filled when no other contact of the
     account has it (one rule with update_contact's: a phone or email names one contact). Tags are added to the
@@ -107,14 +113,14 @@ def fill_blanks_in_tx(cx, existing, values):
     return filled
 
 
-def lock_in_tx(cx, account_id, column, value):
+def lock_in_tx(cx: Connection, account_id: str, column: str, value: str) -> bool:
     """Hold the account's phone or email (column) value until COMMIT, so that the check-then-insert (or
     update) that follows is atomic against every other transaction's on the same value (storage/dialect.py
     lock: SQLite's single writer needs none). True when a lock was taken."""
     return dialect_of(cx).lock(cx, f"contact:{account_id}:{column}:{value}")
 
 
-def find_or_create_in_tx(cx, contact, *, refuse_taken_email=True):
+def find_or_create_in_tx(cx: Connection, contact: Mapping[str, Any], *, refuse_taken_email: bool = True) -> tuple[Mapping[str, Any], bool]:
     """Phone first, then (with no phone) email: returns (row, created). The check and the insert are
     atomic against every other write (lock_in_tx). A created contact queues contact.created in the same
     transaction. A new contact's email that another contact has is refused as update_contact refuses it
@@ -138,7 +144,7 @@ def find_or_create_in_tx(cx, contact, *, refuse_taken_email=True):
     return row, True
 
 
-def without_taken_email_in_tx(cx, contact, *, refuse):
+def without_taken_email_in_tx(cx: Connection, contact: Mapping[str, Any], *, refuse: bool) -> Mapping[str, Any]:
     """The new contact as given when no contact of the account has its email; else Conflict naming the one
     that has it (refuse), or the contact without the email."""
     lock_in_tx(cx, contact["account_id"], "email", contact["email"])
@@ -153,12 +159,12 @@ def without_taken_email_in_tx(cx, contact, *, refuse):
 find_or_create = writes(find_or_create_in_tx)
 
 
-def take_reply_sequences_in_tx(cx, account_id, counts):
+def take_reply_sequences_in_tx(cx: Connection, account_id: str, counts: Mapping[str, int]) -> dict[str, int]:
     """The next reply sequence numbers of contacts ({contact id: how many replies}), taken in this transaction
     (the row lock orders concurrent writers: numbers rise in commit order). Returns {contact id: the last
     number taken}; the replies of one contact number up to it."""
-    taken = {}
-    by_count = {}
+    taken: dict[str, int] = {}
+    by_count: dict[int, list[str]] = {}
     for contact_id, count in counts.items():
         by_count.setdefault(count, []).append(contact_id)
     for count, ids in by_count.items():  # a batch: one statement (every contact once is the usual case)
@@ -168,7 +174,7 @@ def take_reply_sequences_in_tx(cx, account_id, counts):
     return taken
 
 
-def search_clause(cx, alias, text_like, digits_like):
+def search_clause(cx: Connection, alias: str, text_like: str | None, digits_like: str | None) -> tuple[str, list[str]]:
     """SQL (and its arguments) matching a contact by name or email (text_like, ASCII case ignored) or phone
     digits (digits_like): LIKE patterns made by the caller, with backslash as the escape character."""
     parts, args = [], []
@@ -183,7 +189,7 @@ def search_clause(cx, alias, text_like, digits_like):
     return ("(" + " OR ".join(parts) + ")", args) if parts else ("", [])
 
 
-def _filters(tag, list_id):
+def _filters(tag: str | None, list_id: str | None) -> tuple[str, list[str], list[str], list[str]]:
     """(join, join_args, where, where_args): the JOIN and WHERE parts of a contact listing narrowed to a normalised
     tag and/or a list (whose account the caller checked)."""
     join, join_args = (" JOIN list_members m ON m.contact_id = c.id AND m.list_id = ?", [list_id]) if list_id \
@@ -193,7 +199,7 @@ def _filters(tag, list_id):
 
 
 @reads
-def page_contacts(cx, account_id, *, text_like=None, digits_like=None, tag=None, before=None, limit=50):
+def page_contacts(cx: Connection, account_id: str, *, text_like: str | None = None, digits_like: str | None = None, tag: str | None = None, before: str | None = None, limit: int = 50) -> list[Row]:
     """Up to limit + 1 contacts, newest first, created before the contact ``before``, matching the search and the
     tag."""
     _, _, where, args = _filters(tag, None)
@@ -211,7 +217,7 @@ def page_contacts(cx, account_id, *, text_like=None, digits_like=None, tag=None,
 
 
 @reads
-def page_by_id(cx, account_id, after, limit, *, tag=None, list_id=None):
+def page_by_id(cx: Connection, account_id: str, after: str | None, limit: int, *, tag: str | None = None, list_id: str | None = None) -> list[Row]:
     """Up to limit contacts of the account with id > after, in id order, having the tag and in the list when
     given (GET /v1/contacts and its CSV export)."""
     join, join_args, where, where_args = _filters(tag, list_id)
@@ -222,12 +228,12 @@ def page_by_id(cx, account_id, after, limit, *, tag=None, list_id=None):
 
 
 @reads
-def existing_phones_and_emails(cx, account_id, phones, emails):
+def existing_phones_and_emails(cx: Connection, account_id: str, phones: Iterable[str], emails: Iterable[str]) -> tuple[set[str], ...]:
     """(phones, emails): those of the given E.164 phones and case-folded emails that contacts of the account
     already have (the import's preview counts what would be matched)."""
     found = []
     for column, values in (("phone", sorted(set(phones))), ("email", sorted(set(emails)))):
-        hits = set()
+        hits: set[str] = set()
         for start in range(0, len(values), 500):
             chunk = values[start:start + 500]
             hits.update(r[0] for r in cx.execute(
@@ -237,7 +243,7 @@ def existing_phones_and_emails(cx, account_id, phones, emails):
     return tuple(found)
 
 
-def set_opted_out_in_tx(cx, account_id, contact_id, opted_out, *, via, by, at):
+def set_opted_out_in_tx(cx: Connection, account_id: str, contact_id: str, opted_out: bool, *, via: str, by: str | None, at: str) -> Row | None:
     """Mark the contact opted out (True) or back in (False), keeping who did it and when (via: reply, user or
     api; by: the keyword, the user's email, None). Returns the contact's row as the change left it, or None
     when it was so already (or is not the account's)."""
@@ -250,7 +256,7 @@ def set_opted_out_in_tx(cx, account_id, contact_id, opted_out, *, via, by, at):
     return changed
 
 
-def set_opted_out_by_reply_in_tx(cx, account_id, contact_id, opted_out, *, by, at):
+def set_opted_out_by_reply_in_tx(cx: Connection, account_id: str, contact_id: str, opted_out: bool, *, by: str | None, at: str) -> None:
     """The contact replied an opt-out (opt-in) keyword (by: as written): set_opted_out_in_tx, and when that
     changed it contact.updated with the contact, as a PATCH of optedOut queues it."""
     changed = set_opted_out_in_tx(cx, account_id, contact_id, opted_out, via="reply", by=by, at=at)
@@ -258,7 +264,7 @@ def set_opted_out_by_reply_in_tx(cx, account_id, contact_id, opted_out, *, by, a
         enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(changed))
 
 
-def _holder_of(cx, account_id, column, value, contact_id):
+def _holder_of(cx: Connection, account_id: str, column: str, value: str, contact_id: str) -> str | None:
     """The oldest other contact of the account whose phone or email (column) is value, or None."""
     row = cx.execute(f"SELECT id FROM contacts WHERE account_id = ? AND {column} = ? AND id != ? ORDER BY id LIMIT 1",
                      (account_id, value, contact_id)).fetchone()
@@ -266,12 +272,12 @@ def _holder_of(cx, account_id, column, value, contact_id):
 
 
 @writes
-def update_contact(cx, account_id, contact_id, changes, opt_out, now, by=None):
+def update_contact(cx: Connection, account_id: str, contact_id: str, changes: Mapping[str, Any], opt_out: Mapping[str, Any] | None, now: str, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Change the contact's fields (changes: any of FILLABLE, None clears) and opt-out (opt_out: None, or
     {opted_out, via, by}) in one transaction, queueing contact.updated when anything changed. CONTACT_NOT_FOUND;
     Invalid when neither phone nor email would be left; Conflict naming the other contact of the account that
     has the new phone or email. Nothing is written on an error. Returns the contact as the API shows it."""
-    contact = get_contact.sync(cx, account_id, contact_id)
+    contact: Mapping[str, Any] | None = get_contact.sync(cx, account_id, contact_id)
     if contact is None:
         raise contact_not_found(contact_id)
     changes = {f: v for f, v in changes.items() if v != contact[f]}
@@ -292,11 +298,12 @@ def update_contact(cx, account_id, contact_id, changes, opt_out, now, by=None):
                                                         via=opt_out["via"], by=opt_out["by"], at=now)
     if not changes and not opted:
         return public_contact(contact)
-    updated = opted or get_contact.sync(cx, account_id, contact_id)  # opted: the row after both changes
+    # opted: the row after both changes; else the contact read above, changed
+    updated = cast("Mapping[str, Any]", opted or get_contact.sync(cx, account_id, contact_id))
     if changes:  # which fields, never their values (the audit outlives an erasure)
         record_by(cx, by, account_id=account_id, action="contact.updated", subject_id=contact_id,
                   detail={"fields": sorted(changes)})
-    if opted:
+    if opted and opt_out is not None:  # opted only with an opt_out
         record_by(cx, by, account_id=account_id, action="contact.opted_out" if opt_out["opted_out"]
                   else "contact.opted_in", subject_id=contact_id)
     enqueue_notification_in_tx(cx, account_id, "contact.updated", public_contact(updated))

@@ -1,18 +1,24 @@
 """SQL for a conversation's status and assignee (issue 21): changed by people (one or many conversations in one
 transaction, each change a conversation.updated event) and woken from a snooze by the SnoozeWaker."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from common.errors import Invalid
 from common.ids import now_iso
 from storage import assignment
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx, emit_in_tx
+from storage.interface import Connection, Row
 from storage.sla import PUT_AWAY_SETS
 
 _FIELDS = ("status", "snoozed_until", "assignee_user_id")
 
 
 @reads
-def assignable_users(cx, account_id):
+def assignable_users(cx: Connection, account_id: str) -> list[Row]:
     """The account's active users (a conversation can be assigned to them), by name (else email): [{id, email,
     name}]."""
     return fetch_all(cx, "SELECT id, email, name FROM users WHERE account_id = ? AND active = 1"
@@ -20,13 +26,13 @@ def assignable_users(cx, account_id):
                      (account_id,))
 
 
-def _lock_assignee(cx, user_id):
+def _lock_assignee(cx: Connection, user_id: str) -> None:
     """Serialize assigning to a user with deactivating them (PostgreSQL; SQLite's one writer does already):
     an assignment that checked the user active before a deactivation commits would be left on them."""
     dialect_of(cx).lock(cx, f"assignee:{user_id}")
 
 
-def _check_assignee_in_tx(cx, account_id, user_id):
+def _check_assignee_in_tx(cx: Connection, account_id: str, user_id: str) -> None:
     """Invalid naming assigneeUserId unless user_id is an active user of this account (an assignee must be)."""
     _lock_assignee(cx, user_id)
     if cx.execute("SELECT 1 FROM users WHERE id = ? AND account_id = ? AND active = 1",
@@ -35,12 +41,12 @@ def _check_assignee_in_tx(cx, account_id, user_id):
 
 
 @writes
-def update(cx, account_id, contact_ids, changes):
+def update(cx: Connection, account_id: str, contact_ids: Sequence[str], changes: Mapping[str, Any]) -> list[str]:
     """update_in_tx's missing ids alone."""
     return update_in_tx(cx, account_id, contact_ids, changes)[0]
 
 
-def update_in_tx(cx, account_id, contact_ids, changes):
+def update_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], changes: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """Set changes ({status, snoozed_until, assignee_user_id}: any subset) on the account's conversations of
     these contacts, all or none: returns the ids that are not the account's conversations (then nothing
     changed), else []. Invalid (naming assigneeUserId) when the assignee is no active user of the account:
@@ -80,7 +86,7 @@ def update_in_tx(cx, account_id, contact_ids, changes):
     return [], [c for c in reopened if resolves and found[c] != "resolved"]
 
 
-def unassign_user_in_tx(cx, account_id, user_id):
+def unassign_user_in_tx(cx: Connection, account_id: str, user_id: str) -> int:
     """The user is deactivated in this transaction: their conversations that are not resolved (open, pending,
     snoozed) return to the unassigned queue, each with the conversation.updated an unassignment by a person
     emits; the open ones wait for automatic assignment when it is on. Resolved ones keep the assignee (who
@@ -98,7 +104,7 @@ def unassign_user_in_tx(cx, account_id, user_id):
     return len(unassigned)
 
 
-def _emit(cx, account_id, contact_id):
+def _emit(cx: Connection, account_id: str, contact_id: str) -> None:
     """conversation.updated for one conversation of several this transaction changes, appended with the COMMIT
     (PostgreSQL): the next one's change may lock another agent's row (their load, migration 0690), and a
     transaction holding the account's event counter meanwhile could deadlock with an assignment holding that
@@ -110,7 +116,7 @@ def _emit(cx, account_id, contact_id):
 
 
 @writes
-def wake_snoozed(cx, now, limit):
+def wake_snoozed(cx: Connection, now: str, limit: int) -> int:
     """Snoozed conversations whose time came (snoozed_until <= now) are open again, up to limit of them, each
     with its conversation.updated event; an unassigned one waits for automatic assignment when it is on.
     Returns how many woke."""
@@ -129,6 +135,6 @@ def wake_snoozed(cx, now, limit):
 
 
 @reads
-def next_wake(cx):
+def next_wake(cx: Connection) -> str | None:
     """When the earliest snooze ends (ISO 8601), or None when nothing is snoozed."""
     return cx.execute("SELECT MIN(snoozed_until) FROM conversations WHERE status = 'snoozed'").fetchone()[0]

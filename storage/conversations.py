@@ -1,11 +1,17 @@
 """SQL for the inbox's conversations (one per contact with messages): kept up to date inside the transaction
 of each message insert and outbound status change, listed by last activity without counting messages."""
-from storage.contacts import search_clause
-from storage.users import label_sql
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
 from storage import sla
+from storage.contacts import search_clause
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.events import CONVERSATION_UPDATED, emit_in_tx
-from storage.interface import execute_later, values_rows
+from storage.interface import Connection, execute_later, values_rows
+from storage.rows import ConversationRow
+from storage.users import label_sql
 
 PREVIEW_CHARS = 140
 STATUSES = ("open", "pending", "resolved", "snoozed")
@@ -43,7 +49,7 @@ _SELECT = ("SELECT v.contact_id, v.last_message_id, v.last_message_at, v.last_di
            " AND p.paused_until > ?")
 
 
-def on_messages_in_tx(cx, messages):
+def on_messages_in_tx(cx: Connection, messages: Sequence[Mapping[str, Any]]) -> None:
     """Messages were inserted in this transaction: each becomes its conversation's last message (unless a newer
     one is there already), an inbound one counts as unread and reopens a resolved or snoozed conversation (in
     the same statement: issue 23 measures this path), and unless it is a keyword (m["keyword"]) it is what the
@@ -100,7 +106,7 @@ _UPSERT = (
 _UPSERT_ONE = _UPSERT.format(values=_ONE_ROW)
 
 
-def handoff_waiting_in_tx(cx, account_id, contact_id, now):
+def handoff_waiting_in_tx(cx: Connection, account_id: str, contact_id: str, now: str) -> None:
     """The bot handed the conversation to a person: it waits for one (until a person's reply)."""
     cx.execute("UPDATE conversations SET handoff_waiting_since = COALESCE(handoff_waiting_since, ?)"
                " WHERE account_id = ? AND contact_id = ?", (now, account_id, contact_id))
@@ -108,7 +114,7 @@ def handoff_waiting_in_tx(cx, account_id, contact_id, now):
 
 
 @reads
-def nav_counts(cx, account_ids):
+def nav_counts(cx: Connection, account_ids: Sequence[str]) -> dict[str, dict[str, int]]:
     """{account id: {"needsPerson": conversations waiting for a person after a handoff, "unread": conversations
     with unread messages}} for each of account_ids: the navigation's counts (pages and the live hub's counts
     frames). Each count is read from its own partial index."""
@@ -121,7 +127,7 @@ def nav_counts(cx, account_ids):
     return counts
 
 
-def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):
+def on_status_in_tx(cx: Connection, account_id: str, contact_id: str, old_status: str, new_status: str) -> None:
     """An outbound message's status changed in this transaction: keep the conversation's failed count."""
     delta = (new_status == "Failed") - (old_status == "Failed")
     if delta:
@@ -129,7 +135,7 @@ def on_status_in_tx(cx, account_id, contact_id, old_status, new_status):
                    (delta, account_id, contact_id))
 
 
-def on_statuses_in_tx(cx, account_id, contacts_and_old_statuses, new_status):
+def on_statuses_in_tx(cx: Connection, account_id: str, contacts_and_old_statuses: Iterable[tuple[str, str]], new_status: str) -> None:
     """Many outbound messages changed to new_status in this transaction (a campaign's cancel): one
     on_status_in_tx per message whose failed count moves; pairs are (contact id, status before)."""
     for contact_id, old_status in contacts_and_old_statuses:
@@ -137,7 +143,7 @@ def on_statuses_in_tx(cx, account_id, contacts_and_old_statuses, new_status):
 
 
 @writes
-def mark_read(cx, account_id, contact_id, through_message_id):
+def mark_read(cx: Connection, account_id: str, contact_id: str, through_message_id: str) -> bool:
     """The conversation was read up to through_message_id (the newest message the page showed): unread goes
     to 0 unless a newer message arrived meanwhile (the page will see it, and mark again). Emits
     conversation.updated when something changed, so that other open inboxes update. True when it did."""
@@ -150,11 +156,12 @@ def mark_read(cx, account_id, contact_id, through_message_id):
 
 
 @reads
-def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None, before=None, limit=50,
-         campaign_id=None, user_id=None, due_before=None):
+def page(cx: Connection, account_id: str, now: str, *, filter: str = "all", text_like: str | None = None, digits_like: str | None = None, before: str | None = None, limit: int = 50,
+         campaign_id: str | None = None, user_id: str | None = None, due_before: str | None = None) -> list[ConversationRow]:
     """Conversations by last activity, newest first: at most limit + 1 rows with last_message_id < before.
     filter: one of FILTERS (mine: assigned to user_id; due_soon: an answer due before due_before; paused: the
     bot, per bot_pauses); campaign_id: only that campaign's recipients."""
+    args: list[str | None]
     where, args = ["v.account_id = ?"], [now, account_id]
     if filter in _CONDITIONS:
         where.append(_CONDITIONS[filter])
@@ -169,12 +176,12 @@ def page(cx, account_id, now, *, filter="all", text_like=None, digits_like=None,
     if before:
         where.append("v.last_message_id < ?")
         args.append(before)
-    return fetch_all(cx, f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY v.last_message_id DESC LIMIT ?",
-                     (*args, limit + 1))
+    return cast("list[ConversationRow]", fetch_all(
+        cx, f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY v.last_message_id DESC LIMIT ?", (*args, limit + 1)))
 
 
 @reads
-def counts(cx, account_id, now, campaign_id=None, user_id=None, due_before=None):
+def counts(cx: Connection, account_id: str, now: str, campaign_id: str | None = None, user_id: str | None = None, due_before: str | None = None) -> dict[str, int]:
     """{filter: how many conversations it shows} for the inbox's tabs (counted again on every live refresh)."""
     sums = ", ".join(f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"  # no SUM of a boolean on PostgreSQL
                      for condition in _CONDITIONS.values())
@@ -190,6 +197,7 @@ def counts(cx, account_id, now, campaign_id=None, user_id=None, due_before=None)
 
 
 @reads
-def get(cx, account_id, contact_id, now):
+def get(cx: Connection, account_id: str, contact_id: str, now: str) -> ConversationRow | None:
     """One conversation shaped like page()'s rows, or None."""
-    return fetch_one(cx, f"{_SELECT} WHERE v.account_id = ? AND v.contact_id = ?", (now, account_id, contact_id))
+    return cast("ConversationRow | None",
+                fetch_one(cx, f"{_SELECT} WHERE v.account_id = ? AND v.contact_id = ?", (now, account_id, contact_id)))

@@ -1,12 +1,17 @@
 """SQL for credit balances (integer hundredths on accounts), their history, and the auto-recharge trigger
 that runs inside every spend."""
+from __future__ import annotations
+
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 from common.errors import Invalid, NotFound
 from common.ids import new_id
 from storage.audit import record_by
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row
 from storage.outbox import enqueue_notification_in_tx
 
 SCALE = 100  # balances and amounts are stored as integer hundredths of a credit
@@ -14,27 +19,27 @@ DEFAULT_PRICE = 1 * SCALE  # a sub-account's bot reply, unless its agency set ac
 MAX_BALANCE = 10 ** 12 * SCALE  # the migration's CHECK; < 2^53, so every balance is an exact JSON number
 
 
-def as_number(hundredths):
+def as_number(hundredths: int) -> int | float:
     """Hundredths as the API shows them: 150 -> 1.5, 200 -> 2 (an int when whole, else the float whose
     shortest repr is the exact decimal, e.g. 30 -> 0.3)."""
     whole, rest = divmod(hundredths, SCALE)
     return whole if rest == 0 else float(Decimal(hundredths) / SCALE)
 
 
-def grant_response(sub_account_id, amount, balance):
+def grant_response(sub_account_id: str, amount: int, balance: int) -> dict[str, Any]:
     """The body of POST /v1/subaccounts/credits (docs/api.md#sub-account-credits-agency-accounts), amounts in hundredths."""
     return {"success": True, "sub_account_id": sub_account_id, "credits_added": as_number(amount),
             "new_balance": as_number(balance)}
 
 
-def _insert_transaction(cx, tx):
+def _insert_transaction(cx: Connection, tx: Mapping[str, Any]) -> None:
     cx.execute("INSERT INTO credit_transactions (account_id, kind, amount, balance_after, description,"
                " granted_by, idempotency_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (tx["account_id"], tx["kind"], tx["amount"], tx["balance_after"],
                 tx.get("description"), tx.get("granted_by"), tx.get("idempotency_key"), tx["created_at"]))
 
 
-def _find_subaccount(cx, agency_id, email):
+def _find_subaccount(cx: Connection, agency_id: str, email: str) -> Row | None:
     return fetch_one(cx, "SELECT id, credit_hundredths FROM accounts WHERE email = ? AND type = 'subaccount'"
                      " AND parent_agency_id = ?", (email, agency_id))
 
@@ -42,7 +47,7 @@ def _find_subaccount(cx, agency_id, email):
 AUTO_RECHARGE_EVENT = "subaccount.auto_recharge"
 
 
-def close_recharge_episode_in_tx(cx, account_id):
+def close_recharge_episode_in_tx(cx: Connection, account_id: str) -> None:
     """End the account's auto-recharge episode (no notification outstanding) when its balance is at least
     the threshold again, or auto-recharge is off; the next spend below the threshold notifies anew."""
     cx.execute("UPDATE accounts SET auto_recharge_key = NULL, auto_recharge_notified_at = NULL"
@@ -51,7 +56,7 @@ def close_recharge_episode_in_tx(cx, account_id):
                (account_id,))
 
 
-def _auto_recharge_in_tx(cx, account, now):
+def _auto_recharge_in_tx(cx: Connection, account: Mapping[str, Any], now: str) -> dict[str, Any] | None:
     """After a spend (account: its row as it is now): when the balance is below the sub-account's
     threshold and no notification of this episode is outstanding, queue subaccount.auto_recharge to the
     agency's notificationUrls with a fresh idempotency_key and open the episode. A spend that takes the
@@ -74,21 +79,21 @@ def _auto_recharge_in_tx(cx, account, now):
     return {"webhook_id": webhook_id, "idempotency_key": key}
 
 
-def _keyed_grant_in_tx(cx, agency_id, key):
+def _keyed_grant_in_tx(cx: Connection, agency_id: str, key: str) -> Row | None:
     return fetch_one(cx, "SELECT t.account_id, a.email, t.amount, t.balance_after, t.description"
                          " FROM credit_transactions t JOIN accounts a ON a.id = t.account_id"
                          " WHERE t.granted_by = ? AND t.idempotency_key = ? AND t.kind = 'grant'", (agency_id, key))
 
 
 @reads
-def keyed_grant(cx, agency_id, key):
+def keyed_grant(cx: Connection, agency_id: str, key: str) -> Row | None:
     """The agency's grant made with this Idempotency-Key, at any time (the grant history keeps a key for
     good: unique index credit_grants_key): {account_id, email, amount, balance_after, description}, or None."""
     return _keyed_grant_in_tx(cx, agency_id, key)
 
 
 @writes
-def grant(cx, agency_id, email, amount, description, now, idempotency_key=None, by=None):
+def grant(cx: Connection, agency_id: str, email: str, amount: int, description: str | None, now: str, idempotency_key: str | None = None, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Add ``amount`` hundredths to the agency's sub-account with this email and record the grant, in this
     one transaction (the single writer serializes it: concurrent grants never lose an update).
     idempotency_key: the request's key, kept in the history; when the agency already granted with it, that
@@ -122,7 +127,7 @@ def grant(cx, agency_id, email, amount, description, now, idempotency_key=None, 
 
 
 @writes
-def spend(cx, account_id, amount, reason, now):
+def spend(cx: Connection, account_id: str, amount: int, reason: str | None, now: str) -> dict[str, Any]:
     """Take ``amount`` hundredths from the account's balance unless that would go below zero, and record
     it, in one transaction; a spend that leaves a sub-account below its auto-recharge threshold queues the
     agency's notification in the same transaction (_auto_recharge_in_tx).
@@ -146,14 +151,14 @@ def spend(cx, account_id, amount, reason, now):
 
 
 @reads
-def get_balance(cx, account_id):
+def get_balance(cx: Connection, account_id: str) -> int | None:
     """The account's balance in hundredths, or None for an unknown account."""
     row = cx.execute("SELECT credit_hundredths FROM accounts WHERE id = ?", (account_id,)).fetchone()
     return row[0] if row else None
 
 
 @reads
-def get_price(cx, account_id):
+def get_price(cx: Connection, account_id: str) -> int | None:
     """The price per bot reply its agency set for the account (hundredths), or None (the default)."""
     row = cx.execute("SELECT credits_per_reply FROM accounts WHERE id = ?", (account_id,)).fetchone()
     return row[0] if row else None

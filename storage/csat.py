@@ -1,15 +1,21 @@
 """SQL of CSAT (issue 41; services/csat.py): the asks made when conversations are resolved (in the resolution's
 transaction), their single answer (a conditional UPDATE: of two answers at once, one wins, on both databases), and
 the Reports' read. Every query is scoped to the account, or reaches a row by its token's hash alone."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row
 from storage.outbox import enqueue_notification_in_tx
 
 SUBMITTED = "csat.submitted"  # event and notification
 _ANSWER = "answered_at, rating, comment"
 
 
-def last_ask_in_tx(cx, account_id, contact_id):
+def last_ask_in_tx(cx: Connection, account_id: str, contact_id: str) -> str | None:
     """When the contact was last asked (ISO 8601), or None; holds the contact's CSAT lock to COMMIT (PostgreSQL), so
     that two resolutions committing at once (two processes) cannot both find no recent ask."""
     dialect_of(cx).lock(cx, f"csat:{account_id}:{contact_id}")
@@ -17,14 +23,14 @@ def last_ask_in_tx(cx, account_id, contact_id):
                       (account_id, contact_id)).fetchone()[0]
 
 
-def assignee_in_tx(cx, account_id, contact_id):
+def assignee_in_tx(cx: Connection, account_id: str, contact_id: str) -> str | None:
     """Who has the conversation (the agent a CSAT answer is counted for), or None."""
     row = cx.execute("SELECT assignee_user_id FROM conversations WHERE account_id = ? AND contact_id = ?",
                      (account_id, contact_id)).fetchone()
     return row[0] if row else None
 
 
-def insert_ask_in_tx(cx, ask):
+def insert_ask_in_tx(cx: Connection, ask: Mapping[str, Any]) -> None:
     cx.execute("INSERT INTO csat_asks (id, account_id, contact_id, agent_user_id, channel, message_id, question,"
                " token_hash, asked_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                (ask["id"], ask["account_id"], ask["contact_id"], ask["agent_user_id"], ask["channel"],
@@ -32,21 +38,21 @@ def insert_ask_in_tx(cx, ask):
 
 
 @reads
-def ask_by_token(cx, token_hash):
+def ask_by_token(cx: Connection, token_hash: str) -> Row | None:
     """The ask whose page token has this hash: {id, account_id, question, expires_at, answered_at}, or None."""
     return fetch_one(cx, "SELECT id, account_id, question, expires_at, answered_at FROM csat_asks"
                          " WHERE token_hash = ?", (token_hash,))
 
 
 @reads
-def open_ask(cx, account_id, contact_id, channel, now):
+def open_ask(cx: Connection, account_id: str, contact_id: str, channel: str, now: str) -> Row | None:
     """The contact's newest unanswered, unexpired ask on this channel: {id, message_id, question}, or None."""
     return fetch_one(cx, "SELECT id, message_id, question FROM csat_asks WHERE account_id = ? AND contact_id = ?"
                          " AND channel = ? AND answered_at IS NULL AND expires_at > ? ORDER BY asked_at DESC, id DESC"
                          " LIMIT 1", (account_id, contact_id, channel, now))
 
 
-def _answer_in_tx(cx, where, args, rating, comment, now):
+def _answer_in_tx(cx: Connection, where: str, args: Sequence[Any], rating: int, comment: str | None, now: str) -> dict[str, str] | None:
     """Answer the one open ask that where (with args) picks, and emit csat.submitted (event and notification);
     returns {account_id, contact_id} or None when no open ask matched (answered, expired, unknown)."""
     row = cx.execute(f"UPDATE csat_asks SET answered_at = ?, rating = ?, comment = ? WHERE {where}"
@@ -61,25 +67,25 @@ def _answer_in_tx(cx, where, args, rating, comment, now):
 
 
 @writes
-def answer_by_token(cx, token_hash, rating, comment, now):
+def answer_by_token(cx: Connection, token_hash: str, rating: int, comment: str | None, now: str) -> dict[str, str] | None:
     """The one-question page's answer: spends the ask whose token has this hash (see _answer_in_tx)."""
     return _answer_in_tx(cx, "token_hash = ?", (token_hash,), rating, comment, now)
 
 
 @writes
-def answer_ask(cx, account_id, ask_id, rating, comment, now):
+def answer_ask(cx: Connection, account_id: str, ask_id: str, rating: int, comment: str | None, now: str) -> dict[str, str] | None:
     """The widget's answer to the account's ask ask_id (see _answer_in_tx)."""
     return _answer_in_tx(cx, "account_id = ? AND id = ?", (account_id, ask_id), rating, comment, now)
 
 
-def of_contact_in_tx(cx, account_id, contact_id):
+def of_contact_in_tx(cx: Connection, account_id: str, contact_id: str) -> list[Row]:
     """The contact's asks and answers, oldest first (a person's data export)."""
     return fetch_all(cx, f"SELECT channel, question, asked_at, agent_user_id, {_ANSWER} FROM csat_asks"
                          " WHERE account_id = ? AND contact_id = ? ORDER BY asked_at, id", (account_id, contact_id))
 
 
 @reads
-def report_rows(cx, account_ids, start, end):
+def report_rows(cx: Connection, account_ids: Sequence[str], start: str, end: str) -> list[tuple[Any, ...]]:
     """The answers given in [start, end): [(day, agent user id, the agent as shown (label_sql) or None, the agent's
     name, rating)]."""
     from storage.users import label_sql  # storage.users imports storage modules that import this one's neighbours

@@ -1,12 +1,16 @@
 """SQL for webhook delivery: due outbox rows, attempts, and the outcome written back to outbox and message."""
+from __future__ import annotations
+
 import json
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from common.errors import Conflict, NotFound
 from storage import campaigns, conversations
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
-from storage.interface import execute_later
 from storage.events import MESSAGE_STATUS, emit_at_commit_in_tx
+from storage.interface import Connection, Row, execute_later
 from storage.outbox import enqueue_notification_in_tx
 
 MESSAGE_FAILED = "message.failed"  # notification and event: a reply's delivery failed for good
@@ -18,12 +22,12 @@ _OUTBOX_COLUMNS = ("id, account_id, kind, event_type, message_id, webhook_id, pa
 _JSON = ("last_error",)  # columns stored as JSON text
 
 
-def _placeholders(values):
+def _placeholders(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
 
 
 @reads
-def due_rows(cx, now, *, per_account, limit, exclude_ids=(), exclude_accounts=(), owner=None):
+def due_rows(cx: Connection, now: str, *, per_account: int, limit: int, exclude_ids: Collection[int] = (), exclude_accounts: Collection[str] = (), owner: str | None = None) -> list[Row]:
     """Pending rows due at ``now``, at most ``per_account`` per account so that one account's backlog
     cannot fill the batch; rows already in flight and saturated accounts left out. Two lanes: replies
     and notifications first (oldest first), then campaign deliveries (docs/design.md#api-decisions: a campaign shares the
@@ -54,7 +58,7 @@ _UNCLAIMED_BY_ANYONE = "(claimed_until IS NULL OR claimed_until < ?)"
 
 
 @writes
-def claim(cx, ids, owner, now, until):
+def claim(cx: Connection, ids: Sequence[int], owner: str, now: str, until: str) -> list[int]:
     """Claim due rows for ``owner`` (one server process) until ``until``: returns the ids it got, those still
     pending and unclaimed (or whose claim lapsed). Of several processes claiming one row, one gets it: on
     PostgreSQL the others skip the row the first has locked, and its committed claim fails their condition."""
@@ -66,7 +70,7 @@ def claim(cx, ids, owner, now, until):
     return [row[0] for row in rows]
 
 
-def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_accounts, owner):
+def _due_in_lane(cx: Connection, lane: str, now: str, per_account: int, limit: int, exclude_ids: Collection[int], exclude_accounts: Collection[str], owner: str | None) -> list[Row]:
     """The lane's due rows, oldest first, at most per_account per account (exclude_accounts left out)."""
     if limit <= 0:
         return []
@@ -90,13 +94,13 @@ def _due_in_lane(cx, lane, now, per_account, limit, exclude_ids, exclude_account
 
 
 @reads
-def next_due_at(cx):
+def next_due_at(cx: Connection) -> str | None:
     """The earliest next_attempt_at among pending rows, or None."""
     return cx.execute("SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending'").fetchone()[0]
 
 
 @writes
-def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
+def record_attempt(cx: Connection, row: Mapping[str, Any], attempt: Mapping[str, Any], *, status: str, next_attempt_at: str | None, error: Mapping[str, Any] | None) -> None:
     """One delivery attempt and its consequences, in one transaction.
 
     row: the outbox row attempted, as read before the attempt. attempt: {at, http_status, error,
@@ -144,7 +148,7 @@ def record_attempt(cx, row, attempt, *, status, next_attempt_at, error):
         _bring_retries_forward_in_tx(cx, row, attempt["at"])
 
 
-def _bring_retries_forward_in_tx(cx, row, now):
+def _bring_retries_forward_in_tx(cx: Connection, row: Mapping[str, Any], now: str) -> None:
     """The receiver answers again: the deliveries to the same URL (the account's replies, or its notifications
     of this type) that wait for a retry are due now rather than minutes or hours later, so that a short
     outage delays replies by seconds and they arrive close to their order. A campaign's own deliveries keep
@@ -171,11 +175,11 @@ def _bring_retries_forward_in_tx(cx, row, now):
 
 
 @writes
-def record_attempts(cx, outcomes):
+def record_attempts(cx: Connection, outcomes: Iterable[tuple[Mapping[str, Any], Mapping[str, Any], str, str | None, Mapping[str, Any] | None]]) -> list[Exception | None]:
     """Several attempts' outcomes (each the arguments of record_attempt) in one write, each in its own
     SAVEPOINT so that one that fails rolls back alone. Returns None or the exception, per outcome. A campaign
     whose counts these outcomes move gets one campaign.progress event for all of them."""
-    results = []
+    results: list[Exception | None] = []
     with campaigns.one_progress_event_per_campaign(cx):
         for row, attempt, status, next_attempt_at, error in outcomes:
             campaigns.attempt_starts()
@@ -194,7 +198,7 @@ def record_attempts(cx, outcomes):
     return results
 
 
-def set_message_status_in_tx(cx, account_id, message_id, status, error_json, at):
+def set_message_status_in_tx(cx: Connection, account_id: str, message_id: str, status: str, error_json: str | None, at: str) -> tuple[str, str] | None:
     """An outbound message's new status (and its error, JSON text), with its conversation's failed count and a
     message.status event for open pages, in this transaction; at: when (status_at). Returns (its contact, the
     status before), or None when the account has no such outbound message."""
@@ -211,7 +215,7 @@ def set_message_status_in_tx(cx, account_id, message_id, status, error_json, at)
 
 
 @writes
-def schedule_retry_now(cx, account_id, message_id, now):
+def schedule_retry_now(cx: Connection, account_id: str, message_id: str, now: str) -> Row:
     """A manual retry of a Failed outbound message (the inbox's Retry): its delivery is due at ``now`` and the
     message is Pending again (its error kept until the next attempt). Raises inside the write, so that nothing
     is written (nor remembered under an Idempotency-Key): NotFound for an unknown, inbound or another
@@ -235,19 +239,19 @@ def schedule_retry_now(cx, account_id, message_id, now):
 
 
 @reads
-def get_outbox_for_message(cx, account_id, message_id):
+def get_outbox_for_message(cx: Connection, account_id: str, message_id: str) -> Row | None:
     return fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND message_id = ?"
                      " ORDER BY id DESC LIMIT 1", (account_id, message_id), json_columns=_JSON)
 
 
 @reads
-def get_outbox(cx, account_id, outbox_id):
+def get_outbox(cx: Connection, account_id: str, outbox_id: int) -> Row | None:
     return fetch_one(cx, f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE account_id = ? AND id = ?",
                      (account_id, outbox_id), json_columns=_JSON)
 
 
 @reads
-def list_attempts(cx, account_id, outbox_id):
+def list_attempts(cx: Connection, account_id: str, outbox_id: int) -> list[Row]:
     return [dict(r) for r in cx.execute(
         "SELECT id, outbox_id, at, http_status, error, response_excerpt, duration_ms FROM delivery_attempts"
         " WHERE account_id = ? AND outbox_id = ? ORDER BY id", (account_id, outbox_id))]
@@ -255,7 +259,7 @@ def list_attempts(cx, account_id, outbox_id):
 
 
 @writes
-def prune_finished(cx, before, limit):
+def prune_finished(cx: Connection, before: str, limit: int) -> int:
     """Delete up to ``limit`` outbox rows that are done (sent, or failed for good) and whose last attempt
     was scheduled before ``before``, with their delivery attempts; pending rows are never touched. The
     messages keep their status and last error. Returns how many outbox rows were deleted."""

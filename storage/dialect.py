@@ -2,6 +2,11 @@
 few fragments the two cannot agree on (JSON paths, index hints, LIKE's case, a row's physical id), never
 ``if sqlite:`` of its own. Everything else is SQL both accept (ON CONFLICT, RETURNING, COALESCE, IS DISTINCT
 FROM)."""
+from __future__ import annotations
+
+from typing import Any
+
+from storage.interface import Connection
 
 
 class SqliteDialect:
@@ -9,28 +14,28 @@ class SqliteDialect:
     like = "LIKE"  # ASCII case-insensitive already
 
     @staticmethod
-    def json_field(column, *path):
+    def json_field(column: str, *path: Any) -> str:
         """The value at path in a JSON text column: JSON text for an object or list, the string for a string."""
         return f"json_extract({column}, '$.{'.'.join(path)}')"
 
     @staticmethod
-    def json_field_param(column, *path):
+    def json_field_param(column: str, *path: Any) -> str:
         """The value at path + [the text of the next ? parameter] (a key only known at run time)."""
         prefix = "".join(f".{p}" for p in path)
         return f"json_extract({column}, '${prefix}.\"' || ? || '\"')"
 
     @staticmethod
-    def index_hint(name):
+    def index_hint(name: str) -> str:
         """SQLite's INDEXED BY: without statistics its planner may pick a worse index."""
         return f" INDEXED BY {name}"
 
     @staticmethod
-    def json_list(placeholder="?"):
+    def json_list(placeholder: str = "?") -> str:
         """A FROM item over the elements of a JSON list parameter, each as ``j.value`` (text)."""
         return f"json_each({placeholder}) AS j"
 
     @staticmethod
-    def json_set(document, key, value):
+    def json_set(document: str, key: str, value: str) -> str:
         """The JSON text document with its top-level key set to value (an SQL text expression, or NULL)."""
         return f"json_set({document}, '$.{key}', {value})"
 
@@ -44,18 +49,18 @@ class SqliteDialect:
     for_update = ""
 
     @staticmethod
-    def greatest(a, b):
+    def greatest(a: str, b: str) -> str:
         return f"MAX({a}, {b})"
 
     @staticmethod
-    def lock(cx, key):
+    def lock(cx: Connection, key: str) -> bool:
         """Serialize this transaction's check-then-insert on a natural key (a contact's phone, a fromId) with
         every other transaction's on the same key, until COMMIT. SQLite's one writer does that already:
         nothing to do, and False (nothing locked, so nothing to re-read)."""
         return False
 
     @staticmethod
-    def notify(cx, channel):
+    def notify(cx: Connection, channel: str) -> None:
         """Tell the other server processes, at COMMIT, that something of ``channel`` changed (one process on
         SQLite: nobody to tell)."""
 
@@ -65,24 +70,24 @@ class PostgresDialect:
     like = "ILIKE"  # SQLite's LIKE ignores ASCII case
 
     @staticmethod
-    def json_field(column, *path):
+    def json_field(column: str, *path: Any) -> str:
         return f"({column}::jsonb #>> '{{{','.join(path)}}}')"
 
     @staticmethod
-    def json_field_param(column, *path):
+    def json_field_param(column: str, *path: Any) -> str:
         head = "".join(f" -> '{p}'" for p in path)
         return f"({column}::jsonb{head} ->> ?)"
 
     @staticmethod
-    def index_hint(name):
+    def index_hint(name: str) -> str:
         return ""  # PostgreSQL's planner has statistics
 
     @staticmethod
-    def json_list(placeholder="?"):
+    def json_list(placeholder: str = "?") -> str:
         return f"jsonb_array_elements_text({placeholder}::jsonb) AS j(value)"
 
     @staticmethod
-    def json_set(document, key, value):
+    def json_set(document: str, key: str, value: str) -> str:
         value = "NULL::text" if value == "NULL" else value
         return f"(jsonb_set_lax(({document})::jsonb, '{{{key}}}', to_jsonb({value})))::text"
 
@@ -94,18 +99,18 @@ class PostgresDialect:
     for_update = " FOR UPDATE"
 
     @staticmethod
-    def greatest(a, b):
+    def greatest(a: str, b: str) -> str:
         return f"GREATEST({a}, {b})"
 
     @staticmethod
-    def lock(cx, key):
+    def lock(cx: Connection, key: str) -> bool:
         """A transaction-scoped advisory lock on the key's hash: a second transaction asking for it waits for
         the first one's COMMIT, and its next statement (READ COMMITTED) then sees what that one stored."""
         cx.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (key,))
         return True
 
     @staticmethod
-    def notify(cx, channel):
+    def notify(cx: Connection, channel: str) -> None:
         """Delivered at COMMIT (never for a rollback) to every process LISTENing (storage/pg_listen.py)."""
         cx.execute("SELECT pg_notify(?, '')", (channel,))
 
@@ -114,11 +119,11 @@ SQLITE = SqliteDialect()
 POSTGRESQL = PostgresDialect()
 
 
-def dialect_of(cx):
+def dialect_of(cx: Connection) -> SqliteDialect | PostgresDialect:
     """The dialect of a connection (a plain sqlite3 connection is SQLite's)."""
     return getattr(cx, "dialect", SQLITE)
 
 
-def escape_like(text):
+def escape_like(text: str) -> str:
     """text as a LIKE pattern that matches it literally (with ESCAPE '\\'), on either database."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -9,49 +9,55 @@ contact's messages, read first), outbox_ids (the deliveries holding its data), l
 id, phone and email inside stored JSON) and event_id (the erasure's own live event).
 Children go before their parents (foreign keys are on). What each database keeps of deleted rows is purged
 after the commit (Database.purge_deleted: secure_delete and the WAL on SQLite, a rewrite on PostgreSQL)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
 from common.ids import new_id
 from storage import campaigns, report_fold
 from storage.audit import record_by
 from storage.db import reads, writes
 from storage.dialect import escape_like
 from storage.events import CONVERSATION_ERASED, ERASED_EVENT, emit_in_tx
+from storage.interface import Connection
 
 _CHUNK = 500  # ids per IN (...) list: well under SQLite's and PostgreSQL's parameter limits
 
 
-def _chunks(ids):
+def _chunks(ids: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
         yield chunk, ", ".join("?" * len(chunk))
 
 
-def _delete_in(cx, sql, ids, *args):
+def _delete_in(cx: Connection, sql: str, ids: Sequence[Any], *args: Any) -> int:
     """Run sql (with {ids} for an IN list) over ids in chunks; the rows deleted."""
     return sum(cx.execute(sql.format(ids=marks), (*args, *chunk)).rowcount for chunk, marks in _chunks(ids))
 
 
-def _like_any(column, patterns):
+def _like_any(column: str, patterns: Sequence[str]) -> tuple[str, list[str]]:
     """SQL matching column against any of the LIKE patterns (backslash escapes), and its arguments."""
     return "(" + " OR ".join(f"{column} LIKE ? ESCAPE '\\'" for _ in patterns) + ")", list(patterns)
 
 
-def like_pattern(text, key=""):
+def like_pattern(text: str, key: str = "") -> str:
     """A LIKE pattern matching text as a JSON string value ("...") anywhere in a column; with key, only as the
     value of that key in compact JSON ("key":"...")."""
     prefix = f'"{key}":' if key else ""
     return f'%{prefix}"{escape_like(text)}"%'
 
 
-def _delivery_attempts(cx, t):
+def _delivery_attempts(cx: Connection, t: Mapping[str, Any]) -> int:
     return _delete_in(cx, "DELETE FROM delivery_attempts WHERE outbox_id IN ({ids})", t["outbox_ids"])
 
 
-def _outbox(cx, t):
+def _outbox(cx: Connection, t: Mapping[str, Any]) -> int:
     # Pending ones too: a reply or notification about an erased person is never sent.
     return _delete_in(cx, "DELETE FROM outbox WHERE id IN ({ids})", t["outbox_ids"])
 
 
-def _campaign_recipients(cx, t):
+def _campaign_recipients(cx: Connection, t: Mapping[str, Any]) -> int:
     """The rows stay, counted in their campaign's totals, under a new id that names nobody; the message link and
     the delivery error go. One still in flight (queued or retrying: its delivery is deleted above) is cancelled,
     its counts moved; a pending one is skipped by the runner, as for any contact that no longer exists."""
@@ -68,20 +74,20 @@ def _campaign_recipients(cx, t):
     return len(rows)
 
 
-def _opt_out_changes(cx, t):
+def _opt_out_changes(cx: Connection, t: Mapping[str, Any]) -> int:
     """The Reports' opt-outs per day count these rows: they stay, under one new id that names nobody (the
     person's changes still read as one contact's)."""
     return cx.execute("UPDATE opt_out_changes SET contact_id = ? WHERE account_id = ? AND contact_id = ?",
                       (new_id("erased"), t["account_id"], t["contact_id"])).rowcount
 
 
-def _report_campaign_replies(cx, t):
+def _report_campaign_replies(cx: Connection, t: Mapping[str, Any]) -> int:
     """A campaign's replies per contact: the row stays for the campaign's figures, under a new id."""
     return cx.execute("UPDATE report_campaign_replies SET contact_id = ? WHERE account_id = ? AND contact_id = ?",
                       (new_id("erased"), t["account_id"], t["contact_id"])).rowcount
 
 
-def _batch_events(cx, t):
+def _batch_events(cx: Connection, t: Mapping[str, Any]) -> int:
     """A campaign batch's live event lists its contacts' ids ({campaignId, contactIds}): the erased one's id is
     replaced by one that names nobody, the others stay."""
     return cx.execute("UPDATE events SET data = REPLACE(data, ?, ?) WHERE account_id = ?"
@@ -90,20 +96,20 @@ def _batch_events(cx, t):
                        '%"contactIds":' + like_pattern(t["contact_id"]))).rowcount
 
 
-def _messages(cx, t):
+def _messages(cx: Connection, t: Mapping[str, Any]) -> int:
     return cx.execute("DELETE FROM messages WHERE account_id = ? AND contact_id = ?",
                       (t["account_id"], t["contact_id"])).rowcount
 
 
-def _by_contact(table):
-    def step(cx, t):
+def _by_contact(table: str) -> Callable[[Connection, Mapping[str, Any]], int]:
+    def step(cx: Connection, t: Mapping[str, Any]) -> int:
         return cx.execute(f"DELETE FROM {table} WHERE account_id = ? AND contact_id = ?",
                           (t["account_id"], t["contact_id"])).rowcount
     step.__name__ = f"_{table}"
     return step
 
 
-def _list_members(cx, t):
+def _list_members(cx: Connection, t: Mapping[str, Any]) -> int:
     """Memberships go, and each list's count with them (it counts members, not history)."""
     list_ids = [r[0] for r in cx.execute(
         "SELECT m.list_id FROM list_members m JOIN lists l ON l.id = m.list_id"
@@ -115,7 +121,7 @@ def _list_members(cx, t):
                       t["contact_id"])
 
 
-def _events(cx, t):
+def _events(cx: Connection, t: Mapping[str, Any]) -> int:
     """Events naming the contact (by contactId; the contact events carry it as "id" with its name, phone and
     email), but never the account's newest (the erasure's own event, emitted first): each is emptied in place
     rather than deleted, so that the account's numbers stay without gaps and a cursor before them is not taken
@@ -126,14 +132,14 @@ def _events(cx, t):
                        like_pattern(t["contact_id"], "id"))).rowcount
 
 
-def _idempotency_keys(cx, t):
+def _idempotency_keys(cx: Connection, t: Mapping[str, Any]) -> int:
     """Answers remembered for Idempotency-Key retries that hold the contact (the contact object, its id)."""
     where, args = _like_any("result", t["like"])
     return cx.execute(f"DELETE FROM idempotency_keys WHERE account_id = ? AND {where}",
                       (t["account_id"], *args)).rowcount
 
 
-def _contacts(cx, t):
+def _contacts(cx: Connection, t: Mapping[str, Any]) -> int:
     return cx.execute("DELETE FROM contacts WHERE account_id = ? AND id = ?",
                       (t["account_id"], t["contact_id"])).rowcount
 
@@ -162,12 +168,12 @@ ERASED_TABLES = ("delivery_attempts", "outbox", "campaign_recipients", "opt_out_
                  "list_members", "bot_pauses", "notes", "csat_asks", "conversations", "events", "idempotency_keys", "contacts")
 
 
-def _target(cx, account_id, contact):
+def _target(cx: Connection, account_id: str, contact: Mapping[str, Any]) -> dict[str, Any]:
     contact_id = contact["id"]
     like = [like_pattern(v) for v in (contact_id, contact["phone"], contact["email"]) if v]
     message_ids = [r[0] for r in cx.execute("SELECT id FROM messages WHERE account_id = ? AND contact_id = ?",
                                             (account_id, contact_id))]
-    outbox_ids = set()
+    outbox_ids: set[int] = set()
     for chunk, marks in _chunks(message_ids):
         outbox_ids.update(r[0] for r in cx.execute(
             f"SELECT id FROM outbox WHERE account_id = ? AND message_id IN ({marks})", (account_id, *chunk)))
@@ -180,7 +186,7 @@ def _target(cx, account_id, contact):
 
 
 @reads
-def media_of_contact(cx, account_id, contact_id):
+def media_of_contact(cx: Connection, account_id: str, contact_id: str) -> list[str]:
     """The stored media (media:<sha256>) the contact's messages name."""
     return [r[0] for r in cx.execute(
         "SELECT DISTINCT media_url FROM messages WHERE account_id = ? AND contact_id = ? AND media_url LIKE 'media:%'",
@@ -188,7 +194,7 @@ def media_of_contact(cx, account_id, contact_id):
 
 
 @writes
-def erase_contact(cx, account_id, contact_id, by=None):
+def erase_contact(cx: Connection, account_id: str, contact_id: str, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Erase the account's contact and everything holding its data, in this one transaction, recorded in the
     audit list as contact.erased by ``by`` (storage.audit.record_by: who, never what the contact was); returns
     {id, removed: {step name: rows}}. CONTACT_NOT_FOUND (nothing written) for an id that is not the account's."""

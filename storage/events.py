@@ -1,12 +1,19 @@
 """SQL for live events: appended in the transaction of a change (emit_in_tx), read by the hub after commits
 (read_after), replayed to a page that reconnects (catch_up), pruned by age (prune)."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _encode_string  # C: a quoted, escaped JSON string
+from typing import Any, TYPE_CHECKING, cast
 
 from common.ids import new_ids, now_iso
 from common.jsontext import compact_json
 from storage.db import reads, writes
-from storage.interface import execute_at_commit
 from storage.dialect import dialect_of
+from storage.interface import Connection, execute_at_commit
+
+if TYPE_CHECKING:
+    from storage.pg_adapter import PgConnection
 
 
 # Event types; a new feature adds its own here and emits it with emit_in_tx.
@@ -40,7 +47,7 @@ PUBLIC_TYPES = {MESSAGE_CREATED: "message.created", MESSAGES_CREATED: "message.c
 MESSAGE_TYPES = ("message.created", "message.updated")  # public types whose data is a message
 
 
-def public_items(event_type, data):
+def public_items(event_type: str, data: Mapping[str, Any]) -> list[MessageRef | Mapping[str, Any]]:
     """A stored event's public events, in order: a MessageRef to fill in, or the data as it is."""
     if event_type == MESSAGES_CREATED:
         return [MessageRef(m) for m in data.get("messageIds", ())]
@@ -53,7 +60,7 @@ def public_items(event_type, data):
     return [data]
 
 
-def _notify_in_tx(cx, account_id, type, data):
+def _notify_in_tx(cx: Connection, account_id: str, type: str, data: Mapping[str, Any]) -> None:
     """Every event type can be subscribed in notificationUrls: queue the notifications of a stored event whose
     public type the account has a URL for, in the event's transaction, one per public event, with the same
     data (a message's as {"messageId"}: the delivery fills it in when it sends, services/delivery.py)."""
@@ -73,7 +80,7 @@ def _notify_in_tx(cx, account_id, type, data):
                             for item, webhook_id in zip(items, new_ids("evt", len(items)))])
 
 
-def emit_in_tx(cx, account_id, type, data):
+def emit_in_tx(cx: Connection, account_id: str, type: str, data: Mapping[str, Any]) -> int:
     """Append an event for the account's open pages, inside the caller's transaction: it is seen exactly when
     the change commits, and never when it rolls back. data: a JSON-able dict. Its seq (what pages see) is the
     account's next number, in the same statement (a seek in events_account_seq). Returns the event id."""
@@ -81,7 +88,7 @@ def emit_in_tx(cx, account_id, type, data):
     return _append_in_tx(cx, account_id, type, compact_json(data), now_iso())
 
 
-def emit_at_commit_in_tx(cx, account_id, type, data):
+def emit_at_commit_in_tx(cx: Connection, account_id: str, type: str, data: Mapping[str, Any]) -> None:
     """emit_in_tx for an event whose id the caller does not need: on PostgreSQL appended with the COMMIT, so
     that the account's event counter, which every other transaction of the account that emits an event waits
     for, is locked for no round trip (a batch of delivery outcomes would hold it through the whole batch)."""
@@ -89,7 +96,7 @@ def emit_at_commit_in_tx(cx, account_id, type, data):
     _ORDER[dialect_of(cx).name].append_later(cx, account_id, type, compact_json(data), now_iso())
 
 
-def message_created_in_tx(cx, message):
+def message_created_in_tx(cx: Connection, message: Mapping[str, Any]) -> None:
     """message.created for a message inserted in this transaction ({messageId, contactId, direction, author,
     status}), its JSON written from the row in hand: json.dumps costs ~30k instructions a call, a tenth of
     the whole inbound write (bench/README "Inbound: where the writer's time goes"). On PostgreSQL it travels
@@ -101,11 +108,11 @@ def message_created_in_tx(cx, message):
     _ORDER[dialect_of(cx).name].append_later(cx, message["account_id"], MESSAGE_CREATED, data, message["created_at"])
 
 
-def _string(value):
+def _string(value: str | None) -> str:
     return "null" if value is None else _encode_string(value)
 
 
-def _append_in_tx(cx, account_id, type, data_json, at):
+def _append_in_tx(cx: Connection, account_id: str, type: str, data_json: str, at: str) -> int:
     return _ORDER[dialect_of(cx).name].append(cx, account_id, type, data_json, at)
 
 
@@ -114,24 +121,24 @@ class _SqliteOrder:
     account's seq is simply its last one plus one."""
 
     @staticmethod
-    def append(cx, account_id, type, data_json, at):
+    def append(cx: Connection, account_id: str, type: str, data_json: str, at: str) -> int:
         return cx.execute("INSERT INTO events (account_id, seq, type, data, created_at) VALUES"
                           " (?, COALESCE((SELECT MAX(seq) FROM events WHERE account_id = ?), 0) + 1, ?, ?, ?)",
-                          (account_id, account_id, type, data_json, at)).lastrowid
+                          (account_id, account_id, type, data_json, at)).lastrowid  # type: ignore[attr-defined]
 
     append_later = append
 
     @staticmethod
-    def position(cx):
+    def position(cx: Connection) -> int:
         return cx.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
 
     @staticmethod
-    def read_after(cx, position, limit):
+    def read_after(cx: Connection, position: int | str, limit: int) -> tuple[list[Any], int | str]:
         rows = cx.execute(f"{_ROW} WHERE id > ? ORDER BY id LIMIT ?", (position, limit)).fetchall()
         return rows, rows[-1][0] if rows else position
 
     @staticmethod
-    def through(position):
+    def through(position: int | str) -> tuple[str, int | str]:
         return "id <= ?", position
 
 
@@ -147,20 +154,20 @@ class _PostgresOrder:
                " INSERT INTO events (account_id, seq, type, data, created_at) SELECT ?, seq, ?, ?, ? FROM counter")
 
     @classmethod
-    def append(cls, cx, account_id, type, data_json, at):
-        cx.send_at_commit_now()  # the transaction's events keep the order they were emitted in
+    def append(cls, cx: Connection, account_id: str, type: str, data_json: str, at: str) -> int:
+        cast("PgConnection", cx).send_at_commit_now()  # the transaction's events keep the order they were emitted in
         return cx.execute(cls._APPEND + " RETURNING id", (account_id, account_id, type, data_json, at)).fetchone()[0]
 
     @classmethod
-    def append_later(cls, cx, account_id, type, data_json, at):
+    def append_later(cls, cx: Connection, account_id: str, type: str, data_json: str, at: str) -> None:
         execute_at_commit(cx, cls._APPEND, (account_id, account_id, type, data_json, at))
 
     @staticmethod
-    def position(cx):
+    def position(cx: Connection) -> str:
         return cx.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
 
     @staticmethod
-    def read_after(cx, position, limit):
+    def read_after(cx: Connection, position: int | str, limit: int) -> tuple[list[Any], int | str]:
         # One statement: the snapshot returned is the one the rows were read in.
         found = cx.execute("SELECT s::text, e.id, e.account_id, e.type, e.data, e.created_at, e.seq"
                            " FROM pg_current_snapshot() AS s LEFT JOIN events e"
@@ -170,14 +177,14 @@ class _PostgresOrder:
         return [tuple(r[1:]) for r in found if r[1] is not None], found[0][0]
 
     @staticmethod
-    def through(position):
+    def through(position: int | str) -> tuple[str, int | str]:
         return "pg_visible_in_snapshot(tx, ?::pg_snapshot)", position
 
 
-_ORDER = {"sqlite": _SqliteOrder, "postgresql": _PostgresOrder}
+_ORDER: dict[str, type[_SqliteOrder] | type[_PostgresOrder]] = {"sqlite": _SqliteOrder, "postgresql": _PostgresOrder}
 
 
-def emit_batches_in_tx(cx, account_id, type, data, key, items, also=None):
+def emit_batches_in_tx(cx: Connection, account_id: str, type: str, data: Mapping[str, Any], key: str, items: Sequence[Any], also: tuple[str, Sequence[Any]] | None = None) -> None:
     """Emit ``type`` for many messages in as few events as BATCH_EVENT_SIZE allows: each is data with ``key``
     set to a chunk of the list items (and, with also=(key, list), that key to the same chunk of a list as long).
     Nothing when items is empty."""
@@ -188,7 +195,7 @@ def emit_batches_in_tx(cx, account_id, type, data, key, items, also=None):
         emit_at_commit_in_tx(cx, account_id, type, {**data, **chunk})
 
 
-def message_updated_in_tx(cx, account_id, message_id):
+def message_updated_in_tx(cx: Connection, account_id: str, message_id: str) -> None:
     """message.updated for a message changed in this transaction (e.g. the bot's outcome on an inbound
     message): open threads fetch it again. Nothing when the message is not the account's."""
     row = cx.execute("SELECT contact_id FROM messages WHERE account_id = ? AND id = ?",
@@ -198,14 +205,14 @@ def message_updated_in_tx(cx, account_id, message_id):
 
 
 @reads
-def last_id(cx):
+def last_id(cx: Connection) -> int:
     """The newest event id, of any account (0 before the first event): the hub's reading position, never
     shown to a page."""
     return cx.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
 
 
 @reads
-def last_seq(cx, account_id):
+def last_seq(cx: Connection, account_id: str) -> int:
     """The account's newest event number (0 before its first): where a page rendered now resumes from."""
     return cx.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE account_id = ?", (account_id,)).fetchone()[0]
 
@@ -214,13 +221,13 @@ _ROW = "SELECT id, account_id, type, data, created_at, seq FROM events"
 
 
 @reads
-def position(cx):
+def position(cx: Connection) -> int | str:
     """The hub's reading position now (nothing before it is new to the hub): never shown to a page."""
     return _ORDER[dialect_of(cx).name].position(cx)
 
 
 @reads
-def read_after(cx, position, limit):
+def read_after(cx: Connection, position: int | str, limit: int) -> tuple[list[Any], int | str]:
     """The events committed since ``position`` (up to ``limit`` on SQLite), each account's in seq order, as
     (id, account_id, type, data JSON text, created_at, seq) tuples (the hub splices the JSON into its frames
     without decoding it), and the position after them: (rows, position)."""
@@ -228,7 +235,7 @@ def read_after(cx, position, limit):
 
 
 @reads
-def catch_up(cx, account_id, after_seq, through_id, limit, skip_types=()):
+def catch_up(cx: Connection, account_id: str, after_seq: int, through_id: int | str, limit: int, skip_types: Sequence[str] = ()) -> tuple[list[Any], bool, int]:
     """What a page of the account that saw its events up to number after_seq missed, up to through_id (the
     hub's position): returns (rows, resumable, seq_at_through). resumable is False when after_seq is older
     than the account's oldest event kept (pruned since) or newer than its newest (another database, a
@@ -253,7 +260,7 @@ def catch_up(cx, account_id, after_seq, through_id, limit, skip_types=()):
 
 
 @writes
-def prune(cx, older_than, limit):
+def prune(cx: Connection, older_than: str, limit: int) -> int:
     """Delete about ``limit`` of the oldest events created before ``older_than`` (ISO 8601 UTC), and of each
     account only a prefix by seq: never an event with a newer one before it (created_at is taken before the
     commit that gives seq on PostgreSQL, so it can go back a little where seq goes on; deleting such an event
@@ -276,7 +283,7 @@ def prune(cx, older_than, limit):
 
 
 @reads
-def account_page(cx, account_id, after_seq, types, limit):
+def account_page(cx: Connection, account_id: str, after_seq: int, types: Sequence[str], limit: int) -> tuple[list[Any], int | None, int | None]:
     """GET /v1/events' rows: the account's events numbered after ``after_seq`` whose type is in ``types``,
     in seq order (commit order on both databases: on PostgreSQL an account's events commit in seq order, the
     counter's lock held to COMMIT, so a reader sees a prefix of them), at most ``limit``; with the account's

@@ -12,12 +12,17 @@ not get the values a new attempt made), (3) a failure raises inside the write (i
 key included: failures are not remembered), and (4) the result is JSON data (it is stored as JSON; the
 first caller gets the same JSON back, so first answer and replay are equal).
 """
+from __future__ import annotations
+
 import json
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
 from common.errors import IdempotencyKeyReused
 from common.ids import iso, utcnow
 from storage.db import StoredResultLost, fetch_one, function_reference, resolve
+from storage.interface import Connection, Row, Store
 
 WINDOW = timedelta(hours=24)
 REUSED = ("this Idempotency-Key was already used with other parameters in the last 24 hours; "
@@ -29,13 +34,13 @@ class Claim:
     giving the hex digest of what the request asks (called at the write, when the body is parsed).
     After run(), replayed says whether the answer is a stored one."""
 
-    def __init__(self, account_id, key, fingerprint, now=None):
+    def __init__(self, account_id: str, key: str, fingerprint: Callable[[], Awaitable[str]], now: datetime | None = None) -> None:
         self.account_id, self.key, self.now = account_id, key, now
         self._fingerprint = fingerprint
         self.open = True  # until the request's first write takes it, or the request ends
         self.replayed = False
 
-    async def run(self, db, fn, args, kwargs):
+    async def run(self, db: Store, fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Run the write fn(*args) under this key: stored with its result, or the stored result."""
         self.open = False
         now = self.now or utcnow()
@@ -67,13 +72,13 @@ class ClaimTaken(Exception):
     PostgreSQL): this write rolls back and the stored answer is given instead."""
 
 
-def remembered(cx, account_id, key, not_before):
+def remembered(cx: Connection, account_id: str, key: str, not_before: str) -> Row | None:
     """The live row of a key {request_hash, result, created_at}, or None (never stored, or older than 24 h)."""
     return fetch_one(cx, "SELECT request_hash, result, created_at FROM idempotency_keys"
                          " WHERE account_id = ? AND key = ? AND created_at >= ?", (account_id, key, not_before))
 
 
-def run_claimed(cx, claim, module, qualname, args, kwargs):
+def run_claimed(cx: Connection, claim: Mapping[str, Any], module: str, qualname: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
     """In the writer: the stored result of a live key (IdempotencyKeyReused when the request differs),
     or run the write and store its result under the key, in this transaction. Returns (replayed, result)."""
     row = remembered(cx, claim["account_id"], claim["key"], claim["not_before"])

@@ -1,9 +1,12 @@
 """SQL for worker leases: one row per background job, held by one process until its `until`."""
+from __future__ import annotations
+
 from storage.db import writes
+from storage.interface import Connection
 
 
 @writes
-def take(cx, name, owner, now, until):
+def take(cx: Connection, name: str, owner: str, now: str, until: str) -> bool:
     """Take or renew the lease ``name`` for ``owner`` until ``until`` when it is free, lapsed (its until before
     ``now``) or already ours. Returns True when ``owner`` holds it now. One statement: two processes asking at
     once cannot both win (the primary key and the conditional DO UPDATE decide)."""
@@ -15,12 +18,12 @@ def take(cx, name, owner, now, until):
 
 
 @writes
-def release(cx, name, owner):
+def release(cx: Connection, name: str, owner: str) -> None:
     """Give the lease up (a clean stop): the next process takes it at once instead of after it lapses."""
     cx.execute("DELETE FROM worker_leases WHERE name = ? AND owner = ?", (name, owner))
 
 
 @writes
-def expire(cx, name):
+def expire(cx: Connection, name: str) -> None:
     """Tests: make the lease lapse now, as if its owner had died long ago."""
     cx.execute("UPDATE worker_leases SET until = '' WHERE name = ?", (name,))

@@ -1,25 +1,30 @@
 """SQL for custom-channel messages, the fromId -> contact mapping and a message's delivery attempts.
 The *_in_tx functions are plain sync functions for composing one transaction in services/messaging.py."""
+from __future__ import annotations
+
 import json
+from collections.abc import Sequence
+from typing import Any, cast
 
 from storage.db import fetch_all, fetch_one, reads
-from storage.users import author_sql
-from storage.interface import execute_later
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row, execute_later
+from storage.rows import MessageRow
+from storage.users import author_sql
 
 _COLUMNS = ("id, account_id, contact_id, direction, status, body, channel, campaign_id, message_type,"
             " external_id, from_id, to_id, media_url, media_content_type, error, author, author_user_id, created_at,"
-            " bot_outcome")
+            " bot_outcome, mail")
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]
 # Written on insert, never read back with the message: bot_pending is 1 while the bot owes the message a
 # decision; status_at is when an outbound message's status last changed (GET /v1/messages?status=&since=).
 _INSERT_FIELDS = _FIELDS + ["bot_pending", "status_at"]
 
 
-_JSON = ("error", "bot_outcome")  # columns stored as JSON text
+_JSON = ("error", "bot_outcome", "mail")  # columns stored as JSON text
 
 
-def insert_messages_in_tx(cx, messages):
+def insert_messages_in_tx(cx: Connection, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Insert messages (dicts with the columns as keys; a missing one is NULL). The statement names only the
     columns some message has a value for: sqlite3 binds each None parameter through its adapter lookup
     (~0.5 µs), and an outbound message leaves half of them NULL. A lone message (every inbound one) skips
@@ -33,19 +38,20 @@ def insert_messages_in_tx(cx, messages):
                       [json.dumps(message[c]) if c in _JSON else message[c] for c in columns])
         return messages
     values = zip(*[[m.get(f) for f in _INSERT_FIELDS] for m in messages])  # column by column
-    columns, kept = [], []
+    names: list[str] = []
+    kept: list[Sequence[Any]] = []
     for name, column in zip(_INSERT_FIELDS, values):
         if column.count(None) < len(column):
-            columns.append(name)
+            names.append(name)
             kept.append([json.dumps(v) if v else None for v in column] if name in _JSON else column)
-    cx.executemany(_insert_sql(tuple(columns)), zip(*kept))
+    cx.executemany(_insert_sql(tuple(names)), zip(*kept))
     return messages
 
 
-_INSERT_SQL: dict[tuple, str] = {}
+_INSERT_SQL: dict[tuple[str, ...], str] = {}
 
 
-def _insert_sql(columns):
+def _insert_sql(columns: tuple[str, ...]) -> str:
     """The INSERT naming these columns, built once per set of columns (a handful of shapes occur)."""
     sql = _INSERT_SQL.get(columns)
     if sql is None:
@@ -53,11 +59,11 @@ def _insert_sql(columns):
     return sql
 
 
-def insert_message_in_tx(cx, message):
+def insert_message_in_tx(cx: Connection, message: dict[str, Any]) -> dict[str, Any]:
     return insert_messages_in_tx(cx, [message])[0]
 
 
-def find_by_external_id_in_tx(cx, account_id, external_id):
+def find_by_external_id_in_tx(cx: Connection, account_id: str, external_id: str) -> Row | None:
     return fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND external_id = ?",
                      (account_id, external_id), json_columns=_JSON)
 
@@ -65,7 +71,7 @@ def find_by_external_id_in_tx(cx, account_id, external_id):
 find_by_external_id = reads(find_by_external_id_in_tx)
 
 
-def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since, with_keywords):
+def inbound_context_in_tx(cx: Connection, account_id: str, external_id: str, from_id: str, campaigns_since: str, with_keywords: bool) -> tuple[bool, str | None, str | None, str | None, tuple[Any, ...], tuple[str | None, str | None], str | None]:
     """What storing an inbound message needs to know first, in one statement (on PostgreSQL one round trip, not
     five): (whether a message with this messageSid is stored already, the contact the fromId maps to or None,
     the campaignId of that contact's latest campaign message if made at or after campaigns_since (as
@@ -92,25 +98,25 @@ def inbound_context_in_tx(cx, account_id, external_id, from_id, campaigns_since,
             (row[7], row[8]), row[4])
 
 
-def identity_contact_id_in_tx(cx, account_id, from_id):
+def identity_contact_id_in_tx(cx: Connection, account_id: str, from_id: str) -> str | None:
     """The contact a fromId maps to (docs/api.md#custom-channel), or None on first sight."""
     row = cx.execute("SELECT contact_id FROM channel_identities WHERE account_id = ? AND from_id = ?",
                      (account_id, from_id)).fetchone()
     return row[0] if row else None
 
 
-def lock_identity_in_tx(cx, account_id, from_id):
+def lock_identity_in_tx(cx: Connection, account_id: str, from_id: str) -> bool:
     """Hold the fromId until COMMIT (storage/dialect.py lock): its first sight makes one contact. True when a
     lock was taken (then look again: another transaction may have mapped it meanwhile)."""
     return dialect_of(cx).lock(cx, f"identity:{account_id}:{from_id}")
 
 
-def insert_identity_in_tx(cx, account_id, from_id, contact_id):
+def insert_identity_in_tx(cx: Connection, account_id: str, from_id: str, contact_id: str) -> None:
     cx.execute("INSERT INTO channel_identities (account_id, from_id, contact_id) VALUES (?, ?, ?)",
                (account_id, from_id, contact_id))
 
 
-def reply_targets_in_tx(cx, account_id, contact_ids):
+def reply_targets_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
     """Where a reply to each of these contacts goes: {contact id: (from_id, channel)} of its latest inbound
     message, else (its first channel identity, None); a contact with neither is left out. Two statements
     whatever the number of contacts (a campaign's batch asks for hundreds)."""
@@ -134,12 +140,12 @@ def reply_targets_in_tx(cx, account_id, contact_ids):
     return targets
 
 
-def reply_target_in_tx(cx, account_id, contact_id):
+def reply_target_in_tx(cx: Connection, account_id: str, contact_id: str) -> tuple[str, str | None] | None:
     """reply_targets_in_tx for one contact: (from_id, channel), or None."""
     return reply_targets_in_tx(cx, account_id, [contact_id]).get(contact_id)
 
 
-def channel_target_in_tx(cx, account_id, contact_id, channel):
+def channel_target_in_tx(cx: Connection, account_id: str, contact_id: str, channel: str) -> str | None:
     """The from_id of the contact's latest inbound message on this channel, or None."""
     row = cx.execute("SELECT from_id FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
                      " AND from_id IS NOT NULL AND channel = ? ORDER BY id DESC LIMIT 1",
@@ -147,34 +153,44 @@ def channel_target_in_tx(cx, account_id, contact_id, channel):
     return row[0] if row else None
 
 
+def last_inbound_mail_in_tx(cx: Connection, account_id: str, contact_id: str) -> dict[str, Any] | None:
+    """The `mail` column (subject, Message-IDs) of the contact's latest inbound email written by a person (an
+    out-of-office after it is not what a reply answers), else of its latest automatic one, or None."""
+    rows = [json.loads(row[0]) for row in cx.execute(
+        "SELECT mail FROM messages WHERE account_id = ? AND contact_id = ? AND direction = 'inbound'"
+        " AND channel = 'email' AND mail IS NOT NULL ORDER BY id DESC LIMIT 5", (account_id, contact_id))]
+    return next((mail for mail in rows if not mail.get("automatic")), rows[0] if rows else None)
+
+
 @reads
-def reply_channel(cx, account_id, contact_id):
+def reply_channel(cx: Connection, account_id: str, contact_id: str) -> str | None:
     """The channel a reply to the contact goes out on by default (reply_target_in_tx's), or None."""
     return (reply_target_in_tx(cx, account_id, contact_id) or (None, None))[1]
 
 
 @reads
-def get_message(cx, account_id, message_id):
-    return fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",
-                     (account_id, message_id), json_columns=_JSON)
+def get_message(cx: Connection, account_id: str, message_id: str) -> MessageRow | None:
+    return cast("MessageRow | None", fetch_one(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND id = ?",
+                                               (account_id, message_id), json_columns=_JSON))
 
 
 @reads
-def list_contact_messages(cx, account_id, contact_id, after=None, limit=50):
+def list_contact_messages(cx: Connection, account_id: str, contact_id: str, after: str | None = None, limit: int = 50) -> list[MessageRow]:
     """Oldest first; ``after`` is the last id of the previous page. Returns limit + 1 rows at most,
     so the caller can tell whether another page exists."""
-    return _contact_messages(cx, f"SELECT {_COLUMNS} FROM messages m", _JSON, account_id, contact_id,
-                             after=after or "", limit=limit)
+    return cast("list[MessageRow]", _contact_messages(cx, f"SELECT {_COLUMNS} FROM messages m", _JSON, account_id,
+                                                      contact_id, after=after or "", limit=limit))
 
 
-def all_contact_messages_in_tx(cx, account_id, contact_id):
+def all_contact_messages_in_tx(cx: Connection, account_id: str, contact_id: str) -> list[MessageRow]:
     """Every message of the contact, oldest first (a person's data export)."""
-    return fetch_all(cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND contact_id = ? ORDER BY id",
-                     (account_id, contact_id), json_columns=_JSON)
+    return cast("list[MessageRow]", fetch_all(
+        cx, f"SELECT {_COLUMNS} FROM messages WHERE account_id = ? AND contact_id = ? ORDER BY id",
+        (account_id, contact_id), json_columns=_JSON))
 
 
 @reads
-def list_outbound_by_status(cx, account_id, status, since, after, limit):
+def list_outbound_by_status(cx: Connection, account_id: str, status: str, since: str, after: str | None, limit: int) -> list[Row]:
     """Outbound messages with this status, by the time it was reached (status_at) then id, oldest first: those
     at or after ``since`` and after ``after`` ((status_at, id) of the previous page's last), limit + 1 at most.
     Rows carry status_at for the cursor."""
@@ -189,9 +205,10 @@ def list_outbound_by_status(cx, account_id, status, since, after, limit):
     return fetch_all(cx, sql + " ORDER BY status_at, id LIMIT ?", (*args, limit + 1), json_columns=_JSON)
 
 
-def _contact_messages(cx, select, json_columns, account_id, contact_id, *, before=None, after=None, limit):
+def _contact_messages(cx: Connection, select: str, json_columns: Sequence[str], account_id: str, contact_id: str, *, before: str | None = None, after: str | None = None, limit: int) -> list[Row]:
     """A page of a contact's messages: with ``after``, up to limit + 1 after that id, oldest first; otherwise
     the newest up to limit + 1 before ``before`` (or of all), newest first."""
+    args: list[Any]  # ids, and the limit
     sql, args = f"{select} WHERE m.account_id = ? AND m.contact_id = ?", [account_id, contact_id]
     if after is not None:
         sql += " AND m.id > ? ORDER BY m.id LIMIT ?"
@@ -206,7 +223,7 @@ def _contact_messages(cx, select, json_columns, account_id, contact_id, *, befor
 
 
 @reads
-def list_delivery_attempts(cx, account_id, message_id):
+def list_delivery_attempts(cx: Connection, account_id: str, message_id: str) -> list[Row]:
     """Every delivery attempt of an outbound message (delivery_attempts, migration 0005), oldest first."""
     rows = cx.execute("SELECT a.at, a.http_status, a.error FROM outbox o JOIN delivery_attempts a"
                       " ON a.outbox_id = o.id WHERE o.account_id = ? AND o.message_id = ?"
@@ -219,11 +236,11 @@ def list_delivery_attempts(cx, account_id, message_id):
 _AUTHOR, _AUTHOR_JOINS = author_sql("m")
 _THREAD_SELECT = (f"SELECT {', '.join('m.' + f for f in _FIELDS)}, m.bot_outcome, {_AUTHOR}"
                   f" FROM messages m{_AUTHOR_JOINS}")
-_THREAD_JSON = ("error", "bot_outcome")
+_THREAD_JSON = ("error", "bot_outcome", "mail")
 
 
 @reads
-def thread_page(cx, account_id, contact_id, *, before=None, after=None, limit=50):
+def thread_page(cx: Connection, account_id: str, contact_id: str, *, before: str | None = None, after: str | None = None, limit: int = 50) -> list[Row]:
     """A contact's messages for the thread, with the bot's outcome and the email of the user who wrote a
     reply. With ``after``: up to limit + 1 messages after that id, oldest first (what a live page lacks).
     Otherwise the newest up to limit + 1 before ``before`` (or the newest of all), newest first."""
@@ -232,14 +249,14 @@ def thread_page(cx, account_id, contact_id, *, before=None, after=None, limit=50
 
 
 @reads
-def get_thread_message(cx, account_id, message_id):
+def get_thread_message(cx: Connection, account_id: str, message_id: str) -> Row | None:
     """One message shaped like thread_page's rows, or None."""
     return fetch_one(cx, f"{_THREAD_SELECT} WHERE m.account_id = ? AND m.id = ?", (account_id, message_id),
                      json_columns=_THREAD_JSON)
 
 
 @reads
-def referenced_media(cx, media_urls):
+def referenced_media(cx: Connection, media_urls: Sequence[str]) -> set[str]:
     """The ones among ``media_urls`` (media:<sha256>) that some message names (any account's)."""
     if not media_urls:
         return set()
@@ -249,7 +266,7 @@ def referenced_media(cx, media_urls):
 
 
 @reads
-def count_contact_messages(cx, account_id, contact_id):
+def count_contact_messages(cx: Connection, account_id: str, contact_id: str) -> int:
     """How many messages the contact has, both directions (the contact page's count; index
     messages_account_contact)."""
     return cx.execute("SELECT COUNT(*) FROM messages WHERE account_id = ? AND contact_id = ?",
@@ -257,7 +274,7 @@ def count_contact_messages(cx, account_id, contact_id):
 
 
 @reads
-def messages_by_ids(cx, account_id, message_ids):
+def messages_by_ids(cx: Connection, account_id: str, message_ids: Sequence[str]) -> list[Row]:
     """The account's messages among these ids (the event stream fills its message events in with them), in
     chunks of at most 500 ids a statement."""
     found = []

@@ -9,11 +9,21 @@ recorded as applied; later numbers follow the rule above.
 Applied numbers are kept in schema_migrations, not only as SQLite's PRAGMA user_version (still set to the
 highest, for backups and tools): branches number their migrations in ranges of their own, so one merged
 later may carry a number below one a database already has, and "newer than user_version" would skip it."""
+from __future__ import annotations
+
 import importlib.util
 import logging
 import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from storage.dialect import dialect_of
+from storage.interface import Connection, OwnConnection
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
 
 log = logging.getLogger("parley.db")
 
@@ -23,7 +33,7 @@ PG_SUFFIX = ".postgresql.sql"
 PG_LOCK_KEY = 0x7061726c65796d69
 
 
-def migration_files(directory, dialect):
+def migration_files(directory: Path, dialect: str) -> dict[int, Path]:
     """{version: path} of the migrations this dialect runs."""
     chosen = {}
     for path in sorted(directory.glob("[0-9][0-9][0-9][0-9]_*.*")):
@@ -36,14 +46,14 @@ def migration_files(directory, dialect):
     return dict(sorted(chosen.items()))
 
 
-def migrate(cx, directory):
+def migrate(cx: OwnConnection, directory: Path) -> None:
     """Apply every migration of directory not yet applied, in number order."""
     if dialect_of(cx).name == "postgresql":
         return _migrate_postgres(cx, directory)
     return _migrate_sqlite(cx, directory)
 
 
-def _migrate_sqlite(cx, directory):
+def _migrate_sqlite(cx: OwnConnection, directory: Path) -> None:
     """Each migration in its own transaction."""
     files = migration_files(directory, "sqlite")
     cx.execute("BEGIN IMMEDIATE")
@@ -76,7 +86,7 @@ def _migrate_sqlite(cx, directory):
         log.info("applied migration %s", path.name)
 
 
-def _migrate_postgres(cx, directory):
+def _migrate_postgres(cx: OwnConnection, directory: Path) -> None:
     """All in one transaction under an advisory lock: a second server starting at once waits, then finds
     everything applied. PostgreSQL's DDL is transactional, so a failed migration leaves nothing behind."""
     files = migration_files(directory, "postgresql")
@@ -99,7 +109,7 @@ def _migrate_postgres(cx, directory):
                 log.info("applied migration %s", path.name)
 
 
-def _check_collation(cx):
+def _check_collation(cx: Connection) -> None:
     """Ids and keyset cursors compare as bytes (SQLite's order, and Python's): a database whose text sorts by
     a language's rules would page wrongly. Refused at creation, saying how to make one that is right."""
     collation = cx.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()").fetchone()[0]
@@ -108,19 +118,19 @@ def _check_collation(cx):
                            "with  createdb --locale=C --template=template0 NAME  (or LC_COLLATE 'C')")
 
 
-def _apply(cx, version, path):
+def _apply(cx: OwnConnection, version: int, path: Path) -> None:
     """Run one migration in the open transaction and record it."""
     for line in _run_migration(cx, path):
         log.info("migration %s: %s", path.name, line)
     cx.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (version, path.name))
 
 
-def _run_migration(cx, path):
+def _run_migration(cx: OwnConnection, path: Path) -> list[str]:
     """Run one migration file; returns what a Python migration has to say."""
     if path.suffix == ".py":
-        spec = importlib.util.spec_from_file_location(f"parley_migration_{path.stem}", path)
+        spec = cast("ModuleSpec", importlib.util.spec_from_file_location(f"parley_migration_{path.stem}", path))
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        cast("Loader", spec.loader).exec_module(module)
         return module.migrate(cx) or []
     if dialect_of(cx).name == "postgresql":
         cx.execute_script(path.read_text())
@@ -130,7 +140,7 @@ def _run_migration(cx, path):
     return []
 
 
-def rewrite_sqlite_table(cx, table, old, new, what):
+def rewrite_sqlite_table(cx: Connection, table: str, old: str, new: str, what: str) -> None:
     """For a SQLite migration: replace ``old`` (found exactly once) by ``new`` in the table's CREATE statement, by
     SQLite's documented procedure for changes that alter nothing stored (a widened CHECK, a dropped NOT NULL:
     https://www.sqlite.org/lang_altertable.html#otheralter): sqlite_master rewritten and schema_version moved on,
@@ -148,7 +158,7 @@ def rewrite_sqlite_table(cx, table, old, new, what):
         cx.execute("PRAGMA writable_schema = OFF")
 
 
-def _split_sql(script):
+def _split_sql(script: str) -> Iterator[str]:
     statement = ""
     for line in script.splitlines(keepends=True):
         statement += line

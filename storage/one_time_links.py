@@ -1,10 +1,16 @@
 """SQL for one-time links (migration 0170): stored hashed, spent once, dead after their expiry."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 from storage.db import fetch_one, reads, writes
+from storage.interface import Connection, Row
 from storage.sessions import end_user_sessions_in_tx
 
 
 @writes
-def insert_link(cx, link):
+def insert_link(cx: Connection, link: Mapping[str, Any]) -> None:
     """Store a new link; the user's earlier unspent links of the same purpose die with it (the newest one
     is the only one that works), and expired links of anyone are deleted on the way."""
     cx.execute("DELETE FROM one_time_links WHERE expires_at <= ?", (link["created_at"],))
@@ -16,7 +22,7 @@ def insert_link(cx, link):
                 link["expires_at"]))
 
 
-def end_user_links_in_tx(cx, user_id):
+def end_user_links_in_tx(cx: Connection, user_id: str) -> None:
     """A password change, by any path, kills the user's unspent links of every kind: each one sets the
     password, so a reset link issued before the change would undo it (issue 36 §11)."""
     cx.execute("DELETE FROM one_time_links WHERE user_id = ? AND used_at IS NULL", (user_id,))
@@ -29,13 +35,13 @@ _LIVE = ("SELECT l.purpose, l.user_id, l.account_id, l.expires_at, u.email, u.na
 
 
 @reads
-def get_live_link(cx, token_hash, purpose, now):
+def get_live_link(cx: Connection, token_hash: str, purpose: str, now: str) -> Row | None:
     """{purpose, user_id, account_id, expires_at, email, account_type} of an unspent, unexpired link, or None."""
     return fetch_one(cx, _LIVE, (token_hash, purpose, now))
 
 
 @writes
-def spend_link(cx, token_hash, purpose, now, password_hash):
+def spend_link(cx: Connection, token_hash: str, purpose: str, now: str, password_hash: str) -> dict[str, Any] | None:
     """Spend the link and set its user's password in one transaction, ending every session of that user:
     of two uses at once, one wins. Returns the link's user {id, account_id, email, account_type}, or None
     when the link is spent, expired or unknown (nothing changed)."""

@@ -1,16 +1,20 @@
 """SQL for a person's data export (GET /v1/contacts/{id}/export, GDPR art. 15 and 20): every row held on one
 contact, read in one transaction so that the parts agree; and the audit entry of the export."""
-from storage import csat as csat_store
-from storage import messages as message_store
-from storage import notes as note_store
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from storage import csat as csat_store, messages as message_store, notes as note_store
 from storage.audit import record_by
 from storage.contacts import get_contact
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.interface import Connection
 from storage.lists import lists_of_contact
 
 
 @reads
-def person_rows(cx, account_id, contact_id):
+def person_rows(cx: Connection, account_id: str, contact_id: str) -> dict[str, Any] | None:
     """{contact, identities, messages, notes, lists, opt_out_changes, conversation, campaigns, csat} as storage rows, every
     list oldest first; None when the contact is not the account's."""
     contact = get_contact.sync(cx, account_id, contact_id)
@@ -36,6 +40,6 @@ def person_rows(cx, account_id, contact_id):
 
 
 @writes
-def record_export(cx, account_id, contact_id, counts, by):
+def record_export(cx: Connection, account_id: str, contact_id: str, counts: Mapping[str, int], by: Mapping[str, Any] | None) -> None:
     """The audit entry of an export: who exported whose data, and how much (never the data)."""
     record_by(cx, by, account_id=account_id, action="contact.exported", subject_id=contact_id, detail=counts)

@@ -2,16 +2,21 @@
 with ``?`` placeholders, cursors with fetchone/fetchall/iteration/rowcount, rows like sqlite3.Row (``row[0]``,
 ``row["col"]``, ``dict(row)``, ``.keys()``), executemany, savepoint(), and Python bools stored as the
 schema's INTEGER 0/1."""
+from __future__ import annotations
+
 import contextlib
 import functools
 import itertools
 import re
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any
 
 import psycopg
 from psycopg.adapt import Dumper
 
 from storage.dialect import POSTGRESQL
-from storage.interface import VALUES_ROWS
+from storage.interface import Params, VALUES_ROWS
 
 
 class Row(tuple):
@@ -19,21 +24,21 @@ class Row(tuple):
     __slots__ = ()
     _index: dict[str, int] = {}
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             return tuple.__getitem__(self, self._index[key])
         return tuple.__getitem__(self, key)
 
-    def keys(self):
+    def keys(self) -> list[str]:
         return list(self._index)
 
 
 @functools.lru_cache(maxsize=512)
-def _row_class(names):
+def _row_class(names: tuple[str, ...]) -> type[Row]:
     return type("Row", (Row,), {"__slots__": (), "_index": {name: i for i, name in enumerate(names)}})
 
 
-def row_factory(cursor):
+def row_factory(cursor: Any) -> Callable[..., Any]:
     # The names straight from the result: cursor.description makes a Column object per column per statement.
     res = cursor.pgresult
     if res is None or not res.nfields:
@@ -42,7 +47,7 @@ def row_factory(cursor):
 
 
 @functools.lru_cache(maxsize=4096)
-def translate(sql):
+def translate(sql: str) -> str:
     """sqlite3's ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled), outside quoted text and
     comments. Cached per SQL string: storage's statements are mostly constants."""
     out, i, n = [], 0, len(sql)
@@ -68,7 +73,7 @@ def translate(sql):
 
 
 @functools.lru_cache(maxsize=256)
-def numbered(sql):
+def numbered(sql: str) -> str:
     """sqlite3's ``?`` placeholders as PostgreSQL's own ``$1``, ``$2``, ... (outside quoted text and comments),
     for a RawCursor: psycopg then parses nothing. Cached per SQL string (a batch's few shapes)."""
     numbers = itertools.count(1)
@@ -81,7 +86,7 @@ def numbered(sql):
 _PARSED_PARAMS = 50
 
 
-def _no_rows(cursor):
+def _no_rows(cursor: Any) -> bool:
     """Whether the statement returns no rows (an UPDATE, a DELETE): description's test, without its Columns."""
     res = cursor.pgresult
     return not res or not (res.nfields or res.status in _ROW_STATUSES)
@@ -93,13 +98,13 @@ _ROW_STATUSES = (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.SINGLE_T
 class Cursor(psycopg.Cursor):
     """sqlite3's cursor gives no rows, not an error, for a statement that returns none (an UPDATE, a DELETE)."""
 
-    def fetchone(self):
+    def fetchone(self) -> Any:
         return None if _no_rows(self) else super().fetchone()
 
-    def fetchall(self):
+    def fetchall(self) -> list[Any]:
         return [] if _no_rows(self) else super().fetchall()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return iter(()) if _no_rows(self) else super().__iter__()
 
 
@@ -111,11 +116,11 @@ class IntBoolDumper(Dumper):
     """True/False as 1/0: the schema keeps flags as INTEGER (as on SQLite)."""
     oid = psycopg.adapters.types["int8"].oid
 
-    def dump(self, obj):
+    def dump(self, obj: Any) -> bytes:
         return b"1" if obj else b"0"
 
 
-def configure(raw):
+def configure(raw: psycopg.Connection[Any]) -> None:
     """Per pooled connection, once."""
     raw.adapters.register_dumper(bool, IntBoolDumper)
     raw.row_factory = row_factory
@@ -132,20 +137,20 @@ class PgConnection:
     dialect = POSTGRESQL
     _savepoints = itertools.count(1)
 
-    def __init__(self, raw):
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
-        self._later = []  # execute_later's statements not sent yet
-        self._at_commit = []  # execute_at_commit's, sent with the COMMIT
-        self._marks = []  # len(_at_commit) at each open SAVEPOINT
+        self._later: list[tuple[str, Params]] = []  # execute_later's statements not sent yet
+        self._at_commit: list[tuple[str, Params]] = []  # execute_at_commit's, sent with the COMMIT
+        self._marks: list[int] = []  # len(_at_commit) at each open SAVEPOINT
 
-    def execute(self, sql, params=()):
+    def execute(self, sql: str, params: Params = ()) -> psycopg.Cursor[Any]:
         if sql[:1] in "SRsr":
             self._track_savepoint(sql)
         if self._later or self._starts_transaction():
             return self._pipelined(sql, params)
         return self._send(sql, params)
 
-    def _send(self, sql, params):
+    def _send(self, sql: str, params: Params) -> psycopg.Cursor[Any]:
         """Execute on a new cursor (in the pipeline, if one is open): big statements unparsed by psycopg."""
         if not params:
             cursor = self.raw.cursor()
@@ -158,7 +163,7 @@ class PgConnection:
             cursor.execute(translate(sql), params)
         return cursor
 
-    def execute_later(self, sql, params=()):
+    def execute_later(self, sql: str, params: Params = ()) -> None:
         """A write whose result nobody reads (no rows, no rowcount): sent with the next statement or with the
         COMMIT, in one round trip (psycopg's pipeline), not on its own. Its error, if any, is raised there."""
         if self.raw.autocommit:
@@ -168,7 +173,7 @@ class PgConnection:
                 self._track_savepoint(sql)
             self._later.append((sql, params))
 
-    def execute_at_commit(self, sql, params=()):
+    def execute_at_commit(self, sql: str, params: Params = ()) -> None:
         """Like execute_later, but sent only with the COMMIT, after everything else: for a statement whose lock
         others wait for (an account's event counter), so that it is held for no round trip. Dropped with a
         SAVEPOINT rolled back to."""
@@ -177,12 +182,12 @@ class PgConnection:
         else:
             self._at_commit.append((sql, params))
 
-    def send_at_commit_now(self):
+    def send_at_commit_now(self) -> None:
         """What execute_at_commit holds goes with the next statement instead (which must come after it)."""
         self._later += self._at_commit
         self._at_commit, self._marks = [], [0] * len(self._marks)  # what an open SAVEPOINT covers is sent
 
-    def _track_savepoint(self, sql):
+    def _track_savepoint(self, sql: str) -> None:
         head = sql[:12].upper()
         if head.startswith("SAVEPOINT "):
             self._marks.append(len(self._at_commit))
@@ -191,29 +196,29 @@ class PgConnection:
         elif head.startswith("RELEASE ") and self._marks:
             self._marks.pop()
 
-    def _starts_transaction(self):
+    def _starts_transaction(self) -> bool:
         # psycopg sends the BEGIN of a transaction as a round trip of its own, except in a pipeline
         return not self.raw.autocommit and self.raw.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
-    def _send_later(self):
+    def _send_later(self) -> None:
         later, self._later = self._later, []
         for sql, params in later:
             self._send(sql, params)
 
-    def _pipelined(self, sql, params):
+    def _pipelined(self, sql: str, params: Params) -> psycopg.Cursor[Any]:
         """The statements left for later, then this one, in one round trip; the cursor has its results."""
         with self.raw.pipeline():
             self._send_later()
             cursor = self._send(sql, params)
         return cursor
 
-    def flush(self):
+    def flush(self) -> None:
         """Send what execute_later holds now (before the caller uses the raw connection)."""
         if self._later:
             with self.raw.pipeline():
                 self._send_later()
 
-    def executemany(self, sql, seq_of_params):
+    def executemany(self, sql: str, seq_of_params: Iterable[Params]) -> psycopg.Cursor[Any]:
         self.flush()
         rows = list(seq_of_params)
         values = _multirow.match(sql)
@@ -235,13 +240,13 @@ class PgConnection:
         cursor.executemany(translate(sql), rows)
         return cursor
 
-    def execute_script(self, script):
+    def execute_script(self, script: str) -> None:
         """Several statements, no parameters (a migration file)."""
         self.flush()
         self.raw.execute(script)
 
     @contextlib.contextmanager
-    def savepoint(self):
+    def savepoint(self) -> Iterator[PgConnection]:
         """A nested transaction: what fails inside it rolls back alone, and the transaction goes on (on
         PostgreSQL an error aborts the whole transaction otherwise)."""
         name = f"sp{next(self._savepoints)}"
@@ -256,7 +261,7 @@ class PgConnection:
         self.execute(f"RELEASE SAVEPOINT {name}")
 
     @contextlib.contextmanager
-    def transaction(self):
+    def transaction(self) -> Iterator[PgConnection]:
         """BEGIN ... COMMIT (ROLLBACK on an exception), on a connection outside a transaction."""
         self.flush()
         try:
@@ -268,7 +273,7 @@ class PgConnection:
         finally:
             self._forget()
 
-    def commit(self):
+    def commit(self) -> None:
         """COMMIT, with what execute_later and execute_at_commit hold sent in the same round trip."""
         self._later += self._at_commit
         self._at_commit, self._marks = [], []
@@ -279,27 +284,27 @@ class PgConnection:
         else:
             self.raw.commit()
 
-    def _forget(self):
+    def _forget(self) -> None:
         self._later, self._at_commit, self._marks = [], [], []
 
-    def rollback(self):
+    def rollback(self) -> None:
         self._forget()
         self.raw.rollback()
 
-    def close(self):
+    def close(self) -> None:
         self._forget()
         self.raw.close()
 
-    def __enter__(self):  # like sqlite3's: commit on success, roll back on an exception
+    def __enter__(self) -> PgConnection:  # like sqlite3's: commit on success, roll back on an exception
         return self
 
-    def __exit__(self, kind, value, traceback):
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None) -> None:
         if kind is None:
             self.commit()
         else:
             self.rollback()
 
     @property
-    def in_transaction(self):
+    def in_transaction(self) -> bool:
         # Statements held by execute_later belong to the transaction they will open when sent.
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE or bool(self._later)

@@ -13,9 +13,13 @@ tables stay the truth, so a lost notification costs a delay, never an event).
 Two connections of their own beside the pool: one LISTENs, one sends. A lost connection is opened again
 (after 1 s, doubling to 30 s); after a reconnect every handler runs once, since notifications may have been
 missed meanwhile."""
+from __future__ import annotations
+
 import asyncio
 import logging
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import psycopg
 
@@ -26,25 +30,25 @@ EVENTS_CHANNEL = "parley_events"
 
 
 class PgListener:
-    def __init__(self, url, handlers, signals=None):
+    def __init__(self, url: str, handlers: Mapping[str, Callable[[], None]], signals: Mapping[str, Callable[[str], None]] | None = None) -> None:
         """handlers: {channel: callback()} run on the event loop for each notification from another process;
         signals: {channel: callback(payload text)} for the ephemeral signals of another process (signal())."""
         self.url, self.handlers, self.signals = url, handlers, signals or {}
         self._connecting = asyncio.Lock()  # the sender connection is opened once for wake-ups and signals
-        self._signal_tasks = set()
+        self._signal_tasks: set[asyncio.Task[None]] = set()
         self.owner = os.urandom(8).hex()  # our notifications carry it: we skip our own
-        self._listen_task = None
-        self._sender = None
+        self._listen_task: asyncio.Task[None] | None = None
+        self._sender: psycopg.AsyncConnection[Any] | None = None
         self._dirty = False
-        self._sending = None
+        self._sending: asyncio.Task[None] | None = None
         self._stopping = False
         self.connected = asyncio.Event()
         self.received = 0
 
-    def start(self):
+    def start(self) -> None:
         self._listen_task = asyncio.ensure_future(self._listen())
 
-    async def stop(self):
+    async def stop(self) -> None:
         self._stopping = True
         for task in (self._listen_task, self._sending, *self._signal_tasks):
             if task is not None:
@@ -56,13 +60,13 @@ class PgListener:
 
     # ---- sending -------------------------------------------------------------------------------
 
-    def committed(self):
+    def committed(self) -> None:
         """A commit listener (storage's add_commit_listener): tell the other processes, coalesced."""
         self._dirty = True
         if self._sending is None and not self._stopping:
             self._sending = asyncio.ensure_future(self._send())
 
-    async def _send(self):
+    async def _send(self) -> None:
         try:
             while self._dirty and not self._stopping:
                 self._dirty = False
@@ -76,13 +80,13 @@ class PgListener:
         finally:
             self._sending = None
 
-    async def _connected_sender(self):
+    async def _connected_sender(self) -> psycopg.AsyncConnection[Any]:
         async with self._connecting:
             if self._sender is None or self._sender.closed:
                 self._sender = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
             return self._sender
 
-    def signal(self, channel, payload):
+    def signal(self, channel: str, payload: str) -> None:
         """Send ephemeral text (at most a few KB: NOTIFY's limit is 8000 bytes) to the other processes' signals
         handler of channel; not waited for, lost if the connection is down."""
         if self._stopping:
@@ -91,7 +95,7 @@ class PgListener:
         self._signal_tasks.add(task)
         task.add_done_callback(self._signal_tasks.discard)
 
-    async def _signal(self, channel, payload):
+    async def _signal(self, channel: str, payload: str) -> None:
         try:
             await (await self._connected_sender()).execute("SELECT pg_notify(%s, %s)", (channel, payload))
         except (psycopg.Error, OSError) as exc:
@@ -100,7 +104,7 @@ class PgListener:
 
     # ---- listening -----------------------------------------------------------------------------
 
-    async def _listen(self):
+    async def _listen(self) -> None:
         delay = 1.0
         while not self._stopping:
             try:
@@ -126,7 +130,7 @@ class PgListener:
                 await asyncio.sleep(delay)
                 delay = min(30.0, delay * 2)
 
-    def _run(self, channel):
+    def _run(self, channel: str) -> None:
         callback = self.handlers.get(channel)
         if callback is not None:
             try:
@@ -134,12 +138,12 @@ class PgListener:
             except Exception:
                 log.exception("notification %s: its handler failed", channel)
 
-    def _run_signal(self, channel, text):
+    def _run_signal(self, channel: str, text: str) -> None:
         try:
             self.signals[channel](text)
         except Exception:
             log.exception("signal %s: its handler failed", channel)
 
-    def _run_all(self):
+    def _run_all(self) -> None:
         for channel in self.handlers:
             self._run(channel)

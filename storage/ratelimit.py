@@ -1,9 +1,12 @@
 """SQL for the API rate limit shared by every process of a PostgreSQL database (services/ratelimit.py)."""
+from __future__ import annotations
+
+from storage.interface import Connection
 
 EPSILON = 1e-6  # seconds: float rounding at epoch magnitudes
 
 
-def hit(cx, key, interval, window):
+def hit(cx: Connection, key: str, interval: float, window: float) -> tuple[bool, float, float]:
     """GCRA in one atomic statement on the key's row, with PostgreSQL's clock (one clock for every process, on
     any host): the request is allowed when the theoretical arrival time it would push to is at most ``window``
     ahead of now, and the row then keeps that time. Returns (allowed, the TAT after, now) in seconds.
@@ -21,6 +24,6 @@ def hit(cx, key, interval, window):
     return bool(row[0]), row[1], row[2]
 
 
-def prune(cx):
+def prune(cx: Connection) -> int:
     """Forget keys whose budget is full again (their TAT passed): they behave as unseen keys."""
     return cx.execute("DELETE FROM rate_limits WHERE tat < EXTRACT(EPOCH FROM statement_timestamp())").rowcount

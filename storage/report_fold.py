@@ -2,14 +2,19 @@
 report_response_buckets and report_campaign_replies and moves the watermarks, in the writer's one
 transaction (a crash leaves both as they were, so nothing is counted twice); summarize_* work out what a
 batch of rows adds, for the fold and for the reports' reading of the not-yet-folded tail alike."""
+from __future__ import annotations
+
 import collections
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from common.ids import first_id_at
 from common.report_buckets import bucket_of, outcome_group
 from storage.db import writes
 from storage.dialect import dialect_of
+from storage.interface import Connection
 
 # A message's row for the summaries, with started_at: for a person's or the bot's reply, when the contact started
 # waiting for it (the created_at of the contact's earliest message after the conversation's last outbound one
@@ -40,18 +45,19 @@ class Summary:
     """What some rows add: daily[(account, day)][column], buckets[(account, day, responder, bucket)],
     replies[(campaign id, contact id, account)]."""
 
-    def __init__(self):
-        self.daily = collections.defaultdict(collections.Counter)
-        self.buckets = collections.Counter()
-        self.replies = collections.Counter()
+    def __init__(self) -> None:
+        self.daily: collections.defaultdict[tuple[str, str], collections.Counter[str]] = \
+            collections.defaultdict(collections.Counter)
+        self.buckets: collections.Counter[tuple[str, str, str, int]] = collections.Counter()
+        self.replies: collections.Counter[tuple[str, str, str]] = collections.Counter()
 
 
-def _seconds_between(earlier, later):
+def _seconds_between(earlier: str, later: str) -> float:
     return (datetime.fromisoformat(later.replace("Z", "+00:00"))
             - datetime.fromisoformat(earlier.replace("Z", "+00:00"))).total_seconds()
 
 
-def campaign_answered(cx, account_id, contact_id, inbound_id):
+def campaign_answered(cx: Connection, account_id: str, contact_id: str, inbound_id: str) -> str | None:
     """The campaign (campaigns.id) whose message to the contact an inbound message answers: the contact's
     latest campaign message before it, through its recipient row; None if there is none."""
     row = cx.execute("SELECT r.campaign_id FROM campaign_recipients r WHERE r.message_id = ("
@@ -60,7 +66,7 @@ def campaign_answered(cx, account_id, contact_id, inbound_id):
     return row[0] if row else None
 
 
-def summarize_messages(cx, rows, summary, counted=False):
+def summarize_messages(cx: Connection, rows: Iterable[Mapping[str, Any]], summary: Summary, counted: bool = False) -> Summary:
     """Add messages (dicts of MESSAGE_SELECT's columns) to summary; counted: their messages_in/messages_out are
     in summary already (count_messages)."""
     for m in rows:
@@ -85,7 +91,7 @@ def summarize_messages(cx, rows, summary, counted=False):
     return summary
 
 
-def account_messages(cx, select, account_id, start, end=None, where=""):
+def account_messages(cx: Connection, select: str, account_id: str, start: str, end: str | None = None, where: str = "") -> tuple[str, list[Any]]:
     """SQL and arguments of `select` (ending in FROM messages m) over one account's messages with ids in
     [start, end) (end None: to the last): a range seek in messages_account_id (migration 0470), so a report
     reads its own account's rows past the watermark, never another's."""
@@ -96,7 +102,7 @@ def account_messages(cx, select, account_id, start, end=None, where=""):
     return sql + (f" AND {where}" if where else ""), args
 
 
-def count_messages(cx, account_id, start, end, summary):
+def count_messages(cx: Connection, account_id: str, start: str, end: str | None, summary: Summary) -> Summary:
     """Add messages_in/messages_out of the account's messages with ids in [start, end) to summary, counted by the
     database."""
     sql, args = account_messages(cx, "SELECT m.direction, substr(m.created_at, 1, 10), COUNT(*) FROM messages m",
@@ -111,7 +117,7 @@ ATTEMPT_SELECT = ("SELECT a.id, a.account_id, a.at, a.error, CASE WHEN EXISTS (S
                   " WHERE e.outbox_id = a.outbox_id AND e.id < a.id) THEN 1 ELSE 0 END AS retry FROM delivery_attempts a")
 
 
-def summarize_attempts(rows, summary):
+def summarize_attempts(rows: Iterable[Mapping[str, Any]], summary: Summary) -> Summary:
     """Add delivery attempts (dicts of ATTEMPT_SELECT's columns) to summary: attempts, successes, and retries
     with their successes."""
     for a in rows:
@@ -125,14 +131,14 @@ def summarize_attempts(rows, summary):
     return summary
 
 
-def watermarks(cx):
+def watermarks(cx: Connection) -> dict[str, Any]:
     """{'messages': id (every message below it is folded), 'delivery_attempts': int (every attempt up to it)}."""
     marks = dict(cx.execute("SELECT name, position FROM report_watermarks").fetchall())
     return {"messages": marks.get("messages", ""), "delivery_attempts": int(marks.get("delivery_attempts", 0))}
 
 
 @writes
-def fold(cx, settled_at, pending_since, limit):
+def fold(cx: Connection, settled_at: datetime, pending_since: datetime, limit: int) -> int:
     """Fold up to ``limit`` messages and ``limit`` delivery attempts past the watermarks into the summaries
     and move the watermarks, in this one transaction. Returns how many rows it folded (fewer than 2 * limit:
     nothing more is due). A message the bot still owes a decision is folded like any other (it holds nothing
@@ -170,13 +176,13 @@ PENDING_SELECT = ("SELECT p.message_id, p.account_id, p.day, m.bot_outcome, m.bo
                   " LEFT JOIN messages m ON m.id = p.message_id")
 
 
-def _count_outcome(summary, row):
+def _count_outcome(summary: Summary, row: Mapping[str, Any]) -> None:
     if row["bot_outcome"] and not row["bot_pending"]:
         summary.daily[(row["account_id"], row["day"])]["bot_" + outcome_group(
             json.loads(row["bot_outcome"]).get("outcome"))] += 1
 
 
-def _decided(cx, pending_before, summary):
+def _decided(cx: Connection, pending_before: str, summary: Summary) -> None:
     """Count the outcomes decided since their message was folded and forget those messages; also forget the ones
     still owed from before pending_before, and any whose message is gone."""
     done = [dict(r) for r in cx.execute(f"{PENDING_SELECT} WHERE m.id IS NULL OR m.bot_pending IS NULL"
@@ -186,7 +192,7 @@ def _decided(cx, pending_before, summary):
     cx.executemany("DELETE FROM report_bot_pending WHERE message_id = ?", [(r["message_id"],) for r in done])
 
 
-def decided_outcomes(cx, account_ids, summary):
+def decided_outcomes(cx: Connection, account_ids: Sequence[str], summary: Summary) -> Summary:
     """Add the outcomes decided for the accounts' folded messages that the fold has not counted yet (a report's
     tail)."""
     marks = ", ".join("?" * len(account_ids))
@@ -196,7 +202,7 @@ def decided_outcomes(cx, account_ids, summary):
     return summary
 
 
-def fold_contact_in_tx(cx, account_id, contact_id, outbox_ids):
+def fold_contact_in_tx(cx: Connection, account_id: str, contact_id: str, outbox_ids: Sequence[int]) -> None:
     """Before an erasure deletes the contact's messages and delivery attempts: fold those not folded yet, so that
     the counts of what happened stay (issue 43 §6); the watermarks stay where they are (the rows are gone when the
     fold gets there). Only counts are kept: a campaign reply's row is anonymised by the erasure's next steps."""
@@ -218,12 +224,12 @@ def fold_contact_in_tx(cx, account_id, contact_id, outbox_ids):
     _apply(cx, summary)
 
 
-def _set_mark(cx, name, position):
+def _set_mark(cx: Connection, name: str, position: str | int) -> None:
     cx.execute("INSERT INTO report_watermarks (name, position) VALUES (?, ?)"
                " ON CONFLICT (name) DO UPDATE SET position = excluded.position", (name, position))
 
 
-def _apply(cx, summary):
+def _apply(cx: Connection, summary: Summary) -> None:
     for (account, day), counts in summary.daily.items():
         columns = [c for c in DAILY_COLUMNS if counts[c]]
         if not columns:

@@ -2,24 +2,28 @@
 yet (storage/report_fold.py works out what those add). The summaries, the watermarks and the tail's end are read
 in one transaction, so that a fold committing meanwhile is seen either wholly or not at all; a long tail is read
 before that in pieces (summaries()). Every read is of the report's own accounts' rows."""
+from __future__ import annotations
+
 import asyncio
 import collections
 import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from storage.db import reads
 from storage.dialect import dialect_of
+from storage.interface import Connection, Row, Store
+from storage.report_fold import (ATTEMPT_SELECT, DAILY_COLUMNS, MESSAGE_SELECT, NEEDS_A_LOOK, Summary, account_messages,
+                                 count_messages, decided_outcomes, summarize_attempts, summarize_messages, watermarks)
 from storage.users import label_sql
-from storage.report_fold import (ATTEMPT_SELECT, DAILY_COLUMNS, MESSAGE_SELECT, NEEDS_A_LOOK, Summary,
-                                 account_messages, count_messages, decided_outcomes, summarize_attempts,
-                                 summarize_messages, watermarks)
 
 
-def _in(values):
+def _in(values: Sequence[Any]) -> str:
     return ", ".join("?" * len(values))
 
 
 @reads
-def account_ids_of_agency(cx, agency_id):
+def account_ids_of_agency(cx: Connection, agency_id: str) -> list[str]:
     """The agency's sub-accounts (the roll-up's accounts), in id order."""
     return [r[0] for r in cx.execute("SELECT id FROM accounts WHERE parent_agency_id = ? AND type = 'subaccount'"
                                      " ORDER BY id", (agency_id,))]
@@ -30,14 +34,14 @@ def account_ids_of_agency(cx, agency_id):
 TAIL_PIECE = 500
 # One long tail read in pieces at a time (per event loop, so per process): another request's read then waits
 # behind one piece at most, however many reports of long tails run at once.
-_piece_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
+_piece_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-def _one_piece_at_a_time():
+def _one_piece_at_a_time() -> asyncio.Lock:
     return _piece_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
 
-async def summaries(db, account_ids, first_day, last_day, piece=TAIL_PIECE):
+async def summaries(db: Store, account_ids: Sequence[str], first_day: str, last_day: str, piece: int = TAIL_PIECE) -> dict[str, Any]:
     """For these accounts and days (inclusive, YYYY-MM-DD): {"daily": {day: Counter of DAILY_COLUMNS},
     "responses": {responder: {bucket: count}}, "replies": {campaign id: [repliers, replies]} (all days:
     a campaign's replies are its own total), "users": {user id: (name or email, the account an agency user
@@ -50,7 +54,7 @@ async def summaries(db, account_ids, first_day, last_day, piece=TAIL_PIECE):
     if not account_ids:
         return {"daily": {}, "responses": {}, "replies": {}, "users": {}}
     mark = (await _marks(db))["messages"]
-    pieces = {}
+    pieces: dict[str, list[tuple[str, str, Summary]]] = {}
     for account_id in account_ids:
         pieces[account_id], start = [], mark
         while True:
@@ -64,12 +68,12 @@ async def summaries(db, account_ids, first_day, last_day, piece=TAIL_PIECE):
 
 
 @reads
-def _marks(cx):
+def _marks(cx: Connection) -> dict[str, Any]:
     return watermarks(cx)
 
 
 @reads
-def _tail_piece(cx, account_id, start, size):
+def _tail_piece(cx: Connection, account_id: str, start: str, size: int) -> tuple[str, str, Summary] | None:
     """(start, end, Summary) of the account's `size` messages from id start on, or None when fewer are left (the
     last read takes those)."""
     sql, args = account_messages(cx, "SELECT m.id FROM messages m", account_id, start)
@@ -79,7 +83,7 @@ def _tail_piece(cx, account_id, start, size):
     return start, row[0], _messages_summary(cx, account_id, start, row[0], Summary())
 
 
-def _messages_summary(cx, account_id, start, end, summary):
+def _messages_summary(cx: Connection, account_id: str, start: str, end: str | None, summary: Summary) -> Summary:
     """What the account's messages with ids in [start, end) add: the database counts them; only those that add
     more than a count (NEEDS_A_LOOK) are read one by one."""
     if end is not None and end <= start:
@@ -90,17 +94,18 @@ def _messages_summary(cx, account_id, start, end, summary):
 
 
 @reads
-def _summaries_and_tail(cx, account_ids, first_day, last_day, pieces):
+def _summaries_and_tail(cx: Connection, account_ids: Sequence[str], first_day: str, last_day: str, pieces: Mapping[str, Sequence[tuple[str, str, Summary]]]) -> dict[str, Any]:
     # One snapshot: a fold committing between the watermark's read and the summaries' would be counted twice.
     cx.execute(dialect_of(cx).begin_snapshot)
     try:
         marks = watermarks(cx)
-        daily = collections.defaultdict(collections.Counter)
+        daily: collections.defaultdict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
         sums = ", ".join(f"SUM({c})" for c in DAILY_COLUMNS)
         for row in cx.execute(f"SELECT day, {sums} FROM report_daily WHERE account_id IN ({_in(account_ids)})"
                               " AND day >= ? AND day <= ? GROUP BY day", (*account_ids, first_day, last_day)):
             daily[row[0]].update(dict(zip(DAILY_COLUMNS, row[1:])))
-        responses = collections.defaultdict(collections.Counter)
+        responses: collections.defaultdict[str, collections.Counter[int]] = \
+            collections.defaultdict(collections.Counter)
         for responder, bucket, n in cx.execute(
                 "SELECT responder, bucket, SUM(responses) FROM report_response_buckets"
                 f" WHERE account_id IN ({_in(account_ids)}) AND day >= ? AND day <= ? GROUP BY responder, bucket",
@@ -138,7 +143,7 @@ def _summaries_and_tail(cx, account_ids, first_day, last_day, pieces):
     return {"daily": daily, "responses": responses, "replies": replies, "users": users}
 
 
-def _tail(cx, account_ids, marks, pieces):
+def _tail(cx: Connection, account_ids: Sequence[str], marks: Mapping[str, Any], pieces: Mapping[str, Sequence[tuple[str, str, Summary]]]) -> Summary:
     """What the accounts' rows past the watermarks add: the pieces read before (those still past the watermark),
     and the rest read here, account by account (messages_account_id, delivery_attempts_account_id: never another
     account's rows)."""
@@ -158,7 +163,7 @@ def _tail(cx, account_ids, marks, pieces):
     return decided_outcomes(cx, account_ids, summary)
 
 
-def _add(summary, part):
+def _add(summary: Summary, part: Summary) -> None:
     for key, counts in part.daily.items():
         summary.daily[key].update(counts)
     summary.buckets.update(part.buckets)
@@ -166,7 +171,7 @@ def _add(summary, part):
 
 
 @reads
-def campaigns(cx, account_ids, start, end):
+def campaigns(cx: Connection, account_ids: Sequence[str], start: str, end: str) -> list[Row]:
     """The accounts' campaigns that ran (or were created) between start and end (ISO times), oldest first."""
     if not account_ids:
         return []
@@ -177,9 +182,9 @@ def campaigns(cx, account_ids, start, end):
 
 
 @reads
-def opt_out_changes(cx, account_ids, start, end):
+def opt_out_changes(cx: Connection, account_ids: Sequence[str], start: str, end: str) -> dict[str, list[int]]:
     """{day: [opted out, opted back in]} of the accounts' opt-out changes between start and end (ISO times)."""
-    days = collections.defaultdict(lambda: [0, 0])
+    days: collections.defaultdict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     if account_ids:
         for day, opted_out, n in cx.execute(
                 "SELECT substr(at, 1, 10), opted_out, COUNT(*) FROM opt_out_changes"

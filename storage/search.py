@@ -8,18 +8,24 @@ when the query has nothing longer. PostgreSQL: ILIKE, which the pg_trgm indexes 
 
 A page's position is where the next one starts: SQLite's rowid (the index's order: the order messages were
 stored in), PostgreSQL's message id (time-ordered)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 from storage.db import fetch_all, reads
 from storage.dialect import dialect_of, escape_like
+from storage.interface import Connection, Row
 
 SEPARATORS = " ()+-./"  # taken out of a body for the digits index (0600_message_search: the same characters)
 
 
-def _fts_phrase(text):
+def _fts_phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
 @reads
-def search_messages(cx, account_id, terms, digits, before, limit):
+def search_messages(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     """Up to ``limit`` of the account's messages matching (terms, digits), newest first, from before the
     position ``before`` (None: from the newest). Rows: id, contact_id, body, created_at, position (text).
     ValueError for a position this database never gives."""
@@ -28,13 +34,14 @@ def search_messages(cx, account_id, terms, digits, before, limit):
     return _search_sqlite(cx, account_id, terms, digits, before, limit)
 
 
-def _search_sqlite(cx, account_id, terms, digits, before, limit):
+def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     if before is not None and not (before.isascii() and before.isdigit() and len(before) < 19):
         raise ValueError("position")
     indexed = [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
     if digits:
         indexed.append(f"digits : {_fts_phrase(digits)}")
     short = [t for t in terms if len(t) < 3]
+    args: list[Any]  # text, and the FTS rowid bound
     where, args = ["m.account_id = ?"], [account_id]
     for term in short:
         where.append("m.body LIKE ? ESCAPE '\\'")
@@ -62,7 +69,7 @@ def _search_sqlite(cx, account_id, terms, digits, before, limit):
     return rows
 
 
-def _search_postgres(cx, account_id, terms, digits, before, limit):
+def _search_postgres(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     if before is not None and not (before.startswith("msg_") and before[4:].isascii() and before[4:].isalnum()):
         raise ValueError("position")
     where, args = ["m.account_id = ?"], [account_id]

@@ -8,8 +8,14 @@ their agency's. Every read below checks this, so nothing else has to end it in t
 A session is in one account at a time (its user_id, a membership: storage/users.py). session_accounts (migration
 0480) holds the memberships its sign-in proved the password of, which the account switcher offers: switching
 starts a new session in the chosen one (switch_session) and ends this one."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 from storage.audit import record_by
 from storage.db import fetch_all, fetch_one, reads, writes
+from storage.interface import Connection, Row
 
 # A view-as row s (joined with its viewer u and the viewer's own session p) that is still allowed to work.
 _VIEW_AS_HOLDS = ("p.expires_at > ? AND p.user_id = s.user_id AND p.viewer_session_hash IS NULL"
@@ -17,7 +23,7 @@ _VIEW_AS_HOLDS = ("p.expires_at > ? AND p.user_id = s.user_id AND p.viewer_sessi
 
 
 @writes
-def insert_session(cx, session, by=None, choices=()):
+def insert_session(cx: Connection, session: Mapping[str, Any], by: Mapping[str, Any] | None = None, choices: Iterable[str] = ()) -> None:
     """Store a new session; sessions past their expiry (of anyone) are deleted on the way. A view-as one is
     audited by ``by`` as view_as.started, in the sub-account and in the agency. choices: the user ids of the
     memberships it may switch to (its own among them), when there is more than its own."""
@@ -33,14 +39,14 @@ def insert_session(cx, session, by=None, choices=()):
         _audit_view_as(cx, by, "view_as.started", session["user_id"], session["account_id"])
 
 
-def _audit_view_as(cx, by, action, user_id, sub_id):
+def _audit_view_as(cx: Connection, by: Mapping[str, Any] | None, action: str, user_id: str, sub_id: str) -> None:
     agency_id = cx.execute("SELECT account_id FROM users WHERE id = ?", (user_id,)).fetchone()[0]
     record_by(cx, by, account_id=sub_id, action=action, subject_id=user_id, detail={"agencyId": agency_id})
     record_by(cx, by, account_id=agency_id, action=action, subject_id=sub_id)
 
 
 @reads
-def get_session_user(cx, id_hash, now):
+def get_session_user(cx: Connection, id_hash: str, now: str) -> Row | None:
     """The UI user {id, account_id, email, name, role, available, account_type, account_name, account_choices (how many
     memberships the switcher offers; 0 or 1: none)} of a live session of an active user, or None (the role and the account's type decide which UI pages it has). A view-as session
     is not one (get_view_as_user reads those)."""
@@ -53,7 +59,7 @@ def get_session_user(cx, id_hash, now):
 
 
 @reads
-def get_view_as_user(cx, id_hash, viewer_session_hash, now):
+def get_view_as_user(cx: Connection, id_hash: str, viewer_session_hash: str, now: str) -> Row | None:
     """The agency user of a live view-as session started from viewer_session_hash, in the sub-account it views:
     {id, email, name, role (their own), account_id, account_type, account_name (the sub-account's),
     viewer_account_id, viewer_account_name (the agency's)}, or None."""
@@ -69,9 +75,9 @@ def get_view_as_user(cx, id_hash, viewer_session_hash, now):
 
 
 @reads
-def live_sessions(cx, id_hashes, now):
+def live_sessions(cx: Connection, id_hashes: Sequence[str], now: str) -> dict[str, str]:
     """{id_hash: the user's role now} of the ones among id_hashes that are sessions still live at ``now``."""
-    live = {}
+    live: dict[str, str] = {}
     for start in range(0, len(id_hashes), 500):
         chunk = id_hashes[start:start + 500]
         live.update((r[0], r[1]) for r in cx.execute(
@@ -83,7 +89,7 @@ def live_sessions(cx, id_hashes, now):
 
 
 @writes
-def delete_session(cx, id_hash, by=None):
+def delete_session(cx: Connection, id_hash: str, by: Mapping[str, Any] | None = None) -> None:
     """End a session and the view-as sessions started from it; ending a view-as one is audited by ``by`` as
     view_as.ended."""
     view = cx.execute("SELECT user_id, account_id FROM sessions WHERE id_hash = ? AND viewer_session_hash IS NOT"
@@ -93,7 +99,7 @@ def delete_session(cx, id_hash, by=None):
     cx.execute("DELETE FROM sessions WHERE id_hash = ? OR viewer_session_hash = ?", (id_hash, id_hash))
 
 
-def end_account_sessions_in_tx(cx, account_id, keep_id_hash=None):
+def end_account_sessions_in_tx(cx: Connection, account_id: str, keep_id_hash: str | None = None) -> None:
     """End every session of the account but the one that asked (None: every one), and the view-as sessions
     started from them."""
     cx.execute("DELETE FROM sessions WHERE viewer_session_hash IN (SELECT id_hash FROM sessions"
@@ -101,7 +107,7 @@ def end_account_sessions_in_tx(cx, account_id, keep_id_hash=None):
     cx.execute("DELETE FROM sessions WHERE account_id = ? AND id_hash IS DISTINCT FROM ?", (account_id, keep_id_hash))
 
 
-def end_user_sessions_in_tx(cx, user_id, keep_id_hash=None):
+def end_user_sessions_in_tx(cx: Connection, user_id: str, keep_id_hash: str | None = None) -> None:
     """End every session of the UI user (a one-time sign-in link was used, a new password, deactivated, removed)
     but keep_id_hash, view-as ones included; and sessions in other accounts that could switch to it no longer
     can (that takes the password it has now: a new sign-in)."""
@@ -110,13 +116,13 @@ def end_user_sessions_in_tx(cx, user_id, keep_id_hash=None):
                (user_id, keep_id_hash))
 
 
-def end_view_as_sessions_in_tx(cx, user_id):
+def end_view_as_sessions_in_tx(cx: Connection, user_id: str) -> None:
     """End the UI user's view-as sessions (their role changed: what they may do in a sub-account changed)."""
     cx.execute("DELETE FROM sessions WHERE user_id = ? AND viewer_session_hash IS NOT NULL", (user_id,))
 
 
 @reads
-def session_accounts(cx, id_hash, now):
+def session_accounts(cx: Connection, id_hash: str, now: str) -> list[Row]:
     """The memberships the live session (not a view-as one) may switch to, {user_id, account_id, account_name,
     account_type, role}, by account name; [] when it has only its own."""
     return fetch_all(cx, "SELECT u.id AS user_id, u.account_id, a.name AS account_name, a.type AS account_type,"
@@ -127,7 +133,7 @@ def session_accounts(cx, id_hash, now):
 
 
 @writes
-def switch_session(cx, id_hash, new_session, now):
+def switch_session(cx: Connection, id_hash: str, new_session: Mapping[str, Any], now: str) -> bool:
     """Move a live session to another of its memberships (new_session: {id_hash, user_id, created_at,
     expires_at}): the new session, in the membership's account, gets the same choices and this one's expiry
     at the latest; this one and the view-as sessions started from it end. False (nothing changed) when the

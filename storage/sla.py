@@ -2,14 +2,20 @@
 sla_targets row), started by the contact's message, ended by a person's reply or by putting the conversation
 away, breached by the SlaWatcher exactly once (also with several processes: the breach is a conditional UPDATE),
 and the Reports' share of waits answered in time."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 from common.ids import new_id
 from storage.db import reads, writes
+from storage.interface import Connection
 from storage.outbox import enqueue_notification_in_tx
 
 SLA_BREACHED = "conversation.sla_breached"  # event and notification
 
 
-def start_in_tx(cx, account_id, contact_id, now, first_due, next_due):
+def start_in_tx(cx: Connection, account_id: str, contact_id: str, now: str, first_due: str | None, next_due: str | None) -> str | None:
     """The contact wrote (in this transaction): unless the conversation already waits for a person, it waits from
     now until first_due (no person has answered it yet) or next_due, each an ISO time or None (no such target).
     Returns the due time set, or None."""
@@ -26,7 +32,7 @@ def start_in_tx(cx, account_id, contact_id, now, first_due, next_due):
     return row[0]
 
 
-def answered_in_tx(cx, replies):
+def answered_in_tx(cx: Connection, replies: Iterable[tuple[str, str, str, str | None]]) -> None:
     """People answered (replies: [(account id, contact id, at, user id or None for an API client)], in this
     transaction): each conversation's wait ends (its target records who answered when) and no handoff waits."""
     for account_id, contact_id, at, user_id in replies:
@@ -46,7 +52,7 @@ PUT_AWAY_SETS = ", sla_due_at = NULL, sla_target_id = NULL"
 
 
 @writes
-def breach_due(cx, now, limit):
+def breach_due(cx: Connection, now: str, limit: int) -> int:
     """Conversations whose wait ended unanswered at or before now (up to limit) are breached, each once: its
     sla_breached set by a conditional UPDATE (of two processes' rounds one changes the row, the other's UPDATE
     finds it breached and does nothing), then conversation.sla_breached (event and notification). Returns how
@@ -69,14 +75,14 @@ def breach_due(cx, now, limit):
 
 
 @reads
-def next_due(cx):
+def next_due(cx: Connection) -> str | None:
     """The earliest wait not yet breached (ISO 8601), or None."""
     return cx.execute("SELECT MIN(sla_due_at) FROM conversations WHERE sla_due_at IS NOT NULL"
                       " AND sla_breached = 0").fetchone()[0]
 
 
 @reads
-def report_rows(cx, account_ids, start, end):
+def report_rows(cx: Connection, account_ids: Sequence[str], start: str, end: str) -> list[tuple[Any, ...]]:
     """The waits started in [start, end) that were answered or breached (not those still waiting, nor those put
     away unanswered in time): [(day, user id, the user as shown (label_sql) or None, the user's name, met)],
     met 1 when answered by the due time."""
@@ -90,7 +96,7 @@ def report_rows(cx, account_ids, start, end):
         " AND (t.responded_at IS NOT NULL OR t.breached = 1)", (*account_ids, start, end))]
 
 
-def claim_outside_hours_in_tx(cx, account_id, contact_id, period):
+def claim_outside_hours_in_tx(cx: Connection, account_id: str, contact_id: str, period: str) -> bool:
     """The conversation gets the outside-hours message of this closed period (its next opening) unless it got it
     already: True when it is claimed now (the caller queues the message in this transaction)."""
     return cx.execute("UPDATE conversations SET outside_hours_until = ? WHERE account_id = ? AND contact_id = ?"

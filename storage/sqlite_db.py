@@ -1,5 +1,7 @@
 """The SQLite backend: the single writer (group commit, in a child process: storage/writer.py) and the
 reader connection."""
+from __future__ import annotations
+
 import asyncio
 import collections
 import contextlib
@@ -7,13 +9,15 @@ import logging
 import os
 import pickle
 import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Concatenate
 
 import aiosqlite
 
 from storage.dialect import SQLITE
-from storage.interface import Conflict, StorageUnavailable, function_reference, idempotency_claim
-from storage.writer_supervisor import (CLOSING, SETTLE_SECONDS, WriterSupervision, _Batch, _exited, _fail,
+from storage.interface import Conflict, Connection, P, R, StorageUnavailable, function_reference, idempotency_claim
+from storage.writer_supervisor import (CLOSING, Call, SETTLE_SECONDS, WriterSupervision, _Batch, _exited, _fail,
                                        encode_frame)
 
 log = logging.getLogger("parley.db")
@@ -45,7 +49,7 @@ _UNAVAILABLE = {sqlite3.SQLITE_FULL: "storage is full", sqlite3.SQLITE_READONLY:
 _UNIQUE = (sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 
 
-def as_unavailable(exc):
+def as_unavailable(exc: BaseException) -> BaseException:
     """SQLite's disk-full, read-only, I/O and busy errors as StorageUnavailable (the client may retry once
     the operator fixed the disk, or the lock is free), a unique-key clash as Conflict; any other exception
     unchanged."""
@@ -68,7 +72,7 @@ class SqliteConnection(sqlite3.Connection):
     _savepoints = 0
 
     @contextlib.contextmanager
-    def savepoint(self):
+    def savepoint(self) -> Iterator[SqliteConnection]:
         """A nested transaction: what fails inside it rolls back alone and the transaction goes on."""
         SqliteConnection._savepoints += 1
         name = f"sp{SqliteConnection._savepoints}"
@@ -82,7 +86,7 @@ class SqliteConnection(sqlite3.Connection):
         self.execute(f"RELEASE {name}")
 
     @contextlib.contextmanager
-    def transaction(self):
+    def transaction(self) -> Iterator[SqliteConnection]:
         self.execute("BEGIN IMMEDIATE")
         try:
             yield self
@@ -91,7 +95,7 @@ class SqliteConnection(sqlite3.Connection):
             raise
         self.execute("COMMIT")
 
-    def execute_script(self, script):
+    def execute_script(self, script: str) -> None:
         self.executescript(script)
 
 
@@ -103,7 +107,7 @@ class SqliteConnection(sqlite3.Connection):
 SECURE_DELETE = "secure_delete=ON"
 
 
-def connect_sync(path, *, timeout=10.0):
+def connect_sync(path: str | Path, *, timeout: float = 10.0) -> SqliteConnection:
     """A plain sqlite3 connection with Parley's PRAGMAs (used by ops commands and the threads below)."""
     cx = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False,
                          factory=SqliteConnection)
@@ -116,7 +120,7 @@ def connect_sync(path, *, timeout=10.0):
     return cx
 
 
-def checkpoint_wal(path):
+def checkpoint_wal(path: str | Path) -> bool:
     """Copy every page of the WAL into the database file and truncate the WAL to zero bytes, so that no old
     version of a page (an erased row's) stays in it. Blocking (run it in an executor); waits for readers and
     the writer up to the busy timeout. True when the WAL was emptied, False when a connection kept it busy."""
@@ -146,7 +150,9 @@ class Database(WriterSupervision):
     replaced, so a hung writer (a stuck disk, a lock held elsewhere) cannot hold requests for ever.
     """
 
-    def __init__(self, path, *, max_pending=10_000, stall_seconds=15.0):
+    _reader: aiosqlite.Connection | None
+
+    def __init__(self, path: str | Path, *, max_pending: int = 10_000, stall_seconds: float = 15.0) -> None:
         self.path = Path(path).resolve()
         self.max_pending, self.stall_seconds = max_pending, stall_seconds
         self.token = os.urandom(8).hex()  # names this Database's rows in writer_batches
@@ -162,14 +168,14 @@ class Database(WriterSupervision):
         self._batches_sent = 0
         self._send_scheduled = False
         self._closing = False
-        self._idle = None
+        self._idle = None  # type: ignore[assignment]  # until open()
         self._batches_since_start = 0
         self._failed_starts = 0  # writers in a row that died before answering a batch
         self._down = None  # while the writer is being restarted after a delay: why writes are refused
         self._recovery = None  # the task settling a lost writer's batch and starting the next writer
-        self._commit_listeners = []
+        self._commit_listeners: list[Callable[[], None]] = []
 
-    async def open(self):
+    async def open(self) -> Database:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._idle = asyncio.Event()
         self._idle.set()
@@ -185,24 +191,24 @@ class Database(WriterSupervision):
         await self._reader._execute(_configure, self._reader._conn)
         return self
 
-    def connect_sync(self):
+    def connect_sync(self) -> SqliteConnection:
         """A connection of its own to the database file (ops commands, tests); the caller closes it."""
         return connect_sync(self.path)
 
     purges_in_background = False  # a checkpoint is quick: the erasure's answer waits for it
 
-    async def purge_deleted(self, tables=()):
+    async def purge_deleted(self, tables: Sequence[str] = ()) -> bool:
         """After an erasure: no old version of a deleted row left in the WAL (secure_delete zeroed the
         file's free space already; tables are PostgreSQL's concern). True when done, False when a connection
         kept the WAL busy."""
         return await asyncio.get_running_loop().run_in_executor(None, checkpoint_wal, self.path)
 
-    def add_commit_listener(self, callback):
+    def add_commit_listener(self, callback: Callable[[], None]) -> None:
         """callback() after every transaction that committed a write (before its callers resume): the live
         events hub reads what was committed. It must be quick and must not raise."""
         self._commit_listeners.append(callback)
 
-    async def close(self, timeout=30.0):
+    async def close(self, timeout: float = 30.0) -> None:
         """Flush queued writes (for at most ``timeout`` seconds: then the writes still waiting are
         refused and a batch still running is settled like a lost writer's), stop the writer process,
         close the reader."""
@@ -233,11 +239,11 @@ class Database(WriterSupervision):
             await self._reader.close()
             self._reader = None
 
-    async def read(self, fn, *args, **kwargs):
+    async def read(self, fn: Callable[Concatenate[Connection, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn(cx, *args)`` on the reader connection (one thread hop)."""
-        return await self._reader._execute(fn, self._reader._conn, *args, **kwargs)
+        return await self._reader._execute(fn, self._reader._conn, *args, **kwargs)  # type: ignore[union-attr]
 
-    async def write(self, fn, *args, **kwargs):
+    async def write(self, fn: Callable[Concatenate[Connection, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Queue ``fn(cx, *args)`` for the writer process; returns its result once committed. Inside a
         request that carries an Idempotency-Key (storage/idempotency.py), the request's first write is
         run under that key instead."""
@@ -246,14 +252,14 @@ class Database(WriterSupervision):
             return await claim.run(self, fn, args, kwargs)
         return await self._queue(self._pending, fn, args, kwargs)
 
-    async def write_background(self, fn, *args, **kwargs):
+    async def write_background(self, fn: Callable[Concatenate[Connection, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Like write(), for a long write that can wait (a campaign's batch of hundreds of messages): it runs in
         a transaction of its own, and such transactions alternate with those of the other writes, so that
         neither waits for more than one of the other kind. A caller can keep the next one queued while one
         runs: the writer then never idles between them, and the writes that arrive meanwhile still go first."""
         return await self._queue(self._background, fn, args, kwargs)
 
-    def _queue(self, queue, fn, args, kwargs):
+    def _queue(self, queue: collections.deque[tuple[asyncio.Future[Any], tuple[str, str, Sequence[Any], Mapping[str, Any]]]], fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> asyncio.Future[Any]:
         """Queue a call; returns the future its outcome resolves."""
         if self._process is None or self._closing:
             raise RuntimeError("database is closed")
@@ -270,14 +276,14 @@ class Database(WriterSupervision):
             asyncio.get_running_loop().call_soon(self._send_batch)
         return future
 
-    async def backup(self, target_path):
+    async def backup(self, target_path: str | Path) -> None:
         target = sqlite3.connect(str(target_path))
         try:
-            await self._reader._execute(self._reader._conn.backup, target)
+            await self._reader._execute(self._reader._conn.backup, target)  # type: ignore[union-attr]
         finally:
             target.close()
 
-    def _send_batch(self):
+    def _send_batch(self) -> None:
         """Send transactions until PIPELINE are in flight or nothing waits; a reply (or the restarted writer)
         sends the rest."""
         self._send_scheduled = False
@@ -289,6 +295,7 @@ class Database(WriterSupervision):
                 return
             self._batches_sent += 1
             number = self._batches_sent
+            frame: bytes | None
             try:
                 frame = encode_frame((number, calls))
             except Exception:  # some call's arguments cannot be pickled: fail those, send the rest
@@ -301,14 +308,15 @@ class Database(WriterSupervision):
                 self._watch(batch)
             self._connection.transport.write(frame)
 
-    def _next_calls(self):
+    def _next_calls(self) -> tuple[list[asyncio.Future[Any]], list[tuple[str, str, Sequence[Any], Mapping[str, Any]]]]:
         """The next transaction's (futures, calls): the writes waiting (as many as _batch_limit says), or one
         background write, alternating while both kinds wait."""
         while self._pending or self._background:
             background = bool(self._background) and (not self._pending or not self._background_last)
             queue, limit = (self._background, 1) if background else (self._pending, self._batch_limit())
             self._background_last = background
-            futures, calls = [], []
+            futures: list[asyncio.Future[Any]] = []
+            calls: list[Call] = []
             while queue and len(calls) < limit:
                 future, call = queue.popleft()
                 if not future.cancelled():
@@ -318,14 +326,14 @@ class Database(WriterSupervision):
                 return futures, calls
         return [], []
 
-    def _batch_limit(self):
+    def _batch_limit(self) -> int:
         """How many of the waiting writes the next transaction takes (STEADY_BATCH says why)."""
         if self._background or any(batch.background for batch in self._flights):
             return MAX_BATCH  # these wait for a background write anyway: take every one that waits
         return min(MAX_BATCH, max(STEADY_BATCH, len(self._pending) // 4))
 
     @staticmethod
-    def _encode_picklable(number, futures, calls):
+    def _encode_picklable(number: int, futures: list[asyncio.Future[Any]], calls: list[tuple[str, str, Sequence[Any], Mapping[str, Any]]]) -> bytes | None:
         """The frame of the calls whose arguments can be pickled; futures and calls keep only those (the
         others' callers are answered TypeError)."""
         kept = []
@@ -338,10 +346,10 @@ class Database(WriterSupervision):
         futures[:], calls[:] = [f for f, _ in kept], [c for _, c in kept]
         return encode_frame((number, calls)) if kept else None
 
-    def _on_reply(self, reply):
+    def _on_reply(self, reply: tuple[str, Any]) -> None:
         self._batches_since_start += 1
         batch = self._flights.popleft()
-        batch.watchdog.cancel()
+        batch.watchdog.cancel()  # type: ignore[union-attr]  # _watch set it when the writer started on it
         if self._flights:  # the writer has started on the next one
             self._watch(self._flights[0])
         futures = batch.futures
@@ -365,14 +373,14 @@ class Database(WriterSupervision):
                     future.set_exception(unavailable)
         self._send_batch()
 
-    def _committed(self):
+    def _committed(self) -> None:
         """A transaction with at least one stored write committed (answered, or settled after its writer
         was lost): count it and call the commit listeners, before its callers resume."""
         self.transactions_committed += 1
         for callback in self._commit_listeners:
             callback()
 
-def _configure(cx):
+def _configure(cx: sqlite3.Connection) -> None:
     cx.row_factory = sqlite3.Row
     for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", SECURE_DELETE, "busy_timeout=10000"):
         cx.execute(f"PRAGMA {pragma}")

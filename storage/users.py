@@ -2,15 +2,21 @@
 active, remove; each change audited in its own transaction (storage.audit). A user row is one person's membership
 of one account (migration 0480): its email is unique in the account only; a removed user keeps the row (ids in
 notes, messages, conversations and the audit point at it) with email, name and password erased."""
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
+from typing import Any, cast
 
 from common.errors import Conflict, Forbidden, NotFound
 from common.ids import now_iso
 from storage.audit import record_by
 from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
-from storage.one_time_links import insert_link
+from storage.interface import Connection, Row
 from storage.mail import forget_recipient_in_tx, queue_in_tx
+from storage.one_time_links import insert_link
+from storage.rows import UserRow
 from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
 
 INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
@@ -23,13 +29,13 @@ _COLUMNS = (f"id, account_id, email, name, role, active, created_at, available, 
 REMOVED_LABEL = "Removed user"  # what pages show for a removed user (their email and name are erased)
 
 
-def label_sql(user):
+def label_sql(user: str) -> str:
     """The SQL of how a joined user (table alias ``user``) is shown: their email; "Removed user" once removed;
     NULL when no user is joined."""
     return f"COALESCE({user}.email, CASE WHEN {user}.id IS NOT NULL THEN '{REMOVED_LABEL}' END)"
 
 
-def author_sql(item, user="u", account="aa"):
+def author_sql(item: str, user: str = "u", account: str = "aa") -> tuple[str, str]:
     """The author columns of an item (a note, a message: table alias ``item``, with account_id and
     author_user_id) written by a UI user: author_email (see label_sql), author_user_name (their name, if they gave
     one), and author_as, the name of the item's account when the author is an agency user who viewed it as that
@@ -43,41 +49,41 @@ LAST_OWNER = "the account must keep an active owner: make another user owner fir
 OWNERS_ONLY = "only an owner can change an owner or make a user owner"
 
 
-def email_taken(email):
+def email_taken(email: str) -> Conflict:
     """Only ever about the caller's own account: whether the address is a user of another account is not told."""
     return Conflict(f"email {email} is already a user of this account", code="CONFLICT", field="email")
 
 
-def user_not_found():
+def user_not_found() -> NotFound:
     return NotFound("no such user in this account", code="USER_NOT_FOUND")
 
 
-def _get_in_tx(cx, account_id, user_id):
+def _get_in_tx(cx: Connection, account_id: str, user_id: str) -> Row | None:
     return fetch_one(cx, f"SELECT {_COLUMNS} FROM users WHERE id = ? AND account_id = ? AND removed_at IS NULL",
                      (user_id, account_id))
 
 
-def _email_taken_in_account(cx, account_id, email, user_id=None):
+def _email_taken_in_account(cx: Connection, account_id: str, email: str, user_id: str | None = None) -> bool:
     return cx.execute("SELECT 1 FROM users WHERE account_id = ? AND email = ? AND id IS DISTINCT FROM ?",
                       (account_id, email, user_id)).fetchone() is not None
 
 
 @reads
-def get_user(cx, account_id, user_id):
+def get_user(cx: Connection, account_id: str, user_id: str) -> UserRow | None:
     """The account's user with this id, or None (also for another account's)."""
-    return _get_in_tx(cx, account_id, user_id)
+    return cast("UserRow | None", _get_in_tx(cx, account_id, user_id))
 
 
 @reads
-def list_users(cx, account_id):
+def list_users(cx: Connection, account_id: str) -> list[UserRow]:
     """Every user of the account (the removed ones are not), owners first, then by when they were added."""
-    return fetch_all(cx, f"SELECT {_COLUMNS} FROM users WHERE account_id = ? AND removed_at IS NULL ORDER BY"
-                         " CASE role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END, created_at, id",
-                     (account_id,))
+    return cast("list[UserRow]", fetch_all(
+        cx, f"SELECT {_COLUMNS} FROM users WHERE account_id = ? AND removed_at IS NULL ORDER BY"
+            " CASE role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END, created_at, id", (account_id,)))
 
 
 @writes
-def insert_user(cx, user, link, shown, by, mail=None):
+def insert_user(cx: Connection, user: Mapping[str, Any], link: Mapping[str, Any], shown: str | None, by: Mapping[str, Any] | None, mail: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Add an invited user with its one-time sign-in link (and the mail that carries it, storage/mail.py), audited,
     in one transaction. Conflict (naming
     email) when a user of this account has the email (another account's users are not looked at: the same
@@ -94,10 +100,10 @@ def insert_user(cx, user, link, shown, by, mail=None):
         queue_in_tx(cx, mail)
     record_by(cx, by, account_id=user["account_id"], action="user.invited", subject_id=user["id"],
               detail={"email": user["email"], "role": user["role"]})
-    return {**_get_in_tx(cx, user["account_id"], user["id"]), "shown": shown}
+    return {**cast(Row, _get_in_tx(cx, user["account_id"], user["id"])), "shown": shown}  # inserted just above
 
 
-def _move_login_in_tx(cx, before, email):
+def _move_login_in_tx(cx: Connection, before: Mapping[str, Any], email: str) -> None:
     """A user's new login: refused when another user of the account has it; the account whose email was this
     user's login (its first owner: the ops commands' --email) follows it unless another account has that email
     (accounts' emails stay unique on the server). Sessions and links are the user's, by id: they stay valid."""
@@ -106,13 +112,13 @@ def _move_login_in_tx(cx, before, email):
     _follow_account_email_in_tx(cx, before["account_id"], before["email"], email)
 
 
-def _follow_account_email_in_tx(cx, account_id, old, new):
+def _follow_account_email_in_tx(cx: Connection, account_id: str, old: str | None, new: str | None) -> None:
     """The account's email (the ops commands' --email) was ``old``, a user's login that became ``new``."""
     if not cx.execute("SELECT 1 FROM accounts WHERE email = ?", (new,)).fetchone():
         cx.execute("UPDATE accounts SET email = ? WHERE id = ? AND email = ?", (new, account_id, old))
 
 
-def _refuse_owner_change_in_tx(cx, account_id, before, after, may_touch_owners, field):
+def _refuse_owner_change_in_tx(cx: Connection, account_id: str, before: Mapping[str, Any], after: Mapping[str, Any] | None, may_touch_owners: bool, field: str | None) -> None:
     """Forbidden when may_touch_owners is False and the user is or becomes an owner; Conflict LAST_OWNER when the
     account would be left without an active owner (after: the user as it would be, None when removed)."""
     if not may_touch_owners and (before["role"] == "owner" or (after or {}).get("role") == "owner"):
@@ -125,7 +131,7 @@ def _refuse_owner_change_in_tx(cx, account_id, before, after, may_touch_owners, 
             raise Conflict(f"{field}: {LAST_OWNER}" if field else LAST_OWNER, code="LAST_OWNER", field=field)
 
 
-def _end_membership_in_tx(cx, account_id, user_id, unassign=True):
+def _end_membership_in_tx(cx: Connection, account_id: str, user_id: str, unassign: bool = True) -> int:
     """The user signs in no more: their sessions (view-as ones included) and unspent links end; with unassign,
     their conversations that are not resolved return to the queue. Returns how many were unassigned."""
     end_user_sessions_in_tx(cx, user_id)
@@ -134,7 +140,7 @@ def _end_membership_in_tx(cx, account_id, user_id, unassign=True):
 
 
 @writes
-def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
+def update_user(cx: Connection, account_id: str, user_id: str, changes: Mapping[str, Any], by: Mapping[str, Any] | None, may_touch_owners: bool) -> tuple[UserRow | None, dict[str, Any], int]:
     """Set role, name, email and/or active of the account's user in one transaction. Deactivating ends the user's
     sessions and unspent links in it and unassigns their conversations that are not resolved (the audit
     entry counts them: unassignedConversations). Refuses (nothing changed): NotFound for another account's or an
@@ -155,7 +161,7 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
         columns = ", ".join(f"{column} = ?" for column in changed)
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
-        shown = {k: [bool(v) for v in pair] if k in ("active", "available") else pair for k, pair in changed.items()}
+        shown: dict[str, Any] = {k: [bool(v) for v in pair] if k in ("active", "available") else pair for k, pair in changed.items()}
         if "role" in changed:  # a sub-account viewed as this user would keep what the old role gave
             end_view_as_sessions_in_tx(cx, user_id)
         if not after["active"]:  # deactivated now: nobody signs in to answer theirs, back to the queue
@@ -164,11 +170,11 @@ def update_user(cx, account_id, user_id, changes, by, may_touch_owners):
                 shown["unassignedConversations"] = unassigned
         record_by(cx, by, account_id=account_id, action="user.updated", subject_id=user_id,
                   detail={"email": before["email"], **shown})
-    return _get_in_tx(cx, account_id, user_id), changed, unassigned
+    return cast("UserRow | None", _get_in_tx(cx, account_id, user_id)), changed, unassigned
 
 
 @writes
-def remove_user(cx, account_id, user_id, by, may_touch_owners):
+def remove_user(cx: Connection, account_id: str, user_id: str, by: Mapping[str, Any] | None, may_touch_owners: bool) -> int:
     """Remove the account's user in one transaction: their sessions and links end, their unresolved
     conversations are unassigned, and their email and name are erased in this account (the row stays for the ids
     that notes, messages, conversations and the audit keep; earlier audit entries lose the email they named,
@@ -196,7 +202,7 @@ def remove_user(cx, account_id, user_id, by, may_touch_owners):
     return unassigned
 
 
-def _erase_from_audit_in_tx(cx, account_id, user_id):
+def _erase_from_audit_in_tx(cx: Connection, account_id: str, user_id: str) -> None:
     """The audit keeps the user's id only: the email it showed as who did a thing (in the account and, for an
     agency's user, its sub-accounts) and the email and name its entries about the user named."""
     accounts = "account_id IN (SELECT id FROM accounts WHERE id = ? OR parent_agency_id = ?)"

@@ -1,12 +1,14 @@
 """SQL for the webhook test's outbound slots (services/webhook_ping.py): the account's tests in flight and its
 deliveries in flight (outbox rows claimed and not lapsed, storage/delivery.py claim()) share one per-account
 bound, across every process of the database."""
+from __future__ import annotations
+
 from storage.dialect import dialect_of
-from storage.interface import writes
+from storage.interface import Connection, writes
 
 
 @writes
-def take_slot(cx, account_id, slot_id, now, until, limit):
+def take_slot(cx: Connection, account_id: str, slot_id: str, now: str, until: str, limit: int) -> bool:
     """Take a slot for a test when fewer than ``limit`` of the account's tests and deliveries are in flight;
     returns whether it was taken. Serialized per account (PostgreSQL: an advisory lock until COMMIT; SQLite's one
     writer already is), so two processes never both take the last slot."""
@@ -22,5 +24,5 @@ def take_slot(cx, account_id, slot_id, now, until, limit):
 
 
 @writes
-def release_slot(cx, slot_id):
+def release_slot(cx: Connection, slot_id: str) -> None:
     cx.execute("DELETE FROM webhook_test_slots WHERE id = ?", (slot_id,))

@@ -21,6 +21,8 @@ PARLEY_WRITER_FAULT=kill-after-commit:MODULE.FUNCTION[,...] (tests only; read on
 writer kill itself with SIGKILL after committing a batch that calls one of those functions, before
 its answer is sent: the fault the batch records exist for.
 """
+from __future__ import annotations
+
 import signal
 
 if __name__ == "__main__":
@@ -40,17 +42,25 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING, Any
 
 from common.errors import DomainError
 from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve
 from storage.writer_supervisor import FAULT_VARIABLE, PRELOAD_VARIABLE
+
+if TYPE_CHECKING:  # (annotations only: nothing more is imported before the writer serves)
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from pathlib import Path
+
+    from storage.interface import Connection
+    from storage.sqlite_db import SqliteConnection
 
 _RECORD_BATCH = ("INSERT INTO writer_batches (writer, batch, failed, at) VALUES (?, ?, ?, ?)"
                  " ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch, failed = excluded.failed,"
                  " at = excluded.at")
 
 
-def run_batch(cx, calls, mark=None):
+def run_batch(cx: SqliteConnection, calls: Sequence[Callable[[Connection], Any]], mark: tuple[str, int] | None = None) -> list[tuple[bool, Any]]:
     """One transaction for all calls; each call inside its own SAVEPOINT so a failure rolls back alone.
     A lone call needs no SAVEPOINT (two statements saved on the common, uncontended path). mark:
     (writer token, batch number), recorded in writer_batches inside the transaction with the indexes
@@ -89,13 +99,13 @@ def run_batch(cx, calls, mark=None):
     return outcomes
 
 
-def _bound(module, qualname, args, kwargs):
-    def call(cx):
+def _bound(module: str, qualname: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[Connection], Any]:
+    def call(cx: Connection) -> Any:
         return resolve(module, qualname)(cx, *args, **kwargs)
     return call
 
 
-def portable(exc):
+def portable(exc: BaseException) -> BaseException:
     """An exception the parent can unpickle. Faults (not a DomainError, not SQLite's) carry this
     process's traceback as a note, so the parent's log shows where they happened."""
     if not isinstance(exc, (DomainError, sqlite3.Error)):
@@ -107,7 +117,7 @@ def portable(exc):
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def answer(outcomes):
+def answer(outcomes: list[tuple[bool, Any]]) -> bytes:
     """The reply frame for a committed batch; a result that cannot be pickled becomes that call's error
     (its write did commit: the function should return plain data)."""
     outcomes = [(ok, value if ok else portable(value)) for ok, value in outcomes]
@@ -124,7 +134,7 @@ def answer(outcomes):
         return encode_frame(("done", checked))
 
 
-def fault_targets(spec):
+def fault_targets(spec: str | None) -> set[str] | None:
     """The functions named by PARLEY_WRITER_FAULT=kill-after-commit:MODULE.FUNCTION,... (tests only)."""
     kind, _, names = (spec or "").partition(":")
     if kind != "kill-after-commit":
@@ -150,11 +160,11 @@ class Checkpointer(threading.Thread):
     """Keeps the writer's WAL short from beside it; stop() waits for the checkpoint in progress. wal_long is set
     when the WAL holds WAL_RESET_FRAMES or more: the writer then catches up (catch_up) between two batches."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | Path) -> None:
         super().__init__(name="parley-checkpoint", daemon=True)
         self.path, self._stopping, self.wal_long = str(path), threading.Event(), threading.Event()
 
-    def run(self):
+    def run(self) -> None:
         cx = connect_sync(self.path)
         try:
             while not self._stopping.wait(CHECKPOINT_INTERVAL):
@@ -162,7 +172,7 @@ class Checkpointer(threading.Thread):
         finally:
             cx.close()
 
-    def checkpoint(self, cx):
+    def checkpoint(self, cx: SqliteConnection) -> None:
         try:
             _, frames, _ = cx.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error:
@@ -170,19 +180,19 @@ class Checkpointer(threading.Thread):
         if frames >= WAL_RESET_FRAMES:
             self.wal_long.set()
 
-    def catch_up(self, writer_cx):
+    def catch_up(self, writer_cx: SqliteConnection) -> None:
         """On the writer's connection, between two batches, when the WAL is long: copy what is left (the
         Checkpointer copied the rest), so that the next write transaction starts the WAL over."""
         if self.wal_long.is_set():
             self.wal_long.clear()
             writer_cx.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
-    def stop(self):
+    def stop(self) -> None:
         self._stopping.set()
         self.join()
 
 
-def serve(path, sock, token, kill_after_commit=None):
+def serve(path: str, sock: socket.socket, token: str, kill_after_commit: set[str] | None = None) -> None:
     cx = connect_sync(path)
     cx.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's work, not the COMMIT's
     cx.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
@@ -215,10 +225,10 @@ def serve(path, sock, token, kill_after_commit=None):
         cx.close()
 
 
-def preload(modules):
+def preload(modules: Iterable[str]) -> None:
     """Import the modules write functions live in (PARLEY_WRITER_PRELOAD, storage/writer_supervisor.py) on a
     thread, beside the first batches: a batch that needs one still being imported waits for that import only."""
-    def run():
+    def run() -> None:
         for name in modules:
             try:
                 importlib.import_module(name)
@@ -227,7 +237,7 @@ def preload(modules):
     threading.Thread(target=run, name="parley-preload", daemon=True).start()
 
 
-def main(argv):
+def main(argv: Sequence[str]) -> int:
     path, fd, token = argv
     preload([name for name in os.environ.get(PRELOAD_VARIABLE, "").split(",") if name])
     serve(path, socket.socket(fileno=int(fd)), token, fault_targets(os.environ.get(FAULT_VARIABLE)))

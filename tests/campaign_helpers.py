@@ -76,3 +76,13 @@ def recipient_statuses(cx, campaign_id):
                                 " GROUP BY status", (campaign_id,)):
         counts[status] = n
     return counts
+
+
+async def api_campaigns(api, account):
+    return (await api.get("/v1/campaigns?limit=200", key=account["api_key"])).json["data"]
+
+
+def campaign_form(list_id, **fields):
+    """The create form as the page sends it (every field, empty when not typed)."""
+    return {"name": "Spring sale", "listId": list_id, "body": "Hi {{firstName}}, the sale is on!", "campaignId": "",
+            "channel": "", "startAt": "", "startAtUtc": "", "ratePerMinute": "600", "idempotencyKey": "", **fields}

@@ -1,6 +1,10 @@
 """Webhook delivery in tests: a real local HTTP receiver that records what it gets and answers from a script, and
 the rows a reply's delivery is made of (for tests/test_delivery.py and every test that receives a webhook)."""
 import asyncio
+import http.server
+import json
+import threading
+import time
 from datetime import timedelta
 
 import tornado.httpserver
@@ -13,6 +17,7 @@ from storage import delivery as store
 from storage.contacts import insert_contact_in_tx
 from storage.messages import get_message, insert_message_in_tx
 from storage.outbox import enqueue_in_tx
+from tests.parley_process import free_port
 
 
 class Receiver:
@@ -113,3 +118,53 @@ async def secret_of(services, account):
 
 def later(now, seconds):
     return now + timedelta(seconds=seconds)
+
+
+class ThreadedReceiver:
+    """A real HTTP/1.1 server in a thread (the test itself is synchronous) recording every POST with its
+    arrival time (time.monotonic), path and JSON payload; answer(payload, number of earlier requests for the same
+    messageId) gives the status (200 by default)."""
+
+    def __init__(self, port=None, answer=None):
+        self.port = port or free_port()
+        self.requests = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                payload = json.loads(body)
+                with receiver.lock:
+                    earlier = sum(1 for r in receiver.requests if r["payload"].get("messageId") == payload.get("messageId"))
+                    receiver.requests.append({"at": time.monotonic(), "path": self.path,
+                                              "headers": dict(self.headers.items()), "body": body, "payload": payload})
+                self.send_response(answer(payload, earlier) if answer else 200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def payloads(self):
+        with self.lock:
+            return [r["payload"] for r in self.requests]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

@@ -5,6 +5,7 @@ The role is the caller's to say: a user written straight into the table used to 
 admin, whatever the test meant."""
 from services import accounts, one_time_links, users
 from tests.parley_process import use_link
+from tests.ui_helpers import FormClient
 
 PASSWORD = "correct horse battery staple"
 
@@ -26,3 +27,24 @@ def add_user_to_server(parley, api_key, email, password, *, role="agent"):
         response = use_link(client, r.json()["signInUrl"], password)
         assert response.status_code in (200, 303), response.text
         return r.json()["id"]
+
+
+NEW_PASSWORD = "a long enough password"
+
+
+async def invite(api, key, email, role="agent", name=None):
+    """POST /v1/users: the invitation as the API answers it."""
+    body = {"email": email, "role": role, **({"name": name} if name else {})}
+    r = await api.post("/v1/users", body, key=key)
+    assert r.code == 201, r.body
+    return r.json
+
+
+async def accept(client, url, password=NEW_PASSWORD):
+    """The invitee opens the link and chooses a password: signed in."""
+    browser = FormClient(client)
+    path = url[url.index("/invite/"):]
+    assert (await browser.get(path)).code == 200
+    r = await browser.post(path, {"password": password, "password_again": password})
+    assert r.code == 303, r.text
+    return browser

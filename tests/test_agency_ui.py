@@ -9,17 +9,10 @@ import pytest
 
 from services import accounts, credits
 from tests.parley_process import ParleyProcess, run_cli
-from tests.ui_helpers import PASSWORD, FormClient
+from tests.ui_helpers import PASSWORD, FormClient, sign_in_with
 
 # Screenshots go to a temporary directory, or to PARLEY_SCREENSHOT_DIR (docs/screenshots to refresh docs/guide.md's).
 SCREENSHOT_DIR = os.environ.get("PARLEY_SCREENSHOT_DIR")
-
-
-@pytest.fixture
-def ui_agency(io_loop, services):
-    return io_loop.run_sync(lambda: accounts.create_account(
-        services.db, services.box, services.keys, name="Agency", email="boss@agency.example",
-        account_type="agency", password=PASSWORD))
 
 
 @pytest.fixture
@@ -27,13 +20,6 @@ def client_sub(io_loop, services, ui_agency):
     return io_loop.run_sync(lambda: accounts.create_account(
         services.db, services.box, services.keys, name="Rossi <b>Bakery</b>", email="rossi@client.example",
         agency_email=ui_agency["email"], with_user=False))
-
-
-@pytest.fixture
-def agency_browser(io_loop, http_server_client, ui_agency):
-    browser = FormClient(http_server_client)
-    assert io_loop.run_sync(lambda: browser.login(ui_agency["email"])).code == 303
-    return browser
 
 
 def field(html, name):
@@ -68,12 +54,6 @@ async def test_only_agency_users_have_the_pages(services, http_server_client, ag
     signed_out = FormClient(http_server_client)
     r = await signed_out.get("/agency")
     assert (r.code, r.headers["Location"]) == (302, "/login?next=%2Fagency")
-
-
-@pytest.fixture
-def theirs(make_account):
-    """A sub-account of another agency."""
-    return make_account(agency_email=make_account("agency")["email"])
 
 
 async def test_another_agencys_sub_account_is_404(services, agency_browser, theirs, client_sub):
@@ -241,20 +221,13 @@ def shots(tmp_path):
     return path
 
 
-def sign_in(page, server, email):
-    page.goto(server.base + "/login")
-    page.fill("#email", email)
-    page.fill("#password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-
-
 def test_browser_agency_manages_a_sub_account(page, agency_server, shots):
     """An agency signs in, follows Sub-accounts, creates a sub-account (its key shown once, and working),
     sets auto-recharge, grants twice with the same form (a resend) and sees one grant in the history, at
     phone width; no CSP violation."""
     page.set_viewport_size({"width": 390, "height": 844})
     base = agency_server.base
-    sign_in(page, agency_server, agency_server.agency["email"])
+    sign_in_with(page, agency_server, agency_server.agency["email"])
     page.click("nav >> text=Sub-accounts")
     assert page.url == base + "/agency"
     page.get_by_label("Name", exact=True).fill("Rossi Bakery")
@@ -297,7 +270,7 @@ def test_browser_agency_manages_a_sub_account(page, agency_server, shots):
 
 
 def test_browser_non_agency_user_gets_404(page, agency_server):
-    sign_in(page, agency_server, agency_server.shop["email"])
+    sign_in_with(page, agency_server, agency_server.shop["email"])
     assert page.url == agency_server.base + "/inbox"  # the home page
     assert page.locator("nav >> text=Sub-accounts").count() == 0
     response = page.goto(agency_server.base + "/agency")

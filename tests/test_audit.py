@@ -4,7 +4,7 @@ shows it."""
 from datetime import datetime, timezone
 
 from services import accounts, reports
-from tests.test_live import inbound
+from tests.live_helpers import inbound
 from tests.ui_helpers import PASSWORD, FormClient
 
 

@@ -9,7 +9,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount, free_port, run_cli
-from tests.test_delivery_e2e import ThreadedReceiver, wait_until
+from tests.delivery_helpers import ThreadedReceiver
+from tests.waiting import wait_until
 
 RULES = [{"keywords": ["price", "cost"], "answer": "Plans start at $10."}]
 FALLBACK = "A person will answer soon."

@@ -15,7 +15,7 @@ import pytest
 from services import bot_answer
 from tests.parley_process import ParleyProcess
 from tests.test_bot_e2e import FALLBACK, Account, receiver  # noqa: F401 (fixture)
-from tests.test_delivery_e2e import wait_until
+from tests.waiting import wait_until
 from tests.ui_helpers import open_page, sign_in
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("PARLEY_AI_MODEL") or os.environ.get("PARLEY_AI_SERVER")),

@@ -6,8 +6,9 @@ import re
 import pytest
 
 from services import contacts
-from tests.campaign_helpers import assert_counts_add_up, campaign, deliver_all, recipients, run_all, set_webhook
-from tests.test_campaigns_ui import api_campaign, api_campaigns, field_error, form, unescape
+from tests.campaign_helpers import (api_campaigns, assert_counts_add_up, campaign, campaign_form, deliver_all, recipients,
+                                    run_all, set_webhook)
+from tests.ui_helpers import field_error, unescape
 
 BODY = "Hi {{firstName}}!"
 
@@ -101,15 +102,15 @@ async def test_the_form_makes_a_tag_campaign_and_its_pages_show_the_tag(signed_i
 
     expected = await api.post("/v1/campaigns", {"name": "Spring sale", "tag": "  ", "body": BODY},
                               key=ui_account["api_key"])
-    blank = await signed_in.post("/campaigns", form("", audience="tag", tag="  "))
+    blank = await signed_in.post("/campaigns", campaign_form("", audience="tag", tag="  "))
     assert blank.code == expected.code == 400
     assert unescape(field_error(blank.text, "tag")) == expected.json["error"]["message"]
     assert await api_campaigns(api, ui_account) == []
 
-    r = await signed_in.post("/campaigns", form("", audience="tag", tag=" VIP "))
+    r = await signed_in.post("/campaigns", campaign_form("", audience="tag", tag=" VIP "))
     assert r.code == 303, r.text
     campaign_id = r.headers["Location"].removeprefix("/campaigns/")
-    made = await api_campaign(api, ui_account, campaign_id)
+    made = await campaign(api, ui_account, campaign_id)
     assert (made["tag"], made["listId"], made["status"]) == ("vip", None, "draft")
     shown = await signed_in.get(r.headers["Location"])
     assert '<dd id="campaign-tag">vip ' in shown.text
@@ -119,7 +120,7 @@ async def test_the_form_makes_a_tag_campaign_and_its_pages_show_the_tag(signed_i
     assert "tag <strong>vip</strong>" in rows.text
     # A list chosen (the default choice) with a tag typed too sends the list alone: the list is the audience.
     lst = (await api.post("/v1/lists", {"name": "Leads"}, key=ui_account["api_key"])).json
-    r = await signed_in.post("/campaigns", form(lst["id"], tag="vip", name="By list"))
+    r = await signed_in.post("/campaigns", campaign_form(lst["id"], tag="vip", name="By list"))
     assert r.code == 303, r.text
-    by_list = await api_campaign(api, ui_account, r.headers["Location"].removeprefix("/campaigns/"))
+    by_list = await campaign(api, ui_account, r.headers["Location"].removeprefix("/campaigns/"))
     assert (by_list["listId"], by_list["tag"]) == (lst["id"], None)

@@ -10,7 +10,8 @@ from standardwebhooks import Webhook
 
 from tests import db_direct
 from tests.parley_process import ParleyProcess
-from tests.test_delivery_e2e import ThreadedReceiver as Receiver, wait_until
+from tests.delivery_helpers import ThreadedReceiver as Receiver
+from tests.waiting import wait_until
 
 ARGS = ("--allow-private-webhooks", "--rate-limit", "1000000", "--webhook-timeout-seconds", "5")
 

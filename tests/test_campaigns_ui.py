@@ -20,9 +20,10 @@ from storage import delivery as delivery_store
 from storage import events
 from storage.db import fetch_all
 from tests.parley_process import ParleyProcess, first_run_receiver
-from tests.campaign_helpers import deliver_all, make_list, people, run_all, set_webhook
-from tests.test_inbox_e2e import assert_not_reloaded, mark_no_reload, wait_live, wait_until
-from tests.ui_helpers import open_page, sign_in
+from tests.campaign_helpers import (api_campaigns, campaign, campaign_form, deliver_all, make_list, people, run_all,
+                                    set_webhook)
+from tests.inbound_helpers import wait_live, wait_until
+from tests.ui_helpers import assert_not_reloaded, field_error, mark_no_reload, open_page, sign_in, unescape
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -34,34 +35,8 @@ async def api_create(api, account, list_id, **fields):
     return r.json
 
 
-async def api_campaign(api, account, campaign_id):
-    r = await api.get(f"/v1/campaigns/{campaign_id}", key=account["api_key"])
-    assert r.code == 200, r.body
-    return r.json
-
-
-async def api_campaigns(api, account):
-    return (await api.get("/v1/campaigns?limit=200", key=account["api_key"])).json["data"]
-
-
-def form(list_id, **fields):
-    """The create form as the page sends it (every field, empty when not typed)."""
-    return {"name": "Spring sale", "listId": list_id, "body": "Hi {{firstName}}, the sale is on!", "campaignId": "",
-            "channel": "", "startAt": "", "startAtUtc": "", "ratePerMinute": "600", "idempotencyKey": "", **fields}
-
-
-def field_error(html, field):
-    """The text of the error shown next to a form field, or None."""
-    found = re.search(rf'<p class="form-error" id="{field}-error" role="alert">(.*?)</p>', html, re.S)
-    return found and found.group(1)
-
-
 def actions_shown(html):
     return re.findall(r'id="action-([a-z-]+)"', html)
-
-
-def unescape(text):
-    return text.replace("&#34;", '"').replace("&#39;", "'").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
 
 
 @pytest.fixture
@@ -116,11 +91,11 @@ async def test_the_form_creates_a_campaign_through_the_apis_service(signed_in, a
     assert f'<option value="{ready["list_id"]}" selected>Leads (3 contacts)</option>' in r.text  # the only list
     assert "<code>{{firstName}}</code>, <code>{{lastName}}</code>, <code>{{email}}</code>, <code>{{phone}}</code>" in r.text
     key = re.search(r'name="idempotencyKey" value="([^"]+)"', r.text).group(1)
-    r = await signed_in.post("/campaigns", form(ready["list_id"], idempotencyKey=key, campaignId="spring-24",
+    r = await signed_in.post("/campaigns", campaign_form(ready["list_id"], idempotencyKey=key, campaignId="spring-24",
                                                 channel="whatsapp", ratePerMinute="120"))
     assert r.code == 303, r.text
     campaign_id = r.headers["Location"].removeprefix("/campaigns/")
-    c = await api_campaign(api, ui_account, campaign_id)
+    c = await campaign(api, ui_account, campaign_id)
     assert (c["name"], c["listId"], c["body"], c["campaignId"], c["channel"], c["ratePerMinute"], c["status"]) == (
         "Spring sale", ready["list_id"], "Hi {{firstName}}, the sale is on!", "spring-24", "whatsapp", 120, "draft")
     assert c["counts"]["total"] == 0  # a draft (POST /v1/campaigns with draft: true): nothing taken or sent yet
@@ -131,13 +106,13 @@ async def test_the_form_creates_a_campaign_through_the_apis_service(signed_in, a
     assert "Draft saved: nothing is sent yet." in page.text and 'id="before-sending"' in page.text
 
     # The same form sent again (a double click, a browser resend): one campaign.
-    again = await signed_in.post("/campaigns", form(ready["list_id"], idempotencyKey=key, campaignId="spring-24",
+    again = await signed_in.post("/campaigns", campaign_form(ready["list_id"], idempotencyKey=key, campaignId="spring-24",
                                                     channel="whatsapp", ratePerMinute="120"))
     assert again.code == 303 and again.headers["Location"] == f"/campaigns/{campaign_id}"
     assert "already created" in (await signed_in.get(again.headers["Location"])).text
     assert [c["id"] for c in await api_campaigns(api, ui_account)] == [campaign_id]
     # The same key with other fields creates nothing and says so.
-    other = await signed_in.post("/campaigns", form(ready["list_id"], idempotencyKey=key, name="Another"))
+    other = await signed_in.post("/campaigns", campaign_form(ready["list_id"], idempotencyKey=key, name="Another"))
     assert other.code == 422 and "nothing was created" in other.text
     assert len(await api_campaigns(api, ui_account)) == 1
 
@@ -146,29 +121,29 @@ async def test_a_start_time_schedules_it_in_utc(signed_in, api, ui_account, read
     """A draft's Schedule form: the page's script sends the local time typed as UTC (startAtUtc); without the
     script the time typed is read as UTC."""
     later = (utcnow() + timedelta(days=2)).replace(second=0, microsecond=0)
-    r = await signed_in.post("/campaigns", form(ready["list_id"]))
+    r = await signed_in.post("/campaigns", campaign_form(ready["list_id"]))
     page = r.headers["Location"]
     r = await signed_in.post(f"{page}/start", {"startAt": "2099-01-01T09:30",
                                                "startAtUtc": later.isoformat().replace("+00:00", "Z")})
     assert r.code == 303 and r.headers["Location"] == page
-    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
+    c = await campaign(api, ui_account, page.removeprefix("/campaigns/"))
     assert c["status"] == "scheduled" and c["startAt"] == later.strftime("%Y-%m-%dT%H:%M:00.000Z")
     assert c["counts"]["total"] == 0  # the list is taken when it starts
     assert "Campaign scheduled" in (await signed_in.get(page)).text
     r = await signed_in.post(f"{page}/start", {"startAt": "2099-01-01T09:30"})  # a scheduled one: moved
-    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
+    c = await campaign(api, ui_account, page.removeprefix("/campaigns/"))
     assert c["startAt"] == "2099-01-01T09:30:00.000Z"
     # A time that is not one, or is past: the API's message (naming startAt), nothing changed.
     for typed in ("tomorrow", "2001-01-01T09:30"):
         r = await signed_in.post(f"{page}/start", {"startAt": typed})
         shown = await signed_in.get(r.headers["Location"])
         assert "startAt" in unescape(re.search(r'class="flash flash-error"[^>]*>(.*?)<', shown.text, re.S).group(1))
-    assert (await api_campaign(api, ui_account, c["id"])) == c
+    assert (await campaign(api, ui_account, c["id"])) == c
 
 
 async def test_a_drafts_page_previews_for_a_chosen_contact_and_sends_a_test_or_says_why_not(
         signed_in, api, services, ui_account, ready):
-    r = await signed_in.post("/campaigns", form(ready["list_id"]))
+    r = await signed_in.post("/campaigns", campaign_form(ready["list_id"]))
     page = r.headers["Location"]
     html = (await signed_in.get(page)).text
     assert '<blockquote class="campaign-preview" id="preview-body">Hi Ann0, the sale is on!</blockquote>' in html
@@ -184,7 +159,7 @@ async def test_a_drafts_page_previews_for_a_chosen_contact_and_sends_a_test_or_s
     r = await signed_in.post(f"{page}/test", {"contact": "ann1@example.com"})
     assert r.headers["Location"] == f"{page}?contactId={ready['contact_ids'][1]}"
     assert "Test sent to Ann1 Lee1: “Hi Ann1, the sale is on!”." in unescape((await signed_in.get(page)).text)
-    c = await api_campaign(api, ui_account, page.removeprefix("/campaigns/"))
+    c = await campaign(api, ui_account, page.removeprefix("/campaigns/"))
     assert c["status"] == "draft" and c["counts"]["total"] == 0
 
 
@@ -209,7 +184,7 @@ async def test_bad_input_is_shown_next_to_its_field_in_the_apis_words_and_create
                                                 "body": "Hi {{firstName}}, the sale is on!", **api_body},
                               key=ui_account["api_key"])
     assert expected.code in (400, 404), expected.body
-    r = await signed_in.post("/campaigns", form(ready["list_id"], **fields))
+    r = await signed_in.post("/campaigns", campaign_form(ready["list_id"], **fields))
     assert r.code == expected.code
     assert unescape(field_error(r.text, field)) == expected.json["error"]["message"]
     assert f'aria-describedby="{field}-error"' in r.text and "<details class=\"card\" id=\"new-campaign\" open>" in r.text
@@ -220,20 +195,20 @@ async def test_bad_input_is_shown_next_to_its_field_in_the_apis_words_and_create
 
 async def test_without_a_webhook_url_the_form_says_so_and_creates_nothing(signed_in, api, services, ui_account):
     list_id, _ = await make_list(services, ui_account, people(1))
-    r = await signed_in.post("/campaigns", form(list_id))
+    r = await signed_in.post("/campaigns", campaign_form(list_id))
     assert r.code == 400 and "no Custom Channel Webhook URL is configured" in r.text and 'href="/settings"' in r.text
     assert await api_campaigns(api, ui_account) == []
 
 
 async def test_forms_without_the_xsrf_token_are_refused(signed_in, api, ui_account, ready):
-    r = await signed_in.post("/campaigns", form(ready["list_id"]), xsrf=False)
+    r = await signed_in.post("/campaigns", campaign_form(ready["list_id"]), xsrf=False)
     assert r.code == 403 and "This form expired" in r.text
     assert await api_campaigns(api, ui_account) == []
     c = await api_create(api, ui_account, ready["list_id"])
     for action in ("pause", "cancel"):
         r = await signed_in.post(f"/campaigns/{c['id']}/{action}", xsrf=False)
         assert r.code == 403
-    assert (await api_campaign(api, ui_account, c["id"]))["status"] == "running"
+    assert (await campaign(api, ui_account, c["id"]))["status"] == "running"
 
 
 # ---- a campaign's page -------------------------------------------------------------------------------
@@ -303,7 +278,7 @@ async def test_the_buttons_follow_the_status_and_act_through_the_apis_services(s
     paused = await signed_in.get(page)
     assert "Campaign paused" in paused.text and actions_shown(paused.text) == ["resume", "cancel"]
     assert 'id="paused-reason">paused by a person<' in paused.text
-    assert (await api_campaign(api, ui_account, c["id"]))["status"] == "paused"
+    assert (await campaign(api, ui_account, c["id"]))["status"] == "paused"
 
     # A button the page still showed after the status moved on: the API's 409 message, nothing changed.
     r = await signed_in.post(f"{page}/pause")
@@ -311,20 +286,20 @@ async def test_the_buttons_follow_the_status_and_act_through_the_apis_services(s
     assert "it can be paused only when running" in (await signed_in.get(page)).text
 
     await signed_in.post(f"{page}/resume")
-    assert (await api_campaign(api, ui_account, c["id"]))["status"] == "running"
+    assert (await campaign(api, ui_account, c["id"]))["status"] == "running"
     receiver.answers = [(410, {}, b"gone")] * 4
     await run_all(runner)
     await deliver_all(worker)
     done = await signed_in.get(page)
     assert actions_shown(done.text) == ["retry-failed"]
     await signed_in.post(f"{page}/retry-failed")
-    retried = await api_campaign(api, ui_account, c["id"])
+    retried = await campaign(api, ui_account, c["id"])
     assert retried["counts"]["queued"] == 4 and retried["counts"]["failed"] == 0
     assert actions_shown((await signed_in.get(page)).text) == ["cancel"]  # completed, with queued messages
     await signed_in.post(f"{page}/cancel")
     cancelled = await signed_in.get(page)
     assert 'data-field="status">Cancelled<' in cancelled.text and actions_shown(cancelled.text) == []
-    assert (await api_campaign(api, ui_account, c["id"]))["counts"]["cancelled"] == 4
+    assert (await campaign(api, ui_account, c["id"]))["counts"]["cancelled"] == 4
 
 
 async def test_retrying_is_shown_apart_and_retry_says_what_it_could_not_send(signed_in, api, services, ui_account,
@@ -371,19 +346,19 @@ async def test_another_accounts_campaign_is_a_404_on_every_page_and_action(signe
     for action in ("pause", "resume", "cancel", "retry-failed"):
         r = await signed_in.post(f"/campaigns/{theirs['id']}/{action}")
         assert r.code == 404, action
-    assert await api_campaign(api, other_account, theirs["id"]) == theirs
+    assert await campaign(api, other_account, theirs["id"]) == theirs
     their_draft = await api_create(api, other_account, theirs_list, name="Their secret draft", draft=True)
     for path, fields in (("", None), ("/start", {}), ("/start", {"startAt": "2099-01-01T09:30"}),
                          ("/test", {"contact": "+14155550000"})):
         r = await (signed_in.get(f"/campaigns/{their_draft['id']}") if fields is None
                    else signed_in.post(f"/campaigns/{their_draft['id']}{path}", fields))
         assert r.code == 404 and "Their secret" not in r.text, path
-    assert await api_campaign(api, other_account, their_draft["id"]) == their_draft
+    assert await campaign(api, other_account, their_draft["id"]) == their_draft
     for path in ("/campaigns", "/campaigns/rows"):
         assert theirs["id"] not in (await signed_in.get(path)).text
     # Their list cannot be used either: LIST_NOT_FOUND next to the list, nothing created.
     await set_webhook(api, ui_account, receiver.url)
-    r = await signed_in.post("/campaigns", form(theirs_list))
+    r = await signed_in.post("/campaigns", campaign_form(theirs_list))
     assert r.code == 404 and field_error(r.text, "listId") == f"no list with id {theirs_list}"
     assert await api_campaigns(api, ui_account) == []
     assert theirs_list not in (await signed_in.get("/campaigns")).text  # not offered in the form
@@ -421,7 +396,7 @@ async def test_every_change_of_counts_or_status_emits_campaign_progress_in_its_t
     for e in ours:
         assert e["counts"]["total"] == sum(v for k, v in e["counts"].items() if k != "total") == 3
     assert [e["counts"]["sent"] for e in ours][-1] == 2 and ours[-1]["status"] == "cancelled"
-    final = await api_campaign(api, ui_account, c["id"])
+    final = await campaign(api, ui_account, c["id"])
     assert ours[-1] == {"campaignId": c["id"], "status": final["status"], "counts": final["counts"]}
     # the deliveries' outcomes and the retry were each told to the pages: no change went unannounced
     statuses = [(e["status"], e["counts"]["sent"], e["counts"]["failed"], e["counts"]["queued"]) for e in ours]
@@ -448,7 +423,7 @@ async def test_a_batch_of_delivery_outcomes_makes_one_progress_event_per_campaig
     written = await services.db.read(fetch_all, "SELECT type, data FROM events WHERE id > ? ORDER BY id", (start,))
     assert [r["type"] for r in written].count("message.status") == 3
     [progress] = [json.loads(r["data"]) for r in written if r["type"] == events.CAMPAIGN_PROGRESS]
-    final = await api_campaign(api, ui_account, c["id"])
+    final = await campaign(api, ui_account, c["id"])
     assert progress == {"campaignId": c["id"], "status": "completed", "counts": final["counts"]}
     assert final["counts"]["sent"] == 2 and final["counts"]["failed"] == 1
 

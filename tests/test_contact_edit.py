@@ -12,7 +12,7 @@ import pytest
 from storage import db as dbmod
 from storage.outbox import list_outbox
 from tests.campaign_helpers import make_list, people, set_webhook
-from tests.test_lists import add, membership_rows, new_contact, new_list
+from tests.contact_helpers import add, membership_rows, new_contact, new_list
 
 INBOUND = "/v1/incoming_custom_channel_message"
 

@@ -7,12 +7,8 @@ import re
 
 from services import contacts as contact_service
 from services import lists as list_service
-from tests.test_campaigns_ui import field_error, unescape
-
-
-async def make_contact(services, account_id, **fields):
-    contact, _ = await contact_service.create_contact(services.db, account_id, **fields)
-    return contact
+from tests.ui_helpers import field_error, unescape
+from tests.contact_helpers import make_contact
 
 
 async def api_contact(services, account_id, contact_id):

@@ -5,8 +5,8 @@ contact" asks for the contact's phone or email first, then erases and says so; a
 from services import contacts as contact_service
 from services import lists as list_service
 from storage import messages as message_store
-from tests.test_campaigns_ui import field_error
-from tests.test_contact_edit_ui import make_contact
+from tests.ui_helpers import field_error
+from tests.contact_helpers import make_contact
 
 
 async def _inbound(api, key, from_id, body, sid):

@@ -15,7 +15,7 @@ from storage.events import last_seq
 from storage.users import update_user
 from tests.team_users import add_user
 from tests.inbound_helpers import inbound
-from tests.test_live import FakeTransport
+from tests.live_helpers import FakeTransport
 from tests.ui_helpers import PASSWORD
 
 URL = "/v1/conversations"

@@ -3,7 +3,6 @@ with its history, and a banner at 0 ("the bot is not answering: no credits") or 
 threshold. Other accounts have no Credits page. In-process with a cookie-keeping client."""
 from services import accounts, credits, subaccounts
 from tests.ui_helpers import PASSWORD, FormClient
-from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
 
 
 async def test_a_sub_account_sees_its_balance_history_and_banners(services, http_server_client, ui_agency):

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.parley_process import OWNER_PASSWORD, ParleyProcess, ThreadedReceiver, run_cli
-from tests.test_agency_ui import sign_in
-from tests.test_inbox_e2e import wait_until
+from tests.ui_helpers import sign_in_with
+from tests.inbound_helpers import wait_until
 from tests.ui_helpers import PASSWORD, open_page
 
 
@@ -84,7 +84,7 @@ def test_browser_agency_views_a_sub_account_and_comes_back(chromium, agency_with
     server = agency_with_sub
     context, page = open_page(chromium)
     try:
-        sign_in(page, server, server.agency["email"])
+        sign_in_with(page, server, server.agency["email"])
         page.goto(server.base + f"/agency/subaccounts/{server.sub['account_id']}")
         page.click("button:has-text('View as Rossi Ltd')")
         for path in ("/inbox", "/settings", "/credits"):

@@ -14,7 +14,7 @@ from handlers.webhook_schemas import WEBHOOKS, ReplyPayload
 from services import messaging
 from common.ids import iso, parse_iso, utcnow
 from storage.db import fetch_all
-from tests.event_helpers import EVENT, events_of  # noqa: F401 (events_of: also imported from here)
+from tests.event_helpers import events_of
 from tests.team_users import add_user
 from tests.delivery_helpers import delivery_state, later, secret_of
 

@@ -9,7 +9,7 @@ import pytest
 
 from services import inbox
 from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, rows, say
-from tests.test_live import Socket, inbound, ui_user
+from tests.live_helpers import Socket, inbound, ui_user
 from tests.ui_helpers import FormClient
 
 pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py

@@ -18,7 +18,7 @@ from storage import bot_state
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
 from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
-from tests.ui_helpers import sign_in
+from tests.ui_helpers import assert_not_reloaded, mark_no_reload, sign_in
 from tests import db_direct
 
 
@@ -33,14 +33,6 @@ def parley(tmp_path_factory):
 def receiver(parley):
     with first_run_receiver(parley) as r:
         yield r
-
-
-def mark_no_reload(page):
-    page.evaluate("window.__noReload = true")
-
-
-def assert_not_reloaded(page):
-    assert page.evaluate("window.__noReload === true"), "the page reloaded"
 
 
 def watch_for(page, selector, text):

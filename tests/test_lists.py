@@ -6,35 +6,12 @@ import pytest
 from storage import lists as list_store
 from storage.outbox import list_outbox
 from tests.db_direct import query_plans
+from tests.contact_helpers import add, membership_rows, new_contact, new_list
 
 
 @pytest.fixture
 def other_account(make_account, account):
     return make_account()
-
-
-async def new_list(api, key, name="Leads"):
-    r = await api.post("/v1/lists", {"name": name}, key=key)
-    assert r.code == 201, r.body
-    return r.json
-
-
-async def new_contact(api, key, **body):
-    r = await api.post("/v1/contacts", body, key=key)
-    assert r.code in (200, 201), r.body
-    return r.json
-
-
-async def add(api, key, list_id, contact_id):
-    return await api.post(f"/v1/lists/{list_id}/contacts", {"contactId": contact_id}, key=key)
-
-
-def membership_rows(services, list_id):
-    cx = services.db.connect_sync()
-    try:
-        return cx.execute("SELECT COUNT(*) FROM list_members WHERE list_id = ?", (list_id,)).fetchone()[0]
-    finally:
-        cx.close()
 
 
 async def test_create_list_answers_201_and_the_list(api, account):

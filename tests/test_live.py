@@ -5,8 +5,7 @@ import asyncio
 import json
 
 import pytest
-from tornado.httpclient import HTTPClientError, HTTPRequest
-from tornado.websocket import websocket_connect
+from tornado.httpclient import HTTPClientError
 
 from common.ids import now_iso
 from services import accounts, messaging
@@ -18,109 +17,16 @@ from storage.db import fetch_all, reads
 from tests.campaign_helpers import create, deliver_all, make_list, people, run_all, set_webhook
 from tests.delivery_helpers import Receiver
 from tests import db_direct
-from tests.ui_helpers import PASSWORD, FormClient
+from tests.live_helpers import FakeTransport, Socket, inbound, ui_user
+from tests.ui_helpers import FormClient
 from tests.waiting import until
 
-TIMEOUT = 10
 
 
 # ---- helpers --------------------------------------------------------------------------------
 
 # The events pages are sent (GET /v1/events alone reads the others: services.live.STREAM_ONLY).
 PAGE_TYPES = "type NOT IN (" + ", ".join(f"'{t}'" for t in sorted(STREAM_ONLY)) + ")"
-
-async def inbound(services, account_id, sid, from_id="+14155552671", body="Hello", **kw):
-    message, created = await messaging.receive_inbound(services, account_id, message_sid=sid, from_id=from_id,
-                                                       to_id="shop", body=body, channel="webchat", **kw)
-    assert created
-    return message
-
-
-async def ui_user(services, email):
-    """An account with an owner who can sign in: {account_id, api_key, email, ...}."""
-    return await accounts.create_account(services.db, services.box, services.keys, name="Live",
-                                         email=email, password=PASSWORD)
-
-
-class Socket:
-    """A /ws client that records every frame; the navigation's counts frames apart (counts, next_counts)."""
-
-    def __init__(self, connection):
-        self.connection = connection
-        self.frames = []
-        self.counts = []
-        self._counts_read = 0
-
-    @classmethod
-    async def open(cls, client, cookies, after, origin="same", deflate=False):
-        """after: the page's event id, or "counts" for a page that shows only the navigation's counts."""
-        port = client.get_http_port()
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
-        if origin == "same":
-            origin = f"https://127.0.0.1:{port}"
-        if origin:
-            headers["Origin"] = origin
-        query = "counts=1" if after == "counts" else f"after={after}"
-        request = HTTPRequest(f"ws://127.0.0.1:{port}/ws?{query}", headers=headers)
-        return cls(await websocket_connect(request, compression_options={} if deflate else None))
-
-    async def _read(self):
-        text = await asyncio.wait_for(self.connection.read_message(), TIMEOUT)
-        frame = None if text is None else json.loads(text)
-        if frame is not None and frame["type"] == "counts":
-            self.counts.append({k: v for k, v in frame.items() if k != "type"})
-        else:
-            self.frames.append(frame)
-        return frame
-
-    async def next(self):
-        """The next frame that is not a counts frame."""
-        while True:
-            frame = await self._read()
-            if frame is None or frame["type"] != "counts":
-                return frame
-
-    async def next_counts(self):
-        """The next counts frame not yet returned: {needsPerson, unread}."""
-        while len(self.counts) == self._counts_read:
-            assert await self._read() is not None, f"closed before a counts frame: {self.frames}"
-        self._counts_read += 1
-        return self.counts[self._counts_read - 1]
-
-    async def until(self, predicate):
-        while True:
-            frame = await self.next()
-            if frame is None:
-                raise AssertionError(f"closed ({self.connection.close_code}) before the expected frame: {self.frames}")
-            if predicate(frame):
-                return frame
-
-    async def events(self, count):
-        """The next ``count`` events (after any ready frame)."""
-        got = []
-        while len(got) < count:
-            frame = await self.next()
-            assert frame is not None, f"closed early: {self.frames}"
-            if frame["type"] == "events":
-                got += frame["events"]
-        assert len(got) == count, got
-        return got
-
-    def close(self):
-        self.connection.close()
-
-
-@pytest.fixture
-def signed_in(io_loop, services, http_server_client):
-    """signed_in(email) -> (account, FormClient with a session)."""
-    async def make(email):
-        account = await ui_user(services, email)
-        client = FormClient(http_server_client)
-        response = await client.login(email)
-        assert response.code == 303, response.text
-        return account, client
-    return make
-
 
 # ---- events and conversations, inside the transaction --------------------------------------
 
@@ -301,8 +207,8 @@ def test_migration_backfills_conversations_of_existing_messages(tmp_path, monkey
 
 # ---- the WebSocket --------------------------------------------------------------------------
 
-async def test_handshake_needs_the_session_and_this_sites_origin(services, http_server_client, signed_in):
-    _, client = await signed_in("owner@live.example")
+async def test_handshake_needs_the_session_and_this_sites_origin(services, http_server_client, signed_in_as):
+    _, client = await signed_in_as("owner@live.example")
     refusals = [({}, "same", 401), (client.cookies, "https://evil.example", 403), (client.cookies, None, 403),
                 (client.cookies, f"http://127.0.0.1:{http_server_client.get_http_port()}", 403),
                 ({"parley_user": "usr_forged"}, "same", 401)]
@@ -318,10 +224,10 @@ async def test_handshake_needs_the_session_and_this_sites_origin(services, http_
     socket.close()
 
 
-async def test_events_arrive_live_for_the_signed_in_account_only(services, http_server_client, signed_in):
+async def test_events_arrive_live_for_the_signed_in_account_only(services, http_server_client, signed_in_as):
     """Tenancy: another account's socket receives nothing of this account's events."""
-    mine, client = await signed_in("owner@live.example")
-    theirs, other_client = await signed_in("owner@other.example")
+    mine, client = await signed_in_as("owner@live.example")
+    theirs, other_client = await signed_in_as("owner@other.example")
     socket = await Socket.open(http_server_client, client.cookies, 0)
     other = await Socket.open(http_server_client, other_client.cookies, 0)
     assert await socket.next() == {"type": "ready"} and await other.next() == {"type": "ready"}
@@ -340,10 +246,10 @@ async def test_events_arrive_live_for_the_signed_in_account_only(services, http_
 
 
 async def test_pages_that_offer_compression_get_one_deflated_copy_of_each_frame(services, http_server_client,
-                                                                                signed_in):
+                                                                                signed_in_as):
     """permessage-deflate with server_no_context_takeover: each frame is deflated once for every page, and
     decodes on its own (a client's inflater sees valid messages, frame after frame)."""
-    mine, client = await signed_in("owner@live.example")
+    mine, client = await signed_in_as("owner@live.example")
     sockets = [await Socket.open(http_server_client, client.cookies, 0, deflate=True) for _ in range(2)]
     for socket in sockets:
         assert await socket.next() == {"type": "ready"}
@@ -358,12 +264,12 @@ async def test_pages_that_offer_compression_get_one_deflated_copy_of_each_frame(
         socket.close()
 
 
-async def test_a_session_and_an_account_keep_a_bounded_number_of_live_pages(services, http_server_client, signed_in):
+async def test_a_session_and_an_account_keep_a_bounded_number_of_live_pages(services, http_server_client, signed_in_as):
     """Issue 18, item 2: one signed-in session opened 999 sockets and took every connection. Beyond the
     session's limit (2 here) and the account's (3), a new page closes the oldest (4002: its script stops
     reconnecting); the newer pages stay live."""
     services.hub.max_per_session, services.hub.max_per_account = 2, 3
-    mine, client = await signed_in("owner@live.example")
+    mine, client = await signed_in_as("owner@live.example")
     second = FormClient(http_server_client)  # the same owner signed in elsewhere: another session
     assert (await second.login("owner@live.example")).code == 303
     first = await Socket.open(http_server_client, client.cookies, 0)
@@ -383,11 +289,11 @@ async def test_a_session_and_an_account_keep_a_bounded_number_of_live_pages(serv
         page.close()
 
 
-async def test_pages_showing_only_the_counts_are_closed_before_a_live_inbox(services, http_server_client, signed_in):
+async def test_pages_showing_only_the_counts_are_closed_before_a_live_inbox(services, http_server_client, signed_in_as):
     """Issue 37: every page opens a socket for the navigation's counts; opening more of them than the session may
     keep closes those first (oldest first), never the inbox page that shows events."""
     services.hub.max_per_session = 2
-    mine, client = await signed_in("owner@live.example")
+    mine, client = await signed_in_as("owner@live.example")
     inbox_page = await Socket.open(http_server_client, client.cookies, 0)
     await inbox_page.next()
     settings_pages = [await Socket.open(http_server_client, client.cookies, "counts") for _ in range(2)]
@@ -400,7 +306,7 @@ async def test_pages_showing_only_the_counts_are_closed_before_a_live_inbox(serv
     settings_pages[1].close()
 
 
-async def test_websockets_never_take_the_connections_kept_for_the_api(app, services, http_server_client, signed_in):
+async def test_websockets_never_take_the_connections_kept_for_the_api(app, services, http_server_client, signed_in_as):
     """Issue 18, item 2: a share of --max-connections is never the WebSockets'. At their limit (2 of a cap of
     4 here, held by two pages' streams) /ws answers 503 with Retry-After and the API still answers; once one
     of them closes, a page may go live again."""
@@ -413,7 +319,7 @@ async def test_websockets_never_take_the_connections_kept_for_the_api(app, servi
         def closed(self):
             return not self.open
 
-    mine, client = await signed_in("owner@live.example")
+    mine, client = await signed_in_as("owner@live.example")
     guard = ConnectionGuard(4, socket_share=0.5)
     held = [Held(), Held()]
     guard.open.update(held)
@@ -430,12 +336,12 @@ async def test_websockets_never_take_the_connections_kept_for_the_api(app, servi
 
 
 async def test_what_a_page_sees_of_event_ids_says_nothing_of_other_accounts(services, http_server_client,
-                                                                            signed_in):
+                                                                            signed_in_as):
     """Issue 18, item 10: event ids were global, so data-live-after and the gaps between a page's event ids
     counted other accounts' traffic. They are the account's own numbers now: 1, 2, 3 ..., whatever other
     accounts do in between, and resuming from them works the same."""
-    mine, client = await signed_in("owner@live.example")
-    theirs, _ = await signed_in("owner@other.example")
+    mine, client = await signed_in_as("owner@live.example")
+    theirs, _ = await signed_in_as("owner@other.example")
     page = await client.get("/inbox")
     assert 'data-live-after="0"' in page.text  # nothing of this account yet (the other one has events)
     socket = await Socket.open(http_server_client, client.cookies, 0)
@@ -457,10 +363,10 @@ async def test_what_a_page_sees_of_event_ids_says_nothing_of_other_accounts(serv
     socket.close()
 
 
-async def test_a_page_resumes_from_its_last_event_id(services, http_server_client, signed_in):
+async def test_a_page_resumes_from_its_last_event_id(services, http_server_client, signed_in_as):
     """A page that reconnects gets exactly the events it missed, in order, then live ones: none lost, none twice."""
-    mine, client = await signed_in("owner@live.example")
-    theirs, _ = await signed_in("owner@other.example")
+    mine, client = await signed_in_as("owner@live.example")
+    theirs, _ = await signed_in_as("owner@other.example")
     account_id = mine["account_id"]
     socket = await Socket.open(http_server_client, client.cookies, 0)
     await socket.next()
@@ -480,8 +386,8 @@ async def test_a_page_resumes_from_its_last_event_id(services, http_server_clien
     socket.close()
 
 
-async def test_a_page_older_than_the_events_kept_is_told_to_reload(services, http_server_client, signed_in):
-    mine, client = await signed_in("owner@live.example")
+async def test_a_page_older_than_the_events_kept_is_told_to_reload(services, http_server_client, signed_in_as):
+    mine, client = await signed_in_as("owner@live.example")
     account_id = mine["account_id"]
     for n in range(4):
         await inbound(services, account_id, f"sid-{n}")
@@ -548,8 +454,8 @@ def _account_rows(cx, account_id):
                       " ORDER BY seq", (account_id,)).fetchall()
 
 
-async def test_a_page_that_missed_too_many_events_is_told_to_reload(services, http_server_client, signed_in):
-    mine, client = await signed_in("owner@live.example")
+async def test_a_page_that_missed_too_many_events_is_told_to_reload(services, http_server_client, signed_in_as):
+    mine, client = await signed_in_as("owner@live.example")
     services.hub.catch_up_limit = 3
     for n in range(4):
         await inbound(services, mine["account_id"], f"sid-{n}")
@@ -583,29 +489,6 @@ async def test_a_restarted_server_replays_what_a_page_missed(settings, io_loop, 
 
 
 # ---- the hub's fan-out and a slow page ----------------------------------------------------------
-
-class FakeTransport:
-    """A socket whose frames leave at once (flushed=True) or never (a browser that stopped reading)."""
-
-    def __init__(self, flushed=True):
-        self.frames, self.closed, self.flushed = [], None, flushed
-        self.counts = []  # the counts frames, apart from the others
-
-    def write(self, frame):
-        if self.closed:
-            raise RuntimeError("closed")
-        if frame.data.startswith(b'{"type":"counts"'):
-            self.counts.append(json.loads(frame.data))
-        else:
-            self.frames.append(frame.data)
-        future = asyncio.get_running_loop().create_future()
-        if self.flushed:
-            future.set_result(None)
-        return future
-
-    def close(self, code, reason):
-        self.closed = (code, reason)
-
 
 async def test_a_slow_page_gets_a_bounded_queue_and_is_told_to_reload(services, account):
     hub = services.hub
@@ -728,10 +611,10 @@ def test_pages_of_an_ended_session_are_closed():
     assert hub.subscriber_count == 1
 
 
-async def test_pages_of_sessions_ended_elsewhere_are_closed_by_the_session_check(services, signed_in):
+async def test_pages_of_sessions_ended_elsewhere_are_closed_by_the_session_check(services, signed_in_as):
     """The rotate-key command runs in another process, and sessions expire: the hub's periodic check finds
     the pages whose session is gone."""
-    mine, _ = await signed_in("owner@live.example")
+    mine, _ = await signed_in_as("owner@live.example")
     account_id, hub = mine["account_id"], services.hub
     live_session = next(iter(await _session_hashes(services.db)))
     live, stale = FakeTransport(), FakeTransport()

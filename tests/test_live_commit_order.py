@@ -8,7 +8,7 @@ import json
 import pytest
 
 from storage import events
-from tests.test_live import FakeTransport
+from tests.live_helpers import FakeTransport
 
 pytestmark = pytest.mark.postgres_only
 

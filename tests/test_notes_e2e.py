@@ -5,9 +5,24 @@ second context signed in to the same account, styled as a note, and never reache
 reply does."""
 import time
 
-from tests.test_inbox_e2e import (assert_not_reloaded, contact_of, mark_no_reload, parley, post_inbound,  # noqa: F401
-                                  receiver, wait_live, wait_until)
-from tests.ui_helpers import open_page, sign_in
+import pytest
+
+from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
+from tests.parley_process import ParleyProcess, first_run_receiver
+from tests.ui_helpers import assert_not_reloaded, mark_no_reload, open_page, sign_in
+
+
+@pytest.fixture(scope="module")
+def parley(tmp_path_factory):
+    with ParleyProcess(tmp_path_factory.mktemp("notes") / "data", "--allow-private-webhooks") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def receiver(parley):
+    with first_run_receiver(parley) as r:
+        yield r
+
 
 NOTE_YELLOW = "rgb(255, 246, 204)"  # static/parley.css .message.note
 

@@ -10,7 +10,6 @@ from common import one_time_link_kinds
 from services import accounts, one_time_links
 from tests.parley_process import ROOT, ParleyProcess, run_cli, use_link
 from tests.ui_helpers import PASSWORD, FormClient
-from tests.test_agency_ui import agency_browser, theirs, ui_agency  # noqa: F401 (fixtures)
 from tests import db_direct
 
 NEW_PASSWORD = "a brand new password"

@@ -16,7 +16,8 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tests import db_direct
 from tests.parley_process import ParleyProcess
 from tests.pg_cluster import PgCluster
-from tests.test_faults import FROM_IDS, INBOUND, SCALE, InboundLoad, inbound_body, wait_for
+from tests.fault_helpers import FROM_IDS, SCALE, InboundLoad, inbound_body, wait_for
+from tests.inbound_helpers import INBOUND
 
 pytestmark = pytest.mark.postgres_only
 

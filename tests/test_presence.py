@@ -5,7 +5,7 @@ import json
 
 from services.presence import viewing_message
 from tests.team_users import add_user
-from tests.test_live import Socket, signed_in  # noqa: F401 (fixture)
+from tests.live_helpers import Socket
 from tests.ui_helpers import FormClient
 
 THREAD = "ct_0000000000000000000000000a"
@@ -19,12 +19,12 @@ async def _presence(socket):
     return await socket.until(lambda frame: frame["type"] == "presence")
 
 
-async def test_two_people_on_one_thread_see_each_other_and_see_the_other_go(services, http_server_client, signed_in):
-    acme, alice_client = await signed_in("alice@acme.example")
+async def test_two_people_on_one_thread_see_each_other_and_see_the_other_go(services, http_server_client, signed_in_as):
+    acme, alice_client = await signed_in_as("alice@acme.example")
     await add_user(services, acme["account_id"], "bob@acme.example")
     bob_client = FormClient(http_server_client)
     assert (await bob_client.login("bob@acme.example")).code == 303
-    _, eve_client = await signed_in("eve@other.example")
+    _, eve_client = await signed_in_as("eve@other.example")
     alice, bob, eve = [await Socket.open(http_server_client, c.cookies, 0) for c in (alice_client, bob_client, eve_client)]
     for socket in (alice, bob, eve):
         assert await socket.next() == {"type": "ready"}
@@ -65,9 +65,9 @@ def test_a_page_may_say_only_which_contact_it_shows():
         raise AssertionError(f"accepted {bad}")
 
 
-async def test_presence_names_the_viewers_by_name(services, http_server_client, signed_in):
+async def test_presence_names_the_viewers_by_name(services, http_server_client, signed_in_as):
     """Issue 43 §3: a viewer who gave a name is shown by it, one who did not by their email."""
-    acme, olive_client = await signed_in("olive@acme.example")
+    acme, olive_client = await signed_in_as("olive@acme.example")
     assert (await olive_client.post("/settings/profile", {"name": "Olive Baker", "email": "olive@acme.example",
                                                           "current_password": ""})).code == 303
     await add_user(services, acme["account_id"], "sam@acme.example")  # no name: shown by email

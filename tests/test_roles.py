@@ -14,9 +14,8 @@ from services import accounts, live
 from storage import events
 from tests.campaign_helpers import create, make_list, people, set_webhook
 from tests.inbound_helpers import inbound
-from tests.test_live import Socket
-from tests.test_agency_ui import agency_browser, ui_agency  # noqa: F401 (fixtures)
-from tests.test_users import NEW_PASSWORD, accept, invite
+from tests.live_helpers import Socket
+from tests.team_users import NEW_PASSWORD, accept, invite
 from tests.ui_helpers import PASSWORD, FormClient
 
 # A value for each kind of path group, so that every route can be requested.

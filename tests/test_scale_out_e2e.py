@@ -22,7 +22,8 @@ from tornado.websocket import websocket_connect
 
 from tests import db_direct
 from tests.parley_process import OWNER_PASSWORD, ParleyProcess, run_cli
-from tests.test_delivery_e2e import ThreadedReceiver, wait_until
+from tests.delivery_helpers import ThreadedReceiver
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.postgres_only
 

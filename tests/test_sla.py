@@ -14,7 +14,7 @@ from services import inbox, messaging, sla
 from storage import sla as sla_store
 from tests.team_users import add_user
 from tests.bot_helpers import configure, say as bot_say
-from tests.test_delivery_bridges import events_of
+from tests.event_helpers import events_of
 from tests.waiting import Clock
 
 pytestmark = pytest.mark.settings(webhook_timeout_seconds=1.0)

@@ -322,7 +322,8 @@ def test_end_to_end_sub_accounts_and_auto_recharge_over_https(tmp_path):
     key; the transactions list shows every grant and spend with its balanceAfter."""
     from tests.parley_process import ParleyProcess, free_port, run_cli
     from tests.recharge import DATA_FIELDS, EVENT, distinct, recharge_notifications
-    from tests.test_delivery_e2e import ThreadedReceiver, wait_until
+    from tests.delivery_helpers import ThreadedReceiver
+    from tests.waiting import wait_until
 
     data = tmp_path / "data"
     agency = run_cli(data, "create-account", "--name", "Agency", "--email", "agency@example.com", "--agency")
@@ -442,7 +443,7 @@ def test_the_docs_receiver_grants_once_even_when_a_notification_is_redelivered(t
 
     from tests.parley_process import ParleyProcess, create_agency_with_subaccount, free_port
     from tests.recharge import spend_from_outside
-    from tests.test_delivery_e2e import wait_until
+    from tests.waiting import wait_until
 
     data = tmp_path / "data"
     agency, sub = create_agency_with_subaccount(data, "agency@example.com", "client@example.com")

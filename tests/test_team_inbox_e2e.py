@@ -6,7 +6,8 @@ import pytest
 
 from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
-from tests.test_inbox_e2e import assert_not_reloaded, contact_of, mark_no_reload, post_inbound, wait_live, wait_until
+from tests.ui_helpers import assert_not_reloaded, mark_no_reload
+from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
 from tests.ui_helpers import open_page, sign_in
 
 BOB, BOB_PASSWORD = "bob@team.example", "bob's long enough password"

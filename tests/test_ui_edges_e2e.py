@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
-from tests.test_delivery_e2e import wait_until
+from tests.waiting import wait_until
 from tests.ui_helpers import open_page, sign_in
 
 INBOUND = "/v1/incoming_custom_channel_message"

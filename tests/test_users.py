@@ -10,28 +10,9 @@ import pytest
 from storage.db import migrate
 from tests import db_direct
 from tests.test_migrations_money_state import database_before
+from tests.team_users import NEW_PASSWORD, accept, invite
 
 from tests.ui_helpers import FormClient
-
-NEW_PASSWORD = "a long enough password"
-
-
-async def invite(api, key, email, role="agent", name=None):
-    body = {"email": email, "role": role, **({"name": name} if name else {})}
-    r = await api.post("/v1/users", body, key=key)
-    assert r.code == 201, r.body
-    return r.json
-
-
-async def accept(client, url, password=NEW_PASSWORD):
-    """The invitee opens the link and chooses a password: signed in."""
-    browser = FormClient(client)
-    path = url[url.index("/invite/"):]
-    assert (await browser.get(path)).code == 200
-    r = await browser.post(path, {"password": password, "password_again": password})
-    assert r.code == 303, r.text
-    return browser
-
 
 async def test_invite_then_the_invitee_signs_in_through_the_link(api, http_server_client, ui_account):
     key = ui_account["api_key"]

@@ -10,8 +10,8 @@ import pytest
 from tests.mail_server import MailServer
 from tests.parley_process import ParleyProcess, run_cli
 from tests.team_users import add_user_to_server
-from tests.test_agency_ui import sign_in
-from tests.test_inbox_e2e import contact_of, post_inbound, wait_until
+from tests.ui_helpers import sign_in_with
+from tests.inbound_helpers import contact_of, post_inbound, wait_until
 from tests.ui_helpers import PASSWORD, open_page
 
 AGENT_PASSWORD = "agent-chose-this-1"
@@ -31,7 +31,7 @@ def test_browser_owner_invites_an_agent_who_is_refused_settings_and_signed_out_w
     owner_context, owner = open_page(chromium)
     agent_context, agent = open_page(chromium)
     try:
-        sign_in(owner, server, "owner@acme.example")
+        sign_in_with(owner, server, "owner@acme.example")
         owner.click("nav >> text=Users")
         owner.fill("#invite-email", "sam@acme.example")
         owner.fill("#invite-name", "Sam")
@@ -81,7 +81,7 @@ def test_browser_an_invitation_is_pending_until_accepted_and_gets_a_new_link(chr
     owner_context, owner = open_page(chromium)
     invitee_context, invitee = open_page(chromium)
     try:
-        sign_in(owner, server, "owner@acme.example")
+        sign_in_with(owner, server, "owner@acme.example")
         owner.goto(server.base + "/users")
         owner.fill("#invite-email", "kim@acme.example")
         owner.click("button:has-text('Invite')")
@@ -177,7 +177,7 @@ def test_browser_one_person_chooses_switches_and_is_removed_from_one_account(chr
     pat_context, pat = open_page(chromium)
     owner_context, owner = open_page(chromium)
     try:
-        sign_in(pat, server, PAT)
+        sign_in_with(pat, server, PAT)
         assert pat.url.startswith(server.base + "/accounts")
         assert pat.inner_text("h1") == "Choose an account"
         pat.click("#accounts button:has-text('Bikes')")
@@ -194,7 +194,7 @@ def test_browser_one_person_chooses_switches_and_is_removed_from_one_account(chr
         pat.goto(server.base + "/inbox")
         wait_until(pat, "document.getElementById('live-status').dataset.state === 'live'", timeout=10)
 
-        sign_in(owner, server, "owner@acme.example")
+        sign_in_with(owner, server, "owner@acme.example")
         owner.goto(server.base + "/users")
         owner.click(f"tr[data-email='{PAT}'] a:has-text('Remove')")
         assert f"Remove {PAT} from this account?" in owner.inner_text("h1")
@@ -203,7 +203,7 @@ def test_browser_one_person_chooses_switches_and_is_removed_from_one_account(chr
         assert owner.locator(f"tr[data-email='{PAT}']").count() == 0
         pat.wait_for_url("**/login**", timeout=10_000)  # the socket closed, the reload found no session
 
-        sign_in(pat, server, PAT)  # Bikes only now: no chooser, no switcher
+        sign_in_with(pat, server, PAT)  # Bikes only now: no chooser, no switcher
         assert pat.url == server.base + "/inbox" and pat.locator("#switch-account").count() == 0
         pat.click("nav >> text=Users")
         assert "owner@bikes.example" in pat.inner_text("main")

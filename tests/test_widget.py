@@ -19,7 +19,7 @@ from storage.db import fetch_all, reads
 from tests import db_direct
 from tests.media_files import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
-from tests.test_live import Socket as LiveSocket
+from tests.live_helpers import Socket as LiveSocket
 from tests.test_scale_out import _second_process
 from tests.ui_helpers import PASSWORD, FormClient
 from tests.widget_helpers import Visitor, enable

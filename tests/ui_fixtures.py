@@ -4,6 +4,7 @@ import pytest
 
 from services import accounts
 from tests.inbound_helpers import inbound
+from tests.live_helpers import ui_user
 from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page
 
 
@@ -55,3 +56,37 @@ def other(io_loop, services):
         message = await inbound(services, account["account_id"], from_id="+14155550000", body="theirs")
         return {**account, "contact_id": message["contact_id"], "message_id": message["id"]}
     return io_loop.run_sync(make)
+
+
+@pytest.fixture
+def signed_in_as(io_loop, services, http_server_client):
+    """signed_in_as(email) -> (a new account whose owner has that email, a FormClient signed in as them)."""
+    async def make(email):
+        account = await ui_user(services, email)
+        client = FormClient(http_server_client)
+        response = await client.login(email)
+        assert response.code == 303, response.text
+        return account, client
+    return make
+
+
+@pytest.fixture
+def ui_agency(io_loop, services):
+    """An agency account whose owner can sign in."""
+    return io_loop.run_sync(lambda: accounts.create_account(
+        services.db, services.box, services.keys, name="Agency", email="boss@agency.example",
+        account_type="agency", password=PASSWORD))
+
+
+@pytest.fixture
+def agency_browser(io_loop, http_server_client, ui_agency):
+    """A form client signed in as the agency's owner."""
+    browser = FormClient(http_server_client)
+    assert io_loop.run_sync(lambda: browser.login(ui_agency["email"])).code == 303
+    return browser
+
+
+@pytest.fixture
+def theirs(make_account):
+    """A sub-account of another agency."""
+    return make_account(agency_email=make_account("agency")["email"])

@@ -126,3 +126,31 @@ def report(found):
 def link_ids(html, prefix):
     """The conversation ids a page links to (prefix "ct")."""
     return re.findall(r'href="/inbox/(ct_[0-9a-z]+)"', html) if prefix == "ct" else []
+
+
+def mark_no_reload(page):
+    """Mark the page (window.__noReload): assert_not_reloaded() fails if it reloaded since."""
+    page.evaluate("window.__noReload = true")
+
+
+def assert_not_reloaded(page):
+    assert page.evaluate("window.__noReload === true"), "the page reloaded"
+
+
+def sign_in_with(page, server, email):
+    """Sign in on the login page as a user of the server (password ui_helpers.PASSWORD)."""
+    page.goto(server.base + "/login")
+    page.fill("#email", email)
+    page.fill("#password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+
+
+def field_error(html, field):
+    """The text of the error shown next to a form field, or None."""
+    found = re.search(rf'<p class="form-error" id="{field}-error" role="alert">(.*?)</p>', html, re.S)
+    return found and found.group(1)
+
+
+def unescape(text):
+    """Text as the page shows it, from its escaped HTML."""
+    return text.replace("&#34;", '"').replace("&#39;", "'").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")

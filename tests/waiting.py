@@ -23,6 +23,17 @@ def until_sync(condition, seconds=10):
     return True
 
 
+def wait_until(check, timeout=30.0):
+    """Poll until check() returns something truthy; a deadline, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.1)
+
+
 class Clock:
     """A clock a test moves (services.clock: business hours and the SLA read it): set .now."""
 

@@ -29,6 +29,7 @@ MODULES = [
     "bench.scenarios.bot_real_model",
     "bench.scenarios.search",
     "bench.scenarios.widget",
+    "bench.scenarios.email_import",
 ]
 
 

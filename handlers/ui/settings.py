@@ -6,7 +6,7 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import (accounts, assignment, business_hours, csat, email_settings, event_stream, mail_out, regions,
+from services import (accounts, assignment, business_hours, csat, email_settings, event_stream, mail_in, mail_out, regions,
                       sla, users, webhook_ping, widget)
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
@@ -53,7 +53,9 @@ class SettingsPage(UiHandler):
         values.update({f"hours.{field}": str((settings.get(sla.KEY) or {}).get(field) or "") for field in sla.KINDS})
         values.update(email_form_values(settings))
         values.update(form or {})
-        self.render("settings.html", email_test=email_test, mails=await mail_out.recent(db, self.account_id), widget_info=await widget.describe(db, self.application.settings_obj.base_url,
+        self.render("settings.html", email_test=email_test, mails=await mail_out.recent(db, self.account_id),
+                    mail_import=await mail_in.import_status(db, self.account_id)
+                    if email_settings.server(settings, "imap") else None, widget_info=await widget.describe(db, self.application.settings_obj.base_url,
                                                                       self.account_id),
                     status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     hours=hours, zones=business_hours.zones(), days=business_hours.DAYS,
@@ -83,6 +85,8 @@ class SettingsPage(UiHandler):
         except Invalid as exc:  # checked against what is stored (a merge patch: bot, email)
             await self.render_settings(status=400, error=exc.message, form=form)
             return
+        if "email" in changes and self.services.mail_in is not None:
+            self.services.mail_in.notify()  # the mailbox's import starts (or restarts with the new settings) now
         self.flash_saved(done, warnings)
         self.redirect("/settings" + anchor, status=303)
 

@@ -3,15 +3,20 @@ name_key holds the compared form (storage/lists.py name_key: stripped, case-fold
 it so. Existing duplicates are renamed first, the oldest list keeping its name ("Leads", "Leads (2)", ...),
 and every rename is logged. Deleting a list keeps its row (campaigns refer to it) with deleted_at set and
 name_key NULL, so the name is free again."""
+from __future__ import annotations
+
+from storage.interface import OwnConnection
 
 
-def name_key(name):
+def name_key(name: str) -> str:
     return name.strip().casefold()
 
 
-def migrate(cx):
+def migrate(cx: OwnConnection) -> list[str]:
     cx.execute("ALTER TABLE lists ADD COLUMN name_key TEXT")
     cx.execute("ALTER TABLE lists ADD COLUMN deleted_at TEXT")
+    taken: dict[str, dict[str, str]]
+    renames: list[str]
     taken, renames = {}, []
     for list_id, account_id, name in cx.execute("SELECT id, account_id, name FROM lists ORDER BY account_id, id").fetchall():
         keys = taken.setdefault(account_id, {})

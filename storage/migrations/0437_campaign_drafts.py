@@ -7,12 +7,15 @@ old table would then violate them). Widening a CHECK changes nothing stored, so 
 procedure for such changes (https://www.sqlite.org/lang_altertable.html#otheralter): the table's CREATE
 statement is rewritten in sqlite_master and schema_version moved on, in this transaction. PostgreSQL runs
 0437_campaign_drafts.postgresql.sql instead."""
+from __future__ import annotations
+
+from storage.interface import OwnConnection
 from storage.migrate import rewrite_sqlite_table
 
 OLD = "CHECK (status IN ('scheduled', 'running', 'paused', 'completed', 'cancelled'))"
 NEW = "CHECK (status IN ('draft', 'scheduled', 'running', 'paused', 'completed', 'cancelled'))"
 
 
-def migrate(cx):
+def migrate(cx: OwnConnection) -> list[str]:
     rewrite_sqlite_table(cx, "campaigns", OLD, NEW, "status CHECK")
     return ["campaigns.status may be 'draft'"]

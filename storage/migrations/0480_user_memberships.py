@@ -7,6 +7,9 @@ the memberships its sign-in proved (session_accounts): the account switcher offe
 SQLite cannot drop the column's UNIQUE: the table is rebuilt, with foreign keys off for the rebuild (the way
 SQLite's documentation prescribes; other tables' references to users(id) stay as they are) and checked before
 it commits. PostgreSQL drops the constraint instead (the .postgresql.sql beside this file)."""
+from __future__ import annotations
+
+from storage.interface import OwnConnection
 
 _USERS = """CREATE TABLE users (
     id TEXT PRIMARY KEY,
@@ -28,16 +31,16 @@ SESSION_ACCOUNTS = """CREATE TABLE session_accounts (
 )"""
 
 
-def _broken_references(cx):
+def _broken_references(cx: OwnConnection) -> set[tuple[tuple[str, str], int]]:
     """{(table, referenced table): how many rows}, as a set of pairs with counts, of rows whose foreign key
     points nowhere."""
-    counts = {}
+    counts: dict[tuple[str, str], int] = {}
     for row in cx.execute("PRAGMA foreign_key_check").fetchall():
         counts[(row[0], row[2])] = counts.get((row[0], row[2]), 0) + 1
     return set(counts.items())
 
 
-def migrate(cx):
+def migrate(cx: OwnConnection) -> list[str]:
     # PRAGMA foreign_keys is a no-op inside a transaction: end the runner's, rebuild in one of our own, and
     # leave a transaction open again for the runner to record this migration in and commit.
     cx.execute("COMMIT")

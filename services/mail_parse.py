@@ -1,0 +1,232 @@
+"""Reading one mail of the email channel (issue 39; services/mail_in.py imports it): who sent it, its subject, its
+text (plain text preferred, HTML turned into text), the quoted history trimmed off for display (quotequail; the
+whole text is kept beside it), its attachments, the Message-IDs it answers, whether it is automatic (RFC 3834
+Auto-Submitted, Precedence bulk|junk|list, X-Autoreply: stored, never answered) and whether it is a delivery status
+notification (a bounce, RFC 3464 multipart/report: it marks our message failed and makes no contact).
+
+Pure functions of the raw bytes (no I/O): CPU work, which the importer runs in an executor."""
+import email
+import email.policy
+import re
+from dataclasses import dataclass, field
+from email.utils import getaddresses, parseaddr
+from html.parser import HTMLParser
+
+import quotequail
+
+MAX_SUBJECT = 998  # RFC 5322's line limit: a longer "subject" is not one
+_ID = re.compile(r"<([^<>\s]+)>")
+
+
+@dataclass
+class Attachment:
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass
+class Bounce:
+    """A delivery status notification: the Message-ID of the mail that failed (None when the report does not say),
+    the recipient that failed and why, in words."""
+    original_id: str | None
+    recipient: str | None
+    reason: str
+
+
+@dataclass
+class ParsedMail:
+    message_id: str | None
+    from_address: str | None
+    from_name: str | None
+    subject: str
+    text: str           # the whole text
+    reply: str          # the text without its quoted history (what the inbox shows, the bot reads)
+    quoted: str | None  # the history trimmed off, None when there is none
+    references: list = field(default_factory=list)  # In-Reply-To first, then References newest first
+    automatic: bool = False
+    bounce: Bounce | None = None
+    attachments: list = field(default_factory=list)
+
+
+def message_ids(value):
+    """The Message-IDs of an In-Reply-To or References header, without their angle brackets."""
+    return _ID.findall(str(value or ""))
+
+
+def is_automatic(message):
+    """RFC 3834 and the conventions before it: the mail was sent by a machine, and answering it may start a loop."""
+    auto = str(message.get("Auto-Submitted") or "").strip().lower()
+    precedence = str(message.get("Precedence") or "").strip().lower()
+    return (auto.startswith("auto-") or precedence in ("bulk", "junk", "list") or message.get("X-Autoreply") is not None
+            or message.get("X-Autorespond") is not None)
+
+
+def parse(raw):
+    """The ParsedMail of a mail's bytes."""
+    message = email.message_from_bytes(bytes(raw), policy=email.policy.default)
+    name, address = parseaddr(str(message.get("From") or ""))
+    subject = " ".join(str(message.get("Subject") or "").split())[:MAX_SUBJECT]
+    ids = message_ids(message.get("Message-ID"))
+    references = message_ids(message.get("In-Reply-To")) + list(reversed(message_ids(message.get("References"))))
+    bounce = _bounce(message)
+    text = _text_of(message) if bounce is None else ""
+    reply, quoted = trim_quoted(text)
+    return ParsedMail(message_id=ids[0] if ids else None, from_address=address.strip().lower() or None,
+                      from_name=name.strip() or None, subject=subject, text=text, reply=reply, quoted=quoted,
+                      references=list(dict.fromkeys(references)), automatic=is_automatic(message) or bounce is not None,
+                      bounce=bounce, attachments=[] if bounce is not None else _attachments(message))
+
+
+def _text_of(message):
+    """Plain text preferred; else the HTML part as text; "" when the mail has neither."""
+    part = message.get_body(preferencelist=("plain",))
+    if part is not None:
+        return _normalized(_content(part))
+    part = message.get_body(preferencelist=("html",))
+    if part is not None:
+        return _normalized(html_to_text(_content(part)))
+    return ""
+
+
+def _content(part):
+    try:
+        return part.get_content()
+    except (LookupError, UnicodeError, AssertionError):  # an unknown charset or a broken encoding
+        payload = part.get_payload(decode=True) or b""
+        return payload.decode("utf-8", errors="replace")
+
+
+def _normalized(text):
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def trim_quoted(text):
+    """(the reply, the quoted history or None): quotequail finds where the history starts ("On … wrote:", lines of
+    "> ", and "-----Original Message-----", which it reads as a forward: Outlook's replies look so); the history
+    keeps its header line and is shown on request. A mail that is all quote (a bare forward) keeps its whole text."""
+    if not text:
+        return text, None
+    try:
+        found = quotequail.unwrap(text)
+    except Exception:  # a library fault must not stop the import: the whole text is the reply
+        return text, None
+    if not found or not (found.get("text_top") or "").strip():
+        return text, None
+    top = found["text_top"].strip()
+    at = text.find(top)
+    quoted = text[at + len(top):].strip() if at >= 0 else found.get("text", "").strip()
+    if not quoted:
+        return text, None
+    return top, quoted
+
+
+def _attachments(message):
+    found = []
+    for part in message.iter_attachments():
+        if part.is_multipart() or part.get_content_maintype() == "message":
+            continue
+        data = part.get_payload(decode=True)
+        if not data:
+            continue
+        found.append(Attachment(filename=part.get_filename() or "attachment", content_type=part.get_content_type(),
+                                data=data))
+    return found
+
+
+# ---- bounces -----------------------------------------------------------------------------------
+
+def _bounce(message):
+    """A Bounce for an RFC 3464 delivery status notification (multipart/report; report-type=delivery-status) that
+    reports a failure; None for any other mail (a delay notice reports no failure: it is an automatic mail)."""
+    if message.get_content_type() != "multipart/report" or \
+            str(message.get_param("report-type") or "").lower() != "delivery-status":
+        return None
+    recipient = reason = original = None
+    failed = False
+    for part in message.walk():
+        kind = part.get_content_type()
+        if kind == "message/delivery-status":
+            for fields in part.get_payload():  # one block per message, then one per recipient
+                action = str(fields.get("Action") or "").strip().lower()
+                if action and action != "failed":
+                    continue
+                if fields.get("Final-Recipient") or fields.get("Original-Recipient"):
+                    failed = failed or action == "failed"
+                    recipient = recipient or str(fields.get("Final-Recipient") or
+                                                 fields.get("Original-Recipient")).partition(";")[2].strip()
+                    reason = reason or " ".join(str(fields.get("Diagnostic-Code") or "").split()).partition(";")[2] \
+                        .strip() or str(fields.get("Status") or "").strip() or None
+        elif kind in ("message/rfc822", "text/rfc822-headers") and original is None:
+            original = _original_id(part)
+    if not failed:
+        return None
+    return Bounce(original_id=original, recipient=recipient or None,
+                  reason=f"bounced: {reason}" if reason else "bounced (the receiving server gave no reason)")
+
+
+def _original_id(part):
+    if part.get_content_type() == "message/rfc822":
+        payload = part.get_payload()
+        inner = payload[0] if isinstance(payload, list) and payload else None
+        headers = inner.get("Message-ID") if inner is not None else None
+    else:
+        headers = email.message_from_string(_content(part), policy=email.policy.default).get("Message-ID")
+    ids = message_ids(headers)
+    return ids[0] if ids else None
+
+
+def recipients(message_bytes):
+    """The To and Cc addresses of a mail (tests and the loop check)."""
+    message = email.message_from_bytes(bytes(message_bytes), policy=email.policy.default)
+    return [address.lower() for _, address in getaddresses([str(v) for v in message.get_all("To", []) +
+                                                            message.get_all("Cc", [])])]
+
+
+# ---- HTML to text ----------------------------------------------------------------------------
+
+_BLOCKS = {"p", "div", "br", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table", "ul", "ol",
+           "hr", "section", "article", "header", "footer"}
+_SKIPPED = {"script", "style", "head", "title", "template"}
+
+
+class _TextOf(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.pieces, self.skipping, self.link, self.link_start = [], 0, None, 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in _SKIPPED:
+            self.skipping += 1
+        elif tag in _BLOCKS:
+            self.pieces.append("\n")
+            if tag == "li":
+                self.pieces.append("- ")
+        elif tag == "a":
+            self.link, self.link_start = dict(attrs).get("href"), len(self.pieces)
+
+    def handle_endtag(self, tag):
+        if tag in _SKIPPED:
+            self.skipping = max(0, self.skipping - 1)
+        elif tag in _BLOCKS:
+            self.pieces.append("\n")
+        elif tag == "a" and self.link:
+            if self.link.startswith(("http://", "https://")) and \
+                    self.link not in "".join(self.pieces[self.link_start:]):
+                self.pieces.append(f" ({self.link})")
+            self.link = None
+
+    def handle_data(self, data):
+        if not self.skipping:
+            self.pieces.append(re.sub(r"\s+", " ", data))
+
+
+def html_to_text(html):
+    """An HTML mail body as plain text: blocks on their own lines, links with their address, no scripts or styles
+    (the text is shown escaped, as every message body is)."""
+    parser = _TextOf()
+    parser.feed(html)
+    parser.close()
+    lines = (line.strip() for line in "".join(parser.pieces).split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()

@@ -45,8 +45,6 @@ STILL_IMPORTING_TEST_MODULES = {
     "test_bot_real_model",
     "test_contact_erasure_imports",
     "test_contact_import_limits",
-    "test_users",
-    "test_widget",
 }
 
 

@@ -1,32 +1,14 @@
 """Migrations 0111 and 0112 on data written before them (issue 18 items 11 and 12): grants made twice under
 one key keep their rows but the later one loses the key, so the unique index can exist; a campaign's
 recipients failed with a retry still pending become retrying, and the counts follow the recipients."""
-import shutil
 
 import pytest
 
-from storage import db as db_module
-from storage.db import connect_sync, migrate
+from storage.db import migrate
+from tests.migration_helpers import database_before
 
 NOW = "2026-01-01T00:00:00.000Z"
 pytestmark = pytest.mark.sqlite_only("migrates an SQLite file of its own")
-
-
-def database_before(tmp_path, monkeypatch, version):
-    """A database with the migrations numbered below ``version`` applied, foreign keys off (a test writes only
-    the rows the later migrations read); migrate(cx) then applies the rest."""
-    older = tmp_path / "migrations"
-    older.mkdir()
-    for path in db_module.MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.*"):
-        if int(path.name[:4]) < version:
-            shutil.copy(path, older / path.name)
-    real = db_module.MIGRATIONS
-    cx = connect_sync(tmp_path / "parley.db")
-    monkeypatch.setattr(db_module, "MIGRATIONS", older)
-    migrate(cx)
-    cx.execute("PRAGMA foreign_keys=OFF")
-    monkeypatch.setattr(db_module, "MIGRATIONS", real)
-    return cx
 
 
 def test_existing_duplicate_grants_and_failed_recipients_are_carried_over(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from settings import Settings
 from storage import leases as lease_store
 from tests.ui_helpers import PASSWORD, FormClient
 from tests.waiting import until
+from tests.process_helpers import second_process
 
 
 def test_a_lease_has_one_owner_and_is_taken_over_when_it_lapses(io_loop, services):
@@ -117,16 +118,9 @@ def test_healthz(io_loop, api, app, services):
     io_loop.run_sync(run)
 
 
-def _second_process(io_loop, settings, tmp_path):
-    """Another server process's services on the same database, with its own data directory (another host)."""
-    other = settings.model_copy(update={"data_dir": tmp_path / "host-b",
-                                        "secret_key_file": settings.data_dir / "secret.key"})
-    return io_loop.run_sync(lambda: server.open_services(other))
-
-
 @pytest.mark.postgres_only
 def test_a_commit_in_one_process_wakes_the_live_hub_of_another(io_loop, services, settings, tmp_path, account):
-    b = _second_process(io_loop, settings, tmp_path)
+    b = second_process(io_loop, settings, tmp_path)
     woken = []
     services.listener.handlers["parley_events"] = lambda: woken.append(1)
 
@@ -143,7 +137,7 @@ def test_a_commit_in_one_process_wakes_the_live_hub_of_another(io_loop, services
 
 @pytest.mark.postgres_only
 def test_a_key_rotated_in_one_process_fails_at_once_in_another(io_loop, services, settings, tmp_path, account):
-    b = _second_process(io_loop, settings, tmp_path)
+    b = second_process(io_loop, settings, tmp_path)
     key_hash = keys.hash_api_key(account["api_key"])
 
     async def run():
@@ -194,7 +188,7 @@ class _Served:
 def test_sign_in_attempts_are_limited_once_for_every_process(io_loop, services, settings, tmp_path):
     """Ten attempts per email and address in a burst, whichever process answers them (issue 36 item 9): per
     process, each of two let ten through."""
-    b = _second_process(io_loop, settings, tmp_path)
+    b = second_process(io_loop, settings, tmp_path)
     io_loop.run_sync(lambda: accounts.create_account(services.db, services.box, services.keys, name="Acme",
                                                      email="owner@acme.example", password=PASSWORD))
     served = [_Served(settings, services), _Served(settings.model_copy(update={"data_dir": tmp_path / "host-b"}), b)]

@@ -9,7 +9,7 @@ import pytest
 
 from storage.db import migrate
 from tests import db_direct
-from tests.test_migrations_money_state import database_before
+from tests.migration_helpers import database_before
 from tests.team_users import NEW_PASSWORD, accept, invite
 
 from tests.ui_helpers import FormClient

@@ -20,7 +20,7 @@ from tests import db_direct
 from tests.media_files import PNG, data_uri
 from tests.ui_fixtures import ui_account  # noqa: F401 (fixture)
 from tests.live_helpers import Socket as LiveSocket
-from tests.test_scale_out import _second_process
+from tests.process_helpers import second_process
 from tests.ui_helpers import PASSWORD, FormClient
 from tests.widget_helpers import Visitor, enable
 from tests.waiting import Clock, until
@@ -558,7 +558,7 @@ async def test_typing_reaches_the_thread_page_and_the_visitor_and_is_never_store
 def test_typing_crosses_server_processes_by_notify(io_loop, services, settings, tmp_path, account):
     """Two processes on one PostgreSQL database: a visitor's typing on one reaches the thread page on the other,
     and an agent's typing there reaches the visitor's chat here (the payload of a NOTIFY, never a row)."""
-    other_process = _second_process(io_loop, settings, tmp_path)
+    other_process = second_process(io_loop, settings, tmp_path)
 
     class Page:
         def __init__(self):

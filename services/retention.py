@@ -27,6 +27,7 @@ from common.ids import iso, utcnow
 from services.worker_loop import WorkerLoop
 from services import contact_import, media
 from storage import delivery as delivery_store
+from storage import csat as csat_store
 from storage import events as events_store
 from storage import idempotency as idempotency_store
 from storage import messages as message_store
@@ -57,6 +58,8 @@ RULES = (
     # Never an account's newest event (its numbers count on from it); a cursor or an inbox page offline for
     # longer is told so (GET /v1/events 410 CURSOR_EXPIRED; the page reloads).
     Rule("live events", lambda s: timedelta(days=s.event_retention_days), events_store.prune),
+    # A day past the link's expiry: by then the ask is older than csat.ASK_GAP too, so no rule reads it.
+    Rule("CSAT asks never answered", lambda s: timedelta(days=1), csat_store.prune_unanswered),
 )
 
 # Between two batches the cleanup yields this long, so its writes stay a small share of the writer's.

@@ -95,3 +95,13 @@ def report_rows(cx: Connection, account_ids: Sequence[str], start: str, end: str
         " LEFT JOIN users u ON u.id = a.agent_user_id AND u.account_id = a.account_id"
         f" WHERE a.account_id IN ({marks}) AND a.answered_at >= ? AND a.answered_at < ?",
         (*account_ids, start, end))]
+
+
+@writes
+def prune_unanswered(cx: Connection, before: str, limit: int) -> int:
+    """Retention: at most ``limit`` asks never answered whose link expired before ``before``. An answered ask stays
+    (the Reports' scores; a contact's erasure removes it)."""
+    row_id = dialect_of(cx).row_id
+    return cx.execute(f"DELETE FROM csat_asks WHERE {row_id} IN (SELECT {row_id} FROM csat_asks"
+                      " WHERE answered_at IS NULL AND expires_at < ? ORDER BY expires_at LIMIT ?)",
+                      (before, limit)).rowcount

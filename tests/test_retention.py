@@ -11,6 +11,7 @@ import pytest
 from common.ids import iso, new_id, utcnow
 from services import media
 from services.retention import RULES, RetentionWorker
+from storage import csat as csat_store
 from storage import messages as message_store
 from storage.contacts import insert_contact_in_tx
 from storage.db import reads
@@ -84,6 +85,46 @@ async def test_idempotency_keys_go_after_24_hours(api, services, account):
     assert (await worker.run_once(utcnow() + timedelta(hours=23)))["Idempotency-Key answers"] == 0
     assert (await worker.run_once(utcnow() + timedelta(hours=25)))["Idempotency-Key answers"] == 1
     assert await _rows(services.db, "SELECT key FROM idempotency_keys") == []
+
+
+def _csat_ask(cx, account_id, contact_id, asked_at, expires_at):
+    """(In the writer.) An ask as the resolution writes it (storage.csat.insert_ask_in_tx); returns its id."""
+    ask_id = new_id("csat")
+    csat_store.insert_ask_in_tx(cx, {"id": ask_id, "account_id": account_id, "contact_id": contact_id,
+                                     "agent_user_id": None, "channel": "custom", "message_id": None,
+                                     "question": "How did we do?", "token_hash": new_id("h"), "asked_at": asked_at,
+                                     "expires_at": expires_at})
+    return ask_id
+
+
+async def test_csat_asks_never_answered_go_a_day_after_their_link_expired(services, account):
+    """An ask nobody answered goes a day after its link expired; an answered one stays (the Reports' scores), and so
+    does one expired less than a day ago or still open."""
+    now, account_id = utcnow(), account["account_id"]
+    contact_id = await services.db.write(_contact, account_id)
+
+    async def ask(expired_days_ago):
+        expires = now - timedelta(days=expired_days_ago)
+        return await services.db.write(_csat_ask, account_id, contact_id, iso(expires - timedelta(days=7)), iso(expires))
+
+    gone = [await ask(2), await ask(30)]
+    answered = await ask(-1)
+    await csat_store.answer_ask(services.db, account_id, answered, 5, None, iso(now - timedelta(days=3)))
+    await services.db.write(_age_ask, answered, iso(now - timedelta(days=20)))
+    kept = sorted([answered, await ask(0.5), await ask(-3)])
+    deleted = await RetentionWorker(services, pause=0).run_once(now)
+    assert deleted["CSAT asks never answered"] == len(gone)
+    assert [r[0] for r in await _rows(services.db, "SELECT id FROM csat_asks ORDER BY id")] == kept
+
+
+def _contact(cx, account_id):
+    contact_id = new_id("ct")
+    insert_contact_in_tx(cx, {"id": contact_id, "account_id": account_id, "created_at": iso(utcnow())})
+    return contact_id
+
+
+def _age_ask(cx, ask_id, expires_at):
+    cx.execute("UPDATE csat_asks SET expires_at = ? WHERE id = ?", (expires_at, ask_id))
 
 
 @pytest.mark.sqlite_only("writer_batches is the SQLite writer process's record")
@@ -172,7 +213,9 @@ def test_the_cleanup_uses_indexes(services):
     try:
         for sql in ("SELECT id FROM outbox WHERE status IN ('sent', 'failed') AND next_attempt_at < ? LIMIT ?",
                     "SELECT rowid FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?",
-                    "SELECT DISTINCT media_url FROM messages WHERE media_url IN (?)"):
+                    "SELECT DISTINCT media_url FROM messages WHERE media_url IN (?)",
+                    "SELECT rowid FROM csat_asks WHERE answered_at IS NULL AND expires_at < ? ORDER BY expires_at"
+                    " LIMIT ?"):
             plan = [row[3] for row in cx.execute("EXPLAIN QUERY PLAN " + sql, ("x",) * sql.count("?"))]
             assert plan and not any(step.startswith("SCAN") for step in plan), (sql, plan)
     finally:

@@ -25,7 +25,9 @@ WORDS = ("hello order delivery refund please thanks invoice account payment ques
 RARE = "kilimanjaro"  # one message in 10,000
 JAPANESE = ("東京駅で待っています", "明日の予約を変更したいです", "配送はいつになりますか", "ありがとうございました")
 SPELLINGS = ("+1 (415) 555-{:04d}", "415-555-{:04d}", "415.555.{:04d}", "4155550{:03d}")
-QUERIES = {"word": "refund", "rare word": RARE, "prefix": "deliv", "phone": "415 555 0199",
+# The phone is stored as "4155550103" (n % 50 == 3 and n % 1000 == 103 always picks SPELLINGS[3]: 1 in 1,000
+# messages) and asked in another spelling; a number never stored would measure an empty answer.
+QUERIES = {"word": "refund", "rare word": RARE, "prefix": "deliv", "phone": "(415) 555-0103",
            "CJK, 3 characters": "東京駅", "CJK, 2 characters": "予約"}
 
 
@@ -148,12 +150,14 @@ def run(ctx):
 
 def render(r):
     lines = [f"{r['messages']:,} messages of {CONTACTS:,} contacts; 20 results a page; one query at a time.", "",
-             "| query | SQLite p50 ms | SQLite p99 ms | PostgreSQL p50 ms | PostgreSQL p99 ms |", "|---|---|---|---|---|"]
+             "| query | SQLite p50 ms | SQLite p99 ms | PostgreSQL p50 ms | PostgreSQL p99 ms | found (of 20) |",
+             "|---|---|---|---|---|---|"]
     pg = r.get("postgres", {})
     pg = {} if "skipped" in pg else pg
     for name, q in QUERIES.items():
         s, p = r["sqlite"][name], pg.get(name, {})
-        lines.append(f"| {name} (`{q}`) | {s['p50_ms']} | {s['p99_ms']} | {p.get('p50_ms', '-')} | {p.get('p99_ms', '-')} |")
+        lines.append(f"| {name} (`{q}`) | {s['p50_ms']} | {s['p99_ms']} | {p.get('p50_ms', '-')} | {p.get('p99_ms', '-')} "
+                     f"| {s['found']}, {p.get('found', '-')} |")
     lines += ["", f"Seed (index included): SQLite {r['sqlite']['seed_seconds']} s; PostgreSQL "
                   f"{pg.get('seed_seconds', '-')} s, of which the trigram indexes' build {pg.get('index_build_seconds', '-')} s."]
     return lines
@@ -166,7 +170,8 @@ def goals(r):
         if "skipped" in r.get(label, {"skipped": True}):
             continue
         for name in ("word", "phone", "CJK, 3 characters", "CJK, 2 characters"):
-            p99 = r[label][name]["p99_ms"]
+            p99, found = r[label][name]["p99_ms"], r[label][name]["found"]
+            # A query that found nothing measured an empty answer, not a search: not met, whatever its time.
             out.append(goal(f"Search p99, {name}, {label}, {r['messages']:,} messages (ms)", p99, P99_GOAL_MS,
-                            p99 <= P99_GOAL_MS))
+                            p99 <= P99_GOAL_MS and found > 0))
     return out

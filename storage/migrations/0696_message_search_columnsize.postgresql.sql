@@ -1,2 +1,0 @@
--- SQLite's search index only (0696_message_search_columnsize.sql): PostgreSQL's pg_trgm indexes are unchanged.
-SELECT 1;

@@ -17,7 +17,7 @@ from storage.db import fetch_all, reads
 from storage.dialect import dialect_of, escape_like
 from storage.interface import Connection, Row
 
-SEPARATORS = " ()+-./"  # taken out of a body for the digits index (0600_message_search: the same characters)
+SEPARATORS = " ()+-./"  # taken out of a body for the digits index (0600 and 0696_message_search: the same characters)
 
 
 def _fts_phrase(text: str) -> str:
@@ -39,7 +39,9 @@ def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits
         raise ValueError("position")
     indexed = [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
     if digits:
-        indexed.append(f"digits : {_fts_phrase(digits)}")
+        # The digits column holds only bodies where separators join digits (0696_message_search_digits.sql); any
+        # other body's digit runs are in its body column as they are.
+        indexed.append(f"(digits : {_fts_phrase(digits)} OR body : {_fts_phrase(digits)})")
     short = [t for t in terms if len(t) < 3]
     args: list[Any]  # text, and the FTS rowid bound
     where, args = ["m.account_id = ?"], [account_id]

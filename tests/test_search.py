@@ -6,6 +6,8 @@ import html
 import re
 from urllib.parse import quote
 
+import pytest
+
 from common.ids import new_id, now_iso
 from services import accounts, messaging, search
 from storage import db as dbmod
@@ -107,6 +109,12 @@ def _indexed(cx, word):
                       (f'"{word}"',)).fetchone()[0]
 
 
+@reads
+def _fts_count(cx, expression):
+    """SQLite: the index's entries matching an FTS5 query expression, whatever message they belong to."""
+    return cx.execute("SELECT COUNT(*) FROM message_search WHERE message_search MATCH ?", (expression,)).fetchone()[0]
+
+
 async def test_erasure_removes_the_person_from_the_index(api, services, account):
     key, account_id = account["api_key"], account["account_id"]
     gone = await inbound(services, account_id, from_id="+14155550111", body="my secret zanzibar plan, 415 555 0123")
@@ -138,6 +146,44 @@ async def test_the_migration_indexes_messages_stored_before_it(services, account
     finally:
         cx.close()
     assert await ids(api, account["api_key"], "kilimanjaro") == [old["id"]]
+
+
+@pytest.mark.sqlite_only("the FTS5 index's digits column and its triggers are SQLite's")
+async def test_bodies_indexed_twice_before_0696_are_indexed_once_and_still_found_and_erased(services, account, api):
+    """Migration 0696: a body whose digits no separator joins ("order 1234") loses its digits-column entries (before,
+    any digit put the whole body in twice); one where separators join digits keeps them. Both are still found by
+    their numbers, and an erasure leaves nothing of either in the index (a contentless delete names what was
+    indexed: a row not redone would leave its old digits behind)."""
+    key, account_id = account["api_key"], account["account_id"]
+    cx = dbmod.connect_sync(services.settings.db_path)
+    try:
+        cx.execute("DROP TRIGGER message_search_insert")
+        cx.executescript("""CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO message_search (rowid, body, digits) VALUES (new.rowid, new.body,
+                CASE WHEN new.body GLOB '*[0-9]*' THEN replace(replace(replace(replace(replace(replace(replace(
+                    new.body, ' ', ''), '(', ''), ')', ''), '+', ''), '-', ''), '.', ''), '/', '') ELSE '' END);
+            END;""")  # 0600's rule
+        cx.commit()
+    finally:
+        cx.close()
+    order = await inbound(services, account_id, from_id="+14155550121", body="where is order 1234 now")
+    phone = await inbound(services, account_id, from_id="+14155550122", body="ring 415 555-0142 today")
+    assert await _fts_count(services.db, 'digits : "whereisorder1234now"') == 1
+    cx = dbmod.connect_sync(services.settings.db_path)
+    try:
+        cx.execute("DELETE FROM schema_migrations WHERE version = 696")
+        cx.commit()
+        dbmod.migrate(cx)
+    finally:
+        cx.close()
+    assert await _fts_count(services.db, 'digits : "whereisorder1234now"') == 0
+    assert await _fts_count(services.db, 'digits : "4155550142"') == 1
+    assert await ids(api, key, "1234") == [order["id"]]
+    assert await ids(api, key, "(415) 555 0142") == [phone["id"]]
+    for contact_id in (order["contact_id"], phone["contact_id"]):
+        assert (await api.delete(f"/v1/contacts/{contact_id}", key=key)).code == 200
+    for entry in ('"1234"', '"order"', 'digits : "4155550142"', 'digits : "whereisorder1234now"', '"ring"'):
+        assert await _fts_count(services.db, entry) == 0, entry
 
 
 def test_a_query_means_its_words_or_a_phone_number():

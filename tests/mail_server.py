@@ -5,6 +5,7 @@ email.message.EmailMessage objects in ``messages``; ``wait_for`` waits on a stat
 in-memory backend with its demo mailbox (user demouser, password demopass), a process on a free loopback port."""
 import email
 import email.policy
+import imaplib
 import socket
 import subprocess
 import sys
@@ -116,6 +117,14 @@ class ImapServer:
                     self.stop()
                     raise RuntimeError("pymap did not start") from None
                 time.sleep(0.05)
+
+    def append(self, *mails):
+        """Put mails in the folder as another client would (imaplib: blocking; async tests run it in a thread)."""
+        client = imaplib.IMAP4("127.0.0.1", self.port)
+        client.login(self.USERNAME, self.PASSWORD)
+        for mail in mails:
+            client.append("INBOX", None, None, bytes(mail))
+        client.logout()
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

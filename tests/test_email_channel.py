@@ -21,14 +21,6 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAW
 PNG_DATA_URI = f"data:image/png;base64,{PNG}"
 
 
-@pytest.fixture
-def imap_server():
-    from tests.mail_server import ImapServer
-    server = ImapServer().start()
-    yield server
-    server.stop()
-
-
 def customer_mail(n, *, sender="Ann Lee <ann@customer.example>", subject=None, body=None, **headers):
     mail = EmailMessage()
     mail["From"], mail["To"] = sender, ADDRESS
@@ -41,14 +33,8 @@ def customer_mail(n, *, sender="Ann Lee <ann@customer.example>", subject=None, b
 
 
 def append(server, *mails):
-    """Put mails in the pymap folder as another client would (imaplib in a thread: a blocking client)."""
-    def run():
-        client = imaplib.IMAP4("127.0.0.1", server.port)
-        client.login(server.USERNAME, server.PASSWORD)
-        for mail in mails:
-            client.append("INBOX", None, None, bytes(mail))
-        client.logout()
-    return asyncio.to_thread(run)
+    """Put mails in the pymap folder as another client would (a blocking client, in a thread)."""
+    return asyncio.to_thread(server.append, *mails)
 
 
 async def wait_for(predicate, timeout=15.0):

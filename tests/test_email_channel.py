@@ -8,7 +8,6 @@ import imaplib
 import re
 from email.message import EmailMessage
 
-import pytest
 
 from services import accounts, mail_in, mail_out, messaging
 from services.mail_in import MailImporter

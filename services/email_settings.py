@@ -52,6 +52,13 @@ def _a_number(value):
 Port = Annotated[int, Field(ge=1, le=65535), BeforeValidator(_a_number)]
 
 
+def _refused(field, message):
+    """A validator that refuses a read-only field, saying why, whatever its value (it runs only when it is sent)."""
+    def refuse(cls, value):
+        raise ValueError(message)
+    return pydantic.field_validator(field, mode="before")(classmethod(refuse))
+
+
 class _ServerFields(Strict):
     host: Optional[Identifier] = Field(None, max_length=MAX_HOST, description=(
         "The server's host name; public unless the server runs with --allow-private-webhooks."))
@@ -71,11 +78,7 @@ class _Password(Strict):
         "removes it."))
     # Declared only to refuse it with a message that says why (a GET answer sent back as it is).
     passwordSet: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
-
-    @pydantic.field_validator("passwordSet", mode="before")
-    @classmethod
-    def _read_only(cls, value):
-        raise ValueError("passwordSet is read-only: send password to set one, or null to remove it")
+    _read_only = _refused("passwordSet", "passwordSet is read-only: send password to set one, or null to remove it")
 
 
 class _Folder(Strict):
@@ -114,11 +117,7 @@ class EmailSettings(Strict):
                                                          "visitors who left an email (and the email channel's replies).")
     # Declared only to refuse it with a message that says why (a GET /v1/account answer sent back as it is).
     importStatus: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
-
-    @pydantic.field_validator("importStatus", mode="before")
-    @classmethod
-    def _read_only(cls, value):
-        raise ValueError("importStatus is read-only: GET /v1/account shows how the import goes")
+    _read_only = _refused("importStatus", "importStatus is read-only: GET /v1/account shows how the import goes")
 
 
 class ImportFailure(Strict):

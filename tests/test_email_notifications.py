@@ -16,10 +16,10 @@ import pytest
 from common.ids import utcnow
 from services import accounts, mail_out, visitor_mail
 from services.delivery import DeliveryWorker
-from services.mail_in import MailImporter
 from storage import messages as message_store
 from storage.outbox import list_outbox
 from tests.bot_helpers import BOT_SETTINGS, RULES, configure, say
+from tests.mail_server import importing
 from tests.team_users import PASSWORD, add_user
 from tests.ui_helpers import FormClient
 from tests.widget_helpers import Visitor, enable
@@ -177,13 +177,7 @@ async def test_a_visitor_who_left_an_email_gets_a_reply_by_mail_and_answers_into
     key, account_id = account["api_key"], account["account_id"]
     widget_id = await enable(api, account)
     await set_mailbox(services, account_id, smtp=mail_server.settings(), imap=imap_server.settings())
-    importer = MailImporter(services)
-    importer.idle_seconds = 1  # pymap reports no mail that arrived just before an IDLE began: the next one sees it
-    try:
-        await importer.round()
-        box = importer.boxes[account_id]
-        await wait_for(lambda: box.rounds >= 1)
-
+    async with importing(services, account_id) as box:
         visitor = Visitor(api, widget_id)
         r = await visitor.send("Do you ship to Norway?")
         assert r.code == 201, r.body
@@ -236,8 +230,6 @@ async def test_a_visitor_who_left_an_email_gets_a_reply_by_mail_and_answers_into
         assert len(mail_server.messages) == 1
         assert [r["webhook_id"] for r in await list_outbox(services.db, account_id, kind="mail")] == [
             f"vmail_{reply_id}"]
-    finally:
-        await importer.stop()
 
 
 async def test_the_import_status_after_a_good_and_a_failed_connection(api, ui_account, other_account, services,
@@ -251,12 +243,7 @@ async def test_the_import_status_after_a_good_and_a_failed_connection(api, ui_ac
         return r.json["settings"]["email"]["importStatus"]
 
     assert await status() is None  # before the first look
-    importer = MailImporter(services)
-    importer.idle_seconds = 1
-    try:
-        await importer.round()
-        box = importer.boxes[account_id]
-        await wait_for(lambda: box.rounds >= 1)
+    async with importing(services, account_id) as box:
         good = await status()
         assert good["ok"] is True and good["error"] is None and good["lastError"] is None
         assert good["idle"] is True and good["checkedAt"] and good["lastImport"] is None
@@ -270,14 +257,9 @@ async def test_the_import_status_after_a_good_and_a_failed_connection(api, ui_ac
         imported = await status()
         assert imported["lastImport"]["count"] == 1 and imported["lastUid"] == good["lastUid"] + 1
         assert imported["lastImport"]["at"] >= good["checkedAt"]
-    finally:
-        await importer.stop()
 
     imap_server.stop()  # the server is gone: the next connection fails, in words, with its time
-    importer = MailImporter(services)
-    try:
-        await importer.round()
-
+    async with importing(services, account_id, first_look=False):
         async def failing():
             return (await status())["ok"] is False
         await wait_for(failing)
@@ -288,8 +270,6 @@ async def test_the_import_status_after_a_good_and_a_failed_connection(api, ui_ac
         page = (await signed_in.get("/settings")).text
         assert 'id="email-import-status"' in page and "Mail import does not work" in page
         assert "1 mail(s)" in page and "IDLE" in page and f"could not connect to 127.0.0.1:{imap_server.port}" in page
-    finally:
-        await importer.stop()
     # Only the account's own mailbox: another account's answer has none of it.
     other = (await api.get("/v1/account", key=other_account["api_key"])).json
     assert "email" not in other["settings"] or other["settings"]["email"] is None

@@ -136,6 +136,32 @@ async def test_agents_are_emailed_once_about_what_they_chose(api, account, other
     assert [r["status"] for r in await list_outbox(services.db, account_id, kind="mail")] == ["sent"] * 4
 
 
+async def test_automatic_assignment_mails_the_assignee_who_chose_it(api, account, services, mail_server):
+    key, account_id = account["api_key"], account["account_id"]
+    ann = await add_user(services, account_id, "ann@acme.example")
+    bob = await add_user(services, account_id, "bob@acme.example")
+    await set_mailbox(services, account_id, smtp=mail_server.settings())
+    await choose(api, key, ann, {"assigned": True})
+    await choose(api, key, bob, {"assigned": True})
+    r = await api.patch(f"/v1/users/{bob}", {"available": False}, key=key)  # away: Ann gets them
+    assert r.code == 200, r.body
+    r = await api.patch("/v1/account/settings", {"assignment": {"mode": "round_robin", "awayAfterMinutes": None}},
+                        key=key)
+    assert r.code == 200, r.body
+    await configure(api, key, {"active": False})
+    new = await say(api, services, key, "Hello", fromId="cust-1")  # assigned with its message
+    assert (await api.get(f"/v1/conversations/{new['contactId']}", key=key)).json["assigneeUserId"] == ann
+    assert await queued(services, account_id) == [("ann@acme.example", "assigned")]
+    r = await api.patch(f"/v1/conversations/{new['contactId']}", {"status": "resolved", "assigneeUserId": None},
+                        key=key)
+    assert r.code == 200, r.body
+    await say(api, services, key, "Still there?", fromId="cust-1")  # reopened: given out again, to Ann
+    assert (await api.get(f"/v1/conversations/{new['contactId']}", key=key)).json["assigneeUserId"] == ann
+    assert await queued(services, account_id) == [("ann@acme.example", "assigned")] * 2
+    assert await services.delivery.run_due() == 2
+    assert [m["To"] for m in mail_server.wait_for(2)] == ["ann@acme.example"] * 2
+
+
 async def test_a_preference_that_is_not_a_boolean_is_refused_and_nothing_changes(api, account, services):
     key, account_id = account["api_key"], account["account_id"]
     ann = await add_user(services, account_id, "ann@acme.example")
@@ -230,6 +256,10 @@ async def test_a_visitor_who_left_an_email_gets_a_reply_by_mail_and_answers_into
         assert len(mail_server.messages) == 1
         assert [r["webhook_id"] for r in await list_outbox(services.db, account_id, kind="mail")] == [
             f"vmail_{reply_id}"]
+    # Erased, she leaves nothing in Parley's mail either (its list showed her address).
+    r = await api.delete(f"/v1/contacts/{contact_id}", key=key)
+    assert r.code == 200, r.body
+    assert await list_outbox(services.db, account_id, kind="mail") == []
 
 
 async def test_the_import_status_after_a_good_and_a_failed_connection(api, ui_account, other_account, services,

@@ -85,6 +85,12 @@ def assigned_in_tx(cx, account_id, assigned, actor=None):
                for contact_id, user_id in assigned if user_id)
 
 
+def _channel_words(channel):
+    if not channel:
+        return ""
+    return {"web": " on the website chat", "email": " by email"}.get(channel, f" on {channel}")
+
+
 # ---- sent ---------------------------------------------------------------------------------------
 
 async def text(services, account, agent):
@@ -98,8 +104,7 @@ async def text(services, account, agent):
     lead = {NEW_CONVERSATION: f"{who} started a conversation with {account['name']}",
             HANDOFF: f"The bot handed {who}'s conversation with {account['name']} to a person",
             ASSIGNED: f"{who}'s conversation with {account['name']} was assigned to you"}[agent["kind"]]
-    channel = f" (by {facts['last_channel']})" if facts["last_channel"] else ""
-    lines = [f"{lead}{channel}."]
+    lines = [f"{lead}{_channel_words(facts['last_channel'])}."]
     if facts["last_body"]:
         body = facts["last_body"]
         quoted = body if len(body) <= EXCERPT else body[:EXCERPT].rstrip() + " […]"

@@ -15,7 +15,8 @@ most one mail per reply.
 
 The mail comes from the account's address with Parley's signed Message-ID of the reply (services/mail_out.py),
 so the visitor's answer by email, imported from the account's mailbox (services/mail_in.py), names it in
-In-Reply-To and joins the same contact and conversation, even from another address."""
+In-Reply-To and joins the same contact and conversation, even from another address. Without IMAP set the mail
+still goes (the reply reaches the visitor), and says to write back in the chat instead."""
 from datetime import timedelta
 
 from common.ids import iso, parse_iso
@@ -65,6 +66,9 @@ async def text(services, account, reply):
     shown_media = media.public_media(services, message["media_url"], message["media_content_type"])
     if shown_media:
         lines += ["", f"Attachment: {shown_media['url']}"]
-    lines += ["", "-- ", f"{account['name']} answered your chat. Reply to this email to write back: your answer "
-              "reaches the same conversation."]
+    if email_settings.server(account["settings"], "imap") is not None:  # an answer by mail is imported
+        how = "Reply to this email to write back: your answer reaches the same conversation."
+    else:
+        how = "To write back, open the chat on our website again."
+    lines += ["", "-- ", f"{account['name']} answered your chat. {how}"]
     return "\n".join(lines) + "\n"

@@ -225,6 +225,7 @@ async def test_a_visitor_who_left_an_email_gets_a_reply_by_mail_and_answers_into
         assert mail["To"] == "ada@example.com" and mail["From"] == f"Account 1 <{ADDRESS}>"
         assert mail_out.verified_message_id(key_, account_id, mail["Message-ID"].strip("<>")) == reply_id
         assert "Yes, we do: 5 days." in mail.get_content() and mail["Auto-Submitted"] is None
+        assert "Reply to this email to write back" in mail.get_content()  # IMAP is set: the answer comes back
 
         # Her answer by mail, from her mail client: the same contact, the same conversation.
         answer = EmailMessage()

@@ -48,9 +48,10 @@ def queue_in_tx(cx, account_id, message, contact):
 
 async def shown(services, account_id, messages, now):
     """The visitor's chat showed these messages (visitor_message dicts): the mails of the business's replies among
-    them are not needed. Only replies younger than DELAY can have one: older ones cost no write."""
+    them are not needed. Only a person's replies younger than DELAY can have one: the others (the bot's answers, the
+    visitor's own messages, older replies) cost no write."""
     recent = iso(parse_iso(now) - DELAY - timedelta(seconds=5))
-    ids = [m["id"] for m in messages if not m["mine"] and m["createdAt"] >= recent]
+    ids = [m["id"] for m in messages if m["author"] in AUTHORS and m["createdAt"] >= recent]
     if ids:
         await store.drop_visitor_mails(services.db, account_id, ids, now)
 

@@ -101,6 +101,7 @@ def routes():
         (r"/settings/notifications", ui_settings.NotificationUrlsHandler),
         (r"/settings/widget", ui_settings.WidgetHandler),
         (r"/settings/email", ui_settings.EmailHandler),
+        (r"/settings/email-me", ui_settings.EmailMeHandler),
         (r"/settings/email/test", ui_settings.EmailTestHandler),
         (r"/settings/widget/identity-secret", ui_settings.WidgetIdentitySecretHandler),
         (r"/settings/business-hours", ui_settings.BusinessHoursHandler),

@@ -5,7 +5,7 @@ from handlers.schemas import (Account, AccountPatch, AccountSettings, ApiKey, Ap
                               EmailTestResult,
                               SettingsPatch, WebhookSecret, WebhookTestResult, WidgetIdentitySecret,
                               WidgetInfo)
-from services import accounts, assignment, email_settings, webhook_ping, widget
+from services import accounts, assignment, email_settings, mail_in, webhook_ping, widget
 
 
 class AccountHandler(ApiHandler):
@@ -24,7 +24,8 @@ class AccountHandler(ApiHandler):
 
     async def _respond(self, account):
         key = await accounts.get_key_prefix(self.services.db, self.principal.account_id)
-        self.respond(accounts.public_account(account, key and key["prefix"]))
+        self.respond(await mail_in.with_import_status(self.services.db, self.principal.account_id,
+                                                      accounts.public_account(account, key and key["prefix"])))
 
 
 class AccountSettingsHandler(ApiHandler):

@@ -39,7 +39,7 @@ class ConversationHandler(ApiHandler):
     async def patch(self, conversation_id):
         body = self.json_body(ConversationPatch)
         account_id = self.principal.account_id
-        await conversation_status.change(self.services, account_id, [conversation_id], **_changes(body))
+        await conversation_status.change(self.services, account_id, [conversation_id], **_changes(body), by=self.actor)
         self.respond(await conversation_status.get_conversation(self.services, account_id, conversation_id))
 
 
@@ -54,6 +54,7 @@ class ConversationsBulkHandler(ApiHandler):
     async def post(self):
         body = self.json_body(ConversationBulk)
         account_id = self.principal.account_id
-        await conversation_status.change(self.services, account_id, body.conversationIds, **_changes(body))
+        await conversation_status.change(self.services, account_id, body.conversationIds, **_changes(body),
+                                         by=self.actor)
         self.respond({"data": [await conversation_status.get_conversation(self.services, account_id, c)
                                for c in dict.fromkeys(body.conversationIds)]})

@@ -21,6 +21,25 @@ class UserCreate(Strict):
     role: Role = Field(description=ROLE_HELP)
 
 
+class EmailNotifications(Strict):
+    """Which of Parley's mails the user gets (when the account has SMTP set: the `email` setting); all false by
+    default. A PATCH changes the keys present."""
+    newConversation: StrictBool = Field(None, description="A contact's first message opens a conversation.",
+                                        json_schema_extra=lambda schema: schema.pop("default", None))
+    handoff: StrictBool = Field(None, description="The bot hands a conversation to a person (only its assignee is "
+                                                  "emailed when it has one).",
+                                json_schema_extra=lambda schema: schema.pop("default", None))
+    assigned: StrictBool = Field(None, description="A conversation is assigned to the user, by someone else or by "
+                                                   "automatic assignment (never for their own action).",
+                                 json_schema_extra=lambda schema: schema.pop("default", None))
+
+
+class EmailNotificationsShown(BaseModel):
+    newConversation: bool
+    handoff: bool
+    assigned: bool
+
+
 class UserPatch(Strict):
     """PATCH /v1/users/{id}: only the keys present change; at least one is required."""
     model_config = ConfigDict(json_schema_extra={"minProperties": 1, "examples": [{"role": "admin"},
@@ -40,6 +59,10 @@ class UserPatch(Strict):
     capacity: Optional[StrictInt] = Field(None, ge=0, le=10000, description="Automatic assignment gives the user "
                                           "conversations while they have fewer open (or pending) ones than this; "
                                           "null: no limit. A raised capacity takes waiting conversations at once.")
+    emailNotifications: EmailNotifications = Field(None, description="Email the user on a new conversation, a "
+                                                   "handoff or an assignment to them (each true or false; the keys "
+                                                   "present change). The user sets it on their own page too.",
+                                                   json_schema_extra=lambda schema: schema.pop("default", None))
 
 
 class User(BaseModel):
@@ -57,6 +80,8 @@ class User(BaseModel):
     lastSeenAt: Optional[str] = Field(description="The last time the user had a page of the UI open (written about "
                                                   "every 30 s while one is): without one for the account's "
                                                   "assignment.awayAfterMinutes they count as away.")
+    emailNotifications: EmailNotificationsShown = Field(description="Which of Parley's mails the user chose: on a new "
+                                                        "conversation, a handoff, an assignment to them.")
     createdAt: str
 
 

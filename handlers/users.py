@@ -43,15 +43,15 @@ class UserHandler(ApiHandler):
     operations = {
         "get": Operation("A user by id", {200: User}, tags=("users",), errors={404: NOT_FOUND}),
         "patch": Operation(
-            "Change a user's role, name, email, active, available or capacity", {200: User}, body=UserPatch,
+            "Change a user's role, name, email, active, available, capacity or emailNotifications", {200: User}, body=UserPatch,
             tags=("users",),
             description="active: false deactivates the user: its sessions end at once (open pages close), it "
                         "cannot sign in, and its open, pending and snoozed conversations become unassigned. "
                         "The account always keeps an active owner. available and capacity steer automatic "
                         "assignment (settings assignment): conversations waiting for an agent are assigned at once "
                         "when a user comes back or gets more capacity.",
-            errors={400: "Invalid role, name, email, active, available or capacity (negative or not a whole "
-                         "number), or none sent.", 404: NOT_FOUND,
+            errors={400: "Invalid role, name, email, active, available, capacity (negative or not a whole "
+                         "number) or emailNotifications (each key true or false), or none sent.", 404: NOT_FOUND,
                     409: "The change would leave the account without an active owner (LAST_OWNER), or the email "
                          "is another user's of this account (CONFLICT)."}),
         "delete": Operation(

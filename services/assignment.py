@@ -22,6 +22,7 @@ from datetime import timedelta
 
 from common.errors import Invalid
 from common.ids import iso, utcnow
+from services import agent_mail
 from services.worker_loop import WorkerLoop
 from storage import assignment as store
 
@@ -109,6 +110,7 @@ def claim_for_new_in_tx(cx, account_id, setting, now):
 def assigned_new_in_tx(cx, account_id, contact_id, setting, chosen):
     """The event and audit entry of claim_for_new_in_tx's assignment, once the conversation is written."""
     store.assigned_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC, _detail(setting[0], chosen, None))
+    agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
 
 
 def assign_reopened_in_tx(cx, account_id, contact_id, setting, now):
@@ -121,8 +123,11 @@ def assign_reopened_in_tx(cx, account_id, contact_id, setting, now):
         return False
     mode, away_after = setting
     chosen = store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id=contact_id)
-    return chosen is None or not store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
-                                                    _detail(mode, chosen, queued_at))
+    if chosen is None or not store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
+                                                _detail(mode, chosen, queued_at)):
+        return True
+    agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
+    return False
 
 
 def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
@@ -146,6 +151,7 @@ def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
         if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], by, _detail(mode, chosen, queued_at)):
             assigned.append((contact_id, chosen["id"]))
             chosen = None  # their load and turn moved: the next is chosen again
+    agent_mail.assigned_in_tx(cx, account_id, assigned, actor=by.get("actor"))
     return assigned
 
 
@@ -177,6 +183,8 @@ class Assigner(WorkerLoop):
             assigned = await self.services.db.write(assign_queued_in_tx, account_id, self.clock(), BATCH)
             if assigned:
                 log.debug("assignment: %d conversation(s) of %s assigned", len(assigned), account_id)
+                if getattr(self.services, "delivery", None) is not None:
+                    self.services.delivery.notify()  # an assignee's mail may be queued
             more = more or len(assigned) == BATCH
         return 0 if more else None
 

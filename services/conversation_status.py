@@ -6,10 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, now_iso, parse_iso, utcnow
-from services import assignment, csat, messaging
+from services import agent_mail, assignment, csat, messaging
 from services.worker_loop import WorkerLoop
 from storage import conversation_status as store
 from storage import conversations as conversation_store
+from storage import mail as mail_store
 from storage.conversations import STATUSES
 
 log = logging.getLogger("parley.inbox")
@@ -61,11 +62,12 @@ def _changes(status, snoozed_until, assignee_user_id, now):
 
 
 async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_until=UNSET, assignee_user_id=UNSET,
-                 now=None):
+                 now=None, by=None):
     """Change the status and/or assignee of the account's conversations with these contacts (conversation ids
     are contact ids), all or none. snoozed_until: an aware datetime. assignee_user_id: a user of this account,
     or None (unassigned). Invalid (naming the field) or NotFound change nothing. Each conversation that changed
-    emits conversation.updated, and a snooze wakes the SnoozeWaker to count its time."""
+    emits conversation.updated, and a snooze wakes the SnoozeWaker to count its time. by: who changes it (the
+    audit's actor): an assignee is emailed about it (services/agent_mail.py) unless it is their own doing."""
     contact_ids = list(dict.fromkeys(contact_ids))
     if not contact_ids:
         raise Invalid("choose at least one conversation", field="conversationIds")
@@ -74,7 +76,7 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
     now = now or utcnow()
     changes = _changes(status, snoozed_until, assignee_user_id, now)
     missing, asked = await services.db.write(_change_in_tx, account_id, contact_ids, changes,
-                                             services.settings.base_url, iso(now))
+                                             services.settings.base_url, iso(now), (by or {}).get("actor"))
     if missing:
         raise NotFound(f"no conversation with id {missing[0]}", code="CONVERSATION_NOT_FOUND")
     if asked:
@@ -84,11 +86,18 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
     assignment.wake(services)  # a resolve, snooze or reassignment may free an agent; a reopen may wait for one
 
 
-def _change_in_tx(cx, account_id, contact_ids, changes, base_url, at):
-    """In the writer: the change, and the CSAT ask of each conversation it resolved (services/csat.py), in one
-    transaction. Returns (missing ids, how many contacts were asked)."""
+def _change_in_tx(cx, account_id, contact_ids, changes, base_url, at, actor=None):
+    """In the writer: the change, the CSAT ask of each conversation it resolved (services/csat.py) and the mail of
+    each new assignee who chose it (services/agent_mail.py; actor: the user id whose change it is), in one
+    transaction. Returns (missing ids, how many mails were queued: contacts asked, assignees mailed)."""
+    assignee = changes.get("assignee_user_id")
+    before = mail_store.assignees_in_tx(cx, account_id, contact_ids) if assignee else {}
     missing, resolved = store.update_in_tx(cx, account_id, contact_ids, changes)
-    return missing, csat.ask_in_tx(cx, account_id, resolved, base_url, at) if resolved else 0
+    if missing:
+        return missing, 0
+    mailed = agent_mail.assigned_in_tx(cx, account_id, [(c, assignee) for c in contact_ids if before.get(c) != assignee],
+                                       actor=actor) if assignee else 0
+    return missing, mailed + (csat.ask_in_tx(cx, account_id, resolved, base_url, at) if resolved else 0)
 
 
 STATUS_LABELS = {"open": "Open", "pending": "Pending", "resolved": "Resolved", "snoozed": "Snoozed"}

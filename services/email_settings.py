@@ -52,6 +52,13 @@ def _a_number(value):
 Port = Annotated[int, Field(ge=1, le=65535), BeforeValidator(_a_number)]
 
 
+def _refused(field, message):
+    """A validator that refuses a read-only field, saying why, whatever its value (it runs only when it is sent)."""
+    def refuse(cls, value):
+        raise ValueError(message)
+    return pydantic.field_validator(field, mode="before")(classmethod(refuse))
+
+
 class _ServerFields(Strict):
     host: Optional[Identifier] = Field(None, max_length=MAX_HOST, description=(
         "The server's host name; public unless the server runs with --allow-private-webhooks."))
@@ -71,11 +78,7 @@ class _Password(Strict):
         "removes it."))
     # Declared only to refuse it with a message that says why (a GET answer sent back as it is).
     passwordSet: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
-
-    @pydantic.field_validator("passwordSet", mode="before")
-    @classmethod
-    def _read_only(cls, value):
-        raise ValueError("passwordSet is read-only: send password to set one, or null to remove it")
+    _read_only = _refused("passwordSet", "passwordSet is read-only: send password to set one, or null to remove it")
 
 
 class _Folder(Strict):
@@ -110,7 +113,41 @@ class EmailSettings(Strict):
     address: Optional[Address] = Field(None, description="The mailbox's address: Parley's mail comes from it.")
     imap: Optional[ImapServer] = Field(None, description="Where mail arrives (the email channel's import).")
     smtp: Optional[SmtpServer] = Field(None, description="Where Parley sends mail: invitations, \"Forgot "
-                                                         "password?\" links (and the email channel's replies).")
+                                                         "password?\" links, agents' notifications, replies to web "
+                                                         "visitors who left an email (and the email channel's replies).")
+    # Declared only to refuse it with a message that says why (a GET /v1/account answer sent back as it is).
+    importStatus: SkipJsonSchema[Optional[object]] = Field(None, exclude=True)
+    _read_only = _refused("importStatus", "importStatus is read-only: GET /v1/account shows how the import goes")
+
+
+class ImportFailure(Strict):
+    message: str = Field(description="What went wrong, in words (e.g. \"could not connect to imap.example.com:993: "
+                                     "…\", \"IMAP login refused: …\").")
+    at: str = Field(description="When it last happened.")
+
+
+class ImportCount(Strict):
+    at: str = Field(description="When the last look that stored mail ended.")
+    count: int = Field(description="How many mails that look stored.")
+
+
+class ImportStatus(Strict):
+    """How the import of the account's mailbox goes (services/mail_in.py); read-only."""
+    mailbox: Optional[str] = Field(description="The mailbox read: host:port/username/folder (another one starts "
+                                               "afresh).")
+    ok: bool = Field(description="The last connection and look at the folder worked.")
+    error: Optional[str] = Field(description="Why it does not work now, in words; null when ok.")
+    since: str = Field(description="Since when it works (ok) or fails (error).")
+    lastError: Optional[ImportFailure] = Field(description="The latest failure, kept once it works again; null when "
+                                                          "none was recorded.")
+    checkedAt: Optional[str] = Field(description="The last successful look at the folder (kept about a minute "
+                                                 "fresh while it works).")
+    lastImport: Optional[ImportCount] = Field(description="The last look that imported mail; null before any.")
+    lastUid: Optional[int] = Field(description="The highest UID imported or skipped (the checkpoint): mail above "
+                                               "it is new.")
+    uidValidity: Optional[int] = Field(description="The folder's UIDVALIDITY the checkpoint belongs to.")
+    idle: Optional[bool] = Field(description="true: the server's IDLE tells Parley of new mail as it arrives; "
+                                             "false: the folder is looked at every --mail-poll-seconds.")
 
 
 class EmailSettingsShown(Strict):
@@ -118,6 +155,8 @@ class EmailSettingsShown(Strict):
     address: Optional[str] = None
     imap: Optional[ImapServerShown] = None
     smtp: Optional[SmtpServerShown] = None
+    importStatus: Optional[ImportStatus] = Field(None, description="GET /v1/account only, with imap set: how the "
+                                                 "import goes; null before its first look. Read-only.")
 
 
 # ---- writing ---------------------------------------------------------------------------------

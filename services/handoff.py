@@ -1,6 +1,7 @@
 """A handoff (issue 25 §3, docs/design.md#wave-3-contracts Day two): the bot hands a conversation to a person (a handoff keyword,
 the AI provider, or a rule with "handoff": true). The contact gets the account's bot.handoffMessage once, as
-the bot's reply; the bot pauses for the contact; and a conversation.handoff notification is queued, all in
+the bot's reply; the bot pauses for the contact; and a conversation.handoff notification (and the mail of the agents
+who chose it: services/agent_mail.py) is queued, all in
 the transaction that records the bot's outcome (services/bot.py calls in here and nothing else). The
 conversation then waits for a person (the inbox's "Needs a person") until a person replies."""
 from __future__ import annotations
@@ -10,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from common.ids import iso, utcnow
-from services import sla
+from services import agent_mail, sla
 from storage import bot_state, conversations
 from storage.interface import Connection
 from storage.outbox import enqueue_notification_in_tx
@@ -39,5 +40,6 @@ def record_in_tx(cx: Connection, account_id: str, contact_id: str, message_id: s
     bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + PAUSE), "handoff", iso(now))
     conversations.handoff_waiting_in_tx(cx, account_id, contact_id, iso(now))
     sla.on_handoff_in_tx(cx, account_id, contact_id, now)  # a person's answer is due from now
+    agent_mail.queue_in_tx(cx, account_id, agent_mail.HANDOFF, contact_id)  # to those who chose it, with it
     return enqueue_notification_in_tx(cx, account_id, EVENT, {"contactId": contact_id, "messageId": message_id,
                                                               "reason": reason})

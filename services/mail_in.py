@@ -37,6 +37,7 @@ log = logging.getLogger("parley.email")
 CHANNEL = mail_out.CHANNEL
 FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves after each batch
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0
+STATUS_EVERY = timedelta(seconds=60)  # a working import writes its checked_at this often at most
 _NUMBER = {name: re.compile(rf"\[{name} (\d+)\]".encode()) for name in ("UIDVALIDITY", "UIDNEXT")}
 _FETCHED_UID = re.compile(rb"UID (\d+)")
 _EXISTS = re.compile(rb"^\d+ EXISTS$")
@@ -117,7 +118,9 @@ class Mailbox:
         self.task = None
         self.imported = 0        # mails stored since start (tests and the bench read it)
         self.last_error = None   # the last connection failure, in words
-        self._recorded = ""      # the state last written (none yet)
+        self._recorded = ""      # the error last written (None: it works; "": nothing written yet)
+        self._idle_recorded = None  # whether IDLE is used, as last written
+        self._checked = None     # when checked_at was last written
         self.rounds = 0          # looks at the folder finished (tests wait on it)
 
     def start(self):
@@ -140,10 +143,10 @@ class Mailbox:
                 raise
             except MailError as exc:
                 log.warning("email import for account %s: %s; trying again in %.0f s", self.account_id, exc, backoff)
-                await self._status(str(exc))
+                await self._failed(str(exc))
             except Exception as exc:
                 log.exception("email import for account %s failed; trying again in %.0f s", self.account_id, backoff)
-                await self._status(f"the import failed unexpectedly ({exc.__class__.__name__}); the server's log "
+                await self._failed(f"the import failed unexpectedly ({exc.__class__.__name__}); the server's log "
                                    "has the details")
             if not self.importer.may_run():
                 break
@@ -161,11 +164,11 @@ class Mailbox:
             last_uid, uidvalidity = await self._start_point(client, timeout)
             idle = client.has_capability("IDLE")
             while self.importer.may_run():
-                changed = True
+                changed, before = True, self.imported
                 while changed:  # until a search finds nothing new and the server reported no arrival meanwhile
                     last_uid, changed = await self._import_after(client, uidvalidity, last_uid, timeout)
+                await self._looked(self.imported - before, idle)
                 self.rounds += 1
-                await self._status(None)
                 if idle:
                     await self._idle(client, self.importer.wait_seconds)
                 else:
@@ -176,16 +179,38 @@ class Mailbox:
                 task.cancel()
             await logout_imap(client, timeout)
 
-    async def _status(self, error):
-        """Settings > Email shows how the import goes: written when that changes (storage.mail.import_status)."""
+    async def _looked(self, imported, idle):
+        """A look at the folder worked (imported: how many mails it stored): the state GET /v1/account and Settings >
+        Email show (storage.mail.record_import_status). Written when something changed (it worked again, mail was
+        imported, IDLE or polling), else at most every STATUS_EVERY: checked_at is that fresh."""
+        now = utcnow()
+        fields = {}
+        if self._recorded is not None or self._idle_recorded != idle:
+            fields.update(error=None, since=iso(now), idle=int(idle))
+        if imported:
+            fields.update(imported_at=iso(now), imported_count=imported)
+        if fields or self._checked is None or now - self._checked >= STATUS_EVERY:
+            fields["checked_at"] = iso(now)
+        if await self._record(fields):
+            self._recorded, self._idle_recorded, self._checked = None, idle, now
+
+    async def _failed(self, error):
+        """The connection or a look failed (error in words): recorded with its time, every time."""
         self.last_error = error
-        if error == self._recorded:
-            return
-        try:
-            await store.set_import_status(self.services.db, self.account_id, error, iso(utcnow()))
+        now = iso(utcnow())
+        fields = {"last_error": error, "error_at": now}
+        if error != self._recorded:
+            fields.update(error=error, since=now)
+        if await self._record(fields):
             self._recorded = error
+
+    async def _record(self, fields):
+        try:
+            await store.record_import_status(self.services.db, self.account_id, fields)
+            return True
         except Exception:
             log.warning("email import for account %s: its state could not be recorded", self.account_id)
+            return False
 
     async def _start_point(self, client, timeout):
         """(the UID after which mail is new, the UIDVALIDITY), from the checkpoint; the first look at a mailbox
@@ -255,8 +280,28 @@ class Mailbox:
 
 
 async def import_status(db, account_id):
-    """How the account's import goes (Settings > Email): {error, since}, or None before its first look."""
-    return await store.import_status(db, account_id)
+    """How the account's mailbox import goes (GET /v1/account's settings.email.importStatus, Settings > Email), or
+    None before its first look: {mailbox, ok, error, since, lastError {message, at}, checkedAt, lastImport {at,
+    count}, lastUid, uidValidity, idle}."""
+    row = await store.import_status(db, account_id)
+    if row is None:
+        return None
+    return {"mailbox": row["mailbox"], "ok": row["error"] is None, "error": row["error"], "since": row["since"],
+            "lastError": {"message": row["last_error"], "at": row["error_at"]} if row["last_error"] else None,
+            "checkedAt": row["checked_at"],
+            "lastImport": {"at": row["imported_at"], "count": row["imported_count"]} if row["imported_at"] else None,
+            "lastUid": row["last_uid"], "uidValidity": row["uidvalidity"],
+            "idle": None if row["idle"] is None else bool(row["idle"])}
+
+
+async def with_import_status(db, account_id, shown):
+    """An account as the API shows it (services.accounts.public_account) with its mailbox import's state in
+    settings.email.importStatus when it has an IMAP server (null before the first look)."""
+    email = (shown.get("settings") or {}).get(email_settings.SETTING)
+    if not email or not email.get("imap"):
+        return shown
+    return {**shown, "settings": {**shown["settings"], email_settings.SETTING: {
+        **email, "importStatus": await import_status(db, account_id)}}}
 
 
 async def import_mail(services, account_id, address, raw, place, counter=None):

@@ -23,7 +23,7 @@ from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 
 from common.ids import new_id
-from services import email_settings, media
+from services import agent_mail, email_settings, media, visitor_mail
 from services.mail_connect import MailError, send_smtp
 from services.webhook_post import Outcome
 from storage import mail as store
@@ -64,9 +64,11 @@ def password_reset(box, account, *, to, url, expires_at):
     return compose(box, account, to=to, subject=f"Reset your Parley password for {account['name']}", text=text)
 
 
-def message_of(account, row, text):
+def message_of(account, row, text, key=None):
     """The EmailMessage of a queued mail: from the account's address, a Message-ID made of its outbox id (the same on
-    every attempt), Auto-Submitted so that auto-responders stay quiet (RFC 3834)."""
+    every attempt), Auto-Submitted so that auto-responders stay quiet (RFC 3834). A reply mailed to a web visitor
+    (services/visitor_mail.py) is a person's: its Message-ID is the reply's signed one (key: message_id_key), which
+    the visitor's answer names, and it is not marked automatic."""
     payload = json.loads(row["payload"])
     address = account["settings"][email_settings.SETTING]["address"]
     message = EmailMessage()
@@ -74,10 +76,23 @@ def message_of(account, row, text):
     message["To"] = payload["to"]
     message["Subject"] = payload["subject"]
     message["Date"] = formatdate(usegmt=True)
-    message["Message-ID"] = f"<{row['webhook_id']}@{address.rpartition('@')[2]}>"
-    message["Auto-Submitted"] = "auto-generated"
+    if "visitorReply" in payload:
+        message["Message-ID"] = f"<{signed_message_id(key, account['id'], payload['visitorReply']['messageId'], address)}>"
+    else:
+        message["Message-ID"] = f"<{row['webhook_id']}@{address.rpartition('@')[2]}>"
+        message["Auto-Submitted"] = "auto-generated"
     message.set_content(text)
     return message
+
+
+async def _text(services, account, payload):
+    """A queued mail's text: sealed in the payload (invitations, reset links), or read now from what it is about (an
+    agent's mail, a reply to a web visitor); None when that is gone. ValueError when the seal cannot be opened."""
+    if "agent" in payload:
+        return await agent_mail.text(services, account, payload["agent"])
+    if "visitorReply" in payload:
+        return await visitor_mail.text(services, account, payload["visitorReply"])
+    return services.box.decrypt(payload["sealed"])
 
 
 async def deliver(services, account, row):
@@ -87,12 +102,15 @@ async def deliver(services, account, row):
     if smtp is None:
         return Outcome(error=NOT_CONFIGURED)
     try:
-        text = services.box.decrypt(json.loads(row["payload"])["sealed"])
+        text = await _text(services, account, json.loads(row["payload"]))
         password = email_settings.password(services.box, smtp)
     except ValueError as exc:
         return Outcome(error=str(exc))
+    if text is None:
+        return Outcome(error="not sent: what it was about is gone (the contact erased or opted out, the message "
+                             "erased, or the user can no longer sign in)")
     try:
-        await send_smtp(smtp, password, message_of(account, row, text),
+        await send_smtp(smtp, password, message_of(account, row, text, message_id_key(services.box)),
                         timeout=services.settings.mail_timeout_seconds,
                         allow_private=services.settings.allow_private_webhooks)
     except MailError as exc:

@@ -5,7 +5,7 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from services import assignment, bot_context, idempotency, mail_out, media, opt_out, sla
+from services import agent_mail, assignment, bot_context, idempotency, mail_out, media, opt_out, sla, visitor_mail
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.lists import decode_cursor, encode_cursor
 from common import errors
@@ -16,6 +16,7 @@ from storage import campaigns as campaign_store
 from storage import contacts as contact_store
 from storage import conversations
 from storage import events
+from storage import mail as mail_store
 from storage import messages as store
 from storage import outbox
 from storage import sla as sla_store
@@ -228,11 +229,17 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     at = parse_iso(now or message["created_at"])
     assignee = assignment.claim_for_new_in_tx(cx, account_id, assignment_setting, at) \
         if queue and contact_created else None
+    # A new conversation: the contact's first message (a new contact's, or a known one's first from anywhere). The
+    # read only for a fromId seen for the first time that linked to a contact: a new one has no conversation yet.
+    opens = keyword is None and (contact_created or (
+        mapped is None and not mail_store.had_inbound_in_tx(cx, account_id, contact_id)))
     _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
                                 "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None,
                                 "queue": queue and assignee is None,
                                 "assignee_user_id": assignee and assignee["id"]}])
     waits = queue and contact_created and assignee is None  # the Assigner is woken for it
+    if opens:
+        agent_mail.queue_in_tx(cx, account_id, agent_mail.NEW_CONVERSATION, contact_id)
     if assignee is not None:
         assignment.assigned_new_in_tx(cx, account_id, contact_id, assignment_setting, assignee)
     elif queue and not contact_created:
@@ -395,6 +402,7 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
                 store.last_inbound_mail_in_tx(cx, account_id, contact["id"]))
         messages.append(message)
         if on_widget:
+            visitor_mail.queue_in_tx(cx, account_id, message, contact)  # when the visitor left an email
             continue
         deliveries.append({"account_id": account_id, "kind": "reply", "message_id": message["id"],
                            "payload": payload, "campaign_id": outbox_campaign_id})

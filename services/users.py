@@ -15,7 +15,7 @@ from typing import Any, TYPE_CHECKING, cast
 from common.errors import Conflict, Forbidden, Invalid, NotFound
 from common.ids import new_id, now_iso
 from common.validation import no_control_characters
-from services import assignment, mail_out, one_time_links
+from services import agent_mail, assignment, mail_out, one_time_links
 from services.contact_fields import normalize_email
 from storage import accounts as account_store, mail as mail_store, users as store
 from storage.db import StoredResultLost
@@ -50,7 +50,7 @@ def public_user(row: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "email": row["email"], "name": row["name"], "role": row["role"],
             "active": bool(row["active"]), "invitationPending": bool(row["invitation_pending"]),
             "available": bool(row["available"]), "capacity": row["capacity"], "lastSeenAt": row["last_seen_at"],
-            "createdAt": row["created_at"]}
+            "emailNotifications": agent_mail.public(row), "createdAt": row["created_at"]}
 
 
 def _role(value: Any) -> str:
@@ -144,7 +144,7 @@ async def new_invitation_link(db: Store, box: SecretBox, base_url: str, account_
 
 async def update(db: Store, account_id: str, user_id: str, *, changes: Mapping[str, Any], by: Mapping[str, Any] | None, actor_role: str | None) -> tuple[dict[str, Any], bool, int]:
     """Change a user's role, name, email (the login), active, available and/or capacity (automatic assignment:
-    services/assignment.py) (changes: field -> value, as sent). Deactivating ends the
+    services/assignment.py) and/or emailNotifications (services/agent_mail.py) (changes: field -> value, as sent). Deactivating ends the
     user's sessions at once and unassigns their conversations that are not resolved. Returns (the user as it is
     now, whether it was deactivated now, how many conversations that unassigned).
     Invalid naming the field, NotFound USER_NOT_FOUND, Forbidden (an admin and an owner), Conflict
@@ -166,8 +166,10 @@ async def update(db: Store, account_id: str, user_id: str, *, changes: Mapping[s
         clean["available"] = _available(changes["available"])
     if "capacity" in changes:
         clean["capacity"] = assignment.capacity_of(changes["capacity"])
-    if not clean:
-        raise Invalid("send at least one of role, name, email, active, available, capacity")
+    if "emailNotifications" in changes:
+        clean.update(agent_mail.changes_of(changes["emailNotifications"]))
+    if not clean and "emailNotifications" not in changes:
+        raise Invalid("send at least one of role, name, email, active, available, capacity, emailNotifications")
     _require_manager(actor_role, clean.get("role"))
     row, changed, unassigned = await store.update_user(db, account_id, user_id, clean, by,
                                                        allows(actor_role, "owner"))
@@ -186,6 +188,14 @@ async def set_own_availability(db: Store, user: Mapping[str, Any], available: An
     """A user's own away switch (every role has it): available true or false. Returns the user as it is now."""
     row, _, _ = await store.update_user(db, user["account_id"], user["id"], {"available": _available(available)},
                                         by, allows(user.get("role"), "owner"))
+    return public_user(cast(UserRow, row))  # the signed-in user: there
+
+
+async def set_own_email_notifications(db: Store, user: Mapping[str, Any], form: Mapping[str, Any], by: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A user's own choice of Parley's mail to them (every role has it), from their page's checkboxes. Returns the
+    user as it is now."""
+    row, _, _ = await store.update_user(db, user["account_id"], user["id"], agent_mail.from_form(form), by,
+                                        allows(user.get("role"), "owner"))
     return public_user(cast(UserRow, row))  # the signed-in user: there
 
 

@@ -24,7 +24,7 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
-from services import business_hours, contacts, csat, event_stream, media, messaging, sla
+from services import business_hours, contacts, csat, event_stream, media, messaging, sla, visitor_mail
 from services.contact_fields import normalize_email
 from storage import widgets as store
 
@@ -226,6 +226,7 @@ async def history(services, widget, token):
         if contact_id is not None:
             messages = [visitor_message(services, m) for m in await store.visitor_messages(
                 services.db, widget["account_id"], contact_id, HISTORY)]
+            await visitor_mail.shown(services, widget["account_id"], messages, now_iso())  # no mail for these
             ask = await csat.open_ask(services.db, widget["account_id"], contact_id)
     return {"messages": messages, "cursor": cursor, "verified": visitor is not None and "u" in visitor,
             "csat": ask and {"messageId": ask["message_id"], "question": ask["question"]},
@@ -388,6 +389,8 @@ async def updates(services, widget, token, after, wait):
             mine = [visitor_message(services, e["data"]) for e in result["data"]
                     if e["data"]["contactId"] == contact_id and e["data"]["channel"] == CHANNEL]
             remaining = deadline - time.monotonic()
+            if mine:
+                await visitor_mail.shown(services, account_id, mine, now_iso())  # the chat shows them: no mail
             if mine or remaining <= 0 or hub.stopping:
                 return {"messages": mine, "cursor": result["nextCursor"]}
             if result["data"]:

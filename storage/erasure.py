@@ -181,6 +181,10 @@ def _target(cx: Connection, account_id: str, contact: Mapping[str, Any]) -> dict
     where, args = _like_any("payload", like)
     outbox_ids.update(r[0] for r in cx.execute(
         f"SELECT id FROM outbox WHERE account_id = ? AND kind = 'notification' AND {where}", (account_id, *args)))
+    # Parley's mails about the contact (an agent's, a reply mailed to a web visitor) name it by its id.
+    where, args = _like_any("payload", like[:1])
+    outbox_ids.update(r[0] for r in cx.execute(
+        f"SELECT id FROM outbox WHERE account_id = ? AND kind = 'mail' AND {where}", (account_id, *args)))
     return {"account_id": account_id, "contact_id": contact_id, "message_ids": message_ids,
             "outbox_ids": sorted(outbox_ids), "like": like}
 

@@ -4,7 +4,7 @@ retried and recorded by the delivery worker like a webhook."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from storage.db import fetch_all, fetch_one, reads, writes
@@ -91,15 +91,121 @@ def mark_bounced(cx: Connection, account_id: str, message_id: str, error: Mappin
     return True
 
 
+_STATUS_COLUMNS = ("error", "since", "last_error", "error_at", "checked_at", "imported_at", "imported_count", "idle")
+
+
 @writes
-def set_import_status(cx: Connection, account_id: str, error: str | None, now: str) -> None:
-    """The import's state changed: error (in words) since now, or None (it works again, since now)."""
-    cx.execute("INSERT INTO mail_import_status (account_id, error, since) VALUES (?, ?, ?)"
-               " ON CONFLICT (account_id) DO UPDATE SET error = excluded.error, since = excluded.since",
-               (account_id, error, now))
+def record_import_status(cx: Connection, account_id: str, fields: Mapping[str, Any]) -> None:
+    """Update the account's import state: fields, a subset of error (in words, None: it works), since (when error
+    last changed), last_error and error_at (the latest failure, kept once it works again), checked_at (the folder
+    looked at successfully), imported_at and imported_count (mail stored by the last look that stored any), idle."""
+    names = [name for name in _STATUS_COLUMNS if name in fields]
+    if not names:
+        return
+    updated = list(names)
+    if "since" not in fields:  # a first row needs one: the time of what is written (kept by later updates)
+        fields = {**fields, "since": fields.get("checked_at") or fields.get("error_at")}
+        names.append("since")
+    cx.execute(f"INSERT INTO mail_import_status (account_id, {', '.join(names)})"
+               f" VALUES (?, {', '.join('?' for _ in names)}) ON CONFLICT (account_id) DO UPDATE SET"
+               f" {', '.join(f'{name} = excluded.{name}' for name in updated)}",
+               (account_id, *(fields[name] for name in names)))
 
 
 @reads
 def import_status(cx: Connection, account_id: str) -> dict[str, Any] | None:
-    """{error, since} of the account's import, or None before its first look."""
-    return fetch_one(cx, "SELECT error, since FROM mail_import_status WHERE account_id = ?", (account_id,))
+    """The account's import state (record_import_status's columns) with its checkpoint (mailbox, uidvalidity,
+    last_uid, checkpoint_at), or None before its first look."""
+    return fetch_one(cx, "SELECT s.error, s.since, s.last_error, s.error_at, s.checked_at, s.imported_at,"
+                         " s.imported_count, s.idle, c.mailbox, c.uidvalidity, c.last_uid, c.updated_at AS checkpoint_at"
+                         " FROM mail_import_status s LEFT JOIN mail_checkpoints c ON c.account_id = s.account_id"
+                         " WHERE s.account_id = ?", (account_id,))
+
+
+# ---- Parley's mail to its agents (services/agent_mail.py) -----------------------------------------
+
+_PREFERENCES = ("email_new_conversation", "email_handoff", "email_assigned")
+
+
+def agent_recipients_in_tx(cx: Connection, account_id: str, preference: str, user_ids: Sequence[str] | None,
+                           exclude: str | None) -> list[tuple[str, str]]:
+    """[(user id, email)] of the account's users who chose this mail (preference: a users column), can sign in
+    (active, not removed, the invitation accepted) and are among user_ids (None: any), but exclude."""
+    from storage.users import INVITED  # storage.users imports this module
+    if preference not in _PREFERENCES:
+        raise ValueError(f"no such preference: {preference}")
+    sql = (f"SELECT id, email FROM users WHERE account_id = ? AND {preference} = 1 AND active = 1"
+           " AND removed_at IS NULL AND password_hash <> ? AND id IS DISTINCT FROM ?")
+    args: list[Any] = [account_id, INVITED, exclude]
+    if user_ids is not None:
+        if not user_ids:
+            return []
+        sql += f" AND id IN ({', '.join('?' for _ in user_ids)})"
+        args += list(user_ids)
+    return [(row[0], row[1]) for row in cx.execute(sql + " ORDER BY id", args)]
+
+
+def assignee_in_tx(cx: Connection, account_id: str, contact_id: str) -> str | None:
+    row = cx.execute("SELECT assignee_user_id FROM conversations WHERE account_id = ? AND contact_id = ?",
+                     (account_id, contact_id)).fetchone()
+    return row[0] if row else None
+
+
+def assignees_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str]) -> dict[str, str | None]:
+    """{contact id: assignee user id or None} of the account's conversations with these contacts."""
+    if not contact_ids:
+        return {}
+    rows = cx.execute(f"SELECT contact_id, assignee_user_id FROM conversations WHERE account_id = ? AND contact_id"
+                      f" IN ({', '.join('?' for _ in contact_ids)})", (account_id, *contact_ids)).fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+def had_inbound_in_tx(cx: Connection, account_id: str, contact_id: str) -> bool:
+    """Whether the contact wrote before (its conversation has an inbound message)."""
+    return cx.execute("SELECT 1 FROM conversations WHERE account_id = ? AND contact_id = ? AND last_inbound_id IS NOT"
+                      " NULL", (account_id, contact_id)).fetchone() is not None
+
+
+def mail_account_in_tx(cx: Connection, account_id: str) -> tuple[str, dict[str, Any]] | None:
+    """(name, settings) of the account, or None."""
+    row = cx.execute("SELECT name, settings FROM accounts WHERE id = ?", (account_id,)).fetchone()
+    return (row[0], json.loads(row[1])) if row else None
+
+
+@reads
+def agent_mail_facts(cx: Connection, account_id: str, contact_id: str, user_id: str) -> dict[str, Any] | None:
+    """What an agent's mail says, read when it is sent (so an erased contact is never mailed): the contact's names,
+    phone and email, its conversation's latest inbound message (body, channel), and whether the user can still
+    sign in; None when the contact is gone (erased, merged away) or the user is not the account's."""
+    from storage.users import INVITED
+    row = fetch_one(cx, "SELECT c.first_name, c.last_name, c.phone, c.email, m.body AS last_body,"
+                        " m.channel AS last_channel, (SELECT COUNT(*) FROM users u WHERE u.id = ? AND u.account_id = ?"
+                        " AND u.active = 1 AND u.removed_at IS NULL AND u.password_hash <> ?) AS user_ok"
+                        " FROM contacts c LEFT JOIN conversations v ON v.account_id = c.account_id"
+                        " AND v.contact_id = c.id LEFT JOIN messages m ON m.account_id = c.account_id"
+                        " AND m.id = v.last_inbound_id WHERE c.account_id = ? AND c.id = ?",
+                    (user_id, account_id, INVITED, account_id, contact_id))
+    return row
+
+
+# ---- a web visitor's replies by mail (services/visitor_mail.py) ------------------------------------
+
+def visitor_mail_id(message_id: str) -> str:
+    """The outbox webhook_id of the mail that carries this reply to a web visitor: one per reply, found by it."""
+    return f"vmail_{message_id}"
+
+
+@writes
+def drop_visitor_mails(cx: Connection, account_id: str, message_ids: Sequence[str], now: str) -> int:
+    """The visitor's chat showed these replies: their mails, not yet being sent, are not needed (deleted: never
+    sent, nothing kept). A mail already claimed by a delivery goes. Returns how many were dropped."""
+    if not message_ids:
+        return 0
+    ids = [visitor_mail_id(m) for m in message_ids]
+    rows = cx.execute(f"SELECT id FROM outbox WHERE account_id = ? AND kind = 'mail' AND status = 'pending'"
+                      f" AND attempts = 0 AND (claimed_until IS NULL OR claimed_until < ?)"
+                      f" AND webhook_id IN ({', '.join('?' for _ in ids)})", (account_id, now, *ids)).fetchall()
+    found = [row[0] for row in rows]
+    if found:
+        cx.execute(f"DELETE FROM outbox WHERE id IN ({', '.join('?' for _ in found)})", found)
+    return len(found)

@@ -22,15 +22,16 @@ def enqueue_in_tx(cx: Connection, *, account_id: str, kind: str, payload: Any, e
 
 def enqueue_many_in_tx(cx: Connection, deliveries: Sequence[Mapping[str, Any]]) -> list[str]:
     """Queue deliveries, due now, in one statement: dicts with account_id, kind, payload (JSON-able) and
-    optionally event_type, message_id, webhook_id (made here when missing) and campaign_id (the campaign,
-    campaigns.id, a reply belongs to: its delivery goes in the campaign lane). Returns their webhook ids."""
+    optionally event_type, message_id, webhook_id (made here when missing), campaign_id (the campaign,
+    campaigns.id, a reply belongs to: its delivery goes in the campaign lane) and due_at (when it is due, if not
+    now). Returns their webhook ids."""
     now = now_iso()
     rows, webhook_ids = [], []
     for d, made in zip(deliveries, new_ids("wh", len(deliveries))):
         webhook_id = d.get("webhook_id") or made
         webhook_ids.append(webhook_id)
         rows.append((d["account_id"], d["kind"], d.get("event_type"), d.get("message_id"), webhook_id,
-                     json.dumps(d["payload"]), now, now, d.get("campaign_id")))
+                     json.dumps(d["payload"]), d.get("due_at") or now, now, d.get("campaign_id")))
     cx.executemany("INSERT INTO outbox (account_id, kind, event_type, message_id, webhook_id, payload,"
                    " next_attempt_at, created_at, campaign_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     return webhook_ids

@@ -89,6 +89,9 @@ class UserRow(TypedDict):
     available: int
     capacity: int | None
     last_seen_at: str | None
+    email_new_conversation: int  # the user's choice of Parley's mail to them (services/agent_mail.py)
+    email_handoff: int
+    email_assigned: int
     invitation_pending: int
 
 

@@ -47,10 +47,12 @@ def _audit_view_as(cx: Connection, by: Mapping[str, Any] | None, action: str, us
 
 @reads
 def get_session_user(cx: Connection, id_hash: str, now: str) -> Row | None:
-    """The UI user {id, account_id, email, name, role, available, account_type, account_name, account_choices (how many
+    """The UI user {id, account_id, email, name, role, available, account_type, email_new_conversation, email_handoff,
+    email_assigned (the mail they chose: services/agent_mail.py), account_name, account_choices (how many
     memberships the switcher offers; 0 or 1: none)} of a live session of an active user, or None (the role and the account's type decide which UI pages it has). A view-as session
     is not one (get_view_as_user reads those)."""
     return fetch_one(cx, "SELECT u.id, u.account_id, u.email, u.name, u.role, u.available, a.type AS account_type,"
+                         " u.email_new_conversation, u.email_handoff, u.email_assigned,"
                          " a.name AS account_name, (SELECT COUNT(*) FROM session_accounts c"
                          " WHERE c.session_hash = s.id_hash) AS account_choices FROM sessions s"
                          " JOIN users u ON u.id = s.user_id JOIN accounts a ON a.id = u.account_id"

@@ -23,8 +23,12 @@ INVITED = "!invited"  # the password hash of a user who has not used the invitat
 REMOVED = "!removed"  # the password hash of a removed user: matches no password
 # invitation_pending: invited and the link not used yet (issue 43 §11: such a user is not "Active" on the page).
 _COLUMNS = (f"id, account_id, email, name, role, active, created_at, available, capacity, last_seen_at,"
+            f" email_new_conversation, email_handoff, email_assigned,"
             f" CASE WHEN password_hash = '{INVITED}' THEN 1 ELSE 0 END AS invitation_pending")
 
+
+# Columns the audit shows as true/false (stored 0/1).
+_BOOLEANS = ("active", "available", "email_new_conversation", "email_handoff", "email_assigned")
 
 REMOVED_LABEL = "Removed user"  # what pages show for a removed user (their email and name are erased)
 
@@ -161,7 +165,7 @@ def update_user(cx: Connection, account_id: str, user_id: str, changes: Mapping[
         columns = ", ".join(f"{column} = ?" for column in changed)
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
-        shown: dict[str, Any] = {k: [bool(v) for v in pair] if k in ("active", "available") else pair for k, pair in changed.items()}
+        shown: dict[str, Any] = {k: [bool(v) for v in pair] if k in _BOOLEANS else pair for k, pair in changed.items()}
         if "role" in changed:  # a sub-account viewed as this user would keep what the old role gave
             end_view_as_sessions_in_tx(cx, user_id)
         if not after["active"]:  # deactivated now: nobody signs in to answer theirs, back to the queue

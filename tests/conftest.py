@@ -238,6 +238,15 @@ def api(http_server_client):
 
 
 @pytest.fixture
+def imap_server():
+    """A real IMAP server with IDLE (pymap's in-memory demo mailbox) on a loopback port (tests/mail_server.py)."""
+    from tests.mail_server import ImapServer
+    server = ImapServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def mail_server():
     """A real SMTP server (aiosmtpd) on a loopback port, keeping what it receives (tests/mail_server.py)."""
     from tests.mail_server import MailServer  # imported here: only the email tests load aiosmtpd

@@ -2,9 +2,12 @@
 aiosmtpd's Controller runs it), with AUTH LOGIN/PLAIN over plain text (security none, which Parley allows only
 with --allow-private-webhooks) for one username and password. Delivered mail is parsed into
 email.message.EmailMessage objects in ``messages``; ``wait_for`` waits on a state, never a sleep. IMAP: pymap's
-in-memory backend with its demo mailbox (user demouser, password demopass), a process on a free loopback port."""
+in-memory backend with its demo mailbox (user demouser, password demopass), a process on a free loopback port.
+importing(): Parley's import of an account's mailbox running in the test's process."""
+import contextlib
 import email
 import email.policy
+import imaplib
 import socket
 import subprocess
 import sys
@@ -16,6 +19,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from services.tls import write_self_signed
+from tests import waiting
 
 USERNAME, PASSWORD = "parley@example.com", "mail-secret-123"
 
@@ -117,7 +121,33 @@ class ImapServer:
                     raise RuntimeError("pymap did not start") from None
                 time.sleep(0.05)
 
+    def append(self, *mails):
+        """Put mails in the folder as another client would (imaplib: blocking; async tests run it in a thread)."""
+        client = imaplib.IMAP4("127.0.0.1", self.port)
+        client.login(self.USERNAME, self.PASSWORD)
+        for mail in mails:
+            client.append("INBOX", None, None, bytes(mail))
+        client.logout()
+
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def importing(services, account_id, idle_seconds=1, first_look=True):
+    """The import of the account's mailbox (services/mail_in.py) running here: yields its Mailbox once its first look
+    at the folder ended (first_look: the mail already there is its past), and stops it after. idle_seconds: pymap
+    reports no mail that arrived just before an IDLE began, so a short IDLE lets the next one see it."""
+    from services.mail_in import MailImporter
+    importer = MailImporter(services)
+    importer.idle_seconds = idle_seconds
+    try:
+        await importer.round()
+        box = importer.boxes[account_id]
+        if first_look:
+            assert await waiting.until(lambda: box.rounds >= 1, 15), "the import's first look did not end"
+        yield box
+    finally:
+        await importer.stop()

@@ -243,7 +243,7 @@ async def test_deactivating_a_user_returns_their_waiting_conversations_to_the_qu
     r = await api.patch(f"/v1/users/{bob}", {"active": False}, key=team["key"])
     assert r.code == 200, r.body
     assert set(r.json) == {"id", "email", "name", "role", "active", "invitationPending", "available", "capacity",
-                           "lastSeenAt", "createdAt"} and r.json["active"] is False
+                           "lastSeenAt", "emailNotifications", "createdAt"} and r.json["active"] is False
     expected = {team["ann"]: {"status": "open", "snoozed_until": None, "assignee_user_id": None},
                 cat: {"status": "resolved", "snoozed_until": None, "assignee_user_id": bob},
                 dan: {"status": "open", "snoozed_until": None, "assignee_user_id": team["alice"]},

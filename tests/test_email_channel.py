@@ -8,25 +8,17 @@ import imaplib
 import re
 from email.message import EmailMessage
 
-import pytest
 
 from services import accounts, mail_in, mail_out, messaging
 from services.mail_in import MailImporter
 from storage import contacts as contact_store
 from storage import mail as mail_store
 from storage import messages as message_store
+from tests.mail_server import importing
 
 ADDRESS = "help@acme.example"
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 PNG_DATA_URI = f"data:image/png;base64,{PNG}"
-
-
-@pytest.fixture
-def imap_server():
-    from tests.mail_server import ImapServer
-    server = ImapServer().start()
-    yield server
-    server.stop()
 
 
 def customer_mail(n, *, sender="Ann Lee <ann@customer.example>", subject=None, body=None, **headers):
@@ -41,14 +33,8 @@ def customer_mail(n, *, sender="Ann Lee <ann@customer.example>", subject=None, b
 
 
 def append(server, *mails):
-    """Put mails in the pymap folder as another client would (imaplib in a thread: a blocking client)."""
-    def run():
-        client = imaplib.IMAP4("127.0.0.1", server.port)
-        client.login(server.USERNAME, server.PASSWORD)
-        for mail in mails:
-            client.append("INBOX", None, None, bytes(mail))
-        client.logout()
-    return asyncio.to_thread(run)
+    """Put mails in the pymap folder as another client would (a blocking client, in a thread)."""
+    return asyncio.to_thread(server.append, *mails)
 
 
 async def wait_for(predicate, timeout=15.0):
@@ -87,48 +73,28 @@ async def test_a_mailbox_is_imported_once_across_restarts_and_nothing_is_missed(
     store and the checkpoint): each mail is stored exactly once, none is missed; another account sees none."""
     account_id = account["account_id"]
     await configure(services, account_id, imap=imap_server.settings())
-    importer = MailImporter(services)
-    importer.idle_seconds = 1  # pymap reports no mail that arrived just before an IDLE began: the next one sees it
-    try:
-        await importer.round()
-        box = importer.boxes[account_id]
-        await wait_for(lambda: box.rounds >= 1)  # the first look: the demo mail already there is not imported
+    async with importing(services, account_id) as box:  # the first look: the demo mail there is not imported
         assert await emails(services, account_id) == []
         assert (await mail_in.import_status(services.db, account_id))["error"] is None  # Settings > Email: works
         await append(imap_server, *(customer_mail(n) for n in range(1, 4)))
         await wait_for(lambda: box.imported == 3)  # IDLE told it
-    finally:
-        await importer.stop()
     await append(imap_server, *(customer_mail(n) for n in range(4, 7)))  # while Parley is down
     mark = await mail_store.checkpoint(services.db, account_id)
     first_mail_uid = sorted(int(n) for n in await _uids(imap_server))[-6]  # mail 1 (the demo mail before it)
     await mail_store.set_checkpoint(services.db, account_id, mark["mailbox"], mark["uidvalidity"], first_mail_uid,
                                     mark["updated_at"])  # as if it crashed before the checkpoint of mails 2 and 3
-    importer = MailImporter(services)
-    importer.idle_seconds = 1  # pymap reports no mail that arrived just before an IDLE began: the next one sees it
-    try:
-        await importer.round()
-        box = importer.boxes[account_id]
-        await wait_for(lambda: box.rounds >= 1)
+    async with importing(services, account_id) as box:
         assert box.imported == 3  # the three new ones; the two set back were stored already (their Message-IDs)
         await append(imap_server, customer_mail(7))
         await wait_for(lambda: box.imported == 4)
-    finally:
-        await importer.stop()
     # The folder made anew (another UIDVALIDITY): what arrived since the day before the checkpoint is looked at
     # again, the mails imported already are not stored twice, and the new one is.
     mark = await mail_store.checkpoint(services.db, account_id)
     await mail_store.set_checkpoint(services.db, account_id, mark["mailbox"], mark["uidvalidity"] + 1, 2,
                                     mark["updated_at"])
     await append(imap_server, customer_mail(8))
-    importer = MailImporter(services)
-    try:
-        await importer.round()
-        box = importer.boxes[account_id]
-        await wait_for(lambda: box.rounds >= 1)
+    async with importing(services, account_id, idle_seconds=None) as box:
         assert box.imported == 1
-    finally:
-        await importer.stop()
     assert (await mail_store.checkpoint(services.db, account_id))["uidvalidity"] == mark["uidvalidity"]
     stored = await emails(services, account_id)
     assert [m["body"] for m in stored] == [f"Hello, this is mail {n}." for n in range(1, 9)]

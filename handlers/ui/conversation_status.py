@@ -42,7 +42,7 @@ class ConversationStateHandler(UiHandler):
         changes = conversation_status.ui_action(
             self.get_body_argument("action", ""), assignee=self.get_body_argument("assignee", ""),
             snooze=self.get_body_argument("snooze", ""), utc_offset_minutes=_utc_offset(self))
-        await conversation_status.change(self.services, self.account_id, [contact_id], **changes)
+        await conversation_status.change(self.services, self.account_id, [contact_id], **changes, by=self.actor)
         self.action_done(f"/inbox/{contact_id}", "Conversation updated.")
 
 
@@ -58,7 +58,7 @@ class BulkHandler(UiHandler):
         try:
             changes = conversation_status.ui_action(self.get_body_argument("action", ""),
                                                     utc_offset_minutes=_utc_offset(self))
-            await conversation_status.change(self.services, self.account_id, contact_ids, **changes)
+            await conversation_status.change(self.services, self.account_id, contact_ids, **changes, by=self.actor)
         except Invalid as error:
             if self.wants_json():
                 raise

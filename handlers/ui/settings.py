@@ -6,7 +6,7 @@ from tornado.web import authenticated
 
 from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
-from services import (accounts, assignment, business_hours, csat, email_settings, event_stream, mail_in, mail_out, regions,
+from services import (accounts, agent_mail, assignment, business_hours, csat, email_settings, event_stream, mail_in, mail_out, regions,
                       sla, users, webhook_ping, widget)
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
@@ -371,6 +371,18 @@ class ProfileHandler(OwnUserForm):
             self.flash("success", f"Saved. You sign in as {changed['email'][1]} from now on.")
         else:
             self.flash("success", "Saved." if changed else "Nothing changed.")
+        self.back()
+
+
+class EmailMeHandler(OwnUserForm):
+    """The user's own choice of Parley's mail to them (services/agent_mail.py): three checkboxes."""
+
+    @authenticated
+    async def post(self):
+        await users.set_own_email_notifications(self.services.db, self.current_user,
+                                                {kind: self.get_body_argument(kind, "") for kind in agent_mail.COLUMNS},
+                                                by=self.actor)
+        self.flash("success", "Saved: Parley emails you as you chose.")
         self.back()
 
 

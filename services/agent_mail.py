@@ -1,0 +1,115 @@
+"""Parley's mail to its agents (issue 39): each user may choose to be emailed on a new conversation (a contact's
+first message), on a handoff (the bot hands a conversation to a person) and on a conversation assigned to them
+(by a person or by automatic assignment), when the account has SMTP set (Settings > Email). Off by default; set on
+the user's own page (Your account, Settings) or by PATCH /v1/users/{id} `emailNotifications`.
+
+Once per event: the mail is queued in the transaction that makes the event (the message, the bot's outcome, the
+assignment), as the webhook notifications are (storage/outbox.py enqueue_notification_in_tx), so that neither
+exists without the other: a restart cannot lose or repeat it, and the delivery worker's claim sends it once when
+several processes share the outbox. It is an outbox row of kind 'mail' (services/mail_out.py: queued, sent,
+failed, retried, listed in Settings > Email) whose payload names the event, the conversation and the user, never
+its text: the text is read when the mail is sent (agent_mail_facts), from the account's own rows, so an erased
+contact is never mailed and no other account's data can be in it. Nobody is mailed about their own action (an
+agent who assigns a conversation to themselves).
+
+Who: a new conversation, every user who chose it; a handoff, the conversation's assignee when it has one (if they
+chose it), else every user who chose it; an assignment, the assignee (if they chose it)."""
+from common.errors import Invalid
+from common.ids import new_id
+from services import contacts, email_settings
+from storage import mail as store
+
+NEW_CONVERSATION, HANDOFF, ASSIGNED = "newConversation", "handoff", "assigned"
+COLUMNS = {NEW_CONVERSATION: "email_new_conversation", HANDOFF: "email_handoff", ASSIGNED: "email_assigned"}
+FIELD = "emailNotifications"
+LABELS = {NEW_CONVERSATION: "a new conversation", HANDOFF: "a conversation the bot hands to a person",
+          ASSIGNED: "a conversation assigned to me"}
+_SUBJECTS = {NEW_CONVERSATION: "New conversation", HANDOFF: "A conversation needs a person",
+             ASSIGNED: "A conversation was assigned to you"}
+EXCERPT = 500  # characters of the contact's message a mail quotes
+
+
+def public(user):
+    """A user row's choices as the API shows them: {newConversation, handoff, assigned}."""
+    return {kind: bool(user.get(column)) for kind, column in COLUMNS.items()}
+
+
+def changes_of(value):
+    """The users columns a PATCH's emailNotifications object sets ({kind: bool}, any subset); Invalid naming the
+    field otherwise."""
+    if not isinstance(value, dict):
+        raise Invalid(f"{FIELD} must be an object {{{', '.join(COLUMNS)}}} of true or false", field=FIELD)
+    changes = {}
+    for kind, chosen in value.items():
+        if kind not in COLUMNS:
+            raise Invalid(f"{FIELD} has no field {kind}: give {', '.join(COLUMNS)}", field=f"{FIELD}.{kind}")
+        if not isinstance(chosen, bool):
+            raise Invalid(f"{FIELD}.{kind} must be true or false", field=f"{FIELD}.{kind}")
+        changes[COLUMNS[kind]] = int(chosen)
+    return changes
+
+
+def from_form(form):
+    """The own-page form's checkboxes (kind -> "1" when ticked) as users columns."""
+    return {column: int(form.get(kind) == "1") for kind, column in COLUMNS.items()}
+
+
+# ---- queued with the event ---------------------------------------------------------------------
+
+def queue_in_tx(cx, account_id, kind, contact_id, *, to=None, actor=None):
+    """In the event's transaction: queue the mail of this kind about the conversation with contact_id to each user
+    who chose it, among ``to`` (user ids; None: anyone) but the ``actor`` (the user whose action it is, or None).
+    Costs one read of the users who chose it (none: nothing more); nothing is queued without SMTP. Returns how
+    many mails were queued."""
+    if kind == HANDOFF and to is None:
+        assignee = store.assignee_in_tx(cx, account_id, contact_id)
+        to = [assignee] if assignee else None
+    recipients = store.agent_recipients_in_tx(cx, account_id, COLUMNS[kind], to, actor)
+    if not recipients:
+        return 0
+    found = store.mail_account_in_tx(cx, account_id)
+    if found is None or email_settings.server(found[1], "smtp") is None:
+        return 0
+    name = found[0]
+    for user_id, email in recipients:
+        store.queue_in_tx(cx, {"id": new_id("mail"), "account_id": account_id, "payload": {
+            "to": email, "subject": f"{_SUBJECTS[kind]} ({name})",
+            "agent": {"kind": kind, "contactId": contact_id, "userId": user_id}}})
+    return len(recipients)
+
+
+def assigned_in_tx(cx, account_id, assigned, actor=None):
+    """Conversations assigned in this transaction, [(contact id, user id)]: the mail to each assignee who chose it,
+    unless they assigned it themselves (actor: the user id whose action it is)."""
+    return sum(queue_in_tx(cx, account_id, ASSIGNED, contact_id, to=[user_id], actor=actor)
+               for contact_id, user_id in assigned if user_id)
+
+
+def _channel_words(channel):
+    if not channel:
+        return ""
+    return {"web": " on the website chat", "email": " by email"}.get(channel, f" on {channel}")
+
+
+# ---- sent ---------------------------------------------------------------------------------------
+
+async def text(services, account, agent):
+    """The mail's text, read now from the account's own rows (agent: the payload's {kind, contactId, userId}), or
+    None when there is nothing to tell any more: the contact was erased, or the user can no longer sign in."""
+    facts = await store.agent_mail_facts(services.db, account["id"], agent["contactId"], agent["userId"])
+    if facts is None or not facts["user_ok"]:
+        return None
+    who = contacts.display_name(facts)
+    base = services.settings.base_url.rstrip("/")
+    lead = {NEW_CONVERSATION: f"{who} started a conversation with {account['name']}",
+            HANDOFF: f"The bot handed {who}'s conversation with {account['name']} to a person",
+            ASSIGNED: f"{who}'s conversation with {account['name']} was assigned to you"}[agent["kind"]]
+    lines = [f"{lead}{_channel_words(facts['last_channel'])}."]
+    if facts["last_body"]:
+        body = facts["last_body"]
+        quoted = body if len(body) <= EXCERPT else body[:EXCERPT].rstrip() + " […]"
+        lines += ["", "Their latest message:", "", *(f"> {line}" for line in quoted.splitlines())]
+    lines += ["", f"Open the conversation: {base}/inbox/{agent['contactId']}", "", "-- ",
+              f"You get this mail because you chose to be emailed on {LABELS[agent['kind']]}. Change it under "
+              f"Email me on your page: {base}/account"]
+    return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ import pytest
 from common.ids import new_id, now_iso
 from services import accounts, messaging, search
 from storage import db as dbmod
+from storage import search as search_store
 from storage.db import reads, writes
 from storage.dialect import dialect_of
 from storage.messages import insert_messages_in_tx
@@ -38,7 +39,16 @@ def _campaign_batch(cx, account_id, contact_id, bodies):
          "status": "Pending", "body": body, "author": "campaign", "created_at": now_iso()} for body in bodies])]
 
 
-async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, services, account, other_account):
+@pytest.fixture(params=["index", "small account"])
+def search_path(request, monkeypatch):
+    """SQLite answers a small account by reading its messages, a larger one through the FTS5 index: both ways must
+    give the same answers (storage/search.py SMALL_ACCOUNT; PostgreSQL has one way)."""
+    if request.param == "index":
+        monkeypatch.setattr(search_store, "SMALL_ACCOUNT", 0)
+    return request.param
+
+
+async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, services, account, other_account, search_path):
     key, account_id = account["api_key"], account["account_id"]
     refund = await inbound(services, account_id, body="Hello, I would like a REFUND for order 1234 please")
     phone = await inbound(services, account_id, from_id="+14155550100",
@@ -149,12 +159,14 @@ async def test_the_migration_indexes_messages_stored_before_it(services, account
 
 
 @pytest.mark.sqlite_only("the FTS5 index's digits column and its triggers are SQLite's")
-async def test_bodies_indexed_twice_before_0696_are_indexed_once_and_still_found_and_erased(services, account, api):
+async def test_bodies_indexed_twice_before_0696_are_indexed_once_and_still_found_and_erased(services, account, api,
+                                                                                            monkeypatch):
     """Migration 0696: a body whose digits no separator joins ("order 1234") loses its digits-column entries (before,
     any digit put the whole body in twice); one where separators join digits keeps them. Both are still found by
     their numbers, and an erasure leaves nothing of either in the index (a contentless delete names what was
     indexed: a row not redone would leave its old digits behind)."""
     key, account_id = account["api_key"], account["account_id"]
+    monkeypatch.setattr(search_store, "SMALL_ACCOUNT", 0)  # found through the index, not by reading the account
     cx = dbmod.connect_sync(services.settings.db_path)
     try:
         cx.execute("DROP TRIGGER message_search_insert")

@@ -67,8 +67,8 @@ class BotRunner:
             outcome = {"outcome": "busy", "detail": f"{len(self._tasks)} messages were waiting for the bot",
                        "replyId": None}
             log.warning("bot: %d messages waiting; message %s is not answered", len(self._tasks), message["id"])
-            task = asyncio.ensure_future(self.services.db.write(
-                bot.record_outcome_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, False))
+            task: asyncio.Future[Any] = asyncio.ensure_future(self.services.db.write(
+                bot.record_outcome_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, None))
         else:
             task = asyncio.ensure_future(self._answer(message))
         self._tasks.add(task)

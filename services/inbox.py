@@ -3,7 +3,7 @@ page, marking read, replies typed by a user, manual retries and resuming the bot
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
@@ -97,9 +97,10 @@ def media_view(services: Services, media_url: str | None, content_type: str | No
     if not media_url:
         return None
     if media_url.startswith(media.STORED_PREFIX):
+        stored_type = cast(str, content_type)  # a stored file's type is stored with it (media.accept_media)
         url = media.signed_path(media.signing_key(services.box), media_url[len(media.STORED_PREFIX):],
-                                content_type, services.settings.media_url_ttl_seconds)
-        return {"url": url, "content_type": content_type, "inline": (content_type or "").startswith("image/")}
+                                stored_type, services.settings.media_url_ttl_seconds)
+        return {"url": url, "content_type": stored_type, "inline": stored_type.startswith("image/")}
     return {"url": media_url, "content_type": content_type, "inline": False}
 
 

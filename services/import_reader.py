@@ -21,13 +21,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from common.errors import Invalid
-from services.csv_import import read_batches
+from services.csv_import import Batch, read_batches
 
 FRAME_HEADER = struct.Struct("!I")
-
-
-# read_batches' batch: {start, position, row_number, rows, errors, failed, report} (services/csv_import.py)
-Batch = dict[str, Any]
 
 
 def _frame(obj: tuple[str, Batch | str | None]) -> bytes:

@@ -293,7 +293,7 @@ async def get(services: Services, account_id: str, now: datetime) -> JSONObject:
     return public(account["settings"].get(KEY), now)
 
 
-async def put(services: Services, account_id: str, body: object, now: datetime, by: str | None = None,
+async def put(services: Services, account_id: str, body: object, now: datetime, by: Mapping[str, Any] | None = None,
               more: Mapping[str, Any] | None = None) -> JSONObject:
     """PUT /v1/account/business-hours: the whole object replaced (validate(); Invalid changes nothing); returns
     it as GET shows it. body None removes the business hours (always open again). more: other settings saved

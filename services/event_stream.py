@@ -184,7 +184,8 @@ async def _messages(services: Services, account_id: str, ids: Sequence[str]) -> 
     return {m["id"]: m for m in await message_store.messages_by_ids(services.db, account_id, sorted(set(ids)))}
 
 
-def _public(services: Services, row: Sequence[Any], item: Item, messages: Mapping[str, Row]) -> Mapping[str, Any] | None:
+def _public(services: Services, row: Sequence[Any], item: Item,
+            messages: Mapping[str, Row]) -> Mapping[str, Any] | None:
     """The public data of one item; None for a message gone since (erased): it is skipped."""
     if not isinstance(item, store.MessageRef):
         return item

@@ -195,8 +195,9 @@ def _response_rows(data: Mapping[str, Any], days: Sequence[str]) -> list[JSONObj
     return rows
 
 
-_ROWS: dict[str, Callable[[Mapping[str, Any], Sequence[str]], list[JSONObject]]] = {"messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,
-         "first-response": _response_rows}
+_ROWS: dict[str, Callable[[Mapping[str, Any], Sequence[str]], list[JSONObject]]] = {
+    "messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,
+    "first-response": _response_rows}
 
 
 def _sla_rows(name: str, counted: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:

@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import jinja2
@@ -56,6 +57,13 @@ from storage.accounts import KEYS_CHANNEL
 from storage.db import open_database
 from storage.pg_listen import EVENTS_CHANNEL, PgListener
 
+if TYPE_CHECKING:  # the Services' types (services/context.py's Protocol is what services see of it)
+    from collections.abc import Callable
+    from datetime import datetime
+
+    from storage.postgres_db import PostgresDatabase
+    from storage.sqlite_db import Database
+
 log = logging.getLogger("parley")
 ROOT = Path(__file__).parent
 
@@ -64,7 +72,7 @@ ROOT = Path(__file__).parent
 class Services:
     """What handlers and background tasks share; built by open_services(), closed by close()."""
     settings: settings_module.Settings
-    db: object  # storage.db.open_database's: SQLite's Database or PostgresDatabase
+    db: "Database | PostgresDatabase"  # storage.db.open_database's
     box: SecretBox
     keys: accounts.KeyRegistry
     limiter: RateLimiter
@@ -76,7 +84,7 @@ class Services:
     snoozes: "SnoozeWaker" = None  # reopens snoozed conversations when their time comes; main() starts it
     reports: "ReportsWorker" = None  # folds new rows into the Reports' summaries; main() starts it
     sla: "SlaWatcher" = None  # breaches SLA waits whose time passed (conversation.sla_breached); main() starts it
-    clock: object = None  # business hours' and the SLA's now (a callable returning an aware datetime); None: real
+    clock: "Callable[[], datetime] | None" = None  # business hours' and the SLA's now (aware); None: the real one
     bot: "BotRunner" = None  # answers inbound messages after their 200; close() lets it finish
     bot_recovery: "BotRecovery" = None  # answers what a dead process left undecided; main() starts it
     assigner: "Assigner" = None  # assigns waiting conversations to agents (one process at a time); main() starts it

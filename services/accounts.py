@@ -1,13 +1,17 @@
 """Accounts: creation, API-key authentication and rotation, settings, webhook signing secrets."""
+from __future__ import annotations
+
 import asyncio
 import copy
 import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
 from common.errors import Invalid, NotFound, Unauthorized
@@ -19,6 +23,11 @@ from storage import audit as audit_store
 from storage import credits as credit_store
 from storage import users as users_store
 from storage.db import StoredResultLost
+from storage.interface import Connection, Row, Store
+from services.context import JSONObject
+from services.secretbox import SecretBox
+
+By = Mapping[str, Any] | None  # who did it, for the audit list (services/audit.py), or None: not audited
 
 log = logging.getLogger("parley.accounts")
 
@@ -53,23 +62,23 @@ class KeyRegistry:
     have seen the old key) answers its own request but is not cached.
     """
 
-    def __init__(self, db, data_dir):
+    def __init__(self, db: Store, data_dir: str | os.PathLike[str]) -> None:
         self.db = db
-        self._last_marked = {}  # key hash -> monotonic time its use was last written
-        self._marking = set()
+        self._last_marked: dict[str, float] = {}  # key hash -> monotonic time its use was last written
+        self._marking: set[asyncio.Future[None]] = set()
         self.stamp = Path(data_dir) / "keys.stamp"
         self._stamp_path = str(self.stamp)
-        self._cache = {}
+        self._cache: dict[str, Principal] = {}
         self._generation = 0
         self._stamp_seen = self._read_stamp()
 
-    def _read_stamp(self):
+    def _read_stamp(self) -> int:
         try:
             return os.stat(self._stamp_path).st_mtime_ns  # os.stat on a str: half the cost of Path.stat
         except FileNotFoundError:
             return 0
 
-    def changed(self):
+    def changed(self) -> None:
         """Call after any key or account change: empties this cache and tells other processes."""
         self._forget()
         self.stamp.parent.mkdir(parents=True, exist_ok=True)
@@ -79,22 +88,22 @@ class KeyRegistry:
         os.utime(self.stamp, ns=(stat.st_atime_ns, max(stat.st_mtime_ns, self._stamp_seen + 1)))
         self._stamp_seen = self._read_stamp()
 
-    def forget(self):
+    def forget(self) -> None:
         """A key changed in another process (storage/pg_listen.py): the next lookups read the database."""
         self._forget()
 
-    def cached(self, key_hash):
+    def cached(self, key_hash: str) -> Principal | None:
         stamp = self._read_stamp()
         if stamp != self._stamp_seen:
             self._forget()
             self._stamp_seen = stamp
         return self._cache.get(key_hash)
 
-    def _forget(self):
+    def _forget(self) -> None:
         self._cache.clear()
         self._generation += 1
 
-    def used(self, key_hash):
+    def used(self, key_hash: str) -> None:
         """A request authenticated with this key: its lastUsedAt is written in the background when this process
         has not written it for KEY_USE_INTERVAL (a failed write is only logged: the next use tries again)."""
         now = time.monotonic()
@@ -107,12 +116,12 @@ class KeyRegistry:
         self._marking.add(task)
         task.add_done_callback(self._marked)
 
-    def _marked(self, task):
+    def _marked(self, task: asyncio.Future[None]) -> None:
         self._marking.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("writing an API key's last use failed: %s", task.exception())
 
-    async def principal_for(self, key_hash):
+    async def principal_for(self, key_hash: str) -> Principal:
         """The account behind a key's hash (cached), or Unauthorized."""
         principal = self.cached(key_hash)
         if principal is None:
@@ -129,21 +138,21 @@ class KeyRegistry:
         return principal
 
 
-def _key_row(key_hash, prefix, name=DEFAULT_KEY_NAME):
+def _key_row(key_hash: str, prefix: str, name: str = DEFAULT_KEY_NAME) -> dict[str, Any]:
     return {"id": new_id("key"), "key_hash": key_hash, "name": name, "prefix": prefix, "created_at": now_iso()}
 
 
-def public_key(row):
+def public_key(row: Mapping[str, Any]) -> JSONObject:
     return {"id": row["id"], "name": row["name"], "prefix": row["prefix"], "createdAt": row["created_at"],
             "lastUsedAt": row["last_used_at"]}
 
 
-async def list_keys(db, account_id):
+async def list_keys(db: Store, account_id: str) -> JSONObject:
     """GET /v1/account/api-keys: {data: [key]} (never a secret), oldest first."""
     return {"data": [public_key(row) for row in await store.list_api_keys(db, account_id)]}
 
 
-async def add_key(db, box, account_id, name, by=None):
+async def add_key(db: Store, box: SecretBox, account_id: str, name: str | None, by: By = None) -> JSONObject:
     """POST /v1/account/api-keys: a new key, live at once beside the others; the secret is in this answer only
     (key), stored as its hash like every key. Rotation without downtime: add one, move the clients to it,
     revoke the old one. The write returns the secret encrypted (shown), not stored with the key: an
@@ -157,15 +166,17 @@ async def add_key(db, box, account_id, name, by=None):
     return {**public_key(row), "key": box.decrypt(row["shown"])}
 
 
-async def revoke_key(db, registry, account_id, key_id, by=None):
+async def revoke_key(db: Store, registry: KeyRegistry, account_id: str, key_id: str, by: By = None) -> JSONObject:
     """DELETE /v1/account/api-keys/{id}: the key fails from the commit on, in this process and the others."""
     row = await store.revoke_api_key(db, account_id, key_id, by=by)
     registry.changed()
     return public_key(row)
 
 
-async def create_account(db, box, registry, *, name, email, account_type="standard", agency_email=None,
-                         parent_agency_id=None, password=None, with_user=True, by=None):
+async def create_account(db: Store, box: SecretBox, registry: KeyRegistry, *, name: str | None, email: str | None,
+                         account_type: str = "standard", agency_email: str | None = None,
+                         parent_agency_id: str | None = None, password: str | None = None, with_user: bool = True,
+                         by: By = None) -> dict[str, Any]:
     """Create an account (and its owner user for the UI). Returns the account and, once, the API key
     and the password. agency_email (the CLI) or parent_agency_id (an agency's API call) makes a
     sub-account of that agency. Conflict when the email is taken."""
@@ -209,7 +220,8 @@ async def create_account(db, box, registry, *, name, email, account_type="standa
             "created_at": created["created_at"]}
 
 
-async def rotate_key(db, registry, account_id, keep_session=None, by=None):
+async def rotate_key(db: Store, registry: KeyRegistry, account_id: str, keep_session: str | None = None,
+                     by: By = None) -> str:
     """Generate a new API key; the previous key is invalid from the commit on, and so is every UI session
     of the account but keep_session (the one that asked, from the UI). by: who, for the audit list."""
     api_key, key_hash, prefix = keys.new_api_key()
@@ -225,7 +237,8 @@ async def rotate_key(db, registry, account_id, keep_session=None, by=None):
 RATE_LIMIT_MAX = 1_000_000
 
 
-async def set_rate_limit(db, registry, account_id, per_minute, by=None):
+async def set_rate_limit(db: Store, registry: KeyRegistry, account_id: str, per_minute: int | None,
+                         by: By = None) -> None:
     """Override the server's --rate-limit for one account (per_minute None: back to the server's); the running
     server applies it at its next request (the key cache is emptied here and in every process)."""
     if per_minute is not None and not 1 <= per_minute <= RATE_LIMIT_MAX:
@@ -234,10 +247,11 @@ async def set_rate_limit(db, registry, account_id, per_minute, by=None):
     registry.changed()
 
 
-_dummy_hash = None
+_dummy_hash: str | None = None
 
 
-async def verify_password(password, stored_hash, db=None, user_id=None):
+async def verify_password(password: str, stored_hash: str | None, db: Store | None = None,
+                          user_id: str | None = None) -> bool:
     """Password hashing is CPU-heavy: verify in an executor. A missing user (stored_hash None) is checked
     against a dummy hash so that the answer takes as long as for a known one (no probing which emails exist).
     With db and user_id, a matching hash of an older scheme (scrypt) or older argon2id parameters is replaced
@@ -251,24 +265,27 @@ async def verify_password(password, stored_hash, db=None, user_id=None):
         return False
     if not await loop.run_in_executor(None, keys.verify_password, password, stored_hash):
         return False
-    if db is not None and keys.password_needs_rehash(stored_hash):
+    if db is not None and user_id is not None and keys.password_needs_rehash(stored_hash):
         new_hash = await loop.run_in_executor(None, keys.hash_password, password)
         await store.upgrade_password_hash(db, user_id, stored_hash, new_hash)
     return True
 
 
-async def change_password(db, user_id, current, new, keep_session=None, by=None):
+async def change_password(db: Store, user_id: str, current: str | None, new: str | None,
+                          keep_session: str | None = None, by: By = None) -> None:
     """Set a UI user's password after checking the current one; the account's other sessions end.
     Invalid naming the field for a wrong current password or a new one that is too short or long."""
     if not await verify_password(current or "", await store.get_password_hash(db, user_id)):
         raise Invalid("current password is not right")
-    if not MIN_PASSWORD <= len(new or "") <= MAX_PASSWORD:
+    new_password = new or ""
+    if not MIN_PASSWORD <= len(new_password) <= MAX_PASSWORD:
         raise Invalid(f"new password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters")
-    password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, new)
+    password_hash = await asyncio.get_running_loop().run_in_executor(None, keys.hash_password, new_password)
     await store.set_password(db, user_id, password_hash, sessions.session_hash(keep_session), by)
 
 
-async def update_own_user(db, user, name, email, current_password, by=None):
+async def update_own_user(db: Store, user: Mapping[str, Any], name: object, email: object,
+                          current_password: str | None, by: By = None) -> dict[str, Any]:
     """A user's own name and sign-in email (users.own_changes). A new email needs the current password (a session
     left open must not be enough to move the login elsewhere); Conflict when another user or account has it.
     Returns {field: [from, to]} of what changed."""
@@ -283,7 +300,7 @@ async def update_own_user(db, user, name, email, current_password, by=None):
     return changed
 
 
-async def get_account(db, account_id):
+async def get_account(db: Store, account_id: str) -> Row:
     account = await store.get_account(db, account_id)
     if account is None:
         raise NotFound("account not found")
@@ -291,17 +308,17 @@ async def get_account(db, account_id):
     return account
 
 
-async def get_key_prefix(db, account_id):
+async def get_key_prefix(db: Store, account_id: str) -> Row | None:
     """{prefix, created_at} of the account's live API key, or None."""
     return await store.get_key_prefix(db, account_id)
 
 
-async def get_user(db, user_id):
+async def get_user(db: Store, user_id: str) -> Row | None:
     """The UI user {id, account_id, email, account_type}, or None."""
     return await store.get_user(db, user_id)
 
 
-async def sign_in(db, email, password):
+async def sign_in(db: Store, email: str, password: str) -> list[dict[str, Any]]:
     """The memberships (services/users.py: one person may be a user of several accounts) that this email and
     password sign in to: each active user with the (case-folded) email whose password is this one, {id,
     account_id, account_name, email}, oldest first; [] for a wrong password or an unknown email. Passwords are
@@ -317,12 +334,12 @@ async def sign_in(db, email, password):
             for u, matched in zip(users, matches) if matched]
 
 
-async def get_account_by_email(db, email):
+async def get_account_by_email(db: Store, email: str) -> Row | None:
     """The account with this email (case-folded here), or None."""
     return await store.get_account_by_email(db, email.strip().lower())
 
 
-def public_account(account, key_prefix=None):
+def public_account(account: Mapping[str, Any], key_prefix: str | None = None) -> JSONObject:
     """The account as the API shows it (no secrets)."""
     return {"id": account["id"], "name": account["name"], "email": account["email"], "type": account["type"],
             "parentAgencyId": account["parent_agency_id"],
@@ -332,7 +349,7 @@ def public_account(account, key_prefix=None):
             "credits": credit_store.as_number(account.get("credit_hundredths", 0))}
 
 
-def public_settings(settings):
+def public_settings(settings: Mapping[str, Any]) -> JSONObject:
     """The settings object as the API and the UI show it: the opt-out keywords with their defaults, the
     bot's provider keys only as apiKeySet."""
     settings = opt_out.with_defaults(settings)
@@ -343,15 +360,17 @@ def public_settings(settings):
     return {**settings, "bot": bot_settings.public(settings["bot"])}
 
 
-async def validate_settings_changes(changes, allow_private):
+async def validate_settings_changes(changes: Mapping[str, Any],
+                                    allow_private: bool) -> tuple[dict[str, Any], list[str]]:
     """Check setting changes (top-level name -> value, None removes) the same way for the API and the UI:
     webhook URLs (and the bot's provider URLs) must be https and public unless allow_private. Returns the
     changes to store and a list of warnings (a host that does not resolve now); raises Invalid naming the
     field. `bot` is a merge patch (services/bot_settings.py), whose result is validated as a whole when it
     is stored."""
-    validated, warnings = {}, []
+    validated: dict[str, Any] = {}
+    warnings: list[str] = []
 
-    async def check(url, field):
+    async def check(url: str, field: str) -> str:
         url, warning = await check_webhook_url(url, allow_private=allow_private, field=field)
         if warning:
             warnings.append(warning)
@@ -384,14 +403,15 @@ async def validate_settings_changes(changes, allow_private):
     return validated, warnings
 
 
-async def rename(db, account_id, name, by=None):
+async def rename(db: Store, account_id: str, name: object, by: By = None) -> Row | None:
     """The account's new name (Invalid naming the field when empty); returns the account."""
     if not isinstance(name, str) or not name.strip():
         raise Invalid("name is required", field="name")
     return await store.rename_account(db, account_id, name.strip(), by)
 
 
-async def update_settings(db, account_id, changes, box=None, by=None):
+async def update_settings(db: Store, account_id: str, changes: Mapping[str, Any], box: SecretBox | None = None,
+                          by: By = None) -> JSONObject:
     """changes: validated top-level settings (the opt-out keywords are checked here, against the account's
     other list; `bot` and `email` merge patches need the box to encrypt provider keys and passwords); returns the whole settings
     object as public_settings shows it. by: who, for the audit list (the names of the settings changed)."""
@@ -399,7 +419,9 @@ async def update_settings(db, account_id, changes, box=None, by=None):
         current = await store.get_account(db, account_id)
         changes = {**changes, **opt_out.validate(changes, current["settings"] if current else {})}
     if changes.get("bot") is not None:
-        changes = {**changes, "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), box)}
+        # (whoever patches the bot or the email settings gives the box: their secrets are stored encrypted)
+        changes = {**changes,
+                   "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), cast(SecretBox, box))}
     if changes.get(email_settings.SETTING) is not None:
         changes = {**changes, email_settings.SETTING: email_settings.prepare_patch(
             copy.deepcopy(changes[email_settings.SETTING]), box)}
@@ -410,11 +432,11 @@ async def update_settings(db, account_id, changes, box=None, by=None):
     return public_settings(saved)
 
 
-def _save_settings(cx, account_id, changes, by=None):
+def _save_settings(cx: Connection, account_id: str, changes: Mapping[str, Any], by: By = None) -> dict[str, Any]:
     """In the writer: apply the changes to the stored settings in one transaction (so concurrent PATCHes
     never lose an update); the bot's merge patch is validated here against what is stored."""
     audit_store.record_by(cx, by, account_id=account_id, action="settings.updated", detail={"changed": sorted(changes)})
-    settings = store.get_settings_in_tx(cx, account_id)
+    settings = cast(dict[str, Any], store.get_settings_in_tx(cx, account_id))  # the caller's account: it exists
     for name, value in changes.items():
         if name == "bot":
             value = bot_settings.merged(settings.get("bot"), value)
@@ -431,7 +453,7 @@ def _save_settings(cx, account_id, changes, by=None):
     return settings
 
 
-def signing_secrets(box, account, now=None):
+def signing_secrets(box: SecretBox, account: Mapping[str, Any], now: datetime | None = None) -> list[str]:
     """The secrets that sign a delivery now: the current one, plus the previous one during the overlap."""
     secrets = [box.decrypt(account["webhook_secret"])]
     expires = account["previous_secret_expires_at"]
@@ -440,7 +462,7 @@ def signing_secrets(box, account, now=None):
     return secrets
 
 
-async def get_webhook_secret(db, box, account_id):
+async def get_webhook_secret(db: Store, box: SecretBox, account_id: str) -> JSONObject:
     account = await get_account(db, account_id)
     expires = account["previous_secret_expires_at"]
     if expires and expires <= now_iso():
@@ -448,7 +470,7 @@ async def get_webhook_secret(db, box, account_id):
     return {"secret": box.decrypt(account["webhook_secret"]), "previousSecretExpiresAt": expires}
 
 
-async def rotate_webhook_secret(db, box, account_id, by=None):
+async def rotate_webhook_secret(db: Store, box: SecretBox, account_id: str, by: By = None) -> JSONObject:
     """A new signing secret; the previous one keeps signing beside it until previousSecretExpiresAt."""
     secret, expires = box.encrypt(keys.new_webhook_secret()), iso(utcnow() + SECRET_OVERLAP)
     try:
@@ -459,7 +481,7 @@ async def rotate_webhook_secret(db, box, account_id, by=None):
     return {"secret": box.decrypt(rotated["secret"]), "previousSecretExpiresAt": rotated["previous_expires_at"]}
 
 
-async def ensure_owner(db, box, registry, public_url):
+async def ensure_owner(db: Store, box: SecretBox, registry: KeyRegistry, public_url: str) -> dict[str, Any] | None:
     """On an empty database create the owner account and its user; return what to print once, or None: a
     one-time setup link, never a password or an API key (the owner chooses the password through the link,
     and then the Settings page shows a new key once)."""

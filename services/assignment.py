@@ -15,16 +15,22 @@ Several processes: an agent is claimed under their users row's lock with the cap
 committed (storage/assignment.py), so no two transactions give them more than it; the Assigner runs in one
 process at a time (its lease) and its rounds hold the account's lock. Who has a live page is shared through
 users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
+from __future__ import annotations
+
 import asyncio
 import json
 import logging
-from datetime import timedelta
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
 
 from common.errors import Invalid
 from common.ids import iso, utcnow
 from services import agent_mail
+from services.context import JSONObject, Services
 from services.worker_loop import WorkerLoop
 from storage import assignment as store
+from storage.interface import Connection
 
 log = logging.getLogger("parley.assignment")
 
@@ -35,22 +41,21 @@ MAX_AWAY_AFTER_MINUTES = 7 * 24 * 60
 MAX_CAPACITY = 10_000
 AUTOMATIC = {"actor": "assignment", "actor_label": "Automatic assignment"}  # who the audit names
 BATCH = 100  # conversations assigned in one transaction at most
+Setting = tuple[str, int | None]  # setting_of's (mode, awayAfterMinutes or None)
 
 
-def setting_of(value):
+def setting_of(value: str | Mapping[str, Any] | None) -> Setting:
     """(mode, awayAfterMinutes or None) of a stored assignment setting (a dict, its JSON text, or None)."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    value = value or {}
-    return value.get("mode", "off"), value.get("awayAfterMinutes", DEFAULT_AWAY_AFTER_MINUTES)
+    config: Mapping[str, Any] = (json.loads(value) if isinstance(value, str) else value) or {}
+    return config.get("mode", "off"), config.get("awayAfterMinutes", DEFAULT_AWAY_AFTER_MINUTES)
 
 
-def public_setting(value):
+def public_setting(value: str | Mapping[str, Any] | None) -> JSONObject:
     mode, away = setting_of(value)
     return {"mode": mode, "awayAfterMinutes": away}
 
 
-def validate_setting(value):
+def validate_setting(value: object) -> JSONObject | None:
     """The assignment setting to store, from the API's or the settings form's value (None removes it: off).
     Invalid naming assignment.mode or assignment.awayAfterMinutes."""
     if value is None:
@@ -71,7 +76,7 @@ def validate_setting(value):
     return {"mode": mode, "awayAfterMinutes": away}
 
 
-def capacity_of(value):
+def capacity_of(value: object) -> int | None:
     """A user's capacity as sent: a whole number 0..MAX_CAPACITY, or None (no limit). Invalid naming it."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CAPACITY):
         raise Invalid(f"capacity must be a whole number from 0 to {MAX_CAPACITY}, or null (no limit)",
@@ -79,7 +84,7 @@ def capacity_of(value):
     return value
 
 
-def reason(mode, chosen):
+def reason(mode: str, chosen: Mapping[str, Any]) -> str:
     """Why the claimed agent (storage.assignment.claim_agent_in_tx's {id, capacity, load}) got the conversation:
     the audit entry's words."""
     rule = "balanced: fewest open conversations" if mode == "balanced" else \
@@ -88,17 +93,17 @@ def reason(mode, chosen):
     return f"{rule} ({chosen['load']} open, capacity {capacity})"
 
 
-def _seen_since(now, away_after):
+def _seen_since(now: datetime, away_after: int | None) -> str | None:
     """Agents seen with a live page before this are away (None: nobody is away for idleness)."""
     return iso(now - timedelta(minutes=away_after)) if away_after else None
 
 
-def _detail(mode, chosen, queued_at):
+def _detail(mode: str, chosen: Mapping[str, Any], queued_at: str | None) -> JSONObject:
     return {"assigneeUserId": chosen["id"], "mode": mode, "reason": reason(mode, chosen), "openBefore": chosen["load"],
             "capacity": chosen["capacity"], "queuedAt": queued_at}
 
 
-def claim_for_new_in_tx(cx, account_id, setting, now):
+def claim_for_new_in_tx(cx: Connection, account_id: str, setting: Setting, now: datetime) -> dict[str, Any] | None:
     """A message from a new contact opens a conversation while assignment is on (setting: setting_of's (mode,
     awayAfterMinutes)): the agent it goes to, claimed, when one may take it and nothing else waits (the message's
     upsert names them as the assignee: no statement more); else None (it waits in the queue).
@@ -107,13 +112,14 @@ def claim_for_new_in_tx(cx, account_id, setting, now):
     return store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id="")
 
 
-def assigned_new_in_tx(cx, account_id, contact_id, setting, chosen):
+def assigned_new_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting,
+                       chosen: Mapping[str, Any]) -> None:
     """The event and audit entry of claim_for_new_in_tx's assignment, once the conversation is written."""
     store.assigned_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC, _detail(setting[0], chosen, None))
     agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
 
 
-def assign_reopened_in_tx(cx, account_id, contact_id, setting, now):
+def assign_reopened_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting, now: datetime) -> bool:
     """A message to a known contact was stored in this transaction while assignment is on: when the conversation
     waits (the message opened it again, or it waited already) and nothing else does, it goes to an agent who may
     take it now. Returns whether it waits still (for the Assigner). A message to a conversation that does not
@@ -130,7 +136,8 @@ def assign_reopened_in_tx(cx, account_id, contact_id, setting, now):
     return False
 
 
-def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
+def assign_queued_in_tx(cx: Connection, account_id: str, now: datetime, limit: int = BATCH,
+                        by: Mapping[str, Any] = AUTOMATIC) -> list[tuple[str, str]]:
     """In one write transaction under the account's lock: give up to limit waiting conversations, oldest first,
     to the agents who may take them now, each claimed in turn. Returns [(contact id, user id)] assigned. With the
     mode off, the queue is emptied instead (nothing waits for an assignment that will not come)."""
@@ -143,7 +150,7 @@ def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
     chosen = store.claim_agent_in_tx(cx, account_id, mode, seen_since)
     if chosen is None:
         return []  # nobody may take one: the queue is not read
-    assigned = []
+    assigned: list[tuple[str, str]] = []
     for contact_id, queued_at in store.queue_head_in_tx(cx, account_id, limit):
         chosen = chosen or store.claim_agent_in_tx(cx, account_id, mode, seen_since)
         if chosen is None:
@@ -155,7 +162,7 @@ def assign_queued_in_tx(cx, account_id, now, limit=BATCH, by=AUTOMATIC):
     return assigned
 
 
-def wake(services):
+def wake(services: Services) -> None:
     """Something that may let a waiting conversation be assigned committed (a conversation queued, an agent
     freed or back): the Assigner of this process runs a round (another process's learns it from the commit's
     wake-up: server.py)."""
@@ -172,11 +179,11 @@ class Assigner(WorkerLoop):
     poll_seconds = 30.0
     gather_seconds = 0.02  # a burst of new conversations is assigned in one transaction, not one each
 
-    def __init__(self, services, clock=utcnow):
+    def __init__(self, services: Services, clock: Callable[[], datetime] = utcnow) -> None:
         super().__init__()
         self.services, self.clock = services, clock
 
-    async def round(self):
+    async def round(self) -> float | None:
         await asyncio.sleep(self.gather_seconds)
         more = False
         for account_id in await store.queued_accounts(self.services.db):
@@ -197,17 +204,17 @@ class SeenBeat(WorkerLoop):
     name = "seen"
     poll_seconds = 30.0  # well under awayAfterMinutes' least (1 minute)
 
-    def __init__(self, services, clock=utcnow):
+    def __init__(self, services: Services, clock: Callable[[], datetime] = utcnow) -> None:
         super().__init__()
         self.services, self.clock = services, clock
-        self._written = set()  # the users written by the last beat
+        self._written: set[str] = set()  # the users written by the last beat
 
-    def arrived(self, user_id):
+    def arrived(self, user_id: str) -> None:
         """A live page of the user opened here: written now unless this process wrote them in the last beat."""
         if user_id not in self._written:
             self.notify()
 
-    async def round(self):
+    async def round(self) -> float | None:
         users = sorted(self.services.hub.connected_users())
         now = self.clock()
         written = await store.mark_seen(self.services.db, users, iso(now),

@@ -7,19 +7,28 @@ the same decide() and applies nothing. services/bot_runner.py's BotRunner runs e
 What the bot did is recorded on the inbound message (messages.bot_outcome, shown as `bot` in the API):
 {outcome, detail, replyId}; replyId is the bot's reply, or null when it sent none. OUTCOMES lists them.
 """
+from __future__ import annotations
+
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import now_iso
 from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, placeholders
+from services.bot_answer import Answer
+from services.context import JSONObject, Services
 from services.handoff import record_in_tx as record_handoff_in_tx
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store
 from storage.db import database_errors
+from storage.interface import Connection
+
+# What the bot knows when it decides (bot_context.context_in_tx's): config, opted_out, pause, first_message, ...
+Context = Mapping[str, Any]
 
 log = logging.getLogger("parley.bot")
 
@@ -58,7 +67,7 @@ class Decision:
     handoff_reason: Optional[str] = None  # services/handoff.REASONS, when handoff
     provider_mode: Optional[str] = None   # the response format the AI provider answered in, when it did
 
-    def without_reply(self, outcome, detail):
+    def without_reply(self, outcome: str, detail: str) -> Decision:
         """The reply could not go out (Skipped, not sent): the outcome says why; a handoff still happens."""
         return Decision(outcome, detail, handoff=self.handoff and outcome != "paused",
                         handoff_reason=self.handoff_reason)
@@ -73,14 +82,14 @@ class Skipped(Exception):
     """Raised inside the reply's transaction when the reply must not go out after all (paused or opted out
     meanwhile, too few credits): nothing of it is stored, and the outcome says why."""
 
-    def __init__(self, outcome, detail):
+    def __init__(self, outcome: str, detail: str) -> None:
         super().__init__(outcome, detail)
         self.outcome, self.detail = outcome, detail
 
 
 # ---- deciding ---------------------------------------------------------------------------------
 
-def _charge(context):
+def _charge(context: Context) -> int:
     """Credits (hundredths) one reply costs: the price its agency set for a sub-account (the account row's
     credits_per_reply, never the sub-account's own bot settings), nothing for the others."""
     if context["account_type"] != "subaccount":
@@ -89,7 +98,7 @@ def _charge(context):
     return credit_store.DEFAULT_PRICE if price is None else price
 
 
-def _cannot_reply(context, would):
+def _cannot_reply(context: Context, would: str) -> Decision | None:
     """A Decision saying why no reply can go out (nowhere to send it, too few credits), or None."""
     if not context["has_webhook"]:
         return Decision("not_sent", f"no Custom Channel Webhook URL is configured ({would})")
@@ -100,7 +109,7 @@ def _cannot_reply(context, would):
     return None
 
 
-def _filled(context, text):
+def _filled(context: Context, text: str | None) -> str | None:
     """A configured answer (greeting, rule, fallback, handoff message) with its placeholders filled for the
     contact, as campaigns fill them; as written without a contact (a dry run without contactId). An AI
     provider's answer is sent as it came."""
@@ -109,7 +118,7 @@ def _filled(context, text):
     return placeholders.fill(text, context["fields"])
 
 
-def _local_answer(config, context, match):
+def _local_answer(config: Mapping[str, Any], context: Context, match: tuple[int, str] | None) -> Decision | None:
     """The greeting (on a contact's first message) or the matching rule, as a Decision, or None."""
     if context["first_message"] and bot_settings.is_set(config["greeting"]):
         return Decision("greeting", "the contact's first message", reply=_filled(context, config["greeting"]))
@@ -124,10 +133,12 @@ def _local_answer(config, context, match):
     return None
 
 
-async def match(config, body):
+async def match(config: Mapping[str, Any], body: str) -> tuple[int, str] | None:
     """bot_match's first match of the message (the handoff keyword or the rule). A costly match runs in a
     worker thread: however the keywords and the message are made, the loop serves other accounts meanwhile."""
-    matcher = bot_match.cached(config) or await asyncio.to_thread(bot_match.matcher, config)
+    matcher = bot_match.cached(config)
+    if matcher is None:
+        matcher = await asyncio.to_thread(bot_match.matcher, config)
     if matcher.empty:
         return None
     if matcher.work_bound(body) <= MATCH_ON_LOOP_WORK:
@@ -135,7 +146,8 @@ async def match(config, body):
     return await asyncio.to_thread(matcher.first, body)
 
 
-async def decide(services, account_id, context, body, *, contact_id=None, message_id=None):
+async def decide(services: Services, account_id: str, context: Context, body: str, *, contact_id: str | None = None,
+                 message_id: str | None = None) -> Decision:
     """What the bot does with a message `body` from the contact, given its context (bot_context.context_in_tx).
     May call the AI provider; stores and sends nothing. The order: opted out, paused, handoff keyword,
     greeting, rule, AI provider, fallback."""
@@ -182,7 +194,8 @@ async def decide(services, account_id, context, body, *, contact_id=None, messag
     return Decision("no_answer", "no rule matched, and neither an AI provider nor a fallback is set")
 
 
-async def _ask_provider(services, account_id, provider, body, contact_id, message_id):
+async def _ask_provider(services: Services, account_id: str, provider: Mapping[str, Any], body: str,
+                        contact_id: str | None, message_id: str | None) -> Answer:
     settings = services.settings
     api_key = None
     if provider.get(bot_settings.KEY):
@@ -190,7 +203,7 @@ async def _ask_provider(services, account_id, provider, body, contact_id, messag
             api_key = services.box.decrypt(provider[bot_settings.KEY])
         except ValueError as exc:
             raise bot_provider.ProviderError(f"the stored API key cannot be used: {exc}") from None
-    history = []
+    history: Sequence[Mapping[str, Any]] = []
     if contact_id is not None:
         history = await bot_state.recent_conversation(services.db, account_id, contact_id, message_id,
                                                       limit=settings.bot_history_messages)
@@ -203,25 +216,27 @@ async def _ask_provider(services, account_id, provider, body, contact_id, messag
 
 # ---- applying ---------------------------------------------------------------------------------
 
-async def apply(services, message, context, decision):
+async def apply(services: Services, message: Mapping[str, Any], context: Context, decision: Decision) -> str | None:
     """Carry out a decision on a stored inbound message: the reply (if any) through messaging.send_reply,
     its outcome, credits and handoff pause in the reply's transaction; else the outcome (and pause) alone.
     A write that fails is retried (WRITE_RETRY_DELAYS). Returns the outcome recorded, or None when the
     message had one already (nothing was sent)."""
+    retried: tuple[type[Exception], ...] = (Unavailable, *database_errors())
     for delay in (*WRITE_RETRY_DELAYS, None):
         try:
             return await _apply_once(services, message, context, decision)
         except AlreadyDecided:
             return None
-        except (Unavailable, *database_errors()) as exc:
+        except retried as exc:
             if delay is None:
                 raise
             log.warning("bot: writing the decision on message %s failed (%s); retrying in %g s",
                         message["id"], exc, delay)
             await asyncio.sleep(delay)
+    return None  # not reached: the last try returns or raises
 
 
-async def _apply_once(services, message, context, decision):
+async def _apply_once(services: Services, message: Mapping[str, Any], context: Context, decision: Decision) -> str:
     account_id, contact_id = message["account_id"], message["contact_id"]
     if decision.reply:
         try:
@@ -242,11 +257,13 @@ async def _apply_once(services, message, context, decision):
     if not won:
         raise AlreadyDecided()
     if decision.handoff:
-        services.delivery is None or services.delivery.notify()  # its notification is in the outbox
+        if services.delivery is not None:
+            services.delivery.notify()  # its notification is in the outbox
     return decision.outcome
 
 
-def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
+def _answered_in_tx(cx: Connection, reply: Mapping[str, Any], *, inbound_id: str, outcome: str, detail: str,
+                    charge: int, handoff: str | None) -> None:
     """In the reply's transaction (messaging.send_reply in_tx): record the outcome unless the message has
     one (AlreadyDecided: the reply is not queued), check again that the contact may be answered (a person
     may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend path) and
@@ -271,7 +288,8 @@ def _answered_in_tx(cx, reply, *, inbound_id, outcome, detail, charge, handoff):
         record_handoff_in_tx(cx, account_id, contact_id, inbound_id, handoff)
 
 
-def record_outcome_in_tx(cx, account_id, contact_id, message_id, outcome, handoff):
+def record_outcome_in_tx(cx: Connection, account_id: str, contact_id: str, message_id: str,
+                         outcome: Mapping[str, Any], handoff: str | None) -> bool:
     """In the writer: the outcome of a message the bot sent nothing for (and a handoff, by its reason), unless
     the message has one already. Returns whether it was recorded."""
     if not bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome):
@@ -281,7 +299,7 @@ def record_outcome_in_tx(cx, account_id, contact_id, message_id, outcome, handof
     return True
 
 
-async def on_inbound_message(services, message, context):
+async def on_inbound_message(services: Services, message: Mapping[str, Any], context: Context) -> str | None:
     """Answer one new inbound text message (the stored row), given its context (bot_context.context_in_tx,
     read when the bot starts on it)."""
     if message.get("channel") == messaging.WEB_CHANNEL:
@@ -293,7 +311,8 @@ async def on_inbound_message(services, message, context):
 
 # ---- dry run and resume ------------------------------------------------------------------------
 
-async def dry_run(services, account_id, *, body, campaign_id=None, contact_id=None, first_message=None):
+async def dry_run(services: Services, account_id: str, *, body: str | None, campaign_id: str | None = None,
+                  contact_id: str | None = None, first_message: bool | None = None) -> JSONObject:
     """POST /v1/bot/test: what the bot would answer `body` (as contact_id, under campaign_id) and why, by
     the same decide() as a real message; stores, sends and spends nothing (the AI provider is asked).
     Evaluated even while the bot is inactive (`active` says). first_message: treat it as the contact's
@@ -312,12 +331,13 @@ async def dry_run(services, account_id, *, body, campaign_id=None, contact_id=No
             "providerMode": decision.provider_mode}
 
 
-def _dry_run_context(cx, account_id, contact_id, campaign_id):
+def _dry_run_context(cx: Connection, account_id: str, contact_id: str | None,
+                     campaign_id: str | None) -> dict[str, Any] | None:
     if contact_id is not None and contact_store.get_contact.sync(cx, account_id, contact_id) is None:
         return None
     return bot_context.context_in_tx(cx, account_id, contact_id, campaign_id, require_active=False)
 
 
-async def resume(services, account_id, contact_id):
+async def resume(services: Services, account_id: str, contact_id: str) -> bool:
     """End a pause of the bot for this contact (the inbox's "resume bot"); True when one was removed."""
     return await bot_state.clear_pause(services.db, account_id, contact_id)

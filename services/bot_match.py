@@ -128,7 +128,7 @@ def matcher(config: Mapping[str, Any]) -> Matcher:
     return built
 
 
-def prepare(bot: Mapping[str, Any]) -> None:
+def prepare(bot: Mapping[str, Any] | None) -> None:
     """Build the matchers of a bot just saved (the account's, and each campaign's with keywords of its own),
     so that its first messages find them ready. Runs in a worker thread (accounts.update_settings)."""
     if not bot:

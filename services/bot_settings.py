@@ -7,18 +7,23 @@ handoffKeywords) and scalars replace. So a PATCH that changes only the rules kee
 key, and `"bot": null` removes the whole bot. The stored object keeps the provider key encrypted under
 `apiKeyEncrypted`; reads show `apiKeySet` instead.
 """
+from __future__ import annotations
+
 import secrets
-from typing import Annotated, Literal, Optional
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Optional, cast
 from urllib.parse import urlsplit
 
 import pydantic
-from pydantic import (AfterValidator, BeforeValidator, Field, StrictBool, StringConstraints,
+from pydantic import (AfterValidator, BeforeValidator, Field, StrictBool, StringConstraints, ValidationInfo,
                       field_validator)
 from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, Strict, validation_message, validated_patch
 from services import bot_provider, placeholders
+from services.context import JSONObject
+from services.secretbox import SecretBox
 
 # Keyword limits (issue 18, item 1): they bound the bot's matching (services/bot_match.py) and its compiled
 # size. Checked when the settings are saved, each 400 naming the field.
@@ -40,13 +45,13 @@ KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Ferne
 VERSION = "version"
 
 
-def _not_blank(value):
+def _not_blank(value: str | None) -> str | None:
     if value is not None and not value.strip():
         raise ValueError("must not be empty or whitespace-only")
     return value.strip() if value is not None else value
 
 
-def _a_number(value):
+def _a_number(value: object) -> object:
     """JSON numbers only: pydantic's lax mode would read true as 1 and "30" as 30."""
     if isinstance(value, (bool, str)):
         raise ValueError("must be a number")
@@ -56,12 +61,12 @@ def _a_number(value):
 Number = BeforeValidator(_a_number)
 
 
-def _known_placeholders(text, info):
+def _known_placeholders(text: str | None, info: ValidationInfo) -> str | None:
     """An answer's placeholders are a campaign's ({{firstName}} ...): an unknown one is refused at save,
     named by its field (bot.rules[0].answer), not found by a customer."""
     if text is not None:
         try:
-            placeholders.placeholder_parts(text, field=info.field_name)
+            placeholders.placeholder_parts(text, field=cast(str, info.field_name))  # a field's validator: named
         except Invalid as exc:
             raise ValueError(exc.message) from None
     return text
@@ -83,7 +88,7 @@ class Rule(Strict):
 
     @field_validator("answer")
     @classmethod
-    def _answer(cls, answer):
+    def _answer(cls, answer: str) -> str | None:
         return _not_blank(answer)
 
 
@@ -110,7 +115,7 @@ class _ProviderFields(Strict):
 
     @field_validator("model")
     @classmethod
-    def _model(cls, model):
+    def _model(cls, model: str | None) -> str | None:
         return _not_blank(model)
 
 
@@ -126,7 +131,7 @@ class Provider(_ProviderFields):
 
     @field_validator("apiKeySet", mode="before")
     @classmethod
-    def _read_only(cls, value):
+    def _read_only(cls, value: object) -> object:
         raise ValueError("apiKeySet is read-only: reads show whether a key is stored; send apiKey to set one, or "
                          "null to remove it")
 
@@ -158,7 +163,7 @@ class _BotConfigFields(Strict):
 
     @field_validator("rules")
     @classmethod
-    def _rule_keywords(cls, rules):
+    def _rule_keywords(cls, rules: list[Rule] | None) -> list[Rule] | None:
         total = sum(len(rule.keywords) for rule in rules or ())
         if total > MAX_TOTAL_KEYWORDS:
             raise ValueError(f"rules have {total} keywords in all; at most {MAX_TOTAL_KEYWORDS} are allowed "
@@ -167,7 +172,7 @@ class _BotConfigFields(Strict):
 
     @field_validator("handoffKeywords")
     @classmethod
-    def _all_keywords(cls, keywords, info):
+    def _all_keywords(cls, keywords: list[str] | None, info: ValidationInfo) -> list[str] | None:
         total = len(keywords or ()) + sum(len(rule.keywords) for rule in info.data.get("rules") or ())
         if total > MAX_TOTAL_KEYWORDS:
             raise ValueError(f"handoffKeywords and the rules have {total} keywords in all; at most "
@@ -176,7 +181,7 @@ class _BotConfigFields(Strict):
 
     @field_validator("creditsPerReply", mode="before")
     @classmethod
-    def _price_is_the_agencys(cls, value):
+    def _price_is_the_agencys(cls, value: object) -> object:
         if value is not None:
             raise ValueError(PRICE_REFUSED)
         return value
@@ -190,7 +195,7 @@ class BotConfigShown(_BotConfigFields):
     provider: Optional[ProviderShown] = None
 
 
-def _campaigns():
+def _campaigns() -> Any:  # pydantic's Field() is typed Any: it stands in for the field's value
     return Field(None, max_length=MAX_CAMPAIGNS,
                  description="campaignId -> the keys that differ for messages carrying it.")
 
@@ -207,9 +212,9 @@ class BotSettingsShown(BotConfigShown):
 
 # ---- writing ---------------------------------------------------------------------------------
 
-def _providers(bot):
+def _providers(bot: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(path, provider dict) of the account's provider and of each campaign's, for a bot dict."""
-    found = []
+    found: list[tuple[str, dict[str, Any]]] = []
     if isinstance(bot.get("provider"), dict):
         found.append(("bot.provider", bot["provider"]))
     for campaign_id, override in (bot.get("campaigns") or {}).items():
@@ -218,13 +223,13 @@ def _providers(bot):
     return found
 
 
-def validate_patch(patch):
+def validate_patch(patch: object) -> JSONObject | None:
     """A `bot` merge patch given as plain data (the UI's forms) checked against the model, as PATCH
     /v1/account/settings checks its body; returns it as model_dump(exclude_unset=True)."""
     return validated_patch(BotSettings, patch, "bot")
 
 
-def prepare_patch(patch, box):
+def prepare_patch(patch: JSONObject | None, box: SecretBox) -> JSONObject | None:
     """A validated `bot` merge patch (model_dump(exclude_unset=True) of BotSettings) ready to merge: each
     apiKey encrypted (null stays null: it removes the key)."""
     if patch is None:
@@ -236,12 +241,12 @@ def prepare_patch(patch, box):
     return patch
 
 
-def provider_urls(patch):
+def provider_urls(patch: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """(field, url) of every provider baseUrl a patch sets: each is checked like a webhook URL."""
     return [(f"{path}.baseUrl", p["baseUrl"]) for path, p in _providers(patch or {}) if p.get("baseUrl")]
 
 
-def merge_patch(target, patch):
+def merge_patch(target: object, patch: object) -> Any:  # JSON: a patch's value, or the merged object
     """RFC 7386 JSON Merge Patch: objects merge, null removes, anything else replaces."""
     if not isinstance(patch, dict):
         return patch
@@ -254,7 +259,7 @@ def merge_patch(target, patch):
     return result
 
 
-def same_origin(a, b):
+def same_origin(a: str | None, b: str | None) -> bool:
     """Whether two URLs share scheme, host and port; a URL that does not parse shares nothing."""
     try:
         pa, pb = urlsplit(a or ""), urlsplit(b or "")
@@ -263,7 +268,7 @@ def same_origin(a, b):
         return False
 
 
-def merged(current, patch):
+def merged(current: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> JSONObject | None:
     """The stored bot object after a prepared patch, validated as a whole; None when the patch removes it.
     Raises Invalid naming the field. A stored key is never carried to another host: moving a provider's
     baseUrl elsewhere needs its apiKey sent again (or null)."""
@@ -296,7 +301,7 @@ def merged(current, patch):
     return result
 
 
-def _check_complete(provider, path):
+def _check_complete(provider: Mapping[str, Any], path: str) -> None:
     for name in ("baseUrl", "model"):
         if not provider.get(name):
             raise Invalid(f"{path}.{name} is required")
@@ -304,7 +309,7 @@ def _check_complete(provider, path):
 
 # ---- reading ---------------------------------------------------------------------------------
 
-def without_price(bot):
+def without_price(bot: Mapping[str, Any] | None) -> Any:  # JSON: the bot object, or what was stored for none
     """The bot object without a creditsPerReply stored before it became the agency's (ignored since)."""
     if not bot:
         return bot
@@ -314,7 +319,7 @@ def without_price(bot):
     return bot
 
 
-def public(bot):
+def public(bot: Mapping[str, Any] | None) -> Any:  # JSON: the bot object, or what was stored for none
     """The bot object as reads show it: each provider's key replaced by apiKeySet."""
     if not bot:
         return bot
@@ -332,13 +337,13 @@ def public(bot):
     return out
 
 
-def _public_provider(provider):
+def _public_provider(provider: Mapping[str, Any]) -> JSONObject:
     shown = {k: v for k, v in provider.items() if k not in (KEY, "apiKeySet")}
     shown["apiKeySet"] = bool(provider.get(KEY))
     return shown
 
 
-def effective(bot, campaign_id=None):
+def effective(bot: Mapping[str, Any] | None, campaign_id: str | None = None) -> JSONObject:
     """The configuration that answers a message: DEFAULTS, then the account's keys, then those of the
     message's campaign. A campaign's provider overrides the account's field by field, and inherits the
     account's key only while it talks to the same host."""
@@ -347,7 +352,7 @@ def effective(bot, campaign_id=None):
     version = (bot or {}).get(VERSION)
     # Which compiled keyword matcher answers (services/bot_match.py): one per settings version, and per
     # campaign only for a campaign with keywords of its own.
-    own_keywords = bool(override) and ("rules" in override or "handoffKeywords" in override)
+    own_keywords = bool(override and ("rules" in override or "handoffKeywords" in override))
     config["matcherKey"] = (version, campaign_id if own_keywords else None) if version else None
     for key, value in (override or {}).items():
         if key == "provider" and config.get("provider"):
@@ -359,12 +364,14 @@ def effective(bot, campaign_id=None):
     return config
 
 
-def active_anywhere(bot):
+def active_anywhere(bot: Mapping[str, Any] | None) -> bool:
     """Whether the bot answers anything: active for the account or for one of its campaigns."""
-    return bool(bot) and (bool(bot.get("active")) or any(
-        (override or {}).get("active") for override in (bot.get("campaigns") or {}).values()))
+    if not bot:
+        return False
+    return bool(bot.get("active")) or any(
+        (override or {}).get("active") for override in (bot.get("campaigns") or {}).values())
 
 
-def is_set(text):
+def is_set(text: str | None) -> bool:
     """A greeting or fallback counts only when it has something to say ("" in a campaign turns it off)."""
     return bool(text and text.strip())

@@ -7,13 +7,18 @@ Intervals are local times, so a daylight-saving change moves them in UTC: 09:00-
 York's summer and 14:00-22:00 UTC in its winter, and the day of a change is an hour shorter or longer when an
 interval spans the change. A local time the change skips (02:30 on a spring-forward night) counts as the moment
 after the gap; one it repeats, as its first occurrence."""
+from __future__ import annotations
+
 import functools
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from common.errors import Invalid
 from common.ids import iso
+from services.context import JSONObject, Services
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # date.weekday() order
 MAX_INTERVALS_PER_DAY = 10
@@ -26,16 +31,19 @@ _HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])|24:00")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _UTC = timezone.utc
 KEY = "businessHours"  # where the validated object is kept in the account's settings
+Interval = tuple[datetime, datetime]  # an open period [opens, closes) in UTC
+State = tuple[bool, datetime | None, datetime | None]  # Schedule.state's (open now, closes, next opens)
 
 
-def _minutes(text, field):
+
+def _minutes(text: object, field: str) -> int:
     if not isinstance(text, str) or not _HHMM.fullmatch(text):
         raise Invalid(f"{field} must be a time HH:MM from 00:00 to 24:00, not {text!r}", field=field)
     hours, minutes = text.split(":")
     return int(hours) * 60 + int(minutes)
 
 
-def _zone(name, field="timezone"):
+def _zone(name: object, field: str = "timezone") -> ZoneInfo:
     if not isinstance(name, str) or not name or name.startswith(("/", ".")) or ".." in name:
         raise Invalid(f"{field} must be an IANA time zone such as Europe/Berlin", field=field)
     try:
@@ -44,7 +52,7 @@ def _zone(name, field="timezone"):
         raise Invalid(f"{field}: unknown time zone {name!r} (an IANA name such as Europe/Berlin)", field=field) from None
 
 
-def validate(body):
+def validate(body: object) -> JSONObject:
     """PUT /v1/account/business-hours' body as the object to store; Invalid naming the field otherwise (nothing
     is stored then). {timezone, weekly: {mon: [["09:00", "17:00"], ...], ...}, holidays: ["YYYY-MM-DD"],
     holidayCountry: "DE" or null, outsideHoursMessage: text or null}."""
@@ -59,14 +67,14 @@ def validate(body):
     weekly = body.get("weekly") or {}
     if not isinstance(weekly, dict):
         raise Invalid("weekly must be an object of days (mon ... sun) to intervals", field="weekly")
-    stored_weekly = {}
+    stored_weekly: dict[str, list[list[str]]] = {}
     for day, intervals in weekly.items():
         if day not in DAYS:
             raise Invalid(f"weekly.{day} is not a day: use {', '.join(DAYS)}", field=f"weekly.{day}")
         if not isinstance(intervals, list) or len(intervals) > MAX_INTERVALS_PER_DAY:
             raise Invalid(f"weekly.{day} must be a list of at most {MAX_INTERVALS_PER_DAY} [\"HH:MM\", \"HH:MM\"] "
                           "intervals", field=f"weekly.{day}")
-        spans = []
+        spans: list[tuple[int, int, int]] = []
         for i, interval in enumerate(intervals):
             field = f"weekly.{day}[{i}]"
             if not isinstance(interval, list) or len(interval) != 2:
@@ -110,7 +118,7 @@ def validate(body):
             "holidayCountry": country, "outsideHoursMessage": message}
 
 
-def _country(code):
+def _country(code: object) -> str:
     if not isinstance(code, str) or not re.fullmatch(r"[A-Za-z]{2}", code):
         raise Invalid("holidayCountry must be a country code such as DE (ISO 3166 alpha-2) or null",
                       field="holidayCountry")
@@ -121,13 +129,13 @@ def _country(code):
 
 
 @functools.cache
-def _supported_countries():
+def _supported_countries() -> frozenset[str]:
     import holidays  # imported when first needed: ~0.4 s, which accounts without a country never pay
     return frozenset(holidays.list_supported_countries())
 
 
 @functools.lru_cache(maxsize=256)
-def _country_holidays(code, year):
+def _country_holidays(code: str, year: int) -> frozenset[date]:
     import holidays
     return frozenset(holidays.country_holidays(code, years=year))
 
@@ -135,26 +143,29 @@ def _country_holidays(code, year):
 class Schedule:
     """A stored business-hours object (validate()'s result) made usable: open intervals as UTC datetimes."""
 
-    def __init__(self, config):
+    def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = config
         self.zone = ZoneInfo(config["timezone"])
         self.weekly = [[(_minutes(a, ""), _minutes(b, "")) for a, b in config["weekly"].get(day, [])]
                        for day in DAYS]
         self.holidays = frozenset(date.fromisoformat(text) for text in config.get("holidays") or [])
         self.country = config.get("holidayCountry")
-        self._days, self._dues, self._window = {}, {}, None  # what the writer asks again and again, kept
+        # what the writer asks again and again, kept
+        self._days: dict[date, list[Interval]] = {}
+        self._dues: dict[tuple[datetime, int], datetime | None] = {}
+        self._window: tuple[datetime, datetime, State] | None = None
 
-    def closed_on(self, day):
+    def closed_on(self, day: date) -> bool:
         """Whether a local date is a holiday (the account's own, or its country's)."""
         return day in self.holidays or (self.country is not None and day in _country_holidays(self.country, day.year))
 
-    def _at(self, day, minutes):
+    def _at(self, day: date, minutes: int) -> datetime:
         """The UTC moment of a local date's minute (24:00: the next day's midnight), through the zone's rules."""
         local = datetime.combine(day, time()) + timedelta(minutes=minutes)
         # fold=0 (the first of a repeated time); a skipped time comes back from UTC as the moment after the gap
         return local.replace(tzinfo=self.zone).astimezone(_UTC)
 
-    def _day(self, day):
+    def _day(self, day: date) -> list[Interval]:
         """A local date's open intervals in UTC, [(opens, closes)]: kept per date (a Schedule lives as long as its
         settings' version, services/sla.py, and the writer asks for the same few days with every message)."""
         found = self._days.get(day)
@@ -167,11 +178,11 @@ class Schedule:
                 if closes > opens]  # not an interval inside a skipped hour
         return found
 
-    def intervals(self, start):
+    def intervals(self, start: datetime) -> Iterator[Interval]:
         """Open periods [opens, closes) in UTC that end after start, in order, adjacent ones merged (Monday
         22:00-24:00 and Tuesday 00:00-06:00 are one period), within HORIZON_DAYS."""
         day = start.astimezone(self.zone).date() - timedelta(days=1)
-        pending = None
+        pending: Interval | None = None
         for _ in range(HORIZON_DAYS + 2):
             for opens, closes in self._day(day):
                 if pending is not None and opens <= pending[1]:
@@ -184,27 +195,28 @@ class Schedule:
         if pending is not None and pending[1] > start:
             yield pending
 
-    def state(self, at):
+    def state(self, at: datetime) -> State:
         """(open now, when the current period closes or None, when the next one opens or None). The answer holds
         for the whole period around `at` (from `at` to the opening, or the open period itself), so it is kept:
         the writer asks again with every contact's message."""
         window = self._window
         if window is not None and window[0] <= at < window[1]:
             return window[2]
-        state, lo, hi = (False, None, None), at, at + timedelta(days=1)
+        state: State = (False, None, None)
+        lo, hi = at, at + timedelta(days=1)
         for opens, closes in self.intervals(at):
             state, lo, hi = ((True, closes, None), opens, closes) if opens <= at else ((False, None, opens), at, opens)
             break
         self._window = (lo, hi, state)
         return state
 
-    def add_business_minutes(self, start, minutes):
+    def add_business_minutes(self, start: datetime, minutes: int) -> datetime | None:
         """The moment `minutes` open minutes after start (the SLA's due time); None when the schedule has not
         that many open minutes within HORIZON_DAYS. Quick within an open period, and kept per opening for a
         start while closed (every message of a closed period is due at the same time)."""
         left = timedelta(minutes=minutes)
         open_now, closes, opens = self.state(start)
-        if open_now and start + left <= closes:
+        if open_now and closes is not None and start + left <= closes:
             return start + left
         if not open_now and opens is not None:
             key = (opens, minutes)
@@ -215,7 +227,7 @@ class Schedule:
             return self._dues[key]
         return self._add(start, left)
 
-    def _add(self, start, left):
+    def _add(self, start: datetime, left: timedelta) -> datetime | None:
         for opens, closes in self.intervals(start):
             opens = max(opens, start)
             if opens + left <= closes:
@@ -224,23 +236,23 @@ class Schedule:
         return None
 
 
-def schedule_of(settings):
+def schedule_of(settings: Mapping[str, Any] | None) -> Schedule | None:
     """The account's Schedule from its settings, or None when it has no business hours (always open)."""
     config = settings.get(KEY) if settings else None
     return Schedule(config) if config else None
 
 
-def add_business_minutes(schedule, start, minutes):
+def add_business_minutes(schedule: Schedule | None, start: datetime, minutes: int) -> datetime | None:
     """start + minutes, counted in business minutes when the account has business hours, else on the clock."""
     return start + timedelta(minutes=minutes) if schedule is None else schedule.add_business_minutes(start, minutes)
 
 
-def iso_or_none(moment):
+def iso_or_none(moment: datetime | None) -> str | None:
     """A moment as Parley stores and shows times (ISO 8601 UTC with milliseconds: they sort as text), or None."""
     return iso(moment) if moment else None
 
 
-def public(config, now):
+def public(config: Mapping[str, Any] | None, now: datetime) -> JSONObject:
     """GET /v1/account/business-hours: the stored object with openNow, closesAt and nextOpenAt at now. An
     account without business hours is always open (and its SLA counts every minute)."""
     if not config:
@@ -250,7 +262,7 @@ def public(config, now):
     return {**config, "openNow": open_now, "closesAt": iso_or_none(closes), "nextOpenAt": iso_or_none(opens)}
 
 
-def local_opening(schedule, opens):
+def local_opening(schedule: Schedule, opens: datetime | None) -> str:
     """The next opening as the contact reads it in the outside-hours message: "Monday 09:00" in the account's
     zone (with the zone's name), or "soon" when none is known."""
     if opens is None:
@@ -259,7 +271,7 @@ def local_opening(schedule, opens):
     return f"{local.strftime('%A %H:%M')} ({schedule.config['timezone']})"
 
 
-def short_opening(schedule, opens, now):
+def short_opening(schedule: Schedule, opens: datetime, now: datetime) -> str:
     """The next opening as the chat widget's line says it, in the account's zone: "9:00 (Europe/Berlin)" today,
     "Mon 9:00 (…)" within a week, "Mon 12 Jan 9:00 (…)" later."""
     local, today = opens.astimezone(schedule.zone), now.astimezone(schedule.zone).date()
@@ -269,19 +281,20 @@ def short_opening(schedule, opens, now):
 
 
 @functools.cache
-def zones():
+def zones() -> tuple[str, ...]:
     """Every IANA zone name, sorted (the Settings page's choices): read from the zone files once per process."""
     return tuple(sorted(available_timezones()))
 
 
-async def get(services, account_id, now):
+async def get(services: Services, account_id: str, now: datetime) -> JSONObject:
     """GET /v1/account/business-hours at now (an aware datetime)."""
     from services import accounts
     account = await accounts.get_account(services.db, account_id)
     return public(account["settings"].get(KEY), now)
 
 
-async def put(services, account_id, body, now, by=None, more=None):
+async def put(services: Services, account_id: str, body: object, now: datetime, by: Mapping[str, Any] | None = None,
+              more: Mapping[str, Any] | None = None) -> JSONObject:
     """PUT /v1/account/business-hours: the whole object replaced (validate(); Invalid changes nothing); returns
     it as GET shows it. body None removes the business hours (always open again). more: other settings saved
     in the same change (the Settings page's SLA), validated already."""
@@ -295,18 +308,18 @@ async def put(services, account_id, body, now, by=None, more=None):
     return public(config, now)
 
 
-def day_text(intervals):
+def day_text(intervals: Iterable[tuple[str, str] | list[str]]) -> str:
     """A day's intervals as the Settings page writes them: "09:00-12:30, 13:30-17:00"."""
     return ", ".join(f"{a}-{b}" for a, b in intervals)
 
 
-def form_body(form):
+def form_body(form: Mapping[str, str]) -> JSONObject | None:
     """The Settings page's form (timezone, one text per day as day_text writes it, holidays one per line or
     comma-separated, holidayCountry, outsideHoursMessage) as PUT's body; None when the time zone is empty (no
     business hours). Invalid naming the day for an interval that is not "HH:MM-HH:MM"."""
     if not form.get("timezone", "").strip():
         return None
-    weekly = {}
+    weekly: dict[str, list[list[str]]] = {}
     for day in DAYS:
         text = form.get(day, "").strip()
         if not text:

@@ -12,17 +12,23 @@ Exactly once: a batch is one write transaction (services.messaging.queue_campaig
 recipients, the recipients' rows and the campaign's counts and cursor), so a restart resumes after the
 last committed batch and a contact never gets a second message (storage/campaigns.py record_batch_in_tx).
 """
+from __future__ import annotations
+
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from common.ids import now_iso
 from services import campaigns, messaging
+from services.context import Services
 from services.worker_loop import WorkerLoop
 from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
 from storage import events
+from storage.interface import Connection
 
 log = logging.getLogger("parley.campaigns")
 
@@ -38,18 +44,18 @@ PIPELINE = 2           # batches of a campaign queued at once (one runs, the nex
 class Bucket:
     """Tokens for one campaign: rate per minute, capacity one second's worth (at least 1)."""
 
-    def __init__(self, rate_per_minute, now):
+    def __init__(self, rate_per_minute: int, now: float) -> None:
         self.rate, self.tokens, self.at = rate_per_minute / 60.0, 1.0, now
 
-    def capacity(self):
+    def capacity(self) -> float:
         return max(1.0, self.rate)
 
-    def available(self, now):
+    def available(self, now: float) -> int:
         self.tokens = min(self.capacity(), self.tokens + (now - self.at) * self.rate)
         self.at = now
         return int(self.tokens)
 
-    def seconds_until_next(self):
+    def seconds_until_next(self) -> float:
         return max(0.0, (1.0 - self.tokens) / self.rate)
 
 
@@ -59,29 +65,31 @@ class CampaignRunner(WorkerLoop):
 
     name = "campaigns"
 
-    def __init__(self, services, *, clock=time.monotonic, poll_seconds=1.0, batch_size=None):
+    def __init__(self, services: Services, *, clock: Callable[[], float] = time.monotonic, poll_seconds: float = 1.0,
+                 batch_size: int | None = None) -> None:
         super().__init__()
         self.services = services
         self.clock = clock
         self.poll_seconds = poll_seconds
-        self._buckets = {}
+        self._buckets: dict[str, Bucket] = {}
         # The batch keeps the single writer (SQLite) about BATCH_SECONDS; where writes run side by side
         # (PostgreSQL) it holds no other write up, and full batches save round trips. Tests fix the size.
         one_writer = getattr(services.db, "one_writer", True)
         self.adaptive = batch_size is None and one_writer
-        self.batch_size = batch_size or (BATCH_MAX // 5 if one_writer else BATCH_MAX)
+        self.batch_size: float = batch_size or (BATCH_MAX // 5 if one_writer else BATCH_MAX)
 
-    async def round(self):
+    async def round(self) -> float | None:
         """One step(); stop() waits for the batch in progress (a batch is one transaction: it commits whole
         or not at all)."""
         return await self.step()
 
-    async def step(self):
+    async def step(self) -> float:
         """Start the campaigns whose time has come and give each running one a batch if its bucket allows.
         Returns the seconds until there is something to do (0: at once)."""
         db = self.services.db
         wait = self.poll_seconds
-        running = set()
+        running: set[str] = set()
+        campaign: Mapping[str, Any] | None  # a due campaign's row, then (a scheduled one) as it started
         for campaign in await store.due_campaigns(db, now_iso()):
             if campaign["status"] == "scheduled":
                 campaign = await store.start(db, campaign["id"], now_iso())
@@ -115,13 +123,13 @@ class CampaignRunner(WorkerLoop):
             del self._buckets[campaign_id]
         return min(wait, await self.finish_actions())
 
-    async def finish_actions(self):
+    async def finish_actions(self) -> float:
         """A batch of each campaign's cancel or retry-failed that its request left unfinished (storage/
         campaign_actions.py), on the writer's background lane. Returns 0 while batches are left, else the
         poll interval."""
-        wait = self.poll_seconds
+        wait: float = self.poll_seconds
         for pending in await campaign_actions.pending_actions(self.services.db):
-            result = await self.services.db.write_background(campaign_actions.continue_action, pending["id"],
+            result = await self.services.db.write_background(campaign_actions.continue_action.sync, pending["id"],
                                                              campaign_actions.BATCH, now_iso())
             if pending["pending_action"] == "retry" and result["rows"] and self.services.delivery is not None:
                 self.services.delivery.notify()
@@ -130,7 +138,7 @@ class CampaignRunner(WorkerLoop):
         return wait
 
 
-    def _adapt(self, size, seconds):
+    def _adapt(self, size: int, seconds: float) -> None:
         """Grow the batch while a full one keeps the writer less than BATCH_SECONDS, shrink it when longer."""
         if seconds > BATCH_SECONDS:
             self.batch_size = max(BATCH_MIN, self.batch_size * 0.7)
@@ -138,7 +146,7 @@ class CampaignRunner(WorkerLoop):
             self.batch_size = min(BATCH_MAX, self.batch_size * 1.2)
 
 
-def hand_over(cx, campaign_id, limit, now):
+def hand_over(cx: Connection, campaign_id: str, limit: int, now: str) -> dict[str, Any]:
     """In the writer: the next ``limit`` pending recipients of a running campaign get their personalised
     message (or are skipped: opted out, or the contact is gone), in this one transaction. Returns {status,
     queued, skipped, backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its

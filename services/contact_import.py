@@ -1,19 +1,29 @@
 """Contact import jobs as the UI and the CLI see them: drafts made from an upload or a file, their options
 (column mapping, default country, list), the preview, start, cancel, progress, files and retention.
 Running a job is services/import_runner.py; reading the CSV is services/csv_import.py."""
+from __future__ import annotations
+
 import asyncio
 import os
-from datetime import timedelta
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import IO, Any, TypeVar, TypeVarTuple, cast
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
 from services import contacts, csv_import, lists
 from services.contact_fields import region_code
+from services.context import JSONObject, Services
 from services.import_reader import ReaderProcess
 from storage import contact_imports as store
 from storage import contacts as contact_store
 from storage import lists as list_store
+from storage.interface import Row, Store
+
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
+DataDir = str | os.PathLike[str]
 
 BATCH_ROWS = 500            # rows per transaction: 20-50 ms of the writer, so API writes never wait long
 PREVIEW_ROWS = 1000         # the preview's sample: the file's first rows
@@ -27,41 +37,42 @@ FIELD_LABELS = {"firstName": "First name", "lastName": "Last name", "phone": "Ph
 RUNNING = ("queued", "running")
 
 
-def imports_dir(data_dir):
+def imports_dir(data_dir: DataDir) -> Path:
     """data/imports (0700, made by the first file written there): uploads and error reports, each 0600."""
     return Path(data_dir) / "imports"
 
 
-def upload_path(data_dir, import_id):
+def upload_path(data_dir: DataDir, import_id: str) -> Path:
     return imports_dir(data_dir) / f"{import_id}.csv"
 
 
-def report_path(data_dir, import_id):
+def report_path(data_dir: DataDir, import_id: str) -> Path:
     return imports_dir(data_dir) / f"{import_id}.errors.csv"
 
 
-def not_found(import_id):
+def not_found(import_id: str) -> NotFound:
     return NotFound(f"no import with id {import_id}")
 
 
-async def run_blocking(fn, *args):
+async def run_blocking(fn: Callable[[*Ts], R], *args: *Ts) -> R:
     """fn(*args) in the default executor: file I/O and parsing stay off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 # ---- drafts ------------------------------------------------------------------------------------
 
-async def start_upload(services, account_id):
+async def start_upload(services: Services, account_id: str) -> None:
     """Before any byte of an upload: Conflict when the account's drafts (and uploads still arriving) are at
     --import-drafts-per-account; else the upload counts until end_upload()."""
     await services.import_limits.start_upload(account_id, lambda: store.count_drafts(services.db, account_id))
 
 
-def end_upload(services, account_id):
+def end_upload(services: Services, account_id: str) -> None:
     services.import_limits.end_upload(account_id)
 
 
-async def create_from_upload(services, account_id, user_id, temp_path, file_name, size):
+async def create_from_upload(services: Services, account_id: str, user_id: str | None, temp_path: Path,
+                             file_name: str | None, size: int) -> Row | None:
     """A draft job for an uploaded file (already on disk at temp_path, 0600): the file is checked (UTF-8 CSV
     with a header), moved to imports/<id>.csv, and the mapping guessed. Invalid (and the file deleted) when
     it cannot be imported."""
@@ -82,24 +93,28 @@ async def create_from_upload(services, account_id, user_id, temp_path, file_name
         raise
 
 
-async def create_for_cli(services, account_id, path, runner, *, list_id=None, region=None, overrides=()):
+async def create_for_cli(services: Services, account_id: str, path: DataDir, runner: str, *,
+                         list_id: str | None = None, region: str | None = None,
+                         overrides: Iterable[str] = ()) -> Row | None:
     """A queued job for the operator's file (read in place, never copied or deleted), with the mapping
     guessed from its header and changed by overrides ("field=Column name or number")."""
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise Invalid(f"no such file: {path}")
-    sniffed = await run_blocking(csv_import.sniff, path)
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise Invalid(f"no such file: {file}")
+    sniffed = await run_blocking(csv_import.sniff, file)
     mapping = apply_overrides(sniffed["header"], csv_import.guess_mapping(sniffed["header"]), overrides)
     options = await check_options(services.db, account_id, sniffed["header"], mapping, region or "",
                                   list_id or "", "")
-    return await _insert_draft(services.db, account_id, new_id("imp"), sniffed, runner=runner, file_name=path.name,
-                               file_path=str(path), size=path.stat().st_size, status="queued",
+    return await _insert_draft(services.db, account_id, new_id("imp"), sniffed, runner=runner, file_name=file.name,
+                               file_path=str(file), size=file.stat().st_size, status="queued",
                                mapping=options["mapping"], default_region=options["default_region"],
                                list_id=options["list_id"])
 
 
-async def _insert_draft(db, account_id, import_id, sniffed, *, runner, file_name, file_path, size, status="uploaded",
-                        created_by=None, mapping=None, default_region=None, list_id=None):
+async def _insert_draft(db: Store, account_id: str, import_id: str, sniffed: Mapping[str, Any], *, runner: str,
+                        file_name: str | None, file_path: str, size: int, status: str = "uploaded",
+                        created_by: str | None = None, mapping: Mapping[str, int | None] | None = None,
+                        default_region: str | None = None, list_id: str | None = None) -> Row | None:
     """A new job; its default region, unless given, is the account's default country (issue 43 §9: the job page
     offers it preselected, the CLI's --default-country overrides it)."""
     now = now_iso()
@@ -114,7 +129,8 @@ async def _insert_draft(db, account_id, import_id, sniffed, *, runner, file_name
         "updated_at": now})
 
 
-def apply_overrides(header, mapping, overrides):
+def apply_overrides(header: Sequence[str], mapping: Mapping[str, int | None],
+                    overrides: Iterable[str]) -> dict[str, int | None]:
     """The CLI's --map field=Column (a header name, case-insensitive, or a 1-based number; empty: skip it)."""
     mapping = dict(mapping)
     names = [cell.casefold() for cell in header]
@@ -134,10 +150,11 @@ def apply_overrides(header, mapping, overrides):
     return mapping
 
 
-async def check_options(db, account_id, header, mapping, region, list_choice, new_list_name):
+async def check_options(db: Store, account_id: str, header: Sequence[str], mapping: Mapping[str, object],
+                        region: str | None, list_choice: str | None, new_list_name: str | None) -> dict[str, Any]:
     """The options of a job, checked: {mapping, default_region, list_id, new_list_name}. mapping: field ->
     column index or None; region "" for none; list_choice "" (none), "new" (new_list_name) or a list id."""
-    clean = {}
+    clean: dict[str, int | None] = {}
     for field in csv_import.FIELDS:
         index = mapping.get(field)
         if index is not None and not (isinstance(index, int) and 0 <= index < len(header)):
@@ -148,7 +165,7 @@ async def check_options(db, account_id, header, mapping, region, list_choice, ne
     if clean["phone"] is None and clean["email"] is None:
         raise Invalid("choose the column with the phone number or the email (a contact needs one of them)",
                       field="phone")
-    options = {"mapping": clean, "default_region": region_code(region) if region else None, "list_id": None,
+    options: dict[str, Any] = {"mapping": clean, "default_region": region_code(region) if region else None, "list_id": None,
                "new_list_name": None}
     list_choice = (list_choice or "").strip()
     if list_choice == "new":
@@ -161,9 +178,9 @@ async def check_options(db, account_id, header, mapping, region, list_choice, ne
     return options
 
 
-def parse_mapping(form_values):
+def parse_mapping(form_values: Mapping[str, str | None]) -> dict[str, int | None]:
     """{field: "" or a column index as text} from a form -> {field: int or None}; Invalid for junk."""
-    mapping = {}
+    mapping: dict[str, int | None] = {}
     for field in csv_import.FIELDS:
         text = (form_values.get(field) or "").strip()
         if text and not (text.isascii() and text.isdigit()):
@@ -172,7 +189,8 @@ def parse_mapping(form_values):
     return mapping
 
 
-async def save_options(services, account_id, import_id, options, *, start=False):
+async def save_options(services: Services, account_id: str, import_id: str, options: Mapping[str, Any], *,
+                       start: bool = False) -> Row:
     """Store a draft's options; with start, create the new list if one was asked for and queue the job.
     NotFound unless it is this account's draft."""
     job = await get_job(services.db, account_id, import_id)
@@ -182,33 +200,33 @@ async def save_options(services, account_id, import_id, options, *, start=False)
         options = {**options, "list_id": (await lists.create_list(services.db, account_id,
                                                                    options["new_list_name"]))["id"],
                    "new_list_name": None}
-    job = await store.save_draft(services.db, account_id, import_id, options, queue=start)
-    if job is None:
+    saved = await store.save_draft(services.db, account_id, import_id, options, queue=start)
+    if saved is None:
         raise Invalid("this import has already started or was discarded")
     if start and services.imports is not None:
         services.imports.notify()
-    return job
+    return saved
 
 
 # ---- reading -----------------------------------------------------------------------------------
 
-async def get_job(db, account_id, import_id):
+async def get_job(db: Store, account_id: str, import_id: str) -> Row:
     job = await store.get_import(db, account_id, import_id)
     if job is None:
         raise not_found(import_id)
     return job
 
 
-async def recent_jobs(db, account_id):
+async def recent_jobs(db: Store, account_id: str) -> list[Row]:
     return await store.recent_imports(db, account_id, RECENT_JOBS)
 
 
-async def list_choices(db, account_id):
+async def list_choices(db: Store, account_id: str) -> list[dict[str, Any]]:
     """The account's lists for the list menu (at most 1,000, oldest first)."""
     return [list_store.public_list(row) for row in await list_store.page_lists(db, account_id, None, 1000)]
 
 
-def progress(job, now=None):
+def progress(job: Mapping[str, Any], now: datetime | None = None) -> JSONObject:
     """What the progress bar shows: counts, percent of the file, rows per second and seconds left in this
     run. created + matched + failed = rowsRead at every moment (one transaction moves them all)."""
     total = max(0, job["file_bytes"] - job["data_start"])
@@ -232,14 +250,16 @@ def progress(job, now=None):
             "createdAt": job["created_at"], "updatedAt": job["updated_at"], "finishedAt": job["finished_at"]}
 
 
-async def preview(services, job):
+async def preview(services: Services, job: Mapping[str, Any]) -> JSONObject:
     """The job's first PREVIEW_ROWS rows read with its options, nothing written: the first rows as mapped,
     the first errors, and how many rows of the sample would be created, matched and fail (against the
     contacts stored now, and earlier rows of the sample: a phone seen twice is matched the second time).
     Bounded: at most --import-preview-max-bytes / -max-lines of the file, by one reader per account and
     --import-preview-readers in all (RateLimited / Unavailable when there is no room now)."""
     settings = services.settings
-    rows, errors, failed, end = [], [], 0, job["position"]
+    rows: list[tuple[int, dict[str, Any]]] = []
+    errors: list[tuple[int, str, str]] = []
+    failed, end = 0, job["position"]
     with services.import_limits.preview_reader(job["account_id"]):
         reader = await ReaderProcess.start(**reader_request(
             settings.data_dir, job, PREVIEW_ROWS, limit_rows=PREVIEW_ROWS,
@@ -255,7 +275,9 @@ async def preview(services, job):
     phones, emails = await contact_store.existing_phones_and_emails(
         services.db, job["account_id"], [v["phone"] for _, v in rows if v["phone"]],
         [v["email"] for _, v in rows if v["email"] and not v["phone"]])
-    seen_phones, seen_emails, outcomes = set(), set(), []
+    seen_phones: set[str] = set()
+    seen_emails: set[str] = set()
+    outcomes: list[str] = []
     for _, values in rows:  # the same decision find_or_create_in_tx makes: the phone first, else the email
         if values["phone"]:
             matched = values["phone"] in phones or values["phone"] in seen_phones
@@ -273,7 +295,7 @@ async def preview(services, job):
             "created": outcomes.count("created"), "matched": outcomes.count("matched"), "failed": failed}
 
 
-def reader_request(data_dir, job, batch_size, **limits):
+def reader_request(data_dir: DataDir, job: Mapping[str, Any], batch_size: int, **limits: int) -> dict[str, Any]:
     """The reader process's request for the job's file from its committed position (limits: read_batches'
     limit_rows, limit_bytes, limit_lines)."""
     path = Path(job["file_path"])
@@ -284,12 +306,12 @@ def reader_request(data_dir, job, batch_size, **limits):
 
 # ---- stopping and files ------------------------------------------------------------------------
 
-async def cancel(services, account_id, import_id):
+async def cancel(services: Services, account_id: str, import_id: str) -> Row:
     """Cancel a draft, a queued or a running job: rows already committed stay imported; a running job stops
     before its next batch. NotFound for another account's id; Invalid when it has already ended."""
     job = await get_job(services.db, account_id, import_id)
-    after = await store.finish(services.db, account_id, import_id, "cancelled", "cancelled by a user",
-                               from_statuses=("uploaded", *RUNNING))
+    after = cast(Row, await store.finish(services.db, account_id, import_id, "cancelled", "cancelled by a user",
+                                         from_statuses=("uploaded", *RUNNING)))  # the account's job: found above
     if after["status"] != "cancelled" or job["status"] == "cancelled":
         raise Invalid(f"this import has already ended ({after['status']})")
     if job["status"] != "running":  # a running job's runner deletes the upload when it stops
@@ -297,13 +319,13 @@ async def cancel(services, account_id, import_id):
     return after
 
 
-async def interrupt(services, job, message):
+async def interrupt(services: Services, job: Mapping[str, Any], message: str) -> Row | None:
     """Mark a running job interrupted (its runner stopped before the end); rows committed stay imported."""
     return await store.finish(services.db, job["account_id"], job["id"], "interrupted", message,
                               from_statuses=RUNNING)
 
 
-def remove_file(path):
+def remove_file(path: str | os.PathLike[str]) -> int:
     """Delete path if it exists; returns 1 if it did."""
     try:
         os.unlink(path)
@@ -312,13 +334,13 @@ def remove_file(path):
         return 0
 
 
-async def delete_upload(data_dir, job):
+async def delete_upload(data_dir: DataDir, job: Mapping[str, Any]) -> None:
     """The uploaded file of a job (never a CLI job's own file)."""
     if job["runner"] == "server":
         await run_blocking(remove_file, upload_path(data_dir, job["id"]))
 
 
-async def open_report(data_dir, account_id, job):
+async def open_report(data_dir: DataDir, account_id: str, job: Mapping[str, Any]) -> IO[bytes]:
     """The error report file of this account's job, opened for reading, or NotFound."""
     if job["account_id"] != account_id or not job["errors_bytes"]:
         raise NotFound(f"import {job['id']} has no error report")
@@ -328,7 +350,7 @@ async def open_report(data_dir, account_id, job):
         raise NotFound(f"import {job['id']} has no error report any more") from None
 
 
-async def cleanup(db, data_dir, now=None):
+async def cleanup(db: Store, data_dir: DataDir, now: datetime | None = None) -> dict[str, int]:
     """Retention: drafts nobody started (after DRAFT_TTL) and finished jobs with their error reports (after
     FINISHED_TTL) are deleted, rows and files; so are partial uploads and files no job names (after
     STRAY_FILE_AGE). Returns {"jobs", "files"} deleted. Safe to run at any time, from any process."""
@@ -346,7 +368,7 @@ async def cleanup(db, data_dir, now=None):
     return {"jobs": len(expired), "files": files}
 
 
-def _delete_strays(directory, known, before):
+def _delete_strays(directory: Path, known: set[str], before: float) -> int:
     if not directory.is_dir():
         return 0
     deleted = 0

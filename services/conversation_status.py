@@ -1,27 +1,34 @@
 """A conversation's status (open, pending, resolved, snoozed until a time) and assignee (a user of the account, or
 nobody), changed for one conversation or many at once (issue 21); the snooze presets the UI offers; and the
 SnoozeWaker that reopens snoozed conversations when their time comes. No HTTP, no SQL."""
+from __future__ import annotations
+
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
+from typing import Any, Final
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, now_iso, parse_iso, utcnow
 from services import agent_mail, assignment, csat, messaging
+from services.context import JSONObject, Services
 from services.worker_loop import WorkerLoop
 from storage import conversation_status as store
 from storage import conversations as conversation_store
 from storage import mail as mail_store
 from storage.conversations import STATUSES
+from storage.interface import Connection, Row
+from storage.rows import ConversationRow
 
 log = logging.getLogger("parley.inbox")
 
 MAX_BULK = 100  # conversations changed in one request at most
 # The UI's snooze choices, in the viewer's own time zone: an hour from now, tomorrow at 9:00, next Monday 9:00.
 SNOOZE_PRESETS = {"1h": "For an hour", "tomorrow": "Until tomorrow 9:00", "next_week": "Until next week"}
-UNSET = object()  # a field the change leaves alone (None means "clear" for the assignee)
+UNSET: Final[Any] = object()  # a field the change leaves alone (None means "clear" for the assignee)
 
 
-def snooze_until(preset, now=None, utc_offset_minutes=0):
+def snooze_until(preset: str, now: datetime | None = None, utc_offset_minutes: int = 0) -> datetime:
     """The UTC time a snooze preset ends, for a viewer whose local time is UTC + utc_offset_minutes (the page
     sends it; without a script the presets count in UTC). Invalid naming the field for an unknown preset."""
     now = now or utcnow()
@@ -36,9 +43,10 @@ def snooze_until(preset, now=None, utc_offset_minutes=0):
     return nine.astimezone(timezone.utc)
 
 
-def _changes(status, snoozed_until, assignee_user_id, now):
+def _changes(status: str, snoozed_until: datetime | None, assignee_user_id: str | None,
+             now: datetime) -> dict[str, str | None]:
     """The stored fields a change sets; Invalid naming the API's field when it is wrong."""
-    changes = {}
+    changes: dict[str, str | None] = {}
     if snoozed_until is not UNSET and snoozed_until is not None:
         if status is UNSET:
             status = "snoozed"  # a time alone snoozes
@@ -53,7 +61,8 @@ def _changes(status, snoozed_until, assignee_user_id, now):
             raise Invalid("snoozedUntil is required with status snoozed (when the conversation opens again)",
                           field="snoozedUntil")
         changes["status"] = status
-        changes["snoozed_until"] = iso(snoozed_until) if status == "snoozed" else None
+        # a snooze without a time was refused above
+        changes["snoozed_until"] = iso(snoozed_until) if status == "snoozed" and snoozed_until is not None else None
     if assignee_user_id is not UNSET:
         changes["assignee_user_id"] = assignee_user_id
     if not changes:
@@ -61,8 +70,9 @@ def _changes(status, snoozed_until, assignee_user_id, now):
     return changes
 
 
-async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_until=UNSET, assignee_user_id=UNSET,
-                 now=None, by=None):
+async def change(services: Services, account_id: str, contact_ids: Iterable[str], *, status: str = UNSET,
+                 snoozed_until: datetime | None = UNSET, assignee_user_id: str | None = UNSET,
+                 now: datetime | None = None, by: Mapping[str, Any] | None = None) -> None:
     """Change the status and/or assignee of the account's conversations with these contacts (conversation ids
     are contact ids), all or none. snoozed_until: an aware datetime. assignee_user_id: a user of this account,
     or None (unassigned). Invalid (naming the field) or NotFound change nothing. Each conversation that changed
@@ -86,7 +96,8 @@ async def change(services, account_id, contact_ids, *, status=UNSET, snoozed_unt
     assignment.wake(services)  # a resolve, snooze or reassignment may free an agent; a reopen may wait for one
 
 
-def _change_in_tx(cx, account_id, contact_ids, changes, base_url, at, actor=None):
+def _change_in_tx(cx: Connection, account_id: str, contact_ids: list[str], changes: dict[str, str | None],
+                  base_url: str, at: str, actor: str | None = None) -> tuple[list[str], int]:
     """In the writer: the change, the CSAT ask of each conversation it resolved (services/csat.py) and the mail of
     each new assignee who chose it (services/agent_mail.py; actor: the user id whose change it is), in one
     transaction. Returns (missing ids, how many mails were queued: contacts asked, assignees mailed)."""
@@ -103,7 +114,8 @@ def _change_in_tx(cx, account_id, contact_ids, changes, base_url, at, actor=None
 STATUS_LABELS = {"open": "Open", "pending": "Pending", "resolved": "Resolved", "snoozed": "Snoozed"}
 
 
-def ui_action(action, *, assignee="", snooze="", utc_offset_minutes=0, now=None):
+def ui_action(action: str | None, *, assignee: str = "", snooze: str = "", utc_offset_minutes: int = 0,
+              now: datetime | None = None) -> dict[str, Any]:
     """A form's action as change()'s keywords: assign (assignee: a user id, empty for nobody), resolve, reopen,
     pending, snooze (snooze: a SNOOZE_PRESETS key); "assign:<id>" and "snooze:<preset>" carry their value in
     one field (the inbox's bulk action menu). Invalid naming the field for an unknown one."""
@@ -117,7 +129,7 @@ def ui_action(action, *, assignee="", snooze="", utc_offset_minutes=0, now=None)
     raise Invalid("action must be assign, resolve, reopen, pending or snooze", field="action")
 
 
-def public_conversation(row):
+def public_conversation(row: ConversationRow) -> JSONObject:
     """A conversation as the API shows it (its id is its contact's)."""
     return {"id": row["contact_id"], "contactId": row["contact_id"], "status": row["status"],
             "snoozedUntil": row["snoozed_until"], "assigneeUserId": row["assignee_user_id"],
@@ -126,7 +138,7 @@ def public_conversation(row):
             "slaDueAt": row["sla_due_at"], "slaBreached": bool(row["sla_breached"])}
 
 
-async def get_conversation(services, account_id, contact_id):
+async def get_conversation(services: Services, account_id: str, contact_id: str) -> JSONObject:
     """The account's conversation with this contact, for the API; NotFound for none (or another account's)."""
     row = await conversation_store.get(services.db, account_id, contact_id, now_iso())
     if row is None:
@@ -134,7 +146,7 @@ async def get_conversation(services, account_id, contact_id):
     return public_conversation(row)
 
 
-async def assignable_users(services, account_id):
+async def assignable_users(services: Services, account_id: str) -> list[Row]:
     """[{id, email, name}] of the account: whom the inbox offers as an assignee."""
     return await store.assignable_users(services.db, account_id)
 
@@ -148,11 +160,12 @@ class SnoozeWaker(WorkerLoop):
     poll_seconds = 60.0
     batch = 500
 
-    def __init__(self, services, clock=utcnow):
+    def __init__(self, services: Services, clock: Callable[[], datetime] = utcnow) -> None:
         super().__init__()
         self.services, self.clock = services, clock
 
-    async def round(self):
+    async def round(self) -> float | None:
+
         now = self.clock()
         woken = await store.wake_snoozed(self.services.db, iso(now), self.batch)
         if woken:

@@ -14,9 +14,12 @@ when a person resolves a conversation, its contact is asked once how we did, on 
   conditional UPDATE); it dies after ANSWER_DAYS.
 - An answer {rating 1-5, comment} is kept on its ask with the contact, the conversation and the agent who had it
   at resolution, and emits csat.submitted {contactId, rating, comment} (event and notification)."""
+from __future__ import annotations
+
 import re
-from datetime import timedelta
-from typing import Annotated
+from collections.abc import Mapping, Sequence
+from datetime import date, timedelta
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, Field, StrictBool, ValidationError
 
@@ -24,11 +27,14 @@ from common.errors import DomainError, Invalid
 from common.ids import iso, new_id, now_iso, parse_iso, utcnow
 from common.validation import IdentifierNotBlank, Strict, validation_message
 from services import keys, messaging
+from services.context import JSONObject
 from services.users import author_name
 from storage import accounts as account_store
 from storage import contacts as contact_store
 from storage import csat as store
 from storage import messages as message_store
+from storage.interface import Connection, Row, Store
+from storage.rows import ContactRow
 
 SETTING = "csat"
 DEFAULT_QUESTION = "How would you rate our help?"
@@ -47,7 +53,7 @@ NO_AGENT = "No agent (unassigned)"
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def _question(value):
+def _question(value: str) -> str:
     """The question trimmed; ValueError when nothing is left."""
     if not value.strip():
         raise ValueError("question cannot be empty")
@@ -62,12 +68,12 @@ class CsatSettings(Strict):
                                          description=f"The question asked (default \"{DEFAULT_QUESTION}\").")
 
 
-def configured(value):
+def configured(value: Mapping[str, Any] | None) -> JSONObject:
     """The stored csat setting with its defaults (never set: disabled)."""
     return CsatSettings.model_validate(value or {}).model_dump()
 
 
-def validate_setting(value):
+def validate_setting(value: object) -> JSONObject | None:
     """The csat setting to store from the API's or the form's value (None removes it); Invalid naming the field."""
     if value is None:
         return None
@@ -77,19 +83,19 @@ def validate_setting(value):
         raise Invalid(validation_message(exc, SETTING)) from None
 
 
-def page_url(base_url, token):
+def page_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}{PAGE_PATH}{token}"
 
 
 # ---- asking (in the resolution's transaction) ------------------------------------------------------------------
 
-def ask_in_tx(cx, account_id, contact_ids, base_url, at=None):
+def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_url: str, at: str | None = None) -> int:
     """These contacts' conversations were resolved in this transaction (at: when, ISO 8601; default now): ask each
     contact, when csat is enabled, the contact has written on a channel we can answer on, has not opted out, and
     was not asked within ASK_GAP. Returns how many were asked."""
     account = account_store.delivery_context_in_tx(cx, account_id)
     shown = configured((account or {}).get("settings", {}).get(SETTING))
-    if not shown["enabled"]:
+    if account is None or not shown["enabled"]:  # (no account: nothing is enabled)
         return 0
     now = parse_iso(at) if at else utcnow()
     asked = 0
@@ -103,11 +109,12 @@ def ask_in_tx(cx, account_id, contact_ids, base_url, at=None):
         on_widget = channel == messaging.WEB_CHANNEL
         if not on_widget and messaging.undeliverable(account["settings"], channel):
             continue  # nowhere to deliver the link (as the outside-hours message): no webhook, or for email no SMTP
-        contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+        # the conversation's contact: it exists (it wrote, above)
+        contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
         if contact["opted_out"]:
             continue  # they asked for no more messages: a question is not an answer they wait for
         question = shown["question"]
-        reply = {"contact": contact, "body": question, "to_id": to_id, "channel": channel,
+        reply: dict[str, Any] = {"contact": contact, "body": question, "to_id": to_id, "channel": channel,
                  "message_type": MESSAGE_TYPE}
         token = None if on_widget else keys.new_session_id()
         if token is not None:
@@ -126,7 +133,7 @@ def ask_in_tx(cx, account_id, contact_ids, base_url, at=None):
 
 # ---- answering -------------------------------------------------------------------------------------------------
 
-def checked_answer(rating, comment):
+def checked_answer(rating: object, comment: object) -> tuple[int, str | None]:
     """(rating, comment) as stored: rating a whole number 1-5, comment trimmed (None when empty), at most
     MAX_COMMENT characters, no control characters but line breaks and tabs. Invalid naming the field."""
     if isinstance(rating, bool) or not isinstance(rating, int) or rating not in RATINGS:
@@ -144,7 +151,7 @@ def checked_answer(rating, comment):
     return rating, comment or None
 
 
-def rating_of_form(text):
+def rating_of_form(text: str | None) -> int | str | None:
     """A form's rating field as a number when it is one (else as typed: checked_answer names it)."""
     text = (text or "").strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) < 3 else text or None
@@ -158,11 +165,11 @@ class AskClosed(DomainError):
 class AskUnknown(DomainError):
     status, code = 404, "NOT_FOUND"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("This survey link is not valid.")
 
 
-async def page(db, token):
+async def page(db: Store, token: str | None) -> Row:
     """The one-question page's ask: {question, expires_at}; AskUnknown, or AskClosed (used or expired)."""
     ask = await store.ask_by_token(db, keys.hash_token(token or ""))
     if ask is None:
@@ -175,48 +182,49 @@ async def page(db, token):
     return ask
 
 
-async def answer_page(db, token, rating, comment):
+async def answer_page(db: Store, token: str, rating: object, comment: object) -> None:
     """The page's answer: spends the ask (of two at once, one wins). Invalid naming the field (nothing changes),
     AskUnknown or AskClosed."""
-    rating, comment = checked_answer(rating, comment)
+    stars, text = checked_answer(rating, comment)
     await page(db, token)
-    if await store.answer_by_token(db, keys.hash_token(token), rating, comment, now_iso()) is None:
+    if await store.answer_by_token(db, keys.hash_token(token), stars, text, now_iso()) is None:
         await page(db, token)  # answered or expired meanwhile: says which
         raise AskClosed("This question is closed.")
 
 
-async def open_ask(db, account_id, contact_id, channel=messaging.WEB_CHANNEL):
+async def open_ask(db: Store, account_id: str, contact_id: str, channel: str = messaging.WEB_CHANNEL) -> Row | None:
     """The contact's open ask on the channel: {id, message_id, question}, or None."""
     return await store.open_ask(db, account_id, contact_id, channel, now_iso())
 
 
-async def answer_open_ask(db, account_id, contact_id, rating, comment):
+async def answer_open_ask(db: Store, account_id: str, contact_id: str | None, rating: object, comment: object) -> None:
     """The widget's answer to the contact's open ask; Invalid naming the field, or AskClosed when none is open."""
-    rating, comment = checked_answer(rating, comment)
+    stars, text = checked_answer(rating, comment)
     ask = await open_ask(db, account_id, contact_id) if contact_id else None
-    if ask is None or await store.answer_ask(db, account_id, ask["id"], rating, comment, now_iso()) is None:
+    if ask is None or await store.answer_ask(db, account_id, ask["id"], stars, text, now_iso()) is None:
         raise AskClosed("There is no question to answer: it was answered already, or has expired.")
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
 
-def public_answer(row):
+def public_answer(row: Mapping[str, Any]) -> JSONObject:
     """An ask and its answer as a person's data export shows it."""
     return {"channel": row["channel"], "question": row["question"], "askedAt": row["asked_at"],
             "agentUserId": row["agent_user_id"], "answeredAt": row["answered_at"], "rating": row["rating"],
             "comment": row["comment"]}
 
 
-def score(satisfied, answers):
+def score(satisfied: int, answers: int) -> float | None:
     """The CSAT score: the percentage of answers rating 4 or 5 (None without answers)."""
     return round(100 * satisfied / answers, 1) if answers else None
 
 
-async def report(db, account_ids, first_day, last_day):
+async def report(db: Store, account_ids: Sequence[str], first_day: date, last_day: date) -> JSONObject:
     """Answers per day and per agent over [first_day, last_day] (dates; days in UTC): {"days": {day: [answers,
     satisfied, sum of ratings]}, "agents": {user id or None: [name, answers, satisfied, sum of ratings]}}."""
     rows = await store.report_rows(db, account_ids, first_day.isoformat(), (last_day + timedelta(days=1)).isoformat())
-    days, agents = {}, {}
+    days: dict[str, list[int]] = {}
+    agents: dict[str | None, list[Any]] = {}
     for day, user_id, label, name, rating in rows:
         good = int(rating >= SATISFIED)
         counted = days.setdefault(day, [0, 0, 0])

@@ -1,17 +1,25 @@
 """Reading contact CSV files: the encoding and delimiter check, the header-to-field mapping guess, and rows
 read in batches from a byte offset, normalized as POST /v1/contacts normalizes them (normalize_contact).
 No database and no event loop: this runs in the import's reader process (services/import_reader.py)."""
+from __future__ import annotations
+
 import codecs
 import csv
 import io
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from os import PathLike
+from typing import IO, Any
 
 from common.errors import Invalid
 from common.spreadsheet import safe_cell
 from services.contact_fields import normalize_contact
 
 FIELDS = ("firstName", "lastName", "phone", "email")
+ColumnMapping = dict[str, int | None]  # field -> the column it is read from, or None
+# A batch: {start, position, row_number, rows, errors, failed, report} (read_batches)
+Batch = dict[str, Any]
 DELIMITERS = (",", ";", "\t")
 SNIFF_BYTES = 64 * 1024
 MAX_LINE_BYTES = 1024 * 1024   # a longer line is not a contact: the file is refused (memory stays bounded)
@@ -42,23 +50,25 @@ _PARTS = {"firstName": ("firstname", "givenname", "vorname", "prenom"),
           "email": ("email", "mail", "courriel", "correo")}
 
 
-def _simplify(name):
+def _simplify(name: str | None) -> str:
     text = unicodedata.normalize("NFKD", name or "").encode("ascii", "ignore").decode().lower()
     return re.sub(r"[^a-z0-9]", "", text)
 
 
-def guess_mapping(header):
+def guess_mapping(header: Sequence[str]) -> ColumnMapping:
     """{field: column index or None} from the header's names: exact names first, then names that contain one."""
     names = [_simplify(cell) for cell in header]
-    mapping, used = dict.fromkeys(FIELDS), set()
+    mapping: ColumnMapping = dict.fromkeys(FIELDS)
+    used: set[int] = set()
     for matches in (lambda name, field: name in _NAMES[field],
                     lambda name, field: any(part in name for part in _PARTS[field])):
         for field in FIELDS:
             if mapping[field] is None:
-                mapping[field] = next((i for i, name in enumerate(names)
-                                       if i not in used and name and matches(name, field)), None)
-                if mapping[field] is not None:
-                    used.add(mapping[field])
+                found = next((i for i, name in enumerate(names) if i not in used and name and matches(name, field)),
+                             None)
+                mapping[field] = found
+                if found is not None:
+                    used.add(found)
     return mapping
 
 
@@ -68,14 +78,15 @@ class RecordReader:
     records that end within them. A UTF-8 BOM at offset 0 is skipped; a record
     that is not valid UTF-8 is flagged (decoded with replacement characters), never guessed at."""
 
-    def __init__(self, file, delimiter, position=0, *, max_bytes=None, max_lines=None):
+    def __init__(self, file: IO[bytes], delimiter: str, position: int = 0, *, max_bytes: int | None = None,
+                 max_lines: int | None = None) -> None:
         file.seek(position)
         self.file, self.position, self.bad_text = file, position, False
         self.end = position + max_bytes if max_bytes is not None else None
         self.max_lines, self.cut = max_lines, False
         self.reader = csv.reader(self._lines(), delimiter=delimiter)
 
-    def _lines(self):
+    def _lines(self) -> Iterator[str]:
         lines = 0
         while True:
             if (self.end is not None and self.position >= self.end) or lines == self.max_lines:
@@ -97,9 +108,10 @@ class RecordReader:
                 self.bad_text = True
                 yield raw.decode("utf-8", "replace")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[list[str] | None, int, str | None]]:
         """(cells or None, the byte offset after the record, problem or None); None cells: not CSV."""
         while True:
+            cells: list[str] | None
             try:
                 cells = next(self.reader)
                 problem = "the row is not valid UTF-8 text" if self.bad_text else None
@@ -113,13 +125,13 @@ class RecordReader:
             yield cells, self.position, problem
 
 
-def _delimiter(first_line):
+def _delimiter(first_line: str) -> str:
     counts = {d: first_line.count(d) for d in DELIMITERS}
     best = max(DELIMITERS, key=lambda d: counts[d])
     return best if counts[best] else ","
 
 
-def sniff(path):
+def sniff(path: str | PathLike[str]) -> dict[str, Any]:
     """{delimiter, header, data_start} of a CSV file, or Invalid saying why it cannot be imported."""
     with open(path, "rb") as f:
         head = f.read(SNIFF_BYTES)
@@ -142,24 +154,24 @@ def sniff(path):
     raise Invalid(f"the file has no header row (in its first {SNIFF_BYTES // 1024} KB)")
 
 
-def column_name(header, index):
+def column_name(header: Sequence[str], index: int) -> str:
     return (header[index] if index < len(header) else "") or f"column {index + 1}"
 
 
-def _error_column(header, mapping, field):
+def _error_column(header: Sequence[str], mapping: Mapping[str, int | None], field: str | None) -> str:
     """The column(s) an error names: the mapped column of the field at fault, or of phone and email."""
     fields = [field] if field in FIELDS else ["phone", "email"]
-    names = [column_name(header, mapping[f]) for f in fields if mapping.get(f) is not None]
+    names = [column_name(header, index) for index in (mapping.get(f) for f in fields) if index is not None]
     return " / ".join(names) or " / ".join(fields)
 
 
-def report_header(header):
+def report_header(header: Sequence[str]) -> bytes:
     """The error report's first line: row, column, reason, then the file's own columns (UTF-8 with a BOM,
     which spreadsheet programs need to read UTF-8)."""
     return codecs.BOM_UTF8 + _csv_line(["row", "column", "reason", *header])
 
 
-def _csv_line(cells):
+def _csv_line(cells: Iterable[object]) -> bytes:
     """One line of the error report, every cell as text (the file's own cells, its header and the column
     names in "column" may all be formulas)."""
     out = io.StringIO()
@@ -167,8 +179,9 @@ def _csv_line(cells):
     return out.getvalue().encode("utf-8")
 
 
-def read_batches(path, *, position, row_number, delimiter, header, mapping, region, batch_size, limit_rows=None,
-                 limit_bytes=None, limit_lines=None):
+def read_batches(path: str | PathLike[str], *, position: int, row_number: int, delimiter: str, header: Sequence[str],
+                 mapping: Mapping[str, int | None], region: str | None, batch_size: int, limit_rows: int | None = None,
+                 limit_bytes: int | None = None, limit_lines: int | None = None) -> Iterator[Batch]:
     """Batches of up to batch_size rows from byte `position` (row_number: records read before it, the header
     being row 1): {start, position, row_number, rows: [(row number, {first_name, last_name, phone, email})],
     errors: [(row number, column, reason)], failed, report (the error report's lines, bytes)}. Each batch
@@ -185,8 +198,8 @@ def read_batches(path, *, position, row_number, delimiter, header, mapping, regi
                 continue
             number = batch["row_number"]
             try:
-                if problem:
-                    raise Invalid(problem)
+                if problem or cells is None:  # (a record without cells always has its problem)
+                    raise Invalid(problem or "the row cannot be read")
                 values = {f: cells[i] if i < len(cells) else None for f, i in get.items()}
                 batch["rows"].append((number, normalize_contact(
                     first_name=values.get("firstName"), last_name=values.get("lastName"),
@@ -207,11 +220,11 @@ def read_batches(path, *, position, row_number, delimiter, header, mapping, regi
             yield _close(batch)
 
 
-def _new_batch(position, row_number):
+def _new_batch(position: int, row_number: int) -> Batch:
     return {"start": position, "position": position, "row_number": row_number, "rows": [], "errors": [],
             "failed": 0, "report": []}
 
 
-def _close(batch):
+def _close(batch: Batch) -> Batch:
     batch["report"] = b"".join(batch["report"])
     return batch

@@ -2,13 +2,18 @@
 (storage/erasure.py says which), then what cannot roll back: the media files no message names any more, the
 storage's old row versions purged (Database.purge_deleted: SQLite's WAL emptied; PostgreSQL's tables rewritten, in
 the background), and the person's records cut out of contact import error reports (services/erasure_imports.py)."""
+from __future__ import annotations
+
 import asyncio
 import logging
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from common.errors import Invalid
 from services import media
 from services.contact_fields import normalize_email, normalize_phone
+from services.context import JSONObject, Services
 from services.erasure_imports import scrub_import_reports
 from services.retention import remove_unreferenced_media
 from storage import contacts as contact_store
@@ -21,10 +26,11 @@ log = logging.getLogger("parley.erasure")
 RETRY_SECONDS = (1, 10, 60)
 # PostgreSQL's rewrite of a table that stayed busy (its lock not had in time): tried for longer, ~21 minutes.
 REWRITE_RETRY_SECONDS = (1, 10, 60, 300, 900)
-_retries = set()  # running retry tasks (a task only weakly referenced by the loop could be collected)
+_retries: set[asyncio.Future[Any]] = set()  # running retry tasks (one only weakly referenced could be collected)
 
 
-async def erase_contact(services, account_id, contact_id, by):
+async def erase_contact(services: Services, account_id: str, contact_id: str,
+                        by: Mapping[str, Any] | None) -> JSONObject:
     """Erase the account's contact, audited as by (services.audit: the API key or the signed-in user): {erased:
     true, id, removed: {what: rows}}; CONTACT_NOT_FOUND for an id that is not the account's (another account's
     included: nothing tells the two apart)."""
@@ -43,7 +49,7 @@ async def erase_contact(services, account_id, contact_id, by):
     return {"erased": True, **result}
 
 
-def check_confirmation(contact, typed):
+def check_confirmation(contact: Mapping[str, Any], typed: str | None) -> None:
     """The UI's confirm step: typed must be the contact's phone (in any form that normalizes to it) or email
     (any case); Invalid (field confirm) otherwise."""
     typed = (typed or "").strip()
@@ -59,11 +65,11 @@ def check_confirmation(contact, typed):
         raise Invalid("type the contact's phone or email exactly to confirm the erasure", field="confirm")
 
 
-async def _finish(services, names, started, *, first):
+async def _finish(services: Services, names: Sequence[str], started: float, *, first: bool) -> bool:
     """Remove the media files and empty the WAL; True when both are done. On the first call, what failed is
     tried again in the background (RETRY_SECONDS)."""
     directory = media.media_dir(services.settings)
-    left = []
+    left: list[str] = []
     for name in names:
         try:
             await remove_unreferenced_media(services.db, directory, name, started)
@@ -93,10 +99,10 @@ async def _finish(services, names, started, *, first):
 # answer, one at a time per process, and erasures committed while one waits to start share it.
 _rewrite_waiting: set[asyncio.AbstractEventLoop] = set()  # loops with a rewrite scheduled, not started yet
 _rewrite_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}  # one rewrite at a time
-_rewrites: set[asyncio.Future] = set()  # their tasks, which the server's close waits for (stop_rewrites)
+_rewrites: set[asyncio.Future[Any]] = set()  # their tasks, which the server's close waits for (stop_rewrites)
 
 
-def _schedule_rewrite(services):
+def _schedule_rewrite(services: Services) -> None:
     loop = asyncio.get_running_loop()
     if loop in _rewrite_waiting:
         return  # the waiting rewrite starts after this erasure's commit: it covers it
@@ -107,7 +113,7 @@ def _schedule_rewrite(services):
         task.add_done_callback(tasks.discard)
 
 
-async def _rewrite(services, loop):
+async def _rewrite(services: Services, loop: asyncio.AbstractEventLoop) -> None:
     lock = _rewrite_locks.setdefault(loop, asyncio.Lock())
     async with lock:
         _rewrite_waiting.discard(loop)  # an erasure committed from now on needs a rewrite of its own
@@ -126,7 +132,7 @@ async def _rewrite(services, loop):
                   ", ".join(left))
 
 
-async def stop_rewrites(timeout=30.0):
+async def stop_rewrites(timeout: float = 30.0) -> None:
     """Before the database closes: let a running or waiting rewrite end (for at most timeout seconds; then it
     is cancelled, and the next erasure's rewrite does its work)."""
     loop = asyncio.get_running_loop()
@@ -138,7 +144,7 @@ async def stop_rewrites(timeout=30.0):
             log.error("erasure: closing: a table rewrite was cancelled; the next erasure rewrites the tables")
 
 
-async def settled():
+async def settled() -> None:
     """Once every erasure's cleanup (media files, the WAL, PostgreSQL's rewrite) has ended, done or given up: a caller that
     must see what an erasure leaves after its cleanup (the tests that search the file for the person)."""
     loop = asyncio.get_running_loop()  # a task of another (a closed) loop is none of this caller's
@@ -146,7 +152,7 @@ async def settled():
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _retry(services, names, started):
+async def _retry(services: Services, names: Sequence[str], started: float) -> None:
     for delay in RETRY_SECONDS:
         await asyncio.sleep(delay)
         if await _finish(services, names, started, first=False):

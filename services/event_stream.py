@@ -14,17 +14,26 @@ A message's data is the message as GET /v1/messages/{id} shows it when the event
 A cursor names an event and, for a batch, the item in it: (the account's event number, item index), with a
 tag of the account, so that another account's cursor is malformed here rather than a position.
 """
+from __future__ import annotations
+
 import asyncio
 import base64
 import hashlib
 import json
 import re
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard
 
 from common.errors import DomainError, Invalid, RateLimited
 from services import messaging
+from services.context import JSONObject, Services
 from storage import events as store
 from storage import messages as message_store
+from storage.interface import Row
+
+Position = tuple[int, int]  # (the account's event number, the item's index in it)
+Item = store.MessageRef | Mapping[str, Any]  # storage/events.py public_items'
 
 # Public type -> the stored types it is read from (store.PUBLIC_TYPES; a notification type is stored as itself).
 SOURCES = {public: tuple(s for s, p in store.PUBLIC_TYPES.items() if p == public) or (public,) for public in (
@@ -42,15 +51,15 @@ class CursorExpired(DomainError):
     status, code = 410, "CURSOR_EXPIRED"
 
 
-def _tag(account_id):
+def _tag(account_id: str) -> str:
     return hashlib.blake2b(account_id.encode(), digest_size=4).hexdigest()
 
 
-def encode_cursor(account_id, seq, item):
+def encode_cursor(account_id: str, seq: int, item: int) -> str:
     return base64.urlsafe_b64encode(f"{seq}.{item}.{_tag(account_id)}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(account_id, text):
+def decode_cursor(account_id: str, text: str) -> Position:
     """(seq, item) of a cursor this account was given; Invalid naming ``after`` otherwise (another account's
     cursor too: it says nothing of that account)."""
     try:
@@ -64,7 +73,8 @@ def decode_cursor(account_id, text):
     return int(seq), int(item)
 
 
-def parse_query(account_id, after, types, limit, wait):
+def parse_query(account_id: str, after: str | None, types: str | None, limit: str | None,
+                wait: str | None) -> tuple[Position | None, list[str], int, float]:
     """The query's values, each checked with a message naming it: (position or None, stored types, public
     types or None for all, limit, wait seconds)."""
     position = None if after is None else decode_cursor(account_id, after)
@@ -74,13 +84,13 @@ def parse_query(account_id, after, types, limit, wait):
         unknown = [t for t in wanted if t not in SOURCES]
         if unknown:
             raise Invalid(f"types: unknown event type {unknown[0]!r}; known: {', '.join(TYPES)}", field="types")
-    limit = _number("limit", limit, 1, MAX_LIMIT, DEFAULT_LIMIT, integer=True)
-    wait = _number("wait", wait, 0, MAX_WAIT, 0, integer=False)
+    count = int(_number("limit", limit, 1, MAX_LIMIT, DEFAULT_LIMIT, integer=True))  # an int already
+    seconds = _number("wait", wait, 0, MAX_WAIT, 0, integer=False)
     sources = [s for t in (wanted or TYPES) for s in SOURCES[t]]
-    return position, sources, limit, wait
+    return position, sources, count, seconds
 
 
-def _number(name, text, low, high, default, integer):
+def _number(name: str, text: str | None, low: int, high: int, default: int, integer: bool) -> float:
     if text is None:
         return default
     pattern = r"[0-9]{1,6}" if integer else r"[0-9]{1,6}(\.[0-9]{1,3})?"
@@ -90,7 +100,8 @@ def _number(name, text, low, high, default, integer):
     return int(text) if integer else float(text)
 
 
-async def page(services, account_id, position, sources, limit):
+async def page(services: Services, account_id: str, position: Position | None, sources: Sequence[str],
+               limit: int) -> JSONObject:
     """One answer: {data, nextCursor}. position: (seq, item) seen through, or None for the oldest kept. Stored
     events with nothing to show (a message erased since) are passed over, reading on rather than answering an
     empty page while more events follow."""
@@ -105,7 +116,8 @@ async def page(services, account_id, position, sources, limit):
     return {"data": data, "nextCursor": encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM)))}
 
 
-async def shared_page(services, account_id, position, sources, limit):
+async def shared_page(services: Services, account_id: str, position: Position | None, sources: Sequence[str],
+                      limit: int) -> JSONObject:
     """page() for a waiting long-poll, read once for every long-poll that asks the same at the same time: a commit
     wakes all of an account's waiters at once (1,000 integrations at one position read it once, not 1,000 times).
     A read is shared only among those that asked at the same hub position: one started before the round that
@@ -123,7 +135,8 @@ async def shared_page(services, account_id, position, sources, limit):
     return await asyncio.shield(read)
 
 
-async def _read(services, account_id, position, sources, limit, checked):
+async def _read(services: Services, account_id: str, position: Position | None, sources: Sequence[str], limit: int,
+                checked: bool) -> tuple[list[JSONObject], Position | None, bool, int | None]:
     """(data, position through which the rows were read or None, whether more rows may follow, the account's
     newest event number)."""
     after_seq = 0 if position is None else position[0]
@@ -131,16 +144,16 @@ async def _read(services, account_id, position, sources, limit, checked):
     rows, oldest, newest = await store.account_page(services.db, account_id, max(after_seq - 1, 0), sources,
                                                     limit + 1)
     if not checked and position is not None and ((oldest is None and after_seq > 0) or (oldest is not None
-                                                 and not oldest - 1 <= after_seq <= newest)):
+                                                 and newest is not None and not oldest - 1 <= after_seq <= newest)):
         raise CursorExpired("after is older than the events kept (--event-retention-days) or not of this "
                             "database: read from the oldest kept (omit after) and resync what you keep",
                             field="after")
     # A stored event with no public ones (a batch stored before its messageIds were) is passed over whole.
-    items = [(row, index, item) for row in rows for index, item in (list(enumerate(_items(row))) or
-                                                                    [(_LAST_ITEM, None)])
+    items = [(row, index, item) for row in rows for index, item in _indexed(row)
              if position is None or (row[5], index) > position]
     messages = await _messages(services, account_id, [item for _, _, item in items[:limit] if _is_message(item)])
-    data, through = [], None
+    data: list[JSONObject] = []
+    through: Position | None = None
     for row, index, item in items:
         if len(data) == limit:
             break
@@ -152,23 +165,29 @@ async def _read(services, account_id, position, sources, limit, checked):
     return data, through, len(rows) > limit, newest
 
 
-def _is_message(item):
+def _is_message(item: Item | None) -> TypeGuard[store.MessageRef]:
     return isinstance(item, store.MessageRef)
 
 
-def _items(row):
+def _items(row: Sequence[Any]) -> list[Item]:
     return store.public_items(row[2], json.loads(row[3]))
 
 
-async def _messages(services, account_id, ids):
+def _indexed(row: Sequence[Any]) -> list[tuple[int, Item | None]]:
+    """(index, item) of a stored event's public items; one (_LAST_ITEM, None) for an event without any."""
+    return [*enumerate(_items(row))] or [(_LAST_ITEM, None)]
+
+
+async def _messages(services: Services, account_id: str, ids: Sequence[str]) -> dict[str, Row]:
     if not ids:
         return {}
     return {m["id"]: m for m in await message_store.messages_by_ids(services.db, account_id, sorted(set(ids)))}
 
 
-def _public(services, row, item, messages):
+def _public(services: Services, row: Sequence[Any], item: Item,
+            messages: Mapping[str, Row]) -> Mapping[str, Any] | None:
     """The public data of one item; None for a message gone since (erased): it is skipped."""
-    if not _is_message(item):
+    if not isinstance(item, store.MessageRef):
         return item
     message = messages.get(str(item))
     return None if message is None else messaging.public_message(services, message)
@@ -179,13 +198,15 @@ class LongPolls:
     Retry-After beyond): a client cannot hold this process's connections with waits, nor can all clients
     together take the connections the API needs (``total``: a share of --max-connections)."""
 
-    def __init__(self, per_key, per_account, total=None):
+    def __init__(self, per_key: int, per_account: int, total: int | None = None) -> None:
         self.per_key, self.per_account, self.total = per_key, per_account, total
-        self._keys, self._accounts = {}, {}
+        self._keys: dict[str, int] = {}
+        self._accounts: dict[str, int] = {}
         self.waiting = 0
-        self.reads = {}  # shared_page(): the reads in flight
+        # shared_page(): the reads in flight, by (account, position, sources, limit, hub position)
+        self.reads: dict[tuple[Any, ...], asyncio.Future[JSONObject]] = {}
 
-    def claim(self, key, account_id):
+    def claim(self, key: str, account_id: str) -> None:
         if self.total is not None and self.waiting >= self.total:
             raise RateLimited(f"wait: this server already has {self.total} long-polls waiting "
                               "(--events-long-polls-share of --max-connections); retry after 5 s, or ask without "
@@ -202,7 +223,7 @@ class LongPolls:
         self._accounts[account_id] = self._accounts.get(account_id, 0) + 1
         self.waiting += 1
 
-    def release(self, key, account_id):
+    def release(self, key: str, account_id: str) -> None:
         self.waiting -= 1
         for counts, name in ((self._keys, key), (self._accounts, account_id)):
             counts[name] -= 1
@@ -210,23 +231,24 @@ class LongPolls:
                 del counts[name]
 
 
-async def read(services, account_id, key, *, after=None, types=None, limit=None, wait=None):
+async def read(services: Services, account_id: str, key: str, *, after: str | None = None, types: str | None = None,
+               limit: str | None = None, wait: str | None = None) -> JSONObject:
     """GET /v1/events. key: what the API key is counted by (its hash). Every parameter is checked before
     anything is read; with wait, answers as soon as an event of these types commits, or with data: [] and
     nextCursor = after once wait seconds passed (at once when the server is shutting down)."""
-    position, sources, limit, wait = parse_query(account_id, after, types, limit, wait)
+    position, sources, count, seconds = parse_query(account_id, after, types, limit, wait)
     # A long-poll may share its first read too (a read without wait sees every commit made before it asked).
-    result = await (shared_page if wait > 0 else page)(services, account_id, position, sources, limit)
+    result = await (shared_page if seconds > 0 else page)(services, account_id, position, sources, count)
     hub = services.hub
-    if result["data"] or wait <= 0 or hub.stopping:
+    if result["data"] or seconds <= 0 or hub.stopping:
         return result
     services.long_polls.claim(key, account_id)
     try:
         woken = await hub.watch(account_id)
         try:
-            deadline = time.monotonic() + wait
+            deadline = time.monotonic() + seconds
             # Read again now that the hub watches: what committed before the watch began is seen here.
-            result = await shared_page(services, account_id, position, sources, limit)
+            result = await shared_page(services, account_id, position, sources, count)
             while not result["data"] and not hub.stopping:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -236,7 +258,7 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
                 except TimeoutError:
                     break
                 woken.clear()
-                result = await shared_page(services, account_id, position, sources, limit)
+                result = await shared_page(services, account_id, position, sources, count)
         finally:
             hub.unwatch(account_id, woken)
     finally:
@@ -244,7 +266,7 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
     return result
 
 
-async def head(services, account_id):
+async def head(services: Services, account_id: str) -> str:
     """A cursor at the account's newest event: reading after it gives only what commits from now on (a client
     that has just read the current state, e.g. the widget's history, follows on from here)."""
     _, _, newest = await store.account_page(services.db, account_id, 2 ** 62, ["message.created"], 1)

@@ -9,20 +9,24 @@ answers on stdout with frames (a 4-byte big-endian length, then a pickle): ("bat
 batch, then ("end", None), or ("error", message) when the file cannot be read. A full pipe blocks the
 child: it runs at most about one batch ahead of the database writes.
 """
+from __future__ import annotations
+
 import asyncio
 import os
 import pickle
 import signal
 import struct
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
 from common.errors import Invalid
-from services.csv_import import read_batches
+from services.csv_import import Batch, read_batches
 
 FRAME_HEADER = struct.Struct("!I")
 
 
-def _frame(obj):
+def _frame(obj: tuple[str, Batch | str | None]) -> bytes:
     data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
     return FRAME_HEADER.pack(len(data)) + data
 
@@ -30,26 +34,30 @@ def _frame(obj):
 class ReaderProcess:
     """The parent's handle on one reader child: batches() yields its batches; close() stops it early."""
 
-    def __init__(self, process):
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
 
     @classmethod
-    async def start(cls, **request):
+    async def start(cls, **request: Any) -> ReaderProcess:
+        """request: read_batches' keyword arguments (pickled to the child)."""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "services.import_reader", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, env=env, start_new_session=True,  # a terminal's Ctrl-C is the parent's
             limit=1 << 20)
+        assert process.stdin is not None  # stdin=PIPE
         process.stdin.write(pickle.dumps(request, pickle.HIGHEST_PROTOCOL))
         process.stdin.close()
         return cls(process)
 
-    async def batches(self):
+    async def batches(self) -> AsyncIterator[Batch]:
         """The child's batches in order; Invalid when it could not read the file."""
+        stdout = self.process.stdout
+        assert stdout is not None  # stdout=PIPE
         while True:
             try:
-                header = await self.process.stdout.readexactly(FRAME_HEADER.size)
-                kind, value = pickle.loads(await self.process.stdout.readexactly(FRAME_HEADER.unpack(header)[0]))
+                header = await stdout.readexactly(FRAME_HEADER.size)
+                kind, value = pickle.loads(await stdout.readexactly(FRAME_HEADER.unpack(header)[0]))
             except asyncio.IncompleteReadError:
                 code = await self.process.wait()
                 raise RuntimeError(f"the import's reader process stopped unexpectedly (exit code {code})") from None
@@ -59,7 +67,7 @@ class ReaderProcess:
                 raise Invalid(value)
             yield value
 
-    async def close(self):
+    async def close(self) -> None:
         if self.process.returncode is None:
             try:
                 self.process.kill()
@@ -68,7 +76,7 @@ class ReaderProcess:
         await self.process.wait()
 
 
-def main():
+def main() -> int:
     request = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
     try:

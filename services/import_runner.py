@@ -2,18 +2,26 @@
 committed together with the job's position and counts (run_job); and the server's worker, which runs
 queued jobs, resumes the ones a restart interrupted, marks import-contacts commands that died as
 interrupted, and runs the imports' retention."""
+from __future__ import annotations
+
 import asyncio
 import logging
 import os
 import socket
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
 
 from common.errors import Invalid, Unavailable
 from services import csv_import
+from services.context import Services
+from services.csv_import import Batch
 from services.contact_import import (BATCH_ROWS, RUNNING, delete_upload, reader_request, remove_file,
                                      report_path, run_blocking)
 from services.import_reader import ReaderProcess
 from services.worker_loop import WorkerLoop
 from storage import contact_imports as store
+from storage.interface import Row, Store
 
 log = logging.getLogger("parley.imports")
 
@@ -24,12 +32,12 @@ CLI_PAUSE_SECONDS = 0.05
 WRITE_ATTEMPTS = 5         # a batch whose write failed (writer restarting) is tried again, idempotently
 
 
-def cli_runner():
+def cli_runner() -> str:
     """The runner name of this import-contacts command: its host and process id."""
     return f"cli:{socket.gethostname()}:{os.getpid()}"
 
 
-def runner_gone(runner):
+def runner_gone(runner: str) -> bool:
     """True when runner is an import-contacts command on this host whose process has ended."""
     kind, _, rest = runner.partition(":")
     host, _, pid = rest.rpartition(":")
@@ -49,44 +57,46 @@ class ErrorReport:
     (a crashed run may have written lines for a batch that never committed), and appended, flushed and
     fsynced before each batch's commit, so that the committed length is always on disk."""
 
-    def __init__(self, path, committed, header):
-        self.path, self.length, self.header, self.fd = path, committed, header, None
+    def __init__(self, path: Path, committed: int, header: bytes) -> None:
+        self.path, self.length, self.header = path, committed, header
+        self.fd: int | None = None
 
-    async def open(self):
+    async def open(self) -> None:
         await run_blocking(self._open)
 
-    def _open(self):
+    def _open(self) -> None:
         if self.length == 0:
             remove_file(self.path)
             return
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
         os.ftruncate(self.fd, self.length)
 
-    async def append(self, data):
+    async def append(self, data: bytes) -> int:
         """Append a batch's lines; returns the report's length with them."""
         return await run_blocking(self._append, data) if data else self.length
 
-    def _append(self, data):
+    def _append(self, data: bytes) -> int:
         if self.fd is None:
             os.makedirs(self.path.parent, mode=0o700, exist_ok=True)
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             data, self.length = self.header + data, 0
+        fd = self.fd
         view = memoryview(data)
         offset = self.length
         while view:
-            written = os.pwrite(self.fd, view, offset)
+            written = os.pwrite(fd, view, offset)
             view, offset = view[written:], offset + written
-        os.fsync(self.fd)
+        os.fsync(fd)
         self.length = offset
         return self.length
 
-    async def close(self):
+    async def close(self) -> None:
         if self.fd is not None:
             fd, self.fd = self.fd, None
             await run_blocking(os.close, fd)
 
 
-async def _write_batch(db, job, batch, errors_bytes):
+async def _write_batch(db: Store, job: Mapping[str, Any], batch: Batch, errors_bytes: int) -> dict[str, Any]:
     payload = {"start": batch["start"], "position": batch["position"], "row_number": batch["row_number"],
                "rows": [values for _, values in batch["rows"]], "failed": batch["failed"],
                "errors_bytes": errors_bytes}
@@ -98,10 +108,12 @@ async def _write_batch(db, job, batch, errors_bytes):
             if attempt == WRITE_ATTEMPTS:
                 raise
             await asyncio.sleep(attempt)
+    raise AssertionError("not reached: the last attempt returns or raises")
 
 
-async def run_job(services, job, runner, *, should_stop=lambda: False, on_progress=None, pause=0.0,
-                  batch_rows=BATCH_ROWS):
+async def run_job(services: Services, job: Row, runner: str, *, should_stop: Callable[[], bool] = lambda: False,
+                  on_progress: Callable[[Row], object] | None = None, pause: float = 0.0,
+                  batch_rows: int = BATCH_ROWS) -> Row | None:
     """Run (or resume) a queued or running job to its end from its committed position; returns the job as
     it is then. Stops early, the job still running (to be resumed), when should_stop() turns true; stops
     when the job is cancelled meanwhile. on_progress(job) after every batch; pause: seconds to leave the
@@ -128,10 +140,10 @@ async def run_job(services, job, runner, *, should_stop=lambda: False, on_progre
                 on_progress(job)
             if pause:
                 await asyncio.sleep(pause)
-        else:
-            job = await store.finish(db, job["account_id"], job["id"], "completed")
+        else:  # (finish gives None only for another account's job: this one started above)
+            job = cast(Row, await store.finish(db, job["account_id"], job["id"], "completed"))
     except Invalid as exc:  # the reader cannot go on: a line too long, the file gone
-        job = await store.finish(db, job["account_id"], job["id"], "failed", exc.message)
+        job = cast(Row, await store.finish(db, job["account_id"], job["id"], "failed", exc.message))
     except Unavailable as exc:
         log.error("import %s: storage unavailable, the job stays running and resumes later: %s", job["id"], exc)
         return job
@@ -154,26 +166,27 @@ class ImportWorker(WorkerLoop):
 
     name = "imports"
 
-    def __init__(self, services, *, concurrency=2, poll_seconds=5.0):
+    def __init__(self, services: Services, *, concurrency: int = 2, poll_seconds: float = 5.0) -> None:
         super().__init__()
         self.services, self.concurrency = services, concurrency
         self.poll_seconds = poll_seconds
-        self._jobs = {}  # job id -> task
+        self._jobs: dict[str, asyncio.Future[None]] = {}  # job id -> task
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Each running job stops after its current batch and stays running, to be resumed by the next start."""
         await super().stop()
         await asyncio.gather(*self._jobs.values(), return_exceptions=True)
 
-    async def round(self):
+    async def round(self) -> float | None:
         await self.step()
+        return None
 
-    def _lease_lost(self):
+    def _lease_lost(self) -> bool:
         """Running as the server's loop, this process no longer holds the imports' lease (another process took
         the job over): a job stops after its batch, and the new owner resumes it. (Tests drive step() alone.)"""
         return self.lease is not None and self._task is not None and not self.lease.held
 
-    async def step(self):
+    async def step(self) -> None:
         """Start the active server jobs not running here yet; mark dead commands' jobs interrupted."""
         db = self.services.db
         for job in await store.active_imports(db):
@@ -186,7 +199,7 @@ class ImportWorker(WorkerLoop):
                                    " run it again on the same file: rows already imported count as matched",
                                    from_statuses=RUNNING)
 
-    async def drain(self):
+    async def drain(self) -> None:
         """Run every queued job to its end (tests; the server's loop does this by itself)."""
         while True:
             await self.step()
@@ -194,7 +207,7 @@ class ImportWorker(WorkerLoop):
                 return
             await asyncio.gather(*self._jobs.values(), return_exceptions=True)
 
-    async def _run_one(self, job):
+    async def _run_one(self, job: Row) -> None:
         try:
             await run_job(self.services, job, SERVER, should_stop=lambda: self._stopping or self._lease_lost())
         except Exception:

@@ -1,8 +1,14 @@
 """The inbox: conversations by last activity (filter, search, cursor pages), a contact's thread shaped for the
 page, marking read, replies typed by a user, manual retries and resuming the bot. No HTTP, no SQL."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
 from services import bot, bot_settings, media, messaging, notes, sla
+from services.context import JSONObject, Services
 from services.contacts import MAX_QUERY, display_name, search_patterns
 from services.csat import MESSAGE_TYPE as CSAT_MESSAGE_TYPE
 from services.users import REMOVED_LABEL, author_name
@@ -13,6 +19,8 @@ from storage import conversations as store
 from storage import events
 from storage import messages as message_store
 from storage import widgets as widget_store
+from storage.interface import Row, Store
+from storage.rows import ContactRow, ConversationRow
 
 PAGE_SIZE = 30
 THREAD_PAGE_SIZE = 50
@@ -33,7 +41,7 @@ BOT_OUTCOMES = {"greeting": "Bot answered: greeting", "rule": "Bot answered: rul
                 "busy": "Bot: too busy, not answered"}
 
 
-def _conversation_view(row):
+def _conversation_view(row: ConversationRow) -> JSONObject:
     return {"contact_id": row["contact_id"], "name": display_name(row), "phone": row["phone"], "email": row["email"],
             "last_message_id": row["last_message_id"], "last_message_at": row["last_message_at"],
             "last_direction": row["last_direction"], "last_author": row["last_author"],
@@ -42,7 +50,7 @@ def _conversation_view(row):
             "paused_until": row["paused_until"], **state_view(row)}
 
 
-def state_view(row):
+def state_view(row: ConversationRow) -> JSONObject:
     """A conversation's status and assignee for the page: {status, snoozed_until, handed_off (since when the bot's
     handoff waits for a person, or None), assignee_user_id, assignee (their name, else their email)}."""
     return {"status": row["status"], "snoozed_until": row["snoozed_until"],
@@ -51,8 +59,9 @@ def state_view(row):
             "sla_due_at": row["sla_due_at"], "sla_breached": bool(row["sla_breached"])}
 
 
-async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, query=None, before=None, limit=None,
-                             campaign_id=None, user_id=None):
+async def list_conversations(services: Services, account_id: str, *, filter: str = DEFAULT_FILTER,
+                             query: str | None = None, before: str | None = None, limit: int | None = None,
+                             campaign_id: str | None = None, user_id: str | None = None) -> JSONObject:
     """{items, next_before, filter, query, campaign, counts}: conversations by last activity, newest first, with
     how many each view shows. campaign_id: only that campaign's (an unknown or another account's: none);
     user_id: whose conversations Mine shows."""
@@ -71,38 +80,39 @@ async def list_conversations(services, account_id, *, filter=DEFAULT_FILTER, que
             "counts": await store.counts(services.db, account_id, now, campaign_id, user_id, due_before)}
 
 
-async def nav_counts(db, account_id):
+async def nav_counts(db: Store, account_id: str) -> dict[str, int]:
     """The navigation's counts: {"needsPerson": conversations waiting for a person after a handoff, "unread":
     conversations with unread messages}. Open pages get them again from the live hub (services/live.py)."""
     return (await store.nav_counts(db, [account_id]))[account_id]
 
 
-async def current_event_id(services, account_id):
+async def current_event_id(services: Services, account_id: str) -> int:
     """The account's newest live event number: a page rendered now resumes its WebSocket from here."""
     return await events.last_seq(services.db, account_id)
 
 
-def media_view(services, media_url, content_type):
+def media_view(services: Services, media_url: str | None, content_type: str | None) -> JSONObject | None:
     """A message's media for the page: stored files through a same-origin signed path (the page's CSP allows
     only 'self'), shown inline when they are images; other URLs as links."""
     if not media_url:
         return None
     if media_url.startswith(media.STORED_PREFIX):
+        stored_type = cast(str, content_type)  # a stored file's type is stored with it (media.accept_media)
         url = media.signed_path(media.signing_key(services.box), media_url[len(media.STORED_PREFIX):],
-                                content_type, services.settings.media_url_ttl_seconds)
-        return {"url": url, "content_type": content_type, "inline": content_type.startswith("image/")}
+                                stored_type, services.settings.media_url_ttl_seconds)
+        return {"url": url, "content_type": stored_type, "inline": stored_type.startswith("image/")}
     return {"url": media_url, "content_type": content_type, "inline": False}
 
 
-def _bot_outcome_view(outcome):
+def _bot_outcome_view(outcome: Mapping[str, Any] | None) -> JSONObject | None:
     if not outcome:
         return None
     key = outcome.get("outcome")
-    return {"key": key, "label": BOT_OUTCOMES.get(key, f"Bot: {outcome.get('outcome')}"),
+    return {"key": key, "label": BOT_OUTCOMES.get(key or "", f"Bot: {outcome.get('outcome')}"),
             "detail": outcome.get("detail")}
 
 
-def message_view(services, row, contact_name):
+def message_view(services: Services, row: Row, contact_name: str) -> JSONObject:
     """A thread message shaped for the page: who wrote it, its delivery state and the bot's outcome."""
     author = row["author"] or ("contact" if row["direction"] == "inbound" else "api")
     if author == "contact":
@@ -132,14 +142,14 @@ def message_view(services, row, contact_name):
             "mail": row.get("mail") or None}
 
 
-async def _contact(services, account_id, contact_id):
+async def _contact(services: Services, account_id: str, contact_id: str) -> ContactRow:
     contact = await contact_store.get_contact(services.db, account_id, contact_id)
     if contact is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
     return contact
 
 
-async def get_thread(services, account_id, contact_id, *, before=None):
+async def get_thread(services: Services, account_id: str, contact_id: str, *, before: str | None = None) -> JSONObject:
     """The thread page: {contact, name, messages (oldest first), timeline (the messages with the team's notes
     of the same stretch of time), earlier (cursor for older ones), pause, newest_id}. Another account's
     contact is NotFound."""
@@ -160,12 +170,12 @@ async def get_thread(services, account_id, contact_id, *, before=None):
             "conversation": await store.get(services.db, account_id, contact_id, now_iso())}
 
 
-async def get_conversation(services, account_id, contact_id):
+async def get_conversation(services: Services, account_id: str, contact_id: str) -> ConversationRow | None:
     """The conversation row of the account's contact (None before its first message)."""
     return await store.get(services.db, account_id, contact_id, now_iso())
 
 
-async def _bot_state(services, account_id, contact_id):
+async def _bot_state(services: Services, account_id: str, contact_id: str) -> JSONObject:
     """{pause, bot_on}: the contact's pause, and whether the account's bot is on (the thread's banner says which
     is true: off for the account, paused for this contact, or answering)."""
     account = await account_store.get_account(services.db, account_id)
@@ -173,13 +183,13 @@ async def _bot_state(services, account_id, contact_id):
             "bot_on": bool(bot_settings.effective((account or {}).get("settings", {}).get("bot"))["active"])}
 
 
-async def get_bot_state(services, account_id, contact_id):
+async def get_bot_state(services: Services, account_id: str, contact_id: str) -> JSONObject:
     """{contact, pause, bot_on}: the thread's bot banner."""
     contact = await _contact(services, account_id, contact_id)
     return {"contact": contact, **await _bot_state(services, account_id, contact_id)}
 
 
-async def messages_after(services, account_id, contact_id, after):
+async def messages_after(services: Services, account_id: str, contact_id: str, after: str | None) -> list[JSONObject]:
     """The thread's messages newer than ``after`` (a live page appends them; empty: from the first), oldest
     first."""
     contact = await _contact(services, account_id, contact_id)
@@ -189,7 +199,7 @@ async def messages_after(services, account_id, contact_id, after):
     return [message_view(services, r, name) for r in rows[:THREAD_PAGE_SIZE]]
 
 
-async def get_message(services, account_id, contact_id, message_id):
+async def get_message(services: Services, account_id: str, contact_id: str, message_id: str) -> JSONObject:
     """One message of the thread (a live page replaces it after a status or bot change)."""
     contact = await _contact(services, account_id, contact_id)
     row = await message_store.get_thread_message(services.db, account_id, message_id)
@@ -198,14 +208,15 @@ async def get_message(services, account_id, contact_id, message_id):
     return message_view(services, row, display_name(contact))
 
 
-async def mark_read(services, account_id, contact_id, through_message_id):
+async def mark_read(services: Services, account_id: str, contact_id: str, through_message_id: str | None) -> None:
     """The thread was read up to this message: its unread count goes to 0 (unless a newer one arrived)."""
     await _contact(services, account_id, contact_id)
     if through_message_id:
         await store.mark_read(services.db, account_id, contact_id, through_message_id)
 
 
-async def reply(services, account_id, user, contact_id, body):
+async def reply(services: Services, account_id: str, user: Mapping[str, Any], contact_id: str,
+                body: str) -> JSONObject:
     """A reply typed in the thread: an outbound message through the outbox to the Custom Channel Webhook,
     written by this user (the bot branch pauses the bot for the contact in the same transaction)."""
     await _contact(services, account_id, contact_id)
@@ -213,12 +224,12 @@ async def reply(services, account_id, user, contact_id, body):
                                       author_user_id=user["id"])
 
 
-async def retry(services, account_id, message_id):
+async def retry(services: Services, account_id: str, message_id: str) -> JSONObject:
     """Send a Failed message again now (the thread's Retry, POST /v1/messages/{id}/retry)."""
     return await services.delivery.retry_now(account_id, message_id)
 
 
-async def resume_bot(services, account_id, contact_id):
+async def resume_bot(services: Services, account_id: str, contact_id: str) -> bool:
     """The thread's "Resume bot": end the contact's pause. True when there was one."""
     await _contact(services, account_id, contact_id)
     return await bot.resume(services, account_id, contact_id)

@@ -22,18 +22,27 @@ when pushing to many pages takes more than ``fan_out_share`` of the loop), so un
 many events in one frame per page. A page's unsent frames are bounded
 (``max_pending_bytes``): a browser that does not keep up is told to reload rather than buffered for ever.
 """
+from __future__ import annotations
+
 import asyncio
 import itertools
 import json
 import logging
 import time
 import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from common.ids import iso, utcnow
 from services.users import allows
 from storage import conversations as conversation_store
 from storage import events as store
 from storage import sessions as session_store
+from storage.interface import Store
+
+if TYPE_CHECKING:
+    from tornado.ioloop import PeriodicCallback
 
 log = logging.getLogger("parley.live")
 
@@ -62,12 +71,16 @@ COUNTED = frozenset({store.MESSAGE_CREATED, store.MESSAGES_CREATED, store.CONVER
                      store.CONVERSATION_ERASED, "conversation.handoff"})
 
 
-def may_see(role, row):
+# An event row as storage/events.py reads it: (id, account_id, type, data JSON text, created_at, seq).
+EventRow = Sequence[Any]
+
+
+def may_see(role: str, row: EventRow) -> bool:
     """Whether a page of a user with ``role`` receives the event row (its type is row[2])."""
     return row[2] not in STREAM_ONLY and allows(role, EVENT_PAGE_ROLES.get(row[2], "agent"))
 
 
-def event_json(row):
+def event_json(row: EventRow) -> str:
     """One event row (id, account_id, type, data JSON text, created_at, seq) as the JSON text pages receive:
     its id there is the account's own number (seq), which says nothing of other accounts' events; the stored
     data is spliced in as it is."""
@@ -81,36 +94,42 @@ class Frame:
     7692 §7.2.1): one compression per round rather than one per page."""
     __slots__ = ("data", "_deflated")
 
-    def __init__(self, data):
+    def __init__(self, data: bytes) -> None:
         self.data = data
-        self._deflated = None
+        self._deflated: bytes | None = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.data)
 
     @property
-    def deflated(self):
+    def deflated(self) -> bytes:
         if self._deflated is None:
             compressor = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
             self._deflated = (compressor.compress(self.data) + compressor.flush(zlib.Z_SYNC_FLUSH))[:-4]
         return self._deflated
 
 
-def events_frame(texts):
+def events_frame(texts: Iterable[str]) -> Frame:
     return Frame(('{"type":"events","events":[' + ",".join(texts) + "]}").encode())
 
 
-def reload_frame(reason):
+def reload_frame(reason: str) -> Frame:
     return Frame(json.dumps({"type": "reload", "reason": reason}).encode())
 
 
-def counts_frame(counts):
+def counts_frame(counts: Mapping[str, int]) -> Frame:
     """counts: {"needsPerson", "unread"} (storage/conversations.py nav_counts)."""
     return Frame(json.dumps({"type": "counts", **counts}, separators=(",", ":")).encode())
 
 
 _READY = Frame(b'{"type":"ready"}')
 _opened = itertools.count()
+
+
+class Transport(Protocol):
+    """A page's socket as the hub uses it (handlers/live.py's _Transport)."""
+    def write(self, frame: Frame) -> asyncio.Future[Any]: ...  # done once the frame left our buffer
+    def close(self, code: int, reason: str) -> None: ...
 
 
 class Subscriber:
@@ -122,20 +141,21 @@ class Subscriber:
     the agency user's own session of a page that views a sub-account (session is then the view-as one).
     counts_only: the page shows no live events, only the navigation's counts."""
 
-    def __init__(self, hub, account_id, user_id, transport, session=None, role="owner", user_role=None,
-                 parent_session=None, counts_only=False):
+    def __init__(self, hub: Hub, account_id: str, user_id: str, transport: Transport, session: str | None = None,
+                 role: str = "owner", user_role: str | None = None, parent_session: str | None = None,
+                 counts_only: bool = False) -> None:
         self.hub, self.account_id, self.user_id, self.transport = hub, account_id, user_id, transport
         self.session, self.parent_session = session, parent_session
         self.role = role
         self.user_role = user_role or role
         self.counts_only = counts_only
-        self.label = None  # who the page's user is, for presence (services/presence.py): their name, else email
+        self.label: str | None = None  # who the page's user is, for presence (services/presence.py): name or email
         self.opened = next(_opened)  # the order pages joined in: the oldest close first beyond the limits
         self.last_sent = 0
         self.pending_bytes = 0
         self.closed = False
 
-    def send(self, frame):
+    def send(self, frame: Frame) -> None:
         """Queue a frame; a page whose unsent frames would pass the hub's bound is told to reload instead."""
         if self.closed:
             return
@@ -144,7 +164,7 @@ class Subscriber:
             return
         self._write(frame)
 
-    def _write(self, frame):
+    def _write(self, frame: Frame) -> None:
         try:
             future = self.transport.write(frame)
         except Exception:  # the connection closed under us
@@ -154,20 +174,20 @@ class Subscriber:
         size = len(frame)
         self.pending_bytes += size
 
-        def flushed(done):
+        def flushed(done: asyncio.Future[Any]) -> None:
             self.pending_bytes -= size
             if not done.cancelled():
                 done.exception()  # retrieved: a write cut short by a closed connection is not an error here
         future.add_done_callback(flushed)
 
-    def reload(self, reason):
+    def reload(self, reason: str) -> None:
         """Tell the page to load again, and close."""
         if self.closed:
             return
         self._write(reload_frame(reason))
         self.close(CLOSE_RELOAD, "reload")
 
-    def close(self, code, reason):
+    def close(self, code: int, reason: str) -> None:
         if not self.closed:
             self.closed = True
             try:
@@ -179,16 +199,16 @@ class Subscriber:
 
 class _Waiter(asyncio.Event):
     """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event)."""
-    mention = None
+    mention: str | None = None
 
 
 class Hub:
     """Fans committed events out to the subscribers of their account. notify() is the database's commit
     listener; start()/stop() run it as one of the server's background tasks."""
 
-    def __init__(self, db, *, min_interval=0.02, fan_out_share=0.25, round_limit=2000, catch_up_limit=1000,
-                 max_pending_bytes=512 * 1024, poll_seconds=2.0, session_check_seconds=60.0, max_per_session=8,
-                 max_per_account=50):
+    def __init__(self, db: Store, *, min_interval: float = 0.02, fan_out_share: float = 0.25, round_limit: int = 2000,
+                 catch_up_limit: int = 1000, max_pending_bytes: int = 512 * 1024, poll_seconds: float = 2.0,
+                 session_check_seconds: float = 60.0, max_per_session: int = 8, max_per_account: int = 50) -> None:
         self.db = db
         self.max_per_session = max_per_session    # pages live at once per UI session; more close the oldest
         self.max_per_account = max_per_account    # and per account, across its sessions
@@ -199,32 +219,34 @@ class Hub:
         self.max_pending_bytes = max_pending_bytes
         self.poll_seconds = poll_seconds          # backstop for events committed by another process
         self.session_check_seconds = session_check_seconds  # backstop for sessions ended elsewhere
-        self.position = None                      # the newest event id read; None while nobody listens
+        # the newest event read (an id on SQLite, a snapshot on PostgreSQL: storage/events.py); None while nobody
+        # listens
+        self.position: int | str | None = None
         self.rounds = 0
-        self._subscribers = {}                    # account id -> set of Subscriber
-        self._waiters = {}                        # account id -> set of asyncio.Event: long-polls (GET /v1/events)
+        self._subscribers: dict[str, set[Subscriber]] = {}  # account id -> its pages
+        self._waiters: dict[str, set[_Waiter]] = {}  # account id -> long-polls (GET /v1/events)
         self.stopping = False                     # the server is shutting down: long-polls answer at once
         self._lock = asyncio.Lock()               # a round and a subscription's catch-up never interleave
         self._wanted = False
-        self._task = None
+        self._task: asyncio.Task[None] | None = None
         self._last_round = 0.0
         self._push_seconds = 0.0                  # the event loop's CPU time the last round's pushing took
-        self._poller = None
-        self._session_checker = None
+        self._poller: PeriodicCallback | None = None
+        self._session_checker: PeriodicCallback | None = None
         from services.presence import Presence  # it builds its frames with this module's Frame
         self.presence = Presence()               # who views which thread, told to the others there
 
-    def connected_users(self):
+    def connected_users(self) -> set[str]:
         """The ids of the users with a live page open on this process (automatic assignment's presence)."""
         return {s.user_id for group in self._subscribers.values() for s in group if not s.closed}
 
     @property
-    def subscriber_count(self):
+    def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())
 
     # ---- life cycle -------------------------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> None:
         from tornado.ioloop import PeriodicCallback
         self.stopping = False
         if self._poller is None:
@@ -234,7 +256,7 @@ class Hub:
             self._session_checker = PeriodicCallback(self.check_sessions, self.session_check_seconds * 1000)
             self._session_checker.start()
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Close every page's socket as "going away": their scripts reconnect and resume after a restart; wake
         every long-poll, which answers what it has."""
         self.stopping = True
@@ -253,14 +275,17 @@ class Hub:
 
     # ---- subscriptions ----------------------------------------------------------------------------
 
-    async def subscribe(self, account_id, user_id, after, transport, session=None, **page):
+    async def subscribe(self, account_id: str, user_id: str, after: int, transport: Transport,
+                        session: str | None = None, *, role: str = "owner", user_role: str | None = None,
+                        parent_session: str | None = None, counts_only: bool = False) -> Subscriber | None:
         """A page of the account that has seen events up to ``after`` (its render's position) opens: replay
         what it missed (that its role may see), then keep it live; then the navigation's counts as they are
-        now. page: Subscriber's role, user_role, parent_session, counts_only (no replay then, and after is
-        ignored). Returns the Subscriber, or None when the page was told to reload."""
-        subscriber = Subscriber(self, account_id, user_id, transport, session, **page)
+        now. role, user_role, parent_session, counts_only: the Subscriber's (counts_only: no replay, and after
+        is ignored). Returns the Subscriber, or None when the page was told to reload."""
+        subscriber = Subscriber(self, account_id, user_id, transport, session, role=role, user_role=user_role,
+                                parent_session=parent_session, counts_only=counts_only)
         async with self._lock:  # no round runs while the replay is read and the page joins
-            if not self._listening:
+            if not self._listening or self.position is None:  # (the position is kept while anyone listens)
                 self.position = await store.position(self.db)
             if subscriber.counts_only:
                 return await self._join(subscriber, session)
@@ -278,7 +303,7 @@ class Hub:
             subscriber.last_sent = max(after, seq_at_position)
             return await self._join(subscriber, session)
 
-    async def _join(self, subscriber, session):
+    async def _join(self, subscriber: Subscriber, session: str | None) -> Subscriber | None:
         """The page is up to date with the events: ready, the counts (read after the events, so they count
         at least those), and live from here on. Called with the lock held."""
         subscriber.send(_READY)
@@ -292,7 +317,7 @@ class Hub:
             self.notify()
         return subscriber
 
-    def _close_beyond_limits(self, account_id, session):
+    def _close_beyond_limits(self, account_id: str, session: str | None) -> None:
         """A page just joined: close the oldest pages of its session, then of its account, beyond the limits.
         Pages that show only the counts go first: a person with many tabs open keeps the inbox live."""
         group = self._subscribers.get(account_id, set())
@@ -305,11 +330,11 @@ class Hub:
             old.close(CLOSE_REPLACED, "too many live pages for this account")
 
     @property
-    def _listening(self):
+    def _listening(self) -> bool:
         """Whether rounds run (pages or long-polls wait): the position is then current."""
         return bool(self._subscribers or self._waiters)
 
-    async def watch(self, account_id, mention=None):
+    async def watch(self, account_id: str, mention: str | None = None) -> asyncio.Event:
         """A long-poll of the account starts waiting: returns an asyncio.Event set when a round reads an event
         of the account committed after this call (with mention, only an event whose data's JSON text contains
         it: a chat visitor waits for its own contact's, not for every message of the account), or the hub
@@ -325,14 +350,14 @@ class Hub:
             woken.set()
         return woken
 
-    def unwatch(self, account_id, woken):
+    def unwatch(self, account_id: str, woken: asyncio.Event) -> None:
         group = self._waiters.get(account_id)
         if group is not None:
             group.discard(woken)
             if not group:
                 del self._waiters[account_id]
 
-    def unsubscribe(self, subscriber):
+    def unsubscribe(self, subscriber: Subscriber) -> None:
         self.presence.leave(subscriber)
         group = self._subscribers.get(subscriber.account_id)
         if group is not None:
@@ -340,7 +365,8 @@ class Hub:
             if not group:
                 del self._subscribers[subscriber.account_id]
 
-    def disconnect(self, account_id, *, session=None, keep_session=None, user=None):
+    def disconnect(self, account_id: str | None, *, session: str | None = None, keep_session: str | None = None,
+                   user: str | None = None) -> None:
         """Close the account's pages (account_id None: every account's) whose UI session was ended here: the
         one ``session`` (sign-out; the sub-accounts viewed from it too), or every one but ``keep_session`` (a
         new API key or password ends the account's other sessions); with ``user``, only that user's pages (a
@@ -353,7 +379,7 @@ class Hub:
                     and subscriber.session != keep_session and (user is None or subscriber.user_id == user)):
                 subscriber.close(CLOSE_SIGNED_OUT, "signed out")
 
-    async def check_sessions(self, now=None):
+    async def check_sessions(self, now: datetime | None = None) -> int:
         """Close the pages whose session is no longer live (ended by another process, or expired) or whose
         user's role changed (their events are chosen by it). Returns how many were closed."""
         subscribers = [s for group in self._subscribers.values() for s in group]
@@ -368,7 +394,7 @@ class Hub:
 
     # ---- fan-out ----------------------------------------------------------------------------------
 
-    def notify(self):
+    def notify(self) -> None:
         """Something committed (or the backstop poll): run a round soon. Cheap when nobody listens."""
         # Kept while nobody listens: a page that is joining (its ready frame sent, not yet among the subscribers)
         # runs the round once it joins, or what committed meanwhile would wait for the backstop poll.
@@ -378,7 +404,7 @@ class Hub:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def _run(self):
+    async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             while self._wanted and self._listening:
@@ -399,11 +425,11 @@ class Hub:
         finally:
             self._task = None
 
-    async def _round(self):
+    async def _round(self) -> bool:
         """Read every event after our position in one query and push each account's to its subscribers.
         True when the read was full (another round follows at once)."""
         async with self._lock:
-            if not self._listening:
+            if not self._listening or self.position is None:  # (the position is kept while anyone listens)
                 return False
             rows, self.position = await store.read_after(self.db, self.position, self.round_limit)
             if not rows:
@@ -415,7 +441,7 @@ class Hub:
                         woken.set()
             self.rounds += 1
             started = time.thread_time()  # the loop's CPU time: time the OS gave to others does not count
-            by_account = {}
+            by_account: dict[str, list[EventRow]] = {}
             for row in rows:
                 if row[1] in self._subscribers:
                     by_account.setdefault(row[1], []).append(row)
@@ -435,11 +461,11 @@ class Hub:
             return len(rows) == self.round_limit
 
     @staticmethod
-    def _push(rows, last, subscribers):
+    def _push(rows: Sequence[EventRow], last: int, subscribers: Iterable[Subscriber]) -> None:
         """One frame for every subscriber that lacks all of rows (the usual case); a subscriber that saw some
         of them already (it joined with a newer position) gets only the rest. rows: what these subscribers'
         role may see of the account's events up to number ``last`` (they are then up to date through it)."""
-        shared = None
+        shared: Frame | None = None
         for subscriber in subscribers:
             if subscriber.last_sent >= last:
                 continue

@@ -1,5 +1,7 @@
 """Custom-channel media: data URIs decoded and sniffed against their declared type, stored
 content-addressed in data/media/, served by signed expiring URLs; http(s) URLs kept as given."""
+from __future__ import annotations
+
 import asyncio
 import base64
 import binascii
@@ -12,13 +14,19 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, cast
+from urllib.parse import SplitResult, quote, urlsplit
 
 import puremagic
 from puremagic.main import magic_footer_array, magic_header_array, multi_part_dict
 
 from common.errors import Invalid, PayloadTooLarge
 from common.validation import no_control_characters
+
+if TYPE_CHECKING:
+    from services.context import JSONObject, Services
+    from services.secretbox import SecretBox
+    from settings import Settings
 
 STORED_PREFIX = "media:"  # messages.media_url of a stored file: "media:<sha256>"
 _MIME = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
@@ -61,11 +69,11 @@ _TEXTUAL = {"application/json", "application/xml", "application/javascript", "ap
 _CONFIDENCE_SPAN = 0.3
 
 
-def media_dir(settings):
+def media_dir(settings: Settings) -> Path:
     return Path(settings.data_dir) / "media"
 
 
-def normalize_content_type(raw, field="customData.mediaContentType"):
+def normalize_content_type(raw: str | None, field: str = "customData.mediaContentType") -> tuple[str, str | None]:
     """"Image/PNG; charset=x" -> ("image/png", "x" or None); Invalid when it is not a MIME type."""
     base, _, params = (raw or "").partition(";")
     base = base.strip().lower()
@@ -79,19 +87,19 @@ def normalize_content_type(raw, field="customData.mediaContentType"):
     return base, charset
 
 
-def _same_type(declared, sniffed, sniffed_ext, declared_exts):
+def _same_type(declared: str, sniffed: str, sniffed_ext: str, declared_exts: set[str]) -> bool:
     if sniffed == declared or (sniffed_ext and sniffed_ext in declared_exts):
         return True
     group = _GROUP_OF.get(declared)
     return group is not None and _GROUP_OF.get(sniffed) == group
 
 
-def _is_textual(content_type):
+def _is_textual(content_type: str) -> bool:
     return (content_type.startswith("text/") or content_type in _TEXTUAL
             or content_type.endswith("+json") or content_type.endswith("+xml"))
 
 
-def _looks_like_text(data, charset):
+def _looks_like_text(data: bytes, charset: str | None) -> bool:
     sample = data[:65536]
     if b"\x00" in sample:
         return False
@@ -103,7 +111,7 @@ def _looks_like_text(data, charset):
     return True
 
 
-def sniff(data):
+def sniff(data: bytes) -> list[tuple[str, str]]:
     """puremagic's plausible candidates for these bytes: [(mime_type, extension)], best first."""
     try:
         found = puremagic.magic_string(data)
@@ -116,7 +124,7 @@ def sniff(data):
             if m.confidence >= best - _CONFIDENCE_SPAN]
 
 
-def check_content(declared, charset, data, field="customData.mediaContentType"):
+def check_content(declared: str, charset: str | None, data: bytes, field: str = "customData.mediaContentType") -> None:
     """Invalid unless the bytes are plausibly of the declared type (docs/api.md#custom-channel: the type "must match the
     real file content"). PNG bytes labelled application/pdf fail; text types need text."""
     if declared == "application/octet-stream":
@@ -136,14 +144,14 @@ def check_content(declared, charset, data, field="customData.mediaContentType"):
     raise Invalid(f"{field} is {declared} but the file does not match: {found}")
 
 
-def _label(candidates):
+def _label(candidates: list[tuple[str, str]]) -> str:
     for mime, _ext in candidates:
         if mime:
             return mime
     return candidates[0][1] or "another type"
 
 
-def decode_data_uri(uri, max_bytes, field="customData.mediaUrl"):
+def decode_data_uri(uri: str, max_bytes: int, field: str = "customData.mediaUrl") -> tuple[str, str | None, bytes]:
     """data:<type>[;params];base64,<data> -> (type, charset, bytes). Strict base64 (whitespace such as
     line breaks is allowed); PayloadTooLarge above max_bytes decoded. CPU-heavy: run in an executor."""
     header, comma, payload = uri.partition(",")
@@ -159,10 +167,11 @@ def decode_data_uri(uri, max_bytes, field="customData.mediaUrl"):
     return uri_type, charset, data
 
 
-def _b64decode_stepwise(text, max_bytes, field):
+def _b64decode_stepwise(text: str, max_bytes: int, field: str) -> bytes:
     """Strict base64 (whitespace such as MIME line breaks ignored) decoded in _DECODE_STEP pieces;
     PayloadTooLarge as soon as the output passes max_bytes."""
-    pieces, size, carry, padded = [], 0, b"", False
+    pieces: list[bytes] = []
+    size, carry, padded = 0, b"", False
     try:
         for start in range(0, len(text), _DECODE_STEP):
             chunk = carry + text[start:start + _DECODE_STEP].encode("ascii", errors="replace").translate(
@@ -186,7 +195,7 @@ def _b64decode_stepwise(text, max_bytes, field):
     return b"".join(pieces)
 
 
-def store_bytes(directory, data):
+def store_bytes(directory: Path, data: bytes) -> str:
     """Write data as directory/<sha256> (atomic rename; the same bytes are stored once); returns the
     hex digest. Blocking: run in an executor."""
     digest = hashlib.sha256(data).hexdigest()
@@ -216,7 +225,7 @@ def store_bytes(directory, data):
     return digest
 
 
-def _accept_data_uri(uri, declared, charset, max_bytes, directory):
+def _accept_data_uri(uri: str, declared: str, charset: str | None, max_bytes: int, directory: Path) -> str:
     uri_type, uri_charset, data = decode_data_uri(uri, max_bytes)
     if _GROUP_OF.get(uri_type, uri_type) != _GROUP_OF.get(declared, declared):
         raise Invalid(f"customData.mediaUrl is a data URI of type {uri_type}, but "
@@ -225,14 +234,14 @@ def _accept_data_uri(uri, declared, charset, max_bytes, directory):
     return store_bytes(directory, data)
 
 
-def _accept_bytes(data, declared, charset, max_bytes, directory, field):
+def _accept_bytes(data: bytes, declared: str, charset: str | None, max_bytes: int, directory: Path, field: str) -> str:
     if len(data) > max_bytes:
         raise PayloadTooLarge(f"{field} is larger than the limit of {max_bytes} bytes")
     check_content(declared, charset, data, field=field)
     return store_bytes(directory, data)
 
 
-async def accept_bytes(settings, data, content_type, field):
+async def accept_bytes(settings: Settings, data: bytes, content_type: str, field: str) -> tuple[str, str]:
     """A file that arrived as bytes (an email's attachment) checked and stored as a data URI's would be: the same
     size limit and content sniffing, off the event loop. Returns (stored url, content type); Invalid or
     PayloadTooLarge naming field."""
@@ -242,7 +251,8 @@ async def accept_bytes(settings, data, content_type, field):
     return STORED_PREFIX + digest, declared
 
 
-async def accept_media(settings, media_url, media_content_type):
+async def accept_media(settings: Settings, media_url: str | None,
+                       media_content_type: str | None) -> tuple[str | None, str | None]:
     """Validate an incoming (mediaUrl, mediaContentType) pair; returns (stored url, content type) or
     (None, None) without media. Data URIs are decoded, checked and stored off the event loop."""
     if media_url is None or not media_url.strip():
@@ -255,6 +265,7 @@ async def accept_media(settings, media_url, media_content_type):
         digest = await asyncio.get_running_loop().run_in_executor(
             None, _accept_data_uri, media_url, declared, charset, settings.max_media_bytes, media_dir(settings))
         return STORED_PREFIX + digest, declared
+    parts: SplitResult | None
     try:
         parts = urlsplit(media_url)
         parts.port  # noqa: B018 (raises ValueError for a port out of range)
@@ -273,36 +284,38 @@ async def accept_media(settings, media_url, media_content_type):
 
 # ---- signed URLs ---------------------------------------------------------------------------
 
-def _signature(key, digest, content_type, expires):
+def _signature(key: bytes, digest: str, content_type: str, expires: int) -> str:
     mac = hmac.new(key, f"{digest}\n{content_type}\n{expires}".encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
-def signing_key(box):
+def signing_key(box: SecretBox) -> bytes:
     return bytes.fromhex(box.derive("media-urls"))
 
 
-def signed_path(key, digest, content_type, ttl_seconds, now=None):
+def signed_path(key: bytes, digest: str, content_type: str, ttl_seconds: float, now: float | None = None) -> str:
     expires = int((now if now is not None else time.time()) + ttl_seconds)
     return (f"/v1/media/{digest}?type={quote(content_type, safe='')}&exp={expires}"
             f"&sig={_signature(key, digest, content_type, expires)}")
 
 
-def verify(key, digest, content_type, expires, signature, now=None):
+def verify(key: bytes, digest: str | None, content_type: str | None, expires: str | int | None, signature: str | None,
+           now: float | None = None) -> bool:
     """True when the signature is ours for exactly this file and type and has not expired."""
-    if not _SHA256.match(digest or "") or not content_type or not signature:
+    if not digest or not _SHA256.match(digest) or not content_type or not signature or expires is None:
         return False
     try:
-        expires = int(expires)
+        until = int(expires)
     except (TypeError, ValueError):
         return False
-    if expires < (now if now is not None else time.time()):
+    if until < (now if now is not None else time.time()):
         return False
     # As bytes: compare_digest refuses str with non-ASCII characters (a forged ?sig= may carry any).
-    return hmac.compare_digest(_signature(key, digest, content_type, expires).encode(), signature.encode())
+    return hmac.compare_digest(_signature(key, digest, content_type, until).encode(), signature.encode())
 
 
-def public_media(services, media_url, content_type, now=None):
+def public_media(services: Services, media_url: str | None, content_type: str | None,
+                 now: float | None = None) -> JSONObject | None:
     """The media of a message as the API and webhooks show it: {url, contentType} or None. Stored files
     get a signed URL valid for settings.media_url_ttl_seconds."""
     if not media_url:
@@ -310,6 +323,7 @@ def public_media(services, media_url, content_type, now=None):
     url = media_url
     if media_url.startswith(STORED_PREFIX):
         settings = services.settings
+        # a stored file's content type is stored with it (accept_media)
         url = settings.base_url + signed_path(signing_key(services.box), media_url[len(STORED_PREFIX):],
-                                              content_type, settings.media_url_ttl_seconds, now)
+                                              cast(str, content_type), settings.media_url_ttl_seconds, now)
     return {"url": url, "contentType": content_type}

@@ -1,12 +1,18 @@
 """Custom-channel messaging: inbound messages (exactly once per messageSid), the fromId -> contact
 mapping, outbound messages queued for delivery in the same transaction, and reading messages back."""
+from __future__ import annotations
+
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any, NotRequired, TypedDict, cast
 
 from services import agent_mail, assignment, bot_context, idempotency, mail_out, media, opt_out, sla, visitor_mail
+from services.business_hours import Schedule
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
+from services.context import JSONObject, Services
 from services.lists import decode_cursor, encode_cursor
 from common import errors
 from common.errors import Invalid, NotFound
@@ -21,6 +27,8 @@ from storage import messages as store
 from storage import outbox
 from storage import sla as sla_store
 from storage.db import Conflict, StoredResultLost
+from storage.interface import Connection
+from storage.rows import ContactRow
 
 log = logging.getLogger("parley.messaging")
 
@@ -39,15 +47,31 @@ CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
 WEB_CHANNEL = "web"  # the website chat widget's (services/widget.py): its replies are stored, not POSTed
 
 
-_UNREAD = object()  # _resolve_contact_in_tx: the caller has not read the fromId's contact
+_UNREAD: Any = object()  # _resolve_contact_in_tx: the caller has not read the fromId's contact
+# A message as a write makes it: the messages row's columns (storage/rows.py MessageRow) and what the write adds
+# for its caller (contact_id, opt_out_keyword, bot_wanted, status_at ...).
+Message = dict[str, Any]
+# An in_tx hook of send_reply: (fn, kwargs), run as fn(cx, message, **kwargs) in the reply's transaction.
+InTx = tuple[Callable[..., Any], Mapping[str, Any]]
 
 
-def _blank_to_none(value):
+class Identity(TypedDict):
+    """_identity's: what the contact resolution needs, normalized before the transaction."""
+    account_id: str
+    from_id: str
+    from_phone: str | None
+    from_email: str | None
+    values: dict[str, str | None]  # first_name, last_name, email
+    thread_contact_id: NotRequired[str]  # an email's verified reference to a contact (services/mail_in.py)
+
+
+def _blank_to_none(value: str | None) -> str | None:
     value = value.strip() if isinstance(value, str) else value
     return value or None
 
 
-def _identity(account_id, from_id, first_name, last_name, email):
+def _identity(account_id: str, from_id: str, first_name: str | None, last_name: str | None,
+              email: str | None) -> Identity:
     """What the contact resolution needs, normalized outside the transaction (phonenumbers and
     email-validator are CPU work the single writer should not do)."""
     email = _blank_to_none(email)
@@ -57,7 +81,7 @@ def _identity(account_id, from_id, first_name, last_name, email):
                        "email": normalize_email(email, field="customData.email") if email else None}}
 
 
-def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
+def _resolve_contact_in_tx(cx: Connection, identity: Identity, mapped: str | None = _UNREAD) -> tuple[str, bool]:
     """Spec §2 rule 3 / docs/design.md#api-decisions: a fromId maps to one contact for ever. On first sight a fromId that
     is the E.164 phone or the email of an existing contact links to it; otherwise a new contact is made
     (a changed fromId gives a new contact, so customData.email alone never links). Later messages only
@@ -71,44 +95,53 @@ def _resolve_contact_in_tx(cx, identity, mapped=_UNREAD):
         contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
     if contact_id is not None:
         if any(values.values()):  # most messages carry no names or email: nothing to fill, no read
-            contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+            # the identity's contact: it exists (contact_identities.contact_id is a foreign key)
+            contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
             contact_store.fill_blanks_in_tx(cx, contact, values)
         return contact_id, False
     linked = None
     if identity.get("thread_contact_id"):  # an email's verified reference: a new address of that contact
         linked = contact_store.get_contact.sync(cx, account_id, identity["thread_contact_id"])
-    if linked is None and (identity["from_phone"] or identity["from_email"]):
-        column = "phone" if identity["from_phone"] else "email"
-        contact_store.lock_in_tx(cx, account_id, column, identity[f"from_{column}"])
+    if linked is None:
+        if identity["from_phone"]:
+            contact_store.lock_in_tx(cx, account_id, "phone", identity["from_phone"])
+        elif identity["from_email"]:
+            contact_store.lock_in_tx(cx, account_id, "email", identity["from_email"])
     if linked is not None:
         pass
     elif identity["from_phone"]:
         linked = contact_store.find_by_phone.sync(cx, account_id, identity["from_phone"])
     elif identity["from_email"]:
         linked = contact_store.find_by_email.sync(cx, account_id, identity["from_email"])
+    resolved: str
     if linked is not None:
         contact_store.fill_blanks_in_tx(cx, linked, values)
-        contact_id = linked["id"]
+        resolved = linked["id"]
     else:
-        row = {"id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
-               "first_name": values["first_name"], "last_name": values["last_name"],
-               "phone": identity["from_phone"], "email": values["email"] or identity["from_email"]}
+        row: Mapping[str, Any] = {
+            "id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
+            "first_name": values["first_name"], "last_name": values["last_name"],
+            "phone": identity["from_phone"], "email": values["email"] or identity["from_email"]}
         if row["email"] and row["email"] != identity["from_email"]:
             # customData.email never links (above), and an email names one contact: another's stays theirs
             row = contact_store.without_taken_email_in_tx(cx, row, refuse=False)
         contact_store.insert_contact_in_tx(cx, row)
         contact_store.emit_created_in_tx(cx, row)
-        contact_id = row["id"]
-    store.insert_identity_in_tx(cx, account_id, from_id, contact_id)
-    return contact_id, linked is None
+        resolved = row["id"]
+    store.insert_identity_in_tx(cx, account_id, from_id, resolved)
+    return resolved, linked is None
 
 
 # ---- inbound ---------------------------------------------------------------------------------
 
-async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, body, status=None,
-                          channel=None, campaign_id=None, first_name=None, last_name=None, email=None,
-                          media_url=None, media_content_type=None, message_type=None, auto_submitted=False,
-                          mail=None, stored_media=None, thread_contact_id=None):
+async def receive_inbound(services: Services, account_id: str, *, message_sid: str, from_id: str, to_id: str | None,
+                          body: str, status: str | None = None, channel: str | None = None,
+                          campaign_id: str | None = None, first_name: str | None = None, last_name: str | None = None,
+                          email: str | None = None, media_url: str | None = None,
+                          media_content_type: str | None = None, message_type: str | None = None,
+                          auto_submitted: bool = False, mail: Mapping[str, Any] | None = None,
+                          stored_media: tuple[str | None, str | None] | None = None,
+                          thread_contact_id: str | None = None) -> tuple[Message, bool]:
     """Spec §4.4. Returns (message, created). A messageSid seen before returns the first message and
     changes nothing (created False), also when the repeats arrive concurrently. auto_submitted: the message is
     an automatic reply (an out-of-office): it starts no SLA wait and gets no outside-hours message, nor a bot answer.
@@ -171,7 +204,7 @@ async def receive_inbound(services, account_id, *, message_sid, from_id, to_id, 
     return message, True
 
 
-def _true_repeat(stored, from_id, body, channel):
+def _true_repeat(stored: Message, from_id: str, body: str, channel: str | None) -> Message:
     """The stored message when a repeated messageSid is the same message sent again (a retry: same fromId,
     body and channel); Conflict naming it otherwise: two channels' ids that collide, or an edited message,
     would otherwise be answered 200 and never stored (docs/api.md#custom-channel)."""
@@ -186,7 +219,8 @@ def _true_repeat(stored, from_id, body, channel):
     return stored
 
 
-def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitted=False):
+def _record_inbound(cx: Connection, message: Message, identity: Identity, answers_since: str, now: str | None = None,
+                    auto_submitted: bool = False) -> tuple[Any, ...]:
     """In the writer: store an inbound message unless its messageSid was stored before. The single
     writer serializes this check-then-insert against every other write. A message without a campaignId
     from a contact with a campaign message since answers_since gets that campaign's; a text whose whole
@@ -205,7 +239,8 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
         store.inbound_context_in_tx(cx, account_id, message["external_id"], identity["from_id"], answers_since,
                                     may_be_keyword)
     if stored:
-        first = store.find_by_external_id_in_tx(cx, account_id, message["external_id"])
+        # inbound_context_in_tx found it in this transaction
+        first = cast(Message, store.find_by_external_id_in_tx(cx, account_id, message["external_id"]))
         return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False, None, False
     contact_id, contact_created = _resolve_contact_in_tx(cx, identity, mapped)
     campaign_id = message["campaign_id"]
@@ -224,10 +259,10 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     # queue: a conversation this message opens (new, or reopened) is assigned automatically when it is on: a new
     # contact's to the agent claimed now (the conversation's insert names them), a known contact's after its
     # upsert; or, nobody free or older ones waiting, waits in the queue (the upsert decides: no statement more).
-    assignment_setting = assignment.setting_of(assignment_setting)
-    queue = keyword is None and assignment_setting[0] in assignment.ON
+    setting = assignment.setting_of(assignment_setting)
+    queue = keyword is None and setting[0] in assignment.ON
     at = parse_iso(now or message["created_at"])
-    assignee = assignment.claim_for_new_in_tx(cx, account_id, assignment_setting, at) \
+    assignee = assignment.claim_for_new_in_tx(cx, account_id, setting, at) \
         if queue and contact_created else None
     # A new conversation: the contact's first message (a new contact's, or a known one's first from anywhere). The
     # read only for a fromId seen for the first time that linked to a contact: a new one has no conversation yet.
@@ -241,9 +276,9 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     if opens:
         agent_mail.queue_in_tx(cx, account_id, agent_mail.NEW_CONVERSATION, contact_id)
     if assignee is not None:
-        assignment.assigned_new_in_tx(cx, account_id, contact_id, assignment_setting, assignee)
+        assignment.assigned_new_in_tx(cx, account_id, contact_id, setting, assignee)
     elif queue and not contact_created:
-        waits = assignment.assign_reopened_in_tx(cx, account_id, contact_id, assignment_setting, at)
+        waits = assignment.assign_reopened_in_tx(cx, account_id, contact_id, setting, at)
     business = None
     if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
         due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
@@ -254,7 +289,8 @@ def _record_inbound(cx, message, identity, answers_since, now=None, auto_submitt
     return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, waits
 
 
-def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
+def _outside_hours_reply_in_tx(cx: Connection, message: Message, contact_id: str,
+                               notice: tuple[str, str, Schedule, datetime | None]) -> bool:
     """The outside-hours message (notice: its closed period, template, schedule and next opening) as a reply to
     the contact's message, through the one outbound path (author auto), unless the conversation got it in this
     closed period already or the account has no webhook to deliver it to. True when it was queued."""
@@ -263,16 +299,17 @@ def _outside_hours_reply_in_tx(cx, message, contact_id, notice):
     if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
         return False  # the common case while closed: one UPDATE that changes nothing, no read
     account = account_store.delivery_context_in_tx(cx, account_id)
-    if undeliverable(account["settings"], message["channel"]):
+    if account is None or undeliverable(account["settings"], message["channel"]):
         return False  # nowhere to deliver it: this closed period passes without one
-    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+    contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))  # the message's, stored
     queue_automatic_in_tx(cx, account_id, account, {
         "contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
         "to_id": message["from_id"], "channel": message["channel"]})
     return True
 
 
-def queue_automatic_in_tx(cx, account_id, account, reply):
+def queue_automatic_in_tx(cx: Connection, account_id: str, account: Mapping[str, Any],
+                          reply: Mapping[str, Any]) -> Message:
     """An automatic message (author auto: the outside-hours message, a CSAT ask) through the one outbound path, in
     the caller's transaction. account: delivery_context_in_tx's; reply: as _queue_outbound_in_tx takes them.
     Returns the message."""
@@ -282,7 +319,7 @@ def queue_automatic_in_tx(cx, account_id, account, reply):
     return message
 
 
-def _store_messages_in_tx(cx, messages, announce=True):
+def _store_messages_in_tx(cx: Connection, messages: list[Message], announce: bool = True) -> None:
     """Every message insert: the rows, their conversations (last activity, unread) and, unless announce is
     False (a campaign batch announces its messages with one messages.created event), message.created for the
     account's open pages, in the caller's transaction."""
@@ -293,14 +330,14 @@ def _store_messages_in_tx(cx, messages, announce=True):
             events.message_created_in_tx(cx, message)
 
 
-def wake_delivery(services):
+def wake_delivery(services: Services) -> None:
     """Tell the delivery worker (when this process runs one) that the outbox has a new row."""
     worker = getattr(services, "delivery", None)
     if worker is not None:
         worker.notify()
 
 
-def after_inbound(services, message):
+def after_inbound(services: Services, message: Message) -> None:
     """Once the 200 is sent: hand a new inbound message to the bot when its write found the bot active for
     it (services.bot, a BotRunner, answers off the request path with bounded concurrency). Reactions and
     opt-out or opt-in keywords never reach it."""
@@ -310,7 +347,7 @@ def after_inbound(services, message):
 
 # ---- outbound --------------------------------------------------------------------------------
 
-def undeliverable(settings, channel):
+def undeliverable(settings: Mapping[str, Any], channel: str | None) -> str | None:
     """Why a reply on this channel cannot be delivered with these settings (in words), or None: an email goes by
     the account's SMTP server, every other channel but the widget's to the Custom Channel Webhook URL."""
     if channel == mail_out.CHANNEL:
@@ -318,7 +355,7 @@ def undeliverable(settings, channel):
     return None if settings.get("customChannelWebhookUrl") else NO_WEBHOOK
 
 
-async def _require_webhook(services, account_id, channel=None):
+async def _require_webhook(services: Services, account_id: str, channel: str | None = None) -> None:
     """Invalid when the account has nowhere to deliver replies on this channel. Checked before media is stored;
     without media the outbound write checks it itself (no read before it)."""
     account = await account_store.get_account(services.db, account_id)
@@ -327,15 +364,20 @@ async def _require_webhook(services, account_id, channel=None):
         raise Invalid(reason)
 
 
-def _check_body(body, field):
+def _check_body(body: str | None, field: str) -> str:
+    """The body, when there is one that is not blank; Invalid naming the field otherwise."""
     if body is None:
         raise Invalid(f"{field} is required")
     if not body.strip():
         raise Invalid(f"{field} cannot be empty")
+    return body
 
 
-def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, content_type, shown_media, author,
-                          author_user_id=None, outbox_campaign_id=None, user_id=None, announce=True):
+def _queue_outbound_in_tx(cx: Connection, replies: Sequence[Mapping[str, Any]], *, account_id: str,
+                          campaign_id: str | None, media_url: str | None, content_type: str | None,
+                          shown_media: Mapping[str, Any] | None, author: str, author_user_id: str | None = None,
+                          outbox_campaign_id: str | None = None, user_id: str | None = None,
+                          announce: bool = True) -> list[Message]:
     """Store outbound messages as Pending and their deliveries in the outbox, in this one transaction: one
     message per reply, {contact (the contact's row), body, to_id, channel}; every other argument is common to
     them (and optionally message_type, default text, and delivered_body, the payload's body when it differs from the
@@ -361,14 +403,17 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
         user_id = account_id
     if user_id is None:
         account = account_store.delivery_context_in_tx(cx, account_id)
+        if account is None:  # (delivered_on is not empty here: user_id would be the account's)
+            raise Invalid(NO_WEBHOOK)
         for channel in delivered_on:
-            reason = NO_WEBHOOK if account is None else undeliverable(account["settings"], channel)
+            reason = undeliverable(account["settings"], channel)
             if reason:
                 raise Invalid(reason)
         # The payload's userId (docs/api.md#webhook-delivery): the account's owner, or the account itself when it has no user.
         settings, user_id = account["settings"], account["owner_user_id"] or account_id
     now = now_iso()  # one transaction, one time
-    messages, deliveries = [], []
+    messages: list[Message] = []
+    deliveries: list[dict[str, Any]] = []
     counts = Counter(reply["contact"]["id"] for reply in replies)
     sequences = contact_store.take_reply_sequences_in_tx(cx, account_id, counts)
     for reply, message_id in zip(replies, new_ids("msg", len(replies))):
@@ -410,7 +455,7 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     outbox.enqueue_many_in_tx(cx, deliveries)
     if author in bot_context.HUMAN_AUTHORS:
         if settings is None:
-            settings = account_store.get_settings_in_tx(cx, account_id)
+            settings = cast(dict[str, Any], account_store.get_settings_in_tx(cx, account_id))  # the writer's account
         for message in messages:
             bot_context.pause_after_human_reply_in_tx(cx, settings, account_id=account_id,
                                                       contact_id=message["contact_id"], campaign_id=campaign_id,
@@ -418,8 +463,9 @@ def _queue_outbound_in_tx(cx, replies, *, account_id, campaign_id, media_url, co
     return messages
 
 
-def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channel, campaign_key, campaign_id,
-                                  announce=False):
+def queue_campaign_messages_in_tx(cx: Connection, recipients: Sequence[tuple[Mapping[str, Any], str]], *,
+                                  account_id: str, user_id: str | None, channel: str | None, campaign_key: str,
+                                  campaign_id: str | None, announce: bool = False) -> list[Message]:
     """A campaign's messages to a batch of recipients, [(contact row, personalised body)], through the one
     outbound path: each to where its contact last wrote from, or, for a contact that never wrote on a custom
     channel, with toId null (the payload's contact carries its phone and email). Returns the messages, in the
@@ -427,7 +473,7 @@ def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channe
     the messages of its transaction (announce: each message gets its own message.created instead, for a
     draft's test message). campaign_id None: the messages move no campaign's counts (a test message)."""
     targets = store.reply_targets_in_tx(cx, account_id, [contact["id"] for contact, _ in recipients])
-    replies = []
+    replies: list[dict[str, Any]] = []
     for contact, body in recipients:
         to_id, last_channel = targets.get(contact["id"], (None, None))
         replies.append({"contact": contact, "body": body, "to_id": to_id, "channel": channel or last_channel})
@@ -436,12 +482,14 @@ def queue_campaign_messages_in_tx(cx, recipients, *, account_id, user_id, channe
                                  outbox_campaign_id=campaign_id, announce=announce)
 
 
-async def send_custom_channel_message(services, account_id, *, from_id, custom_channel, body,
-                                      campaign_id=None, first_name=None, last_name=None, email=None,
-                                      media_url=None, media_content_type=None):
+async def send_custom_channel_message(services: Services, account_id: str, *, from_id: str,
+                                      custom_channel: str | None, body: str | None, campaign_id: str | None = None,
+                                      first_name: str | None = None, last_name: str | None = None,
+                                      email: str | None = None, media_url: str | None = None,
+                                      media_content_type: str | None = None) -> JSONObject:
     """Spec §4.5: resolve or create the contact from fromId like inbound, store the outbound message and
     queue its delivery. Returns {"messageId", "contactId"}."""
-    _check_body(body, "customData.body")
+    body = _check_body(body, "customData.body")
     identity = _identity(account_id, from_id, first_name, last_name, email)
     if media_url:
         await _require_webhook(services, account_id)
@@ -456,7 +504,8 @@ async def send_custom_channel_message(services, account_id, *, from_id, custom_c
     return {"messageId": message["id"], "contactId": message["contact_id"]}
 
 
-def _record_outbound(cx, identity, *, body, channel, to_id, **outbound):
+def _record_outbound(cx: Connection, identity: Identity, *, body: str, channel: str | None, to_id: str | None,
+                     **outbound: Any) -> Message:
     """In the writer: resolve or create the contact from fromId, then store and queue the message."""
     contact_id, _ = _resolve_contact_in_tx(cx, identity)
     contact = contact_store.get_contact.sync(cx, identity["account_id"], contact_id)
@@ -465,8 +514,10 @@ def _record_outbound(cx, identity, *, body, channel, to_id, **outbound):
     return message
 
 
-async def send_reply(services, account_id, contact_id, body, channel=None, *, author, author_user_id=None,
-                     to_id=None, campaign_id=None, media_url=None, media_content_type=None, in_tx=None):
+async def send_reply(services: Services, account_id: str, contact_id: str, body: str | None,
+                     channel: str | None = None, *, author: str, author_user_id: str | None = None,
+                     to_id: str | None = None, campaign_id: str | None = None, media_url: str | None = None,
+                     media_content_type: str | None = None, in_tx: InTx | None = None) -> JSONObject:
     """The one way an outbound message to a known contact is made: bot replies, inbox replies and API
     sends all end in _queue_outbound_in_tx. Without to_id/channel the reply goes where the contact last
     wrote from. author: 'bot', 'user' (with author_user_id), 'api' or 'campaign'.
@@ -476,7 +527,7 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
     Returns {"messageId", "contactId"}."""
     if author not in AUTHORS or author == "contact":
         raise ValueError(f"an outbound message's author is one of {AUTHORS[1:]}, not {author!r}")
-    _check_body(body, "body")
+    body = _check_body(body, "body")
     if media_url:
         # Checked before the file is stored; a reply on the widget's channel needs no webhook.
         goes_on = channel if channel or to_id else await store.reply_channel(services.db, account_id, contact_id)
@@ -493,7 +544,8 @@ async def send_reply(services, account_id, contact_id, body, channel=None, *, au
     return {"messageId": message["id"], "contactId": contact_id}
 
 
-def _record_reply(cx, *, account_id, contact_id, body, to_id, channel, in_tx=None, **outbound):
+def _record_reply(cx: Connection, *, account_id: str, contact_id: str, body: str, to_id: str | None,
+                  channel: str | None, in_tx: InTx | None = None, **outbound: Any) -> Message:
     """In the writer: a reply to a known contact, by default where it last wrote from."""
     contact = contact_store.get_contact.sync(cx, account_id, contact_id)
     if contact is None:
@@ -518,7 +570,7 @@ def _record_reply(cx, *, account_id, contact_id, body, to_id, channel, in_tx=Non
 
 # ---- reading ---------------------------------------------------------------------------------
 
-def public_message(services, message):
+def public_message(services: Services, message: Mapping[str, Any]) -> JSONObject:
     """A message as the API shows it (docs/design.md#api-decisions), without its delivery attempts. A Failed
     reply says whether a retry will come (nextAttemptAt) or none will (final)."""
     next_attempt_at = (message["error"] or {}).get("nextAttemptAt") if message["status"] == "Failed" else None
@@ -534,7 +586,7 @@ def public_message(services, message):
             "quoted": (message.get("mail") or {}).get("quoted"), "createdAt": message["created_at"]}
 
 
-async def get_message(services, account_id, message_id):
+async def get_message(services: Services, account_id: str, message_id: str) -> JSONObject:
     """GET /v1/messages/{id}: the message with every delivery attempt, oldest first."""
     message = await store.get_message(services.db, account_id, message_id)
     if message is None:
@@ -546,7 +598,8 @@ async def get_message(services, account_id, message_id):
     return {**public_message(services, message), "attempts": attempts}
 
 
-async def list_contact_messages(services, account_id, contact_id, cursor=None, limit=50):
+async def list_contact_messages(services: Services, account_id: str, contact_id: str, cursor: str | None = None,
+                                limit: int = 50) -> JSONObject:
     """GET /v1/contacts/{id}/messages: oldest first, {data, nextCursor}."""
     if not 1 <= limit <= MAX_PAGE:
         raise Invalid(f"limit must be between 1 and {MAX_PAGE}")
@@ -562,7 +615,7 @@ async def list_contact_messages(services, account_id, contact_id, cursor=None, l
 OUTBOUND_STATUSES = ("Pending", "Sent", "Failed", "Cancelled")
 
 
-def parse_since(text):
+def parse_since(text: str | None) -> str | None:
     """?since= as stored times are (iso()), or None when absent; Invalid naming since otherwise."""
     if text is None:
         return None
@@ -575,18 +628,21 @@ def parse_since(text):
     return iso(when)
 
 
-async def list_by_status(services, account_id, *, status, since=None, cursor=None, limit=50):
+async def list_by_status(services: Services, account_id: str, *, status: str, since: str | None = None,
+                         cursor: str | None = None, limit: int = 50) -> JSONObject:
     """GET /v1/messages?status=&since=: the account's outbound messages with this status, in the order they
     reached it (oldest first), from ``since`` on; {data, nextCursor}. Following nextCursor later reads the
     messages that reached it since (a message that changes status again moves to the end)."""
     if status not in OUTBOUND_STATUSES:
         raise Invalid(f"status must be one of {', '.join(OUTBOUND_STATUSES)}", field="status")
     since = parse_since(since)
-    after = decode_cursor(cursor)  # "status_at id" of the previous page's last message
-    if after is not None:
-        after = tuple(after.split(" ", 1))
-        if len(after) != 2:
+    last = decode_cursor(cursor)  # "status_at id" of the previous page's last message
+    after = None
+    if last is not None:
+        parts = last.split(" ", 1)
+        if len(parts) != 2:
             raise Invalid("cursor is not valid: pass the nextCursor of a previous page unchanged", field="cursor")
+        after = (parts[0], parts[1])
     rows = await store.list_outbound_by_status(services.db, account_id, status, since, after, limit)
     page = rows[:limit]
     return {"data": [public_message(services, m) for m in page],

@@ -1,9 +1,15 @@
 """A person's data (GET /v1/contacts/{id}/export and the contact page's "Download data"): everything Parley holds
 on one contact as JSON, for access and portability requests (GDPR art. 15 and 20). Each export is audited
 (contact.exported: who, and how many rows of each part; never the data)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 from common.ids import now_iso
 from services import csat, messaging
 from services.contacts import not_found
+from services.context import JSONObject, Services
 from storage import person_data as store
 from storage.contacts import public_contact
 from storage.lists import public_list
@@ -12,7 +18,8 @@ from storage.notes import public_note
 FORMAT = "parley.contact-export.v1"
 
 
-async def export_person(services, account_id, contact_id, by):
+async def export_person(services: Services, account_id: str, contact_id: str,
+                        by: Mapping[str, Any] | None) -> JSONObject:
     """{format, exportedAt, contact, identities, messages, notes, lists, optOutHistory, conversation, campaigns,
     csatAnswers};
     CONTACT_NOT_FOUND (nothing recorded) for a contact that is not the account's."""
@@ -20,7 +27,7 @@ async def export_person(services, account_id, contact_id, by):
     if rows is None:
         raise not_found(f"no contact with id {contact_id}")
     conversation = rows["conversation"]
-    data = {
+    data: JSONObject = {
         "format": FORMAT,
         "exportedAt": now_iso(),
         "contact": public_contact(rows["contact"]),

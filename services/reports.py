@@ -1,18 +1,24 @@
 """The Reports (issue 22 §2): each report's rows for an account (or an agency's sub-accounts together) and a
 range of days, from the folded summaries plus the rows not folded yet (storage/reports.py). The page, its CSV
 exports and GET /v1/reports/{name} all take their numbers from build()."""
+from __future__ import annotations
+
 import collections
 import csv
 import io
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, timedelta
+from typing import Any
 
 from common.errors import Invalid
 from common.spreadsheet import safe_cell
 from common.report_buckets import GROUPS, percentile
 from common.ids import utcnow
 from services import csat, sla
+from services.context import JSONObject
 from services.users import author_name
 from storage import reports as store
+from storage.interface import Row, Store
 
 DEFAULT_DAYS = 30
 PRESETS = (7, 30, 90)
@@ -60,14 +66,14 @@ LABELS = {
 # The first-response row of all people together (a person's first response, the bot's messages passed over).
 PEOPLE = "people"
 
-def _day(text):
+def _day(text: str) -> date | None:
     try:
         return date.fromisoformat(text) if len(text) == 10 else None
     except ValueError:
         return None
 
 
-def parse_range(from_text, to_text, today=None):
+def parse_range(from_text: str | None, to_text: str | None, today: date | None = None) -> tuple[date, date]:
     """(first day, last day) of ?from=&to= (YYYY-MM-DD, UTC, both included); to defaults to today and from to
     DEFAULT_DAYS days ending at to. Invalid names the field."""
     today = today or utcnow().date()
@@ -84,13 +90,14 @@ def parse_range(from_text, to_text, today=None):
     return first, last
 
 
-def preset_ranges(today=None):
+def preset_ranges(today: date | None = None) -> list[tuple[int, str, str]]:
     """The page's presets: [(days, from, to)] ending today."""
     today = today or utcnow().date()
     return [(n, (today - timedelta(days=n - 1)).isoformat(), today.isoformat()) for n in PRESETS]
 
 
-async def account_ids(db, principal_account_id, account_type, scope):
+async def account_ids(db: Store, principal_account_id: str, account_type: str | None,
+                      scope: str | None) -> list[str]:
     """The accounts a report covers: the caller's own, or (scope "subaccounts", agencies only) its sub-accounts."""
     if scope in (None, "account"):
         return [principal_account_id]
@@ -101,11 +108,12 @@ async def account_ids(db, principal_account_id, account_type, scope):
     return await store.account_ids_of_agency(db, principal_account_id)
 
 
-def _days(first, last):
+def _days(first: date, last: date) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
 
 
-async def build(db, ids, name, first, last, data=None):
+async def build(db: Store, ids: Sequence[str], name: str, first: date, last: date,
+                data: Mapping[str, Any] | None = None) -> JSONObject:
     """One report: {report, title, from, to, columns, rows}; rows are dicts keyed by the columns. data: the
     summaries read once for several reports (build_all)."""
     if name not in REPORTS:
@@ -129,13 +137,13 @@ async def build(db, ids, name, first, last, data=None):
             "columns": list(columns), "labels": [LABELS[name][c] for c in columns], "rows": rows}
 
 
-async def build_all(db, ids, first, last):
+async def build_all(db: Store, ids: Sequence[str], first: date, last: date) -> list[JSONObject]:
     """Every report, in REPORTS order, from one read of the summaries."""
     data = await store.summaries(db, ids, first.isoformat(), last.isoformat())
     return [await build(db, ids, name, first, last, data) for name in REPORTS]
 
 
-def csv_text(report):
+def csv_text(report: Mapping[str, Any]) -> str:
     """A report's rows as CSV: the columns as header (cells a spreadsheet would run as formulas quoted)."""
     out = io.StringIO()
     writer = csv.writer(out)
@@ -145,17 +153,17 @@ def csv_text(report):
     return out.getvalue()
 
 
-def _message_rows(data, days):
+def _message_rows(data: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:
     return [{"day": d, "inbound": data["daily"][d]["messages_in"] if d in data["daily"] else 0,
              "outbound": data["daily"][d]["messages_out"] if d in data["daily"] else 0} for d in days]
 
 
-def _bot_rows(data, days):
+def _bot_rows(data: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:
     return [{"day": d, **{g: data["daily"][d][f"bot_{g}"] if d in data["daily"] else 0 for g in GROUPS}}
             for d in days]
 
 
-def _delivery_rows(data, days):
+def _delivery_rows(data: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:
     rows = []
     for d in days:
         c = data["daily"].get(d) or {}
@@ -165,13 +173,14 @@ def _delivery_rows(data, days):
     return rows
 
 
-def _response_rows(data, days):
+def _response_rows(data: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:
     """The bot's first responses, then people's: all people together (PEOPLE) and each person by name (a user's
     name, else their email); medians and p90s from the histogram (common/report_buckets.py)."""
-    def row(responder, name, counts):
+    def row(responder: str, name: str, counts: Mapping[int, int]) -> JSONObject:
         return {"responder": responder, "name": name, "responses": sum(counts.values()),
                 "medianSeconds": percentile(counts, 0.5), "p90Seconds": percentile(counts, 0.9)}
-    people, rows = collections.Counter(), []
+    people: collections.Counter[int] = collections.Counter()
+    rows: list[JSONObject] = []
     for responder, counts in data["responses"].items():
         if responder == "bot":
             continue
@@ -186,11 +195,12 @@ def _response_rows(data, days):
     return rows
 
 
-_ROWS = {"messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,
-         "first-response": _response_rows}
+_ROWS: dict[str, Callable[[Mapping[str, Any], Sequence[str]], list[JSONObject]]] = {
+    "messages": _message_rows, "bot-outcomes": _bot_rows, "deliveries": _delivery_rows,
+    "first-response": _response_rows}
 
 
-def _sla_rows(name, counted, days):
+def _sla_rows(name: str, counted: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:
     """The SLA's waits (a contact waiting for a person's answer, services/sla.py) that were answered or breached:
     per day they started (every day of the range), or per agent who answered (or was assigned at the breach)."""
     if name == "sla-days":
@@ -200,10 +210,10 @@ def _sla_rows(name, counted, days):
                    for user_id, (agent, w, m) in counted["agents"].items()), key=lambda r: r["name"].lower())
 
 
-def _csat_rows(name, counted, days):
+def _csat_rows(name: str, counted: Mapping[str, Any], days: Sequence[str]) -> list[JSONObject]:
     """The CSAT answers given (services/csat.py): per day (every day of the range), or per agent who had the
     conversation when it was resolved. The score is the percentage rated 4 or 5."""
-    def figures(answers, satisfied, total):
+    def figures(answers: int, satisfied: int, total: int) -> JSONObject:
         return {"answers": answers, "satisfied": satisfied, "percentSatisfied": csat.score(satisfied, answers),
                 "averageRating": round(total / answers, 2) if answers else None}
     if name == "csat-days":
@@ -212,7 +222,7 @@ def _csat_rows(name, counted, days):
                    for user_id, (agent, *numbers) in counted["agents"].items()), key=lambda r: r["name"].lower())
 
 
-def _campaign_rows(campaigns, replies):
+def _campaign_rows(campaigns: Sequence[Row], replies: Mapping[str, Sequence[int]]) -> list[JSONObject]:
     """Campaign counts as the campaign row keeps them; optedOut: recipients skipped because they had opted out.
     replies/repliers: the replies to it (all days), and the contacts that sent them."""
     return [{"campaignId": c["id"], "name": c["name"], "status": c["status"], "startedAt": c["started_at"],

@@ -1,11 +1,15 @@
 """The Reports' fold (issue 22 §2): every --reports-interval-seconds, the messages and delivery attempts stored
 since the last fold are added to the per-account per-day summaries (storage/report_fold.py), in bounded
 batches on the writer's background lane; the inbound path itself does nothing for the Reports."""
+from __future__ import annotations
+
 import asyncio
 import logging
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from common.ids import utcnow
+from services.context import Services
 from services.worker_loop import WorkerLoop
 from storage import report_fold
 
@@ -25,20 +29,21 @@ class ReportsWorker(WorkerLoop):
     name = "reports"
     cancel_on_stop = True  # a fold cut short is rolled back whole; the next one redoes it
 
-    def __init__(self, services, *, clock=utcnow, batch=BATCH):
+    def __init__(self, services: Services, *, clock: Callable[[], datetime] = utcnow, batch: int = BATCH) -> None:
         super().__init__()
         self.db, self.clock, self.batch = services.db, clock, batch
         self.poll_seconds = services.settings.reports_interval_seconds
 
-    async def round(self):
+    async def round(self) -> float | None:
         await self.fold_all()
+        return None
 
-    async def fold_all(self, now=None):
+    async def fold_all(self, now: datetime | None = None) -> int:
         """Fold everything that is due; returns the rows folded."""
         now = now or self.clock()
         total = 0
         while True:
-            folded = await self.db.write_background(report_fold.fold, now - SETTLE, now - BOT_WAIT, self.batch)
+            folded = await self.db.write_background(report_fold.fold.sync, now - SETTLE, now - BOT_WAIT, self.batch)
             total += folded
             if folded < self.batch:
                 return total

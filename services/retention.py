@@ -12,26 +12,31 @@ has prune_older for a rowid table with an indexed ISO time column). Media files 
 cleanup's last steps delete files of data/media that no message names (kept while one does), and
 contact imports with their files (services.contact_import.cleanup: drafts, finished jobs, stray uploads).
 """
+from __future__ import annotations
+
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Optional
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from settings import Settings
-from collections.abc import Callable
 
 from common.ids import iso, utcnow
 from services.worker_loop import WorkerLoop
 from services import contact_import, media
+from services.context import Services
 from storage import delivery as delivery_store
 from storage import csat as csat_store
 from storage import events as events_store
 from storage import idempotency as idempotency_store
 from storage import messages as message_store
 from storage import retention as store
+from storage.interface import Store
 
 log = logging.getLogger("parley.retention")
 
@@ -40,12 +45,12 @@ log = logging.getLogger("parley.retention")
 class Rule:
     """Rows deleted once older than keep(settings) (a timedelta; None or zero keeps them for ever)."""
     name: str
-    keep: Callable[["Settings"], Optional[timedelta]]
-    prune: Callable
-    args: tuple = ()
+    keep: Callable[[Settings], Optional[timedelta]]
+    prune: Callable[..., Awaitable[int]]  # a storage write function: prune(db, before, limit, *args) -> rows deleted
+    args: tuple[Any, ...] = ()
 
 
-def _days(days):
+def _days(days: int) -> timedelta | None:
     return timedelta(days=days) if days else None
 
 
@@ -74,22 +79,24 @@ class RetentionWorker(WorkerLoop):
     name = "retention"
     cancel_on_stop = True  # a cleanup cut short is done by the next one
 
-    def __init__(self, services, *, clock=utcnow, rules=RULES, pause=PAUSE_SECONDS):
+    def __init__(self, services: Services, *, clock: Callable[[], datetime] = utcnow, rules: Sequence[Rule] = RULES,
+                 pause: float = PAUSE_SECONDS) -> None:
         super().__init__()
         self.services, self.settings, self.clock, self.rules, self.pause = (
             services, services.settings, clock, rules, pause)
         self.poll_seconds = self.settings.retention_interval_seconds  # also after a cleanup that failed
 
-    async def round(self):
+    async def round(self) -> float | None:
         deleted = await self.run_once()
         if any(deleted.values()):
             log.info("retention: deleted %s", ", ".join(f"{n} {name}" for name, n in deleted.items() if n))
+        return None
 
-    async def run_once(self, now=None):
+    async def run_once(self, now: datetime | None = None) -> dict[str, int]:
         """Delete everything past its time; returns {rule name or "unreferenced media files": count}."""
         now = now or self.clock()
         batch = self.settings.retention_batch_size
-        deleted = {}
+        deleted: dict[str, int] = {}
         for rule in self.rules:
             keep = rule.keep(self.settings)
             deleted[rule.name] = 0
@@ -107,7 +114,7 @@ class RetentionWorker(WorkerLoop):
         deleted["import jobs"], deleted["import files"] = imports["jobs"], imports["files"]
         return deleted
 
-    async def prune_media(self, now):
+    async def prune_media(self, now: datetime) -> int:
         """Delete files in data/media that no message names and that are older than
         --retention-orphan-media-hours (a file is stored just before its message commits, and a repeat
         of the same bytes touches it: a recent file may be about to be named)."""
@@ -126,11 +133,11 @@ class RetentionWorker(WorkerLoop):
                 removed += await self._remove_orphan(directory, name, cutoff)
         return removed
 
-    async def _remove_orphan(self, directory, name, cutoff):
+    async def _remove_orphan(self, directory: Path, name: str, cutoff: float) -> int:
         return await remove_unreferenced_media(self.services.db, directory, name, cutoff)
 
 
-async def remove_unreferenced_media(db, directory, name, cutoff):
+async def remove_unreferenced_media(db: Store, directory: Path, name: str, cutoff: float) -> int:
     """Delete one media file unless a message names it, safely against such a message committing meanwhile:
     the file is moved aside first (a new store of the same bytes then writes it afresh), and put back if a
     message names it now or it was touched since cutoff (unix seconds: a repeat of its bytes is about to name
@@ -144,7 +151,7 @@ async def remove_unreferenced_media(db, directory, name, cutoff):
     return await loop.run_in_executor(None, _drop_aside, directory, name, bool(named), cutoff)
 
 
-def _old_files(directory, cutoff):
+def _old_files(directory: Path, cutoff: float) -> list[str]:
     """Names of the files in directory last modified before cutoff (unix seconds)."""
     try:
         entries = list(os.scandir(directory))
@@ -153,7 +160,7 @@ def _old_files(directory, cutoff):
     return sorted(e.name for e in entries if e.is_file() and e.stat().st_mtime < cutoff)
 
 
-def _move_aside(directory, name):
+def _move_aside(directory: Path, name: str) -> bool:
     try:
         os.rename(directory / name, directory / (_TRASH + name))
         return True
@@ -161,7 +168,7 @@ def _move_aside(directory, name):
         return False
 
 
-def _drop_aside(directory, name, named, cutoff):
+def _drop_aside(directory: Path, name: str, named: bool, cutoff: float) -> int:
     """Delete the file moved aside (1), or put it back (0) when it is named or was touched meanwhile."""
     aside, path = directory / (_TRASH + name), directory / name
     if named or aside.stat().st_mtime >= cutoff:
@@ -173,7 +180,7 @@ def _drop_aside(directory, name, named, cutoff):
     return _unlink(aside)
 
 
-def _unlink(path):
+def _unlink(path: Path) -> int:
     """1 when the file was deleted, 0 when it was gone already."""
     try:
         os.unlink(path)

@@ -1,25 +1,34 @@
 """Admin UI sessions, kept server-side so that they can be ended: sign-in starts one (the cookie carries
 its random id), sign-out ends it, and a new API key or password ends the account's others."""
-from datetime import timedelta
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
 from common.ids import iso, utcnow
 from services import keys
 from services.users import allows as users_allow, author_name
 from storage import sessions as store
+from storage.interface import Row, Store
+
+# A signed-in UI user as handlers hold it: {id, account_id, email, role, ...} (storage/sessions.py's row, or
+# view_as_user's)
+User = Mapping[str, Any]
 
 SESSION_DAYS = 7
 VIEW_AS_MAX_ROLE = "admin"
 
 
-async def start(db, user, now=None, memberships=()):
+async def start(db: Store, user: User, now: datetime | None = None, memberships: Sequence[User] = ()) -> str:
     """A new session for the UI user {id, account_id}; returns the id for the cookie (shown nowhere else).
     memberships: every user (the same person's in other accounts, user among them) the sign-in proved the
     password of: the session may switch between them (switch); with one or none, it stays where it is."""
-    choices = [m["id"] for m in memberships] if len(memberships) > 1 else ()
+    choices: Iterable[str] = [m["id"] for m in memberships] if len(memberships) > 1 else ()
     return await _insert(db, {"user_id": user["id"], "account_id": user["account_id"]}, now, choices=choices)
 
 
-async def accounts(db, session_id):
+async def accounts(db: Store, session_id: str | None) -> list[Row]:
     """The accounts the session may switch to, {user_id, account_id, account_name, account_type, role}, by
     name ([] when it is in its only one)."""
     if not session_id:
@@ -27,7 +36,7 @@ async def accounts(db, session_id):
     return await store.session_accounts(db, keys.hash_token(session_id), iso(utcnow()))
 
 
-async def switch(db, session_id, user_id):
+async def switch(db: Store, session_id: str | None, user_id: str) -> str | None:
     """Move the session to the membership user_id (one of accounts()): a new session id for the cookie (the
     old one ends, and the view-as sessions started from it), or None when it may not switch there."""
     new_id, now = keys.new_session_id(), utcnow()
@@ -37,7 +46,8 @@ async def switch(db, session_id, user_id):
     return new_id if switched else None
 
 
-async def start_view_as(db, viewer, viewer_session_id, sub_id, by=None):
+async def start_view_as(db: Store, viewer: User, viewer_session_id: str | None, sub_id: str,
+                        by: Mapping[str, Any] | None = None) -> str:
     """A "View as" session: the agency user ``viewer`` (their own session's user) in their agency's sub-account
     sub_id. It works only beside viewer_session_id, and only while that session lives, the viewer is active and
     keeps the role they have now (storage/sessions.py); the viewer acts there with at most that role, never
@@ -47,7 +57,8 @@ async def start_view_as(db, viewer, viewer_session_id, sub_id, by=None):
                               "viewer_role": viewer.get("role") or "admin"}, None, by)
 
 
-async def _insert(db, row, now, by=None, choices=()):
+async def _insert(db: Store, row: Mapping[str, Any], now: datetime | None, by: Mapping[str, Any] | None = None,
+                  choices: Iterable[str] = ()) -> str:
     session_id = keys.new_session_id()
     now = now or utcnow()
     await store.insert_session(db, {**row, "id_hash": keys.hash_token(session_id), "created_at": iso(now),
@@ -55,20 +66,20 @@ async def _insert(db, row, now, by=None, choices=()):
     return session_id
 
 
-def view_as_role(role):
+def view_as_role(role: str) -> str:
     """What an agency user may do in a sub-account they view: their own role, never above admin (an owner's
     API key, signing secret and owners stay the sub-account's own)."""
     return role if not users_allow(role, VIEW_AS_MAX_ROLE) else VIEW_AS_MAX_ROLE
 
 
-async def user_for(db, session_id):
+async def user_for(db: Store, session_id: str | None) -> Row | None:
     """The UI user {id, account_id, email, account_type} of a live session id, or None."""
     if not session_id:
         return None
     return await store.get_session_user(db, keys.hash_token(session_id), iso(utcnow()))
 
 
-async def view_as_user(db, view_id, viewer_session_id):
+async def view_as_user(db: Store, view_id: str | None, viewer_session_id: str | None) -> dict[str, Any] | None:
     """The user of a live view-as session started from viewer_session_id: the agency user, in the sub-account
     (account_id, account_type, account_name are the sub-account's), with role capped by view_as_role, "viewer":
     {id, email, role (their own), account_id, account_name (the agency's)} and "label" ("alice@… as Corner
@@ -87,13 +98,13 @@ async def view_as_user(db, view_id, viewer_session_id):
             "label": author_name(row["email"], row["account_name"], row["name"])}
 
 
-async def end(db, session_id, by=None):
+async def end(db: Store, session_id: str | None, by: Mapping[str, Any] | None = None) -> None:
     """End a session (a view-as one is audited as view_as.ended by ``by``) and the view-as sessions started
     from it."""
     if session_id:
         await store.delete_session(db, keys.hash_token(session_id), by)
 
 
-def session_hash(session_id):
+def session_hash(session_id: str | None) -> str | None:
     """What the store knows a session by (for "end the others, keep this one")."""
     return keys.hash_token(session_id) if session_id else None

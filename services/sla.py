@@ -5,18 +5,25 @@ next response's after), a person's reply ends it, putting the conversation away 
 drops it; the SlaWatcher breaches the waits whose time passed, each once (conversation.sla_breached), sleeping
 until the next due time. The outside-hours message is decided here too: both are what a contact's message
 does when the account keeps business hours. No HTTP, no SQL."""
+from __future__ import annotations
+
 import functools
 import json
 import logging
-from datetime import timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
 
 from common.errors import Invalid
 from common.ids import iso, parse_iso, utcnow
 from services import business_hours, placeholders
+from services.business_hours import Schedule
+from services.context import JSONObject, Services
 from services.users import author_name
 from services.worker_loop import WorkerLoop
 from storage import accounts as account_store
 from storage import sla as store
+from storage.interface import Connection, Store
 
 log = logging.getLogger("parley.sla")
 
@@ -26,58 +33,68 @@ MAX_MINUTES = 525_600  # a year; the API's model says the same
 DUE_SOON_MINUTES = 60  # the inbox's Due soon: answers due within this, or overdue
 
 
-def clock(services):
+def clock(services: Services) -> Callable[[], datetime]:
     """The services' clock (tests move it), else the real one."""
     return getattr(services, "clock", None) or utcnow
 
 
-def due_soon_before(services):
+def due_soon_before(services: Services) -> str:
     return iso(clock(services)() + timedelta(minutes=DUE_SOON_MINUTES))
 
 
-def _loaded(text):
+def _loaded(text: str | JSONObject | None) -> JSONObject | None:
     return json.loads(text) if isinstance(text, str) else text
 
 
 @functools.lru_cache(maxsize=256)
-def _schedule_of_text(text):
+def _schedule_of_text(text: str) -> tuple[JSONObject, Schedule]:
     """(config, Schedule) of an account's businessHours as stored (JSON text): parsed once per version in a
     process (the writer's transactions ask for it with every contact's message)."""
     config = json.loads(text)
     return config, business_hours.Schedule(config)
 
 
-def on_contact_message_in_tx(cx, *, account_id, contact_id, now, hours, sla, bot_answers):
+# The outside-hours message's (closed period key, template, Schedule, next opening)
+OutsideHoursNotice = tuple[str, str, Schedule, datetime | None]
+
+
+def on_contact_message_in_tx(cx: Connection, *, account_id: str, contact_id: str, now: datetime,
+                             hours: str | JSONObject | None, sla: str | JSONObject | None,
+                             bot_answers: bool) -> tuple[str | None, OutsideHoursNotice | None]:
     """In the inbound message's transaction (a text from the contact, not a keyword nor an automatic reply), for an
     account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
     start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
     and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
     message's (closed period key, template, Schedule, next opening) or None). now: an aware datetime."""
+    config: JSONObject | None
+    schedule: Schedule | None
     if isinstance(hours, str):
-        hours, schedule = _schedule_of_text(hours)
+        config, schedule = _schedule_of_text(hours)
     else:  # already parsed (a driver that decodes JSON itself), or None
-        schedule = business_hours.Schedule(hours) if hours else None
-    sla = _loaded(sla)
+        config, schedule = hours, business_hours.Schedule(hours) if hours else None
+    targets = _loaded(sla)
     due = None
-    if sla and not bot_answers:
-        due = start_in_tx(cx, schedule, sla, account_id, contact_id, now)
+    if targets and not bot_answers:
+        due = start_in_tx(cx, schedule, targets, account_id, contact_id, now)
     notice = None
-    if schedule is not None and hours.get("outsideHoursMessage") and not bot_answers:
+    if schedule is not None and config and config.get("outsideHoursMessage") and not bot_answers:
         open_now, _, opens = schedule.state(now)
         if not open_now:
-            notice = (business_hours.iso_or_none(opens) or "never", hours["outsideHoursMessage"], schedule, opens)
+            notice = (business_hours.iso_or_none(opens) or "never", config["outsideHoursMessage"], schedule, opens)
     return due, notice
 
 
-def on_handoff_in_tx(cx, account_id, contact_id, now):
+def on_handoff_in_tx(cx: Connection, account_id: str, contact_id: str, now: datetime) -> None:
     """The bot handed the conversation to a person (in this transaction): the wait for one starts now, when the
     account has an SLA (the contact's message the bot took started none)."""
     settings = account_store.get_settings_in_tx(cx, account_id)
-    if settings.get(KEY):
+    if settings is not None and settings.get(KEY):
+
         start_in_tx(cx, business_hours.schedule_of(settings), settings[KEY], account_id, contact_id, now)
 
 
-def start_in_tx(cx, schedule, sla, account_id, contact_id, now):
+def start_in_tx(cx: Connection, schedule: Schedule | None, sla: Mapping[str, Any], account_id: str, contact_id: str,
+                now: datetime) -> str | None:
     """Start the conversation's wait for a person now, unless one runs; returns its due time or None."""
     dues = {kind: business_hours.add_business_minutes(schedule, now, sla[field])
             if sla.get(field) else None for field, kind in KINDS.items()}
@@ -85,14 +102,14 @@ def start_in_tx(cx, schedule, sla, account_id, contact_id, now):
                              business_hours.iso_or_none(dues["next"]))
 
 
-def outside_hours_body(template, contact, schedule, opens):
+def outside_hours_body(template: str, contact: Mapping[str, Any], schedule: Schedule, opens: datetime | None) -> str:
     """The outside-hours message for this contact: the contact placeholders ({{firstName}} ...) and
     {{nextOpenAt}} (the next opening in the account's zone, e.g. "Monday 09:00 (Europe/Berlin)") filled."""
     return placeholders.fill(template.replace("{{nextOpenAt}}", business_hours.local_opening(schedule, opens)),
                              contact)
 
 
-def validate(value):
+def validate(value: Mapping[str, Any] | None) -> dict[str, int] | None:
     """PATCH /v1/account/settings' sla (the model checked the types): null removes it; an object with neither
     target is no SLA either."""
     if value is None:
@@ -101,10 +118,10 @@ def validate(value):
     return kept or None
 
 
-def form_minutes(form):
+def form_minutes(form: Mapping[str, str]) -> dict[str, int] | None:
     """The Settings page's SLA fields (whole minutes, empty for none) as the sla setting; Invalid naming the
     field otherwise."""
-    value = {}
+    value: dict[str, int] = {}
     for field in KINDS:
         text = form.get(field, "").strip()
         if not text:
@@ -125,11 +142,11 @@ class SlaWatcher(WorkerLoop):
     poll_seconds = 30.0
     batch = 500
 
-    def __init__(self, services):
+    def __init__(self, services: Services) -> None:
         super().__init__()
         self.services = services
 
-    async def round(self):
+    async def round(self) -> float | None:
         now = clock(self.services)()
         breached = await store.breach_due(self.services.db, iso(now), self.batch)
         if breached:
@@ -148,12 +165,13 @@ class SlaWatcher(WorkerLoop):
 NO_AGENT = "No agent (the API, or unassigned)"
 
 
-async def report(db, account_ids, first_day, last_day):
+async def report(db: Store, account_ids: Sequence[str], first_day: date, last_day: date) -> JSONObject:
     """Within SLA per day and per agent over [first_day, last_day] (dates; days in UTC), of the waits answered
     or breached: {"days": {day: [waits, met]}, "agents": {user id or None: [name, waits, met]}}."""
     rows = await store.report_rows(db, account_ids, first_day.isoformat(),
                                    (last_day + timedelta(days=1)).isoformat())
-    days, agents = {}, {}
+    days: dict[str, list[int]] = {}
+    agents: dict[str | None, list[Any]] = {}
     for day, user_id, label, name, met in rows:
         counted = days.setdefault(day, [0, 0])
         counted[0], counted[1] = counted[0] + 1, counted[1] + met
@@ -162,5 +180,6 @@ async def report(db, account_ids, first_day, last_day):
     return {"days": days, "agents": agents}
 
 
-def percent(met, total):
+def percent(met: int, total: int) -> float | None:
+
     return round(100 * met / total, 1) if total else None

@@ -1,7 +1,11 @@
 """An agency's sub-accounts (docs/design.md#api-decisions "Sub-accounts", "Auto-recharge"): create, read, list, set the
 auto-recharge threshold, read the credit history. Agencies only (Forbidden otherwise); another agency's
 sub-account is NotFound SUBACCOUNT_NOT_FOUND, exactly like an unknown id."""
+from __future__ import annotations
+
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from common.errors import Invalid, NotFound
 from services import accounts, one_time_links, sessions
@@ -10,6 +14,12 @@ from services.credits import as_number, price_to_hundredths, require_agency, to_
 from storage.credits import DEFAULT_PRICE
 from services.lists import keyset_page
 from storage import subaccounts as store
+from storage.interface import Store
+
+if TYPE_CHECKING:
+    from services.accounts import KeyRegistry
+    from services.context import JSONObject
+    from services.secretbox import SecretBox
 
 log = logging.getLogger("parley.audit")
 
@@ -17,11 +27,11 @@ MAX_NAME = 200
 MAX_EMAIL = 320
 
 
-def not_found(sub_id):
+def not_found(sub_id: str) -> NotFound:
     return NotFound(f"no sub-account with id {sub_id} under this agency", code="SUBACCOUNT_NOT_FOUND")
 
 
-def public_auto_recharge(row):
+def public_auto_recharge(row: Mapping[str, Any]) -> JSONObject | None:
     """{threshold, amount, pendingIdempotencyKey, notifiedAt} or None (off). pendingIdempotencyKey is the
     idempotency_key of the notification sent for the current low balance (null when none is outstanding)."""
     if row["auto_recharge_threshold"] is None:
@@ -30,46 +40,47 @@ def public_auto_recharge(row):
             "pendingIdempotencyKey": row["auto_recharge_key"], "notifiedAt": row["auto_recharge_notified_at"]}
 
 
-def public_subaccount(row):
+def public_subaccount(row: Mapping[str, Any]) -> JSONObject:
     return {"id": row["id"], "name": row["name"], "email": row["email"],
             "credits": as_number(row["credit_hundredths"]), "autoRecharge": public_auto_recharge(row),
             "creditsPerReply": as_number(price_hundredths(row)), "createdAt": row["created_at"]}
 
 
-def price_hundredths(row):
+def price_hundredths(row: Mapping[str, Any]) -> int:
     """What the sub-account pays per bot reply (hundredths): its agency's price, else the default."""
     price = row.get("credits_per_reply")
     return DEFAULT_PRICE if price is None else price
 
 
-def public_transaction(row):
+def public_transaction(row: Mapping[str, Any]) -> JSONObject:
     """A credit history row; amount is signed (grants > 0, spends < 0), so the amounts add up to the balance."""
     return {"id": row["id"], "kind": row["kind"], "amount": as_number(row["amount"]),
             "balanceAfter": as_number(row["balance_after"]), "description": row["description"],
             "idempotencyKey": row["idempotency_key"], "createdAt": row["created_at"]}
 
 
-def _clean_name(name):
-    name = name.strip() if isinstance(name, str) else ""
-    if not name:
+def _clean_name(name: object) -> str:
+    cleaned = name.strip() if isinstance(name, str) else ""
+    if not cleaned:
         raise Invalid("name is required and cannot be blank")
-    if len(name) > MAX_NAME:
+    if len(cleaned) > MAX_NAME:
         raise Invalid(f"name is longer than {MAX_NAME} characters")
-    return name
+    return cleaned
 
 
-async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, email, by=None):
+async def create_subaccount(db: Store, box: SecretBox, registry: KeyRegistry, agency_id: str, caller_type: str, *,
+                            name: object, email: object, by: Mapping[str, Any] | None = None) -> JSONObject:
     """A new sub-account of the agency, with its API key and a UI user (its login is the email) whose
     generated password is returned once, like the key. Invalid (name, email: INVALID_EMAIL), Conflict
     (the email belongs to an account already)."""
     require_agency(caller_type)
-    name = _clean_name(name)
+    cleaned = _clean_name(name)
     if not isinstance(email, str) or not email.strip():
         raise Invalid("email is required")
     if len(email.strip()) > MAX_EMAIL:
         raise Invalid(f"email is longer than {MAX_EMAIL} characters", code="INVALID_EMAIL")
     normalize_email(email)  # validates; accounts keep the email as given, lower-cased (grants look it up so)
-    created = await accounts.create_account(db, box, registry, name=name, email=email,
+    created = await accounts.create_account(db, box, registry, name=cleaned, email=email,
                                             parent_agency_id=agency_id, by=by)
     # As it was made (an Idempotency-Key retry gets this same answer, whatever changed since).
     row = {"id": created["account_id"], "name": created["name"], "email": created["email"],
@@ -77,7 +88,7 @@ async def create_subaccount(db, box, registry, agency_id, caller_type, *, name, 
     return {**public_subaccount(row), "apiKey": created["api_key"], "password": created["password"]}
 
 
-async def get_subaccount(db, agency_id, caller_type, sub_id):
+async def get_subaccount(db: Store, agency_id: str, caller_type: str, sub_id: str) -> JSONObject:
     require_agency(caller_type)
     row = await store.get_subaccount(db, agency_id, sub_id)
     if row is None:
@@ -85,7 +96,7 @@ async def get_subaccount(db, agency_id, caller_type, sub_id):
     return public_subaccount(row)
 
 
-async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
+async def reset_password_link(db: Store, base_url: str, agency_id: str, caller_type: str, sub_id: str) -> JSONObject:
     """An agency resets a sub-account's password: the one-time sign-in link that reset-password prints,
     {email, signInUrl, expiresAt}, for the agency to pass on. Another agency's sub-account is NotFound."""
     await get_subaccount(db, agency_id, caller_type, sub_id)
@@ -93,7 +104,8 @@ async def reset_password_link(db, base_url, agency_id, caller_type, sub_id):
     return {"email": link["email"], "signInUrl": link["url"], "expiresAt": link["expiresAt"]}
 
 
-async def start_view_as(db, agency_user, viewer_session_id, caller_type, sub_id, by=None):
+async def start_view_as(db: Store, agency_user: Mapping[str, Any], viewer_session_id: str | None, caller_type: str,
+                        sub_id: str, by: Mapping[str, Any] | None = None) -> str:
     """The agency user opens a sub-account's UI without its password: a view-as session of their own (never
     the sub-account owner's), with at most their role and never above admin, that lives only beside and as long
     as their session viewer_session_id (services.sessions.start_view_as). Audited (view_as.started) and logged.
@@ -103,14 +115,15 @@ async def start_view_as(db, agency_user, viewer_session_id, caller_type, sub_id,
     return await sessions.start_view_as(db, agency_user, viewer_session_id, sub_id, by)
 
 
-async def list_subaccounts(db, agency_id, caller_type, *, limit=None, cursor=None):
+async def list_subaccounts(db: Store, agency_id: str, caller_type: str, *, limit: str | None = None,
+                           cursor: str | None = None) -> JSONObject:
     """The agency's sub-accounts with their balances and auto-recharge, oldest first, as {data, nextCursor}."""
     require_agency(caller_type)
     return await keyset_page(lambda after, n: store.page_subaccounts(db, agency_id, after, n), limit, cursor,
                              public_subaccount)
 
 
-def parse_auto_recharge(value):
+def parse_auto_recharge(value: object) -> tuple[int | None, int | None]:
     """{"threshold", "amount"} (credits, the grant amount rules) -> (threshold, amount) in hundredths;
     None -> (None, None), turning auto-recharge off."""
     if value is None:
@@ -127,14 +140,15 @@ def parse_auto_recharge(value):
             to_hundredths(value["amount"], field="autoRecharge.amount"))
 
 
-async def update_subaccount(db, agency_id, caller_type, sub_id, changes, by=None):
+async def update_subaccount(db: Store, agency_id: str, caller_type: str, sub_id: str, changes: Mapping[str, Any],
+                            by: Mapping[str, Any] | None = None) -> JSONObject:
     """The agency's PATCH of its sub-account, in one transaction; changes holds any of autoRecharge
     ({threshold, amount} sets it, None turns it off: below the threshold a spend queues one
     subaccount.auto_recharge notification per episode, storage.credits.spend) and creditsPerReply (what each
     bot reply costs the sub-account, 0 to MAX_PRICE; None: back to the default of 1). Only the agency sets
     the price: a sub-account's own key never reaches this (Forbidden). Returns the sub-account."""
     require_agency(caller_type)
-    columns = {}
+    columns: dict[str, int | None] = {}
     if "autoRecharge" in changes:
         columns["auto_recharge_threshold"], columns["auto_recharge_amount"] = parse_auto_recharge(
             changes["autoRecharge"])
@@ -149,12 +163,13 @@ async def update_subaccount(db, agency_id, caller_type, sub_id, changes, by=None
     return public_subaccount(row)
 
 
-async def set_auto_recharge(db, agency_id, caller_type, sub_id, auto_recharge, by=None):
+async def set_auto_recharge(db: Store, agency_id: str, caller_type: str, sub_id: str, auto_recharge: object,
+                            by: Mapping[str, Any] | None = None) -> JSONObject:
     """Set ({threshold, amount}) or turn off (None) the sub-account's auto-recharge; returns the sub-account."""
     return await update_subaccount(db, agency_id, caller_type, sub_id, {"autoRecharge": auto_recharge}, by)
 
 
-async def own_credits(db, account_id):
+async def own_credits(db: Store, account_id: str) -> JSONObject | None:
     """A sub-account's own balance as its UI shows it: public_subaccount plus `state` ("empty" at 0, the bot
     cannot answer; "low" below the auto-recharge threshold; else "ok"), or None for other account types."""
     row = await store.get_own(db, account_id)
@@ -165,19 +180,20 @@ async def own_credits(db, account_id):
     return {**public_subaccount(row), "state": state}
 
 
-async def own_transactions(db, account_id, *, cursor=None):
+async def own_transactions(db: Store, account_id: str, *, cursor: str | None = None) -> JSONObject:
     """A sub-account's own grants and spends, newest first, as {data, nextCursor} (its Credits page)."""
     if await store.get_own(db, account_id) is None:
         raise NotFound("no such page")
     return await _transactions_page(db, account_id, None, cursor)
 
 
-async def _transactions_page(db, account_id, limit, cursor):
+async def _transactions_page(db: Store, account_id: str, limit: str | None, cursor: str | None) -> JSONObject:
     return await keyset_page(lambda before, n: store.page_transactions(db, account_id, before, n), limit, cursor,
                              public_transaction, integer_ids=True)
 
 
-async def list_transactions(db, agency_id, caller_type, sub_id, *, limit=None, cursor=None):
+async def list_transactions(db: Store, agency_id: str, caller_type: str, sub_id: str, *, limit: str | None = None,
+                            cursor: str | None = None) -> JSONObject:
     """The sub-account's grants and spends, newest first, as {data, nextCursor}."""
     await get_subaccount(db, agency_id, caller_type, sub_id)
     return await _transactions_page(db, sub_id, limit, cursor)

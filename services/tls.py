@@ -99,7 +99,7 @@ class CertificateSource:
         self.hosts = tuple(hosts)
         self._seen: tuple[int, int] | None = None
         self._renewal_checked = float("-inf")
-        self.context = None
+        self.context: ssl.SSLContext | None = None
 
     def _mtimes(self) -> tuple[int, int]:
         return (self.cert_path.stat().st_mtime_ns, self.key_path.stat().st_mtime_ns)

@@ -6,6 +6,8 @@ Python 3.11's ssl module sets TLS 1.2 ciphers (set_ciphers) but no TLS 1.3 suite
 (set_ecdh_curve; set_groups arrived in 3.13), and its defaults also accept X448, secp521r1 and CBC
 ciphers. The two missing calls go to OpenSSL directly, through the libssl that Python's _ssl module is
 linked against, on the SSL_CTX behind the SSLContext object."""
+from __future__ import annotations
+
 import ctypes
 import logging
 import os
@@ -38,7 +40,7 @@ _METHODS = {ssl.PROTOCOL_TLS_SERVER: "TLS_server_method", ssl.PROTOCOL_TLS_CLIEN
 _METHOD_SEARCH_BYTES = 64
 
 
-def _libssl():
+def _libssl() -> ctypes.CDLL:
     lib = ctypes.CDLL(_ssl.__file__)  # dlsym through this handle finds the libssl _ssl was linked against
     lib.SSL_CTX_ctrl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_char_p]
     lib.SSL_CTX_ctrl.restype = ctypes.c_long
@@ -52,6 +54,7 @@ def _libssl():
     return lib
 
 
+_LIB: ctypes.CDLL | None
 try:
     _LIB = _libssl()
 except (OSError, AttributeError) as exc:  # a Python without a dynamically linked OpenSSL 1.1.1+
@@ -63,7 +66,7 @@ class LayoutDoubt(Exception):
     """The SSL_CTX behind an SSLContext could not be found for certain: nothing is written through it."""
 
 
-def _memory(address, size):
+def _memory(address: int, size: int) -> bytes:
     """size bytes at address, read through /proc/self/mem: an unmapped address is an OSError there, where
     reading it directly would crash the process."""
     try:
@@ -81,7 +84,7 @@ def _memory(address, size):
     return data
 
 
-def _ssl_ctx(context):
+def _ssl_ctx(context: ssl.SSLContext, lib: ctypes.CDLL) -> int:
     """The SSL_CTX* of an SSLContext: CPython's PySSLContext begins with PyObject_HEAD, then SSL_CTX *ctx.
     Each step is checked before the next touches memory: the runtime and the object's type (the read stays
     inside the object), then the word found there through /proc/self/mem (readable, and holding the
@@ -100,22 +103,22 @@ def _ssl_ctx(context):
     pointer = int.from_bytes(_memory(id(context) + offset, word), sys.byteorder)
     if not pointer or pointer % word:
         raise LayoutDoubt(f"the word after the object header ({pointer:#x}) is not an SSL_CTX pointer")
-    method_bytes = getattr(_LIB, method)().to_bytes(word, sys.byteorder)
+    method_bytes = getattr(lib, method)().to_bytes(word, sys.byteorder)
     head = _memory(pointer, _METHOD_SEARCH_BYTES)
     if not any(head[at:at + word] == method_bytes for at in range(0, len(head), word)):
         raise LayoutDoubt(f"the memory at {pointer:#x} is not an SSL_CTX made with {method}()")
-    if _LIB.SSL_CTX_get_options(pointer) != context.options:
+    if lib.SSL_CTX_get_options(pointer) != context.options:
         raise LayoutDoubt(f"the SSL_CTX at {pointer:#x} reports other options than the SSLContext")
     return pointer
 
 
-def restrict_groups_and_suites(context):
+def restrict_groups_and_suites(context: ssl.SSLContext) -> bool:
     """Key exchange X25519, P-256, P-384 only; TLS 1.3 suites as Mozilla lists them. True when applied; on
     any doubt about where the SSL_CTX is, False with a WARNING, and Python's defaults for both apply."""
     if _LIB is None:
         return False
     try:
-        pointer = _ssl_ctx(context)
+        pointer = _ssl_ctx(context, _LIB)
     except LayoutDoubt as exc:
         log.warning("TLS groups and TLS 1.3 suites not restricted, Python's defaults apply: %s", exc)
         return False
@@ -126,7 +129,7 @@ def restrict_groups_and_suites(context):
     return True
 
 
-def apply(context, profile):
+def apply(context: ssl.SSLContext, profile: str) -> ssl.SSLContext:
     """Set an SSLContext (server or client) to a Mozilla profile: "intermediate" or "modern"."""
     minimum, ciphers = PROFILES[profile]
     context.minimum_version = minimum
@@ -139,10 +142,10 @@ def apply(context, profile):
     return context
 
 
-def server_context(profile):
+def server_context(profile: str) -> ssl.SSLContext:
     return apply(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH), profile)
 
 
-def client_context(profile):
+def client_context(profile: str) -> ssl.SSLContext:
     """Verifies the peer against the system's CAs and its host name, like ssl.create_default_context()."""
     return apply(ssl.create_default_context(), profile)

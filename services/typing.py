@@ -10,13 +10,18 @@ Several processes (PostgreSQL): each signal is also sent as the payload of a NOT
 (storage/pg_listen.py's signals) and every other process delivers it to its own sockets. Tenancy: a signal names
 its account; pages of other accounts are never among its receivers, and an agent's signal names the contact's
 visitors as the agent's own account maps them."""
+from __future__ import annotations
+
 import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any
 
-from services.live import Frame
+from services.live import Frame, Hub, Subscriber
 from storage import widgets as widget_store
+from storage.interface import Store
 
 log = logging.getLogger("parley.typing")
 
@@ -24,6 +29,9 @@ CHANNEL = "parley_typing"
 THROTTLE_SECONDS = 1.8  # "at most one signal per ~2 s" (a little under 2: the pages' timers and the network jitter)
 EXPIRES_SECONDS = 5
 MAX_TYPISTS = 10000  # throttle entries kept before the stale ones are dropped
+# A signal: {"k": "visitor", "a": account id, "c": contact id} or {"k": "agent", "a": account id, "f": [fromIds]}
+Signal = dict[str, Any]
+Send = Callable[[dict[str, Any]], object]  # a chat frame's: sends it a JSON object
 
 
 class Typing:
@@ -31,14 +39,15 @@ class Typing:
     map a visitor to their contact and a contact to its visitors; elsewhere: None, or a callable(payload text)
     that sends a signal to the other processes (PostgreSQL)."""
 
-    def __init__(self, hub, db, clock=time.monotonic):
+    def __init__(self, hub: Hub, db: Store, clock: Callable[[], float] = time.monotonic) -> None:
         self.hub, self.db, self.clock = hub, db, clock
-        self.elsewhere = None
-        self._last = {}      # typist -> when its last signal was relayed
-        self._visitors = {}  # account id -> visitor's fromId -> set of send(dict) of their open chat frames
-        self._tasks = set()  # signals being relayed (each may read the database first)
+        self.elsewhere: Callable[[str], object] | None = None
+        self._last: dict[Hashable, float] = {}  # typist -> when its last signal was relayed
+        # account id -> visitor's fromId -> the send(dict) of their open chat frames
+        self._visitors: dict[str, dict[str, set[Send]]] = {}
+        self._tasks: set[asyncio.Future[None]] = set()  # signals being relayed (each may read the database first)
 
-    def allowed(self, typist):
+    def allowed(self, typist: Hashable) -> bool:
         """Whether this typist's signal is relayed now (at most one per THROTTLE_SECONDS)."""
         now = self.clock()
         last = self._last.get(typist)
@@ -51,13 +60,13 @@ class Typing:
 
     # ---- the visitors' chat frames ------------------------------------------------------------------
 
-    def join(self, account_id, from_id, send):
+    def join(self, account_id: str, from_id: str, send: Send) -> None:
         """A visitor's chat frame is live: send(dict) gets the agents' typing on their conversation."""
         self._visitors.setdefault(account_id, {}).setdefault(from_id, set()).add(send)
 
-    def leave(self, account_id, from_id, send):
+    def leave(self, account_id: str, from_id: str, send: Send) -> None:
         visitors = self._visitors.get(account_id, {})
-        sends = visitors.get(from_id, set())
+        sends: set[Send] = visitors.get(from_id, set())
         sends.discard(send)
         if not sends:
             visitors.pop(from_id, None)
@@ -66,14 +75,14 @@ class Typing:
 
     # ---- signals -------------------------------------------------------------------------------
 
-    def visitor_typing(self, account_id, from_id):
+    def visitor_typing(self, account_id: str, from_id: str) -> asyncio.Future[None] | None:
         """The visitor with this fromId types: the account's pages on their conversation are told (none before
         their first message: there is no conversation yet). Returns the relaying task, or None when throttled."""
         if self.allowed(("visitor", account_id, from_id)):
             return self._spawn(self._visitor_signal(account_id, from_id))
         return None
 
-    def agent_typing(self, subscriber, contact_id):
+    def agent_typing(self, subscriber: Subscriber, contact_id: str) -> asyncio.Future[None] | None:
         """A user of the subscriber's account types a reply to contact_id: that contact's visitors are told (a
         contact of another account, or one that never wrote from the widget, has none). Returns the relaying
         task, or None when throttled."""
@@ -81,13 +90,13 @@ class Typing:
             return self._spawn(self._agent_signal(subscriber.account_id, contact_id))
         return None
 
-    def _spawn(self, work):
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _visitor_signal(self, account_id, from_id):
+    async def _visitor_signal(self, account_id: str, from_id: str) -> None:
         try:
             contact_id = await widget_store.visitor_contact_id(self.db, account_id, from_id)
         except Exception:
@@ -96,7 +105,7 @@ class Typing:
         if contact_id is not None:
             self._publish({"k": "visitor", "a": account_id, "c": contact_id})
 
-    async def _agent_signal(self, account_id, contact_id):
+    async def _agent_signal(self, account_id: str, contact_id: str) -> None:
         try:
             from_ids = await widget_store.web_from_ids(self.db, account_id, contact_id)
         except Exception:
@@ -105,12 +114,12 @@ class Typing:
         if from_ids:
             self._publish({"k": "agent", "a": account_id, "f": from_ids})
 
-    def _publish(self, signal):
+    def _publish(self, signal: Signal) -> None:
         self.deliver(signal)
         if self.elsewhere is not None:
             self.elsewhere(json.dumps(signal, separators=(",", ":")))
 
-    def received(self, payload):
+    def received(self, payload: str) -> None:
         """A signal from another process (storage/pg_listen.py): delivered to this process's sockets."""
         try:
             signal = json.loads(payload)
@@ -119,7 +128,7 @@ class Typing:
         except (ValueError, TypeError, KeyError):
             log.warning("typing: a signal from another process could not be read")
 
-    def deliver(self, signal):
+    def deliver(self, signal: Signal) -> None:
         """To this process's sockets: a visitor's typing to the account's pages on that conversation, an
         agent's to the visitors' chat frames."""
         account_id = signal["a"]

@@ -3,18 +3,27 @@ Custom Channel Webhook URL now, outside the outbox (nothing is stored, nothing r
 post_signed as every delivery: the same SSRF guard, signature, timeout and TLS profile. A test holds one of the
 account's outbound slots while it runs (storage/webhook_tests.py): with the account's deliveries in flight, at
 most delivery_concurrency_per_account at once across every process; beyond that, RateLimited with Retry-After."""
+from __future__ import annotations
+
 import json
 import math
 import time
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from common.errors import Conflict, RateLimited
 from common.ids import iso, new_id, now_iso, utcnow
 from services.accounts import get_account, signing_secrets
+from services.context import JSONObject, Services
 from services.netguard import CheckedResolver
 from services.webhook_client import KeepAliveClient
 from services.webhook_post import post_signed
 from storage import webhook_tests as slot_store
+
+if TYPE_CHECKING:
+    from services.secretbox import SecretBox
+    from settings import Settings
 
 NO_URL = ("customChannelWebhookUrl is not set: save a Custom Channel Webhook URL first, then send the test "
           "event")
@@ -22,13 +31,13 @@ NO_URL = ("customChannelWebhookUrl is not set: save a Custom Channel Webhook URL
 SLOT_SPARE_SECONDS = 5
 
 
-def ping_body(account_id, webhook_id):
+def ping_body(account_id: str, webhook_id: str) -> bytes:
     """The ping, shaped like a notification (docs/design.md#api-decisions): {event, id, occurredAt, accountId, data}."""
     return json.dumps({"event": "ping", "id": webhook_id, "occurredAt": now_iso(), "accountId": account_id,
                        "data": {"test": True}}).encode()
 
 
-async def send_test_event(services, account_id):
+async def send_test_event(services: Services, account_id: str) -> JSONObject:
     """{httpStatus, responseBody (the first 1 KB), durationMs, error}; Conflict when no URL is set, RateLimited
     when the account's outbound slots are all in use."""
     account = await get_account(services.db, account_id)
@@ -49,7 +58,7 @@ async def send_test_event(services, account_id):
         await slot_store.release_slot(services.db, slot_id)
 
 
-async def _ping(settings, box, account, url):
+async def _ping(settings: Settings, box: SecretBox, account: Mapping[str, Any], url: str) -> JSONObject:
     http = KeepAliveClient(CheckedResolver(allow_private=settings.allow_private_webhooks),
                            tls_profile=settings.tls_profile)
     started = time.monotonic()

@@ -48,7 +48,7 @@ class Outcome:
         return self.error is None
 
 
-async def post_signed(http: KeepAliveClient, url: str, *, secrets: Iterable[str], webhook_id: str, body: str | bytes, timeout: float, allow_private: bool) -> Outcome:
+async def post_signed(http: KeepAliveClient, url: str, *, secrets: Iterable[str], webhook_id: str, body: bytes, timeout: float, allow_private: bool) -> Outcome:
     """POST body (bytes) to url with the webhook-* headers signed by secrets; an Outcome, never an
     exception for what the network or the receiver did. http: a KeepAliveClient on a CheckedResolver.
     Errors name the host at most, never an address it resolved to."""

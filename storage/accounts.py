@@ -25,7 +25,7 @@ def email_taken(email: str) -> Conflict:
 
 
 @writes
-def insert_account(cx: Connection, account: Mapping[str, Any], user: Mapping[str, Any], key_row: Mapping[str, Any], shown: str | None = None, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def insert_account(cx: Connection, account: Mapping[str, Any], user: Mapping[str, Any] | None, key_row: Mapping[str, Any], shown: str | None = None, by: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Insert an account with its owner user (optional) and its first API key, in one transaction.
     Conflict, writing nothing, when an account already has the email (checked here, in the writer, so that
     concurrent creations with one email give one account and no IntegrityError). A user of another account may

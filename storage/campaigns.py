@@ -194,7 +194,7 @@ def _audience_source(account_id: str, list_id: str | None, tag: str | None) -> t
 
 
 @writes
-def create_campaign(cx: Connection, row: Mapping[str, Any], now: str, by: Mapping[str, Any] | None = None) -> CampaignRow | None:
+def create_campaign(cx: Connection, row: Mapping[str, Any], now: str, by: Mapping[str, Any] | None = None) -> CampaignRow:
     """Insert a campaign of an existing list of this account (LIST_NOT_FOUND, nothing written, when the list is
     not) or of a normalised tag (row["tag"], list_id None): a draft (row["draft"]: nothing is snapshotted or sent until start_campaign), or started at once (the
     snapshot) unless it is scheduled for later."""
@@ -208,14 +208,14 @@ def create_campaign(cx: Connection, row: Mapping[str, Any], now: str, by: Mappin
               subject_id=row["id"], detail={"name": row["name"], **_audience_detail(row),
                                             **({} if status == "draft" else {"startAt": row["start_at"]})})
     if status == "scheduled" and row["start_at"] <= now:
-        return start_in_tx(cx, row["id"], now)
-    campaign = get_campaign_in_tx(cx, None, row["id"])
-    progress_event_in_tx(cx, cast(CampaignRow, campaign))  # inserted above  # a draft or scheduled one appears on open pages too
+        return cast(CampaignRow, start_in_tx(cx, row["id"], now))  # inserted above
+    campaign = cast(CampaignRow, get_campaign_in_tx(cx, None, row["id"]))  # inserted above
+    progress_event_in_tx(cx, campaign)  # a draft or scheduled one appears on open pages too
     return campaign
 
 
 @writes
-def start_campaign(cx: Connection, account_id: str, campaign_id: str, start_at: str, now: str, by: Mapping[str, Any] | None = None) -> CampaignRow | None:
+def start_campaign(cx: Connection, account_id: str, campaign_id: str, start_at: str | None, now: str, by: Mapping[str, Any] | None = None) -> CampaignRow:
     """A person's start of a draft or scheduled campaign: now (start_at None; the snapshot is taken in this
     transaction) or scheduled for start_at (later than now: the runner starts it then). Conflict in any other
     status; LIST_NOT_FOUND when its list was deleted meanwhile."""
@@ -229,9 +229,10 @@ def start_campaign(cx: Connection, account_id: str, campaign_id: str, start_at: 
     progress_in_tx(cx, campaign_id, status="scheduled")
     record_by(cx, by, account_id=account_id, action="campaign.sent", subject_id=campaign_id,
               detail={"name": campaign["name"], **_audience_detail(campaign), "startAt": when})
+    # _for_change found it in this transaction, and the UPDATE above (or its Conflict) saw it
     if when <= now:
-        return start_in_tx(cx, campaign_id, now)
-    return get_campaign_in_tx(cx, None, campaign_id)
+        return cast(CampaignRow, start_in_tx(cx, campaign_id, now))
+    return cast(CampaignRow, get_campaign_in_tx(cx, None, campaign_id))
 
 
 SAMPLE_SIZE = 50  # the list's first contacts a draft's preview and test send offer

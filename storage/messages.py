@@ -190,7 +190,7 @@ def all_contact_messages_in_tx(cx: Connection, account_id: str, contact_id: str)
 
 
 @reads
-def list_outbound_by_status(cx: Connection, account_id: str, status: str, since: str, after: str | None, limit: int) -> list[Row]:
+def list_outbound_by_status(cx: Connection, account_id: str, status: str, since: str | None, after: tuple[str, str] | None, limit: int) -> list[Row]:
     """Outbound messages with this status, by the time it was reached (status_at) then id, oldest first: those
     at or after ``since`` and after ``after`` ((status_at, id) of the previous page's last), limit + 1 at most.
     Rows carry status_at for the cursor."""

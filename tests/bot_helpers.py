@@ -10,6 +10,7 @@ from standardwebhooks import Webhook
 from tornado.testing import bind_unused_port
 
 from tests.api_helpers import get_message, post_inbound
+from tests.db_direct import rows
 from tests.delivery_helpers import ThreadedReceiver
 from tests.parley_process import free_port
 from tests.waiting import wait_until
@@ -93,14 +94,6 @@ async def say(api, services, key, body, **custom):
     assert r.code == 200, r.body
     await services.bot.idle()
     return await get_message(api, key, r.json["messageId"])
-
-
-def rows(services, sql, *params):
-    cx = services.db.connect_sync()
-    try:
-        return [dict(r) for r in cx.execute(sql, params)]
-    finally:
-        cx.close()
 
 
 def bot_replies(services, account_id):

@@ -5,7 +5,7 @@ import pytest
 from services import accounts
 from tests.inbound_helpers import inbound
 from tests.live_helpers import ui_user
-from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page
+from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page, signed_in_client
 
 
 @pytest.fixture
@@ -81,9 +81,7 @@ def ui_agency(io_loop, services):
 @pytest.fixture
 def agency_browser(io_loop, http_server_client, ui_agency):
     """A form client signed in as the agency's owner."""
-    browser = FormClient(http_server_client)
-    assert io_loop.run_sync(lambda: browser.login(ui_agency["email"])).code == 303
-    return browser
+    return signed_in_client(io_loop, http_server_client, ui_agency["email"])
 
 
 @pytest.fixture

@@ -8,14 +8,11 @@ answered 200 and stored it."""
 import copy
 from html.parser import HTMLParser
 
-import pytest
 
 from handlers import routes
 from handlers.openapi import build_document
-from services import accounts
 from tests.baseline_helpers import (call_args, operations_with_a_body, snapshot, string_fields,
                                     world)  # noqa: F401 (world: a fixture)
-from tests.ui_helpers import PASSWORD, FormClient
 
 CONTROLS = ["\n", "\x00", "\x1b", "\x7f", "\x85"]  # C0 (newline, NUL, ESC), DEL, C1 (NEL)
 # Fields of text for people: they keep newlines and tabs. Every other string field must refuse controls.
@@ -152,15 +149,8 @@ async def forms_of(client, pages):
     return found
 
 
-@pytest.fixture
-def ui_agency(io_loop, services):
-    return io_loop.run_sync(lambda: accounts.create_account(
-        services.db, services.box, services.keys, name="Agency", email="agency-ui@example.com",
-        password=PASSWORD, account_type="agency"))
-
-
 async def test_every_field_of_every_ui_form_refuses_control_characters(
-        http_server_client, api, services, signed_in, ui_account, ui_agency):
+        api, services, signed_in, ui_account, ui_agency, agency_browser):
     key = ui_account["api_key"]
     await api.patch("/v1/account/settings", {"customChannelWebhookUrl": "http://127.0.0.1:9/hook"}, key=key)
     contact = (await api.post("/v1/contacts", {"email": "c@example.com"}, key=key)).json["id"]
@@ -169,14 +159,12 @@ async def test_every_field_of_every_ui_form_refuses_control_characters(
     campaign = (await api.post("/v1/campaigns", {"name": "C", "listId": lst, "body": "b",
                                                  "startAt": "2030-01-01T00:00:00Z"}, key=key)).json["id"]
     await api.patch("/v1/account/settings", {"bot": {"campaigns": {"spring": {"greeting": "x"}}}}, key=key)
-    agency = FormClient(http_server_client)
-    assert (await agency.login(ui_agency["email"])).code == 303
     sub = (await api.post("/v1/subaccounts", {"name": "S", "email": "s@example.com"},
                           key=ui_agency["api_key"])).json["id"]
     forms = {client: await forms_of(client, pages) for client, pages in (
         (signed_in, ["/settings", "/contacts", f"/contacts/{contact}", "/lists", f"/lists/{lst}", "/campaigns",
                      f"/campaigns/{campaign}", "/bot", "/inbox", f"/inbox/{contact}", "/contacts/import"]),
-        (agency, ["/agency", f"/agency/subaccounts/{sub}"]))}
+        (agency_browser, ["/agency", f"/agency/subaccounts/{sub}"]))}
     before = snapshot(services)
     probed = set()
     for client, found in forms.items():

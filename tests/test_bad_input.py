@@ -9,8 +9,8 @@ import pytest
 
 from handlers import routes
 from handlers.openapi import build_document
-from tests.test_control_characters import (call_args, operations_with_a_body, snapshot, string_fields,
-                                           world)  # noqa: F401 (world: a fixture)
+from tests.baseline_helpers import (call_args, operations_with_a_body, snapshot, string_fields,
+                                    world)  # noqa: F401 (world: a fixture)
 
 INBOUND = "/v1/incoming_custom_channel_message"
 

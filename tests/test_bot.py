@@ -12,7 +12,8 @@ from services import accounts, bot, bot_match, bot_provider, bot_runner, messagi
 from services.netguard import CheckedResolver
 from storage.db import writes
 from tests.api_helpers import get_message, post_inbound
-from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, rows, say
+from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, say
+from tests.db_direct import rows
 from tests.recharge import grant
 
 pytestmark = pytest.mark.settings(**BOT_SETTINGS)

@@ -6,14 +6,12 @@ import json
 import threading
 
 import pytest
-from standardwebhooks import Webhook
 
+from tests.bot_helpers import FALLBACK, Account, receiver  # noqa: F401 (receiver: a fixture)
 from tests.parley_process import ParleyProcess, create_agency_with_subaccount, free_port, run_cli
-from tests.delivery_helpers import ThreadedReceiver
 from tests.waiting import wait_until
 
 RULES = [{"keywords": ["price", "cost"], "answer": "Plans start at $10."}]
-FALLBACK = "A person will answer soon."
 _accounts = iter(range(1, 1000))
 
 
@@ -74,12 +72,6 @@ class ThreadedProvider:
 
 
 @pytest.fixture(scope="module")
-def receiver():
-    with ThreadedReceiver(free_port()) as r:
-        yield r
-
-
-@pytest.fixture(scope="module")
 def provider():
     p = ThreadedProvider()
     yield p
@@ -91,49 +83,6 @@ def parley(tmp_path_factory):
     data = tmp_path_factory.mktemp("bot") / "data"
     with ParleyProcess(data, "--allow-private-webhooks", "--bot-history-messages", "3", http=False) as process:
         yield process
-
-
-class Account:
-    """An account of the running server with its API client, a receiver path of its own and its secret."""
-
-    def __init__(self, parley, receiver, created):
-        self.parley, self.receiver, self.key = parley, receiver, created["api_key"]
-        self.client = parley.client(headers={"x-api-key": created["api_key"]})
-        self.path = f"/hook/{created['account_id']}"
-        self.sids = iter(range(1, 1000))
-        self.secret = None
-
-    def configure(self, bot):
-        r = self.client.patch("/v1/account/settings", json={
-            "customChannelWebhookUrl": f"http://127.0.0.1:{self.receiver.port}{self.path}", "bot": bot})
-        assert r.status_code == 200, r.text
-        self.secret = self.client.get("/v1/account/webhook-secret").json()["secret"]
-
-    def say(self, body, from_id="user-1", sid=None, **extra):
-        """POST an inbound message; returns its messageId."""
-        message_type = extra.pop("messageType", None)
-        data = {"customData": {"messageSid": sid or f"sid-{next(self.sids)}", "fromId": from_id, "toId": "shop",
-                               "body": body, "channel": "webchat", **extra}}
-        if message_type:
-            data["messageType"] = message_type
-        r = self.client.post("/v1/incoming_custom_channel_message", json=data)
-        assert r.status_code == 200, r.text
-        return r.json()["messageId"]
-
-    def outcome(self, message_id):
-        """The bot's outcome on an inbound message, once it has one."""
-        return wait_until(lambda: self.client.get(f"/v1/messages/{message_id}").json()["bot"])
-
-    def replies(self):
-        """Every reply the receiver got for this account, each verified with standardwebhooks."""
-        return [Webhook(self.secret).verify(r["body"], r["headers"])
-                for r in list(self.receiver.requests) if r["path"] == self.path]
-
-    def reply_to(self, message_id):
-        """Wait for the bot's outcome on message_id and the delivery of its reply; returns the payload."""
-        outcome = self.outcome(message_id)
-        assert outcome["replyId"], outcome
-        return wait_until(lambda: next((p for p in self.replies() if p["messageId"] == outcome["replyId"]), None))
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ import pytest
 
 from handlers.message_schemas import OutboundCustomData
 from services import bot_answer, bot_provider
-from tests.bot_helpers import bot_replies, configure, say
+from tests.bot_helpers import account_form, bot_replies, configure, say, stored_bot
 from tests.bot_helpers import BOT_SETTINGS
-from tests.test_bot_ui import account_form, signed_in, stored_bot, ui_account  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py
 

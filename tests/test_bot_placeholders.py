@@ -4,8 +4,7 @@ services/placeholders.py); an unknown placeholder is 400 at save naming the fiel
 the dry run fills them for its contactId. And notificationUrls is a merge patch (item 5): null removes one."""
 import pytest
 
-from tests.bot_helpers import BOT_SETTINGS, SETTINGS, bot_replies, configure, say
-from tests.test_bot_ui import account_form, signed_in, ui_account  # noqa: F401 (fixtures)
+from tests.bot_helpers import BOT_SETTINGS, SETTINGS, account_form, bot_replies, configure, say
 
 pytestmark = pytest.mark.settings(**BOT_SETTINGS)  # as tests/test_bot.py
 

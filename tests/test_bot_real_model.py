@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from services import bot_answer
+from tests.bot_helpers import FALLBACK, Account, receiver  # noqa: F401 (receiver: a fixture)
 from tests.parley_process import ParleyProcess
-from tests.test_bot_e2e import FALLBACK, Account, receiver  # noqa: F401 (fixture)
 from tests.waiting import wait_until
 from tests.ui_helpers import open_page, sign_in
 

@@ -5,36 +5,10 @@ import re
 
 import pytest
 
-from services import accounts, bot_settings
+from services import bot_settings
+from tests.bot_helpers import account_form, stored_bot
 from tests.parley_process import ParleyProcess
-from tests.ui_helpers import PASSWORD, FormClient, open_page, sign_in
-
-
-@pytest.fixture
-def ui_account(io_loop, services):
-    return io_loop.run_sync(lambda: accounts.create_account(
-        services.db, services.box, services.keys, name="Bikes", email="owner@bikes.example", password=PASSWORD))
-
-
-@pytest.fixture
-def signed_in(io_loop, http_server_client, ui_account):
-    browser = FormClient(http_server_client)
-    assert io_loop.run_sync(lambda: browser.login(ui_account["email"], next_url="/bot")).code == 303
-    return browser
-
-
-def account_form(**fields):
-    form = {"active": "on", "greeting": "", "fallback": "", "rule_rows": "2", "rules-0-keywords": "price, cost",
-            "rules-0-answer": "Plans start at $10.", "rules-1-keywords": "", "rules-1-answer": "",
-            "handoffKeywords": "human, agent", "pauseMinutesAfterHumanReply": "30",
-            "provider-baseUrl": "", "provider-model": "", "provider-apiKey": "", "provider-systemPrompt": "",
-            "provider-timeoutSeconds": ""}
-    form.update(fields)
-    return form
-
-
-async def stored_bot(api, ui_account):
-    return (await api.get("/v1/account", key=ui_account["api_key"])).json["settings"].get("bot")
+from tests.ui_helpers import FormClient, open_page, sign_in
 
 
 async def test_the_page_needs_a_session_and_every_form_an_xsrf_token(browser_client, signed_in):

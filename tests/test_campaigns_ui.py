@@ -19,7 +19,6 @@ from handlers.ui import campaigns as ui_campaigns
 from storage import delivery as delivery_store
 from storage import events
 from storage.db import fetch_all
-from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.campaign_helpers import (api_campaigns, campaign, campaign_form, deliver_all, make_list, people, run_all,
                                     set_webhook)
 from tests.inbound_helpers import wait_live, wait_until
@@ -429,18 +428,6 @@ async def test_a_batch_of_delivery_outcomes_makes_one_progress_event_per_campaig
 
 
 # ---- end to end: the real server, Chromium, a real receiver --------------------------------------------
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("campaigns-ui") / "data", "--allow-private-webhooks") as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def e2e_receiver(parley):
-    with first_run_receiver(parley) as r:
-        yield r
-
 
 @pytest.fixture
 def tz_page(chromium):

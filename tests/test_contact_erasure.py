@@ -14,7 +14,6 @@ from common.ids import now_iso
 from services import erasure
 from storage import bot_state
 from storage import campaigns as campaign_store
-from storage.db import reads
 from storage.events import MESSAGES_CREATED, emit_in_tx
 from tests import db_direct, waiting
 
@@ -32,11 +31,6 @@ CONTROL_TEXT = "the other contact says marzipanorbit"
 
 def data_uri(mime, data):
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
-
-
-@reads
-def _value(cx, sql, *params):
-    return cx.execute(sql, params).fetchone()[0]
 
 
 def _inbound(sid, from_id, body, **extra):
@@ -255,7 +249,7 @@ async def test_campaign_totals_and_credit_history_stay_and_the_recipient_is_anon
     ids = " ".join(row["contact_id"] for row in db_direct.rows(
         services, "SELECT contact_id FROM campaign_recipients WHERE campaign_id = ?", campaign["id"]))
     assert person["id"] not in ids and other["id"] in ids and "erased_" in ids
-    assert await _value(services.db, "SELECT COUNT(*) FROM credit_transactions WHERE account_id = ?",
+    assert db_direct.value(services, "SELECT COUNT(*) FROM credit_transactions WHERE account_id = ?",
                         sub["account_id"]) == 1
     # The recipients list shows the contacts that still exist.
     listed = (await api.get(f"/v1/campaigns/{campaign['id']}/recipients", key=key)).json["data"]
@@ -270,10 +264,10 @@ async def test_opt_out_changes_keep_their_count_but_not_the_contact_id(api, serv
         r = await api.patch(f"/v1/contacts/{contact['id']}", {"optedOut": opted_out}, key=account["api_key"])
         assert r.code == 200, r.body
     assert (await api.delete(f"/v1/contacts/{contact['id']}", key=account["api_key"])).code == 200
-    assert await _value(services.db, "SELECT COUNT(*) FROM opt_out_changes WHERE contact_id = ?", contact["id"]) == 0
-    assert await _value(services.db, "SELECT COUNT(DISTINCT contact_id) FROM opt_out_changes WHERE account_id = ?",
+    assert db_direct.value(services, "SELECT COUNT(*) FROM opt_out_changes WHERE contact_id = ?", contact["id"]) == 0
+    assert db_direct.value(services, "SELECT COUNT(DISTINCT contact_id) FROM opt_out_changes WHERE account_id = ?",
                         account["account_id"]) == 1
-    assert await _value(services.db, "SELECT COUNT(*) FROM opt_out_changes WHERE account_id = ?",
+    assert db_direct.value(services, "SELECT COUNT(*) FROM opt_out_changes WHERE account_id = ?",
                         account["account_id"]) == 2
 
 
@@ -288,5 +282,5 @@ async def test_a_campaign_batch_event_keeps_the_others_but_not_the_erased_contac
     await services.db.write(_emit_batch_event, account["account_id"], [control["id"], person["id"]])
     assert (await api.delete(f"/v1/contacts/{person['id']}", key=account["api_key"])).code == 200
     count = "SELECT COUNT(*) FROM events WHERE account_id = ? AND data LIKE ? AND data LIKE '%contactIds%'"
-    assert await _value(services.db, count, account["account_id"], f"%{person['id']}%") == 0
-    assert await _value(services.db, count, account["account_id"], f"%{control['id']}%") == 1
+    assert db_direct.value(services, count, account["account_id"], f"%{person['id']}%") == 0
+    assert db_direct.value(services, count, account["account_id"], f"%{control['id']}%") == 1

@@ -4,8 +4,8 @@ leaves the other failed rows."""
 import json
 
 from services import contact_import
-from tests.test_contact_erasure import _value
-from tests.test_contact_import import browser, owner, settings, upload_and_start  # noqa: F401 (fixtures)
+from tests import db_direct
+from tests.contact_import_helpers import browser, owner, settings, upload_and_start  # noqa: F401 (fixtures)
 
 FILE = (b"first,last,phone,email\r\n"
         b"Good,Row,+14155550190,good@example.com\r\n"
@@ -37,8 +37,8 @@ async def test_erasure_replaces_a_header_that_is_the_persons_row(browser, servic
                              b"Other,Person,+14155550190,other@example.com\r\n")
     assert r.code == 201, r.body
     header = "SELECT header FROM contact_imports WHERE id = ?"
-    assert "Quarterflashby" in await _value(services.db, header, r.json["id"])
+    assert "Quarterflashby" in db_direct.value(services, header, r.json["id"])
     person = (await api.post("/v1/contacts", {"phone": "+14155559876"}, key=owner["api_key"])).json
     assert (await api.delete(f"/v1/contacts/{person['id']}", key=owner["api_key"])).code == 200
-    assert json.loads(await _value(services.db, header, r.json["id"])) == ["Column 1", "Column 2", "Column 3",
+    assert json.loads(db_direct.value(services, header, r.json["id"])) == ["Column 1", "Column 2", "Column 3",
                                                                            "Column 4"]

@@ -4,113 +4,23 @@ normalization and phone-first dedupe, exact counts, the error report, the list, 
 the size limit and the retention. In-process tests drive the app over HTTP; test_contact_import_e2e.py
 drives the real server (kill -9, the CLI, the browser)."""
 import asyncio
-import codecs
 import csv
 import io
-import json
 import os
 from datetime import timedelta
-from urllib.parse import quote
 
 import pytest
 
-from services import accounts, contact_import, csv_import, import_runner
+from services import contact_import, csv_import, import_runner
 from services.retention import RetentionWorker
 from common.ids import utcnow
-from settings import Settings
-from tests.ui_helpers import PASSWORD, FormClient
+from tests.contact_import_helpers import (BOM, GOOD_FILE, MAPPING, MAX_IMPORT_BYTES, ImportBrowser,  # noqa: F401
+                                          browser, imports_files, other_browser, owner, settings, stranger,
+                                          upload_and_start)
+from tests.db_direct import rows, value
 
-BOM = codecs.BOM_UTF8
-HEADER = "Vorname;Nachname;Mobil;E-Mail"
-# Spreadsheet row numbers (the header is row 1) and what each row is.
-ROWS = [
-    'Ada;Lovelace;+1 415 555 2671;ada@example.com',      # 2 created
-    'Ada L.;;+1 (415) 555-2671;',                       # 3 matched: the same phone, spelled otherwise
-    ';"Byron; Lord";+1-415-555-2671;byron@example.com',  # 4 matched: a quoted semicolon; nothing overwritten
-    'Grace;Hopper;+44 20 7183 8750;grace@example.com',   # 5 created
-    'Grace;;+442071838750;',                            # 6 matched
-    '',                                                 # 7 blank: skipped, not counted
-    'Alan;Turing;4155550000;alan@example.com',          # 8 failed: no country code
-    'Bad;Phone;+1 555;bad@example.com',                 # 9 failed: not a number
-    'Bob;Bad;+1 212 555 2671;bob@',                     # 10 failed: email
-    'Eve;;;not-an-email',                               # 11 failed: email
-    'Nobody;Here;;',                                    # 12 failed: neither phone nor email
-    'Lin;;;Lin@Example.com',                            # 13 created: email only
-    ';Lin;;LIN@example.com',                            # 14 matched by the case-folded email
-    'Kim;Existing;+33 1 42 68 53 00;kim@example.com',   # 15 matched: existed before the import
-    '=HYPERLINK("http://evil.example");;+1 415;',       # 16 failed: phone; a formula in the report is text
-]
-GOOD_FILE = BOM + ("\r\n".join([HEADER, *ROWS]) + "\r\n").encode()
+# The rows of GOOD_FILE (tests/contact_import_helpers.py) that fail, by spreadsheet row number, and their column.
 FAILED_ROWS = {8: "Mobil", 9: "Mobil", 10: "E-Mail", 11: "E-Mail", 12: "Mobil / E-Mail", 16: "Mobil"}
-MAPPING = {"firstName": "0", "lastName": "1", "phone": "2", "email": "3"}
-MAX_IMPORT_BYTES = 8192
-
-
-@pytest.fixture
-def settings(tmp_path, request, database_url):
-    """A small max_import_bytes; a test parametrized indirectly gives other settings."""
-    return Settings(**{"data_dir": tmp_path / "data", "allow_private_webhooks": True, "http_port": 0,
-                       "database_url": database_url,
-                       "max_import_bytes": MAX_IMPORT_BYTES, **getattr(request, "param", {})})
-
-
-class ImportBrowser(FormClient):
-    async def upload(self, data, name="contacts.csv", xsrf=True, headers=None):
-        headers = {"Content-Type": "text/csv", **(headers or {})}
-        if xsrf:
-            headers["X-XSRFToken"] = self.cookies["_xsrf"]
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        response = await self.client.fetch(f"/contacts/import/upload?name={quote(name)}", method="POST", body=data,
-                                           headers=headers, raise_error=False)
-        response.json = json.loads(response.body) if response.body else None
-        return response
-
-    async def progress(self, import_id):
-        response = await self.get(f"/contacts/import/{import_id}/progress")
-        return json.loads(response.body) if response.code == 200 else response
-
-
-def make_user(io_loop, services, email):
-    return io_loop.run_sync(lambda: accounts.create_account(services.db, services.box, services.keys, name=email,
-                                                            email=email, password=PASSWORD))
-
-
-@pytest.fixture
-def owner(io_loop, services):
-    return make_user(io_loop, services, "owner@import.example")
-
-
-@pytest.fixture
-def stranger(io_loop, services):
-    return make_user(io_loop, services, "stranger@other.example")
-
-
-@pytest.fixture
-def browser(io_loop, http_server_client, owner):
-    b = ImportBrowser(http_server_client)
-    assert io_loop.run_sync(lambda: b.login(owner["email"])).code == 303
-    return b
-
-
-@pytest.fixture
-def other_browser(io_loop, http_server_client, stranger):
-    b = ImportBrowser(http_server_client)
-    assert io_loop.run_sync(lambda: b.login(stranger["email"])).code == 303
-    return b
-
-
-def rows(services, sql, *params):
-    cx = services.db.connect_sync()
-    try:
-        return [tuple(r) for r in cx.execute(sql, params)]
-    finally:
-        cx.close()
-
-
-def imports_files(services):
-    directory = contact_import.imports_dir(services.settings.data_dir)
-    return sorted(os.listdir(directory)) if directory.exists() else []
 
 
 async def queued_job(browser, services, owner, data, **mapping):
@@ -120,18 +30,6 @@ async def queued_job(browser, services, owner, data, **mapping):
             "newListName": "", **{field: str(column) for field, column in mapping.items()}}
     assert (await browser.post(f"/contacts/import/{import_id}/start", form)).code == 303
     return await contact_import.get_job(services.db, owner["account_id"], import_id)
-
-
-async def upload_and_start(browser, services, data, form=None):
-    """Upload through the UI, start with the form, run the job to its end; returns (import id, progress)."""
-    r = await browser.upload(data)
-    assert r.code == 201, r.body
-    import_id = r.json["id"]
-    r = await browser.post(f"/contacts/import/{import_id}/start", {**MAPPING, "defaultCountry": "", "list": "",
-                                                                   "newListName": "", **(form or {})})
-    assert (r.code, r.headers.get("Location")) == (303, f"/contacts/import/{import_id}"), r.text
-    await services.imports.drain()
-    return import_id, await browser.progress(import_id)
 
 
 async def test_a_messy_file_gives_exact_counts_an_error_report_and_one_list_membership_each(
@@ -145,7 +43,7 @@ async def test_a_messy_file_gives_exact_counts_an_error_report_and_one_list_memb
         "contact.created": "http://127.0.0.1:9/created", "contact.tagged": "http://127.0.0.1:9/tagged"}}, key=key)
     kim = await api.post("/v1/contacts", {"phone": "+33142685300"}, key=key)
     assert kim.code == 201
-    outbox_before = rows(services, "SELECT COUNT(*) FROM outbox")[0][0]
+    outbox_before = value(services, "SELECT COUNT(*) FROM outbox")
 
     import_id, p = await upload_and_start(browser, services, GOOD_FILE,
                                           {"list": "new", "newListName": "Spreadsheet leads"})
@@ -154,16 +52,17 @@ async def test_a_messy_file_gives_exact_counts_an_error_report_and_one_list_memb
     assert p["created"] + p["matched"] + p["failed"] == p["rowsRead"]
     assert p["percent"] == 100.0
 
-    contacts = {r[0]: r[1:] for r in rows(services, "SELECT coalesce(phone, email), first_name, last_name, email"
-                                                    " FROM contacts WHERE account_id = ?", owner["account_id"])}
+    contacts = {r["k"]: (r["first_name"], r["last_name"], r["email"]) for r in rows(
+        services, "SELECT coalesce(phone, email) AS k, first_name, last_name, email FROM contacts WHERE account_id = ?",
+        owner["account_id"])}
     assert contacts == {"+14155552671": ("Ada", "Lovelace", "ada@example.com"),     # nothing overwritten
                         "+442071838750": ("Grace", "Hopper", "grace@example.com"),
                         "lin@example.com": ("Lin", "Lin", "lin@example.com"),         # blank filled
                         "+33142685300": ("Kim", "Existing", "kim@example.com")}       # blanks filled
-    [(list_id, count)] = rows(services, "SELECT id, contact_count FROM lists WHERE name = 'Spreadsheet leads'")
-    members = rows(services, "SELECT contact_id FROM list_members WHERE list_id = ?", list_id)
-    assert count == len(members) == 4  # every good contact once, the matched ones too
-    events = [r[0] for r in rows(services, "SELECT event_type FROM outbox WHERE id > ?", outbox_before)]
+    [leads] = rows(services, "SELECT id, contact_count FROM lists WHERE name = 'Spreadsheet leads'")
+    members = rows(services, "SELECT contact_id FROM list_members WHERE list_id = ?", leads["id"])
+    assert leads["contact_count"] == len(members) == 4  # every good contact once, the matched ones too
+    events = [r["event_type"] for r in rows(services, "SELECT event_type FROM outbox WHERE id > ?", outbox_before)]
     assert sorted(events) == ["contact.created"] * 3 + ["contact.tagged"] * 4
 
     report = await browser.get(p["errorReport"])
@@ -185,10 +84,10 @@ async def test_a_messy_file_gives_exact_counts_an_error_report_and_one_list_memb
 
 async def test_importing_the_same_file_twice_creates_nothing_new(browser, services, owner):
     _, first = await upload_and_start(browser, services, GOOD_FILE)
-    before = rows(services, "SELECT COUNT(*) FROM contacts")[0][0]
+    before = value(services, "SELECT COUNT(*) FROM contacts")
     _, second = await upload_and_start(browser, services, GOOD_FILE)
     assert (second["created"], second["matched"], second["failed"]) == (0, first["created"] + first["matched"], 6)
-    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == before
+    assert value(services, "SELECT COUNT(*) FROM contacts") == before
 
 
 async def test_the_preview_shows_the_mapped_rows_and_the_counts_and_writes_nothing(browser, services):
@@ -204,15 +103,15 @@ async def test_the_preview_shows_the_mapped_rows_and_the_counts_and_writes_nothi
     assert 'id="preview-created">4<' in page.text and 'id="preview-matched">4<' in page.text  # Kim is new here
     assert 'id="preview-failed">6<' in page.text
     assert "+14155552671" in page.text and "ada@example.com" in page.text
-    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == 0
-    assert rows(services, "SELECT COUNT(*) FROM outbox")[0][0] == 0
+    assert value(services, "SELECT COUNT(*) FROM contacts") == 0
+    assert value(services, "SELECT COUNT(*) FROM outbox") == 0
     # A wrong mapping is visible before anything is imported: email read as the phone fails every row.
     r2 = await browser.post(f"{r.json['url']}/preview", {**MAPPING, "phone": "3", "email": "", "defaultCountry": "",
                                                          "list": "", "newListName": ""})
     assert r2.code == 303
     page = await browser.get(r.json["url"])
     assert 'id="preview-created">0<' in page.text and 'id="preview-failed">14<' in page.text
-    assert rows(services, "SELECT status FROM contact_imports") == [("uploaded",)]
+    assert rows(services, "SELECT status FROM contact_imports") == [{"status": "uploaded"}]
 
 
 async def test_the_preview_of_a_big_file_is_a_labelled_sample(browser, services, monkeypatch):
@@ -238,8 +137,8 @@ async def test_options_are_checked(browser, services, api, stranger, owner):
                           ({"list": "new", "newListName": " LEADS "}, f"list {leads} is already named")):
         page = await browser.post(f"{url}/start", {**base, **form})
         assert page.code in (400, 404, 409) and message in page.text, (form, page.code)
-    assert rows(services, "SELECT status FROM contact_imports") == [("uploaded",)]
-    assert rows(services, "SELECT COUNT(*) FROM lists WHERE account_id != ?", stranger["account_id"])[0][0] == 1
+    assert rows(services, "SELECT status FROM contact_imports") == [{"status": "uploaded"}]
+    assert value(services, "SELECT COUNT(*) FROM lists WHERE account_id != ?", stranger["account_id"]) == 1
 
 
 async def test_a_default_country_reads_national_numbers(browser, services):
@@ -247,7 +146,7 @@ async def test_a_default_country_reads_national_numbers(browser, services):
     _, p = await upload_and_start(browser, services, data, {"firstName": "0", "lastName": "", "phone": "1",
                                                             "email": "", "defaultCountry": "DE"})
     assert (p["created"], p["failed"]) == (2, 1)
-    assert sorted(r[0] for r in rows(services, "SELECT phone FROM contacts")) == ["+14155552671", "+4930901820"]
+    assert sorted(r["phone"] for r in rows(services, "SELECT phone FROM contacts")) == ["+14155552671", "+4930901820"]
     _, p = await upload_and_start(browser, services, data, {"firstName": "0", "lastName": "", "phone": "1",
                                                             "email": ""})
     assert (p["matched"], p["failed"]) == (1, 2)  # without one, the API's rule: "+" is required
@@ -271,11 +170,11 @@ async def test_duplicates_across_batches_are_matched_and_a_stopped_run_resumes_w
     job = await import_runner.run_job(services, job, import_runner.SERVER, should_stop=stop_after_two,
                                       on_progress=batches.append, batch_rows=2)
     assert job["status"] == "running" and job["rows_read"] == 4
-    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == 4
+    assert value(services, "SELECT COUNT(*) FROM contacts") == 4
     job = await import_runner.run_job(services, job, import_runner.SERVER, batch_rows=2)
     assert job["status"] == "completed" and job["resumed"] == 1
     assert (job["rows_read"], job["created"], job["matched"], job["failed"]) == (16, 7, 7, 2)
-    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == 7
+    assert value(services, "SELECT COUNT(*) FROM contacts") == 7
     report = (await browser.get(f"/contacts/import/{import_id}/errors.csv")).body.decode("utf-8-sig")
     assert [line[0] for line in csv.reader(io.StringIO(report))][1:] == ["16", "17"]
 
@@ -316,7 +215,7 @@ async def test_cancel_stops_after_the_current_batch_and_keeps_what_was_imported(
     p = await browser.progress(import_id)
     assert p["status"] == "cancelled" and 2 <= p["rowsRead"] < 10, p
     assert p["created"] + p["matched"] + p["failed"] == p["rowsRead"]
-    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == p["created"]
+    assert value(services, "SELECT COUNT(*) FROM contacts") == p["created"]
     assert imports_files(services) == []  # the upload is deleted
     page = await browser.get(f"/contacts/import/{import_id}")
     assert "Cancelled" in page.text and "cancelled by a user" in page.text
@@ -347,14 +246,14 @@ async def test_another_account_cannot_see_or_touch_an_import(browser, other_brow
             assert r.code == 404, (job_id, action, r.code)
     assert "contacts.csv" not in (await other_browser.get("/contacts/import")).text
     assert (await browser.progress(draft))["status"] == "uploaded"
-    assert rows(services, "SELECT COUNT(*) FROM contacts")[0][0] == p["created"]
+    assert value(services, "SELECT COUNT(*) FROM contacts") == p["created"]
 
 
 async def test_an_upload_above_max_import_bytes_is_413_and_nothing_is_kept(browser, services):
     r = await browser.upload(b"phone\n" + b"+14155552671\n" * (MAX_IMPORT_BYTES // 13 + 1))
     assert r.code == 413 and r.json["error"]["code"] == "PAYLOAD_TOO_LARGE"
     assert imports_files(services) == []
-    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+    assert value(services, "SELECT COUNT(*) FROM contact_imports") == 0
     page = await browser.get("/contacts/import")  # the page says the limit, which import.js also checks
     assert f'data-max-bytes="{MAX_IMPORT_BYTES}"' in page.text
 
@@ -376,7 +275,7 @@ async def test_a_chunked_upload_is_cut_off_at_max_import_bytes_and_nothing_is_ke
             break
         await asyncio.sleep(0.05)
     assert imports_files(services) == []
-    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+    assert value(services, "SELECT COUNT(*) FROM contact_imports") == 0
 
 
 async def test_an_upload_needs_the_session_and_the_xsrf_header_before_any_byte_is_stored(
@@ -388,7 +287,7 @@ async def test_an_upload_needs_the_session_and_the_xsrf_header_before_any_byte_i
     r = await stranger.upload(GOOD_FILE)
     assert r.code == 403 and r.json["error"]["code"] == "FORBIDDEN"
     assert imports_files(services) == []
-    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+    assert value(services, "SELECT COUNT(*) FROM contact_imports") == 0
 
 
 async def test_files_that_are_not_a_utf8_csv_are_refused_with_the_reason(browser, services):
@@ -436,7 +335,7 @@ async def test_retention_deletes_old_jobs_their_files_and_stray_uploads(browser,
     removed = await contact_import.cleanup(services.db, data_dir, now=utcnow() + timedelta(hours=25))
     assert removed == {"jobs": 1, "files": 3}  # the draft and its upload, the stray upload, the orphan
     assert imports_files(services) == [f"{finished}.errors.csv"]
-    assert [r[0] for r in rows(services, "SELECT id FROM contact_imports")] == [finished]
+    assert [r["id"] for r in rows(services, "SELECT id FROM contact_imports")] == [finished]
     # The server runs it as part of the retention cleanup (services/retention.py).
     deleted = await RetentionWorker(services, pause=0).run_once(utcnow() + timedelta(days=31))
     assert (deleted["import jobs"], deleted["import files"]) == (1, 1) and imports_files(services) == []

@@ -1,7 +1,7 @@
 """Contact imports under load from one account (issue 18, "one tenant must never stall another"): the
 preview's work bounded, one preview reader per account and a few in all, drafts capped per account; the
 upload's XSRF check before any byte; formulas escaped in the error report. Fixtures and helpers are
-test_contact_import.py's."""
+tests/contact_import_helpers.py's."""
 import asyncio
 import csv
 import io
@@ -14,9 +14,10 @@ from common.errors import Conflict
 from services import contact_import, csv_import, import_runner
 from services.import_limits import ImportLimits
 from services.import_reader import ReaderProcess
-from tests.test_bodies import MB, Raw, head
-from tests.test_contact_import import (GOOD_FILE, browser, imports_files, other_browser, owner,  # noqa: F401
-                                       rows, settings, stranger, upload_and_start)
+from tests.contact_import_helpers import (GOOD_FILE, browser, imports_files, other_browser, owner,  # noqa: F401
+                                          settings, stranger, upload_and_start)
+from tests.db_direct import value
+from tests.raw_http_helpers import MB, Raw, head
 
 
 def upload_head(browser, length, xsrf=None):
@@ -149,7 +150,7 @@ async def test_drafts_per_account_are_capped_counting_uploads_still_arriving(
     finally:
         raw.close()
     assert (await browser.upload(GOOD_FILE)).code == 409
-    assert len(imports_files(services)) == 2 and rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 2
+    assert len(imports_files(services)) == 2 and value(services, "SELECT COUNT(*) FROM contact_imports") == 2
     assert (await other_browser.upload(GOOD_FILE)).code == 201
     assert (await browser.post(f"{first['url']}/cancel")).code == 303
     assert (await browser.upload(GOOD_FILE)).code == 201
@@ -186,4 +187,4 @@ async def test_a_wrong_xsrf_token_is_refused_before_a_byte_of_the_file_is_read(
     assert status == 403 and "xsrf" in json.loads(body)["error"]["message"].lower()
     assert headers["connection"] == "close"
     assert not contact_import.imports_dir(settings.data_dir).exists()  # no upload file was ever made
-    assert rows(services, "SELECT COUNT(*) FROM contact_imports")[0][0] == 0
+    assert value(services, "SELECT COUNT(*) FROM contact_imports") == 0

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from services import inbox
-from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, rows, say
+from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, say
+from tests.db_direct import rows
 from tests.live_helpers import Socket, inbound, ui_user
 from tests.ui_helpers import FormClient
 

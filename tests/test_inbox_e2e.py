@@ -16,23 +16,11 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 from storage import bot_state
 
-from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
+from tests.parley_process import ParleyProcess, run_cli
 from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
 from tests.ui_helpers import assert_not_reloaded, mark_no_reload, sign_in
 from tests import db_direct
 
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("inbox") / "data", "--allow-private-webhooks") as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def receiver(parley):
-    with first_run_receiver(parley) as r:
-        yield r
 
 
 def watch_for(page, selector, text):
@@ -103,10 +91,10 @@ def test_browser_inbound_messages_appear_in_the_open_inbox_and_thread_without_re
     assert page.console_errors == []
 
 
-def test_browser_reply_reaches_the_receiver_and_turns_sent_live(page, parley, receiver):
+def test_browser_reply_reaches_the_receiver_and_turns_sent_live(page, parley, e2e_receiver):
     open_thread(page, parley, "Do you ship to Canada?", "+14155550101", "Ann")
-    receiver.status, receiver.headers = 200, {}
-    before = len(receiver.requests)
+    e2e_receiver.status, e2e_receiver.headers = 200, {}
+    before = len(e2e_receiver.requests)
     page.fill("#reply-body", "Yes, we do!")
     page.click("button:has-text('Send reply')")
     page.wait_for_selector(".message.outbound .delivery.status-sent")
@@ -114,26 +102,26 @@ def test_browser_reply_reaches_the_receiver_and_turns_sent_live(page, parley, re
     reply = page.locator(".message.outbound").last
     assert "Yes, we do!" in reply.inner_text() and "Sent" in reply.inner_text()
     assert "User admin@localhost" in reply.inner_text()
-    assert [r["body"] for r in receiver.requests[before:]] == ["Yes, we do!"]
-    assert receiver.requests[-1]["toId"] == "+14155550101" and receiver.requests[-1]["channel"] == "webchat"
+    assert [r["body"] for r in e2e_receiver.requests[before:]] == ["Yes, we do!"]
+    assert e2e_receiver.requests[-1]["toId"] == "+14155550101" and e2e_receiver.requests[-1]["channel"] == "webchat"
     assert_not_reloaded(page)
 
 
-def test_browser_failed_delivery_shows_the_error_and_retry_sends_it(page, parley, receiver):
+def test_browser_failed_delivery_shows_the_error_and_retry_sends_it(page, parley, e2e_receiver):
     open_thread(page, parley, "Where is my order?", "+14155550102", "Ben")
     # The receiver is down for maintenance: 503 with a Retry-After of an hour, so no automatic retry runs
     # during the test and only the Retry button can send it.
-    receiver.status, receiver.headers = 503, {"Retry-After": "3600"}
+    e2e_receiver.status, e2e_receiver.headers = 503, {"Retry-After": "3600"}
     page.fill("#reply-body", "Let me check")
     page.click("button:has-text('Send reply')")
     failed = page.wait_for_selector(".message.outbound .delivery.status-failed")
     text = failed.inner_text()
     assert "Failed" in text and "HTTP 503" in text and "Next automatic retry" in text
-    receiver.status, receiver.headers = 200, {}  # the receiver recovers
+    e2e_receiver.status, e2e_receiver.headers = 200, {}  # the receiver recovers
     page.click(".message.outbound .retry button")
     page.wait_for_selector(".message.outbound .delivery.status-sent")
     assert page.locator(".message.outbound .retry").count() == 0
-    assert [r["body"] for r in receiver.requests[-2:]] == ["Let me check", "Let me check"]
+    assert [r["body"] for r in e2e_receiver.requests[-2:]] == ["Let me check", "Let me check"]
     assert_not_reloaded(page)
 
 
@@ -190,10 +178,10 @@ def bot_outcome(parley, message_id, timeout=10):
     raise AssertionError(f"the bot recorded nothing for {message_id}")
 
 
-def test_browser_a_reply_pauses_the_bot(page, parley, receiver):
+def test_browser_a_reply_pauses_the_bot(page, parley, e2e_receiver):
     """A person's reply from the thread pauses the bot for the contact inside the reply's transaction: the
     contact's next message gets no bot answer, and the thread says so."""
-    receiver.status, receiver.headers = 200, {}
+    e2e_receiver.status, e2e_receiver.headers = 200, {}
     set_bot(parley, {"active": True, "fallback": "The bot answers this."})
     try:
         contact_id = open_thread(page, parley, "Hello bot", "+14155550104", "Dan")
@@ -202,11 +190,11 @@ def test_browser_a_reply_pauses_the_bot(page, parley, receiver):
         page.click("button:has-text('Send reply')")
         page.wait_for_selector(".message.outbound:has-text('A person here') .delivery.status-sent")
         page.wait_for_selector("#bot-state .is-paused", timeout=5000)
-        sent_before = len(receiver.requests)
+        sent_before = len(e2e_receiver.requests)
         message_id, _ = post_inbound(parley, "Are you still there?", from_id="+14155550104")
         assert bot_outcome(parley, message_id)["outcome"] == "paused"
         page.wait_for_selector(f"#m-{message_id} .bot-outcome:has-text('Bot paused: not answered')")
-        assert len(receiver.requests) == sent_before  # no answer went out
+        assert len(e2e_receiver.requests) == sent_before  # no answer went out
         assert contact_of(parley, message_id) == contact_id
         assert_not_reloaded(page)
     finally:

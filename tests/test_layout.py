@@ -34,30 +34,21 @@ def test_package_imports_respect_the_layers(package):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-# Test modules that still import fixtures or helpers from another test module (issue 42 §6): the shared ones
-# move to helper modules (tests/ui_fixtures.py, a pytest plugin; tests/ui_helpers.py, plain), so that a change
-# to one test file breaks no other. The list only shrinks: a module not in it may not start, and a module that
-# stopped must leave it.
-STILL_IMPORTING_TEST_MODULES = {
-    "test_bad_input",
-    "test_bot_modes",
-    "test_bot_placeholders",
-    "test_bot_real_model",
-    "test_contact_erasure_imports",
-    "test_contact_import_limits",
-}
-
-
+# A test module imports fixtures and helpers from helper modules (tests/*_helpers.py, tests/ui_fixtures.py,
+# conftest), never from another test module (issue 42 §6): a change to one test file breaks no other.
 def imports_a_test_module(path):
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):  # `from tests.test_x import y`, `from tests import test_x`
+            names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
         if any(name.startswith("tests.test_") for name in names):
             return True
     return False
 
 
 def test_no_test_module_imports_another():
-    importing = {path.stem for path in (ROOT / "tests").glob("*.py") if imports_a_test_module(path)}
-    assert not importing - STILL_IMPORTING_TEST_MODULES, "import shared fixtures from a helper module instead"
-    assert not STILL_IMPORTING_TEST_MODULES - importing, "no longer imports a test module: take it off the list"
+    importing = sorted(path.stem for path in (ROOT / "tests").glob("*.py") if imports_a_test_module(path))
+    assert importing == [], "import shared fixtures and helpers from a helper module instead"

@@ -5,23 +5,9 @@ second context signed in to the same account, styled as a note, and never reache
 reply does."""
 import time
 
-import pytest
 
 from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
-from tests.parley_process import ParleyProcess, first_run_receiver
 from tests.ui_helpers import assert_not_reloaded, mark_no_reload, open_page, sign_in
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("notes") / "data", "--allow-private-webhooks") as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def receiver(parley):
-    with first_run_receiver(parley) as r:
-        yield r
 
 
 NOTE_YELLOW = "rgb(255, 246, 204)"  # static/parley.css .message.note
@@ -41,7 +27,7 @@ def open_thread(page, parley, contact_id):
     mark_no_reload(page)
 
 
-def test_browser_slash_code_offers_canned_replies_and_inserts_the_rendered_body(page, parley, receiver):
+def test_browser_slash_code_offers_canned_replies_and_inserts_the_rendered_body(page, parley, e2e_receiver):
     api_post(parley, "/v1/canned-replies", {"code": "thanks", "body": "Thanks {{firstName}} {{lastName}}, we are on it."})
     api_post(parley, "/v1/canned-replies", {"code": "thx-short", "body": "Thx {{firstName}}!"})
     api_post(parley, "/v1/canned-replies", {"code": "hours", "body": "We open at 9."})
@@ -68,21 +54,21 @@ def test_browser_slash_code_offers_canned_replies_and_inserts_the_rendered_body(
     page.click("button:has-text('Send reply')")
     wait_until(page, "document.querySelectorAll('#messages .message.outbound').length === 1")
     deadline = time.monotonic() + 15
-    while not any(r["body"].startswith("Hello! Thanks Grace Hopper") for r in receiver.requests):
+    while not any(r["body"].startswith("Hello! Thanks Grace Hopper") for r in e2e_receiver.requests):
         assert time.monotonic() < deadline, "the reply never reached the receiver"
         time.sleep(0.05)
     assert page.console_errors == []  # nothing refused by the CSP
     assert_not_reloaded(page)
 
 
-def test_browser_a_note_shows_live_in_a_second_context_and_never_reaches_the_receiver(chromium, parley, receiver):
+def test_browser_a_note_shows_live_in_a_second_context_and_never_reaches_the_receiver(chromium, parley, e2e_receiver):
     message_id, _ = post_inbound(parley, "Can I change my order?", from_id="+14155550102", firstName="Linus")
     contact_id = contact_of(parley, message_id)
     (writer_context, writer), (reader_context, reader) = open_page(chromium), open_page(chromium)
     try:
         open_thread(writer, parley, contact_id)
         open_thread(reader, parley, contact_id)
-        before = len(receiver.requests)
+        before = len(e2e_receiver.requests)
         note = f"Private: customer is a reseller {time.time_ns()}"
 
         writer.click("#mode-note")
@@ -106,10 +92,10 @@ def test_browser_a_note_shows_live_in_a_second_context_and_never_reaches_the_rec
         writer.fill("#reply-body", "Sure, what would you like to change?")
         writer.click("button:has-text('Send reply')")
         deadline = time.monotonic() + 15
-        while not any(r["body"] == "Sure, what would you like to change?" for r in receiver.requests[before:]):
+        while not any(r["body"] == "Sure, what would you like to change?" for r in e2e_receiver.requests[before:]):
             assert time.monotonic() < deadline, "the reply never reached the receiver"
             time.sleep(0.05)
-        assert all(note not in str(r) for r in receiver.requests)
+        assert all(note not in str(r) for r in e2e_receiver.requests)
         wait_until(reader, "document.querySelectorAll('#messages .message.outbound').length === 1")
         assert reader.locator("#messages .message.note").count() == 1
 

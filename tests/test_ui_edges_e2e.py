@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.parley_process import ParleyProcess, first_run_receiver, run_cli
+from tests.parley_process import first_run_receiver, run_cli
 from tests.waiting import wait_until
 from tests.ui_helpers import open_page, sign_in
 
@@ -28,12 +28,6 @@ BROKEN_WORDS = """() => {
   });
   return broken;
 }"""
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("ui-edges") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,13 @@
 """Fixtures of the UI tests, for every test module (registered in tests/conftest.py's pytest_plugins): an account
-whose owner can sign in, an in-process form client signed in or not, the real headless Chromium and a page."""
+whose owner can sign in, an in-process form client signed in or not, the real headless Chromium and a page, the
+real server of a module's end-to-end tests and a receiver of its webhooks."""
 import pytest
 
 from services import accounts
 from tests.inbound_helpers import inbound
 from tests.live_helpers import ui_user
-from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page
+from tests.parley_process import ParleyProcess, first_run_receiver
+from tests.ui_helpers import CHROMIUM, CHROMIUM_ARGS, PASSWORD, FormClient, open_page, signed_in_client
 
 
 @pytest.fixture
@@ -38,6 +40,23 @@ def chromium():
         yield browser
         browser.close()
 
+
+
+@pytest.fixture(scope="module")
+def parley(request, tmp_path_factory):
+    """The real server.py over HTTPS for a module's end-to-end tests (its data directory named after the module),
+    started with --allow-private-webhooks so that its accounts may post to a receiver on this machine. A module
+    whose server needs other options defines a `parley` of its own, which pytest then gives its tests."""
+    name = request.module.__name__.rpartition(".")[2]
+    with ParleyProcess(tmp_path_factory.mktemp(name) / "data", "--allow-private-webhooks") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def e2e_receiver(parley):
+    """A local receiver, the Custom Channel Webhook of the module's server's first-run account."""
+    with first_run_receiver(parley) as receiver:
+        yield receiver
 
 
 @pytest.fixture
@@ -81,9 +100,7 @@ def ui_agency(io_loop, services):
 @pytest.fixture
 def agency_browser(io_loop, http_server_client, ui_agency):
     """A form client signed in as the agency's owner."""
-    browser = FormClient(http_server_client)
-    assert io_loop.run_sync(lambda: browser.login(ui_agency["email"])).code == 303
-    return browser
+    return signed_in_client(io_loop, http_server_client, ui_agency["email"])
 
 
 @pytest.fixture

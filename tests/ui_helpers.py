@@ -62,6 +62,13 @@ class FormClient:
         return await self.post("/login", form)
 
 
+def signed_in_client(io_loop, http_server_client, email, client_class=FormClient):
+    """A form client (a FormClient or a subclass) signed in as email's user: the body of a fixture."""
+    client = client_class(http_server_client)
+    response = io_loop.run_sync(lambda: client.login(email))
+    assert response.code == 303, response.text
+    return client
+
 
 def open_page(chromium, **context_options):
     """(context, page): a page of its own browser context that collects console errors (a CSP violation or

@@ -83,11 +83,14 @@ async def test_concurrent_writers_are_read_exactly_once_in_commit_order(services
     async def reader(until):
         nonlocal cursor
         while True:
+            # Whether every write was answered before this read began: a read begun earlier may not see the last
+            # commits, so only an empty page read after them ends the reading.
+            answered = until.done()
             r = await read(api, key, types="message.created", limit=7, **({"after": cursor} if cursor else {}))
             assert r.code == 200, r.body
             seen.extend(e["data"]["id"] for e in r.json["data"])
             cursor = r.json["nextCursor"]
-            if until.done() and not r.json["data"]:
+            if answered and not r.json["data"]:
                 return
             await asyncio.sleep(0)
 

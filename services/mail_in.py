@@ -36,10 +36,12 @@ log = logging.getLogger("parley.email")
 
 CHANNEL = mail_out.CHANNEL
 FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves after each batch
+FETCH_BYTES = 4 << 20    # ... unless they are bigger together than this: a big mail is fetched alone
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0
 STATUS_EVERY = timedelta(seconds=60)  # a working import writes its checked_at this often at most
 _NUMBER = {name: re.compile(rf"\[{name} (\d+)\]".encode()) for name in ("UIDVALIDITY", "UIDNEXT")}
 _FETCHED_UID = re.compile(rb"UID (\d+)")
+_SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _EXISTS = re.compile(rb"^\d+ EXISTS$")
 
 
@@ -252,14 +254,39 @@ class Mailbox:
     async def _import_uids(self, client, uidvalidity, uids, timeout, last_uid):
         for start in range(0, len(uids), FETCH_BATCH):
             batch = uids[start:start + FETCH_BATCH]
-            fetched = await _ok(client.uid("fetch", ",".join(map(str, batch)), "(UID BODY.PEEK[])"),
-                                timeout * 4, "UID FETCH")
-            for uid, raw in _fetched_mails(fetched):
-                await self.import_mail(raw, f"{uidvalidity}:{uid}")
+            for part in await self._by_size(client, batch, timeout):
+                fetched = await _ok(client.uid("fetch", ",".join(map(str, part)), "(UID BODY.PEEK[])"),
+                                    timeout * 4, "UID FETCH")
+                mails = _fetched_mails(fetched)
+                del fetched
+                while mails:  # each mail's bytes let go once it is imported
+                    uid, raw = mails.pop(0)
+                    await self.import_mail(raw, f"{uidvalidity}:{uid}")
+                    del raw
             last_uid = max(last_uid, batch[-1])
             await store.set_checkpoint(self.services.db, self.account_id, self.key, uidvalidity, last_uid,
                                        iso(utcnow()))
         return last_uid
+
+    async def _by_size(self, client, batch, timeout):
+        """The batch in parts fetched at once: mails up to FETCH_BYTES together, a bigger one alone (the whole answer
+        to a FETCH is held in memory)."""
+        sizes = await _ok(client.uid("fetch", ",".join(map(str, batch)), "(UID RFC822.SIZE)"), timeout, "UID FETCH")
+        size_of = {}
+        for line in sizes.lines:
+            if isinstance(line, bytes) and b"FETCH" in line:
+                uid, size = _FETCHED_UID.search(line), _SIZE.search(line)
+                if uid and size:
+                    size_of[int(uid[1])] = int(size[1])
+        parts, part, total = [], [], 0
+        for uid in batch:
+            size = size_of.get(uid, 0)
+            if part and total + size > FETCH_BYTES:
+                parts.append(part)
+                part, total = [], 0
+            part.append(uid)
+            total += size
+        return parts + [part] if part else parts
 
     async def _idle(self, client, seconds):
         """Wait in IDLE until the server says something (new mail) or ``seconds`` pass."""
@@ -386,12 +413,13 @@ async def _bounced(services, account_id, key, bounce):
 
 
 def _fetched_mails(response):
-    """[(uid, bytes)] of a UID FETCH (UID BODY.PEEK[]) answer: each mail is a literal after its "n FETCH (UID u …"."""
+    """[(uid, bytearray)] of a UID FETCH (UID BODY.PEEK[]) answer: each mail is a literal after its "n FETCH (UID u …"
+    (not copied: a mail may be tens of megabytes)."""
     found, uid = [], None
     for line in response.lines:
         if isinstance(line, bytearray):
             if uid is not None:
-                found.append((uid, bytes(line)))
+                found.append((uid, line))
             uid = None
         else:
             match = _FETCHED_UID.search(line) if b"FETCH" in line else None

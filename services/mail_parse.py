@@ -4,10 +4,15 @@ whole text is kept beside it), its attachments, the Message-IDs it answers, whet
 Auto-Submitted, Precedence bulk|junk|list, X-Autoreply: stored, never answered) and whether it is a delivery status
 notification (a bounce, RFC 3464 multipart/report: it marks our message failed and makes no contact).
 
-Pure functions of the raw bytes (no I/O): CPU work, which the importer runs in an executor."""
+Pure functions of the raw bytes (no I/O): CPU work, which the importer runs in an executor. A big mail (an
+attachment of megabytes) is parsed without its big base64 bodies (_skeleton): the stdlib's parser keeps a body as a
+list of lines, then as one string, then decodes it, some ten times the attachment's size at once; the cut-out bodies
+are decoded straight from the raw bytes instead."""
+import binascii
 import email
 import email.policy
 import re
+import secrets
 from dataclasses import dataclass, field
 from email.utils import getaddresses, parseaddr
 from html.parser import HTMLParser
@@ -63,8 +68,18 @@ def is_automatic(message):
 
 
 def parse(raw):
-    """The ParsedMail of a mail's bytes."""
-    message = email.message_from_bytes(bytes(raw), policy=email.policy.default)
+    """The ParsedMail of a mail's bytes (bytes or a bytearray, which is not copied)."""
+    if len(raw) >= SKELETON_FROM:
+        skeleton, bodies = _skeleton(raw)
+        if bodies:
+            try:
+                return _parsed(email.message_from_bytes(skeleton, policy=email.policy.default), bodies)
+            except _NotCut:
+                pass  # a cut body is not an attachment's whole base64 body: parsed whole, as any mail
+    return _parsed(email.message_from_bytes(bytes(raw), policy=email.policy.default), None)
+
+
+def _parsed(message, bodies):
     name, address = parseaddr(str(message.get("From") or ""))
     subject = " ".join(str(message.get("Subject") or "").split())[:MAX_SUBJECT]
     ids = message_ids(message.get("Message-ID"))
@@ -75,7 +90,7 @@ def parse(raw):
     return ParsedMail(message_id=ids[0] if ids else None, from_address=address.strip().lower() or None,
                       from_name=name.strip() or None, subject=subject, text=text, reply=reply, quoted=quoted,
                       references=list(dict.fromkeys(references)), automatic=is_automatic(message) or bounce is not None,
-                      bounce=bounce, attachments=[] if bounce is not None else _attachments(message))
+                      bounce=bounce, attachments=_attachments(message, bodies, bounce is not None))
 
 
 def _text_of(message):
@@ -122,17 +137,88 @@ def trim_quoted(text):
     return top, quoted
 
 
-def _attachments(message):
-    found = []
-    for part in message.iter_attachments():
+def _attachments(message, bodies, bounce):
+    """The attachments; with bodies (a skeleton's), each cut-out body must be one attachment's whole base64 body, or
+    _NotCut."""
+    found, used = [], set()
+    for part in [] if bounce else message.iter_attachments():
         if part.is_multipart() or part.get_content_maintype() == "message":
             continue
-        data = part.get_payload(decode=True)
+        data = _payload(part, bodies, used) if bodies else part.get_payload(decode=True)
         if not data:
             continue
         found.append(Attachment(filename=part.get_filename() or "attachment", content_type=part.get_content_type(),
                                 data=data))
+    if bodies and used != set(bodies):
+        raise _NotCut
     return found
+
+
+# ---- big mails --------------------------------------------------------------------------------
+
+SKELETON_FROM = 1 << 20  # mails from this size on are parsed without their big base64 bodies
+_CUT_LINES = 1000        # a run of at least this many full base64 lines (57 kB decoded) is cut out
+# A base64 line whose length is a multiple of 4 (runs of them decode piecewise) and not the last (no padding)
+_B64_LINE = re.compile(rb"^(?:[A-Za-z0-9+/]{4}){15,19}\r?\n", re.M)
+_DECODE_STEP = 1 << 20   # characters decoded per call
+
+
+class _NotCut(Exception):
+    """A cut-out body is not what the skeleton took it for: the mail is parsed whole."""
+
+
+def _skeleton(raw):
+    """(the mail with each run of _CUT_LINES+ base64 lines replaced by a marker line, {marker: (raw, start, end)})."""
+    runs, start, end = [], None, None
+    for line in _B64_LINE.finditer(raw):
+        if line.start() != end:
+            if start is not None and lines >= _CUT_LINES:
+                runs.append((start, end))
+            start, lines = line.start(), 0
+        end, lines = line.end(), lines + 1
+    if start is not None and lines >= _CUT_LINES:
+        runs.append((start, end))
+    if not runs:
+        return None, {}
+    tag = secrets.token_hex(8)
+    pieces, bodies, at = [], {}, 0
+    for number, (start, end) in enumerate(runs):
+        marker = f"ParleyCut{tag}N{number}"
+        pieces += [bytes(raw[at:start]), marker.encode(), b"\r\n" if raw[end - 2:end] == b"\r\n" else b"\n"]
+        bodies[marker] = (raw, start, end)
+        at = end
+    pieces.append(bytes(raw[at:]))
+    return b"".join(pieces), bodies
+
+
+def _payload(part, bodies, used):
+    """An attachment's bytes: a cut-out body decoded from the raw bytes, then the lines after it (the last one,
+    padded) as the stdlib decodes them."""
+    text = part.get_payload()
+    if not any(marker in text for marker in bodies):
+        return part.get_payload(decode=True)
+    marker, _, rest = text.partition("\n")
+    marker = marker.strip()
+    if marker not in bodies or marker in used or str(part.get("Content-Transfer-Encoding", "")).strip().lower() \
+            != "base64" or any(other in rest for other in bodies):
+        raise _NotCut
+    used.add(marker)
+    raw, start, end = bodies[marker]
+    view = memoryview(raw)[start:end]
+    data = bytearray()
+    try:
+        step = start
+        while step < end:  # whole lines per call: each is a multiple of 4 characters
+            stop = min(end, step + _DECODE_STEP)
+            if stop < end:
+                stop = raw.index(b"\n", stop - 1) + 1 if raw[stop - 1:stop] != b"\n" else stop
+            data += binascii.a2b_base64(view[step - start:stop - start])
+            step = stop
+    finally:
+        view.release()
+    part.set_payload(rest)
+    data += part.get_payload(decode=True) or b""
+    return data
 
 
 # ---- bounces -----------------------------------------------------------------------------------

@@ -204,18 +204,27 @@ def _payload(part, bodies, used):
         raise _NotCut
     used.add(marker)
     raw, start, end = bodies[marker]
-    view = memoryview(raw)[start:end]
-    data = bytearray()
-    try:
-        step = start
-        while step < end:  # whole lines per call: each is a multiple of 4 characters
-            stop = min(end, step + _DECODE_STEP)
-            if stop < end:
-                stop = raw.index(b"\n", stop - 1) + 1 if raw[stop - 1:stop] != b"\n" else stop
-            data += binascii.a2b_base64(view[step - start:stop - start])
-            step = stop
-    finally:
-        view.release()
+    # The last cut body of a bytearray (the IMAP literal, handed over) is decoded in place, and the bytearray becomes
+    # the attachment: each step's bytes are shorter than the characters they come from, and the literal's memory is
+    # not held beside a copy of the file. Nothing of the mail is read after it (each other body is decoded already).
+    in_place = isinstance(raw, bytearray) and used == set(bodies)
+    data = raw if in_place else bytearray()
+    step, written = start, start
+    while step < end:  # whole lines per call: each is a multiple of 4 characters
+        stop = min(end, step + _DECODE_STEP)
+        if stop < end and raw[stop - 1] != 0x0A:
+            stop = raw.index(b"\n", stop) + 1
+        with memoryview(raw) as view:
+            decoded = binascii.a2b_base64(view[step:stop])
+        if in_place:
+            raw[written:written + len(decoded)] = decoded
+            written += len(decoded)
+        else:
+            data += decoded
+        step = stop
+    if in_place:
+        del raw[written:]
+        del raw[:start]
     part.set_payload(rest)
     data += part.get_payload(decode=True) or b""
     return data

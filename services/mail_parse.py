@@ -169,7 +169,7 @@ class _NotCut(Exception):
 
 def _skeleton(raw):
     """(the mail with each run of _CUT_LINES+ base64 lines replaced by a marker line, {marker: (raw, start, end)})."""
-    runs, start, end = [], None, None
+    runs, start, end, lines = [], None, None, 0
     for line in _B64_LINE.finditer(raw):
         if line.start() != end:
             if start is not None and lines >= _CUT_LINES:

@@ -168,7 +168,7 @@ def _inbound(ctx, parley, data, port):
     runs = {"alone": [], "importing": []}
     imported, appended, loads = [], [], {"alone": [], "importing": []}
     next_mail = 1000
-    for rep in range(ctx.args.repeat):
+    for _ in range(ctx.args.repeat):
         for label in ("alone", "importing"):
             ctx.wait_for_quiet()
             loads[label].append(round(_uptime()[0], 2))

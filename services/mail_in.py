@@ -36,7 +36,8 @@ log = logging.getLogger("parley.email")
 
 CHANNEL = mail_out.CHANNEL
 FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves after each batch
-FETCH_BYTES = 4 << 20    # ... unless they are bigger together than this: a big mail is fetched alone
+FETCH_BYTES = 4 << 20    # ... unless they are bigger together than this: a big mail is fetched alone, in pieces
+FETCH_PIECE = 1 << 20    # of this many bytes
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0
 STATUS_EVERY = timedelta(seconds=60)  # a working import writes its checked_at this often at most
 _NUMBER = {name: re.compile(rf"\[{name} (\d+)\]".encode()) for name in ("UIDVALIDITY", "UIDNEXT")}
@@ -254,7 +255,10 @@ class Mailbox:
     async def _import_uids(self, client, uidvalidity, uids, timeout, last_uid):
         for start in range(0, len(uids), FETCH_BATCH):
             batch = uids[start:start + FETCH_BATCH]
-            for part in await self._by_size(client, batch, timeout):
+            for part, size in await self._by_size(client, batch, timeout):
+                if size > FETCH_BYTES:  # alone, in pieces: never whole in memory
+                    await self._import_big(client, uidvalidity, part[0], timeout)
+                    continue
                 fetched = await _ok(client.uid("fetch", ",".join(map(str, part)), "(UID BODY.PEEK[])"),
                                     timeout * 4, "UID FETCH")
                 mails = _fetched_mails(fetched)
@@ -269,8 +273,8 @@ class Mailbox:
         return last_uid
 
     async def _by_size(self, client, batch, timeout):
-        """The batch in parts fetched at once: mails up to FETCH_BYTES together, a bigger one alone (the whole answer
-        to a FETCH is held in memory)."""
+        """The batch in parts fetched at once, [(uids, their size)]: mails up to FETCH_BYTES together, a bigger one
+        alone (the whole answer to a FETCH is held in memory)."""
         sizes = await _ok(client.uid("fetch", ",".join(map(str, batch)), "(UID RFC822.SIZE)"), timeout, "UID FETCH")
         size_of = {}
         for line in sizes.lines:
@@ -282,11 +286,38 @@ class Mailbox:
         for uid in batch:
             size = size_of.get(uid, 0)
             if part and total + size > FETCH_BYTES:
-                parts.append(part)
+                parts.append((part, total))
                 part, total = [], 0
             part.append(uid)
             total += size
-        return parts + [part] if part else parts
+        return parts + [(part, total)] if part else parts
+
+    async def _import_big(self, client, uidvalidity, uid, timeout):
+        """A big mail fetched FETCH_PIECE bytes at a time (BODY.PEEK[]<offset.length>), each piece read as it comes
+        (mail_parse.MailReader: its attachments decoded, the literal let go); a mail the reader cannot take apart is
+        fetched and parsed whole, as any other."""
+        loop, reader, offset = asyncio.get_running_loop(), mail_parse.MailReader(), 0
+        while True:
+            answer = await _ok(client.uid("fetch", str(uid), f"(BODY.PEEK[]<{offset}.{FETCH_PIECE}>)"), timeout,
+                               "UID FETCH")
+            piece = next((line for line in answer.lines if isinstance(line, bytearray)), None)
+            del answer
+            if piece:
+                await loop.run_in_executor(None, reader.feed, piece)
+                offset += len(piece)
+            if not piece or len(piece) < FETCH_PIECE:
+                break
+            del piece
+        try:
+            parsed = await loop.run_in_executor(None, reader.parsed)
+        except mail_parse.NotCut:
+            del reader
+            fetched = await _ok(client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), timeout * 4, "UID FETCH")
+            for found_uid, raw in _fetched_mails(fetched):
+                await self.import_mail(raw, f"{uidvalidity}:{found_uid}")
+            return
+        del reader
+        await import_parsed(self.services, self.account_id, self.address, parsed, f"{uidvalidity}:{uid}", self)
 
     async def _idle(self, client, seconds):
         """Wait in IDLE until the server says something (new mail) or ``seconds`` pass."""
@@ -334,6 +365,12 @@ async def with_import_status(db, account_id, shown):
 async def import_mail(services, account_id, address, raw, place, counter=None):
     """See Mailbox.import_mail (a function: the bench and tests feed mail through it without a server)."""
     parsed = await asyncio.get_running_loop().run_in_executor(None, mail_parse.parse, raw)
+    del raw  # a bytearray's memory may be the attachment's now (mail_parse)
+    return await import_parsed(services, account_id, address, parsed, place, counter)
+
+
+async def import_parsed(services, account_id, address, parsed, place, counter=None):
+    """A mail read already (mail_parse.ParsedMail) into Parley; see Mailbox.import_mail."""
     key = mail_out.message_id_key(services.box)
     if parsed.bounce is not None:
         return await _bounced(services, account_id, key, parsed.bounce)

@@ -74,7 +74,7 @@ def parse(raw):
         if bodies:
             try:
                 return _parsed(email.message_from_bytes(skeleton, policy=email.policy.default), bodies)
-            except _NotCut:
+            except NotCut:
                 pass  # a cut body is not an attachment's whole base64 body: parsed whole, as any mail
     return _parsed(email.message_from_bytes(bytes(raw), policy=email.policy.default), None)
 
@@ -139,7 +139,7 @@ def trim_quoted(text):
 
 def _attachments(message, bodies, bounce):
     """The attachments; with bodies (a skeleton's), each cut-out body must be one attachment's whole base64 body, or
-    _NotCut."""
+    NotCut."""
     found, used = [], set()
     for part in [] if bounce else message.iter_attachments():
         if part.is_multipart() or part.get_content_maintype() == "message":
@@ -150,7 +150,7 @@ def _attachments(message, bodies, bounce):
         found.append(Attachment(filename=part.get_filename() or "attachment", content_type=part.get_content_type(),
                                 data=data))
     if bodies and used != set(bodies):
-        raise _NotCut
+        raise NotCut
     return found
 
 
@@ -163,8 +163,70 @@ _B64_LINE = re.compile(rb"^(?:[A-Za-z0-9+/]{4}){15,19}\r?\n", re.M)
 _DECODE_STEP = 1 << 20   # characters decoded per call
 
 
-class _NotCut(Exception):
+class NotCut(Exception):
     """A cut-out body is not what the skeleton took it for: the mail is parsed whole."""
+
+
+class MailReader:
+    """A big mail read in pieces as they arrive (an IMAP literal fetched a part at a time, services/mail_in.py): its
+    runs of _CUT_LINES+ base64 lines are decoded as they come, the rest kept as the skeleton, so that the mail is
+    never whole in memory; feed(piece) each piece in order, then parsed() (NotCut: the mail must be parsed whole).
+    CPU work: run both in an executor."""
+
+    def __init__(self):
+        self.skeleton, self.bodies = bytearray(), {}
+        self.carry = b""       # the last piece's incomplete last line
+        self.run, self.run_lines = [], 0  # the base64 lines of a run too short yet to be cut out
+        self.body = None       # the decoded bytes of the run being cut out
+        self.tag = secrets.token_hex(8)
+
+    def feed(self, piece):
+        data = self.carry + bytes(piece)
+        cut = data.rfind(b"\n") + 1
+        self.carry = data[cut:]
+        span_start = span_end = 0
+        lines = 0
+        with memoryview(data) as view:  # spans decoded without a copy
+            for line in _B64_LINE.finditer(data, 0, cut):
+                if line.start() != span_end:
+                    self._span(view[span_start:span_end], lines)
+                    self._gap(data[span_end:line.start()])
+                    span_start, lines = line.start(), 0
+                span_end, lines = line.end(), lines + 1
+            self._span(view[span_start:span_end], lines)
+        self._gap(data[span_end:cut])
+
+    def parsed(self):
+        self._gap(self.carry)
+        self._close()
+        message = email.message_from_bytes(bytes(self.skeleton), policy=email.policy.default)
+        return _parsed(message, self.bodies or None)
+
+    def _span(self, span, lines):
+        if not lines:
+            return
+        if self.body is not None:
+            self.body += binascii.a2b_base64(span)
+            return
+        self.run.append(bytes(span))
+        self.run_lines += lines
+        if self.run_lines >= _CUT_LINES:
+            marker = f"ParleyCut{self.tag}N{len(self.bodies)}"
+            self.skeleton += marker.encode() + (b"\r\n" if self.run[0].endswith(b"\r\n") else b"\n")
+            self.body = self.bodies[marker] = bytearray()
+            for kept in self.run:
+                self.body += binascii.a2b_base64(kept)
+            self.run, self.run_lines = [], 0
+
+    def _gap(self, text):
+        if text:
+            self._close()
+            self.skeleton += text
+
+    def _close(self):
+        self.body = None
+        self.skeleton += b"".join(self.run)
+        self.run, self.run_lines = [], 0
 
 
 def _skeleton(raw):
@@ -201,8 +263,13 @@ def _payload(part, bodies, used):
     marker = marker.strip()
     if marker not in bodies or marker in used or str(part.get("Content-Transfer-Encoding", "")).strip().lower() \
             != "base64" or any(other in rest for other in bodies):
-        raise _NotCut
+        raise NotCut
     used.add(marker)
+    if isinstance(bodies[marker], bytearray):  # decoded as it arrived (MailReader)
+        data = bodies[marker]
+        part.set_payload(rest)
+        data += part.get_payload(decode=True) or b""
+        return data
     raw, start, end = bodies[marker]
     # The last cut body of a bytearray (the IMAP literal, handed over) is decoded in place, and the bytearray becomes
     # the attachment: each step's bytes are shorter than the characters they come from, and the literal's memory is

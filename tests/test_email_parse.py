@@ -5,6 +5,8 @@ import os
 import tracemalloc
 from email.message import EmailMessage
 
+import pytest
+
 from services import mail_parse
 from services.mail_out import reply_mail, reply_subject, signed_message_id, verified_message_id
 
@@ -184,6 +186,25 @@ def test_a_big_mails_attachment_is_decoded_from_the_raw_bytes_as_the_whole_parse
         # the stdlib's parse of the whole mail holds some ten times the attachment at once, a copy of the decoded
         # file beside the literal once more; decoded in place, a step of the decoding at a time
         assert peak < len(pdf) / 2, f"parsing held {peak / len(pdf):.2f} times the attachment"
+
+
+def test_a_big_mail_read_in_pieces_is_read_as_the_whole_parse_reads_it():
+    for crlf in (False, True):
+        raw, pdf = _big_mail(crlf=crlf)
+        reader = mail_parse.MailReader()
+        for at in range(0, len(raw), 4099):  # pieces that end mid-line
+            reader.feed(raw[at:at + 4099])
+        mail = reader.parsed()
+        whole = mail_parse._parsed(mail_parse.email.message_from_bytes(raw, policy=mail_parse.email.policy.default),
+                                   None)
+        assert (mail.text, mail.subject, mail.from_address) == (whole.text, whole.subject, whole.from_address)
+        assert [(a.filename, a.content_type, bytes(a.data)) for a in mail.attachments] == \
+            [(a.filename, a.content_type, bytes(a.data)) for a in whole.attachments]
+        assert mail.attachments[0].data == pdf
+    reader = mail_parse.MailReader()
+    reader.feed(_big_mail(text_size=600_000)[0])
+    with pytest.raises(mail_parse.NotCut):  # the big body is the text: the mail must be read whole
+        reader.parsed()
 
 
 def test_a_big_body_that_is_no_attachment_is_parsed_whole():

@@ -192,9 +192,16 @@ def _inbound(ctx, parley, data, port):
                          120)
     medians = {label: ctx.median_of(r) for label, r in runs.items()}
     ratio = round(medians["importing"]["rps"] / medians["alone"]["rps"], 3)
+    # Other jobs on the 2 cores move req/s by more than the import does; the server's CPU per request is what the
+    # import adds to each request at saturation (its own work shared out), whatever else runs: a steadier estimate.
+    cpu_ratio = round(medians["alone"]["server_cpu_ms_per_request"] / medians["importing"]["server_cpu_ms_per_request"],
+                      3)
+    pairs = [round(b["rps"] / a["rps"], 3) for a, b in zip(runs["alone"], runs["importing"])]
+    others = {label: [r["other_cores"] for r in r_list] for label, r_list in runs.items()}
     ctx.log(f"  inbound alone {medians['alone']['rps']:.0f} req/s, while importing {medians['importing']['rps']:.0f} "
             f"req/s: {ratio}; mails imported during each run {imported}")
-    return {**medians, "ratio": ratio, "mails_imported_during_runs": imported, "mails_appended_per_run": appended,
+    return {**medians, "ratio": ratio, "cpu_ratio": cpu_ratio, "pair_ratios": pairs, "other_cores": others,
+            "mails_imported_during_runs": imported, "mails_appended_per_run": appended,
             "stream_per_second": STREAM_PER_SECOND, "loadavg_1min": loads}
 
 
@@ -212,8 +219,11 @@ def render(r):
             f"| while {i['stream_per_second']} mails/s arrive (imported per run: {i['mails_imported_during_runs']}) | "
             f"{i['importing']['rps']:.0f} | {i['importing']['p50_ms']:.1f} | {i['importing']['p99_ms']:.1f} | "
             f"{i['loadavg_1min']['importing']} |", "",
-            "The appending client and pymap share the machine's 2 cores with the server and wrk: the ratio is "
-            "pessimistic."]
+            f"Ratio of the medians {i['ratio']} (each pair: {i['pair_ratios']}; other jobs' cores during the runs "
+            f"{i['other_cores']}); server CPU per request alone / while importing "
+            f"{i['alone']['server_cpu_ms_per_request']} / {i['importing']['server_cpu_ms_per_request']} ms = "
+            f"{i['cpu_ratio']}. The appending client and pymap share the machine's 2 cores with the server and wrk: "
+            "the ratio is pessimistic."]
 
 
 def goals(r):
@@ -222,4 +232,6 @@ def goals(r):
     return [goal(f"a 25 MB attachment raises RSS by <= {GOAL_RSS_MB} MB", a["rss_growth_mb"], GOAL_RSS_MB,
                  a["rss_growth_mb"] <= GOAL_RSS_MB and a["stored_file_bytes"] == a["attachment_bytes"]),
             goal(f"inbound keeps >= {GOAL_RATIO} of its throughput while mail is imported", i["ratio"], GOAL_RATIO,
-                 i["ratio"] >= GOAL_RATIO)]
+                 i["ratio"] >= GOAL_RATIO),
+            goal(f"... by the server's CPU per request (alone / while importing) >= {GOAL_RATIO}", i["cpu_ratio"],
+                 GOAL_RATIO, i["cpu_ratio"] >= GOAL_RATIO)]

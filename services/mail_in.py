@@ -296,21 +296,25 @@ class Mailbox:
         """A big mail fetched FETCH_PIECE bytes at a time (BODY.PEEK[]<offset.length>), each piece read as it comes
         (mail_parse.MailReader: its attachments decoded, the literal let go); a mail the reader cannot take apart is
         fetched and parsed whole, as any other."""
-        loop, reader, offset = asyncio.get_running_loop(), mail_parse.MailReader(), 0
-        while True:
-            answer = await _ok(client.uid("fetch", str(uid), f"(BODY.PEEK[]<{offset}.{FETCH_PIECE}>)"), timeout,
-                               "UID FETCH")
-            piece = next((line for line in answer.lines if isinstance(line, bytearray)), None)
-            del answer
-            if piece:
-                await loop.run_in_executor(None, reader.feed, piece)
-                offset += len(piece)
-            if not piece or len(piece) < FETCH_PIECE:
-                break
-            del piece
+        loop, offset = asyncio.get_running_loop(), 0
+        reader = mail_parse.MailReader(spool=media.media_dir(self.services.settings))  # attachments decoded to files
         try:
+            while True:
+                answer = await _ok(client.uid("fetch", str(uid), f"(BODY.PEEK[]<{offset}.{FETCH_PIECE}>)"), timeout,
+                                   "UID FETCH")
+                piece = next((line for line in answer.lines if isinstance(line, bytearray)), None)
+                del answer
+                if piece:
+                    await loop.run_in_executor(None, reader.feed, piece)
+                    offset += len(piece)
+                if not piece or len(piece) < FETCH_PIECE:
+                    break
+                del piece
             parsed = await loop.run_in_executor(None, reader.parsed)
-        except mail_parse.NotCut:
+        except BaseException as exc:
+            await loop.run_in_executor(None, reader.discard)
+            if not isinstance(exc, mail_parse.NotCut):
+                raise
             del reader
             fetched = await _ok(client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), timeout * 4, "UID FETCH")
             for found_uid, raw in _fetched_mails(fetched):
@@ -370,7 +374,16 @@ async def import_mail(services, account_id, address, raw, place, counter=None):
 
 
 async def import_parsed(services, account_id, address, parsed, place, counter=None):
-    """A mail read already (mail_parse.ParsedMail) into Parley; see Mailbox.import_mail."""
+    """A mail read already (mail_parse.ParsedMail) into Parley; see Mailbox.import_mail. Its attachments' temporary
+    files are stored or removed."""
+    try:
+        return await _import_parsed(services, account_id, address, parsed, place, counter)
+    finally:
+        if any(attachment.path for attachment in parsed.attachments):
+            await asyncio.get_running_loop().run_in_executor(None, parsed.discard)
+
+
+async def _import_parsed(services, account_id, address, parsed, place, counter):
     key = mail_out.message_id_key(services.box)
     if parsed.bounce is not None:
         return await _bounced(services, account_id, key, parsed.bounce)
@@ -423,8 +436,10 @@ async def _with_attachments(services, parsed):
     body, kept, refused = parsed.reply, [], []
     for attachment in parsed.attachments:
         try:
-            stored = await media.accept_bytes(services.settings, attachment.data, attachment.content_type,
-                                              field=f"attachment {attachment.filename}")
+            field = f"attachment {attachment.filename}"
+            stored = await (media.accept_file(services.settings, attachment.path, attachment.content_type, field)
+                            if attachment.path else
+                            media.accept_bytes(services.settings, attachment.data, attachment.content_type, field))
         except (errors.Invalid, errors.PayloadTooLarge) as exc:
             refused.append(f"[{exc.message}: not kept]")
             continue

@@ -9,10 +9,13 @@ attachment of megabytes) is parsed without its big base64 bodies (_skeleton): th
 list of lines, then as one string, then decodes it, some ten times the attachment's size at once; the cut-out bodies
 are decoded straight from the raw bytes instead."""
 import binascii
+import contextlib
 import email
 import email.policy
+import os
 import re
 import secrets
+import tempfile
 from dataclasses import dataclass, field
 from email.utils import getaddresses, parseaddr
 from html.parser import HTMLParser
@@ -28,6 +31,27 @@ class Attachment:
     filename: str
     content_type: str
     data: bytes
+    path: str | None = None  # read in pieces (MailReader with a spool): the file, data b""; the importer stores it
+    # by renaming it or removes it (ParsedMail.discard)
+
+
+class _Spool:
+    """A cut-out body decoded into a temporary file of directory (named as media.store_bytes names its own, so that
+    the retention job removes one left by a crash)."""
+
+    def __init__(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, self.path = tempfile.mkstemp(dir=directory, prefix=".incoming-mail-")
+        self.file = os.fdopen(fd, "wb")
+
+    def __iadd__(self, data):
+        self.file.write(data)
+        return self
+
+    def discard(self):
+        self.file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 @dataclass
@@ -52,6 +76,13 @@ class ParsedMail:
     automatic: bool = False
     bounce: Bounce | None = None
     attachments: list = field(default_factory=list)
+
+    def discard(self):
+        """Remove the attachments' temporary files that were not stored."""
+        for attachment in self.attachments:
+            if attachment.path:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(attachment.path)
 
 
 def message_ids(value):
@@ -145,6 +176,14 @@ def _attachments(message, bodies, bounce):
         if part.is_multipart() or part.get_content_maintype() == "message":
             continue
         data = _payload(part, bodies, used) if bodies else part.get_payload(decode=True)
+        if isinstance(data, _Spool):
+            data.file.close()
+            if os.path.getsize(data.path):
+                found.append(Attachment(filename=part.get_filename() or "attachment",
+                                        content_type=part.get_content_type(), data=b"", path=data.path))
+            else:
+                data.discard()
+            continue
         if not data:
             continue
         found.append(Attachment(filename=part.get_filename() or "attachment", content_type=part.get_content_type(),
@@ -173,7 +212,10 @@ class MailReader:
     never whole in memory; feed(piece) each piece in order, then parsed() (NotCut: the mail must be parsed whole).
     CPU work: run both in an executor."""
 
-    def __init__(self):
+    def __init__(self, spool=None):
+        """spool: a directory (the media directory) to decode the bodies into, each a temporary file; else in
+        memory."""
+        self.spool = spool
         self.skeleton, self.bodies = bytearray(), {}
         self.carry = b""       # the last piece's incomplete last line
         self.run, self.run_lines = [], 0  # the base64 lines of a run too short yet to be cut out
@@ -197,10 +239,22 @@ class MailReader:
         self._gap(data[span_end:cut])
 
     def parsed(self):
+        """The ParsedMail (its attachments' temporary files are the caller's: ParsedMail.discard); NotCut when the
+        mail must be parsed whole."""
         self._gap(self.carry)
         self._close()
         message = email.message_from_bytes(bytes(self.skeleton), policy=email.policy.default)
-        return _parsed(message, self.bodies or None)
+        try:
+            return _parsed(message, self.bodies or None)
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self):
+        """Remove the temporary files (a mail not imported, or parsed whole after all)."""
+        for body in self.bodies.values():
+            if isinstance(body, _Spool):
+                body.discard()
 
     def _span(self, span, lines):
         if not lines:
@@ -213,7 +267,7 @@ class MailReader:
         if self.run_lines >= _CUT_LINES:
             marker = f"ParleyCut{self.tag}N{len(self.bodies)}"
             self.skeleton += marker.encode() + (b"\r\n" if self.run[0].endswith(b"\r\n") else b"\n")
-            self.body = self.bodies[marker] = bytearray()
+            self.body = self.bodies[marker] = bytearray() if self.spool is None else _Spool(self.spool)
             for kept in self.run:
                 self.body += binascii.a2b_base64(kept)
             self.run, self.run_lines = [], 0
@@ -265,7 +319,7 @@ def _payload(part, bodies, used):
             != "base64" or any(other in rest for other in bodies):
         raise NotCut
     used.add(marker)
-    if isinstance(bodies[marker], bytearray):  # decoded as it arrived (MailReader)
+    if isinstance(bodies[marker], (bytearray, _Spool)):  # decoded as it arrived (MailReader)
         data = bodies[marker]
         part.set_payload(rest)
         data += part.get_payload(decode=True) or b""

@@ -360,19 +360,28 @@ async def test_a_big_mail_is_fetched_in_pieces_and_its_attachment_stored_whole(s
     feed = mail_parse.MailReader.feed
     monkeypatch.setattr(mail_parse.MailReader, "feed", lambda reader, piece: (pieces.append(len(piece)),
                                                                              feed(reader, piece)))
+    renamed = []
+    store_file = media.store_file
+    monkeypatch.setattr(media, "store_file", lambda directory, path: (renamed.append(path),
+                                                                      store_file(directory, path))[1])
     pdf = b"%PDF-1.4\n" + os.urandom(300_000) + b"\n%%EOF\n"
     with_pdf = customer_mail(1)
     with_pdf.add_attachment(pdf, maintype="application", subtype="pdf", filename="scan.pdf")
     text = os.urandom(60_000).hex()
     big_text = customer_mail(2)
     big_text.set_content(text, cte="base64")
+    own = customer_mail(3, sender=f"Shop <{ADDRESS}>")  # Parley's own: not imported, its file not kept
+    own.add_attachment(pdf, maintype="application", subtype="pdf", filename="copy.pdf")
     account_id = account["account_id"]
     await configure(services, account_id, imap=imap_server.settings())
     async with importing(services, account_id) as box:
-        await append(imap_server, with_pdf, big_text)
+        await append(imap_server, own, with_pdf, big_text)
         await wait_for(lambda: box.imported == 2)
+    # the attachment was decoded into a temporary file of the media directory and stored by renaming it
+    assert len(renamed) == 1 and ".incoming-mail-" in renamed[0]
+    assert [p.name for p in media.media_dir(services.settings).iterdir() if p.name.startswith(".")] == []
     # both mails read in pieces of at most FETCH_PIECE bytes (pymap stores them with CRLF line ends)
-    assert max(pieces) == 50_000 and sum(pieces) >= len(bytes(with_pdf)) + len(bytes(big_text))
+    assert max(pieces) == 50_000 and sum(pieces) >= len(bytes(own)) + len(bytes(with_pdf)) + len(bytes(big_text))
     first, second = await emails(services, account_id)
     assert first["body"] == "Hello, this is mail 1." and first["media_content_type"] == "application/pdf"
     assert (media.media_dir(services.settings) / first["media_url"].removeprefix(media.STORED_PREFIX)).read_bytes() \

@@ -99,7 +99,8 @@ def is_automatic(message):
 
 
 def parse(raw):
-    """The ParsedMail of a mail's bytes (bytes or a bytearray, which is not copied)."""
+    """The ParsedMail of a mail's bytes: bytes, or a bytearray that is handed over (not copied, and its memory may
+    become an attachment's: the caller reads it no more)."""
     if len(raw) >= SKELETON_FROM:
         skeleton, bodies = _skeleton(raw)
         if bodies:

@@ -40,7 +40,9 @@ class Settings(BaseModel):
                                                   "loopback; the plain-HTTP port then serves proxied HTTPS.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest JSON body accepted by API endpoints (413 above).")
     max_media_bytes: int = Field(16_777_216, ge=1024,
-                                 description="Largest decoded media file in a custom-channel message (413 above).")
+                                 description="Largest decoded media file in a custom-channel message (413 above), a "
+                                             "chat upload or an email attachment (a bigger attachment is named in its "
+                                             "message, not kept).")
     max_import_bytes: int = Field(209_715_200, ge=1024,
                                   description="Largest CSV file accepted by Contacts > Import (413 above; nothing "
                                               "of it is kept).")

@@ -36,10 +36,13 @@ log = logging.getLogger("parley.email")
 
 CHANNEL = mail_out.CHANNEL
 FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves after each batch
+FETCH_BYTES = 4 << 20    # ... unless they are bigger together than this: a big mail is fetched alone, in pieces
+FETCH_PIECE = 1 << 20    # of this many bytes
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0
 STATUS_EVERY = timedelta(seconds=60)  # a working import writes its checked_at this often at most
 _NUMBER = {name: re.compile(rf"\[{name} (\d+)\]".encode()) for name in ("UIDVALIDITY", "UIDNEXT")}
 _FETCHED_UID = re.compile(rb"UID (\d+)")
+_SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _EXISTS = re.compile(rb"^\d+ EXISTS$")
 
 
@@ -252,14 +255,73 @@ class Mailbox:
     async def _import_uids(self, client, uidvalidity, uids, timeout, last_uid):
         for start in range(0, len(uids), FETCH_BATCH):
             batch = uids[start:start + FETCH_BATCH]
-            fetched = await _ok(client.uid("fetch", ",".join(map(str, batch)), "(UID BODY.PEEK[])"),
-                                timeout * 4, "UID FETCH")
-            for uid, raw in _fetched_mails(fetched):
-                await self.import_mail(raw, f"{uidvalidity}:{uid}")
+            for part, size in await self._by_size(client, batch, timeout):
+                if size > FETCH_BYTES:  # alone, in pieces: never whole in memory
+                    await self._import_big(client, uidvalidity, part[0], timeout)
+                    continue
+                fetched = await _ok(client.uid("fetch", ",".join(map(str, part)), "(UID BODY.PEEK[])"),
+                                    timeout * 4, "UID FETCH")
+                mails = _fetched_mails(fetched)
+                del fetched
+                while mails:  # each mail's bytes let go once it is imported
+                    uid, raw = mails.pop(0)
+                    await self.import_mail(raw, f"{uidvalidity}:{uid}")
+                    del raw
             last_uid = max(last_uid, batch[-1])
             await store.set_checkpoint(self.services.db, self.account_id, self.key, uidvalidity, last_uid,
                                        iso(utcnow()))
         return last_uid
+
+    async def _by_size(self, client, batch, timeout):
+        """The batch in parts fetched at once, [(uids, their size)]: mails up to FETCH_BYTES together, a bigger one
+        alone (the whole answer to a FETCH is held in memory)."""
+        sizes = await _ok(client.uid("fetch", ",".join(map(str, batch)), "(UID RFC822.SIZE)"), timeout, "UID FETCH")
+        size_of = {}
+        for line in sizes.lines:
+            if isinstance(line, bytes) and b"FETCH" in line:
+                uid, size = _FETCHED_UID.search(line), _SIZE.search(line)
+                if uid and size:
+                    size_of[int(uid[1])] = int(size[1])
+        parts, part, total = [], [], 0
+        for uid in batch:
+            size = size_of.get(uid, 0)
+            if part and total + size > FETCH_BYTES:
+                parts.append((part, total))
+                part, total = [], 0
+            part.append(uid)
+            total += size
+        return parts + [(part, total)] if part else parts
+
+    async def _import_big(self, client, uidvalidity, uid, timeout):
+        """A big mail fetched FETCH_PIECE bytes at a time (BODY.PEEK[]<offset.length>), each piece read as it comes
+        (mail_parse.MailReader: its attachments decoded, the literal let go); a mail the reader cannot take apart is
+        fetched and parsed whole, as any other."""
+        loop, offset = asyncio.get_running_loop(), 0
+        reader = mail_parse.MailReader(spool=media.media_dir(self.services.settings))  # attachments decoded to files
+        try:
+            while True:
+                answer = await _ok(client.uid("fetch", str(uid), f"(BODY.PEEK[]<{offset}.{FETCH_PIECE}>)"), timeout,
+                                   "UID FETCH")
+                piece = next((line for line in answer.lines if isinstance(line, bytearray)), None)
+                del answer
+                if piece:
+                    await loop.run_in_executor(None, reader.feed, piece)
+                    offset += len(piece)
+                if not piece or len(piece) < FETCH_PIECE:
+                    break
+                del piece
+            parsed = await loop.run_in_executor(None, reader.parsed)
+        except BaseException as exc:
+            await loop.run_in_executor(None, reader.discard)
+            if not isinstance(exc, mail_parse.NotCut):
+                raise
+            del reader
+            fetched = await _ok(client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), timeout * 4, "UID FETCH")
+            for found_uid, raw in _fetched_mails(fetched):
+                await self.import_mail(raw, f"{uidvalidity}:{found_uid}")
+            return
+        del reader
+        await import_parsed(self.services, self.account_id, self.address, parsed, f"{uidvalidity}:{uid}", self)
 
     async def _idle(self, client, seconds):
         """Wait in IDLE until the server says something (new mail) or ``seconds`` pass."""
@@ -307,6 +369,21 @@ async def with_import_status(db, account_id, shown):
 async def import_mail(services, account_id, address, raw, place, counter=None):
     """See Mailbox.import_mail (a function: the bench and tests feed mail through it without a server)."""
     parsed = await asyncio.get_running_loop().run_in_executor(None, mail_parse.parse, raw)
+    del raw  # a bytearray's memory may be the attachment's now (mail_parse)
+    return await import_parsed(services, account_id, address, parsed, place, counter)
+
+
+async def import_parsed(services, account_id, address, parsed, place, counter=None):
+    """A mail read already (mail_parse.ParsedMail) into Parley; see Mailbox.import_mail. Its attachments' temporary
+    files are stored or removed."""
+    try:
+        return await _import_parsed(services, account_id, address, parsed, place, counter)
+    finally:
+        if any(attachment.path for attachment in parsed.attachments):
+            await asyncio.get_running_loop().run_in_executor(None, parsed.discard)
+
+
+async def _import_parsed(services, account_id, address, parsed, place, counter):
     key = mail_out.message_id_key(services.box)
     if parsed.bounce is not None:
         return await _bounced(services, account_id, key, parsed.bounce)
@@ -359,8 +436,10 @@ async def _with_attachments(services, parsed):
     body, kept, refused = parsed.reply, [], []
     for attachment in parsed.attachments:
         try:
-            stored = await media.accept_bytes(services.settings, attachment.data, attachment.content_type,
-                                              field=f"attachment {attachment.filename}")
+            field = f"attachment {attachment.filename}"
+            stored = await (media.accept_file(services.settings, attachment.path, attachment.content_type, field)
+                            if attachment.path else
+                            media.accept_bytes(services.settings, attachment.data, attachment.content_type, field))
         except (errors.Invalid, errors.PayloadTooLarge) as exc:
             refused.append(f"[{exc.message}: not kept]")
             continue
@@ -386,12 +465,13 @@ async def _bounced(services, account_id, key, bounce):
 
 
 def _fetched_mails(response):
-    """[(uid, bytes)] of a UID FETCH (UID BODY.PEEK[]) answer: each mail is a literal after its "n FETCH (UID u …"."""
+    """[(uid, bytearray)] of a UID FETCH (UID BODY.PEEK[]) answer: each mail is a literal after its "n FETCH (UID u …"
+    (not copied: a mail may be tens of megabytes)."""
     found, uid = [], None
     for line in response.lines:
         if isinstance(line, bytearray):
             if uid is not None:
-                found.append((uid, bytes(line)))
+                found.append((uid, line))
             uid = None
         else:
             match = _FETCHED_UID.search(line) if b"FETCH" in line else None

@@ -4,10 +4,18 @@ whole text is kept beside it), its attachments, the Message-IDs it answers, whet
 Auto-Submitted, Precedence bulk|junk|list, X-Autoreply: stored, never answered) and whether it is a delivery status
 notification (a bounce, RFC 3464 multipart/report: it marks our message failed and makes no contact).
 
-Pure functions of the raw bytes (no I/O): CPU work, which the importer runs in an executor."""
+Pure functions of the raw bytes (no I/O): CPU work, which the importer runs in an executor. A big mail (an
+attachment of megabytes) is parsed without its big base64 bodies (_skeleton): the stdlib's parser keeps a body as a
+list of lines, then as one string, then decodes it, some ten times the attachment's size at once; the cut-out bodies
+are decoded straight from the raw bytes instead."""
+import binascii
+import contextlib
 import email
 import email.policy
+import os
 import re
+import secrets
+import tempfile
 from dataclasses import dataclass, field
 from email.utils import getaddresses, parseaddr
 from html.parser import HTMLParser
@@ -23,6 +31,27 @@ class Attachment:
     filename: str
     content_type: str
     data: bytes
+    path: str | None = None  # read in pieces (MailReader with a spool): the file, data b""; the importer stores it
+    # by renaming it or removes it (ParsedMail.discard)
+
+
+class _Spool:
+    """A cut-out body decoded into a temporary file of directory (named as media.store_bytes names its own, so that
+    the retention job removes one left by a crash)."""
+
+    def __init__(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, self.path = tempfile.mkstemp(dir=directory, prefix=".incoming-mail-")
+        self.file = os.fdopen(fd, "wb")
+
+    def __iadd__(self, data):
+        self.file.write(data)
+        return self
+
+    def discard(self):
+        self.file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 @dataclass
@@ -48,6 +77,13 @@ class ParsedMail:
     bounce: Bounce | None = None
     attachments: list = field(default_factory=list)
 
+    def discard(self):
+        """Remove the attachments' temporary files that were not stored."""
+        for attachment in self.attachments:
+            if attachment.path:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(attachment.path)
+
 
 def message_ids(value):
     """The Message-IDs of an In-Reply-To or References header, without their angle brackets."""
@@ -63,8 +99,19 @@ def is_automatic(message):
 
 
 def parse(raw):
-    """The ParsedMail of a mail's bytes."""
-    message = email.message_from_bytes(bytes(raw), policy=email.policy.default)
+    """The ParsedMail of a mail's bytes: bytes, or a bytearray that is handed over (not copied, and its memory may
+    become an attachment's: the caller reads it no more)."""
+    if len(raw) >= SKELETON_FROM:
+        skeleton, bodies = _skeleton(raw)
+        if bodies:
+            try:
+                return _parsed(email.message_from_bytes(skeleton, policy=email.policy.default), bodies)
+            except NotCut:
+                pass  # a cut body is not an attachment's whole base64 body: parsed whole, as any mail
+    return _parsed(email.message_from_bytes(bytes(raw), policy=email.policy.default), None)
+
+
+def _parsed(message, bodies):
     name, address = parseaddr(str(message.get("From") or ""))
     subject = " ".join(str(message.get("Subject") or "").split())[:MAX_SUBJECT]
     ids = message_ids(message.get("Message-ID"))
@@ -75,7 +122,7 @@ def parse(raw):
     return ParsedMail(message_id=ids[0] if ids else None, from_address=address.strip().lower() or None,
                       from_name=name.strip() or None, subject=subject, text=text, reply=reply, quoted=quoted,
                       references=list(dict.fromkeys(references)), automatic=is_automatic(message) or bounce is not None,
-                      bounce=bounce, attachments=[] if bounce is not None else _attachments(message))
+                      bounce=bounce, attachments=_attachments(message, bodies, bounce is not None))
 
 
 def _text_of(message):
@@ -122,17 +169,187 @@ def trim_quoted(text):
     return top, quoted
 
 
-def _attachments(message):
-    found = []
-    for part in message.iter_attachments():
+def _attachments(message, bodies, bounce):
+    """The attachments; with bodies (a skeleton's), each cut-out body must be one attachment's whole base64 body, or
+    NotCut."""
+    found, used = [], set()
+    for part in [] if bounce else message.iter_attachments():
         if part.is_multipart() or part.get_content_maintype() == "message":
             continue
-        data = part.get_payload(decode=True)
+        data = _payload(part, bodies, used) if bodies else part.get_payload(decode=True)
+        if isinstance(data, _Spool):
+            data.file.close()
+            if os.path.getsize(data.path):
+                found.append(Attachment(filename=part.get_filename() or "attachment",
+                                        content_type=part.get_content_type(), data=b"", path=data.path))
+            else:
+                data.discard()
+            continue
         if not data:
             continue
         found.append(Attachment(filename=part.get_filename() or "attachment", content_type=part.get_content_type(),
                                 data=data))
+    if bodies and used != set(bodies):
+        raise NotCut
     return found
+
+
+# ---- big mails --------------------------------------------------------------------------------
+
+SKELETON_FROM = 1 << 20  # mails from this size on are parsed without their big base64 bodies
+_CUT_LINES = 1000        # a run of at least this many full base64 lines (57 kB decoded) is cut out
+# A base64 line whose length is a multiple of 4 (runs of them decode piecewise) and not the last (no padding)
+_B64_LINE = re.compile(rb"^(?:[A-Za-z0-9+/]{4}){15,19}\r?\n", re.M)
+_DECODE_STEP = 1 << 20   # characters decoded per call
+
+
+class NotCut(Exception):
+    """A cut-out body is not what the skeleton took it for: the mail is parsed whole."""
+
+
+class MailReader:
+    """A big mail read in pieces as they arrive (an IMAP literal fetched a part at a time, services/mail_in.py): its
+    runs of _CUT_LINES+ base64 lines are decoded as they come, the rest kept as the skeleton, so that the mail is
+    never whole in memory; feed(piece) each piece in order, then parsed() (NotCut: the mail must be parsed whole).
+    CPU work: run both in an executor."""
+
+    def __init__(self, spool=None):
+        """spool: a directory (the media directory) to decode the bodies into, each a temporary file; else in
+        memory."""
+        self.spool = spool
+        self.skeleton, self.bodies = bytearray(), {}
+        self.carry = b""       # the last piece's incomplete last line
+        self.run, self.run_lines = [], 0  # the base64 lines of a run too short yet to be cut out
+        self.body = None       # the decoded bytes of the run being cut out
+        self.tag = secrets.token_hex(8)
+
+    def feed(self, piece):
+        data = self.carry + bytes(piece)
+        cut = data.rfind(b"\n") + 1
+        self.carry = data[cut:]
+        span_start = span_end = 0
+        lines = 0
+        with memoryview(data) as view:  # spans decoded without a copy
+            for line in _B64_LINE.finditer(data, 0, cut):
+                if line.start() != span_end:
+                    self._span(view[span_start:span_end], lines)
+                    self._gap(data[span_end:line.start()])
+                    span_start, lines = line.start(), 0
+                span_end, lines = line.end(), lines + 1
+            self._span(view[span_start:span_end], lines)
+        self._gap(data[span_end:cut])
+
+    def parsed(self):
+        """The ParsedMail (its attachments' temporary files are the caller's: ParsedMail.discard); NotCut when the
+        mail must be parsed whole."""
+        self._gap(self.carry)
+        self._close()
+        message = email.message_from_bytes(bytes(self.skeleton), policy=email.policy.default)
+        try:
+            return _parsed(message, self.bodies or None)
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self):
+        """Remove the temporary files (a mail not imported, or parsed whole after all)."""
+        for body in self.bodies.values():
+            if isinstance(body, _Spool):
+                body.discard()
+
+    def _span(self, span, lines):
+        if not lines:
+            return
+        if self.body is not None:
+            self.body += binascii.a2b_base64(span)
+            return
+        self.run.append(bytes(span))
+        self.run_lines += lines
+        if self.run_lines >= _CUT_LINES:
+            marker = f"ParleyCut{self.tag}N{len(self.bodies)}"
+            self.skeleton += marker.encode() + (b"\r\n" if self.run[0].endswith(b"\r\n") else b"\n")
+            self.body = self.bodies[marker] = bytearray() if self.spool is None else _Spool(self.spool)
+            for kept in self.run:
+                self.body += binascii.a2b_base64(kept)
+            self.run, self.run_lines = [], 0
+
+    def _gap(self, text):
+        if text:
+            self._close()
+            self.skeleton += text
+
+    def _close(self):
+        self.body = None
+        self.skeleton += b"".join(self.run)
+        self.run, self.run_lines = [], 0
+
+
+def _skeleton(raw):
+    """(the mail with each run of _CUT_LINES+ base64 lines replaced by a marker line, {marker: (raw, start, end)})."""
+    runs, start, end, lines = [], None, None, 0
+    for line in _B64_LINE.finditer(raw):
+        if line.start() != end:
+            if start is not None and lines >= _CUT_LINES:
+                runs.append((start, end))
+            start, lines = line.start(), 0
+        end, lines = line.end(), lines + 1
+    if start is not None and lines >= _CUT_LINES:
+        runs.append((start, end))
+    if not runs:
+        return None, {}
+    tag = secrets.token_hex(8)
+    pieces, bodies, at = [], {}, 0
+    for number, (start, end) in enumerate(runs):
+        marker = f"ParleyCut{tag}N{number}"
+        pieces += [bytes(raw[at:start]), marker.encode(), b"\r\n" if raw[end - 2:end] == b"\r\n" else b"\n"]
+        bodies[marker] = (raw, start, end)
+        at = end
+    pieces.append(bytes(raw[at:]))
+    return b"".join(pieces), bodies
+
+
+def _payload(part, bodies, used):
+    """An attachment's bytes: a cut-out body decoded from the raw bytes, then the lines after it (the last one,
+    padded) as the stdlib decodes them."""
+    text = part.get_payload()
+    if not any(marker in text for marker in bodies):
+        return part.get_payload(decode=True)
+    marker, _, rest = text.partition("\n")
+    marker = marker.strip()
+    if marker not in bodies or marker in used or str(part.get("Content-Transfer-Encoding", "")).strip().lower() \
+            != "base64" or any(other in rest for other in bodies):
+        raise NotCut
+    used.add(marker)
+    if isinstance(bodies[marker], (bytearray, _Spool)):  # decoded as it arrived (MailReader)
+        data = bodies[marker]
+        part.set_payload(rest)
+        data += part.get_payload(decode=True) or b""
+        return data
+    raw, start, end = bodies[marker]
+    # The last cut body of a bytearray (the IMAP literal, handed over) is decoded in place, and the bytearray becomes
+    # the attachment: each step's bytes are shorter than the characters they come from, and the literal's memory is
+    # not held beside a copy of the file. Nothing of the mail is read after it (each other body is decoded already).
+    in_place = isinstance(raw, bytearray) and used == set(bodies)
+    data = raw if in_place else bytearray()
+    step, written = start, start
+    while step < end:  # whole lines per call: each is a multiple of 4 characters
+        stop = min(end, step + _DECODE_STEP)
+        if stop < end and raw[stop - 1] != 0x0A:
+            stop = raw.index(b"\n", stop) + 1
+        with memoryview(raw) as view:
+            decoded = binascii.a2b_base64(view[step:stop])
+        if in_place:
+            raw[written:written + len(decoded)] = decoded
+            written += len(decoded)
+        else:
+            data += decoded
+        step = stop
+    if in_place:
+        del raw[written:]
+        del raw[:start]
+    part.set_payload(rest)
+    data += part.get_payload(decode=True) or b""
+    return data
 
 
 # ---- bounces -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 from urllib.parse import SplitResult, quote, urlsplit
 
 import puremagic
-from puremagic.main import magic_footer_array, magic_header_array, multi_part_dict
+from puremagic.main import magic_footer_array, magic_header_array, max_foot, max_head, multi_part_dict
 
 from common.errors import Invalid, PayloadTooLarge
 from common.validation import no_control_characters
@@ -35,6 +35,9 @@ _WHITESPACE = b" \t\r\n\x0b\x0c"
 # Base64 is decoded in steps of this many characters: each C call is short and gives the GIL back
 # between steps, so the event loop keeps running while a thread decodes a 16 MB file.
 _DECODE_STEP = 1 << 20
+
+# What the sniffer reads of a file (puremagic.magic_string: its head and its tail)
+_SNIFF_HEAD, _SNIFF_FOOT = max_head, max_foot
 
 # Types the sniffer can recognize; a declared type outside this set cannot be contradicted by bytes
 # the sniffer fails to identify.
@@ -217,12 +220,36 @@ def store_bytes(directory: Path, data: bytes) -> str:
         except FileNotFoundError:
             pass
         raise
+    _fsync_dir(directory)
+    return digest
+
+
+def store_file(directory: Path, path: str | Path) -> str:
+    """Store the file at path (a temporary file in directory) as directory/<sha256> by renaming it (the same bytes
+    are stored once: then it is removed); returns the hex digest. Blocking: run in an executor."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_DECODE_STEP):
+            sha.update(chunk)
+        size = f.tell()
+        os.fsync(f.fileno())  # the message row that names this file commits durably next
+    digest = sha.hexdigest()
+    target = directory / digest
+    if target.exists() and target.stat().st_size == size:
+        os.utime(target)  # recent again, as store_bytes does
+        os.unlink(path)
+        return digest
+    os.replace(path, target)
+    _fsync_dir(directory)
+    return digest
+
+
+def _fsync_dir(directory: Path) -> None:
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    return digest
 
 
 def _accept_data_uri(uri: str, declared: str, charset: str | None, max_bytes: int, directory: Path) -> str:
@@ -239,6 +266,31 @@ def _accept_bytes(data: bytes, declared: str, charset: str | None, max_bytes: in
         raise PayloadTooLarge(f"{field} is larger than the limit of {max_bytes} bytes")
     check_content(declared, charset, data, field=field)
     return store_bytes(directory, data)
+
+
+def _accept_file(path: str | Path, declared: str, charset: str | None, max_bytes: int, directory: Path,
+                 field: str) -> str:
+    size = os.path.getsize(path)
+    if size > max_bytes:
+        raise PayloadTooLarge(f"{field} is larger than the limit of {max_bytes} bytes")
+    with open(path, "rb") as f:  # the sniffer reads a file's head and tail only; text is read whole
+        if size <= _SNIFF_HEAD + _SNIFF_FOOT or _is_textual(declared):
+            sample = f.read()
+        else:
+            sample = f.read(_SNIFF_HEAD)
+            f.seek(-_SNIFF_FOOT, os.SEEK_END)
+            sample += f.read()
+    check_content(declared, charset, sample, field=field)
+    return store_file(directory, path)
+
+
+async def accept_file(settings: Settings, path: str | Path, content_type: str, field: str) -> tuple[str, str]:
+    """accept_bytes for a file on disk (a big email attachment decoded into a temporary file of the media
+    directory): stored by renaming it; the caller removes it when this raises. Returns (stored url, content type)."""
+    declared, charset = normalize_content_type(content_type, field=field)
+    digest = await asyncio.get_running_loop().run_in_executor(
+        None, _accept_file, path, declared, charset, settings.max_media_bytes, media_dir(settings), field)
+    return STORED_PREFIX + digest, declared
 
 
 async def accept_bytes(settings: Settings, data: bytes, content_type: str, field: str) -> tuple[str, str]:

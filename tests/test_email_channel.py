@@ -5,11 +5,12 @@ bounces. In-process, on both databases; the parsing alone in test_email_parse.py
 import asyncio
 import base64
 import imaplib
+import os
 import re
 from email.message import EmailMessage
 
 
-from services import accounts, mail_in, mail_out, messaging
+from services import accounts, mail_in, mail_out, mail_parse, media, messaging
 from services.mail_in import MailImporter
 from storage import contacts as contact_store
 from storage import mail as mail_store
@@ -346,3 +347,43 @@ async def test_the_csat_question_is_emailed_with_its_real_link(api, services, ac
     assert token not in stored["body"] and "/csat/…" in stored["body"]
     page = await FormClient(http_server_client).get(f"/csat/{token}")
     assert page.code == 200 and "How did we do?" in page.text
+
+
+async def test_a_big_mail_is_fetched_in_pieces_and_its_attachment_stored_whole(services, account, imap_server,
+                                                                             monkeypatch):
+    """A mail bigger than FETCH_BYTES is fetched FETCH_PIECE bytes at a time and read as the pieces arrive (never
+    whole in memory: a 25 MB attachment), its PDF stored whole; a big base64 body that is no attachment (the text
+    here) cannot be read so, and that mail is fetched and parsed whole, as any other."""
+    monkeypatch.setattr(mail_in, "FETCH_BYTES", 64 << 10)
+    monkeypatch.setattr(mail_in, "FETCH_PIECE", 50_000)
+    pieces = []
+    feed = mail_parse.MailReader.feed
+    monkeypatch.setattr(mail_parse.MailReader, "feed", lambda reader, piece: (pieces.append(len(piece)),
+                                                                             feed(reader, piece)))
+    renamed = []
+    store_file = media.store_file
+    monkeypatch.setattr(media, "store_file", lambda directory, path: (renamed.append(path),
+                                                                      store_file(directory, path))[1])
+    pdf = b"%PDF-1.4\n" + os.urandom(300_000) + b"\n%%EOF\n"
+    with_pdf = customer_mail(1)
+    with_pdf.add_attachment(pdf, maintype="application", subtype="pdf", filename="scan.pdf")
+    text = os.urandom(60_000).hex()
+    big_text = customer_mail(2)
+    big_text.set_content(text, cte="base64")
+    own = customer_mail(3, sender=f"Shop <{ADDRESS}>")  # Parley's own: not imported, its file not kept
+    own.add_attachment(pdf, maintype="application", subtype="pdf", filename="copy.pdf")
+    account_id = account["account_id"]
+    await configure(services, account_id, imap=imap_server.settings())
+    async with importing(services, account_id) as box:
+        await append(imap_server, own, with_pdf, big_text)
+        await wait_for(lambda: box.imported == 2)
+    # the attachment was decoded into a temporary file of the media directory and stored by renaming it
+    assert len(renamed) == 1 and ".incoming-mail-" in renamed[0]
+    assert [p.name for p in media.media_dir(services.settings).iterdir() if p.name.startswith(".")] == []
+    # both mails read in pieces of at most FETCH_PIECE bytes (pymap stores them with CRLF line ends)
+    assert max(pieces) == 50_000 and sum(pieces) >= len(bytes(own)) + len(bytes(with_pdf)) + len(bytes(big_text))
+    first, second = await emails(services, account_id)
+    assert first["body"] == "Hello, this is mail 1." and first["media_content_type"] == "application/pdf"
+    assert (media.media_dir(services.settings) / first["media_url"].removeprefix(media.STORED_PREFIX)).read_bytes() \
+        == pdf
+    assert second["body"].startswith(text[:1000]) and "ParleyCut" not in second["body"]

@@ -130,3 +130,13 @@ async def test_forgot_password_emails_a_one_time_link_and_says_the_same_for_anyo
         assert (await ask(ui_account["email"])).code == 200
     limited = await ask(ui_account["email"])
     assert limited.code == 429 and "Too many requests" in limited.text
+
+
+async def test_forgot_password_reaches_the_first_runs_owner_who_signs_in_as_admin_at_localhost(services, mail_server):
+    # The first start's owner signs in as admin@localhost, which is no valid contact email: folded as sign-in does.
+    account = await accounts.create_account(services.db, services.box, services.keys, name="First run",
+                                            email="admin@localhost", password=PASSWORD)
+    await _set_smtp(services, account["account_id"], mail_server)
+    assert await forgot_password.send_links(services, "https://parley.test", " Admin@Localhost") == 1
+    assert await services.delivery.run_due() == 1
+    assert [m["To"] for m in mail_server.messages] == ["admin@localhost"]

@@ -30,6 +30,7 @@ MODULES = [
     "bench.scenarios.search",
     "bench.scenarios.widget",
     "bench.scenarios.email_import",
+    "bench.scenarios.email_load",
 ]
 
 

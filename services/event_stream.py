@@ -22,6 +22,7 @@ import re
 import time
 
 from common.errors import DomainError, Invalid, RateLimited
+from common.jsontext import EncodedOnce
 from services import messaging
 from storage import events as store
 from storage import messages as message_store
@@ -102,7 +103,7 @@ async def page(services, account_id, position, sources, limit):
         if data or not full:
             break
     # Nothing of these types yet: from the account's newest (all before it were read, in commit order).
-    return {"data": data, "nextCursor": encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM)))}
+    return EncodedOnce(data=data, nextCursor=encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM))))
 
 
 async def shared_page(services, account_id, position, sources, limit):
@@ -215,25 +216,25 @@ async def read(services, account_id, key, *, after=None, types=None, limit=None,
     anything is read; with wait, answers as soon as an event of these types commits, or with data: [] and
     nextCursor = after once wait seconds passed (at once when the server is shutting down)."""
     position, sources, limit, wait = parse_query(account_id, after, types, limit, wait)
+    hub = services.hub
+    read_at = hub.position
     # A long-poll may share its first read too (a read without wait sees every commit made before it asked).
     result = await (shared_page if wait > 0 else page)(services, account_id, position, sources, limit)
-    hub = services.hub
     if result["data"] or wait <= 0 or hub.stopping:
         return result
     services.long_polls.claim(key, account_id)
     try:
+        deadline = time.monotonic() + wait
         woken = await hub.watch(account_id)
         try:
-            deadline = time.monotonic() + wait
-            # Read again now that the hub watches: what committed before the watch began is seen here.
-            result = await shared_page(services, account_id, position, sources, limit)
+            if read_at is None or hub.position != read_at:
+                # Read again now that the hub watches: what a round read between the first read and the watch
+                # woke nobody here. With no round between them, the next round wakes this watch for whatever
+                # the first read did not see (it is after the hub's position), so that read stands.
+                result = await shared_page(services, account_id, position, sources, limit)
             while not result["data"] and not hub.stopping:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    await asyncio.wait_for(woken.wait(), remaining)
-                except TimeoutError:
+                if remaining <= 0 or not await woken.wait(remaining):
                     break
                 woken.clear()
                 result = await shared_page(services, account_id, position, sources, limit)

@@ -177,9 +177,44 @@ class Subscriber:
         self.hub.unsubscribe(self)
 
 
-class _Waiter(asyncio.Event):
-    """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event)."""
-    mention = None
+class _Waiter:
+    """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event). Lighter
+    than an asyncio.Event waited on with asyncio.wait_for (a deque, a task and a coroutine per waiter): a thousand
+    long-polls wait at once (bench/scenarios/event_stream.py), so what each holds while it waits counts."""
+    __slots__ = ("mention", "_set", "_future")
+
+    def __init__(self, mention=None):
+        self.mention, self._set, self._future = mention, False, None
+
+    def set(self):
+        self._set = True
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(True)
+
+    def is_set(self):
+        return self._set
+
+    def clear(self):
+        self._set = False
+
+    async def wait(self, timeout):
+        """True once set (at once if it is), False if timeout seconds pass first."""
+        if self._set:
+            return True
+        loop = asyncio.get_running_loop()
+        future = self._future = loop.create_future()
+        timer = loop.call_later(timeout, _time_out, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            self._future = None
+
+
+def _time_out(future):
+    if not future.done():
+        future.set_result(False)
 
 
 class Hub:
@@ -202,7 +237,7 @@ class Hub:
         self.position = None                      # the newest event id read; None while nobody listens
         self.rounds = 0
         self._subscribers = {}                    # account id -> set of Subscriber
-        self._waiters = {}                        # account id -> set of asyncio.Event: long-polls (GET /v1/events)
+        self._waiters = {}                        # account id -> set of _Waiter: long-polls (GET /v1/events)
         self.stopping = False                     # the server is shutting down: long-polls answer at once
         self._lock = asyncio.Lock()               # a round and a subscription's catch-up never interleave
         self._wanted = False
@@ -310,13 +345,12 @@ class Hub:
         return bool(self._subscribers or self._waiters)
 
     async def watch(self, account_id, mention=None):
-        """A long-poll of the account starts waiting: returns an asyncio.Event set when a round reads an event
+        """A long-poll of the account starts waiting: returns a _Waiter set when a round reads an event
         of the account committed after this call (with mention, only an event whose data's JSON text contains
         it: a chat visitor waits for its own contact's, not for every message of the account), or the hub
         stops. The caller reads the table after this call, not before, so that nothing committed between its
         read and the wait goes unnoticed; and calls unwatch() when done."""
-        woken = _Waiter()
-        woken.mention = mention
+        woken = _Waiter(mention)
         async with self._lock:
             if not self._listening:
                 self.position = await store.position(self.db)

@@ -10,8 +10,9 @@ class EncodedOnce(dict):
     one commit share, services/event_stream.py shared_page): its text is made once, on first use. Not changed
     after it is first encoded."""
     __slots__ = ("_text",)
+    _text: str
 
-    def text(self):
+    def text(self) -> str:
         try:
             return self._text
         except AttributeError:

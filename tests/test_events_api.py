@@ -138,20 +138,25 @@ async def test_a_long_poll_answers_when_an_event_commits(services, api, account,
     assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
 
 
-async def test_long_polls_at_one_position_share_their_reads(services, api, account, monkeypatch, tmp_path):
-    """Issue 37's bench: 1,000 integrations long-polling one account each read the same page when a commit woke
-    them all; now waiters at one position share one read (and still each get the event)."""
-    key = account["api_key"]
-    services.long_polls.per_key = services.long_polls.per_account = 40
-    cursor = (await read(api, key)).json["nextCursor"]
-    reads_made = []
-    real_page = events.account_page
+def _count_reads(monkeypatch):
+    """The list of the account pages read from here on (each read appends its account id)."""
+    reads_made, real_page = [], events.account_page
 
     async def counted(*args, **kwargs):
         reads_made.append(args[1])
         return await real_page(*args, **kwargs)
 
     monkeypatch.setattr(events, "account_page", counted)
+    return reads_made
+
+
+async def test_long_polls_at_one_position_share_their_reads(services, api, account, monkeypatch, tmp_path):
+    """Issue 37's bench: 1,000 integrations long-polling one account each read the same page when a commit woke
+    them all; now waiters at one position share one read (and still each get the event)."""
+    key = account["api_key"]
+    services.long_polls.per_key = services.long_polls.per_account = 40
+    cursor = (await read(api, key)).json["nextCursor"]
+    reads_made = _count_reads(monkeypatch)
     waiting = [asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="message.created"))
                for _ in range(40)]
     await until(lambda: services.long_polls.waiting == 40)
@@ -176,14 +181,7 @@ async def test_a_long_poll_reads_once_when_no_round_ran_before_it_waits(services
     key = account["api_key"]
     cursor = (await read(api, key)).json["nextCursor"]
     first = await _one_waiting(services, api, key, cursor)
-    reads_made = []
-    real_page = events.account_page
-
-    async def counted(*args, **kwargs):
-        reads_made.append(args[1])
-        return await real_page(*args, **kwargs)
-
-    monkeypatch.setattr(events, "account_page", counted)
+    reads_made = _count_reads(monkeypatch)
     waiting = asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="message.created"))
     await until(lambda: services.long_polls.waiting == 2)
     assert len(reads_made) == 1

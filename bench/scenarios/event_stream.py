@@ -85,7 +85,7 @@ def run(ctx):
         time.sleep(ctx.args.duration * 2)
         probe.stopping.set()
         probe.thread.join(30)
-        inbound_rate = round(len(probe.answered) / (time.monotonic() - started), 1)
+        inbound_rate = round(len(probe.answered) / (ctx.args.duration * 2), 1)
         load_probe = load_average()
         # Who had the CPU: on 2 cores the clients' processes compete with the server they load.
         cores = {name: round((ctx.cpu_seconds(process.pid, ctx.process_tree(process.pid)) - cpu_before[name])

@@ -75,6 +75,8 @@ class Probe:
                     time.sleep(max(0.0, 1 / PROBES_PER_SECOND - (time.monotonic() - answered)))
                     continue
                 time.sleep(max(0.0, started + n / PROBES_PER_SECOND - time.monotonic()))
+                if self.stopping.is_set():
+                    break
                 message_id, answered = self.post(client, n)
                 self.answered[message_id] = answered
 

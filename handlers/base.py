@@ -16,7 +16,7 @@ from tornado import httputil
 
 from common.errors import DomainError, Forbidden, Invalid, RateLimited, Unauthorized
 from common.ids import kept_text
-from common.jsontext import compact_json
+from common.jsontext import EncodedOnce, compact_json
 from common.redact import masked_uri
 from common.validation import (lone_surrogate_path, may_hold_lone_surrogate, may_hold_nul, nul_path, nul_refused,
                                validation_message)
@@ -168,7 +168,7 @@ class BaseHandler(StreamedBody, tornado.web.RequestHandler):
             self.set_header("Idempotent-Replayed", "true")
         self.set_status(status)
         self.set_own_headers(_JSON_CONTENT_TYPE)
-        self.finish(compact_json(obj))
+        self.finish(obj.text() if isinstance(obj, EncodedOnce) else compact_json(obj))
 
     @classmethod
     def error_body(cls, code, message):

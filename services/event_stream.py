@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
 from common.errors import DomainError, Invalid, RateLimited
+from common.jsontext import EncodedOnce
 from services import messaging
 from services.context import JSONObject, Services
 from storage import events as store
@@ -113,7 +114,7 @@ async def page(services: Services, account_id: str, position: Position | None, s
         if data or not full:
             break
     # Nothing of these types yet: from the account's newest (all before it were read, in commit order).
-    return {"data": data, "nextCursor": encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM)))}
+    return EncodedOnce(data=data, nextCursor=encode_cursor(account_id, *(position or (newest or 0, _LAST_ITEM))))
 
 
 async def shared_page(services: Services, account_id: str, position: Position | None, sources: Sequence[str],
@@ -237,25 +238,25 @@ async def read(services: Services, account_id: str, key: str, *, after: str | No
     anything is read; with wait, answers as soon as an event of these types commits, or with data: [] and
     nextCursor = after once wait seconds passed (at once when the server is shutting down)."""
     position, sources, count, seconds = parse_query(account_id, after, types, limit, wait)
+    hub = services.hub
+    read_at = hub.position
     # A long-poll may share its first read too (a read without wait sees every commit made before it asked).
     result = await (shared_page if seconds > 0 else page)(services, account_id, position, sources, count)
-    hub = services.hub
     if result["data"] or seconds <= 0 or hub.stopping:
         return result
     services.long_polls.claim(key, account_id)
     try:
+        deadline = time.monotonic() + seconds
         woken = await hub.watch(account_id)
         try:
-            deadline = time.monotonic() + seconds
-            # Read again now that the hub watches: what committed before the watch began is seen here.
-            result = await shared_page(services, account_id, position, sources, count)
+            if read_at is None or hub.position != read_at:
+                # Read again now that the hub watches: what a round read between the first read and the watch
+                # woke nobody here. With no round between them, the next round wakes this watch for whatever
+                # the first read did not see (it is after the hub's position), so that read stands.
+                result = await shared_page(services, account_id, position, sources, count)
             while not result["data"] and not hub.stopping:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    await asyncio.wait_for(woken.wait(), remaining)
-                except TimeoutError:
+                if remaining <= 0 or not await woken.wait(remaining):
                     break
                 woken.clear()
                 result = await shared_page(services, account_id, position, sources, count)

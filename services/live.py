@@ -197,9 +197,45 @@ class Subscriber:
         self.hub.unsubscribe(self)
 
 
-class _Waiter(asyncio.Event):
-    """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event)."""
-    mention: str | None = None
+class _Waiter:
+    """A long-poll's wake-up (Hub.watch), with what an event must mention to wake it (None: any event). Lighter
+    than an asyncio.Event waited on with asyncio.wait_for (a deque, a task and a coroutine per waiter): a thousand
+    long-polls wait at once (bench/scenarios/event_stream.py), so what each holds while it waits counts."""
+    __slots__ = ("mention", "_set", "_future")
+
+    def __init__(self, mention: str | None = None) -> None:
+        self.mention, self._set = mention, False
+        self._future: asyncio.Future[bool] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(True)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self, timeout: float) -> bool:
+        """True once set (at once if it is), False if timeout seconds pass first."""
+        if self._set:
+            return True
+        loop = asyncio.get_running_loop()
+        future = self._future = loop.create_future()
+        timer = loop.call_later(timeout, _time_out, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            self._future = None
+
+
+def _time_out(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
 
 
 class Hub:
@@ -334,14 +370,13 @@ class Hub:
         """Whether rounds run (pages or long-polls wait): the position is then current."""
         return bool(self._subscribers or self._waiters)
 
-    async def watch(self, account_id: str, mention: str | None = None) -> asyncio.Event:
-        """A long-poll of the account starts waiting: returns an asyncio.Event set when a round reads an event
+    async def watch(self, account_id: str, mention: str | None = None) -> _Waiter:
+        """A long-poll of the account starts waiting: returns a _Waiter set when a round reads an event
         of the account committed after this call (with mention, only an event whose data's JSON text contains
         it: a chat visitor waits for its own contact's, not for every message of the account), or the hub
         stops. The caller reads the table after this call, not before, so that nothing committed between its
         read and the wait goes unnoticed; and calls unwatch() when done."""
-        woken = _Waiter()
-        woken.mention = mention
+        woken = _Waiter(mention)
         async with self._lock:
             if not self._listening:
                 self.position = await store.position(self.db)
@@ -350,7 +385,7 @@ class Hub:
             woken.set()
         return woken
 
-    def unwatch(self, account_id: str, woken: asyncio.Event) -> None:
+    def unwatch(self, account_id: str, woken: _Waiter) -> None:
         group = self._waiters.get(account_id)
         if group is not None:
             group.discard(woken)

@@ -7,7 +7,6 @@ business verified (identify: hex HMAC-SHA256(identity secret, id), compared in c
 inbound messages of channel `web` from fromId "web:vis_…" or "web:id:<id>", so a visitor's first message makes
 their contact as any inbound sender's does, and bot, inbox, reports, events and erasure treat them alike; the
 same verified id from two browsers is one fromId, so one contact."""
-import asyncio
 import hashlib
 import hmac
 import json
@@ -395,13 +394,10 @@ async def updates(services, widget, token, after, wait):
                 return {"messages": mine, "cursor": result["nextCursor"]}
             if result["data"]:
                 continue  # a full page of others' events: read on before waiting
-            try:
-                await asyncio.wait_for(woken.wait(), remaining)
+            if await woken.wait(remaining):
                 # Woken by an event naming the contact: if none of it is a message for the visitor, the contact
                 # may have been merged into another (contact.merged names both): look it up again.
                 contact_id = None
-            except TimeoutError:
-                pass
             woken.clear()
     finally:
         hub.unwatch(account_id, woken)

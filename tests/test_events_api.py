@@ -141,20 +141,25 @@ async def test_a_long_poll_answers_when_an_event_commits(services, api, account,
     assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
 
 
-async def test_long_polls_at_one_position_share_their_reads(services, api, account, monkeypatch, tmp_path):
-    """Issue 37's bench: 1,000 integrations long-polling one account each read the same page when a commit woke
-    them all; now waiters at one position share one read (and still each get the event)."""
-    key = account["api_key"]
-    services.long_polls.per_key = services.long_polls.per_account = 40
-    cursor = (await read(api, key)).json["nextCursor"]
-    reads_made = []
-    real_page = events.account_page
+def _count_reads(monkeypatch):
+    """The list of the account pages read from here on (each read appends its account id)."""
+    reads_made, real_page = [], events.account_page
 
     async def counted(*args, **kwargs):
         reads_made.append(args[1])
         return await real_page(*args, **kwargs)
 
     monkeypatch.setattr(events, "account_page", counted)
+    return reads_made
+
+
+async def test_long_polls_at_one_position_share_their_reads(services, api, account, monkeypatch, tmp_path):
+    """Issue 37's bench: 1,000 integrations long-polling one account each read the same page when a commit woke
+    them all; now waiters at one position share one read (and still each get the event)."""
+    key = account["api_key"]
+    services.long_polls.per_key = services.long_polls.per_account = 40
+    cursor = (await read(api, key)).json["nextCursor"]
+    reads_made = _count_reads(monkeypatch)
     waiting = [asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="message.created"))
                for _ in range(40)]
     await until(lambda: services.long_polls.waiting == 40)
@@ -163,6 +168,53 @@ async def test_long_polls_at_one_position_share_their_reads(services, api, accou
     for r in await asyncio.wait_for(asyncio.gather(*waiting), 10):
         assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
     assert len(reads_made) - before < 10  # 40 without sharing
+
+
+async def _one_waiting(services, api, key, cursor):
+    """A long-poll of another type already waiting: the hub listens, so its position is current."""
+    first = asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="contact.created"))
+    await until(lambda: services.long_polls.waiting == 1)
+    return first
+
+
+async def test_a_long_poll_reads_once_when_no_round_ran_before_it_waits(services, api, account, monkeypatch,
+                                                                        tmp_path):
+    """Its first read stands when no round ran between it and the watch (whatever it missed is after the hub's
+    position, and the next round wakes the watch): one read per long-poll cycle, not two (issue 37's bench)."""
+    key = account["api_key"]
+    cursor = (await read(api, key)).json["nextCursor"]
+    first = await _one_waiting(services, api, key, cursor)
+    reads_made = _count_reads(monkeypatch)
+    waiting = asyncio.ensure_future(read(api, key, after=cursor, wait="30", types="message.created"))
+    await until(lambda: services.long_polls.waiting == 2)
+    assert len(reads_made) == 1
+    message = await inbound(services, account["account_id"], "sid-1")
+    r = await asyncio.wait_for(waiting, 10)
+    assert [e["data"]["id"] for e in r.json["data"]] == [message["id"]]
+    first.cancel()
+
+
+async def test_an_event_read_by_a_round_before_a_long_poll_watches_still_answers_it(services, api, account,
+                                                                                 monkeypatch, tmp_path):
+    """A commit that a round reads after the long-poll's first read and before its watch wakes nobody: the
+    long-poll reads again and answers it, rather than waiting for a later event."""
+    key = account["api_key"]
+    cursor = (await read(api, key)).json["nextCursor"]
+    first = await _one_waiting(services, api, key, cursor)
+    hub, committed = services.hub, []
+    real_watch = hub.watch
+
+    async def watch_after_a_round(account_id, **kwargs):
+        if not committed:
+            before = hub.position
+            committed.append(await inbound(services, account["account_id"], "sid-between"))
+            await until(lambda: hub.position != before)  # the round read it: it wakes only who watched then
+        return await real_watch(account_id, **kwargs)
+
+    monkeypatch.setattr(hub, "watch", watch_after_a_round)
+    r = await asyncio.wait_for(read(api, key, after=cursor, wait="30", types="message.created"), 10)
+    assert [e["data"]["id"] for e in r.json["data"]] == [committed[0]["id"]]
+    first.cancel()
 
 
 async def test_a_long_poll_wakes_for_an_event_another_process_commits(settings, services, api, account, tmp_path):

@@ -34,13 +34,16 @@ def sign_in(parley):
 
 
 class Probe:
-    """Posts inbound messages from one contact at a steady rate; remembers when each one's 200 arrived."""
+    """Posts inbound messages from one contact at a steady rate; remembers when each one's 200 arrived. senders:
+    the connections posting, each its share of the schedule (message k is due at k / PROBES_PER_SECOND s from the
+    start): with one, a slow answer delays the next message (the rate falls when the server is busy); with
+    several, messages keep arriving at the rate while answers take up to senders / PROBES_PER_SECOND s."""
 
-    def __init__(self, parley, label):
-        self.parley, self.label = parley, label
+    def __init__(self, parley, label, senders=1):
+        self.parley, self.label, self.senders = parley, label, senders
         self.answered = {}  # messageId -> time.monotonic() of the 200
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread = threading.Thread(target=self.run_all, daemon=True)
 
     def post(self, client, n):
         response = client.post(INBOUND, params={"apiKey": self.parley.first_run["api_key"]},
@@ -50,14 +53,32 @@ class Probe:
         response.raise_for_status()
         return response.json()["messageId"], answered
 
-    def run(self):
+    def run_all(self):
+        if self.senders == 1:
+            return self.run()
+        started = time.monotonic()
+        senders = [threading.Thread(target=self.run, args=(first, started), daemon=True)
+                   for first in range(self.senders)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join()
+
+    def run(self, first=0, started=None):
         with self.parley.client() as client:
-            n = 0
+            n = first
             while not self.stopping.is_set():
-                n += 1
+                n += self.senders
+                if started is None:  # one sender: the next message a period after the last answer
+                    message_id, answered = self.post(client, n)
+                    self.answered[message_id] = answered
+                    time.sleep(max(0.0, 1 / PROBES_PER_SECOND - (time.monotonic() - answered)))
+                    continue
+                time.sleep(max(0.0, started + n / PROBES_PER_SECOND - time.monotonic()))
+                if self.stopping.is_set():
+                    break
                 message_id, answered = self.post(client, n)
                 self.answered[message_id] = answered
-                time.sleep(max(0.0, 1 / PROBES_PER_SECOND - (time.monotonic() - answered)))
 
     def contact_id(self):
         with self.parley.client() as client:

@@ -31,7 +31,7 @@ from services import accounts, erasure
 from services.assignment import Assigner, SeenBeat
 from services.bot_recovery import BotRecovery
 from services.bot_runner import BotRunner
-from services.leases import Lease
+from services.leases import Lease, release_dead_owners
 from services.campaign_runner import CampaignRunner
 from services.conversation_status import SnoozeWaker
 from services.mail_in import MailImporter
@@ -314,6 +314,7 @@ async def main(settings):
                   tornado.ioloop.PeriodicCallback(log_throttle.flush, log_throttle.interval * 1000)]
         for task in tasks:
             task.start()
+        await release_dead_owners(services.db)  # a killed run's jobs and deliveries resume now, not when they lapse
         services.delivery.start()  # picks up rows left pending by a previous run at once
         services.imports.start()  # resumes imports a previous run left running
         services.campaigns.start()  # resumes running campaigns after their last committed batch

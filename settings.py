@@ -148,7 +148,9 @@ class Settings(BaseModel):
                                                                 "being delivered is another process's to take "
                                                                 "over this long after its owner stopped renewing "
                                                                 "it (died). A delivery's lease adds "
-                                                                "--webhook-timeout-seconds.")
+                                                                "--webhook-timeout-seconds. A server that starts "
+                                                                "frees at once what a process that died on the "
+                                                                "same machine held.")
 
     @field_validator("database_url")
     @classmethod

@@ -1,7 +1,7 @@
 """SQL for worker leases: one row per background job, held by one process until its `until`."""
 from __future__ import annotations
 
-from storage.db import writes
+from storage.db import reads, writes
 from storage.interface import Connection
 
 
@@ -27,3 +27,20 @@ def release(cx: Connection, name: str, owner: str) -> None:
 def expire(cx: Connection, name: str) -> None:
     """Tests: make the lease lapse now, as if its owner had died long ago."""
     cx.execute("UPDATE worker_leases SET until = '' WHERE name = ?", (name,))
+
+
+@reads
+def owners(cx: Connection) -> list[str]:
+    """Every process that holds a lease or a claim on an outbox row now (services/leases.py release_dead_owners)."""
+    return [row[0] for row in cx.execute(
+        "SELECT owner FROM worker_leases UNION SELECT claimed_by FROM outbox"
+        " WHERE claimed_until IS NOT NULL AND claimed_by IS NOT NULL").fetchall()]
+
+
+@writes
+def release_owners(cx: Connection, owners: list[str]) -> None:
+    """Free what these processes (known dead) held: their leases go, their outbox rows' claims lapse now."""
+    marks = ", ".join("?" for _ in owners)
+    cx.execute(f"DELETE FROM worker_leases WHERE owner IN ({marks})", owners)
+    cx.execute(f"UPDATE outbox SET claimed_by = NULL, claimed_until = NULL WHERE claimed_until IS NOT NULL"
+               f" AND claimed_by IN ({marks})", owners)

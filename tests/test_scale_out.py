@@ -1,6 +1,9 @@
 """Several processes on one database (issue 20), in one process: worker leases, the shared secret key, the
 health check. The multi-process test on PostgreSQL is tests/test_scale_out_e2e.py."""
 import asyncio
+import os
+import socket
+import subprocess
 import time
 
 import pytest
@@ -12,12 +15,18 @@ import server
 from common.errors import Unauthorized
 from common.version import VERSION
 from services import accounts, keys
+from services import leases
 from services.leases import Lease
 from services.ratelimit import SharedRateLimiter
 from services.secretbox import SecretBox, SecretKeyError
 from services.worker_loop import WorkerLoop
 from settings import Settings
+from common.ids import new_id, now_iso
 from storage import leases as lease_store
+from storage.contacts import insert_contact_in_tx
+from storage.messages import insert_message_in_tx
+from storage.outbox import enqueue_in_tx
+from tests import db_direct
 from tests.ui_helpers import PASSWORD, FormClient
 from tests.waiting import until
 from tests.process_helpers import second_process
@@ -40,6 +49,44 @@ def test_a_lease_has_one_owner_and_is_taken_over_when_it_lapses(io_loop, service
         first._retry_at = 0
         assert await first.hold()  # a released lease is free at once
     io_loop.run_sync(run)
+
+
+def test_a_restart_frees_at_once_what_a_dead_process_of_this_machine_held(io_loop, services, account):
+    """A killed server's leases and delivery claims lapse only after --worker-lease-seconds; at start, a process
+    frees those of processes of the same machine and pid namespace that are gone (services/leases.py dead_here),
+    and nothing of a process that may still run: one alive, on another host or namespace, or named without one."""
+    db, host, here = services.db, socket.gethostname(), leases.PROCESS_ID.rpartition("@")[2]
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = f"{host}:{gone.pid}:0a0b0c@{here}"
+    alive = [f"{host}:{os.getppid()}:0a0b0c@{here}", f"elsewhere:{gone.pid}:0a0b0c@{here}",
+             f"{host}:{gone.pid}:0a0b0c", f"{host}:{gone.pid}:0a0b0c@00000000", leases.PROCESS_ID]
+    assert here and leases.dead_here(dead) and not any(leases.dead_here(owner) for owner in alive)
+
+    async def run():
+        for number, owner in enumerate([dead, *alive]):
+            assert await Lease(db, f"job-{number}", 30, owner=owner).hold()
+        outbox_id = await db.write(_claimed_reply, account["account_id"], dead)
+        assert await leases.release_dead_owners(db) == [dead]
+        assert sorted(await lease_store.owners(db)) == sorted(alive)  # the dead one's claim is gone too
+        assert await Lease(db, "job-0", 30, owner="someone new").hold()  # free now, not in 30 s
+        return outbox_id
+    outbox_id = io_loop.run_sync(run)
+    assert db_direct.value(services, "SELECT claimed_by FROM outbox WHERE id = ?", outbox_id) is None
+
+
+def _claimed_reply(cx, account_id, owner):
+    """(In the writer.) An outbox row being delivered by owner: its claim as storage.delivery.claim writes it."""
+    contact_id, message_id, now = new_id("ct"), new_id("msg"), now_iso()
+    insert_contact_in_tx(cx, {"id": contact_id, "account_id": account_id, "created_at": now})
+    insert_message_in_tx(cx, {"id": message_id, "account_id": account_id, "contact_id": contact_id,
+                              "direction": "outbound", "status": "Pending", "body": "b", "message_type": "text",
+                              "created_at": now})
+    enqueue_in_tx(cx, account_id=account_id, kind="reply", payload={"messageId": message_id}, message_id=message_id)
+    outbox_id = cx.execute("SELECT MAX(id) FROM outbox").fetchone()[0]
+    cx.execute("UPDATE outbox SET claimed_by = ?, claimed_until = ? WHERE id = ?", (owner, "9999-01-01T00:00:00Z",
+                                                                                   outbox_id))
+    return outbox_id
 
 
 class Counting(WorkerLoop):

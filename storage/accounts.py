@@ -159,8 +159,11 @@ def get_account(cx: Connection, account_id: str) -> Row | None:
 
 @writes
 def rename_account(cx: Connection, account_id: str, name: str, by: Mapping[str, Any] | None = None) -> Row | None:
-    """The account's new name (the audit list keeps from and to); the account as it is now."""
-    before = cast(Row, get_account.sync(cx, account_id))  # the caller's own account
+    """The account's new name (the audit list keeps from and to); the account as it is now, None when there is no
+    such account (nothing written)."""
+    before = get_account.sync(cx, account_id)
+    if before is None:
+        return None
     if before["name"] != name:
         cx.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, account_id))
         record_by(cx, by, account_id=account_id, action="account.renamed", detail={"name": [before["name"], name]})

@@ -182,7 +182,7 @@ class _CheckedImap(aioimaplib.IMAP4):
 ImapClient = _CheckedImap  # what imap_session gives (aioimaplib.IMAP4's methods, untyped: the library ships no types)
 
 
-def _text(response: Any) -> str:  # an aioimaplib Response (the library ships no types)
+def _text(response: aioimaplib.Response) -> str:
     line = response.lines[0] if response.lines else b""
     return (line.decode(errors="replace") if isinstance(line, bytes) else str(line)).strip() or response.result
 

@@ -83,15 +83,16 @@ class DeliveryWorker(WorkerLoop):
         self.poll_seconds = poll_seconds
         self._http = http_client
         self._own_http = http_client is None
-        self._in_flight: dict[int, str] = {}        # outbox id -> account id: sending, or its outcome being written
-        self._sending: set[int] = set()       # outbox ids whose request holds a concurrency slot
-        self._accounts: dict[str, tuple[float, Row | None]] = {}         # account id -> (monotonic time read, account row)
-        self._secrets: dict[tuple[str, str, str | None, bool], list[str]] = {}          # (account id, secrets as stored, previous one live) -> signing secrets
-        self._outcomes: list[tuple[_Outcome, asyncio.Future[None]]] = []         # attempts to record in the next write: (arguments, future)
-        self._load: Counter[str] = Counter()      # account id -> attempts in flight
+        self._in_flight: dict[int, str] = {}  # outbox id -> account id: sending, or its outcome being written
+        self._sending: set[int] = set()  # outbox ids whose request holds a concurrency slot
+        self._accounts: dict[str, tuple[float, Row | None]] = {}  # account id -> (monotonic time read, account row)
+        # (account id, secrets as stored, previous one live) -> signing secrets
+        self._secrets: dict[tuple[str, str, str | None, bool], list[str]] = {}
+        self._outcomes: list[tuple[_Outcome, asyncio.Future[None]]] = []  # attempts to record in the next write
+        self._load: Counter[str] = Counter()  # account id -> attempts in flight
         self._campaign_load: Counter[str] = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
         self._tasks: set[asyncio.Task[str]] = set()
-        self._held: dict[int, datetime] = {}             # outbox id -> not before (an unrecorded attempt)
+        self._held: dict[int, datetime] = {}  # outbox id -> not before (an unrecorded attempt)
         self.owner = PROCESS_ID       # what this process's claims on outbox rows are recorded as
 
     @property

@@ -133,10 +133,10 @@ class Mailbox:
         self.rng = rng or random.Random()
         self.task: asyncio.Task[None] | None = None
         self.imported = 0        # mails stored since start (tests and the bench read it)
-        self.last_error: str | None = None   # the last connection failure, in words
-        self._recorded: str | None = ""      # the error last written (None: it works; "": nothing written yet)
+        self.last_error: str | None = None  # the last connection failure, in words
+        self._recorded: str | None = ""  # the error last written (None: it works; "": nothing written yet)
         self._idle_recorded: bool | None = None  # whether IDLE is used, as last written
-        self._checked: datetime | None = None     # when checked_at was last written
+        self._checked: datetime | None = None  # when checked_at was last written
         self.rounds = 0          # looks at the folder finished (tests wait on it)
 
     def start(self) -> Mailbox:

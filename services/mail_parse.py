@@ -50,6 +50,8 @@ class _Spool:
         fd, self.path = tempfile.mkstemp(dir=directory, prefix=".incoming-mail-")
         self.file = os.fdopen(fd, "wb")
 
+    # Added to as a bytearray is (+=). mypy checks += on a union (bytearray | _Spool) as + for a member without
+    # __add__ and reports [operator]: the ignores that point here.
     def __iadd__(self, data: bytes | bytearray | memoryview) -> _Spool:
         self.file.write(data)
         return self
@@ -281,7 +283,7 @@ class MailReader:
         if not lines:
             return
         if self.body is not None:
-            self.body += binascii.a2b_base64(span)  # type: ignore[operator]  # _Spool.__iadd__: mypy tries + on a union
+            self.body += binascii.a2b_base64(span)  # type: ignore[operator]  # see _Spool.__iadd__
             return
         self.run.append(bytes(span))
         self.run_lines += lines
@@ -290,7 +292,7 @@ class MailReader:
             self.skeleton += marker.encode() + (b"\r\n" if self.run[0].endswith(b"\r\n") else b"\n")
             self.body = self.bodies[marker] = bytearray() if self.spool is None else _Spool(self.spool)
             for kept in self.run:
-                self.body += binascii.a2b_base64(kept)  # type: ignore[operator]  # _Spool.__iadd__: mypy tries + on a union
+                self.body += binascii.a2b_base64(kept)  # type: ignore[operator]  # see _Spool.__iadd__
             self.run, self.run_lines = [], 0
 
     def _gap(self, text: bytes) -> None:
@@ -347,7 +349,7 @@ def _payload(part: MIMEPart, bodies: Mapping[str, _Body], used: set[str]) -> byt
     body = bodies[marker]
     if isinstance(body, (bytearray, _Spool)):  # decoded as it arrived (MailReader)
         part.set_payload(rest)
-        body += _decoded(part) or b""  # type: ignore[operator]  # _Spool.__iadd__: mypy tries + on a union
+        body += _decoded(part) or b""  # type: ignore[operator]  # see _Spool.__iadd__
         return body
     raw, start, end = body
     # The last cut body of a bytearray (the IMAP literal, handed over) is decoded in place, and the bytearray becomes

@@ -114,7 +114,8 @@ async def invite(db: Store, box: SecretBox, base_url: str, account_id: str, *, e
             "password_hash": INVITED, "created_at": now_iso()}
     link_row, link = one_time_links.new_link(base_url, user["id"], account_id, "invite")
     account = cast(Row, await account_store.get_account(db, account_id))  # the caller's account: it exists
-    mail = mail_out.invitation(box, account, to=email, url=link["url"], expires_at=link["expiresAt"])  # None without SMTP
+    mail = mail_out.invitation(box, account, to=email, url=link["url"],
+                               expires_at=link["expiresAt"])  # None without SMTP
     shown = box.encrypt(json.dumps({**link, "emailed": mail is not None}))
     try:
         created = await store.insert_user(db, user, link_row, shown, by, mail)

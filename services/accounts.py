@@ -424,7 +424,7 @@ async def update_settings(db: Store, account_id: str, changes: Mapping[str, Any]
                    "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), cast(SecretBox, box))}
     if changes.get(email_settings.SETTING) is not None:
         changes = {**changes, email_settings.SETTING: email_settings.prepare_patch(
-            copy.deepcopy(changes[email_settings.SETTING]), box)}
+            copy.deepcopy(changes[email_settings.SETTING]), cast(SecretBox, box))}  # given with it: see above
     saved = await db.write(_save_settings, account_id, changes, by)
     if changes.get("bot") is not None:
         # The keyword matchers of the new version, built now (off the event loop), not by its first messages.

@@ -14,10 +14,19 @@ agent who assigns a conversation to themselves).
 
 Who: a new conversation, every user who chose it; a handoff, the conversation's assignee when it has one (if they
 chose it), else every user who chose it; an assignment, the assignee (if they chose it)."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from common.errors import Invalid
 from common.ids import new_id
 from services import contacts, email_settings
 from storage import mail as store
+from storage.interface import Connection
+
+if TYPE_CHECKING:
+    from services.context import Services
 
 NEW_CONVERSATION, HANDOFF, ASSIGNED = "newConversation", "handoff", "assigned"
 COLUMNS = {NEW_CONVERSATION: "email_new_conversation", HANDOFF: "email_handoff", ASSIGNED: "email_assigned"}
@@ -29,17 +38,17 @@ _SUBJECTS = {NEW_CONVERSATION: "New conversation", HANDOFF: "A conversation need
 EXCERPT = 500  # characters of the contact's message a mail quotes
 
 
-def public(user):
+def public(user: Mapping[str, Any]) -> dict[str, bool]:
     """A user row's choices as the API shows them: {newConversation, handoff, assigned}."""
     return {kind: bool(user.get(column)) for kind, column in COLUMNS.items()}
 
 
-def changes_of(value):
+def changes_of(value: object) -> dict[str, int]:
     """The users columns a PATCH's emailNotifications object sets ({kind: bool}, any subset); Invalid naming the
     field otherwise."""
     if not isinstance(value, dict):
         raise Invalid(f"{FIELD} must be an object {{{', '.join(COLUMNS)}}} of true or false", field=FIELD)
-    changes = {}
+    changes: dict[str, int] = {}
     for kind, chosen in value.items():
         if kind not in COLUMNS:
             raise Invalid(f"{FIELD} has no field {kind}: give {', '.join(COLUMNS)}", field=f"{FIELD}.{kind}")
@@ -49,14 +58,15 @@ def changes_of(value):
     return changes
 
 
-def from_form(form):
+def from_form(form: Mapping[str, Any]) -> dict[str, int]:
     """The own-page form's checkboxes (kind -> "1" when ticked) as users columns."""
     return {column: int(form.get(kind) == "1") for kind, column in COLUMNS.items()}
 
 
 # ---- queued with the event ---------------------------------------------------------------------
 
-def queue_in_tx(cx, account_id, kind, contact_id, *, to=None, actor=None):
+def queue_in_tx(cx: Connection, account_id: str, kind: str, contact_id: str, *, to: Sequence[str] | None = None,
+                actor: str | None = None) -> int:
     """In the event's transaction: queue the mail of this kind about the conversation with contact_id to each user
     who chose it, among ``to`` (user ids; None: anyone) but the ``actor`` (the user whose action it is, or None).
     Costs one read of the users who chose it (none: nothing more); nothing is queued without SMTP. Returns how
@@ -78,14 +88,15 @@ def queue_in_tx(cx, account_id, kind, contact_id, *, to=None, actor=None):
     return len(recipients)
 
 
-def assigned_in_tx(cx, account_id, assigned, actor=None):
+def assigned_in_tx(cx: Connection, account_id: str, assigned: Iterable[tuple[str, str | None]],
+                   actor: str | None = None) -> int:
     """Conversations assigned in this transaction, [(contact id, user id)]: the mail to each assignee who chose it,
     unless they assigned it themselves (actor: the user id whose action it is)."""
     return sum(queue_in_tx(cx, account_id, ASSIGNED, contact_id, to=[user_id], actor=actor)
                for contact_id, user_id in assigned if user_id)
 
 
-def _channel_words(channel):
+def _channel_words(channel: str | None) -> str:
     if not channel:
         return ""
     return {"web": " on the website chat", "email": " by email"}.get(channel, f" on {channel}")
@@ -93,7 +104,7 @@ def _channel_words(channel):
 
 # ---- sent ---------------------------------------------------------------------------------------
 
-async def text(services, account, agent):
+async def text(services: Services, account: Mapping[str, Any], agent: Mapping[str, Any]) -> str | None:
     """The mail's text, read now from the account's own rows (agent: the payload's {kind, contactId, userId}), or
     None when there is nothing to tell any more: the contact was erased, or the user can no longer sign in."""
     facts = await store.agent_mail_facts(services.db, account["id"], agent["contactId"], agent["userId"])

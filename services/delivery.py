@@ -9,19 +9,24 @@ Outcomes (docs/design.md#api-decisions "Reply delivery"):
 - 3xx (redirects are never followed), other 4xx, a URL refused by the SSRF guard, and no URL
   configured: final at once ('failed'); retry_now() sends it again after the client fixed things.
 """
+from __future__ import annotations
+
 import asyncio
 import json
 import logging
 import random
 import time
 from collections import Counter
-from datetime import timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from services.leases import PROCESS_ID
 from services.netguard import CheckedResolver
 from services.webhook_post import Outcome, post_signed
 from services import mail_out, messaging
 from services.accounts import signing_secrets
+from services.context import JSONObject
 from services.webhook_client import KeepAliveClient
 from services.worker_loop import WorkerLoop
 from common.ids import iso, utcnow
@@ -29,6 +34,10 @@ from storage import accounts as account_store
 from storage import delivery as store
 from storage import messages as message_store
 from storage.events import MESSAGE_TYPES
+from storage.interface import Row
+
+if TYPE_CHECKING:
+    from services.context import Services
 
 log = logging.getLogger("parley.delivery")
 
@@ -41,11 +50,13 @@ MAX_RETRY_AFTER = 24 * 3600
 UNRECORDED_HOLD = timedelta(seconds=30)
 NO_URL = "no webhook URL configured"
 ACCOUNT_TTL = 1.0  # seconds an account read for a delivery round is reused
+# What record_attempt writes of one attempt (storage/delivery.py): (row, attempt, status, next_attempt_at, error).
+_Outcome = tuple[Mapping[str, Any], Mapping[str, Any], str, str | None, Mapping[str, Any] | None]
 # An email reply's payload names its channel so (json.dumps); other replies are not parsed to find out.
 _EMAIL_REPLY = f'"channel": "{mail_out.CHANNEL}"'
 
 
-def webhook_url(row, account):
+def webhook_url(row: Mapping[str, Any], account: Mapping[str, Any]) -> str | None:
     settings = account["settings"]
     if row["kind"] == "reply":
         return settings.get("customChannelWebhookUrl")
@@ -59,8 +70,9 @@ class DeliveryWorker(WorkerLoop):
 
     name = "delivery"
 
-    def __init__(self, services, *, clock=utcnow, http_client=None, rng=None, concurrency=None,
-                 per_account=None, poll_seconds=1.0):
+    def __init__(self, services: Services, *, clock: Callable[[], datetime] = utcnow,
+                 http_client: KeepAliveClient | None = None, rng: random.Random | None = None,
+                 concurrency: int | None = None, per_account: int | None = None, poll_seconds: float = 1.0) -> None:
         super().__init__()
         self.services = services
         self.settings = services.settings
@@ -71,33 +83,34 @@ class DeliveryWorker(WorkerLoop):
         self.poll_seconds = poll_seconds
         self._http = http_client
         self._own_http = http_client is None
-        self._in_flight = {}          # outbox id -> account id: sending, or its outcome being written
-        self._sending = set()         # outbox ids whose request holds a concurrency slot
-        self._accounts = {}           # account id -> (monotonic time read, account row)
-        self._secrets = {}            # (account id, secrets as stored, previous one live) -> signing secrets
-        self._outcomes = []           # attempts to record in the next write: (arguments, future)
-        self._load = Counter()        # account id -> attempts in flight
-        self._campaign_load = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
-        self._tasks = set()
-        self._held = {}               # outbox id -> not before (an unrecorded attempt)
+        self._in_flight: dict[int, str] = {}  # outbox id -> account id: sending, or its outcome being written
+        self._sending: set[int] = set()  # outbox ids whose request holds a concurrency slot
+        self._accounts: dict[str, tuple[float, Row | None]] = {}  # account id -> (monotonic time read, account row)
+        # (account id, secrets as stored, previous one live) -> signing secrets
+        self._secrets: dict[tuple[str, str, str | None, bool], list[str]] = {}
+        self._outcomes: list[tuple[_Outcome, asyncio.Future[None]]] = []  # attempts to record in the next write
+        self._load: Counter[str] = Counter()  # account id -> attempts in flight
+        self._campaign_load: Counter[str] = Counter()  # account id -> campaign attempts in flight (see campaign_slots)
+        self._tasks: set[asyncio.Task[str]] = set()
+        self._held: dict[int, datetime] = {}  # outbox id -> not before (an unrecorded attempt)
         self.owner = PROCESS_ID       # what this process's claims on outbox rows are recorded as
 
     @property
-    def campaign_slots(self):
+    def campaign_slots(self) -> int:
         """Per account, campaign deliveries leave one slot free (when there is more than one), so that the
         account's bot and inbox replies go out promptly during a long campaign."""
         return max(1, self.per_account - 1)
 
     @property
-    def timeout(self):
+    def timeout(self) -> float:
         return self.settings.webhook_timeout_seconds
 
     @property
-    def claim_seconds(self):
+    def claim_seconds(self) -> float:
         """How long one attempt may take: a webhook's, or a mail's (connect, TLS, login, send: each step timed)."""
         return max(self.timeout, 4 * self.settings.mail_timeout_seconds)
 
-    def _client(self):
+    def _client(self) -> KeepAliveClient:
         if self._http is None:
             self._http = KeepAliveClient(CheckedResolver(allow_private=self.settings.allow_private_webhooks),
                                          tls_profile=self.settings.tls_profile)
@@ -105,7 +118,7 @@ class DeliveryWorker(WorkerLoop):
 
     # ---- server loop ------------------------------------------------------------------------
 
-    async def stop(self, grace=None):
+    async def stop(self, grace: float | None = None) -> None:
         """Stop dispatching; give attempts in flight ``grace`` seconds, then cancel them (an attempt
         cut short is not recorded and is sent again after the restart, with the same webhook-id)."""
         await super().stop()
@@ -119,18 +132,18 @@ class DeliveryWorker(WorkerLoop):
             self._http.close()
             self._http = None
 
-    async def round(self):
+    async def round(self) -> None:
         await self._dispatch(self.clock())
 
     # ---- one step ---------------------------------------------------------------------------
 
-    async def run_due(self, now=None):
+    async def run_due(self, now: datetime | None = None) -> int:
         """Start every due attempt the concurrency bounds allow and wait for them; returns how many."""
         tasks = await self._dispatch(now or self.clock())
         await asyncio.gather(*tasks, return_exceptions=True)  # failures are logged by _finished
         return len(tasks)
 
-    async def _dispatch(self, now):
+    async def _dispatch(self, now: datetime) -> list[asyncio.Task[str]]:
         free = self.concurrency - len(self._sending)
         if free <= 0:
             return []
@@ -141,7 +154,7 @@ class DeliveryWorker(WorkerLoop):
                                     exclude_ids=[*self._in_flight, *self._held], exclude_accounts=saturated,
                                     owner=self.owner)
         accounts = {account_id: await self._account(account_id) for account_id in {row["account_id"] for row in rows}}
-        chosen = []
+        chosen: list[Row] = []
         for row in rows:  # re-checked after the await: another dispatch may have started some
             if len(self._sending) >= self.concurrency:
                 break
@@ -152,7 +165,7 @@ class DeliveryWorker(WorkerLoop):
             self._reserve(row)
             chosen.append(row)
         claimed = await self._claim(chosen, now)
-        tasks = []
+        tasks: list[asyncio.Task[str]] = []
         for row in chosen:
             if row["id"] in claimed:
                 tasks.append(self._launch(row, now, accounts[row["account_id"]]))
@@ -161,7 +174,7 @@ class DeliveryWorker(WorkerLoop):
                 self._in_flight.pop(row["id"], None)
         return tasks
 
-    async def _claim(self, rows, now):
+    async def _claim(self, rows: Sequence[Row], now: datetime) -> set[int]:
         """Claim the rows for this process (several processes share the outbox): their lease lasts one attempt
         and the writing of its outcome, with room to spare; a process that dies leaves them to the others
         once it lapses. Returns the ids claimed."""
@@ -175,20 +188,20 @@ class DeliveryWorker(WorkerLoop):
             log.exception("delivery: claiming %d due row(s) failed; the next round tries again", len(rows))
             return set()
 
-    def _reserve(self, row):
+    def _reserve(self, row: Mapping[str, Any]) -> None:
         self._in_flight[row["id"]] = row["account_id"]
         self._sending.add(row["id"])
         self._load[row["account_id"]] += 1
         if row["campaign_id"]:
             self._campaign_load[row["account_id"]] += 1
 
-    def _launch(self, row, now, account):
+    def _launch(self, row: Row, now: datetime, account: Row | None) -> asyncio.Task[str]:
         task = asyncio.ensure_future(self._attempt(row, now, account))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(row, now, t))
         return task
 
-    def _release(self, row):
+    def _release(self, row: Mapping[str, Any]) -> None:
         """The request is over: its concurrency slot is free (the row stays in flight until recorded)."""
         if row["id"] not in self._sending:
             return
@@ -202,7 +215,7 @@ class DeliveryWorker(WorkerLoop):
                 del self._campaign_load[row["account_id"]]
         self._wake.set()  # a slot is free
 
-    def _finished(self, row, now, task):
+    def _finished(self, row: Mapping[str, Any], now: datetime, task: asyncio.Task[str]) -> None:
         self._tasks.discard(task)
         self._release(row)
         self._in_flight.pop(row["id"], None)
@@ -212,7 +225,7 @@ class DeliveryWorker(WorkerLoop):
         else:
             self._wake.set()  # a slot is free
 
-    async def _attempt(self, row, now, account):
+    async def _attempt(self, row: Row, now: datetime, account: Row | None) -> str:
         started = time.monotonic()
         try:
             outcome = await self._send(row, account, now) if account else Outcome(error="account not found")
@@ -224,7 +237,8 @@ class DeliveryWorker(WorkerLoop):
         attempt = {"at": at, "http_status": outcome.http_status, "error": outcome.error,
                    "response_excerpt": outcome.response, "duration_ms": round(elapsed * 1000)}
         number = row["attempts"] + 1
-        next_attempt_at = error = None
+        next_attempt_at: str | None = None
+        error: JSONObject | None = None
         if outcome.ok:
             status = "sent"
         else:
@@ -244,16 +258,16 @@ class DeliveryWorker(WorkerLoop):
         await self._record(row, attempt, status, next_attempt_at, error)
         return status
 
-    def _record(self, *outcome):
+    def _record(self, *outcome: *_Outcome) -> asyncio.Future[None]:
         """Write an attempt's outcome; the outcomes of the attempts that end in the same loop iteration share
         one write (store.record_attempts). Resolves once committed; raises what the write of this one raised."""
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not self._outcomes:
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._write_outcomes()))
         self._outcomes.append((outcome, future))
         return future
 
-    async def _write_outcomes(self):
+    async def _write_outcomes(self) -> None:
         batch, self._outcomes = self._outcomes, []
         try:
             results = await store.record_attempts(self.services.db, [outcome for outcome, _ in batch])
@@ -265,7 +279,7 @@ class DeliveryWorker(WorkerLoop):
             else:
                 future.set_result(None)
 
-    async def _send(self, row, account, now):
+    async def _send(self, row: Row, account: Row, now: datetime) -> Outcome:
         if row["kind"] == "mail":  # Parley's own mail, by the account's SMTP server
             return await mail_out.deliver(self.services, account, row)
         if row["kind"] == "reply" and _EMAIL_REPLY in row["payload"]:
@@ -284,7 +298,7 @@ class DeliveryWorker(WorkerLoop):
                                  webhook_id=row["webhook_id"], body=body.encode(), timeout=self.timeout,
                                  allow_private=self.settings.allow_private_webhooks)
 
-    async def _message_notification(self, row):
+    async def _message_notification(self, row: Mapping[str, Any]) -> str | None:
         """A message.created or message.updated notification's body: its data, queued as {"messageId"}, is
         the message as GET /v1/messages/{id} shows it now (as GET /v1/events fills it in when read); None
         when the message is gone (erased)."""
@@ -294,7 +308,7 @@ class DeliveryWorker(WorkerLoop):
             return None
         return json.dumps({**payload, "data": messaging.public_message(self.services, found[0])})
 
-    async def _account(self, account_id):
+    async def _account(self, account_id: str) -> Row | None:
         """The account, read at most once per ACCOUNT_TTL (not per attempt): a changed webhook URL or secret
         applies to attempts that start after that."""
         cached = self._accounts.get(account_id)
@@ -305,7 +319,7 @@ class DeliveryWorker(WorkerLoop):
                                                    await account_store.get_account(self.services.db, account_id))
         return cached[1]
 
-    def _signing_secrets(self, account, now):
+    def _signing_secrets(self, account: Mapping[str, Any], now: datetime) -> list[str]:
         """signing_secrets(), decrypted once per secret rather than per attempt."""
         previous_live = bool(account["previous_webhook_secret"] and account["previous_secret_expires_at"]
                              and account["previous_secret_expires_at"] > iso(now))
@@ -319,7 +333,7 @@ class DeliveryWorker(WorkerLoop):
 
     # ---- manual retry -----------------------------------------------------------------------
 
-    async def retry_now(self, account_id, message_id):
+    async def retry_now(self, account_id: str, message_id: str) -> JSONObject:
         """Send a Failed message's reply again now (the inbox's Retry, POST /v1/messages/{id}/retry): the
         message is Pending until the attempt. One more attempt; if it fails with a retryable error the
         schedule continues from where the attempts count stands. NotFound for another account's or an

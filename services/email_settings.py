@@ -8,9 +8,12 @@ removes the whole setting. Passwords are stored encrypted (services/secretbox.py
 show `passwordSet`. A stored password is never sent to another host: moving `host` needs the password again.
 Hosts follow the webhooks' SSRF rules (services/netguard.py); `security: none` and private hosts need
 --allow-private-webhooks. The email channel's import (IMAP) and replies (SMTP) read the same object."""
+from __future__ import annotations
+
 import asyncio
 import logging
-from typing import Annotated, Literal, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Optional, TypedDict
 
 import pydantic
 from pydantic import AfterValidator, BeforeValidator, Field
@@ -21,7 +24,12 @@ from common.validation import Identifier, Strict, validated_patch
 from services.bot_settings import merge_patch
 from services.contact_fields import normalize_email
 from services.mail_connect import MailError, imap_session, logout_imap, port_of, smtp_session
+from services.context import JSONObject
 from services.netguard import LOCAL_TESTING_HINT, check_host
+
+if TYPE_CHECKING:
+    from services.context import Services
+    from services.secretbox import SecretBox
 
 log = logging.getLogger("parley.email")
 
@@ -33,7 +41,7 @@ DEFAULT_FOLDER = "INBOX"
 MAX_HOST, MAX_USERNAME, MAX_PASSWORD, MAX_FOLDER = 253, 320, 1000, 200
 
 
-def _address(value):
+def _address(value: str | None) -> str | None:
     if value is None:
         return None
     try:
@@ -42,7 +50,7 @@ def _address(value):
         raise ValueError(exc.message) from None
 
 
-def _a_number(value):
+def _a_number(value: object) -> object:
     """JSON numbers only: pydantic's lax mode would read "993" as 993."""
     if isinstance(value, (bool, str)):
         raise ValueError("must be a number")
@@ -52,9 +60,9 @@ def _a_number(value):
 Port = Annotated[int, Field(ge=1, le=65535), BeforeValidator(_a_number)]
 
 
-def _refused(field, message):
+def _refused(field: str, message: str) -> classmethod[Any, [object], NoReturn]:
     """A validator that refuses a read-only field, saying why, whatever its value (it runs only when it is sent)."""
-    def refuse(cls, value):
+    def refuse(cls: type, value: object) -> NoReturn:
         raise ValueError(message)
     return pydantic.field_validator(field, mode="before")(classmethod(refuse))
 
@@ -161,16 +169,16 @@ class EmailSettingsShown(Strict):
 
 # ---- writing ---------------------------------------------------------------------------------
 
-def validate_patch(patch):
+def validate_patch(patch: object) -> JSONObject:
     """An `email` merge patch given as plain data (the UI's form) checked against the model, as PATCH
     /v1/account/settings checks its body; returns it as model_dump(exclude_unset=True)."""
     return validated_patch(EmailSettings, patch, "email")
 
 
-async def check_patch(patch, allow_private):
+async def check_patch(patch: JSONObject | None, allow_private: bool) -> tuple[JSONObject | None, list[str]]:
     """The SSRF rules on a validated patch: each host named (stored in its ASCII form) must be public and security
     none is refused, unless allow_private. Returns (the patch, warnings); Invalid naming the field."""
-    warnings = []
+    warnings: list[str] = []
     for kind in KINDS:
         server = (patch or {}).get(kind)
         if not server:
@@ -185,7 +193,7 @@ async def check_patch(patch, allow_private):
     return patch, warnings
 
 
-def prepare_patch(patch, box):
+def prepare_patch(patch: JSONObject | None, box: SecretBox) -> JSONObject | None:
     """A checked patch ready to merge: each password encrypted (null stays null: it removes the password)."""
     for kind in KINDS:
         server = (patch or {}).get(kind)
@@ -195,7 +203,7 @@ def prepare_patch(patch, box):
     return patch
 
 
-def merged(current, patch):
+def merged(current: JSONObject | None, patch: JSONObject | None) -> JSONObject | None:
     """The stored object after a prepared patch, validated as a whole; None when the patch removes it. Invalid
     naming the field: a server without a host, no address, or a new host without its password sent again."""
     if patch is None:
@@ -223,7 +231,7 @@ def merged(current, patch):
 
 # ---- reading ---------------------------------------------------------------------------------
 
-def public(email):
+def public(email: JSONObject | None) -> JSONObject | None:
     """The stored object as reads show it: passwords as passwordSet, ports and folder with their defaults."""
     if not email:
         return email
@@ -239,7 +247,7 @@ def public(email):
     return shown
 
 
-def server(settings, kind):
+def server(settings: Mapping[str, Any] | None, kind: str) -> JSONObject | None:
     """The configured IMAP or SMTP server of an account's settings (username defaulting to the address), or None."""
     email = (settings or {}).get(SETTING) or {}
     found = email.get(kind)
@@ -248,21 +256,21 @@ def server(settings, kind):
     return {**found, "username": found.get("username") or email.get("address")}
 
 
-def password(box, server):
+def password(box: SecretBox, server: Mapping[str, Any]) -> str | None:
     return box.decrypt(server[KEY]) if server.get(KEY) else None
 
 
-def from_form(form):
+def from_form(form: Mapping[str, str]) -> JSONObject:
     """Settings > Email's form as a merge patch: an empty password field keeps the stored password (a "remove"
     checkbox removes it), an empty host removes that server; Invalid naming the field."""
-    patch = {"address": form["address"].strip() or None}
+    patch: JSONObject = {"address": form["address"].strip() or None}
     for kind in KINDS:
         host = form[f"{kind}.host"].strip()
         if not host:
             patch[kind] = None
             continue
         port = form[f"{kind}.port"].strip()
-        server = {"host": host, "security": form[f"{kind}.security"] or "tls",
+        server: JSONObject = {"host": host, "security": form[f"{kind}.security"] or "tls",
                   "port": int(port) if port.isascii() and port.isdigit() else (port or None),
                   "username": form[f"{kind}.username"].strip() or None}
         if kind == "imap":
@@ -277,13 +285,19 @@ def from_form(form):
 
 # ---- the Test button ---------------------------------------------------------------------------
 
-async def test(services, settings):
+class _Options(TypedDict):
+    """smtp_session's and imap_session's keyword options."""
+    timeout: float
+    allow_private: bool
+
+
+async def test(services: Services, settings: Mapping[str, Any] | None) -> JSONObject:
     """POST /v1/account/email/test: connect and log in to each configured server now (IMAP also opens the folder),
     at the same time; {imap: {ok, error}, smtp: {ok, error}}, each error in words (never a traceback)."""
-    options = {"timeout": services.settings.mail_timeout_seconds,
-               "allow_private": services.settings.allow_private_webhooks}
+    options: _Options = {"timeout": services.settings.mail_timeout_seconds,
+                         "allow_private": services.settings.allow_private_webhooks}
 
-    async def check(kind):
+    async def check(kind: str) -> JSONObject:
         found = server(settings, kind)
         if found is None:
             return {"ok": False, "error": f"{kind.upper()} is not configured (Settings > Email, or the `email` "

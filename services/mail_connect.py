@@ -6,14 +6,22 @@ Every failure is a MailError whose text a person can act on ("SMTP login refused
 imap.example.com:993: ConnectionRefusedError: Connection refused"): it names the host, never an address the host
 resolved to, and carries no traceback. ``retryable`` says whether trying again later may help (a delivery's
 retry schedule, services/delivery.py)."""
+from __future__ import annotations
+
 import asyncio
 import socket
 import ssl
+from collections.abc import Callable, Mapping
+from email.message import EmailMessage
+from typing import Any
 
 import aioimaplib
 import aiosmtplib
 
 from services.netguard import LOCAL_TESTING_HINT, BlockedAddress, describe_connection_error, resolve_checked
+
+# A server of the `email` setting (services/email_settings.py): host, port, security, username, folder, ...
+Server = Mapping[str, Any]
 
 DEFAULT_PORTS = {"imap": {"tls": 993, "starttls": 143, "none": 143},
                  "smtp": {"tls": 465, "starttls": 587, "none": 25}}
@@ -22,26 +30,26 @@ DEFAULT_PORTS = {"imap": {"tls": 993, "starttls": 143, "none": 143},
 class MailError(Exception):
     """A mail server could not be used; str() is the reason in words."""
 
-    def __init__(self, text, retryable=True):
+    def __init__(self, text: str, retryable: bool = True) -> None:
         super().__init__(text)
         self.retryable = retryable
 
 
-def port_of(kind, server):
+def port_of(kind: str, server: Server) -> int:
     return server.get("port") or DEFAULT_PORTS[kind][server.get("security") or "tls"]
 
 
-def _where(kind, server):
+def _where(kind: str, server: Server) -> str:
     return f"{server['host']}:{port_of(kind, server)}"
 
 
-def _refuse_plain(kind, server, allow_private):
+def _refuse_plain(kind: str, server: Server, allow_private: bool) -> None:
     if (server.get("security") or "tls") == "none" and not allow_private:
         raise MailError(f"{kind.upper()} security none (no encryption) is for local testing only. "
                         f"{LOCAL_TESTING_HINT}", retryable=False)
 
 
-async def _checked_socket(kind, server, timeout, allow_private):
+async def _checked_socket(kind: str, server: Server, timeout: float, allow_private: bool) -> socket.socket:
     """A connected, non-blocking socket to one of the host's checked addresses; MailError naming host:port."""
     host, port, where = server["host"], port_of(kind, server), _where(kind, server)
     loop = asyncio.get_running_loop()
@@ -70,10 +78,10 @@ async def _checked_socket(kind, server, timeout, allow_private):
     raise MailError(f"could not connect to {where}: {error}")
 
 
-_fqdn = None
+_fqdn: str | None = None
 
 
-async def _local_hostname():
+async def _local_hostname() -> str:
     """This machine's name for EHLO, looked up once per process (in a thread: it may ask DNS)."""
     global _fqdn
     if _fqdn is None:
@@ -81,14 +89,14 @@ async def _local_hostname():
     return _fqdn
 
 
-def _could_not_connect(where, exc):
+def _could_not_connect(where: str, exc: BaseException) -> MailError:
     text = describe_connection_error(exc)
     if "WRONG_VERSION_NUMBER" in text:  # TLS spoken to a server that answers in plain text
         text += " (this port does not start with TLS: try security starttls, or the server's TLS port)"
     return MailError(f"could not connect to {where}: {text}")
 
 
-def _smtp_words(exc, where):
+def _smtp_words(exc: BaseException, where: str) -> MailError:
     """An aiosmtplib error in words; 5xx answers (a refused login, sender or recipient) are final."""
     if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
         return MailError(f"SMTP login refused: {exc.code} {exc.message}", retryable=exc.code < 500)
@@ -109,7 +117,8 @@ def _smtp_words(exc, where):
     return _could_not_connect(where, exc)
 
 
-async def smtp_session(server, password, *, timeout, allow_private):
+async def smtp_session(server: Server, password: str | None, *, timeout: float,
+                       allow_private: bool) -> aiosmtplib.SMTP:
     """A connected SMTP client, logged in when the settings have a password (the caller quits it); MailError."""
     _refuse_plain("smtp", server, allow_private)
     where = _where("smtp", server)
@@ -128,7 +137,8 @@ async def smtp_session(server, password, *, timeout, allow_private):
     return client
 
 
-async def send_smtp(server, password, message, *, timeout, allow_private):
+async def send_smtp(server: Server, password: str | None, message: EmailMessage, *, timeout: float,
+                    allow_private: bool) -> None:
     """Send one email.message.EmailMessage; MailError when it was not accepted."""
     client = await smtp_session(server, password, timeout=timeout, allow_private=allow_private)
     try:
@@ -145,17 +155,19 @@ async def send_smtp(server, password, message, *, timeout, allow_private):
 class _CheckedImap(aioimaplib.IMAP4):
     """aioimaplib's client on a socket connected by _checked_socket (TLS with the host name, as configured)."""
 
-    def __init__(self, sock, host, ssl_context, timeout):
+    def __init__(self, sock: socket.socket, host: str, ssl_context: ssl.SSLContext | None, timeout: float) -> None:
         self._sock, self._host, self._ssl = sock, host, ssl_context
         super().__init__(host=host, timeout=timeout)
 
-    def create_client(self, host, port, loop, conn_lost_cb=None, ssl_context=None):
+    def create_client(self, host: str, port: int, loop: asyncio.AbstractEventLoop,
+                      conn_lost_cb: Callable[[Exception | None], None] | None = None,
+                      ssl_context: ssl.SSLContext | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.protocol = aioimaplib.IMAP4ClientProtocol(loop, conn_lost_cb)
         self._client_task = loop.create_task(loop.create_connection(
             lambda: self.protocol, sock=self._sock, ssl=self._ssl, server_hostname=self._host if self._ssl else None))
 
-    async def starttls(self):
+    async def starttls(self) -> None:
         """STARTTLS (RFC 3501 6.2.1), which aioimaplib does not have: the command, then TLS on the connection."""
         response = await asyncio.wait_for(self.protocol.execute(aioimaplib.Command(
             "STARTTLS", self.protocol.new_tag(), loop=self.protocol.loop)), self.timeout)
@@ -167,12 +179,16 @@ class _CheckedImap(aioimaplib.IMAP4):
             self.timeout)
 
 
-def _text(response):
+ImapClient = _CheckedImap  # what imap_session gives (aioimaplib.IMAP4's methods, untyped: the library ships no types)
+
+
+def _text(response: aioimaplib.Response) -> str:
     line = response.lines[0] if response.lines else b""
     return (line.decode(errors="replace") if isinstance(line, bytes) else str(line)).strip() or response.result
 
 
-async def imap_session(server, password, *, timeout, allow_private):
+async def imap_session(server: Server, password: str | None, *, timeout: float,
+                       allow_private: bool) -> ImapClient:
     """A connected IMAP client, logged in, with the folder selected (the caller logs out); MailError."""
     _refuse_plain("imap", server, allow_private)
     where, host = _where("imap", server), server["host"]
@@ -205,7 +221,7 @@ async def imap_session(server, password, *, timeout, allow_private):
     return client
 
 
-async def _close_imap(client):
+async def _close_imap(client: ImapClient) -> None:
     """At once: abort() unregisters the socket now; asyncio closes it with its transport. A connection still being
     made is cancelled (asyncio closes its socket); one that failed was closed by asyncio."""
     transport = client.protocol.transport
@@ -215,7 +231,7 @@ async def _close_imap(client):
         client._client_task.cancel()
 
 
-async def logout_imap(client, timeout):
+async def logout_imap(client: ImapClient, timeout: float) -> None:
     try:
         await asyncio.wait_for(client.logout(), timeout)
     except Exception:

@@ -17,20 +17,31 @@ imports each new mail as an inbound message of channel `email` through the API's
 - Loops and bounces: an automatic mail (Auto-Submitted, Precedence bulk|junk|list, X-Autoreply) is stored but gets
   no bot answer and no outside-hours message; a bounce (a delivery status notification) marks our message Failed
   with its reason and is not stored as a message (no contact); mail from the account's own address is skipped."""
+from __future__ import annotations
+
 import asyncio
 import logging
 import random
 import re
-from datetime import timedelta
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
 
 from common import errors
 from common.validation import MESSAGE_BODY_MAX
 from common.ids import iso, parse_iso, utcnow
 from services import email_settings, mail_out, mail_parse, media, messaging
-from services.mail_connect import MailError, imap_session, logout_imap
+from services.context import JSONObject
+from services.mail_connect import ImapClient, MailError, imap_session, logout_imap
 from services.worker_loop import WorkerLoop
 from storage import mail as store
 from storage import messages as message_store
+from storage.interface import Store
+
+if TYPE_CHECKING:
+    import aioimaplib  # its Response (the library ships no types)
+
+    from services.context import Services
 
 log = logging.getLogger("parley.email")
 
@@ -46,12 +57,12 @@ _SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _EXISTS = re.compile(rb"^\d+ EXISTS$")
 
 
-def mailbox_key(imap):
+def mailbox_key(imap: Mapping[str, Any]) -> str:
     """What names the mailbox a checkpoint belongs to: another host, user or folder starts afresh."""
     return f"{imap['host']}:{imap.get('port') or ''}/{imap.get('username') or ''}/{imap.get('folder') or 'INBOX'}"
 
 
-def _number(response, name):
+def _number(response: aioimaplib.Response, name: str) -> int | None:
     for line in response.lines:
         if isinstance(line, (bytes, bytearray)):
             found = _NUMBER[name].search(line)
@@ -67,14 +78,14 @@ class MailImporter(WorkerLoop):
     name = "email-import"
     poll_seconds = 30.0  # a new or changed setting is picked up this soon (or at once after notify())
 
-    def __init__(self, services):
+    def __init__(self, services: Services) -> None:
         super().__init__()
         self.services = services
-        self.boxes = {}  # account id -> Mailbox
-        self.idle_seconds = None
+        self.boxes: dict[str, Mailbox] = {}  # account id -> Mailbox
+        self.idle_seconds: float | None = None
 
-    async def round(self):
-        wanted = {}
+    async def round(self) -> None:
+        wanted: dict[str, JSONObject] = {}
         for account_id, settings in await store.mailbox_accounts(self.services.db):
             if email_settings.server(settings, "imap") is not None:
                 wanted[account_id] = settings[email_settings.SETTING]  # another setting changed restarts nothing
@@ -87,12 +98,12 @@ class MailImporter(WorkerLoop):
                 self.boxes[account_id] = Mailbox(self, account_id, settings).start()
         return None
 
-    def may_run(self):
+    def may_run(self) -> bool:
         """Whether this process still holds the lease (always, without one: a single process in tests)."""
         return not self._stopping and (self.lease is None or self.lease.held)
 
     @property
-    def wait_seconds(self):
+    def wait_seconds(self) -> float:
         """How long one IDLE (or one wait between looks) lasts at most: a third of the lease, so that the lease is
         looked at again well before it could lapse. A new IDLE also sees what arrived just before it started, which
         some servers (pymap) report only to a command after it. idle_seconds: tests set it shorter."""
@@ -100,7 +111,7 @@ class MailImporter(WorkerLoop):
             return self.idle_seconds
         return self.lease.seconds / 3 if self.lease is not None else 60.0
 
-    async def stop(self):
+    async def stop(self) -> None:
         self._stopping = True  # the mailboxes first, then the lease is given up
         boxes, self.boxes = list(self.boxes.values()), {}
         await asyncio.gather(*(box.stop() for box in boxes), return_exceptions=True)
@@ -110,33 +121,35 @@ class MailImporter(WorkerLoop):
 class Mailbox:
     """One account's mailbox: connect, import what is new, wait (IDLE or poll), again; reconnect with backoff."""
 
-    def __init__(self, importer, account_id, settings, rng=None):
+    def __init__(self, importer: MailImporter, account_id: str, settings: JSONObject,
+                 rng: random.Random | None = None) -> None:
         """settings: the account's `email` setting."""
         self.importer, self.services = importer, importer.services
         self.account_id, self.settings = account_id, settings
-        self.imap = email_settings.server({email_settings.SETTING: settings}, "imap")
+        # An IMAP server: the importer makes a Mailbox only for settings that have one.
+        self.imap = cast(JSONObject, email_settings.server({email_settings.SETTING: settings}, "imap"))
         self.address = (settings.get("address") or "").lower()
         self.key = mailbox_key(self.imap)
         self.rng = rng or random.Random()
-        self.task = None
+        self.task: asyncio.Task[None] | None = None
         self.imported = 0        # mails stored since start (tests and the bench read it)
-        self.last_error = None   # the last connection failure, in words
-        self._recorded = ""      # the error last written (None: it works; "": nothing written yet)
-        self._idle_recorded = None  # whether IDLE is used, as last written
-        self._checked = None     # when checked_at was last written
+        self.last_error: str | None = None  # the last connection failure, in words
+        self._recorded: str | None = ""  # the error last written (None: it works; "": nothing written yet)
+        self._idle_recorded: bool | None = None  # whether IDLE is used, as last written
+        self._checked: datetime | None = None  # when checked_at was last written
         self.rounds = 0          # looks at the folder finished (tests wait on it)
 
-    def start(self):
+    def start(self) -> Mailbox:
         self.task = asyncio.ensure_future(self._run())
         return self
 
-    async def stop(self):
+    async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
             self.task = None
 
-    async def _run(self):
+    async def _run(self) -> None:
         backoff = BACKOFF_FIRST
         while self.importer.may_run():
             try:
@@ -158,7 +171,7 @@ class Mailbox:
         if self.importer.boxes.get(self.account_id) is self:  # the lease is lost: the next round starts it again
             del self.importer.boxes[self.account_id]
 
-    async def _session(self):
+    async def _session(self) -> None:
         settings = self.services.settings
         timeout = settings.mail_timeout_seconds
         client = await imap_session(self.imap, email_settings.password(self.services.box, self.imap), timeout=timeout,
@@ -182,12 +195,12 @@ class Mailbox:
                 task.cancel()
             await logout_imap(client, timeout)
 
-    async def _looked(self, imported, idle):
+    async def _looked(self, imported: int, idle: bool) -> None:
         """A look at the folder worked (imported: how many mails it stored): the state GET /v1/account and Settings >
         Email show (storage.mail.record_import_status). Written when something changed (it worked again, mail was
         imported, IDLE or polling), else at most every STATUS_EVERY: checked_at is that fresh."""
         now = utcnow()
-        fields = {}
+        fields: dict[str, str | int | None] = {}
         if self._recorded is not None or self._idle_recorded != idle:
             fields.update(error=None, since=iso(now), idle=int(idle))
         if imported:
@@ -197,17 +210,17 @@ class Mailbox:
         if await self._record(fields):
             self._recorded, self._idle_recorded, self._checked = None, idle, now
 
-    async def _failed(self, error):
+    async def _failed(self, error: str) -> None:
         """The connection or a look failed (error in words): recorded with its time, every time."""
         self.last_error = error
         now = iso(utcnow())
-        fields = {"last_error": error, "error_at": now}
+        fields: dict[str, str | int | None] = {"last_error": error, "error_at": now}
         if error != self._recorded:
             fields.update(error=error, since=now)
         if await self._record(fields):
             self._recorded = error
 
-    async def _record(self, fields):
+    async def _record(self, fields: Mapping[str, str | int | None]) -> bool:
         try:
             await store.record_import_status(self.services.db, self.account_id, fields)
             return True
@@ -215,7 +228,7 @@ class Mailbox:
             log.warning("email import for account %s: its state could not be recorded", self.account_id)
             return False
 
-    async def _start_point(self, client, timeout):
+    async def _start_point(self, client: ImapClient, timeout: float) -> tuple[int, int]:
         """(the UID after which mail is new, the UIDVALIDITY), from the checkpoint; the first look at a mailbox
         records one at its next UID; a changed UIDVALIDITY imports what arrived since the last checkpoint."""
         uidvalidity = _number(client.selected, "UIDVALIDITY")
@@ -242,7 +255,8 @@ class Mailbox:
         await store.set_checkpoint(self.services.db, self.account_id, self.key, uidvalidity, last, iso(utcnow()))
         return last, uidvalidity
 
-    async def _import_after(self, client, uidvalidity, last_uid, timeout):
+    async def _import_after(self, client: ImapClient, uidvalidity: int, last_uid: int,
+                            timeout: float) -> tuple[int, bool]:
         """Import every mail with a UID above last_uid; returns (the new checkpoint, whether to look again: mail
         was imported, or the server reported an arrival (an untagged EXISTS) while it answered the search)."""
         found = await _ok(client.uid_search("UID", f"{last_uid + 1}:*", charset=None), timeout, "UID SEARCH")
@@ -252,7 +266,8 @@ class Mailbox:
                                   for n in bytes(line).split() if n.isdigit()) if u > last_uid)
         return await self._import_uids(client, uidvalidity, uids, timeout, last_uid), bool(uids) or arrived
 
-    async def _import_uids(self, client, uidvalidity, uids, timeout, last_uid):
+    async def _import_uids(self, client: ImapClient, uidvalidity: int, uids: Sequence[int], timeout: float,
+                           last_uid: int) -> int:
         for start in range(0, len(uids), FETCH_BATCH):
             batch = uids[start:start + FETCH_BATCH]
             for part, size in await self._by_size(client, batch, timeout):
@@ -272,17 +287,19 @@ class Mailbox:
                                        iso(utcnow()))
         return last_uid
 
-    async def _by_size(self, client, batch, timeout):
+    async def _by_size(self, client: ImapClient, batch: Sequence[int], timeout: float) -> list[tuple[list[int], int]]:
         """The batch in parts fetched at once, [(uids, their size)]: mails up to FETCH_BYTES together, a bigger one
         alone (the whole answer to a FETCH is held in memory)."""
         sizes = await _ok(client.uid("fetch", ",".join(map(str, batch)), "(UID RFC822.SIZE)"), timeout, "UID FETCH")
-        size_of = {}
+        size_of: dict[int, int] = {}
         for line in sizes.lines:
             if isinstance(line, bytes) and b"FETCH" in line:
-                uid, size = _FETCHED_UID.search(line), _SIZE.search(line)
-                if uid and size:
-                    size_of[int(uid[1])] = int(size[1])
-        parts, part, total = [], [], 0
+                uid_found, size_found = _FETCHED_UID.search(line), _SIZE.search(line)
+                if uid_found and size_found:
+                    size_of[int(uid_found[1])] = int(size_found[1])
+        parts: list[tuple[list[int], int]] = []
+        part: list[int] = []
+        total = 0
         for uid in batch:
             size = size_of.get(uid, 0)
             if part and total + size > FETCH_BYTES:
@@ -292,7 +309,7 @@ class Mailbox:
             total += size
         return parts + [(part, total)] if part else parts
 
-    async def _import_big(self, client, uidvalidity, uid, timeout):
+    async def _import_big(self, client: ImapClient, uidvalidity: int, uid: int, timeout: float) -> None:
         """A big mail fetched FETCH_PIECE bytes at a time (BODY.PEEK[]<offset.length>), each piece read as it comes
         (mail_parse.MailReader: its attachments decoded, the literal let go); a mail the reader cannot take apart is
         fetched and parsed whole, as any other."""
@@ -323,7 +340,7 @@ class Mailbox:
         del reader
         await import_parsed(self.services, self.account_id, self.address, parsed, f"{uidvalidity}:{uid}", self)
 
-    async def _idle(self, client, seconds):
+    async def _idle(self, client: ImapClient, seconds: float) -> None:
         """Wait in IDLE until the server says something (new mail) or ``seconds`` pass."""
         idle = await client.idle_start(timeout=seconds)
         try:
@@ -335,13 +352,13 @@ class Mailbox:
                 client.idle_done()
             await asyncio.wait_for(idle, self.services.settings.mail_timeout_seconds)
 
-    async def import_mail(self, raw, place):
+    async def import_mail(self, raw: bytes | bytearray, place: str) -> str:
         """One mail's bytes into Parley; place ("uidvalidity:uid") names it when it has no Message-ID. Returns
         what became of it: 'stored', 'repeat', 'bounce', 'own' or 'skipped'."""
         return await import_mail(self.services, self.account_id, self.address, raw, place, self)
 
 
-async def import_status(db, account_id):
+async def import_status(db: Store, account_id: str) -> JSONObject | None:
     """How the account's mailbox import goes (GET /v1/account's settings.email.importStatus, Settings > Email), or
     None before its first look: {mailbox, ok, error, since, lastError {message, at}, checkedAt, lastImport {at,
     count}, lastUid, uidValidity, idle}."""
@@ -356,7 +373,7 @@ async def import_status(db, account_id):
             "idle": None if row["idle"] is None else bool(row["idle"])}
 
 
-async def with_import_status(db, account_id, shown):
+async def with_import_status(db: Store, account_id: str, shown: JSONObject) -> JSONObject:
     """An account as the API shows it (services.accounts.public_account) with its mailbox import's state in
     settings.email.importStatus when it has an IMAP server (null before the first look)."""
     email = (shown.get("settings") or {}).get(email_settings.SETTING)
@@ -366,14 +383,16 @@ async def with_import_status(db, account_id, shown):
         **email, "importStatus": await import_status(db, account_id)}}}
 
 
-async def import_mail(services, account_id, address, raw, place, counter=None):
+async def import_mail(services: Services, account_id: str, address: str, raw: bytes | bytearray, place: str,
+                      counter: Mailbox | None = None) -> str:
     """See Mailbox.import_mail (a function: the bench and tests feed mail through it without a server)."""
     parsed = await asyncio.get_running_loop().run_in_executor(None, mail_parse.parse, raw)
     del raw  # a bytearray's memory may be the attachment's now (mail_parse)
     return await import_parsed(services, account_id, address, parsed, place, counter)
 
 
-async def import_parsed(services, account_id, address, parsed, place, counter=None):
+async def import_parsed(services: Services, account_id: str, address: str, parsed: mail_parse.ParsedMail, place: str,
+                        counter: Mailbox | None = None) -> str:
     """A mail read already (mail_parse.ParsedMail) into Parley; see Mailbox.import_mail. Its attachments' temporary
     files are stored or removed."""
     try:
@@ -383,7 +402,8 @@ async def import_parsed(services, account_id, address, parsed, place, counter=No
             await asyncio.get_running_loop().run_in_executor(None, parsed.discard)
 
 
-async def _import_parsed(services, account_id, address, parsed, place, counter):
+async def _import_parsed(services: Services, account_id: str, address: str, parsed: mail_parse.ParsedMail,
+                         place: str, counter: Mailbox | None) -> str:
     key = mail_out.message_id_key(services.box)
     if parsed.bounce is not None:
         return await _bounced(services, account_id, key, parsed.bounce)
@@ -419,7 +439,7 @@ async def _import_parsed(services, account_id, address, parsed, place, counter):
     return "stored"
 
 
-async def _thread_contact(services, account_id, key, references):
+async def _thread_contact(services: Services, account_id: str, key: bytes, references: Iterable[str]) -> str | None:
     """The contact of the first of Parley's own Message-IDs among the references, or None."""
     for reference in references:
         message_id = mail_out.verified_message_id(key, account_id, reference)
@@ -430,10 +450,13 @@ async def _thread_contact(services, account_id, key, references):
     return None
 
 
-async def _with_attachments(services, parsed):
+async def _with_attachments(services: Services, parsed: mail_parse.ParsedMail
+                            ) -> tuple[str, tuple[str, str] | None, list[tuple[str, tuple[str, str]]]]:
     """(the body, the first attachment stored or None, [(name, stored)] of the others): an attachment refused (too
     large, or not what its type says) is named in the body instead."""
-    body, kept, refused = parsed.reply, [], []
+    body = parsed.reply
+    kept: list[tuple[str, tuple[str, str]]] = []
+    refused: list[str] = []
     for attachment in parsed.attachments:
         try:
             field = f"attachment {attachment.filename}"
@@ -451,7 +474,7 @@ async def _with_attachments(services, parsed):
     return body, kept[0][1] if kept else None, kept[1:]
 
 
-async def _bounced(services, account_id, key, bounce):
+async def _bounced(services: Services, account_id: str, key: bytes, bounce: mail_parse.Bounce) -> str:
     message_id = mail_out.verified_message_id(key, account_id, bounce.original_id)
     if message_id is None:
         log.info("email import for account %s: a bounce for a mail that is not one of ours (%s): ignored",
@@ -464,10 +487,11 @@ async def _bounced(services, account_id, key, bounce):
     return "bounce"
 
 
-def _fetched_mails(response):
+def _fetched_mails(response: aioimaplib.Response) -> list[tuple[int, bytearray]]:
     """[(uid, bytearray)] of a UID FETCH (UID BODY.PEEK[]) answer: each mail is a literal after its "n FETCH (UID u …"
     (not copied: a mail may be tens of megabytes)."""
-    found, uid = [], None
+    found: list[tuple[int, bytearray]] = []
+    uid: int | None = None
     for line in response.lines:
         if isinstance(line, bytearray):
             if uid is not None:
@@ -480,7 +504,7 @@ def _fetched_mails(response):
     return found
 
 
-async def _ok(command, timeout, what):
+async def _ok(command: Awaitable[aioimaplib.Response], timeout: float, what: str) -> aioimaplib.Response:
     try:
         response = await asyncio.wait_for(command, timeout)
     except TimeoutError:

@@ -12,6 +12,8 @@ token is otherwise only stored hashed) and only the recipient and subject are sh
 The email channel's replies (an outbox row of kind 'reply' whose channel is `email`) go out here too, with
 Parley's own Message-ID, signed (signed_message_id: a reference to it cannot be forged to attach mail to another
 thread), In-Reply-To and References of the customer's mail and its subject with "Re:"."""
+from __future__ import annotations
+
 import asyncio
 import base64
 import hashlib
@@ -19,14 +21,22 @@ import hmac
 import json
 import mimetypes
 import re
+from collections.abc import Mapping
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
+from typing import TYPE_CHECKING, Any
 
 from common.ids import new_id
 from services import agent_mail, email_settings, media, visitor_mail
 from services.mail_connect import MailError, send_smtp
 from services.webhook_post import Outcome
+from services.context import JSONObject
 from storage import mail as store
+from storage.interface import Store
+
+if TYPE_CHECKING:
+    from services.context import Services
+    from services.secretbox import SecretBox
 
 NOT_CONFIGURED = "SMTP is not configured (Settings > Email)"
 CHANNEL = "email"
@@ -34,12 +44,12 @@ MAX_REFERENCES = 20  # References keeps the thread's first and latest ids: a lon
 _SIGNED = re.compile(r"^(msg_[A-Za-z0-9_-]+)\.([A-Za-z2-7]{16})@")
 
 
-def can_send(settings):
+def can_send(settings: Mapping[str, Any] | None) -> bool:
     """Whether the account's settings have an SMTP server (and the address mail comes from)."""
     return email_settings.server(settings, "smtp") is not None
 
 
-def compose(box, account, *, to, subject, text):
+def compose(box: SecretBox, account: Mapping[str, Any], *, to: str, subject: str, text: str) -> JSONObject | None:
     """The mail to queue (storage.mail.queue_in_tx), or None when the account has no SMTP server."""
     if not can_send(account["settings"]):
         return None
@@ -47,7 +57,8 @@ def compose(box, account, *, to, subject, text):
             "payload": {"to": to, "subject": subject, "sealed": box.encrypt(text)}}
 
 
-def invitation(box, account, *, to, url, expires_at, inviter=None):
+def invitation(box: SecretBox, account: Mapping[str, Any], *, to: str, url: str, expires_at: str,
+               inviter: str | None = None) -> JSONObject | None:
     """An invitation's mail (None without SMTP)."""
     who = f"{inviter} invited you" if inviter else "You are invited"
     text = (f"{who} to {account['name']} on Parley.\n\n"
@@ -56,7 +67,8 @@ def invitation(box, account, *, to, url, expires_at, inviter=None):
     return compose(box, account, to=to, subject=f"You are invited to {account['name']} on Parley", text=text)
 
 
-def password_reset(box, account, *, to, url, expires_at):
+def password_reset(box: SecretBox, account: Mapping[str, Any], *, to: str, url: str,
+                   expires_at: str) -> JSONObject | None:
     """A "Forgot password?" mail (None without SMTP)."""
     text = (f"Someone (hopefully you) asked to reset your password for {account['name']} on Parley.\n\n"
             f"Choose a new password here (the link works once, until {expires_at}; it signs out your other "
@@ -64,7 +76,7 @@ def password_reset(box, account, *, to, url, expires_at):
     return compose(box, account, to=to, subject=f"Reset your Parley password for {account['name']}", text=text)
 
 
-def message_of(account, row, text, key=None):
+def message_of(account: Mapping[str, Any], row: Mapping[str, Any], text: str, key: bytes) -> EmailMessage:
     """The EmailMessage of a queued mail: from the account's address, a Message-ID made of its outbox id (the same on
     every attempt), Auto-Submitted so that auto-responders stay quiet (RFC 3834). A reply mailed to a web visitor
     (services/visitor_mail.py) is a person's: its Message-ID is the reply's signed one (key: message_id_key), which
@@ -85,7 +97,7 @@ def message_of(account, row, text, key=None):
     return message
 
 
-async def _text(services, account, payload):
+async def _text(services: Services, account: Mapping[str, Any], payload: Mapping[str, Any]) -> str | None:
     """A queued mail's text: sealed in the payload (invitations, reset links), or read now from what it is about (an
     agent's mail, a reply to a web visitor); None when that is gone. ValueError when the seal cannot be opened."""
     if "agent" in payload:
@@ -95,7 +107,7 @@ async def _text(services, account, payload):
     return services.box.decrypt(payload["sealed"])
 
 
-async def deliver(services, account, row):
+async def deliver(services: Services, account: Mapping[str, Any], row: Mapping[str, Any]) -> Outcome:
     """One attempt at a queued mail (the delivery worker's): an Outcome, never an exception for what the server
     or the network did."""
     smtp = email_settings.server(account["settings"], "smtp")
@@ -120,22 +132,22 @@ async def deliver(services, account, row):
 
 # ---- the email channel's replies ---------------------------------------------------------------
 
-def message_id_key(box):
+def message_id_key(box: SecretBox) -> bytes:
     return bytes.fromhex(box.derive("mail-message-ids"))
 
 
-def _signature(key, account_id, message_id):
+def _signature(key: bytes, account_id: str, message_id: str) -> str:
     mac = hmac.new(key, f"{account_id}\n{message_id}".encode(), hashlib.sha256).digest()
     return base64.b32encode(mac[:10]).decode().lower()
 
 
-def signed_message_id(key, account_id, message_id, address):
+def signed_message_id(key: bytes, account_id: str, message_id: str, address: str) -> str:
     """Parley's Message-ID of an outbound email message (without angle brackets): its message id and an HMAC of it
     with the account (so one account's id does not verify for another), at the domain of the account's address."""
     return f"{message_id}.{_signature(key, account_id, message_id)}@{address.rpartition('@')[2]}"
 
 
-def verified_message_id(key, account_id, header_id):
+def verified_message_id(key: bytes, account_id: str, header_id: str | None) -> str | None:
     """The Parley message id a Message-ID names when it is one of ours for this account, else None."""
     found = _SIGNED.match(header_id or "")
     if found is None or not hmac.compare_digest(found[2], _signature(key, account_id, found[1])):
@@ -143,14 +155,14 @@ def verified_message_id(key, account_id, header_id):
     return found[1]
 
 
-def reply_subject(subject):
+def reply_subject(subject: str | None) -> str | None:
     subject = " ".join((subject or "").split())
     if not subject:
         return None
     return subject if re.match(r"(?i)^(re|aw|sv|antw)\s*:", subject) else f"Re: {subject}"
 
 
-def reply_mail(last_inbound_mail):
+def reply_mail(last_inbound_mail: Mapping[str, Any] | None) -> JSONObject:
     """The `mail` part of an outbound email message, from the customer's latest email (its `mail` column, or None):
     {subject, inReplyTo, references}; subject None without one (the delivery says "Your message to <account>")."""
     last = last_inbound_mail or {}
@@ -166,7 +178,7 @@ def reply_mail(last_inbound_mail):
 _STORED_MEDIA = re.compile(r"/v1/media/([0-9a-f]{64})\?")
 
 
-def _attachment(services, payload):
+def _attachment(services: Services, payload: Mapping[str, Any]) -> tuple[bytes, str] | None:
     """(bytes, content type) of the reply's stored file, read from the media directory, or None: a file given by URL
     is named in the text instead. Blocking: run in a thread."""
     found = _STORED_MEDIA.search(payload.get("mediaUrl") or "")
@@ -178,7 +190,8 @@ def _attachment(services, payload):
         return None
 
 
-def reply_message_of(services, account, payload, attachment=None):
+def reply_message_of(services: Services, account: Mapping[str, Any], payload: Mapping[str, Any],
+                     attachment: tuple[bytes, str] | None = None) -> EmailMessage:
     """The EmailMessage of an email reply's delivery (its outbox payload), with its file attached."""
     address = account["settings"][email_settings.SETTING]["address"]
     mail = payload.get("mail") or {}
@@ -206,7 +219,7 @@ def reply_message_of(services, account, payload, attachment=None):
     return message
 
 
-async def deliver_reply(services, account, payload):
+async def deliver_reply(services: Services, account: Mapping[str, Any], payload: Mapping[str, Any]) -> Outcome:
     """One attempt at an email reply (the delivery worker's): an Outcome, never an exception for what the server or
     the network did."""
     smtp = email_settings.server(account["settings"], "smtp")
@@ -226,6 +239,6 @@ async def deliver_reply(services, account, payload):
     return Outcome()
 
 
-async def recent(db, account_id):
+async def recent(db: Store, account_id: str) -> list[dict[str, Any]]:
     """The account's latest mails with their state, newest first (Settings > Email)."""
     return await store.recent(db, account_id)

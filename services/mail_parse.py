@@ -8,6 +8,8 @@ Pure functions of the raw bytes (no I/O): CPU work, which the importer runs in a
 attachment of megabytes) is parsed without its big base64 bodies (_skeleton): the stdlib's parser keeps a body as a
 list of lines, then as one string, then decodes it, some ten times the attachment's size at once; the cut-out bodies
 are decoded straight from the raw bytes instead."""
+from __future__ import annotations
+
 import binascii
 import contextlib
 import email
@@ -16,9 +18,13 @@ import os
 import re
 import secrets
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.message import EmailMessage, Message, MIMEPart
 from email.utils import getaddresses, parseaddr
 from html.parser import HTMLParser
+from pathlib import Path
+from typing import cast
 
 import quotequail
 
@@ -30,7 +36,7 @@ _ID = re.compile(r"<([^<>\s]+)>")
 class Attachment:
     filename: str
     content_type: str
-    data: bytes
+    data: bytes | bytearray  # a bytearray: the IMAP literal's own memory (parse)
     path: str | None = None  # read in pieces (MailReader with a spool): the file, data b""; the importer stores it
     # by renaming it or removes it (ParsedMail.discard)
 
@@ -39,16 +45,18 @@ class _Spool:
     """A cut-out body decoded into a temporary file of directory (named as media.store_bytes names its own, so that
     the retention job removes one left by a crash)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         fd, self.path = tempfile.mkstemp(dir=directory, prefix=".incoming-mail-")
         self.file = os.fdopen(fd, "wb")
 
-    def __iadd__(self, data):
+    # Added to as a bytearray is (+=). mypy checks += on a union (bytearray | _Spool) as + for a member without
+    # __add__ and reports [operator]: the ignores that point here.
+    def __iadd__(self, data: bytes | bytearray | memoryview) -> _Spool:
         self.file.write(data)
         return self
 
-    def discard(self):
+    def discard(self) -> None:
         self.file.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
@@ -72,12 +80,12 @@ class ParsedMail:
     text: str           # the whole text
     reply: str          # the text without its quoted history (what the inbox shows, the bot reads)
     quoted: str | None  # the history trimmed off, None when there is none
-    references: list = field(default_factory=list)  # In-Reply-To first, then References newest first
+    references: list[str] = field(default_factory=list)  # In-Reply-To first, then References newest first
     automatic: bool = False
     bounce: Bounce | None = None
-    attachments: list = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
 
-    def discard(self):
+    def discard(self) -> None:
         """Remove the attachments' temporary files that were not stored."""
         for attachment in self.attachments:
             if attachment.path:
@@ -85,12 +93,12 @@ class ParsedMail:
                     os.unlink(attachment.path)
 
 
-def message_ids(value):
+def message_ids(value: object) -> list[str]:
     """The Message-IDs of an In-Reply-To or References header, without their angle brackets."""
     return _ID.findall(str(value or ""))
 
 
-def is_automatic(message):
+def is_automatic(message: Message) -> bool:
     """RFC 3834 and the conventions before it: the mail was sent by a machine, and answering it may start a loop."""
     auto = str(message.get("Auto-Submitted") or "").strip().lower()
     precedence = str(message.get("Precedence") or "").strip().lower()
@@ -98,12 +106,12 @@ def is_automatic(message):
             or message.get("X-Autorespond") is not None)
 
 
-def parse(raw):
+def parse(raw: bytes | bytearray) -> ParsedMail:
     """The ParsedMail of a mail's bytes: bytes, or a bytearray that is handed over (not copied, and its memory may
     become an attachment's: the caller reads it no more)."""
     if len(raw) >= SKELETON_FROM:
         skeleton, bodies = _skeleton(raw)
-        if bodies:
+        if skeleton is not None:  # (and bodies: a skeleton has cut at least one)
             try:
                 return _parsed(email.message_from_bytes(skeleton, policy=email.policy.default), bodies)
             except NotCut:
@@ -111,7 +119,7 @@ def parse(raw):
     return _parsed(email.message_from_bytes(bytes(raw), policy=email.policy.default), None)
 
 
-def _parsed(message, bodies):
+def _parsed(message: EmailMessage, bodies: Mapping[str, _Body] | None) -> ParsedMail:
     name, address = parseaddr(str(message.get("From") or ""))
     subject = " ".join(str(message.get("Subject") or "").split())[:MAX_SUBJECT]
     ids = message_ids(message.get("Message-ID"))
@@ -125,7 +133,7 @@ def _parsed(message, bodies):
                       bounce=bounce, attachments=_attachments(message, bodies, bounce is not None))
 
 
-def _text_of(message):
+def _text_of(message: EmailMessage) -> str:
     """Plain text preferred; else the HTML part as text; "" when the mail has neither."""
     part = message.get_body(preferencelist=("plain",))
     if part is not None:
@@ -136,20 +144,26 @@ def _text_of(message):
     return ""
 
 
-def _content(part):
+def _content(part: MIMEPart) -> str:
     try:
         return part.get_content()
     except (LookupError, UnicodeError, AssertionError):  # an unknown charset or a broken encoding
-        payload = part.get_payload(decode=True) or b""
+        payload = _decoded(part) or b""
         return payload.decode("utf-8", errors="replace")
 
 
-def _normalized(text):
+def _decoded(part: MIMEPart) -> bytes | None:
+    """A leaf part's body decoded from its transfer encoding (get_payload(decode=True)), None when it has none."""
+    # Typed as any payload (a multipart's list, a message's Message): a part that is neither decodes to bytes or None.
+    return cast("bytes | None", part.get_payload(decode=True))
+
+
+def _normalized(text: str) -> str:
     lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def trim_quoted(text):
+def trim_quoted(text: str) -> tuple[str, str | None]:
     """(the reply, the quoted history or None): quotequail finds where the history starts ("On … wrote:", lines of
     "> ", and "-----Original Message-----", which it reads as a forward: Outlook's replies look so); the history
     keeps its header line and is shown on request. A mail that is all quote (a bare forward) keeps its whole text."""
@@ -169,14 +183,15 @@ def trim_quoted(text):
     return top, quoted
 
 
-def _attachments(message, bodies, bounce):
+def _attachments(message: EmailMessage, bodies: Mapping[str, _Body] | None, bounce: bool) -> list[Attachment]:
     """The attachments; with bodies (a skeleton's), each cut-out body must be one attachment's whole base64 body, or
     NotCut."""
-    found, used = [], set()
+    found: list[Attachment] = []
+    used: set[str] = set()
     for part in [] if bounce else message.iter_attachments():
         if part.is_multipart() or part.get_content_maintype() == "message":
             continue
-        data = _payload(part, bodies, used) if bodies else part.get_payload(decode=True)
+        data = _payload(part, bodies, used) if bodies else _decoded(part)
         if isinstance(data, _Spool):
             data.file.close()
             if os.path.getsize(data.path):
@@ -203,6 +218,11 @@ _B64_LINE = re.compile(rb"^(?:[A-Za-z0-9+/]{4}){15,19}\r?\n", re.M)
 _DECODE_STEP = 1 << 20   # characters decoded per call
 
 
+# A cut-out body: (the raw mail, start, end) of its base64 lines (_skeleton), or decoded already as it arrived
+# (MailReader: in memory, or into a spool file).
+_Body = tuple[bytes | bytearray, int, int] | bytearray | _Spool
+
+
 class NotCut(Exception):
     """A cut-out body is not what the skeleton took it for: the mail is parsed whole."""
 
@@ -213,17 +233,19 @@ class MailReader:
     never whole in memory; feed(piece) each piece in order, then parsed() (NotCut: the mail must be parsed whole).
     CPU work: run both in an executor."""
 
-    def __init__(self, spool=None):
+    def __init__(self, spool: Path | None = None) -> None:
         """spool: a directory (the media directory) to decode the bodies into, each a temporary file; else in
         memory."""
         self.spool = spool
-        self.skeleton, self.bodies = bytearray(), {}
+        self.skeleton = bytearray()
+        self.bodies: dict[str, bytearray | _Spool] = {}
         self.carry = b""       # the last piece's incomplete last line
-        self.run, self.run_lines = [], 0  # the base64 lines of a run too short yet to be cut out
-        self.body = None       # the decoded bytes of the run being cut out
+        self.run: list[bytes] = []
+        self.run_lines = 0  # the base64 lines of a run too short yet to be cut out
+        self.body: bytearray | _Spool | None = None  # the decoded bytes of the run being cut out
         self.tag = secrets.token_hex(8)
 
-    def feed(self, piece):
+    def feed(self, piece: bytes | bytearray | memoryview) -> None:
         data = self.carry + bytes(piece)
         cut = data.rfind(b"\n") + 1
         self.carry = data[cut:]
@@ -239,7 +261,7 @@ class MailReader:
             self._span(view[span_start:span_end], lines)
         self._gap(data[span_end:cut])
 
-    def parsed(self):
+    def parsed(self) -> ParsedMail:
         """The ParsedMail (its attachments' temporary files are the caller's: ParsedMail.discard); NotCut when the
         mail must be parsed whole."""
         self._gap(self.carry)
@@ -251,17 +273,17 @@ class MailReader:
             self.discard()
             raise
 
-    def discard(self):
+    def discard(self) -> None:
         """Remove the temporary files (a mail not imported, or parsed whole after all)."""
         for body in self.bodies.values():
             if isinstance(body, _Spool):
                 body.discard()
 
-    def _span(self, span, lines):
+    def _span(self, span: memoryview, lines: int) -> None:
         if not lines:
             return
         if self.body is not None:
-            self.body += binascii.a2b_base64(span)
+            self.body += binascii.a2b_base64(span)  # type: ignore[operator]  # see _Spool.__iadd__
             return
         self.run.append(bytes(span))
         self.run_lines += lines
@@ -270,23 +292,25 @@ class MailReader:
             self.skeleton += marker.encode() + (b"\r\n" if self.run[0].endswith(b"\r\n") else b"\n")
             self.body = self.bodies[marker] = bytearray() if self.spool is None else _Spool(self.spool)
             for kept in self.run:
-                self.body += binascii.a2b_base64(kept)
+                self.body += binascii.a2b_base64(kept)  # type: ignore[operator]  # see _Spool.__iadd__
             self.run, self.run_lines = [], 0
 
-    def _gap(self, text):
+    def _gap(self, text: bytes) -> None:
         if text:
             self._close()
             self.skeleton += text
 
-    def _close(self):
+    def _close(self) -> None:
         self.body = None
         self.skeleton += b"".join(self.run)
         self.run, self.run_lines = [], 0
 
 
-def _skeleton(raw):
+def _skeleton(raw: bytes | bytearray) -> tuple[bytes | None, dict[str, tuple[bytes | bytearray, int, int]]]:
     """(the mail with each run of _CUT_LINES+ base64 lines replaced by a marker line, {marker: (raw, start, end)})."""
-    runs, start, end, lines = [], None, None, 0
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    end, lines = -1, 0  # -1: no line ends there
     for line in _B64_LINE.finditer(raw):
         if line.start() != end:
             if start is not None and lines >= _CUT_LINES:
@@ -298,7 +322,9 @@ def _skeleton(raw):
     if not runs:
         return None, {}
     tag = secrets.token_hex(8)
-    pieces, bodies, at = [], {}, 0
+    pieces: list[bytes] = []
+    bodies: dict[str, tuple[bytes | bytearray, int, int]] = {}
+    at = 0
     for number, (start, end) in enumerate(runs):
         marker = f"ParleyCut{tag}N{number}"
         pieces += [bytes(raw[at:start]), marker.encode(), b"\r\n" if raw[end - 2:end] == b"\r\n" else b"\n"]
@@ -308,29 +334,29 @@ def _skeleton(raw):
     return b"".join(pieces), bodies
 
 
-def _payload(part, bodies, used):
+def _payload(part: MIMEPart, bodies: Mapping[str, _Body], used: set[str]) -> bytes | bytearray | _Spool | None:
     """An attachment's bytes: a cut-out body decoded from the raw bytes, then the lines after it (the last one,
     padded) as the stdlib decodes them."""
-    text = part.get_payload()
+    text = cast(str, part.get_payload())  # a leaf part's (_attachments skips multiparts and messages): its text
     if not any(marker in text for marker in bodies):
-        return part.get_payload(decode=True)
+        return _decoded(part)
     marker, _, rest = text.partition("\n")
     marker = marker.strip()
     if marker not in bodies or marker in used or str(part.get("Content-Transfer-Encoding", "")).strip().lower() \
             != "base64" or any(other in rest for other in bodies):
         raise NotCut
     used.add(marker)
-    if isinstance(bodies[marker], (bytearray, _Spool)):  # decoded as it arrived (MailReader)
-        data = bodies[marker]
+    body = bodies[marker]
+    if isinstance(body, (bytearray, _Spool)):  # decoded as it arrived (MailReader)
         part.set_payload(rest)
-        data += part.get_payload(decode=True) or b""
-        return data
-    raw, start, end = bodies[marker]
+        body += _decoded(part) or b""  # type: ignore[operator]  # see _Spool.__iadd__
+        return body
+    raw, start, end = body
     # The last cut body of a bytearray (the IMAP literal, handed over) is decoded in place, and the bytearray becomes
     # the attachment: each step's bytes are shorter than the characters they come from, and the literal's memory is
     # not held beside a copy of the file. Nothing of the mail is read after it (each other body is decoded already).
     in_place = isinstance(raw, bytearray) and used == set(bodies)
-    data = raw if in_place else bytearray()
+    data = cast(bytearray, raw) if in_place else bytearray()  # in place: raw is a bytearray
     step, written = start, start
     while step < end:  # whole lines per call: each is a multiple of 4 characters
         stop = min(end, step + _DECODE_STEP)
@@ -338,23 +364,23 @@ def _payload(part, bodies, used):
             stop = raw.index(b"\n", stop) + 1
         with memoryview(raw) as view:
             decoded = binascii.a2b_base64(view[step:stop])
-        if in_place:
-            raw[written:written + len(decoded)] = decoded
+        if in_place:  # data is raw
+            data[written:written + len(decoded)] = decoded
             written += len(decoded)
         else:
             data += decoded
         step = stop
     if in_place:
-        del raw[written:]
-        del raw[:start]
+        del data[written:]
+        del data[:start]
     part.set_payload(rest)
-    data += part.get_payload(decode=True) or b""
+    data += _decoded(part) or b""
     return data
 
 
 # ---- bounces -----------------------------------------------------------------------------------
 
-def _bounce(message):
+def _bounce(message: EmailMessage) -> Bounce | None:
     """A Bounce for an RFC 3464 delivery status notification (multipart/report; report-type=delivery-status) that
     reports a failure; None for any other mail (a delay notice reports no failure: it is an automatic mail)."""
     if message.get_content_type() != "multipart/report" or \
@@ -365,7 +391,9 @@ def _bounce(message):
     for part in message.walk():
         kind = part.get_content_type()
         if kind == "message/delivery-status":
-            for fields in part.get_payload():  # one block per message, then one per recipient
+            # A delivery-status part's payload is its blocks of fields (Messages): one per message, then one per
+            # recipient.
+            for fields in cast("list[Message]", part.get_payload()):
                 action = str(fields.get("Action") or "").strip().lower()
                 if action and action != "failed":
                     continue
@@ -383,10 +411,11 @@ def _bounce(message):
                   reason=f"bounced: {reason}" if reason else "bounced (the receiving server gave no reason)")
 
 
-def _original_id(part):
+def _original_id(part: MIMEPart) -> str | None:
     if part.get_content_type() == "message/rfc822":
         payload = part.get_payload()
-        inner = payload[0] if isinstance(payload, list) and payload else None
+        # A message/rfc822 part's payload is [the Message it carries].
+        inner = cast(Message, payload[0]) if isinstance(payload, list) and payload else None
         headers = inner.get("Message-ID") if inner is not None else None
     else:
         headers = email.message_from_string(_content(part), policy=email.policy.default).get("Message-ID")
@@ -394,7 +423,7 @@ def _original_id(part):
     return ids[0] if ids else None
 
 
-def recipients(message_bytes):
+def recipients(message_bytes: bytes | bytearray) -> list[str]:
     """The To and Cc addresses of a mail (tests and the loop check)."""
     message = email.message_from_bytes(bytes(message_bytes), policy=email.policy.default)
     return [address.lower() for _, address in getaddresses([str(v) for v in message.get_all("To", []) +
@@ -409,11 +438,13 @@ _SKIPPED = {"script", "style", "head", "title", "template"}
 
 
 class _TextOf(HTMLParser):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.pieces, self.skipping, self.link, self.link_start = [], 0, None, 0
+        self.pieces: list[str] = []
+        self.skipping, self.link_start = 0, 0
+        self.link: str | None = None
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _SKIPPED:
             self.skipping += 1
         elif tag in _BLOCKS:
@@ -423,7 +454,7 @@ class _TextOf(HTMLParser):
         elif tag == "a":
             self.link, self.link_start = dict(attrs).get("href"), len(self.pieces)
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         if tag in _SKIPPED:
             self.skipping = max(0, self.skipping - 1)
         elif tag in _BLOCKS:
@@ -434,12 +465,12 @@ class _TextOf(HTMLParser):
                 self.pieces.append(f" ({self.link})")
             self.link = None
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if not self.skipping:
             self.pieces.append(re.sub(r"\s+", " ", data))
 
 
-def html_to_text(html):
+def html_to_text(html: str) -> str:
     """An HTML mail body as plain text: blocks on their own lines, links with their address, no scripts or styles
     (the text is shown escaped, as every message body is)."""
     parser = _TextOf()

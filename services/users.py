@@ -19,7 +19,7 @@ from services import agent_mail, assignment, mail_out, one_time_links
 from services.contact_fields import normalize_email
 from storage import accounts as account_store, mail as mail_store, users as store
 from storage.db import StoredResultLost
-from storage.interface import Store
+from storage.interface import Row, Store
 from storage.rows import UserRow
 
 if TYPE_CHECKING:
@@ -113,7 +113,8 @@ async def invite(db: Store, box: SecretBox, base_url: str, account_id: str, *, e
     user = {"id": new_id("usr"), "account_id": account_id, "email": email, "name": name, "role": role,
             "password_hash": INVITED, "created_at": now_iso()}
     link_row, link = one_time_links.new_link(base_url, user["id"], account_id, "invite")
-    mail = mail_out.invitation(box, await account_store.get_account(db, account_id), to=email, url=link["url"],
+    account = cast(Row, await account_store.get_account(db, account_id))  # the caller's account: it exists
+    mail = mail_out.invitation(box, account, to=email, url=link["url"],
                                expires_at=link["expiresAt"])  # None without SMTP
     shown = box.encrypt(json.dumps({**link, "emailed": mail is not None}))
     try:
@@ -135,8 +136,9 @@ async def new_invitation_link(db: Store, box: SecretBox, base_url: str, account_
         raise Conflict(f"{user['email']} accepted the invitation already: they sign in with their password "
                        f"(a forgotten one: reset-password)", code="INVITATION_ACCEPTED")
     row, link = one_time_links.new_link(base_url, user_id, account_id, "invite")
-    mail = mail_out.invitation(box, await account_store.get_account(db, account_id), to=user["email"],
-                               url=link["url"], expires_at=link["expiresAt"])  # None without SMTP
+    account = cast(Row, await account_store.get_account(db, account_id))  # the caller's account: it exists
+    mail = mail_out.invitation(box, account, to=user["email"], url=link["url"],
+                               expires_at=link["expiresAt"])  # None without SMTP
     await mail_store.insert_links_with_mail(db, [(row, mail)])  # the earlier link dies
     return {**user, "signInUrl": link["url"], "signInExpiresAt": link["expiresAt"],
             "invitationEmailed": mail is not None}

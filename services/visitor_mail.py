@@ -17,7 +17,11 @@ The mail comes from the account's address with Parley's signed Message-ID of the
 so the visitor's answer by email, imported from the account's mailbox (services/mail_in.py), names it in
 In-Reply-To and joins the same contact and conversation, even from another address. Without IMAP set the mail
 still goes (the reply reaches the visitor), and says to write back in the chat instead."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from common.ids import iso, parse_iso
 from services import email_settings, media
@@ -25,12 +29,16 @@ from storage import contacts as contact_store
 from storage import mail as store
 from storage import messages as message_store
 from storage import outbox
+from storage.interface import Connection
+
+if TYPE_CHECKING:
+    from services.context import Services
 
 DELAY = timedelta(seconds=60)
 AUTHORS = ("user", "api")  # a person's reply (bot_context.HUMAN_AUTHORS): the bot's answers the chat shows live
 
 
-def queue_in_tx(cx, account_id, message, contact):
+def queue_in_tx(cx: Connection, account_id: str, message: Mapping[str, Any], contact: Mapping[str, Any]) -> bool:
     """In the reply's transaction: queue its mail when the reply is a person's, on the widget's channel, to a contact
     with an email who has not opted out, and the account has SMTP set. Returns whether it was queued."""
     if message["author"] not in AUTHORS or not contact.get("email") or contact.get("opted_out"):
@@ -46,7 +54,7 @@ def queue_in_tx(cx, account_id, message, contact):
     return True
 
 
-async def shown(services, account_id, messages, now):
+async def shown(services: Services, account_id: str, messages: Iterable[Mapping[str, Any]], now: str) -> None:
     """The visitor's chat showed these messages (visitor_message dicts): the mails of the business's replies among
     them are not needed. Only a person's replies younger than DELAY can have one: the others (the bot's answers, the
     visitor's own messages, older replies) cost no write."""
@@ -56,7 +64,7 @@ async def shown(services, account_id, messages, now):
         await store.drop_visitor_mails(services.db, account_id, ids, now)
 
 
-async def text(services, account, reply):
+async def text(services: Services, account: Mapping[str, Any], reply: Mapping[str, Any]) -> str | None:
     """The mail's text, read now (reply: the payload's {messageId, contactId}): the reply and its attachment's link,
     and how to answer; None when the message is gone (erased) or the contact opted out since."""
     message = await message_store.get_message(services.db, account["id"], reply["messageId"])

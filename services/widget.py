@@ -7,6 +7,8 @@ business verified (identify: hex HMAC-SHA256(identity secret, id), compared in c
 inbound messages of channel `web` from fromId "web:vis_…" or "web:id:<id>", so a visitor's first message makes
 their contact as any inbound sender's does, and bot, inbox, reports, events and erasure treat them alike; the
 same verified id from two browsers is one fromId, so one contact."""
+from __future__ import annotations
+
 import hashlib
 import hmac
 import json
@@ -14,7 +16,9 @@ import logging
 import re
 import secrets
 import time
-from typing import Annotated, Optional
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 from urllib.parse import urlsplit
 
 from cryptography.fernet import InvalidToken
@@ -25,7 +29,14 @@ from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
 from services import business_hours, contacts, csat, event_stream, media, messaging, sla, visitor_mail
 from services.contact_fields import normalize_email
+from services.context import JSONObject
+from services.messaging import Message
 from storage import widgets as store
+from storage.interface import Row, Store
+
+if TYPE_CHECKING:
+    from services.context import Services
+    from services.secretbox import SecretBox
 
 log = logging.getLogger("parley.widget")
 
@@ -37,9 +48,14 @@ MAX_BODY = 2000  # characters in a visitor's message
 MAX_IDENTITY = 200  # characters of an identify id, email or name
 DEFAULT_TITLE, DEFAULT_COLOR = "Chat with us", "#2563eb"
 _COLOR = re.compile(r"#[0-9a-fA-F]{6}")
+# An enabled widget as load() gives it: its row (account_id, id, identity_secret), its settings with their defaults
+# (WidgetSettings) and the account's business hours (a business_hours.Schedule, or None).
+Widget = Mapping[str, Any]
+# A visitor as their token names them: {"v": "vis_…"} (anonymous) or {"u": id, "e": email, "n": name} (verified).
+Visitor = dict[str, str]
 
 
-def normalize_origin(value):
+def normalize_origin(value: str) -> str:
     """A full origin as browsers send it (scheme://host[:port], no path, query or user), lower-cased and without
     the scheme's default port; ValueError otherwise. The allowed origins become the frame's frame-ancestors."""
     text = value.strip()
@@ -63,11 +79,11 @@ def normalize_origin(value):
 Origin = Annotated[Identifier, AfterValidator(normalize_origin)]
 
 
-def _distinct(values):
+def _distinct(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _color(value):
+def _color(value: str) -> str:
     if not _COLOR.fullmatch(value):
         raise ValueError(f"{value!r} is not a hex color like #2563eb")
     return value.lower()
@@ -86,12 +102,12 @@ class WidgetSettings(Strict):
     requireIdentity: StrictBool = Field(False, description="Only visitors identified with a valid hash may write.")
 
 
-def configured(settings):
+def configured(settings: Mapping[str, Any] | None) -> JSONObject:
     """The account's widget settings with their defaults (a widget never configured is disabled)."""
     return WidgetSettings.model_validate((settings or {}).get(SETTING) or {}).model_dump()
 
 
-def from_form(form):
+def from_form(form: Mapping[str, Any]) -> JSONObject:
     """The Settings page's form (text fields, checkboxes as booleans, origins one a line) as the setting's
     value; Invalid naming the field."""
     value = {"enabled": form["enabled"], "requireIdentity": form["requireIdentity"],
@@ -104,23 +120,25 @@ def from_form(form):
         raise Invalid(validation_message(exc, "widget")) from None
 
 
-async def ensure(db, account_id):
+async def ensure(db: Store, account_id: str) -> Row:
     """The account's widget row, made on first ask."""
-    return await store.ensure_widget(db, account_id, new_id("wid"), now_iso())
+    # Made, or found, by the write that reads it: it is there.
+    return cast(Row, await store.ensure_widget(db, account_id, new_id("wid"), now_iso()))
 
 
-def snippet(base_url, widget_id):
+def snippet(base_url: str, widget_id: str) -> str:
     return f'<script src="{base_url.rstrip("/")}/widget.js" data-widget="{widget_id}" async></script>'
 
 
-async def describe(db, base_url, account_id):
+async def describe(db: Store, base_url: str, account_id: str) -> JSONObject:
     """GET /v1/account/widget: {widgetId, snippet, identitySecretSet}."""
     widget = await ensure(db, account_id)
     return {"widgetId": widget["id"], "snippet": snippet(base_url, widget["id"]),
             "identitySecretSet": widget["identity_secret"] is not None}
 
 
-async def new_identity_secret(db, box, account_id, by=None):
+async def new_identity_secret(db: Store, box: SecretBox, account_id: str,
+                              by: Mapping[str, Any] | None = None) -> dict[str, str]:
     """POST /v1/account/widget/identity-secret: a new secret, shown in this answer only (stored encrypted); the
     previous one stops verifying at once."""
     # One write (it makes the widget's row when there is none): an Idempotency-Key covers a request's first write.
@@ -129,7 +147,7 @@ async def new_identity_secret(db, box, account_id, by=None):
     return {"identitySecret": box.decrypt(stored["secret"])}
 
 
-def identity_hash(secret, user_id):
+def identity_hash(secret: str, user_id: str) -> str:
     """What the business's server computes for identify: hex HMAC-SHA256(identity secret, id)."""
     return hmac.new(secret.encode(), user_id.encode(), hashlib.sha256).hexdigest()
 
@@ -154,31 +172,31 @@ class IdentityRequired(DomainError):
     status, code = 403, "IDENTITY_REQUIRED"
 
 
-async def load(db, widget_id):
+async def load(db: Store, widget_id: str) -> dict[str, Any]:
     """{account_id, id, identity_secret, settings (the widget's, with defaults), hours (the account's business
     hours, or None)} of an enabled widget; Unavailable otherwise (an unknown id and a disabled widget answer
     alike)."""
     row = await store.widget_by_id(db, widget_id) if re.fullmatch(r"wid_[0-9a-z]{26}", widget_id) else None
     shown = configured(row["settings"]) if row else None
-    if shown is None or not shown["enabled"]:
+    if row is None or shown is None or not shown["enabled"]:
         raise Unavailable("this chat is not available")
     return {**row, "settings": shown, "hours": business_hours.schedule_of(row["settings"])}
 
 
-def public_config(widget):
+def public_config(widget: Widget) -> JSONObject:
     """What the chat frame shows before anything is asked: title, greeting, color, whether identity is needed."""
     shown = widget["settings"]
     return {"widgetId": widget["id"], "title": shown["title"] or DEFAULT_TITLE, "greeting": shown["greeting"],
             "color": shown["color"], "requireIdentity": shown["requireIdentity"]}
 
 
-def seal(box, widget, visitor):
+def seal(box: SecretBox, widget: Widget, visitor: Visitor) -> str:
     """A visitor's opaque token: {"v": "vis_…"} (anonymous) or {"u": id, "e": email, "n": name} (verified),
     sealed (encrypted and authenticated) for this widget."""
     return box.encrypt(json.dumps({"w": widget["id"], **visitor}, separators=(",", ":")))
 
 
-def unseal(box, widget, token):
+def unseal(box: SecretBox, widget: Widget, token: str | None) -> Visitor | None:
     """The visitor a token of this widget names, or None (no token, a forged or another widget's one)."""
     if not token or len(token) > 2000:
         return None
@@ -189,19 +207,19 @@ def unseal(box, widget, token):
     return visitor if isinstance(visitor, dict) and visitor.pop("w", None) == widget["id"] else None
 
 
-def visitor_from_id(box, widget, token):
+def visitor_from_id(box: SecretBox, widget: Widget, token: str | None) -> str | None:
     """The fromId of the visitor a token of this widget names, or None (a live socket's typing is theirs)."""
     visitor = unseal(box, widget, token)
     return from_id(visitor) if visitor is not None else None
 
 
-def from_id(visitor):
+def from_id(visitor: Visitor) -> str:
     """The visitor's fromId: one per verified id (so two browsers of one person are one contact), else one per
     anonymous visitor."""
     return f"web:id:{visitor['u']}" if "u" in visitor else f"web:{visitor['v']}"
 
 
-def visitor_message(services, message):
+def visitor_message(services: Services, message: Mapping[str, Any]) -> JSONObject:
     """A message as the visitor sees it: who wrote it (them, or the business), its text and attachment (a signed
     link), never which agent or any id but the message's. message: a stored row or the API's form."""
     if "createdAt" in message:
@@ -213,13 +231,14 @@ def visitor_message(services, message):
             "body": message["body"], "media": shown, "createdAt": created, "csat": kind == csat.MESSAGE_TYPE}
 
 
-async def history(services, widget, token):
+async def history(services: Services, widget: Widget, token: str | None) -> JSONObject:
     """GET /widget/{id}/messages: {messages (oldest first), cursor (where live updates resume), verified}. A visitor
     who never wrote has none; the cursor is read first, so a message committed meanwhile may come twice (the
     frame keeps one per id), never not at all."""
     cursor = await event_stream.head(services, widget["account_id"])
     visitor = unseal(services.box, widget, token)
-    messages, ask = [], None
+    messages: list[JSONObject] = []
+    ask: Row | None = None
     if visitor is not None:
         contact_id = await store.visitor_contact_id(services.db, widget["account_id"], from_id(visitor))
         if contact_id is not None:
@@ -232,7 +251,8 @@ async def history(services, widget, token):
             **availability(widget, sla.clock(services)())}
 
 
-async def answer_csat(services, widget, token, rating, comment):
+async def answer_csat(services: Services, widget: Widget, token: str | None, rating: object,
+                      comment: object) -> JSONObject:
     """POST /widget/{id}/csat: the visitor's answer to the CSAT question their chat shows (services/csat.py).
     Invalid naming rating or comment, Forbidden without a visitor, CSAT_CLOSED when no question is open."""
     csat.checked_answer(rating, comment)
@@ -244,7 +264,7 @@ async def answer_csat(services, widget, token, rating, comment):
     return {"answered": True}
 
 
-def availability(widget, now):
+def availability(widget: Widget, now: datetime) -> JSONObject:
     """Whether the business is open at now (its business hours; none: always), and when closed the next opening
     as an ISO time and as the frame's line says it, in the account's zone ("Mon 9:00 (Europe/Berlin)")."""
     schedule = widget["hours"]
@@ -253,7 +273,8 @@ def availability(widget, now):
             "replyFrom": business_hours.short_opening(schedule, opens, now) if opens else None}
 
 
-async def identify(services, widget, token, *, user_id, email=None, name=None, hash):
+async def identify(services: Services, widget: Widget, token: str | None, *, user_id: str | None,
+                   email: str | None = None, name: str | None = None, hash: str | None) -> JSONObject:
     """POST /widget/{id}/identify: a token for this verified id when hash is hex HMAC-SHA256(identity secret, id)
     (constant-time compare); otherwise nothing is bound and the visitor keeps the token it had. Returns {verified,
     token}."""
@@ -276,7 +297,8 @@ async def identify(services, widget, token, *, user_id, email=None, name=None, h
     return {"verified": True, "token": seal(services.box, widget, visitor)}
 
 
-async def _keep_the_anonymous_chat(services, widget, anonymous, identified):
+async def _keep_the_anonymous_chat(services: Services, widget: Widget, anonymous: Visitor,
+                                   identified: Visitor) -> None:
     """An anonymous visitor who wrote identifies: their chat goes with them. Their contact becomes the id's (the
     id's first sight), or is merged into the id's contact (its fields kept where both have one)."""
     account_id = widget["account_id"]
@@ -292,7 +314,7 @@ async def _keep_the_anonymous_chat(services, widget, anonymous, identified):
             log.warning("widget identify: the anonymous chat was not merged (%s)", exc)
 
 
-async def give_email(services, widget, token, email):
+async def give_email(services: Services, widget: Widget, token: str | None, email: object) -> JSONObject:
     """POST /widget/{id}/email: the email a visitor leaves (outside hours, so the business can answer there).
     Kept in their token, so their first message makes their contact with it (nothing is stored before the
     visitor writes); a visitor who wrote already has it on their contact at once when the contact has none and
@@ -314,8 +336,9 @@ async def give_email(services, widget, token, email):
     return {"email": email, "token": seal(services.box, widget, visitor)}
 
 
-async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_agent, media_url=None,
-               media_content_type=None):
+async def send(services: Services, widget: Widget, token: str | None, *, body: object, honeypot: str | None = None,
+               remote_ip: str | None, user_agent: str | None, media_url: str | None = None,
+               media_content_type: str | None = None) -> tuple[JSONObject, Message | None]:
     """POST /widget/{id}/messages: the visitor's message, an inbound message of channel web (its first makes the
     visitor and their contact), with an attachment (an image or a PDF, as a data: URL, sniffed and size-limited
     as other media). Returns ({message, token}, the stored message for after_inbound, or None when the
@@ -354,14 +377,14 @@ async def send(services, widget, token, *, body, honeypot=None, remote_ip, user_
     return {"message": visitor_message(services, message), "token": token}, message
 
 
-def _split_name(name):
+def _split_name(name: str | None) -> tuple[str | None, str | None]:
     if not name:
         return None, None
     first, _, last = name.partition(" ")
     return first, last or None
 
 
-async def updates(services, widget, token, after, wait):
+async def updates(services: Services, widget: Widget, token: str | None, after: str, wait: float) -> JSONObject:
     """Live updates (GET /widget/{id}/updates, and each round of /widget/{id}/live): the messages of the
     visitor's conversation committed after the cursor, read from the account's event stream
     (services/event_stream.py), waiting up to ``wait`` seconds for one. Returns {messages, cursor}: the cursor
@@ -406,7 +429,7 @@ async def updates(services, widget, token, after, wait):
 _MESSAGE_SOURCES = event_stream.SOURCES["message.created"]
 
 
-def parse_wait(text):
+def parse_wait(text: str | None) -> float:
     """?wait= of the long-poll: seconds, 0-30 (default LIVE_WAIT); Invalid naming wait otherwise."""
     if text is None:
         return LIVE_WAIT

@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.leases import Lease
 
 log = logging.getLogger("parley.workers")
 
@@ -18,7 +22,7 @@ class WorkerLoop:
     name = "worker"
     poll_seconds = 1.0
     cancel_on_stop = False
-    lease = None  # a services.leases.Lease: rounds run only while this process holds it (several processes)
+    lease: Lease | None = None  # services/leases.py: rounds run only while this process holds it (several processes)
 
     def __init__(self) -> None:
         self._wake = asyncio.Event()
@@ -64,10 +68,10 @@ class WorkerLoop:
                     due, wait = 0.0, self.lease.seconds / 3
                 elif woken or time.monotonic() >= due:
                     try:
-                        wait = await self.round()
+                        asked = await self.round()
                     finally:
                         self.rounds_finished += 1
-                    wait = self.poll_seconds if wait is None else wait
+                    wait = self.poll_seconds if asked is None else asked
                     due = time.monotonic() + wait
                 else:  # woken only to renew the lease
                     wait = due - time.monotonic()

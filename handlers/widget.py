@@ -207,6 +207,7 @@ class VisitorLiveHandler(SiteSocketHandler):
         typing = self.application.services.typing
         if self.task is None:
             token = data.get("token")
+            token = token if isinstance(token, str) else None  # {"token": 5} is no token, not a TypeError
             self.from_id = widget.visitor_from_id(self.application.services.box, self.widget, token)
             if self.from_id is not None:
                 typing.join(self.widget["account_id"], self.from_id, self.send_typing)

@@ -258,6 +258,18 @@ async def test_the_websocket_resumes_from_its_cursor(api, account, http_server_c
     assert refused.value.code == 403
 
 
+async def test_a_websocket_token_that_is_no_string_is_no_token(api, account, http_server_client):
+    """{"token": 5} is refused as a missing token is (closed with 4000 and the reason), not a server error."""
+    widget_id = await enable(api, account)
+    port = http_server_client.get_http_port()
+    for first in ({"token": 5}, {"token": ["x"]}, {}):
+        socket = await websocket_connect(HTTPRequest(f"ws://127.0.0.1:{port}/widget/{widget_id}/live",
+                                                     headers={"Origin": f"https://127.0.0.1:{port}"}))
+        socket.write_message(json.dumps(first))
+        assert await asyncio.wait_for(socket.read_message(), TIMEOUT) is None
+        assert socket.close_code == 4000, (first, socket.close_code, socket.close_reason)
+
+
 async def test_identity_binds_a_contact_across_browsers_and_a_wrong_hash_binds_nothing(api, account, services):
     key = account["api_key"]
     widget_id = await enable(api, account)

@@ -2,16 +2,8 @@
 is saved (an empty handoff-keywords field says it is empty, no grey example that looks like a value),
 refuses an unknown placeholder naming the field, and "Try it" shows the answer filled for a contact; on day
 one with the bot never on, a thread a person replied in shows one bot state ("off"), not "off" and "paused"."""
-import pytest
 
-from tests.parley_process import ParleyProcess
 from tests.ui_helpers import sign_in
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("bot-day3") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 def test_browser_bot_page_shows_what_is_saved_and_fills_placeholders_and_a_thread_shows_one_state(page, parley):

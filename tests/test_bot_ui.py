@@ -7,7 +7,6 @@ import pytest
 
 from services import bot_settings
 from tests.bot_helpers import account_form, stored_bot
-from tests.parley_process import ParleyProcess
 from tests.ui_helpers import FormClient, open_page, sign_in
 
 
@@ -114,12 +113,6 @@ async def test_try_it_shows_what_the_bot_would_send_and_why(signed_in, api, ui_a
 
 
 # ---- end to end: the real server over HTTPS, driven by headless Chromium ----------------------
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("bot-ui") / "data", "--allow-private-webhooks") as process:
-        yield process
-
 
 @pytest.fixture
 def page(chromium):

@@ -6,14 +6,8 @@ import time
 
 import pytest
 
-from tests.parley_process import ParleyProcess, ThreadedReceiver, run_cli
+from tests.parley_process import ThreadedReceiver, run_cli
 from tests.ui_helpers import open_page, sign_in
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("contact-edit") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 @pytest.fixture

@@ -8,19 +8,12 @@ import base64
 import pytest
 
 from tests import db_direct
-from tests.parley_process import ParleyProcess
 from tests.ui_helpers import open_page, sign_in
 
 PHONE = "+14155550177"
 NAME = "Wilhelmina Erasable"
 TEXT = "please erase my bergamot question"
 MEDIA = b"hedgehog-quasar attachment of the erased person\n"
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("contact-erasure") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 @pytest.fixture

@@ -4,17 +4,10 @@ adds a comment and sends it; a custom-channel contact's link (from the webhook t
 one-question page, which answers once and then says it was used. One test: the checks share a server."""
 import re
 
-import pytest
 
-from tests.parley_process import ParleyProcess, first_run_receiver
+from tests.parley_process import first_run_receiver
 from tests.ui_helpers import axe_violations, open_page, report, sign_in, wait_until
 from tests.waiting import until_sync
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("csat") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 def test_a_visitor_rates_in_the_chat_and_a_contact_on_the_page(chromium, parley):

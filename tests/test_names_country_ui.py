@@ -3,20 +3,12 @@
 sees the other by name ("… is viewing"), the owner's reply, note and assignment show the name, not an email; the
 Settings page's default country makes a national number typed in the contact form and on a list page an E.164
 one, and the list page's contact box suggests contacts by name."""
-import pytest
 
-from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
 from tests.ui_helpers import open_page, sign_in
 
 
 AGENT_PASSWORD = "teammate-chose-this-1"
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("names-country") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 def test_browser_owner_takes_a_name_and_email_and_the_thread_and_presence_show_names(page, chromium, parley):

@@ -14,7 +14,7 @@ from referencing.jsonschema import DRAFT202012
 
 from handlers import routes
 from handlers.openapi import build_document
-from tests.parley_process import ParleyProcess, first_run_receiver
+from tests.parley_process import first_run_receiver
 from tests.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,12 +47,6 @@ def test_the_generator_drops_no_schema_and_no_operation(generated):
                               "post_send_custom_channel_message", "post_send_custom_channel_message_alias"}
     inbound = (package / "parley_api_client" / "api" / "custom_channel" / "post_incoming_custom_channel_message.py")
     assert '"url": "/v1/incoming_custom_channel_message"' in inbound.read_text()
-
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("generated-client") / "data", "--allow-private-webhooks") as process:
-        yield process
 
 
 def test_the_generated_client_creates_a_contact_posts_a_message_and_reads_the_account(generated, parley):

@@ -7,10 +7,9 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
 import httpx
-import pytest
 
 from services import accounts, event_stream
-from tests.parley_process import ParleyProcess, ThreadedReceiver
+from tests.parley_process import ThreadedReceiver
 from tests.ui_helpers import PASSWORD, sign_in
 
 
@@ -272,15 +271,6 @@ async def test_behind_a_proxy_ui_pages_need_the_proxys_https_mark(settings, serv
 
 
 # ---- end to end: the real server over HTTPS, driven by headless Chromium ----------------------
-
-@pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("ui") / "data", "--allow-private-webhooks") as process:
-        yield process
-
-
-
-
 
 def generate_key(page, parley):
     page.goto(parley.base + "/settings")

@@ -4,7 +4,6 @@ one shows live on the other's pages, without a reload; two people on one thread 
 see the other go."""
 import pytest
 
-from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
 from tests.ui_helpers import assert_not_reloaded, mark_no_reload
 from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
@@ -14,10 +13,10 @@ BOB, BOB_PASSWORD = "bob@team.example", "bob's long enough password"
 
 
 @pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("team") / "data", "--allow-private-webhooks") as process:
-        add_user_to_server(process, process.first_run["api_key"], BOB, BOB_PASSWORD)
-        yield process
+def parley(parley):
+    """The shared server of ui_fixtures, with Bob a user of its first-run account."""
+    add_user_to_server(parley, parley.first_run["api_key"], BOB, BOB_PASSWORD)
+    return parley
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ by capacity, the one left over waits, and goes to the agent who resolves one in 
 nothing."""
 import pytest
 
-from tests.parley_process import ParleyProcess
 from tests.team_users import add_user_to_server
 from tests.inbound_helpers import contact_of, post_inbound, wait_live, wait_until
 from tests.ui_helpers import open_page
@@ -16,20 +15,20 @@ AGENTS = {"amy@team.example": 1, "bo@team.example": 2, "cy@team.example": 2}  # 
 
 
 @pytest.fixture(scope="module")
-def parley(tmp_path_factory):
-    with ParleyProcess(tmp_path_factory.mktemp("assign") / "data", "--allow-private-webhooks") as process:
-        key = {"apiKey": process.first_run["api_key"]}
-        process.agents = {email: add_user_to_server(process, process.first_run["api_key"], email, PASSWORD)
-                          for email in AGENTS}
-        with process.client() as api:
-            owner = next(u for u in api.get("/v1/users", params=key).json()["data"] if u["role"] == "owner")["id"]
-            assert api.patch(f"/v1/users/{owner}", params=key, json={"available": False}).status_code == 200
-            for email, capacity in AGENTS.items():
-                r = api.patch(f"/v1/users/{process.agents[email]}", params=key, json={"capacity": capacity})
-                assert r.status_code == 200, r.text
-            r = api.patch("/v1/account/settings", params=key, json={"assignment": {"mode": "balanced"}})
+def parley(parley):
+    """The shared server of ui_fixtures, with the three agents (the owner unavailable) and balanced assignment."""
+    key = {"apiKey": parley.first_run["api_key"]}
+    parley.agents = {email: add_user_to_server(parley, parley.first_run["api_key"], email, PASSWORD)
+                     for email in AGENTS}
+    with parley.client() as api:
+        owner = next(u for u in api.get("/v1/users", params=key).json()["data"] if u["role"] == "owner")["id"]
+        assert api.patch(f"/v1/users/{owner}", params=key, json={"available": False}).status_code == 200
+        for email, capacity in AGENTS.items():
+            r = api.patch(f"/v1/users/{parley.agents[email]}", params=key, json={"capacity": capacity})
             assert r.status_code == 200, r.text
-        yield process
+        r = api.patch("/v1/account/settings", params=key, json={"assignment": {"mode": "balanced"}})
+        assert r.status_code == 200, r.text
+    return parley
 
 
 @pytest.fixture

@@ -49,9 +49,7 @@ def dead_here(owner: str) -> bool:
     pid = rest.partition(":")[0]
     if not _NAMESPACE or namespace != _NAMESPACE or host != socket.gethostname() or not pid.isdigit():
         return False
-    if owner == PROCESS_ID or int(pid) == os.getpid():
-        return False
-    try:
+    try:  # this process's own pid is alive too
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return True

@@ -1,6 +1,7 @@
 """Several processes on one database (issue 20), in one process: worker leases, the shared secret key, the
 health check. The multi-process test on PostgreSQL is tests/test_scale_out_e2e.py."""
 import asyncio
+from datetime import timedelta
 import os
 import socket
 import subprocess
@@ -21,12 +22,11 @@ from services.ratelimit import SharedRateLimiter
 from services.secretbox import SecretBox, SecretKeyError
 from services.worker_loop import WorkerLoop
 from settings import Settings
-from common.ids import new_id, now_iso
+from common.ids import iso, utcnow
+from storage import delivery as delivery_store
 from storage import leases as lease_store
-from storage.contacts import insert_contact_in_tx
-from storage.messages import insert_message_in_tx
-from storage.outbox import enqueue_in_tx
 from tests import db_direct
+from tests.delivery_helpers import queue_reply
 from tests.ui_helpers import PASSWORD, FormClient
 from tests.waiting import until
 from tests.process_helpers import second_process
@@ -66,27 +66,17 @@ def test_a_restart_frees_at_once_what_a_dead_process_of_this_machine_held(io_loo
     async def run():
         for number, owner in enumerate([dead, *alive]):
             assert await Lease(db, f"job-{number}", 30, owner=owner).hold()
-        outbox_id = await db.write(_claimed_reply, account["account_id"], dead)
+        message_id, _ = await queue_reply(services, account)  # an outbox row the dead process was delivering
+        outbox_id = (await delivery_store.get_outbox_for_message(db, account["account_id"], message_id))["id"]
+        now = utcnow()
+        assert await delivery_store.claim(db, [outbox_id], dead, iso(now), iso(now + timedelta(minutes=5))) == \
+            [outbox_id]
         assert await leases.release_dead_owners(db) == [dead]
         assert sorted(await lease_store.owners(db)) == sorted(alive)  # the dead one's claim is gone too
         assert await Lease(db, "job-0", 30, owner="someone new").hold()  # free now, not in 30 s
         return outbox_id
     outbox_id = io_loop.run_sync(run)
     assert db_direct.value(services, "SELECT claimed_by FROM outbox WHERE id = ?", outbox_id) is None
-
-
-def _claimed_reply(cx, account_id, owner):
-    """(In the writer.) An outbox row being delivered by owner: its claim as storage.delivery.claim writes it."""
-    contact_id, message_id, now = new_id("ct"), new_id("msg"), now_iso()
-    insert_contact_in_tx(cx, {"id": contact_id, "account_id": account_id, "created_at": now})
-    insert_message_in_tx(cx, {"id": message_id, "account_id": account_id, "contact_id": contact_id,
-                              "direction": "outbound", "status": "Pending", "body": "b", "message_type": "text",
-                              "created_at": now})
-    enqueue_in_tx(cx, account_id=account_id, kind="reply", payload={"messageId": message_id}, message_id=message_id)
-    outbox_id = cx.execute("SELECT MAX(id) FROM outbox").fetchone()[0]
-    cx.execute("UPDATE outbox SET claimed_by = ?, claimed_until = ? WHERE id = ?", (owner, "9999-01-01T00:00:00Z",
-                                                                                   outbox_id))
-    return outbox_id
 
 
 class Counting(WorkerLoop):

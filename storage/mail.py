@@ -127,6 +127,10 @@ def import_status(cx: Connection, account_id: str) -> dict[str, Any] | None:
 _PREFERENCES = ("email_new_conversation", "email_handoff", "email_assigned")
 
 
+# A user who can sign in (active, not removed, the invitation accepted): {u} is the table's alias and a dot, or
+# empty; its one parameter is storage.users.INVITED.
+_SIGNS_IN = "{u}active = 1 AND {u}removed_at IS NULL AND {u}password_hash <> ?"
+
 def agent_recipients_in_tx(cx: Connection, account_id: str, preference: str, user_ids: Sequence[str] | None,
                            exclude: str | None) -> list[tuple[str, str]]:
     """[(user id, email)] of the account's users who chose this mail (preference: a users column), can sign in
@@ -134,8 +138,8 @@ def agent_recipients_in_tx(cx: Connection, account_id: str, preference: str, use
     from storage.users import INVITED  # storage.users imports this module
     if preference not in _PREFERENCES:
         raise ValueError(f"no such preference: {preference}")
-    sql = (f"SELECT id, email FROM users WHERE account_id = ? AND {preference} = 1 AND active = 1"
-           " AND removed_at IS NULL AND password_hash <> ? AND id IS DISTINCT FROM ?")
+    sql = (f"SELECT id, email FROM users WHERE account_id = ? AND {preference} = 1 AND {_SIGNS_IN.format(u='')}"
+           " AND id IS DISTINCT FROM ?")
     args: list[Any] = [account_id, INVITED, exclude]
     if user_ids is not None:
         if not user_ids:
@@ -180,7 +184,7 @@ def agent_mail_facts(cx: Connection, account_id: str, contact_id: str, user_id: 
     from storage.users import INVITED
     row = fetch_one(cx, "SELECT c.first_name, c.last_name, c.phone, c.email, m.body AS last_body,"
                         " m.channel AS last_channel, (SELECT COUNT(*) FROM users u WHERE u.id = ? AND u.account_id = ?"
-                        " AND u.active = 1 AND u.removed_at IS NULL AND u.password_hash <> ?) AS user_ok"
+                        f" AND {_SIGNS_IN.format(u='u.')}) AS user_ok"
                         " FROM contacts c LEFT JOIN conversations v ON v.account_id = c.account_id"
                         " AND v.contact_id = c.id LEFT JOIN messages m ON m.account_id = c.account_id"
                         " AND m.id = v.last_inbound_id WHERE c.account_id = ? AND c.id = ?",

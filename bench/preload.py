@@ -10,6 +10,7 @@ import sqlite3
 import time
 
 from common.ids import now_iso
+from storage.search import index_pending
 
 _CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz")
 
@@ -76,6 +77,7 @@ def preload(db_path, account_id, *, contacts, messages=0, message_contacts=100_0
                                  f"Preloaded message {i}: is the blue one still in stock?", "bench", "text",
                                  f"preload-{i}", f"bench-preload-{k}", "parley-bench", now))
                 cx.executemany(f"INSERT INTO messages ({', '.join(message_cols)}) VALUES ({', '.join('?' * len(message_cols))})", rows)
+                index_pending(cx, len(rows))  # the search index, as the server's writer writes it
             # The inbox's conversation per contact, as the inbound path keeps it (all unread); SQLite takes the
             # bare columns from the row with MAX(id).
             cx.execute("INSERT INTO conversations (account_id, contact_id, last_message_id, last_message_at,"

@@ -5,7 +5,9 @@ A query is (terms, digits): every term (2+ characters) must occur in the body, c
 occur in the body with the separators ' ()+-./' taken out. SQLite: the trigram FTS5 index answers terms of 3+
 characters and digits; a 2-character term is LIKE over the rows the index gave, or over the account's messages
 when the query has nothing longer; an account of fewer than SMALL_ACCOUNT messages is read by LIKE alone (the index
-holds every account's messages). PostgreSQL: ILIKE, which the pg_trgm indexes serve.
+holds every account's messages). The writer indexes messages in batches after they are stored (index_pending,
+0705_message_search_deferred.sql): the ones still pending are read by LIKE beside the index. PostgreSQL: ILIKE,
+which the pg_trgm indexes serve.
 
 A page's position is where the next one starts: SQLite's rowid (the index's order: the order messages were
 stored in), PostgreSQL's message id (time-ordered)."""
@@ -54,41 +56,113 @@ def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits
         raise ValueError("position")
     small = cx.execute("SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE account_id = ? LIMIT ?)",
                        (account_id, SMALL_ACCOUNT)).fetchone()[0] < SMALL_ACCOUNT
-    indexed = [] if small else [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
-    if digits and not small:
+    columns = "m.id, m.contact_id, m.body, m.created_at"
+    if small:
+        # A small account: its messages by its index, every term by LIKE.
+        select, args = _read_by_like("messages m", "m.rowid", terms, digits, account_id, before)
+        return _page(cx, f"SELECT {columns}, m.rowid AS position FROM {select} ORDER BY m.rowid DESC LIMIT ?",
+                     (*args, limit))
+    indexed = [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
+    if digits:
         # The digits column holds only bodies where separators join digits (0696_message_search_digits.sql); any
         # other body's digit runs are in its body column as they are.
         indexed.append(f"(digits : {_fts_phrase(digits)} OR body : {_fts_phrase(digits)})")
-    args: list[Any]  # text, and the FTS rowid bound
-    where, args = ["m.account_id = ?"], [account_id]
-    for term in (terms if small else [t for t in terms if len(t) < 3]):
+    if not indexed:
+        # Only 2-character terms, with no trigram to look up: the table newest first, stopping at the page (a common
+        # pair costs little, a rare one a walk over the whole table); "+" keeps the planner from reading the
+        # account's every message by its index and sorting them. Pending messages are in the table too.
+        select, args = _read_by_like("messages m", "m.rowid", terms, None, account_id, before, account_index=False)
+        return _page(cx, f"SELECT {columns}, m.rowid AS position FROM {select} ORDER BY m.rowid DESC LIMIT ?",
+                     (*args, limit))
+    # FTS5 walks its matches by rowid, newest first, and stops at the limit: a common word costs no more than a
+    # rare one. The messages the writer has not indexed yet (index_pending: a few hundred at most) are read by LIKE
+    # beside it, so that a message is found from its own commit on.
+    where, args = ["message_search MATCH ?", "m.account_id = ?"], [" AND ".join(indexed), account_id]
+    for term in terms:
+        if len(term) < 3:
+            where.append("m.body LIKE ? ESCAPE '\\'")
+            args.append(f"%{escape_like(term)}%")
+    if before is not None:
+        where.append("s.rowid < ?")
+        args.append(int(before))
+    # CROSS JOIN: SQLite's planner then reads the pending rows first (a few hundred), not the account's messages.
+    pending, pending_args = _read_by_like("message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid",
+                                          "p.message_rowid", terms, digits, account_id, before, account_index=False)
+    return _page(cx, f"SELECT * FROM (SELECT {columns}, s.rowid AS position FROM message_search s"
+                     f" JOIN messages m ON m.rowid = s.rowid WHERE {' AND '.join(where)} ORDER BY s.rowid DESC LIMIT ?)"
+                     f" UNION ALL SELECT {columns}, m.rowid AS position FROM {pending}"
+                     " ORDER BY position DESC LIMIT ?", (*args, limit, *pending_args, limit))
+
+
+def _read_by_like(source: str, position: str, terms: Sequence[str], digits: str | None, account_id: str,
+                  before: str | None, account_index: bool = True) -> tuple[str, list[Any]]:
+    """``source WHERE ...``: the account's rows of source whose message body holds every term (LIKE) and the digits
+    (with SEPARATORS taken out), before the position; and its arguments. account_index False: the account's
+    index (messages_account_id) must not drive the read, source does."""
+    where = ["m.account_id = ?" if account_index else "+m.account_id = ?"]
+    args: list[Any] = [account_id]
+    for term in terms:
         where.append("m.body LIKE ? ESCAPE '\\'")
         args.append(f"%{escape_like(term)}%")
-    if digits and small:
+    if digits:
         where.append(f"{_without_separators('m.body')} LIKE ?")
         args.append(f"%{digits}%")
-    if indexed:
-        # FTS5 walks its matches by rowid, newest first, and stops at the limit: a common word costs no more
-        # than a rare one.
-        select = ("SELECT m.id, m.contact_id, m.body, m.created_at, s.rowid AS position FROM message_search s"
-                  " JOIN messages m ON m.rowid = s.rowid WHERE message_search MATCH ?")
-        args.insert(0, " AND ".join(indexed))
-        order = "s.rowid"
-    else:
-        # A small account: its messages by its index. Otherwise only 2-character terms, with no trigram to look up:
-        # the table newest first, stopping at the page (a common pair costs little, a rare one a walk over the whole
-        # table); "+" keeps the planner from reading the account's every message by its index and sorting them.
-        select = "SELECT m.id, m.contact_id, m.body, m.created_at, m.rowid AS position FROM messages m WHERE 1 = 1"
-        if not small:
-            where[0] = "+m.account_id = ?"
-        order = "m.rowid"
     if before is not None:
-        where.append(f"{order} < ?")
+        where.append(f"{position} < ?")
         args.append(int(before))
-    rows = fetch_all(cx, f"{select} AND {' AND '.join(where)} ORDER BY {order} DESC LIMIT ?", (*args, limit))
+    return f"{source} WHERE {' AND '.join(where)}", args
+
+
+def _page(cx: Connection, sql: str, args: Sequence[Any]) -> list[Row]:
+    rows = fetch_all(cx, sql, args)
     for row in rows:
         row["position"] = str(row["position"])
     return rows
+
+
+# The search index is written off the messages' own transactions (0705_message_search_deferred.sql): the writer
+# indexes the pending messages between its batches once there are this many, in one transaction (FTS5's cost per
+# COMMIT then falls on a batch, not on every group commit). A search reads the pending ones by LIKE meanwhile.
+INDEX_BATCH = 128
+# At most this many in one transaction (a backlog, after a writer that failed to index): every write queued behind
+# the writer waits for it (~20 us a message).
+INDEX_MOST = 1024
+# The body with SEPARATORS taken out goes into the digits column only where separators join digits (0696).
+_JOINED_DIGITS = ("*[0-9][ ()+./-][0-9]*", "*[0-9][ ()+./-][ ()+./-][0-9]*", "*[0-9][ ()+./-][ ()+./-][ ()+./-][0-9]*")
+
+
+def index_pending(cx: Connection, most: int = INDEX_MOST) -> int:
+    """In the caller's transaction: index up to ``most`` of the messages waiting in message_search_pending, oldest
+    first, and take them off it. Returns how many. The expressions are the delete trigger's (0705): a contentless
+    FTS5 delete must name the values that were indexed."""
+    top = cx.execute("SELECT max(message_rowid) FROM (SELECT message_rowid FROM message_search_pending"
+                     " ORDER BY message_rowid LIMIT ?)", (most,)).fetchone()[0]
+    if top is None:
+        return 0
+    joined = " OR ".join(f"m.body GLOB '{pattern}'" for pattern in _JOINED_DIGITS)
+    cx.execute("INSERT INTO message_search (rowid, body, digits) SELECT m.rowid, m.body,"
+               f" CASE WHEN {joined} THEN {_without_separators('m.body')} ELSE '' END"
+               " FROM message_search_pending p JOIN messages m ON m.rowid = p.message_rowid WHERE p.message_rowid <= ?",
+               (top,))
+    return int(cx.execute("DELETE FROM message_search_pending WHERE message_rowid <= ?", (top,)).rowcount)
+
+
+def index_pending_batch(cx: Connection) -> int:
+    """The writer's step between its batches (SQLite, its own transaction): index_pending once INDEX_BATCH messages
+    may be waiting (their rowids' spread, read from the two ends of the table: at least their number). Returns how
+    many it indexed."""
+    low, high = cx.execute("SELECT min(message_rowid), max(message_rowid) FROM message_search_pending").fetchone()
+    if high is None or high - low + 1 < INDEX_BATCH:
+        return 0
+    cx.execute("BEGIN IMMEDIATE")
+    try:
+        indexed = index_pending(cx)
+        cx.execute("COMMIT")
+    except BaseException:
+        if cx.in_transaction:
+            cx.execute("ROLLBACK")
+        raise
+    return indexed
 
 
 def _search_postgres(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:

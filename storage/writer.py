@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.errors import DomainError
 from storage.db import FRAME_HEADER, connect_sync, encode_frame, resolve
+from storage.search import index_pending_batch
 from storage.writer_supervisor import FAULT_VARIABLE, PRELOAD_VARIABLE
 
 if TYPE_CHECKING:  # (annotations only: nothing more is imported before the writer serves)
@@ -220,9 +221,19 @@ def serve(path: str, sock: socket.socket, token: str, kill_after_commit: set[str
             except OSError:
                 return  # the parent died after the COMMIT: like a kill -9 after it, the write stands
             checkpointer.catch_up(cx)  # after the answer: its callers do not wait for it
+            _index_search(cx)
     finally:
         checkpointer.stop()
         cx.close()
+
+
+def _index_search(cx: SqliteConnection) -> None:
+    """The search index's pending messages, between two batches (storage/search.py index_pending_batch). A failure
+    (the disk full, say) leaves them pending, still found by a search; the next batch tries again."""
+    try:
+        index_pending_batch(cx)
+    except sqlite3.Error:
+        pass
 
 
 def preload(modules: Iterable[str]) -> None:

@@ -16,6 +16,7 @@ from storage.db import reads, writes
 from storage.dialect import dialect_of
 from storage.messages import insert_messages_in_tx
 from tests.inbound_helpers import inbound
+from tests.waiting import until_read
 
 SEARCH = "/v1/search"
 
@@ -39,13 +40,27 @@ def _campaign_batch(cx, account_id, contact_id, bodies):
          "status": "Pending", "body": body, "author": "campaign", "created_at": now_iso()} for body in bodies])]
 
 
-@pytest.fixture(params=["index", "small account"])
+@pytest.fixture(params=["index", "pending", "small account"])
 def search_path(request, monkeypatch):
-    """SQLite answers a small account by reading its messages, a larger one through the FTS5 index: both ways must
-    give the same answers (storage/search.py SMALL_ACCOUNT; PostgreSQL has one way)."""
-    if request.param == "index":
+    """SQLite answers a small account by reading its messages, a larger one through the FTS5 index and, by LIKE,
+    the messages the writer has not indexed yet: each way must give the same answers (storage/search.py
+    SMALL_ACCOUNT and INDEX_BATCH; the writer runs in this process. PostgreSQL has one way)."""
+    if request.param != "small account":
         monkeypatch.setattr(search_store, "SMALL_ACCOUNT", 0)
+        # "index": every message indexed by the writer right after its batch; "pending": none of them.
+        monkeypatch.setattr(search_store, "INDEX_BATCH", 1 if request.param == "index" else 10**9)
     return request.param
+
+
+async def index_now(services):
+    """SQLite: the writer's step (storage/search.py index_pending) for every message still pending."""
+    if not services.settings.uses_postgres:
+        await services.db.write(search_store.index_pending)
+
+
+@reads
+def _pending(cx):
+    return [row[0] for row in cx.execute("SELECT message_rowid FROM message_search_pending")]
 
 
 async def test_search_finds_words_prefixes_phones_and_cjk_newest_first(api, services, account, other_account, search_path):
@@ -129,12 +144,17 @@ async def test_erasure_removes_the_person_from_the_index(api, services, account)
     key, account_id = account["api_key"], account["account_id"]
     gone = await inbound(services, account_id, from_id="+14155550111", body="my secret zanzibar plan, 415 555 0123")
     kept = await inbound(services, account_id, from_id="+14155550112", body="zanzibar trip")
-    assert len(await ids(api, key, "zanzibar")) == 2
+    await index_now(services)
+    # Erased while the writer has not indexed it yet: nothing of it may stay pending either.
+    await inbound(services, account_id, from_id="+14155550111", body="another secret, zanzibar again")
+    assert len(await ids(api, key, "zanzibar")) == 3
     r = await api.delete(f"/v1/contacts/{gone['contact_id']}", key=key)
     assert r.code == 200, r.body
     assert await ids(api, key, "zanzibar") == [kept["id"]]
     assert await ids(api, key, "4155550123") == []
     assert await _indexed(services.db, "secret") == 0 and await _indexed(services.db, "zanzibar") == 1
+    if not services.settings.uses_postgres:
+        assert await _pending(services.db) == []
 
 
 async def test_the_migration_indexes_messages_stored_before_it(services, account, api):
@@ -150,7 +170,9 @@ async def test_the_migration_indexes_messages_stored_before_it(services, account
             for trigger in ("message_search_insert", "message_search_delete"):
                 cx.execute(f"DROP TRIGGER {trigger}")
             cx.execute("DROP TABLE message_search")
-        cx.execute("DELETE FROM schema_migrations WHERE version = 600")
+            cx.execute("DROP TABLE message_search_pending")
+        # The search migrations run again, in order (on PostgreSQL 0696 and 0705 are SELECT 1).
+        cx.execute("DELETE FROM schema_migrations WHERE version IN (600, 696, 705)")
         cx.commit()
         dbmod.migrate(cx)
     finally:
@@ -183,7 +205,7 @@ async def test_bodies_indexed_twice_before_0696_are_indexed_once_and_still_found
     assert await _fts_count(services.db, 'digits : "whereisorder1234now"') == 1
     cx = dbmod.connect_sync(services.settings.db_path)
     try:
-        cx.execute("DELETE FROM schema_migrations WHERE version = 696")
+        cx.execute("DELETE FROM schema_migrations WHERE version IN (696, 705)")  # both again, in order
         cx.commit()
         dbmod.migrate(cx)
     finally:
@@ -196,6 +218,29 @@ async def test_bodies_indexed_twice_before_0696_are_indexed_once_and_still_found
         assert (await api.delete(f"/v1/contacts/{contact_id}", key=key)).code == 200
     for entry in ('"1234"', '"order"', 'digits : "4155550142"', 'digits : "whereisorder1234now"', '"ring"'):
         assert await _fts_count(services.db, entry) == 0, entry
+
+
+@pytest.mark.sqlite_only("SQLite's writer writes the FTS5 index between its batches")
+async def test_the_writer_indexes_pending_messages_in_one_batch_and_each_is_found_once(services, account, api,
+                                                                                       monkeypatch):
+    """Migration 0705: a message's insert only notes it pending; once INDEX_BATCH messages are, the writer indexes
+    them together after its batch. Before and after, a search finds each message once (the index, and LIKE over
+    the pending ones)."""
+    monkeypatch.setattr(search_store, "SMALL_ACCOUNT", 0)
+    monkeypatch.setattr(search_store, "INDEX_BATCH", 3)
+    key, account_id = account["api_key"], account["account_id"]
+    first = [(await inbound(services, account_id, from_id=f"+1415555013{n}", body=f"pelican {n}, 415 555-01{n}0"))["id"]
+             for n in range(2)]
+    assert len(await _pending(services.db)) == 2 and await _indexed(services.db, "pelican") == 0
+    assert await ids(api, key, "pelican") == first[::-1]
+    third = (await inbound(services, account_id, from_id="+14155550132", body="pelican 2, 415 555-0120"))["id"]
+
+    async def none_pending():
+        return await _pending(services.db) == []
+    assert await until_read(none_pending), "the writer indexed nothing"
+    assert await _indexed(services.db, "pelican") == 3
+    assert await ids(api, key, "pelican") == [third, *first[::-1]]
+    assert await ids(api, key, "4155550110") == [first[1]]  # the digits column, written by the writer's step
 
 
 def test_a_query_means_its_words_or_a_phone_number():

@@ -13,6 +13,16 @@ async def until(condition, seconds=10):
     return False
 
 
+async def until_read(read, seconds=10):
+    """until() for a condition that must be awaited (a read of the database): its value once truthy, else None."""
+    for _ in range(int(seconds / 0.02)):
+        value = await read()
+        if value:
+            return value
+        await asyncio.sleep(0.02)
+    return None
+
+
 def until_sync(condition, seconds=10):
     """until() for tests that are not async (a server process, a receiver thread)."""
     deadline = time.monotonic() + seconds

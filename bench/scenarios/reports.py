@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from common.ids import first_id_at, iso
+from storage.search import index_pending
 
 NAME = "reports"
 TITLE = "Reports at 1 M messages"
@@ -78,6 +79,7 @@ def _flush(cx, messages, outbox, attempts):
                    [(*o, o[-1]) for o in outbox])
     cx.executemany("INSERT INTO delivery_attempts (outbox_id, account_id, at, http_status, error, duration_ms)"
                    " VALUES (?, ?, ?, 200, ?, 20)", attempts)
+    index_pending(cx, len(messages))  # the search index, as the server's writer would have written it
 
 
 def fold_everything(db_path, now):
@@ -109,6 +111,7 @@ def add_tail(db_path, account_id, now):
                    " VALUES (?, ?, ?, 'inbound', 'received', 'hi', 'contact', ?)",
                    [(_id("msg", now + timedelta(milliseconds=i), i), account_id, contact_id,
                      iso(now + timedelta(milliseconds=i))) for i in range(TAIL)])
+    index_pending(cx, TAIL)
     cx.execute("COMMIT")
     cx.close()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
+from common import email_channel
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
@@ -353,8 +354,8 @@ def public_settings(settings: Mapping[str, Any]) -> JSONObject:
     """The settings object as the API and the UI show it: the opt-out keywords with their defaults, the
     bot's provider keys only as apiKeySet."""
     settings = opt_out.with_defaults(settings)
-    if settings.get(email_settings.SETTING) is not None:  # passwords as passwordSet
-        settings = {**settings, email_settings.SETTING: email_settings.public(settings[email_settings.SETTING])}
+    if settings.get(email_channel.SETTING) is not None:  # passwords as passwordSet
+        settings = {**settings, email_channel.SETTING: email_settings.public(settings[email_channel.SETTING])}
     if settings.get("bot") is None:
         return settings
     return {**settings, "bot": bot_settings.public(settings["bot"])}
@@ -396,7 +397,7 @@ async def validate_settings_changes(changes: Mapping[str, Any],
             value = assignment.validate_setting(value)
         elif name == csat.SETTING:
             value = csat.validate_setting(value)
-        elif name == email_settings.SETTING and value is not None:
+        elif name == email_channel.SETTING and value is not None:
             value, more = await email_settings.check_patch(value, allow_private)
             warnings += more
         validated[name] = value
@@ -422,9 +423,9 @@ async def update_settings(db: Store, account_id: str, changes: Mapping[str, Any]
         # (whoever patches the bot or the email settings gives the box: their secrets are stored encrypted)
         changes = {**changes,
                    "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), cast(SecretBox, box))}
-    if changes.get(email_settings.SETTING) is not None:
-        changes = {**changes, email_settings.SETTING: email_settings.prepare_patch(
-            copy.deepcopy(changes[email_settings.SETTING]), cast(SecretBox, box))}  # given with it: see above
+    if changes.get(email_channel.SETTING) is not None:
+        changes = {**changes, email_channel.SETTING: email_settings.prepare_patch(
+            copy.deepcopy(changes[email_channel.SETTING]), cast(SecretBox, box))}  # given with it: see above
     saved = await db.write(_save_settings, account_id, changes, by)
     if changes.get("bot") is not None:
         # The keyword matchers of the new version, built now (off the event loop), not by its first messages.
@@ -440,7 +441,7 @@ def _save_settings(cx: Connection, account_id: str, changes: Mapping[str, Any], 
     for name, value in changes.items():
         if name == "bot":
             value = bot_settings.merged(settings.get("bot"), value)
-        elif name == email_settings.SETTING:
+        elif name == email_channel.SETTING:
             value = email_settings.merged(settings.get(name), value)
         elif name == "notificationUrls" and value is not None:
             # A merge patch of the stored URLs: null removes one event's; none left removes the setting.

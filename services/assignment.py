@@ -26,9 +26,9 @@ from typing import Any
 
 from common.errors import Invalid
 from common.ids import iso, utcnow
-from services import agent_mail
 from services.context import JSONObject, Services
 from services.worker_loop import WorkerLoop
+from storage import mail as mail_store
 from storage import assignment as store
 from storage.interface import Connection
 
@@ -116,7 +116,7 @@ def assigned_new_in_tx(cx: Connection, account_id: str, contact_id: str, setting
                        chosen: Mapping[str, Any]) -> None:
     """The event and audit entry of claim_for_new_in_tx's assignment, once the conversation is written."""
     store.assigned_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC, _detail(setting[0], chosen, None))
-    agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
+    mail_store.agents_assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
 
 
 def assign_reopened_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting, now: datetime) -> bool:
@@ -132,7 +132,7 @@ def assign_reopened_in_tx(cx: Connection, account_id: str, contact_id: str, sett
     if chosen is None or not store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
                                                 _detail(mode, chosen, queued_at)):
         return True
-    agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
+    mail_store.agents_assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
     return False
 
 
@@ -158,7 +158,7 @@ def assign_queued_in_tx(cx: Connection, account_id: str, now: datetime, limit: i
         if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], by, _detail(mode, chosen, queued_at)):
             assigned.append((contact_id, chosen["id"]))
             chosen = None  # their load and turn moved: the next is chosen again
-    agent_mail.assigned_in_tx(cx, account_id, assigned, actor=by.get("actor"))
+    mail_store.agents_assigned_in_tx(cx, account_id, assigned, actor=by.get("actor"))
     return assigned
 
 

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, now_iso, parse_iso, utcnow
-from services import agent_mail, assignment, csat, messaging
+from services import assignment, csat, messaging
 from services.context import JSONObject, Services
 from services.worker_loop import WorkerLoop
 from storage import conversation_status as store
@@ -106,7 +106,7 @@ def _change_in_tx(cx: Connection, account_id: str, contact_ids: list[str], chang
     missing, resolved = store.update_in_tx(cx, account_id, contact_ids, changes)
     if missing:
         return missing, 0
-    mailed = agent_mail.assigned_in_tx(cx, account_id, [(c, assignee) for c in contact_ids if before.get(c) != assignee],
+    mailed = mail_store.agents_assigned_in_tx(cx, account_id, [(c, assignee) for c in contact_ids if before.get(c) != assignee],
                                        actor=actor) if assignee else 0
     return missing, mailed + (csat.ask_in_tx(cx, account_id, resolved, base_url, at) if resolved else 0)
 

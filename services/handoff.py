@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from common.ids import iso, utcnow
-from services import agent_mail, sla
+from services import sla
+from storage import mail as mail_store
 from storage import bot_state, conversations
 from storage.interface import Connection
 from storage.outbox import enqueue_notification_in_tx
@@ -40,6 +41,6 @@ def record_in_tx(cx: Connection, account_id: str, contact_id: str, message_id: s
     bot_state.pause_in_tx(cx, account_id, contact_id, iso(now + PAUSE), "handoff", iso(now))
     conversations.handoff_waiting_in_tx(cx, account_id, contact_id, iso(now))
     sla.on_handoff_in_tx(cx, account_id, contact_id, now)  # a person's answer is due from now
-    agent_mail.queue_in_tx(cx, account_id, agent_mail.HANDOFF, contact_id)  # to those who chose it, with it
+    mail_store.queue_agent_mail_in_tx(cx, account_id, mail_store.HANDOFF, contact_id)  # to those who chose it, with it
     return enqueue_notification_in_tx(cx, account_id, EVENT, {"contactId": contact_id, "messageId": message_id,
                                                               "reason": reason})

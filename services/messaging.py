@@ -9,11 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
-from services import agent_mail, assignment, bot_context, idempotency, mail_out, media, opt_out, sla, visitor_mail
+from services import assignment, bot_context, idempotency, media, opt_out, sla
 from services.business_hours import Schedule
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.context import JSONObject, Services
 from services.lists import decode_cursor, encode_cursor
+from common import email_channel
 from common import errors
 from common.errors import Invalid, NotFound
 from common.ids import iso, iso_of_second, new_id, new_ids, now_iso, parse_iso
@@ -274,7 +275,7 @@ def _record_inbound(cx: Connection, message: Message, identity: Identity, answer
                                 "assignee_user_id": assignee and assignee["id"]}])
     waits = queue and contact_created and assignee is None  # the Assigner is woken for it
     if opens:
-        agent_mail.queue_in_tx(cx, account_id, agent_mail.NEW_CONVERSATION, contact_id)
+        mail_store.queue_agent_mail_in_tx(cx, account_id, mail_store.NEW_CONVERSATION, contact_id)
     if assignee is not None:
         assignment.assigned_new_in_tx(cx, account_id, contact_id, setting, assignee)
     elif queue and not contact_created:
@@ -350,8 +351,8 @@ def after_inbound(services: Services, message: Message) -> None:
 def undeliverable(settings: Mapping[str, Any], channel: str | None) -> str | None:
     """Why a reply on this channel cannot be delivered with these settings (in words), or None: an email goes by
     the account's SMTP server, every other channel but the widget's to the Custom Channel Webhook URL."""
-    if channel == mail_out.CHANNEL:
-        return None if mail_out.can_send(settings) else NO_SMTP
+    if channel == email_channel.CHANNEL:
+        return None if email_channel.can_send(settings) else NO_SMTP
     return None if settings.get("customChannelWebhookUrl") else NO_WEBHOOK
 
 
@@ -442,12 +443,12 @@ def _queue_outbound_in_tx(cx: Connection, replies: Sequence[Mapping[str, Any]], 
                               "phone": contact["phone"], "email": contact["email"]}
         if shown_media:
             payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
-        if channel == mail_out.CHANNEL:  # its subject and the Message-IDs it answers: the customer's latest email
-            message["mail"] = payload["mail"] = mail_out.reply_mail(
+        if channel == email_channel.CHANNEL:  # its subject and the Message-IDs it answers: the customer's latest email
+            message["mail"] = payload["mail"] = email_channel.reply_mail(
                 store.last_inbound_mail_in_tx(cx, account_id, contact["id"]))
         messages.append(message)
         if on_widget:
-            visitor_mail.queue_in_tx(cx, account_id, message, contact)  # when the visitor left an email
+            mail_store.queue_visitor_mail_in_tx(cx, account_id, message, contact)  # when the visitor left an email
             continue
         deliveries.append({"account_id": account_id, "kind": "reply", "message_id": message["id"],
                            "payload": payload, "campaign_id": outbox_campaign_id})

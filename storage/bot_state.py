@@ -11,6 +11,8 @@ from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx, message_updated_in_tx
 from storage.interface import Connection, Row
 
+HUMAN_AUTHORS = ("user", "api")  # replies written by a person: they pause the bot for the contact
+
 # Sorts after every id (ids are ASCII, "msg_…"): "up to this id" with no id means "all".
 _AFTER_EVERY_ID = "\uffff"
 

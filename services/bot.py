@@ -17,10 +17,11 @@ from typing import Any, Optional
 
 from common.errors import Invalid, NotFound, Unavailable
 from common.ids import now_iso
-from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, placeholders
+from common import placeholders
+from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging
 from services.bot_answer import Answer
 from services.context import JSONObject, Services
-from services.handoff import record_in_tx as record_handoff_in_tx
+from storage.handoff import record_in_tx as record_handoff_in_tx
 from storage import bot_state
 from storage import contacts as contact_store
 from storage import credits as credit_store

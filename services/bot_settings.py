@@ -21,7 +21,8 @@ from pydantic.json_schema import SkipJsonSchema
 
 from common.errors import Invalid
 from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, Strict, validation_message, validated_patch
-from services import bot_provider, placeholders
+from common import placeholders
+from services import bot_provider
 from services.context import JSONObject
 from services.secretbox import SecretBox
 

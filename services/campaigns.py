@@ -13,7 +13,7 @@ from common.spreadsheet import csv_pages
 from services import contacts, lists, messaging
 from services.contact_fields import normalize_tag
 from services.context import JSONObject, Services
-from services.placeholders import FIELDS, compile_body, render
+from common.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
 from storage import accounts as account_store

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
 from services import assignment, bot_context, idempotency, media, opt_out, sla
-from services.business_hours import Schedule
+from common.business_hours import Schedule, outside_hours_body
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.context import JSONObject, Services
 from services.lists import decode_cursor, encode_cursor
@@ -282,7 +282,7 @@ def _record_inbound(cx: Connection, message: Message, identity: Identity, answer
         waits = assignment.assign_reopened_in_tx(cx, account_id, contact_id, setting, at)
     business = None
     if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
-        due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
+        due, notice = sla_store.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
                                                    now=at, hours=hours,
                                                    sla=sla_settings, bot_answers=bot_wanted)
         business = {"slaDueAt": due,
@@ -304,7 +304,7 @@ def _outside_hours_reply_in_tx(cx: Connection, message: Message, contact_id: str
         return False  # nowhere to deliver it: this closed period passes without one
     contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))  # the message's, stored
     queue_automatic_in_tx(cx, account_id, account, {
-        "contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
+        "contact": contact, "body": outside_hours_body(template, contact, schedule, opens),
         "to_id": message["from_id"], "channel": message["channel"]})
     return True
 

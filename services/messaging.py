@@ -19,6 +19,7 @@ from common import errors
 from common.errors import Invalid, NotFound
 from common.ids import iso, iso_of_second, new_id, new_ids, now_iso, parse_iso
 from storage import accounts as account_store
+from storage import assignment as assignment_store
 from storage import campaigns as campaign_store
 from storage import contacts as contact_store
 from storage import conversations
@@ -260,10 +261,10 @@ def _record_inbound(cx: Connection, message: Message, identity: Identity, answer
     # queue: a conversation this message opens (new, or reopened) is assigned automatically when it is on: a new
     # contact's to the agent claimed now (the conversation's insert names them), a known contact's after its
     # upsert; or, nobody free or older ones waiting, waits in the queue (the upsert decides: no statement more).
-    setting = assignment.setting_of(assignment_setting)
-    queue = keyword is None and setting[0] in assignment.ON
+    setting = assignment_store.setting_of(assignment_setting)
+    queue = keyword is None and setting[0] in assignment_store.ON
     at = parse_iso(now or message["created_at"])
-    assignee = assignment.claim_for_new_in_tx(cx, account_id, setting, at) \
+    assignee = assignment_store.claim_for_new_in_tx(cx, account_id, setting, at) \
         if queue and contact_created else None
     # A new conversation: the contact's first message (a new contact's, or a known one's first from anywhere). The
     # read only for a fromId seen for the first time that linked to a contact: a new one has no conversation yet.
@@ -277,9 +278,9 @@ def _record_inbound(cx: Connection, message: Message, identity: Identity, answer
     if opens:
         mail_store.queue_agent_mail_in_tx(cx, account_id, mail_store.NEW_CONVERSATION, contact_id)
     if assignee is not None:
-        assignment.assigned_new_in_tx(cx, account_id, contact_id, setting, assignee)
+        assignment_store.assigned_new_in_tx(cx, account_id, contact_id, setting, assignee)
     elif queue and not contact_created:
-        waits = assignment.assign_reopened_in_tx(cx, account_id, contact_id, setting, at)
+        waits = assignment_store.assign_reopened_in_tx(cx, account_id, contact_id, setting, at)
     business = None
     if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
         due, notice = sla_store.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,

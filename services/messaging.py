@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
-from services import assignment, bot_context, idempotency, media, opt_out, sla
+from services import assignment, idempotency, media, opt_out, sla
+from common.bot_config import active_for
 from common.business_hours import Schedule, outside_hours_body
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.context import JSONObject, Services
@@ -18,6 +19,7 @@ from common import email_channel
 from common import errors
 from common.errors import Invalid, NotFound
 from common.ids import iso, iso_of_second, new_id, new_ids, now_iso, parse_iso
+from storage import bot_state
 from storage import accounts as account_store
 from storage import assignment as assignment_store
 from storage import campaigns as campaign_store
@@ -256,7 +258,7 @@ def _record_inbound(cx: Connection, message: Message, identity: Identity, answer
             contact_store.set_opted_out_by_reply_in_tx(cx, account_id, contact_id, keyword,
                                                        by=message["body"].strip(), at=message["created_at"])
     bot_wanted = message["message_type"] == "text" and keyword is None and not auto_submitted and \
-        bot_context.active_for(bot, campaign_id)
+        active_for(bot, campaign_id)
     # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
     # queue: a conversation this message opens (new, or reopened) is assigned automatically when it is on: a new
     # contact's to the agent claimed now (the conversation's insert names them), a known contact's after its
@@ -455,11 +457,11 @@ def _queue_outbound_in_tx(cx: Connection, replies: Sequence[Mapping[str, Any]], 
                            "payload": payload, "campaign_id": outbox_campaign_id})
     _store_messages_in_tx(cx, messages, announce)
     outbox.enqueue_many_in_tx(cx, deliveries)
-    if author in bot_context.HUMAN_AUTHORS:
+    if author in bot_state.HUMAN_AUTHORS:
         if settings is None:
             settings = cast(dict[str, Any], account_store.get_settings_in_tx(cx, account_id))  # the writer's account
         for message in messages:
-            bot_context.pause_after_human_reply_in_tx(cx, settings, account_id=account_id,
+            bot_state.pause_after_human_reply_in_tx(cx, settings, account_id=account_id,
                                                       contact_id=message["contact_id"], campaign_id=campaign_id,
                                                       author=author)
     return messages

@@ -170,16 +170,17 @@ def test_a_campaign_overrides_the_accounts_keys():
 async def test_the_keyword_matcher_is_built_when_the_settings_are_saved_once_per_version(api, account, services):
     """Issue 18, item 1: one compiled matcher per settings version, built at save, reused by every message;
     a new save makes a new version (and matcher); the version is never shown."""
-    from services import bot_context, bot_match
+    from services import bot_match
+    from storage import bot_state
     key, account_id = account["api_key"], account["account_id"]
     r = await patch_bot(api, key, {"active": True, "rules": RULES})
     assert "version" not in r.json["bot"]
-    config = (await services.db.read(bot_context.context_in_tx, account_id, None, None))["config"]
+    config = (await services.db.read(bot_state.context_in_tx, account_id, None, None))["config"]
     assert config["matcherKey"] in bot_match._cache  # built by the save, before any message
     assert bot_match.matcher(config) is bot_match.matcher(config)
     assert bot_match.matcher(config).first("the PRICE?") == (0, "price")
     await patch_bot(api, key, {"rules": [{"keywords": ["hours"], "answer": "9 to 5"}]})
-    newer = (await services.db.read(bot_context.context_in_tx, account_id, None, None))["config"]
+    newer = (await services.db.read(bot_state.context_in_tx, account_id, None, None))["config"]
     assert newer["matcherKey"] != config["matcherKey"] and newer["matcherKey"] in bot_match._cache
     assert bot_match.matcher(newer).first("the PRICE?") is None
 

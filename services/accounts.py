@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
+from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, sessions, sla, users, widget
 from common import email_channel
+from common import opt_out
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code

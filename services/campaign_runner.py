@@ -8,7 +8,7 @@ worker sends it once it exists, so in any window of T seconds a campaign hands o
 BACKLOG_MIN messages) ahead of its deliveries. The bucket lives in memory: after a restart or a resume
 a campaign starts again with one token.
 
-Exactly once: a batch is one write transaction (services.messaging.queue_campaign_messages_in_tx for its
+Exactly once: a batch is one write transaction (storage.outbound.queue_campaign_messages_in_tx for its
 recipients, the recipients' rows and the campaign's counts and cursor), so a restart resumes after the
 last committed batch and a contact never gets a second message (storage/campaigns.py record_batch_in_tx).
 """
@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.ids import now_iso
-from services import campaigns, messaging
+from services import campaigns
 from services.context import Services
 from services.worker_loop import WorkerLoop
+from storage import outbound
 from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
@@ -166,7 +167,7 @@ def hand_over(cx: Connection, campaign_id: str, limit: int, now: str) -> dict[st
     # Opted out when its turn came, or (no contact left) nobody to reach: skipped, without a message.
     sending = [contact for contact in recipients if contact["contact_exists"] and not contact["opted_out"]]
     skipped = [contact["id"] for contact in recipients if not contact["contact_exists"] or contact["opted_out"]]
-    messages = messaging.queue_campaign_messages_in_tx(
+    messages = outbound.queue_campaign_messages_in_tx(
         cx, [(contact, campaigns.render(parts, contact)) for contact in sending], account_id=account_id,
         user_id=user_id, channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=campaign_id)
     queued = [(message["contact_id"], message["id"]) for message in messages]

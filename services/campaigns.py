@@ -10,12 +10,13 @@ from typing import Any
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
 from common.spreadsheet import csv_pages
-from services import contacts, lists, messaging
+from services import contacts, lists
 from services.contact_fields import normalize_tag
 from services.context import JSONObject, Services
 from common.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
+from storage import outbound
 from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
@@ -150,7 +151,7 @@ def send_test_in_tx(cx: Connection, account_id: str, campaign_id: str, contact_i
     if contact["opted_out"]:
         raise Invalid(f"contactId names contact {contact_id}, which opted out: it gets no campaign message, not "
                       "even a test", field="contactId")
-    [message] = messaging.queue_campaign_messages_in_tx(
+    [message] = outbound.queue_campaign_messages_in_tx(
         cx, [(contact, render(compile_body(campaign["body"]), contact))], account_id=account_id, user_id=None,
         channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=None, announce=True)
     record_by(cx, by, account_id=account_id, action="campaign.test_sent", subject_id=campaign_id,

@@ -29,6 +29,7 @@ from common.validation import IdentifierNotBlank, Strict, validation_message
 from services import keys, messaging
 from services.context import JSONObject
 from services.users import author_name
+from storage import outbound
 from storage import accounts as account_store
 from storage import contacts as contact_store
 from storage import csat as store
@@ -107,7 +108,7 @@ def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_
         if to_id is None:
             continue  # the contact never wrote (a campaign's conversation): nowhere to ask
         on_widget = channel == messaging.WEB_CHANNEL
-        if not on_widget and messaging.undeliverable(account["settings"], channel):
+        if not on_widget and outbound.undeliverable(account["settings"], channel):
             continue  # nowhere to deliver the link (as the outside-hours message): no webhook, or for email no SMTP
         # the conversation's contact: it exists (it wrote, above)
         contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
@@ -120,7 +121,7 @@ def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_
         if token is not None:
             reply.update(body=f"{question}\n{page_url(base_url, '…')}",
                          delivered_body=f"{question}\n{page_url(base_url, token)}")
-        message = messaging.queue_automatic_in_tx(cx, account_id, account, reply)
+        message = outbound.queue_automatic_in_tx(cx, account_id, account, reply)
         store.insert_ask_in_tx(cx, {
             "id": new_id("csat"), "account_id": account_id, "contact_id": contact_id,
             "agent_user_id": store.assignee_in_tx(cx, account_id, contact_id),

@@ -15,7 +15,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from common.errors import InsufficientCredits
 from common.ids import now_iso
 from services import bot, contacts, credits, lists
-from services.campaign_runner import hand_over
+from storage.campaigns import hand_over
 from services.delivery import DeliveryWorker
 from storage import bot_state
 

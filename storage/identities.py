@@ -1,5 +1,6 @@
-"""A fromId's contact (spec §2 rule 3, docs/design.md#api-decisions): resolved, or made, in the transaction of the message
-that names it (storage/inbound.py, storage/outbound.py), from an Identity the service normalized before it."""
+"""A fromId's contact (docs/design.md#api-decisions: a fromId maps to one contact for ever): resolved, or made, in the
+transaction of the message that names it (storage/inbound.py, storage/outbound.py), from an Identity the service
+normalized before it."""
 from __future__ import annotations
 
 from collections.abc import Mapping

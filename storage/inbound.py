@@ -1,4 +1,4 @@
-"""An inbound message recorded (spec §4.4; services/messaging.py receive_inbound prepares it): exactly once per
+"""An inbound message recorded (docs/api.md#custom-channel; services/messaging.py receive_inbound prepares it): exactly once per
 messageSid, with its contact, its campaign, an opt-out (opt-in) keyword, whether the bot answers it, the new
 conversation's mail to the agents, automatic assignment, the SLA's wait and the outside-hours message, all in the
 message's one transaction."""

@@ -73,7 +73,7 @@ class Schedule:
 
     def _day(self, day: date) -> list[Interval]:
         """A local date's open intervals in UTC, [(opens, closes)]: kept per date (a Schedule lives as long as its
-        settings' version, services/sla.py, and the writer asks for the same few days with every message)."""
+        settings' version, storage/sla.py, and the writer asks for the same few days with every message)."""
         found = self._days.get(day)
         if found is None:
             if len(self._days) > 2000:

@@ -1,7 +1,7 @@
-"""An inbound message recorded (docs/api.md#custom-channel; services/messaging.py receive_inbound prepares it): exactly once per
-messageSid, with its contact, its campaign, an opt-out (opt-in) keyword, whether the bot answers it, the new
-conversation's mail to the agents, automatic assignment, the SLA's wait and the outside-hours message, all in the
-message's one transaction."""
+"""An inbound message recorded (docs/api.md#custom-channel; services/messaging.py receive_inbound prepares it):
+exactly once per messageSid, with its contact, its campaign, an opt-out (opt-in) keyword, whether the bot answers it,
+the new conversation's mail to the agents, automatic assignment, the SLA's wait and the outside-hours message, all in
+the message's one transaction."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -34,7 +34,7 @@ def record_inbound(cx: Connection, message: Message, identity: Identity, answers
     for an opt-out/opt-in/no keyword, whether the bot is to answer it): only what the caller lacks crosses
     back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
     account whose bot is active for it; reactions never (docs/design.md#api-decisions). Last, for an account
-    with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None; and whether
+    with business hours or an SLA, {slaDueAt, autoReplied} (storage/sla.py on_contact_message_in_tx, at now), else None; and whether
     the conversation waits for automatic assignment (the message opened it, or it waited, and nobody took it)."""
     account_id = message["account_id"]
     # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and

@@ -106,7 +106,7 @@ def queue_outbound_in_tx(cx: Connection, replies: Sequence[Mapping[str, Any]], *
         # This contact's numbers were taken above; its replies of this batch get them in order.
         sequence = sequences[contact["id"]] - counts[contact["id"]] + 1
         counts[contact["id"]] -= 1
-        # delivered_body: what the receiver gets when the stored body must not hold it (a CSAT ask's link: services/csat.py)
+        # delivered_body: what the receiver gets when the stored body must not hold it (a CSAT ask's link: storage/csat.py)
         payload = {"contactId": contact["id"], "messageId": message["id"], "userId": user_id,
                    "body": reply.get("delivered_body", body),
                    "toId": to_id, "channel": channel, "accountId": account_id, "author": author,

@@ -1,5 +1,5 @@
 """The bot's outcome for an inbound message (services/bot.py decides it), recorded once: with its reply, in the reply's
-own transaction (answered_in_tx, run by storage/outbound.py's reply), or alone (record_outcome_in_tx); a handoff
+own transaction (answered_in_tx, the in_tx of storage/outbound.py record_reply), or alone (record_outcome_in_tx); a handoff
 with it (storage/handoff.py)."""
 from __future__ import annotations
 

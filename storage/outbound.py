@@ -1,6 +1,7 @@
 """Every outbound message is made here, in the caller's transaction (a reply, an API send, a campaign's batch, an
 automatic message): the message rows, their conversations and events, and their deliveries in the outbox
-(services/messaging.py validates and prepares them; storage/outbox.py, the delivery worker, sends them)."""
+(services/messaging.py validates and prepares them; the delivery worker, services/delivery.py, sends the outbox's
+rows)."""
 from __future__ import annotations
 
 from collections import Counter

@@ -2,7 +2,7 @@
 
 Makes a fresh data dir (SQLite) or uses a fresh PostgreSQL database, creates an account, N contacts in a list
 (plain SQL, multi-row inserts, both databases) and a campaign to all of them through the service layer, then
-hands its recipients over with the runner's batch function (services.campaign_runner.hand_over) through the
+hands its recipients over with the runner's batch function (storage.campaigns.hand_over) through the
 real Database.write_background, two batches queued at once and the batch size adapted as the runner does,
 until none is pending. Prints total seconds, seconds per 1,000 recipients, batches and (PostgreSQL) statements
 and round trips per batch.
@@ -26,7 +26,8 @@ import server
 from bench.measure import cpu_seconds, process_tree
 from common.ids import new_ids, now_iso
 from services import accounts, campaigns, lists
-from services.campaign_runner import PIPELINE, hand_over
+from services.campaign_runner import PIPELINE
+from storage.campaigns import hand_over
 from settings import Settings
 from storage import campaigns as campaign_store
 

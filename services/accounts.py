@@ -13,17 +13,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, opt_out, sessions, sla, users, widget
+from services import assignment, bot_match, bot_settings, csat, email_settings, idempotency, keys, one_time_links, sessions, sla, users, widget
+from common import email_channel
+from common import opt_out
 from common.errors import Invalid, NotFound, Unauthorized
 from common.ids import iso, new_id, now_iso, utcnow
 from services.contact_fields import region_code
 from services.netguard import check_webhook_url
 from storage import accounts as store
-from storage import audit as audit_store
 from storage import credits as credit_store
 from storage import users as users_store
 from storage.db import StoredResultLost
-from storage.interface import Connection, Row, Store
+from storage.interface import Row, Store
 from services.context import JSONObject
 from services.secretbox import SecretBox
 
@@ -353,8 +354,8 @@ def public_settings(settings: Mapping[str, Any]) -> JSONObject:
     """The settings object as the API and the UI show it: the opt-out keywords with their defaults, the
     bot's provider keys only as apiKeySet."""
     settings = opt_out.with_defaults(settings)
-    if settings.get(email_settings.SETTING) is not None:  # passwords as passwordSet
-        settings = {**settings, email_settings.SETTING: email_settings.public(settings[email_settings.SETTING])}
+    if settings.get(email_channel.SETTING) is not None:  # passwords as passwordSet
+        settings = {**settings, email_channel.SETTING: email_settings.public(settings[email_channel.SETTING])}
     if settings.get("bot") is None:
         return settings
     return {**settings, "bot": bot_settings.public(settings["bot"])}
@@ -396,7 +397,7 @@ async def validate_settings_changes(changes: Mapping[str, Any],
             value = assignment.validate_setting(value)
         elif name == csat.SETTING:
             value = csat.validate_setting(value)
-        elif name == email_settings.SETTING and value is not None:
+        elif name == email_channel.SETTING and value is not None:
             value, more = await email_settings.check_patch(value, allow_private)
             warnings += more
         validated[name] = value
@@ -422,35 +423,37 @@ async def update_settings(db: Store, account_id: str, changes: Mapping[str, Any]
         # (whoever patches the bot or the email settings gives the box: their secrets are stored encrypted)
         changes = {**changes,
                    "bot": bot_settings.prepare_patch(copy.deepcopy(changes["bot"]), cast(SecretBox, box))}
-    if changes.get(email_settings.SETTING) is not None:
-        changes = {**changes, email_settings.SETTING: email_settings.prepare_patch(
-            copy.deepcopy(changes[email_settings.SETTING]), cast(SecretBox, box))}  # given with it: see above
-    saved = await db.write(_save_settings, account_id, changes, by)
+    if changes.get(email_channel.SETTING) is not None:
+        changes = {**changes, email_channel.SETTING: email_settings.prepare_patch(
+            copy.deepcopy(changes[email_channel.SETTING]), cast(SecretBox, box))}  # given with it: see above
+    # bot, email and notificationUrls are merge patches of the stored value: merged and validated here, against the
+    # stored value the write then finds unchanged (else merged again: another write changed it meanwhile)
+    patches = [name for name in ("bot", email_channel.SETTING, "notificationUrls") if changes.get(name) is not None]
+    while True:
+        values, merged_from = dict(changes), {}
+        if patches:
+            stored = cast(Row, await store.get_account(db, account_id))["settings"]  # the caller's account: it exists
+            for name in patches:
+                merged_from[name] = stored.get(name)
+                values[name] = _merged(name, stored.get(name), changes[name])
+        saved = await store.save_settings(db, account_id, values, merged_from, by)
+        if saved is not None:
+            break
     if changes.get("bot") is not None:
         # The keyword matchers of the new version, built now (off the event loop), not by its first messages.
         await asyncio.to_thread(bot_match.prepare, saved.get("bot"))
     return public_settings(saved)
 
 
-def _save_settings(cx: Connection, account_id: str, changes: Mapping[str, Any], by: By = None) -> dict[str, Any]:
-    """In the writer: apply the changes to the stored settings in one transaction (so concurrent PATCHes
-    never lose an update); the bot's merge patch is validated here against what is stored."""
-    audit_store.record_by(cx, by, account_id=account_id, action="settings.updated", detail={"changed": sorted(changes)})
-    settings = cast(dict[str, Any], store.get_settings_in_tx(cx, account_id))  # the caller's account: it exists
-    for name, value in changes.items():
-        if name == "bot":
-            value = bot_settings.merged(settings.get("bot"), value)
-        elif name == email_settings.SETTING:
-            value = email_settings.merged(settings.get(name), value)
-        elif name == "notificationUrls" and value is not None:
-            # A merge patch of the stored URLs: null removes one event's; none left removes the setting.
-            value = bot_settings.merge_patch(settings.get(name) or {}, value) or None
-        if value is None:
-            settings.pop(name, None)
-        else:
-            settings[name] = value
-    store.set_settings_in_tx(cx, account_id, settings)
-    return settings
+def _merged(name: str, stored: Any, patch: Any) -> Any:
+    """The new value of a merge-patched setting (bot, email, notificationUrls) from its stored one; Invalid naming
+    the field when the result is not valid as a whole (the bot's and the email settings')."""
+    if name == "bot":
+        return bot_settings.merged(stored, patch)
+    if name == email_channel.SETTING:
+        return email_settings.merged(stored, patch)
+    # A merge patch of the stored URLs: null removes one event's; none left removes the setting.
+    return bot_settings.merge_patch(stored or {}, patch) or None
 
 
 def signing_secrets(box: SecretBox, account: Mapping[str, Any], now: datetime | None = None) -> list[str]:

@@ -3,7 +3,8 @@ first message), on a handoff (the bot hands a conversation to a person) and on a
 (by a person or by automatic assignment), when the account has SMTP set (Settings > Email). Off by default; set on
 the user's own page (Your account, Settings) or by PATCH /v1/users/{id} `emailNotifications`.
 
-Once per event: the mail is queued in the transaction that makes the event (the message, the bot's outcome, the
+Once per event: the mail is queued in the transaction that makes the event (storage/mail.py
+queue_agent_mail_in_tx) (the message, the bot's outcome, the
 assignment), as the webhook notifications are (storage/outbox.py enqueue_notification_in_tx), so that neither
 exists without the other: a restart cannot lose or repeat it, and the delivery worker's claim sends it once when
 several processes share the outbox. It is an outbox row of kind 'mail' (services/mail_out.py: queued, sent,
@@ -16,25 +17,20 @@ Who: a new conversation, every user who chose it; a handoff, the conversation's 
 chose it), else every user who chose it; an assignment, the assignee (if they chose it)."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from common.errors import Invalid
-from common.ids import new_id
-from services import contacts, email_settings
+from services import contacts
 from storage import mail as store
-from storage.interface import Connection
+from storage.mail import ASSIGNED, COLUMNS, HANDOFF, NEW_CONVERSATION
 
 if TYPE_CHECKING:
     from services.context import Services
 
-NEW_CONVERSATION, HANDOFF, ASSIGNED = "newConversation", "handoff", "assigned"
-COLUMNS = {NEW_CONVERSATION: "email_new_conversation", HANDOFF: "email_handoff", ASSIGNED: "email_assigned"}
 FIELD = "emailNotifications"
 LABELS = {NEW_CONVERSATION: "a new conversation", HANDOFF: "a conversation the bot hands to a person",
           ASSIGNED: "a conversation assigned to me"}
-_SUBJECTS = {NEW_CONVERSATION: "New conversation", HANDOFF: "A conversation needs a person",
-             ASSIGNED: "A conversation was assigned to you"}
 EXCERPT = 500  # characters of the contact's message a mail quotes
 
 
@@ -61,39 +57,6 @@ def changes_of(value: object) -> dict[str, int]:
 def from_form(form: Mapping[str, Any]) -> dict[str, int]:
     """The own-page form's checkboxes (kind -> "1" when ticked) as users columns."""
     return {column: int(form.get(kind) == "1") for kind, column in COLUMNS.items()}
-
-
-# ---- queued with the event ---------------------------------------------------------------------
-
-def queue_in_tx(cx: Connection, account_id: str, kind: str, contact_id: str, *, to: Sequence[str] | None = None,
-                actor: str | None = None) -> int:
-    """In the event's transaction: queue the mail of this kind about the conversation with contact_id to each user
-    who chose it, among ``to`` (user ids; None: anyone) but the ``actor`` (the user whose action it is, or None).
-    Costs one read of the users who chose it (none: nothing more); nothing is queued without SMTP. Returns how
-    many mails were queued."""
-    if kind == HANDOFF and to is None:
-        assignee = store.assignee_in_tx(cx, account_id, contact_id)
-        to = [assignee] if assignee else None
-    recipients = store.agent_recipients_in_tx(cx, account_id, COLUMNS[kind], to, actor)
-    if not recipients:
-        return 0
-    found = store.mail_account_in_tx(cx, account_id)
-    if found is None or email_settings.server(found[1], "smtp") is None:
-        return 0
-    name = found[0]
-    for user_id, email in recipients:
-        store.queue_in_tx(cx, {"id": new_id("mail"), "account_id": account_id, "payload": {
-            "to": email, "subject": f"{_SUBJECTS[kind]} ({name})",
-            "agent": {"kind": kind, "contactId": contact_id, "userId": user_id}}})
-    return len(recipients)
-
-
-def assigned_in_tx(cx: Connection, account_id: str, assigned: Iterable[tuple[str, str | None]],
-                   actor: str | None = None) -> int:
-    """Conversations assigned in this transaction, [(contact id, user id)]: the mail to each assignee who chose it,
-    unless they assigned it themselves (actor: the user id whose action it is)."""
-    return sum(queue_in_tx(cx, account_id, ASSIGNED, contact_id, to=[user_id], actor=actor)
-               for contact_id, user_id in assigned if user_id)
 
 
 def _channel_words(channel: str | None) -> str:

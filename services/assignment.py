@@ -11,14 +11,14 @@ an agent back). A person's own assignment, unassignment or status change takes t
 it is left alone. Every automatic assignment is audited (conversation.assigned, with its reason) and emits
 conversation.updated.
 
-Several processes: an agent is claimed under their users row's lock with the capacity checked on the row as
+The decisions are made in the writer's transactions (storage/assignment.py). Several processes: an agent is
+claimed under their users row's lock with the capacity checked on the row as
 committed (storage/assignment.py), so no two transactions give them more than it; the Assigner runs in one
 process at a time (its lease) and its rounds hold the account's lock. Who has a live page is shared through
 users.last_seen_at, which every process's SeenBeat writes for its own open sockets."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -26,28 +26,16 @@ from typing import Any
 
 from common.errors import Invalid
 from common.ids import iso, utcnow
-from services import agent_mail
 from services.context import JSONObject, Services
 from services.worker_loop import WorkerLoop
 from storage import assignment as store
-from storage.interface import Connection
+from storage.assignment import BATCH, DEFAULT_AWAY_AFTER_MINUTES, assign_queued_in_tx, setting_of
 
 log = logging.getLogger("parley.assignment")
 
 MODES = ("off", "round_robin", "balanced")
-ON = store.ON
-DEFAULT_AWAY_AFTER_MINUTES = 30
 MAX_AWAY_AFTER_MINUTES = 7 * 24 * 60
 MAX_CAPACITY = 10_000
-AUTOMATIC = {"actor": "assignment", "actor_label": "Automatic assignment"}  # who the audit names
-BATCH = 100  # conversations assigned in one transaction at most
-Setting = tuple[str, int | None]  # setting_of's (mode, awayAfterMinutes or None)
-
-
-def setting_of(value: str | Mapping[str, Any] | None) -> Setting:
-    """(mode, awayAfterMinutes or None) of a stored assignment setting (a dict, its JSON text, or None)."""
-    config: Mapping[str, Any] = (json.loads(value) if isinstance(value, str) else value) or {}
-    return config.get("mode", "off"), config.get("awayAfterMinutes", DEFAULT_AWAY_AFTER_MINUTES)
 
 
 def public_setting(value: str | Mapping[str, Any] | None) -> JSONObject:
@@ -82,84 +70,6 @@ def capacity_of(value: object) -> int | None:
         raise Invalid(f"capacity must be a whole number from 0 to {MAX_CAPACITY}, or null (no limit)",
                       field="capacity")
     return value
-
-
-def reason(mode: str, chosen: Mapping[str, Any]) -> str:
-    """Why the claimed agent (storage.assignment.claim_agent_in_tx's {id, capacity, load}) got the conversation:
-    the audit entry's words."""
-    rule = "balanced: fewest open conversations" if mode == "balanced" else \
-        "round robin: longest since an automatic assignment"
-    capacity = "no limit" if chosen["capacity"] is None else chosen["capacity"]
-    return f"{rule} ({chosen['load']} open, capacity {capacity})"
-
-
-def _seen_since(now: datetime, away_after: int | None) -> str | None:
-    """Agents seen with a live page before this are away (None: nobody is away for idleness)."""
-    return iso(now - timedelta(minutes=away_after)) if away_after else None
-
-
-def _detail(mode: str, chosen: Mapping[str, Any], queued_at: str | None) -> JSONObject:
-    return {"assigneeUserId": chosen["id"], "mode": mode, "reason": reason(mode, chosen), "openBefore": chosen["load"],
-            "capacity": chosen["capacity"], "queuedAt": queued_at}
-
-
-def claim_for_new_in_tx(cx: Connection, account_id: str, setting: Setting, now: datetime) -> dict[str, Any] | None:
-    """A message from a new contact opens a conversation while assignment is on (setting: setting_of's (mode,
-    awayAfterMinutes)): the agent it goes to, claimed, when one may take it and nothing else waits (the message's
-    upsert names them as the assignee: no statement more); else None (it waits in the queue).
-    assigned_new_in_tx follows in the same transaction."""
-    mode, away_after = setting
-    return store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id="")
-
-
-def assigned_new_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting,
-                       chosen: Mapping[str, Any]) -> None:
-    """The event and audit entry of claim_for_new_in_tx's assignment, once the conversation is written."""
-    store.assigned_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC, _detail(setting[0], chosen, None))
-    agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
-
-
-def assign_reopened_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting, now: datetime) -> bool:
-    """A message to a known contact was stored in this transaction while assignment is on: when the conversation
-    waits (the message opened it again, or it waited already) and nothing else does, it goes to an agent who may
-    take it now. Returns whether it waits still (for the Assigner). A message to a conversation that does not
-    wait costs one read by its key."""
-    queued_at = store.waiting_since_in_tx(cx, account_id, contact_id)
-    if queued_at is None:
-        return False
-    mode, away_after = setting
-    chosen = store.claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id=contact_id)
-    if chosen is None or not store.assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
-                                                _detail(mode, chosen, queued_at)):
-        return True
-    agent_mail.assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
-    return False
-
-
-def assign_queued_in_tx(cx: Connection, account_id: str, now: datetime, limit: int = BATCH,
-                        by: Mapping[str, Any] = AUTOMATIC) -> list[tuple[str, str]]:
-    """In one write transaction under the account's lock: give up to limit waiting conversations, oldest first,
-    to the agents who may take them now, each claimed in turn. Returns [(contact id, user id)] assigned. With the
-    mode off, the queue is emptied instead (nothing waits for an assignment that will not come)."""
-    store.lock_account_in_tx(cx, account_id)
-    mode, away_after = setting_of(store.setting_in_tx(cx, account_id))
-    if mode not in ON:
-        store.clear_queue_in_tx(cx, account_id)
-        return []
-    seen_since = _seen_since(now, away_after)
-    chosen = store.claim_agent_in_tx(cx, account_id, mode, seen_since)
-    if chosen is None:
-        return []  # nobody may take one: the queue is not read
-    assigned: list[tuple[str, str]] = []
-    for contact_id, queued_at in store.queue_head_in_tx(cx, account_id, limit):
-        chosen = chosen or store.claim_agent_in_tx(cx, account_id, mode, seen_since)
-        if chosen is None:
-            break
-        if store.assign_in_tx(cx, account_id, contact_id, chosen["id"], by, _detail(mode, chosen, queued_at)):
-            assigned.append((contact_id, chosen["id"]))
-            chosen = None  # their load and turn moved: the next is chosen again
-    agent_mail.assigned_in_tx(cx, account_id, assigned, actor=by.get("actor"))
-    return assigned
 
 
 def wake(services: Services) -> None:

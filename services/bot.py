@@ -16,18 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from common.errors import Invalid, NotFound, Unavailable
-from common.ids import now_iso
-from services import bot_context, bot_match, bot_provider, bot_settings, handoff, messaging, placeholders
+from common import placeholders
+from services import bot_match, bot_provider, bot_settings, handoff, messaging
 from services.bot_answer import Answer
 from services.context import JSONObject, Services
-from services.handoff import record_in_tx as record_handoff_in_tx
-from storage import bot_state
-from storage import contacts as contact_store
+from storage import bot_outcome, bot_state
+from storage.bot_outcome import AlreadyDecided, Skipped
 from storage import credits as credit_store
 from storage.db import database_errors
-from storage.interface import Connection
 
-# What the bot knows when it decides (bot_context.context_in_tx's): config, opted_out, pause, first_message, ...
+# What the bot knows when it decides (storage.bot_state.context_in_tx's): config, opted_out, pause, first_message, ...
 Context = Mapping[str, Any]
 
 log = logging.getLogger("parley.bot")
@@ -71,20 +69,6 @@ class Decision:
         """The reply could not go out (Skipped, not sent): the outcome says why; a handoff still happens."""
         return Decision(outcome, detail, handoff=self.handoff and outcome != "paused",
                         handoff_reason=self.handoff_reason)
-
-
-class AlreadyDecided(Exception):
-    """Raised inside a decision's write when the message has an outcome already (another run of the bot
-    decided it first): the write, and the reply with it, are rolled back."""
-
-
-class Skipped(Exception):
-    """Raised inside the reply's transaction when the reply must not go out after all (paused or opted out
-    meanwhile, too few credits): nothing of it is stored, and the outcome says why."""
-
-    def __init__(self, outcome: str, detail: str) -> None:
-        super().__init__(outcome, detail)
-        self.outcome, self.detail = outcome, detail
 
 
 # ---- deciding ---------------------------------------------------------------------------------
@@ -148,7 +132,7 @@ async def match(config: Mapping[str, Any], body: str) -> tuple[int, str] | None:
 
 async def decide(services: Services, account_id: str, context: Context, body: str, *, contact_id: str | None = None,
                  message_id: str | None = None) -> Decision:
-    """What the bot does with a message `body` from the contact, given its context (bot_context.context_in_tx).
+    """What the bot does with a message `body` from the contact, given its context (storage.bot_state.context_in_tx).
     May call the AI provider; stores and sends nothing. The order: opted out, paused, handoff keyword,
     greeting, rule, AI provider, fallback."""
     config = context["config"]
@@ -243,7 +227,7 @@ async def _apply_once(services: Services, message: Mapping[str, Any], context: C
             await messaging.send_reply(
                 services, account_id, contact_id, decision.reply, message["channel"], author="bot",
                 to_id=message["from_id"], campaign_id=message["campaign_id"],
-                in_tx=(_answered_in_tx, {"inbound_id": message["id"], "outcome": decision.outcome,
+                in_tx=(bot_outcome.answered_in_tx, {"inbound_id": message["id"], "outcome": decision.outcome,
                                          "detail": decision.detail, "charge": _charge(context),
                                          "handoff": decision.handoff_reason if decision.handoff else None}))
             return decision.outcome
@@ -251,7 +235,7 @@ async def _apply_once(services: Services, message: Mapping[str, Any], context: C
             decision = decision.without_reply(exc.outcome, exc.detail)
         except Invalid as exc:  # e.g. the webhook URL was removed since the message came in
             decision = decision.without_reply("not_sent", exc.message)
-    won = await services.db.write(record_outcome_in_tx, account_id, contact_id, message["id"],
+    won = await services.db.write(bot_outcome.record_outcome_in_tx, account_id, contact_id, message["id"],
                                   {"outcome": decision.outcome, "detail": decision.detail, "replyId": None},
                                   decision.handoff_reason if decision.handoff else None)
     if not won:
@@ -262,45 +246,8 @@ async def _apply_once(services: Services, message: Mapping[str, Any], context: C
     return decision.outcome
 
 
-def _answered_in_tx(cx: Connection, reply: Mapping[str, Any], *, inbound_id: str, outcome: str, detail: str,
-                    charge: int, handoff: str | None) -> None:
-    """In the reply's transaction (messaging.send_reply in_tx): record the outcome unless the message has
-    one (AlreadyDecided: the reply is not queued), check again that the contact may be answered (a person
-    may have replied meanwhile), spend the reply's credits (storage.credits.spend, the one spend path) and
-    carry out a handoff (its reason: services/handoff.py). Skipped rolls the reply back."""
-    account_id, contact_id = reply["account_id"], reply["contact_id"]
-    if not bot_state.set_outcome_in_tx(cx, account_id, inbound_id, {"outcome": outcome, "detail": detail,
-                                                                    "replyId": reply["id"]}):
-        raise AlreadyDecided()
-    now = now_iso()
-    state = bot_state.contact_state_in_tx(cx, account_id, contact_id, now) or {}
-    if state.get("opted_out"):
-        raise Skipped("opted_out", "the contact opted out before the reply was sent")
-    if state.get("pause"):
-        raise Skipped("paused", f"the bot was paused for this contact before the reply was sent "
-                                f"({state['pause']['reason']}, until {state['pause']['paused_until']})")
-    if charge:
-        spent = credit_store.spend.sync(cx, account_id, charge, f"bot reply {reply['id']}", now)
-        if spent["outcome"] != "spent":
-            raise Skipped("no_credits", f"the balance of {credit_store.as_number(spent.get('balance', 0))} credits "
-                                        f"is below creditsPerReply {credit_store.as_number(charge)}")
-    if handoff:
-        record_handoff_in_tx(cx, account_id, contact_id, inbound_id, handoff)
-
-
-def record_outcome_in_tx(cx: Connection, account_id: str, contact_id: str, message_id: str,
-                         outcome: Mapping[str, Any], handoff: str | None) -> bool:
-    """In the writer: the outcome of a message the bot sent nothing for (and a handoff, by its reason), unless
-    the message has one already. Returns whether it was recorded."""
-    if not bot_state.set_outcome_in_tx(cx, account_id, message_id, outcome):
-        return False
-    if handoff:
-        record_handoff_in_tx(cx, account_id, contact_id, message_id, handoff)
-    return True
-
-
 async def on_inbound_message(services: Services, message: Mapping[str, Any], context: Context) -> str | None:
-    """Answer one new inbound text message (the stored row), given its context (bot_context.context_in_tx,
+    """Answer one new inbound text message (the stored row), given its context (storage.bot_state.context_in_tx,
     read when the bot starts on it)."""
     if message.get("channel") == messaging.WEB_CHANNEL:
         context = {**context, "has_webhook": True}  # its reply goes to the chat widget: stored, not POSTed
@@ -319,7 +266,7 @@ async def dry_run(services: Services, account_id: str, *, body: str | None, camp
     first message (default: whether the contact has none yet; without a contact, no)."""
     if not body or not body.strip():
         raise Invalid("body cannot be empty")
-    context = await services.db.read(_dry_run_context, account_id, contact_id, campaign_id or None)
+    context = await bot_state.dry_run_context(services.db, account_id, contact_id, campaign_id or None)
     if context is None:
         raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
     if first_message is not None:
@@ -329,13 +276,6 @@ async def dry_run(services: Services, account_id: str, *, body: str | None, camp
     return {"reply": decision.reply, "reason": decision.outcome, "detail": decision.detail,
             "handoff": decision.handoff, "active": bool(context["config"]["active"]),
             "providerMode": decision.provider_mode}
-
-
-def _dry_run_context(cx: Connection, account_id: str, contact_id: str | None,
-                     campaign_id: str | None) -> dict[str, Any] | None:
-    if contact_id is not None and contact_store.get_contact.sync(cx, account_id, contact_id) is None:
-        return None
-    return bot_context.context_in_tx(cx, account_id, contact_id, campaign_id, require_active=False)
 
 
 async def resume(services: Services, account_id: str, contact_id: str) -> bool:

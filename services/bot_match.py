@@ -17,7 +17,7 @@ from typing import Any
 
 import ahocorasick
 
-from services import bot_settings
+from common.bot_config import effective
 
 # The part of a message matched: its first MAX_MATCHED_CHARS characters (then folded). Keywords are looked for
 # where a question is asked; a longer message (a pasted document) is matched on its beginning.
@@ -97,7 +97,7 @@ class Matcher:
 
 
 def cached(config: Mapping[str, Any]) -> Matcher | None:
-    """The Matcher already built for an effective configuration (bot_settings.effective) in this process, by
+    """The Matcher already built for an effective configuration (common.bot_config.effective) in this process, by
     its settings version and campaign (config["matcherKey"]), or None."""
     key = config.get("matcherKey")
     if key is None:
@@ -134,7 +134,7 @@ def prepare(bot: Mapping[str, Any] | None) -> None:
     if not bot:
         return
     for campaign_id in (None, *(bot.get("campaigns") or {})):
-        config = bot_settings.effective(bot, campaign_id)
+        config = effective(bot, campaign_id)
         if campaign_id is None or config["matcherKey"][1] is not None:
             matcher(config)
 

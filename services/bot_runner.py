@@ -12,10 +12,10 @@ from typing import Any
 
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from services import bot, bot_context, bot_provider, tls_profile
+from services import bot, bot_provider, tls_profile
 from services.context import Services
 from services.netguard import CheckedResolver
-from storage import bot_state
+from storage import bot_outcome, bot_state
 
 log = logging.getLogger("parley.bot")
 
@@ -68,7 +68,7 @@ class BotRunner:
                        "replyId": None}
             log.warning("bot: %d messages waiting; message %s is not answered", len(self._tasks), message["id"])
             task: asyncio.Future[Any] = asyncio.ensure_future(self.services.db.write(
-                bot.record_outcome_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, None))
+                bot_outcome.record_outcome_in_tx, message["account_id"], message["contact_id"], message["id"], outcome, None))
         else:
             task = asyncio.ensure_future(self._answer(message))
         self._tasks.add(task)
@@ -94,7 +94,7 @@ class BotRunner:
         async with _held(self._contact_turns, turn, asyncio.Lock), self.slot(message["account_id"]):
             try:
                 # Read now, not when the message came in: a pause, an opt-out or a new balance since counts.
-                context = await self.services.db.read(bot_context.context_in_tx, message["account_id"],
+                context = await self.services.db.read(bot_state.context_in_tx, message["account_id"],
                                                       message["contact_id"], message["campaign_id"], message["id"])
                 if context is None:  # the bot is off for it (now): it owes the message nothing
                     await bot_state.release(self.services.db, message["account_id"], message["id"])

@@ -1,5 +1,6 @@
 """The bot's settings object (docs/design.md#api-decisions "Bot"): its pydantic model, how a PATCH merges into the stored
-object, the public view (the provider key is write-only) and the effective configuration for a message.
+object and the public view (the provider key is write-only); the effective configuration for a message is
+common/bot_config.py's.
 
 PATCH semantics (docs/api.md "Bot"): the `bot` object of PATCH /v1/account/settings is a JSON Merge Patch
 (RFC 7386) of the stored one: objects merge key by key, null removes a key, arrays (rules,
@@ -12,16 +13,17 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, cast
-from urllib.parse import urlsplit
 
 import pydantic
 from pydantic import (AfterValidator, BeforeValidator, Field, StrictBool, StringConstraints, ValidationInfo,
                       field_validator)
 from pydantic.json_schema import SkipJsonSchema
 
+from common.bot_config import KEY, VERSION, effective, same_origin
 from common.errors import Invalid
 from common.validation import NOT_BLANK, Identifier, IdentifierNotBlank, Strict, validation_message, validated_patch
-from services import bot_provider, placeholders
+from common import placeholders
+from services import bot_provider
 from services.context import JSONObject
 from services.secretbox import SecretBox
 
@@ -34,15 +36,10 @@ MAX_TOTAL_KEYWORDS = 1000  # of one configuration (the account's, or a campaign'
 MAX_TEXT = 4000            # a greeting, a fallback, a rule's answer
 MAX_SYSTEM_PROMPT = 20000
 MAX_CAMPAIGNS = 200
-DEFAULTS: dict[str, object] = {"active": False, "greeting": None, "fallback": None, "rules": [], "handoffKeywords": [],
-            "handoffMessage": None, "provider": None, "pauseMinutesAfterHumanReply": 30}
 DEFAULT_TIMEOUT_SECONDS = 20.0
 PRICE = "creditsPerReply"  # once a bot setting, now the agency's (accounts.credits_per_reply)
 PRICE_REFUSED = ("creditsPerReply is set by the agency, not by the account itself (the agency's "
                  "PATCH /v1/subaccounts/{id} with {\"creditsPerReply\": n}, or its Agency pages)")
-KEY = "apiKeyEncrypted"  # where the stored object keeps the provider key (Fernet, services/secretbox.py)
-# New on every save of the bot (never shown): the compiled keyword matchers are kept per version.
-VERSION = "version"
 
 
 def _not_blank(value: str | None) -> str | None:
@@ -259,15 +256,6 @@ def merge_patch(target: object, patch: object) -> Any:  # JSON: a patch's value,
     return result
 
 
-def same_origin(a: str | None, b: str | None) -> bool:
-    """Whether two URLs share scheme, host and port; a URL that does not parse shares nothing."""
-    try:
-        pa, pb = urlsplit(a or ""), urlsplit(b or "")
-        return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
-    except ValueError:
-        return False
-
-
 def merged(current: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> JSONObject | None:
     """The stored bot object after a prepared patch, validated as a whole; None when the patch removes it.
     Raises Invalid naming the field. A stored key is never carried to another host: moving a provider's
@@ -341,27 +329,6 @@ def _public_provider(provider: Mapping[str, Any]) -> JSONObject:
     shown = {k: v for k, v in provider.items() if k not in (KEY, "apiKeySet")}
     shown["apiKeySet"] = bool(provider.get(KEY))
     return shown
-
-
-def effective(bot: Mapping[str, Any] | None, campaign_id: str | None = None) -> JSONObject:
-    """The configuration that answers a message: DEFAULTS, then the account's keys, then those of the
-    message's campaign. A campaign's provider overrides the account's field by field, and inherits the
-    account's key only while it talks to the same host."""
-    config = {**DEFAULTS, **{k: v for k, v in (bot or {}).items() if k not in ("campaigns", VERSION)}}
-    override = ((bot or {}).get("campaigns") or {}).get(campaign_id) if campaign_id else None
-    version = (bot or {}).get(VERSION)
-    # Which compiled keyword matcher answers (services/bot_match.py): one per settings version, and per
-    # campaign only for a campaign with keywords of its own.
-    own_keywords = bool(override and ("rules" in override or "handoffKeywords" in override))
-    config["matcherKey"] = (version, campaign_id if own_keywords else None) if version else None
-    for key, value in (override or {}).items():
-        if key == "provider" and config.get("provider"):
-            inherited = dict(config["provider"])
-            if "baseUrl" in value and not same_origin(value["baseUrl"], inherited.get("baseUrl")):
-                inherited.pop(KEY, None)
-            value = {**inherited, **value}
-        config[key] = value
-    return config
 
 
 def active_anywhere(bot: Mapping[str, Any] | None) -> bool:

@@ -5,10 +5,10 @@ Pacing: a token bucket per campaign, filled at ratePerMinute / 60 per second and
 second's worth (at least one message): a message is created only when a token is there, and the delivery
 worker sends it once it exists, so in any window of T seconds a campaign hands over at most
 1 s × rate + T × rate messages. A campaign is also never more than a minute of its rate (at least
-BACKLOG_MIN messages) ahead of its deliveries. The bucket lives in memory: after a restart or a resume
+storage.campaigns.BACKLOG_MIN messages) ahead of its deliveries. The bucket lives in memory: after a restart or a resume
 a campaign starts again with one token.
 
-Exactly once: a batch is one write transaction (services.messaging.queue_campaign_messages_in_tx for its
+Exactly once: a batch is one write transaction (storage.campaigns.hand_over, storage.outbound.queue_campaign_messages_in_tx for its
 recipients, the recipients' rows and the campaign's counts and cursor), so a restart resumes after the
 last committed batch and a contact never gets a second message (storage/campaigns.py record_batch_in_tx).
 """
@@ -21,14 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.ids import now_iso
-from services import campaigns, messaging
 from services.context import Services
 from services.worker_loop import WorkerLoop
-from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
-from storage import events
-from storage.interface import Connection
 
 log = logging.getLogger("parley.campaigns")
 
@@ -37,7 +33,6 @@ BATCH_MIN = 20
 # A batch shares the single writer with every request's write: its size adapts so that one batch keeps the
 # writer about this long (every write queued behind it waits that much), however fast the disk and CPU are.
 BATCH_SECONDS = 0.05
-BACKLOG_MIN = 100
 PIPELINE = 2           # batches of a campaign queued at once (one runs, the next waits its turn)
 
 
@@ -109,7 +104,7 @@ class CampaignRunner(WorkerLoop):
             # The batches are queued together: while one runs, the next waits in the writer's queue (behind
             # the other writes, see Database.write_background), so the writer never idles between them.
             sizes = [min(size, allowed - start) for start in range(0, allowed, size)]
-            results = await asyncio.gather(*(db.write_background(hand_over, campaign["id"], n, now_iso())
+            results = await asyncio.gather(*(db.write_background(store.hand_over, campaign["id"], n, now_iso())
                                              for n in sizes))
             for n, result in zip(sizes, results):
                 if self.adaptive:
@@ -144,39 +139,3 @@ class CampaignRunner(WorkerLoop):
             self.batch_size = max(BATCH_MIN, self.batch_size * 0.7)
         elif size >= int(self.batch_size) and seconds < BATCH_SECONDS / 2:
             self.batch_size = min(BATCH_MAX, self.batch_size * 1.2)
-
-
-def hand_over(cx: Connection, campaign_id: str, limit: int, now: str) -> dict[str, Any]:
-    """In the writer: the next ``limit`` pending recipients of a running campaign get their personalised
-    message (or are skipped: opted out, or the contact is gone), in this one transaction. Returns {status,
-    queued, skipped, backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its
-    deliveries; seconds: how long this kept the writer (the runner sizes its batches by it)."""
-    started = time.perf_counter()
-    campaign = store.get_campaign_in_tx(cx, None, campaign_id)
-    if campaign is None or campaign["status"] != "running":
-        return {"status": campaign and campaign["status"], "queued": 0, "skipped": 0, "backlogged": False,
-                "seconds": 0.0}
-    limit = min(limit, max(campaign["rate_per_minute"], BACKLOG_MIN) - campaign["queued"])
-    if limit <= 0:
-        return {"status": "running", "queued": 0, "skipped": 0, "backlogged": True, "seconds": 0.0}
-    recipients = store.next_pending_in_tx(cx, campaign, limit)
-    parts = campaigns.compile_body(campaign["body"])
-    account_id = campaign["account_id"]
-    user_id = account_store.get_owner_user_id.sync(cx, account_id) or account_id
-    # Opted out when its turn came, or (no contact left) nobody to reach: skipped, without a message.
-    sending = [contact for contact in recipients if contact["contact_exists"] and not contact["opted_out"]]
-    skipped = [contact["id"] for contact in recipients if not contact["contact_exists"] or contact["opted_out"]]
-    messages = messaging.queue_campaign_messages_in_tx(
-        cx, [(contact, campaigns.render(parts, contact)) for contact in sending], account_id=account_id,
-        user_id=user_id, channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=campaign_id)
-    queued = [(message["contact_id"], message["id"]) for message in messages]
-    if not recipients and campaign["pending"] > 0:
-        raise RuntimeError(f"campaign {campaign_id}: {campaign['pending']} recipients pending but none found")
-    cursor = recipients[-1]["id"] if recipients else campaign["cursor"]
-    campaign = store.record_batch_in_tx(cx, campaign, queued, skipped, cursor, now)
-    # One live event for the batch's messages: open inboxes refresh, and threads of these contacts fetch theirs.
-    events.emit_batches_in_tx(cx, account_id, events.MESSAGES_CREATED, {"campaignId": campaign_id}, "contactIds",
-                              [contact_id for contact_id, _ in queued],
-                              also=("messageIds", [message_id for _, message_id in queued]))
-    return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False,
-            "seconds": time.perf_counter() - started}

@@ -10,18 +10,17 @@ from typing import Any
 from common.errors import Invalid
 from common.ids import iso, new_id, now_iso
 from common.spreadsheet import csv_pages
-from services import contacts, lists, messaging
+from services import contacts, lists
 from services.contact_fields import normalize_tag
 from services.context import JSONObject, Services
-from services.placeholders import FIELDS, compile_body, render
+from common.placeholders import FIELDS, compile_body, render
 from services.messaging import NO_WEBHOOK
 from common.errors import Conflict
 from storage import accounts as account_store
 from storage import campaign_actions
 from storage import campaigns as store
 from storage import contacts as contact_store
-from storage.audit import record_by
-from storage.interface import Connection, Store
+from storage.interface import Store
 
 DEFAULT_RATE_PER_MINUTE = 600
 MAX_RATE_PER_MINUTE = 1_000_000
@@ -132,30 +131,10 @@ async def send_test(services: Services, account_id: str, campaign_id: str, conta
     contact_id = (contact_id or "").strip()
     if not contact_id:
         raise Invalid("contactId is required", field="contactId")
-    message = await services.db.write(send_test_in_tx, account_id, campaign_id, contact_id, by)
+    message = await services.db.write(store.send_test_in_tx, account_id, campaign_id, contact_id, by)
     if services.delivery is not None:
         services.delivery.notify()
     return {"messageId": message["id"], "contactId": message["contact_id"], "body": message["body"]}
-
-
-def send_test_in_tx(cx: Connection, account_id: str, campaign_id: str, contact_id: str,
-                    by: Mapping[str, Any] | None) -> dict[str, Any]:
-    """In the writer: send_test's message, its delivery and its audit record, in one transaction."""
-    campaign = store.get_campaign_in_tx(cx, account_id, campaign_id)
-    if campaign is None:
-        raise store.campaign_not_found(campaign_id)
-    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
-    if contact is None:
-        raise contacts.not_found(f"no contact with id {contact_id}")
-    if contact["opted_out"]:
-        raise Invalid(f"contactId names contact {contact_id}, which opted out: it gets no campaign message, not "
-                      "even a test", field="contactId")
-    [message] = messaging.queue_campaign_messages_in_tx(
-        cx, [(contact, render(compile_body(campaign["body"]), contact))], account_id=account_id, user_id=None,
-        channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=None, announce=True)
-    record_by(cx, by, account_id=account_id, action="campaign.test_sent", subject_id=campaign_id,
-              detail={"contactId": contact_id, "messageId": message["id"]})
-    return message
 
 
 async def get_campaign(db: Store, account_id: str, campaign_id: str) -> JSONObject:

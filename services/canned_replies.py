@@ -9,7 +9,7 @@ from typing import Any
 
 from common.errors import Invalid
 from common.ids import new_id, now_iso
-from services.placeholders import compile_body, render
+from common.placeholders import compile_body, render
 from storage import canned_replies as store, contacts as contact_store
 from storage.interface import Store
 

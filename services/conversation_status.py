@@ -10,14 +10,13 @@ from typing import Any, Final
 
 from common.errors import Invalid, NotFound
 from common.ids import iso, now_iso, parse_iso, utcnow
-from services import agent_mail, assignment, csat, messaging
+from services import assignment, messaging
 from services.context import JSONObject, Services
 from services.worker_loop import WorkerLoop
 from storage import conversation_status as store
 from storage import conversations as conversation_store
-from storage import mail as mail_store
 from storage.conversations import STATUSES
-from storage.interface import Connection, Row
+from storage.interface import Row
 from storage.rows import ConversationRow
 
 log = logging.getLogger("parley.inbox")
@@ -85,7 +84,7 @@ async def change(services: Services, account_id: str, contact_ids: Iterable[str]
         raise Invalid(f"at most {MAX_BULK} conversations at once", field="conversationIds")
     now = now or utcnow()
     changes = _changes(status, snoozed_until, assignee_user_id, now)
-    missing, asked = await services.db.write(_change_in_tx, account_id, contact_ids, changes,
+    missing, asked = await services.db.write(store.change_in_tx, account_id, contact_ids, changes,
                                              services.settings.base_url, iso(now), (by or {}).get("actor"))
     if missing:
         raise NotFound(f"no conversation with id {missing[0]}", code="CONVERSATION_NOT_FOUND")
@@ -94,21 +93,6 @@ async def change(services: Services, account_id: str, contact_ids: Iterable[str]
     if changes.get("status") == "snoozed" and getattr(services, "snoozes", None) is not None:
         services.snoozes.notify()
     assignment.wake(services)  # a resolve, snooze or reassignment may free an agent; a reopen may wait for one
-
-
-def _change_in_tx(cx: Connection, account_id: str, contact_ids: list[str], changes: dict[str, str | None],
-                  base_url: str, at: str, actor: str | None = None) -> tuple[list[str], int]:
-    """In the writer: the change, the CSAT ask of each conversation it resolved (services/csat.py) and the mail of
-    each new assignee who chose it (services/agent_mail.py; actor: the user id whose change it is), in one
-    transaction. Returns (missing ids, how many mails were queued: contacts asked, assignees mailed)."""
-    assignee = changes.get("assignee_user_id")
-    before = mail_store.assignees_in_tx(cx, account_id, contact_ids) if assignee else {}
-    missing, resolved = store.update_in_tx(cx, account_id, contact_ids, changes)
-    if missing:
-        return missing, 0
-    mailed = agent_mail.assigned_in_tx(cx, account_id, [(c, assignee) for c in contact_ids if before.get(c) != assignee],
-                                       actor=actor) if assignee else 0
-    return missing, mailed + (csat.ask_in_tx(cx, account_id, resolved, base_url, at) if resolved else 0)
 
 
 STATUS_LABELS = {"open": "Open", "pending": "Pending", "resolved": "Resolved", "snoozed": "Snoozed"}

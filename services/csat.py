@@ -1,7 +1,7 @@
 """CSAT (issue 41; docs/guide.md "Customer satisfaction (CSAT)"): account settings ``csat: {enabled, question}``;
 when a person resolves a conversation, its contact is asked once how we did, on the channel they last wrote on.
 
-- The ask is made in the resolution's own transaction (services/conversation_status.py): its row in csat_asks and
+- The ask is made in the resolution's own transaction (storage/csat.py ask_in_tx): its row in csat_asks and
   its outbound message (author auto, messageType csat) commit with the resolution or not at all, and the outbox
   delivers the message as any reply (retries, other processes' workers). Nothing is left to do after the commit.
 - At most one ask per resolution (only a change to resolved asks: resolving a resolved conversation changes
@@ -19,34 +19,25 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import date, timedelta
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StrictBool, ValidationError
 
 from common.errors import DomainError, Invalid
-from common.ids import iso, new_id, now_iso, parse_iso, utcnow
+from common.ids import now_iso
 from common.validation import IdentifierNotBlank, Strict, validation_message
 from services import keys, messaging
 from services.context import JSONObject
 from services.users import author_name
-from storage import accounts as account_store
-from storage import contacts as contact_store
 from storage import csat as store
-from storage import messages as message_store
-from storage.interface import Connection, Row, Store
-from storage.rows import ContactRow
+from storage.csat import ANSWER_DAYS, DEFAULT_QUESTION, SETTING
+from storage.csat import ASK_GAP as ASK_GAP, MESSAGE_TYPE as MESSAGE_TYPE  # the widget's and the cleanup's
+from storage.interface import Row, Store
 
-SETTING = "csat"
-DEFAULT_QUESTION = "How would you rate our help?"
 MAX_QUESTION = 300
 MAX_COMMENT = 1000
 RATINGS = (1, 2, 3, 4, 5)
 SATISFIED = 4  # a rating of 4 or 5 counts as satisfied (the CSAT score: their share of the answers)
-ASK_GAP = timedelta(hours=24)
-ANSWER_DAYS = 7
-MESSAGE_TYPE = "csat"
-CUSTOM_CHANNEL = "custom"  # an ask's channel when the contact's message named none (the custom channel's)
-PAGE_PATH = "/csat/"
 TOKEN_PATTERN = r"[A-Za-z0-9_-]{20,100}"
 NO_AGENT = "No agent (unassigned)"
 # A comment keeps its line breaks and tabs; any other C0/C1 control character is refused.
@@ -81,54 +72,6 @@ def validate_setting(value: object) -> JSONObject | None:
         return CsatSettings.model_validate(value).model_dump()
     except ValidationError as exc:
         raise Invalid(validation_message(exc, SETTING)) from None
-
-
-def page_url(base_url: str, token: str) -> str:
-    return f"{base_url.rstrip('/')}{PAGE_PATH}{token}"
-
-
-# ---- asking (in the resolution's transaction) ------------------------------------------------------------------
-
-def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_url: str, at: str | None = None) -> int:
-    """These contacts' conversations were resolved in this transaction (at: when, ISO 8601; default now): ask each
-    contact, when csat is enabled, the contact has written on a channel we can answer on, has not opted out, and
-    was not asked within ASK_GAP. Returns how many were asked."""
-    account = account_store.delivery_context_in_tx(cx, account_id)
-    shown = configured((account or {}).get("settings", {}).get(SETTING))
-    if account is None or not shown["enabled"]:  # (no account: nothing is enabled)
-        return 0
-    now = parse_iso(at) if at else utcnow()
-    asked = 0
-    for contact_id in contact_ids:
-        last = store.last_ask_in_tx(cx, account_id, contact_id)
-        if last is not None and parse_iso(last) > now - ASK_GAP:
-            continue
-        to_id, channel = message_store.reply_target_in_tx(cx, account_id, contact_id) or (None, None)
-        if to_id is None:
-            continue  # the contact never wrote (a campaign's conversation): nowhere to ask
-        on_widget = channel == messaging.WEB_CHANNEL
-        if not on_widget and messaging.undeliverable(account["settings"], channel):
-            continue  # nowhere to deliver the link (as the outside-hours message): no webhook, or for email no SMTP
-        # the conversation's contact: it exists (it wrote, above)
-        contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
-        if contact["opted_out"]:
-            continue  # they asked for no more messages: a question is not an answer they wait for
-        question = shown["question"]
-        reply: dict[str, Any] = {"contact": contact, "body": question, "to_id": to_id, "channel": channel,
-                 "message_type": MESSAGE_TYPE}
-        token = None if on_widget else keys.new_session_id()
-        if token is not None:
-            reply.update(body=f"{question}\n{page_url(base_url, '…')}",
-                         delivered_body=f"{question}\n{page_url(base_url, token)}")
-        message = messaging.queue_automatic_in_tx(cx, account_id, account, reply)
-        store.insert_ask_in_tx(cx, {
-            "id": new_id("csat"), "account_id": account_id, "contact_id": contact_id,
-            "agent_user_id": store.assignee_in_tx(cx, account_id, contact_id),
-            "channel": channel or CUSTOM_CHANNEL,
-            "message_id": message["id"], "question": question, "token_hash": token and keys.hash_token(token),
-            "asked_at": iso(now), "expires_at": iso(now + timedelta(days=ANSWER_DAYS))})
-        asked += 1
-    return asked
 
 
 # ---- answering -------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from services.accounts import signing_secrets
 from services.context import JSONObject
 from services.webhook_client import KeepAliveClient
 from services.worker_loop import WorkerLoop
+from common import email_channel
 from common.ids import iso, utcnow
 from storage import accounts as account_store
 from storage import delivery as store
@@ -53,7 +54,7 @@ ACCOUNT_TTL = 1.0  # seconds an account read for a delivery round is reused
 # What record_attempt writes of one attempt (storage/delivery.py): (row, attempt, status, next_attempt_at, error).
 _Outcome = tuple[Mapping[str, Any], Mapping[str, Any], str, str | None, Mapping[str, Any] | None]
 # An email reply's payload names its channel so (json.dumps); other replies are not parsed to find out.
-_EMAIL_REPLY = f'"channel": "{mail_out.CHANNEL}"'
+_EMAIL_REPLY = f'"channel": "{email_channel.CHANNEL}"'
 
 
 def webhook_url(row: Mapping[str, Any], account: Mapping[str, Any]) -> str | None:
@@ -284,7 +285,7 @@ class DeliveryWorker(WorkerLoop):
             return await mail_out.deliver(self.services, account, row)
         if row["kind"] == "reply" and _EMAIL_REPLY in row["payload"]:
             payload = json.loads(row["payload"])
-            if payload["channel"] == mail_out.CHANNEL:  # the email channel's reply, by the account's SMTP server
+            if payload["channel"] == email_channel.CHANNEL:  # the email channel's reply, by the account's SMTP server
                 return await mail_out.deliver_reply(self.services, account, payload)
         url = webhook_url(row, account)
         if not url:

@@ -19,6 +19,7 @@ import pydantic
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from common.email_channel import server
 from common.errors import Invalid
 from common.validation import Identifier, Strict, validated_patch
 from services.bot_settings import merge_patch
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley.email")
 
-SETTING = "email"
 KINDS = ("imap", "smtp")
 KEY = "passwordEncrypted"  # where the stored object keeps a server's password (Fernet)
 SECURITY = ("tls", "starttls", "none")
@@ -245,15 +245,6 @@ def public(email: JSONObject | None) -> JSONObject | None:
                 server["folder"] = server.get("folder") or DEFAULT_FOLDER
             shown[kind] = {**server, "passwordSet": bool(email[kind].get(KEY))}
     return shown
-
-
-def server(settings: Mapping[str, Any] | None, kind: str) -> JSONObject | None:
-    """The configured IMAP or SMTP server of an account's settings (username defaulting to the address), or None."""
-    email = (settings or {}).get(SETTING) or {}
-    found = email.get(kind)
-    if not found or not found.get("host"):
-        return None
-    return {**found, "username": found.get("username") or email.get("address")}
 
 
 def password(box: SecretBox, server: Mapping[str, Any]) -> str | None:

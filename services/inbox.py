@@ -7,7 +7,8 @@ from typing import Any, cast
 
 from common.errors import Invalid, NotFound
 from common.ids import now_iso
-from services import bot, bot_settings, media, messaging, notes, sla
+from common.bot_config import effective
+from services import bot, media, messaging, notes, sla
 from services.context import JSONObject, Services
 from services.contacts import MAX_QUERY, display_name, search_patterns
 from services.csat import MESSAGE_TYPE as CSAT_MESSAGE_TYPE
@@ -180,7 +181,7 @@ async def _bot_state(services: Services, account_id: str, contact_id: str) -> JS
     is true: off for the account, paused for this contact, or answering)."""
     account = await account_store.get_account(services.db, account_id)
     return {"pause": await bot_state.get_pause(services.db, account_id, contact_id, now_iso()),
-            "bot_on": bool(bot_settings.effective((account or {}).get("settings", {}).get("bot"))["active"])}
+            "bot_on": bool(effective((account or {}).get("settings", {}).get("bot"))["active"])}
 
 
 async def get_bot_state(services: Services, account_id: str, contact_id: str) -> JSONObject:

@@ -9,6 +9,8 @@ import secrets
 
 import argon2
 
+from common.tokens import hash_token as hash_token, new_token
+
 KEY_PREFIX = "pk_"
 SECRET_PREFIX = "whsec_"
 # UI passwords: argon2id with OWASP's 19 MiB, 2 passes, 1 lane (~50 ms on a free core of this class of
@@ -27,18 +29,8 @@ def new_api_key() -> tuple[str, str, str]:
     return key, hash_api_key(key), key[:10]
 
 
-def hash_token(token: str) -> str:
-    """Random tokens (API keys, session ids) are stored as this. A 256-bit random token needs no slow
-    hash: SHA-256 is what makes a stolen table useless."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 hash_api_key = hash_token
-
-
-def new_session_id() -> str:
-    """The id a UI session cookie carries (stored as hash_token of it)."""
-    return secrets.token_urlsafe(32)
+new_session_id = new_token  # the id a UI session cookie carries (stored as hash_token of it)
 
 
 def new_password() -> str:

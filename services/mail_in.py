@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from common import email_channel
 from common import errors
 from common.validation import MESSAGE_BODY_MAX
 from common.ids import iso, parse_iso, utcnow
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley.email")
 
-CHANNEL = mail_out.CHANNEL
+CHANNEL = email_channel.CHANNEL
 FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves after each batch
 FETCH_BYTES = 4 << 20    # ... unless they are bigger together than this: a big mail is fetched alone, in pieces
 FETCH_PIECE = 1 << 20    # of this many bytes
@@ -87,8 +88,8 @@ class MailImporter(WorkerLoop):
     async def round(self) -> None:
         wanted: dict[str, JSONObject] = {}
         for account_id, settings in await store.mailbox_accounts(self.services.db):
-            if email_settings.server(settings, "imap") is not None:
-                wanted[account_id] = settings[email_settings.SETTING]  # another setting changed restarts nothing
+            if email_channel.server(settings, "imap") is not None:
+                wanted[account_id] = settings[email_channel.SETTING]  # another setting changed restarts nothing
         for account_id in list(self.boxes):
             box = self.boxes[account_id]
             if account_id not in wanted or box.settings != wanted[account_id]:
@@ -127,7 +128,7 @@ class Mailbox:
         self.importer, self.services = importer, importer.services
         self.account_id, self.settings = account_id, settings
         # An IMAP server: the importer makes a Mailbox only for settings that have one.
-        self.imap = cast(JSONObject, email_settings.server({email_settings.SETTING: settings}, "imap"))
+        self.imap = cast(JSONObject, email_channel.server({email_channel.SETTING: settings}, "imap"))
         self.address = (settings.get("address") or "").lower()
         self.key = mailbox_key(self.imap)
         self.rng = rng or random.Random()
@@ -376,10 +377,10 @@ async def import_status(db: Store, account_id: str) -> JSONObject | None:
 async def with_import_status(db: Store, account_id: str, shown: JSONObject) -> JSONObject:
     """An account as the API shows it (services.accounts.public_account) with its mailbox import's state in
     settings.email.importStatus when it has an IMAP server (null before the first look)."""
-    email = (shown.get("settings") or {}).get(email_settings.SETTING)
+    email = (shown.get("settings") or {}).get(email_channel.SETTING)
     if not email or not email.get("imap"):
         return shown
-    return {**shown, "settings": {**shown["settings"], email_settings.SETTING: {
+    return {**shown, "settings": {**shown["settings"], email_channel.SETTING: {
         **email, "importStatus": await import_status(db, account_id)}}}
 
 

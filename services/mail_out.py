@@ -26,6 +26,7 @@ from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 from typing import TYPE_CHECKING, Any
 
+from common.email_channel import SETTING, can_send, server
 from common.ids import new_id
 from services import agent_mail, email_settings, media, visitor_mail
 from services.mail_connect import MailError, send_smtp
@@ -39,14 +40,7 @@ if TYPE_CHECKING:
     from services.secretbox import SecretBox
 
 NOT_CONFIGURED = "SMTP is not configured (Settings > Email)"
-CHANNEL = "email"
-MAX_REFERENCES = 20  # References keeps the thread's first and latest ids: a long thread's header stays short
 _SIGNED = re.compile(r"^(msg_[A-Za-z0-9_-]+)\.([A-Za-z2-7]{16})@")
-
-
-def can_send(settings: Mapping[str, Any] | None) -> bool:
-    """Whether the account's settings have an SMTP server (and the address mail comes from)."""
-    return email_settings.server(settings, "smtp") is not None
 
 
 def compose(box: SecretBox, account: Mapping[str, Any], *, to: str, subject: str, text: str) -> JSONObject | None:
@@ -82,7 +76,7 @@ def message_of(account: Mapping[str, Any], row: Mapping[str, Any], text: str, ke
     (services/visitor_mail.py) is a person's: its Message-ID is the reply's signed one (key: message_id_key), which
     the visitor's answer names, and it is not marked automatic."""
     payload = json.loads(row["payload"])
-    address = account["settings"][email_settings.SETTING]["address"]
+    address = account["settings"][SETTING]["address"]
     message = EmailMessage()
     message["From"] = formataddr((account["name"], address))
     message["To"] = payload["to"]
@@ -110,7 +104,7 @@ async def _text(services: Services, account: Mapping[str, Any], payload: Mapping
 async def deliver(services: Services, account: Mapping[str, Any], row: Mapping[str, Any]) -> Outcome:
     """One attempt at a queued mail (the delivery worker's): an Outcome, never an exception for what the server
     or the network did."""
-    smtp = email_settings.server(account["settings"], "smtp")
+    smtp = server(account["settings"], "smtp")
     if smtp is None:
         return Outcome(error=NOT_CONFIGURED)
     try:
@@ -155,26 +149,6 @@ def verified_message_id(key: bytes, account_id: str, header_id: str | None) -> s
     return found[1]
 
 
-def reply_subject(subject: str | None) -> str | None:
-    subject = " ".join((subject or "").split())
-    if not subject:
-        return None
-    return subject if re.match(r"(?i)^(re|aw|sv|antw)\s*:", subject) else f"Re: {subject}"
-
-
-def reply_mail(last_inbound_mail: Mapping[str, Any] | None) -> JSONObject:
-    """The `mail` part of an outbound email message, from the customer's latest email (its `mail` column, or None):
-    {subject, inReplyTo, references}; subject None without one (the delivery says "Your message to <account>")."""
-    last = last_inbound_mail or {}
-    references = list(reversed(last.get("references") or []))  # stored newest first, sent oldest first
-    if last.get("messageId"):
-        references.append(last["messageId"])
-    if len(references) > MAX_REFERENCES:
-        references = references[:1] + references[-(MAX_REFERENCES - 1):]
-    return {"subject": reply_subject(last.get("subject")),
-            "inReplyTo": last.get("messageId"), "references": references}
-
-
 _STORED_MEDIA = re.compile(r"/v1/media/([0-9a-f]{64})\?")
 
 
@@ -193,7 +167,7 @@ def _attachment(services: Services, payload: Mapping[str, Any]) -> tuple[bytes, 
 def reply_message_of(services: Services, account: Mapping[str, Any], payload: Mapping[str, Any],
                      attachment: tuple[bytes, str] | None = None) -> EmailMessage:
     """The EmailMessage of an email reply's delivery (its outbox payload), with its file attached."""
-    address = account["settings"][email_settings.SETTING]["address"]
+    address = account["settings"][SETTING]["address"]
     mail = payload.get("mail") or {}
     message = EmailMessage()
     message["From"] = formataddr((account["name"], address))
@@ -222,7 +196,7 @@ def reply_message_of(services: Services, account: Mapping[str, Any], payload: Ma
 async def deliver_reply(services: Services, account: Mapping[str, Any], payload: Mapping[str, Any]) -> Outcome:
     """One attempt at an email reply (the delivery worker's): an Outcome, never an exception for what the server or
     the network did."""
-    smtp = email_settings.server(account["settings"], "smtp")
+    smtp = server(account["settings"], "smtp")
     if smtp is None:
         return Outcome(error=NOT_CONFIGURED)
     try:

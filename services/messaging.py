@@ -4,37 +4,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any
 
-from services import agent_mail, assignment, bot_context, idempotency, mail_out, media, opt_out, sla, visitor_mail
-from services.business_hours import Schedule
+from services import assignment, idempotency, media, sla
 from services.contact_fields import looks_like_email, looks_like_phone, normalize_email
 from services.context import JSONObject, Services
 from services.lists import decode_cursor, encode_cursor
 from common import errors
 from common.errors import Invalid, NotFound
-from common.ids import iso, iso_of_second, new_id, new_ids, now_iso, parse_iso
+from common.ids import iso, iso_of_second, new_id, now_iso
 from storage import accounts as account_store
-from storage import campaigns as campaign_store
 from storage import contacts as contact_store
-from storage import conversations
-from storage import events
-from storage import mail as mail_store
 from storage import messages as store
-from storage import outbox
-from storage import sla as sla_store
 from storage.db import Conflict, StoredResultLost
-from storage.interface import Connection
-from storage.rows import ContactRow
+from storage.identities import Identity
+from storage.inbound import record_inbound
+from storage.outbound import (NO_WEBHOOK, WEB_CHANNEL, InTx, Message, record_outbound, record_reply,
+                              undeliverable)
 
 log = logging.getLogger("parley.messaging")
 
 QUEUED = "Message queued for delivery"
-NO_WEBHOOK = "no Custom Channel Webhook URL is configured; set it with PATCH /v1/account/settings"
-NO_SMTP = "an email reply needs the account's SMTP server: set email.smtp (Settings > Email)"
 MAX_PAGE = 200
 # Who wrote a message (messages.author): the contact (every inbound message) or, outbound, the bot, a UI
 # user, an API client (POST send_custom_channel_message) or a campaign.
@@ -44,25 +36,6 @@ AUTHORS = ("contact", "bot", "user", "api", "campaign", "auto")
 # is an answer to that campaign: it is stored with the campaign's campaignId, and the bot answers it with
 # bot.campaigns[campaignId] (docs/api.md "Campaigns").
 CAMPAIGN_ANSWER_WINDOW_SECONDS = 72 * 3600
-WEB_CHANNEL = "web"  # the website chat widget's (services/widget.py): its replies are stored, not POSTed
-
-
-_UNREAD: Any = object()  # _resolve_contact_in_tx: the caller has not read the fromId's contact
-# A message as a write makes it: the messages row's columns (storage/rows.py MessageRow) and what the write adds
-# for its caller (contact_id, opt_out_keyword, bot_wanted, status_at ...).
-Message = dict[str, Any]
-# An in_tx hook of send_reply: (fn, kwargs), run as fn(cx, message, **kwargs) in the reply's transaction.
-InTx = tuple[Callable[..., Any], Mapping[str, Any]]
-
-
-class Identity(TypedDict):
-    """_identity's: what the contact resolution needs, normalized before the transaction."""
-    account_id: str
-    from_id: str
-    from_phone: str | None
-    from_email: str | None
-    values: dict[str, str | None]  # first_name, last_name, email
-    thread_contact_id: NotRequired[str]  # an email's verified reference to a contact (services/mail_in.py)
 
 
 def _blank_to_none(value: str | None) -> str | None:
@@ -79,57 +52,6 @@ def _identity(account_id: str, from_id: str, first_name: str | None, last_name: 
             "from_phone": looks_like_phone(from_id), "from_email": looks_like_email(from_id),
             "values": {"first_name": _blank_to_none(first_name), "last_name": _blank_to_none(last_name),
                        "email": normalize_email(email, field="customData.email") if email else None}}
-
-
-def _resolve_contact_in_tx(cx: Connection, identity: Identity, mapped: str | None = _UNREAD) -> tuple[str, bool]:
-    """Spec §2 rule 3 / docs/design.md#api-decisions: a fromId maps to one contact for ever. On first sight a fromId that
-    is the E.164 phone or the email of an existing contact links to it; otherwise a new contact is made
-    (a changed fromId gives a new contact, so customData.email alone never links). Later messages only
-    fill blank fields. mapped: the contact the fromId maps to when the caller read it in this transaction
-    (None: not mapped then). Returns (contact id, whether a contact was created)."""
-    account_id, from_id, values = identity["account_id"], identity["from_id"], identity["values"]
-    contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id) if mapped is _UNREAD else mapped
-    # Look again once the fromId is ours (PostgreSQL; SQLite's one writer locks nothing): mapped while we waited,
-    # or moved by a merge of its contact (storage/contact_merge.py takes the same lock first).
-    if store.lock_identity_in_tx(cx, account_id, from_id):
-        contact_id = store.identity_contact_id_in_tx(cx, account_id, from_id)
-    if contact_id is not None:
-        if any(values.values()):  # most messages carry no names or email: nothing to fill, no read
-            # the identity's contact: it exists (contact_identities.contact_id is a foreign key)
-            contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
-            contact_store.fill_blanks_in_tx(cx, contact, values)
-        return contact_id, False
-    linked = None
-    if identity.get("thread_contact_id"):  # an email's verified reference: a new address of that contact
-        linked = contact_store.get_contact.sync(cx, account_id, identity["thread_contact_id"])
-    if linked is None:
-        if identity["from_phone"]:
-            contact_store.lock_in_tx(cx, account_id, "phone", identity["from_phone"])
-        elif identity["from_email"]:
-            contact_store.lock_in_tx(cx, account_id, "email", identity["from_email"])
-    if linked is not None:
-        pass
-    elif identity["from_phone"]:
-        linked = contact_store.find_by_phone.sync(cx, account_id, identity["from_phone"])
-    elif identity["from_email"]:
-        linked = contact_store.find_by_email.sync(cx, account_id, identity["from_email"])
-    resolved: str
-    if linked is not None:
-        contact_store.fill_blanks_in_tx(cx, linked, values)
-        resolved = linked["id"]
-    else:
-        row: Mapping[str, Any] = {
-            "id": new_id("ct"), "account_id": account_id, "created_at": now_iso(),
-            "first_name": values["first_name"], "last_name": values["last_name"],
-            "phone": identity["from_phone"], "email": values["email"] or identity["from_email"]}
-        if row["email"] and row["email"] != identity["from_email"]:
-            # customData.email never links (above), and an email names one contact: another's stays theirs
-            row = contact_store.without_taken_email_in_tx(cx, row, refuse=False)
-        contact_store.insert_contact_in_tx(cx, row)
-        contact_store.emit_created_in_tx(cx, row)
-        resolved = row["id"]
-    store.insert_identity_in_tx(cx, account_id, from_id, resolved)
-    return resolved, linked is None
 
 
 # ---- inbound ---------------------------------------------------------------------------------
@@ -174,7 +96,7 @@ async def receive_inbound(services: Services, account_id: str, *, message_sid: s
         # later: (business hours' {slaDueAt, autoReplied}, whether it waits for an agent); absent from an
         # Idempotency-Key's answer stored before issue 40
         first, message_id, contact_id, contact_created, campaign_id, keyword, bot_wanted, *later = await db.write(
-            _record_inbound, message, identity, answers_since, now, auto_submitted)
+            record_inbound, message, identity, answers_since, now, auto_submitted)
     except (Conflict, StoredResultLost):
         # Another process (or connection) inserted the same messageSid first; or the write committed
         # but the writer stopped before answering: the stored message says which it was.
@@ -219,117 +141,6 @@ def _true_repeat(stored: Message, from_id: str, body: str, channel: str | None) 
     return stored
 
 
-def _record_inbound(cx: Connection, message: Message, identity: Identity, answers_since: str, now: str | None = None,
-                    auto_submitted: bool = False) -> tuple[Any, ...]:
-    """In the writer: store an inbound message unless its messageSid was stored before. The single
-    writer serializes this check-then-insert against every other write. A message without a campaignId
-    from a contact with a campaign message since answers_since gets that campaign's; a text whose whole
-    body is an opt-out (opt-in) keyword opts the contact out (in). Returns (the first message or None, the
-    stored message's id, the contact id, whether the contact was created, the campaignId, True/False/None
-    for an opt-out/opt-in/no keyword, whether the bot is to answer it): only what the caller lacks crosses
-    back (JSON data: an Idempotency-Key stores it). The bot answers a text message, not a keyword, of an
-    account whose bot is active for it; reactions never (docs/design.md#api-decisions). Last, for an account
-    with business hours or an SLA, {slaDueAt, autoReplied} (services/sla.py, at now), else None; and whether
-    the conversation waits for automatic assignment (the message opened it, or it waited, and nobody took it)."""
-    account_id = message["account_id"]
-    # One read for the common case: the sid's message, the fromId's contact, its campaign key, the bot, and
-    # (only for a short text, which may be an opt-out or opt-in keyword) the account's keywords.
-    may_be_keyword = message["message_type"] == "text" and opt_out.might_be_keyword(message["body"])
-    stored, mapped, mapped_campaign_key, bot, keywords, (hours, sla_settings), assignment_setting = \
-        store.inbound_context_in_tx(cx, account_id, message["external_id"], identity["from_id"], answers_since,
-                                    may_be_keyword)
-    if stored:
-        # inbound_context_in_tx found it in this transaction
-        first = cast(Message, store.find_by_external_id_in_tx(cx, account_id, message["external_id"]))
-        return first, first["id"], first["contact_id"], False, first["campaign_id"], None, False, None, False
-    contact_id, contact_created = _resolve_contact_in_tx(cx, identity, mapped)
-    campaign_id = message["campaign_id"]
-    if campaign_id is None and not contact_created:
-        campaign_id = mapped_campaign_key if contact_id == mapped else \
-            campaign_store.latest_campaign_key_in_tx(cx, account_id, contact_id, answers_since)  # linked just now
-    keyword = None
-    if may_be_keyword:
-        keyword = opt_out.match(message["body"], *keywords)
-        if keyword is not None:
-            contact_store.set_opted_out_by_reply_in_tx(cx, account_id, contact_id, keyword,
-                                                       by=message["body"].strip(), at=message["created_at"])
-    bot_wanted = message["message_type"] == "text" and keyword is None and not auto_submitted and \
-        bot_context.active_for(bot, campaign_id)
-    # bot_pending: the bot owes this message a decision (a column of the same insert, no statement more).
-    # queue: a conversation this message opens (new, or reopened) is assigned automatically when it is on: a new
-    # contact's to the agent claimed now (the conversation's insert names them), a known contact's after its
-    # upsert; or, nobody free or older ones waiting, waits in the queue (the upsert decides: no statement more).
-    setting = assignment.setting_of(assignment_setting)
-    queue = keyword is None and setting[0] in assignment.ON
-    at = parse_iso(now or message["created_at"])
-    assignee = assignment.claim_for_new_in_tx(cx, account_id, setting, at) \
-        if queue and contact_created else None
-    # A new conversation: the contact's first message (a new contact's, or a known one's first from anywhere). The
-    # read only for a fromId seen for the first time that linked to a contact: a new one has no conversation yet.
-    opens = keyword is None and (contact_created or (
-        mapped is None and not mail_store.had_inbound_in_tx(cx, account_id, contact_id)))
-    _store_messages_in_tx(cx, [{**message, "contact_id": contact_id, "campaign_id": campaign_id,
-                                "bot_pending": 1 if bot_wanted else None, "keyword": keyword is not None,
-                                "queue": queue and assignee is None,
-                                "assignee_user_id": assignee and assignee["id"]}])
-    waits = queue and contact_created and assignee is None  # the Assigner is woken for it
-    if opens:
-        agent_mail.queue_in_tx(cx, account_id, agent_mail.NEW_CONVERSATION, contact_id)
-    if assignee is not None:
-        assignment.assigned_new_in_tx(cx, account_id, contact_id, setting, assignee)
-    elif queue and not contact_created:
-        waits = assignment.assign_reopened_in_tx(cx, account_id, contact_id, setting, at)
-    business = None
-    if (hours or sla_settings) and message["message_type"] == "text" and keyword is None and not auto_submitted:
-        due, notice = sla.on_contact_message_in_tx(cx, account_id=account_id, contact_id=contact_id,
-                                                   now=at, hours=hours,
-                                                   sla=sla_settings, bot_answers=bot_wanted)
-        business = {"slaDueAt": due,
-                    "autoReplied": notice is not None and _outside_hours_reply_in_tx(cx, message, contact_id, notice)}
-    return None, message["id"], contact_id, contact_created, campaign_id, keyword, bot_wanted, business, waits
-
-
-def _outside_hours_reply_in_tx(cx: Connection, message: Message, contact_id: str,
-                               notice: tuple[str, str, Schedule, datetime | None]) -> bool:
-    """The outside-hours message (notice: its closed period, template, schedule and next opening) as a reply to
-    the contact's message, through the one outbound path (author auto), unless the conversation got it in this
-    closed period already or the account has no webhook to deliver it to. True when it was queued."""
-    period, template, schedule, opens = notice
-    account_id = message["account_id"]
-    if not sla_store.claim_outside_hours_in_tx(cx, account_id, contact_id, period):
-        return False  # the common case while closed: one UPDATE that changes nothing, no read
-    account = account_store.delivery_context_in_tx(cx, account_id)
-    if account is None or undeliverable(account["settings"], message["channel"]):
-        return False  # nowhere to deliver it: this closed period passes without one
-    contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))  # the message's, stored
-    queue_automatic_in_tx(cx, account_id, account, {
-        "contact": contact, "body": sla.outside_hours_body(template, contact, schedule, opens),
-        "to_id": message["from_id"], "channel": message["channel"]})
-    return True
-
-
-def queue_automatic_in_tx(cx: Connection, account_id: str, account: Mapping[str, Any],
-                          reply: Mapping[str, Any]) -> Message:
-    """An automatic message (author auto: the outside-hours message, a CSAT ask) through the one outbound path, in
-    the caller's transaction. account: delivery_context_in_tx's; reply: as _queue_outbound_in_tx takes them.
-    Returns the message."""
-    [message] = _queue_outbound_in_tx(cx, [reply], account_id=account_id, campaign_id=None, media_url=None,
-                                      content_type=None, shown_media=None, author="auto",
-                                      user_id=account["owner_user_id"] or account_id)
-    return message
-
-
-def _store_messages_in_tx(cx: Connection, messages: list[Message], announce: bool = True) -> None:
-    """Every message insert: the rows, their conversations (last activity, unread) and, unless announce is
-    False (a campaign batch announces its messages with one messages.created event), message.created for the
-    account's open pages, in the caller's transaction."""
-    store.insert_messages_in_tx(cx, messages)
-    conversations.on_messages_in_tx(cx, messages)
-    if announce:
-        for message in messages:
-            events.message_created_in_tx(cx, message)
-
-
 def wake_delivery(services: Services) -> None:
     """Tell the delivery worker (when this process runs one) that the outbox has a new row."""
     worker = getattr(services, "delivery", None)
@@ -346,14 +157,6 @@ def after_inbound(services: Services, message: Message) -> None:
 
 
 # ---- outbound --------------------------------------------------------------------------------
-
-def undeliverable(settings: Mapping[str, Any], channel: str | None) -> str | None:
-    """Why a reply on this channel cannot be delivered with these settings (in words), or None: an email goes by
-    the account's SMTP server, every other channel but the widget's to the Custom Channel Webhook URL."""
-    if channel == mail_out.CHANNEL:
-        return None if mail_out.can_send(settings) else NO_SMTP
-    return None if settings.get("customChannelWebhookUrl") else NO_WEBHOOK
-
 
 async def _require_webhook(services: Services, account_id: str, channel: str | None = None) -> None:
     """Invalid when the account has nowhere to deliver replies on this channel. Checked before media is stored;
@@ -373,115 +176,6 @@ def _check_body(body: str | None, field: str) -> str:
     return body
 
 
-def _queue_outbound_in_tx(cx: Connection, replies: Sequence[Mapping[str, Any]], *, account_id: str,
-                          campaign_id: str | None, media_url: str | None, content_type: str | None,
-                          shown_media: Mapping[str, Any] | None, author: str, author_user_id: str | None = None,
-                          outbox_campaign_id: str | None = None, user_id: str | None = None,
-                          announce: bool = True) -> list[Message]:
-    """Store outbound messages as Pending and their deliveries in the outbox, in this one transaction: one
-    message per reply, {contact (the contact's row), body, to_id, channel}; every other argument is common to
-    them (and optionally message_type, default text, and delivered_body, the payload's body when it differs from the
-    stored one). Every outbound message is made here, a lone reply as a batch of one (a campaign's batch holds
-    hundreds: a few statements for all of them). A reply written by a person (author 'user' or 'api') also
-    pauses the bot for the contact (the inbox relies on it). Returns the messages, in the order of replies.
-    user_id: the payload's userId when the caller has it (a campaign's batch); without it, it is read here,
-    and the write is Invalid (nothing stored) when the account has no Custom Channel Webhook URL.
-    shown_media: public_media() of the attachment, made before the transaction (signing is CPU work).
-    author: who wrote it, AUTHORS minus 'contact'; author_user_id: the UI user, for 'user'.
-    outbox_campaign_id: the campaign (campaigns.id) the messages belong to, whose counts their deliveries
-    move. announce: False when the caller emits one event for a batch of messages (_store_messages_in_tx).
-
-    The payload is the spec's six fields (§6) plus, per docs/design.md#api-decisions "Reply payload, extended", campaignId
-    (when set) and contact {firstName, lastName, phone, email}: a contact that never wrote on a custom
-    channel has no fromId (toId is null), and the receiver needs an address to reach it."""
-    settings = None
-    # A reply on the website chat widget's channel is delivered by being stored: the visitor's frame reads it
-    # from the event stream (services/widget.py). Only the others need the webhook and an outbox row.
-    # An email goes by the account's SMTP server (services/mail_out.py), also from the outbox.
-    delivered_on = {reply["channel"] for reply in replies if reply["channel"] != WEB_CHANNEL}
-    if user_id is None and not delivered_on:
-        user_id = account_id
-    if user_id is None:
-        account = account_store.delivery_context_in_tx(cx, account_id)
-        if account is None:  # (delivered_on is not empty here: user_id would be the account's)
-            raise Invalid(NO_WEBHOOK)
-        for channel in delivered_on:
-            reason = undeliverable(account["settings"], channel)
-            if reason:
-                raise Invalid(reason)
-        # The payload's userId (docs/api.md#webhook-delivery): the account's owner, or the account itself when it has no user.
-        settings, user_id = account["settings"], account["owner_user_id"] or account_id
-    now = now_iso()  # one transaction, one time
-    messages: list[Message] = []
-    deliveries: list[dict[str, Any]] = []
-    counts = Counter(reply["contact"]["id"] for reply in replies)
-    sequences = contact_store.take_reply_sequences_in_tx(cx, account_id, counts)
-    for reply, message_id in zip(replies, new_ids("msg", len(replies))):
-        contact, body, to_id, channel = reply["contact"], reply["body"], reply["to_id"], reply["channel"]
-        on_widget = channel == WEB_CHANNEL
-        message = {"id": message_id, "account_id": account_id, "contact_id": contact["id"],
-                   "direction": "outbound", "status": "Sent" if on_widget else "Pending", "body": body,
-                   "channel": channel,
-                   "campaign_id": campaign_id, "message_type": reply.get("message_type", "text"),
-                   "external_id": None, "from_id": None,
-                   "to_id": to_id, "media_url": media_url, "media_content_type": content_type, "error": None,
-                   "author": author, "author_user_id": author_user_id, "created_at": now, "status_at": now}
-        # This contact's numbers were taken above; its replies of this batch get them in order.
-        sequence = sequences[contact["id"]] - counts[contact["id"]] + 1
-        counts[contact["id"]] -= 1
-        # delivered_body: what the receiver gets when the stored body must not hold it (a CSAT ask's link: services/csat.py)
-        payload = {"contactId": contact["id"], "messageId": message["id"], "userId": user_id,
-                   "body": reply.get("delivered_body", body),
-                   "toId": to_id, "channel": channel, "accountId": account_id, "author": author,
-                   "createdAt": now, "sequence": sequence}
-        if author == "user" and author_user_id:
-            payload["authorUserId"] = author_user_id
-        if campaign_id:
-            payload["campaignId"] = campaign_id
-        payload["contact"] = {"firstName": contact["first_name"], "lastName": contact["last_name"],
-                              "phone": contact["phone"], "email": contact["email"]}
-        if shown_media:
-            payload["mediaUrl"], payload["mediaContentType"] = shown_media["url"], shown_media["contentType"]
-        if channel == mail_out.CHANNEL:  # its subject and the Message-IDs it answers: the customer's latest email
-            message["mail"] = payload["mail"] = mail_out.reply_mail(
-                store.last_inbound_mail_in_tx(cx, account_id, contact["id"]))
-        messages.append(message)
-        if on_widget:
-            visitor_mail.queue_in_tx(cx, account_id, message, contact)  # when the visitor left an email
-            continue
-        deliveries.append({"account_id": account_id, "kind": "reply", "message_id": message["id"],
-                           "payload": payload, "campaign_id": outbox_campaign_id})
-    _store_messages_in_tx(cx, messages, announce)
-    outbox.enqueue_many_in_tx(cx, deliveries)
-    if author in bot_context.HUMAN_AUTHORS:
-        if settings is None:
-            settings = cast(dict[str, Any], account_store.get_settings_in_tx(cx, account_id))  # the writer's account
-        for message in messages:
-            bot_context.pause_after_human_reply_in_tx(cx, settings, account_id=account_id,
-                                                      contact_id=message["contact_id"], campaign_id=campaign_id,
-                                                      author=author)
-    return messages
-
-
-def queue_campaign_messages_in_tx(cx: Connection, recipients: Sequence[tuple[Mapping[str, Any], str]], *,
-                                  account_id: str, user_id: str | None, channel: str | None, campaign_key: str,
-                                  campaign_id: str | None, announce: bool = False) -> list[Message]:
-    """A campaign's messages to a batch of recipients, [(contact row, personalised body)], through the one
-    outbound path: each to where its contact last wrote from, or, for a contact that never wrote on a custom
-    channel, with toId null (the payload's contact carries its phone and email). Returns the messages, in the
-    recipients' order. Their live event is the batch's: the caller emits events.MESSAGES_CREATED once for
-    the messages of its transaction (announce: each message gets its own message.created instead, for a
-    draft's test message). campaign_id None: the messages move no campaign's counts (a test message)."""
-    targets = store.reply_targets_in_tx(cx, account_id, [contact["id"] for contact, _ in recipients])
-    replies: list[dict[str, Any]] = []
-    for contact, body in recipients:
-        to_id, last_channel = targets.get(contact["id"], (None, None))
-        replies.append({"contact": contact, "body": body, "to_id": to_id, "channel": channel or last_channel})
-    return _queue_outbound_in_tx(cx, replies, account_id=account_id, user_id=user_id, campaign_id=campaign_key,
-                                 media_url=None, content_type=None, shown_media=None, author="campaign",
-                                 outbox_campaign_id=campaign_id, announce=announce)
-
-
 async def send_custom_channel_message(services: Services, account_id: str, *, from_id: str,
                                       custom_channel: str | None, body: str | None, campaign_id: str | None = None,
                                       first_name: str | None = None, last_name: str | None = None,
@@ -497,21 +191,11 @@ async def send_custom_channel_message(services: Services, account_id: str, *, fr
     shown_media = media.public_media(services, stored_url, content_type)
 
     message = await services.db.write(
-        _record_outbound, identity, account_id=account_id, body=body, channel=custom_channel,
+        record_outbound, identity, account_id=account_id, body=body, channel=custom_channel,
         to_id=from_id, campaign_id=_blank_to_none(campaign_id), media_url=stored_url, content_type=content_type,
         shown_media=shown_media, author="api")
     wake_delivery(services)
     return {"messageId": message["id"], "contactId": message["contact_id"]}
-
-
-def _record_outbound(cx: Connection, identity: Identity, *, body: str, channel: str | None, to_id: str | None,
-                     **outbound: Any) -> Message:
-    """In the writer: resolve or create the contact from fromId, then store and queue the message."""
-    contact_id, _ = _resolve_contact_in_tx(cx, identity)
-    contact = contact_store.get_contact.sync(cx, identity["account_id"], contact_id)
-    [message] = _queue_outbound_in_tx(cx, [{"contact": contact, "body": body, "to_id": to_id, "channel": channel}],
-                                      **outbound)
-    return message
 
 
 async def send_reply(services: Services, account_id: str, contact_id: str, body: str | None,
@@ -519,7 +203,7 @@ async def send_reply(services: Services, account_id: str, contact_id: str, body:
                      to_id: str | None = None, campaign_id: str | None = None, media_url: str | None = None,
                      media_content_type: str | None = None, in_tx: InTx | None = None) -> JSONObject:
     """The one way an outbound message to a known contact is made: bot replies, inbox replies and API
-    sends all end in _queue_outbound_in_tx. Without to_id/channel the reply goes where the contact last
+    sends all end in queue_outbound_in_tx. Without to_id/channel the reply goes where the contact last
     wrote from. author: 'bot', 'user' (with author_user_id), 'api' or 'campaign'.
     in_tx: None, or (fn, kwargs) with fn a module-level function run as fn(cx, message, **kwargs) in the
     reply's own transaction once the message is queued (the bot records its outcome and spends credits
@@ -537,35 +221,11 @@ async def send_reply(services: Services, account_id: str, contact_id: str, body:
     shown_media = media.public_media(services, stored_url, content_type)
 
     message = await services.db.write(
-        _record_reply, account_id=account_id, contact_id=contact_id, body=body, channel=channel,
+        record_reply, account_id=account_id, contact_id=contact_id, body=body, channel=channel,
         to_id=to_id, campaign_id=campaign_id, media_url=stored_url, content_type=content_type,
         shown_media=shown_media, author=author, author_user_id=author_user_id, in_tx=in_tx)
     wake_delivery(services)
     return {"messageId": message["id"], "contactId": contact_id}
-
-
-def _record_reply(cx: Connection, *, account_id: str, contact_id: str, body: str, to_id: str | None,
-                  channel: str | None, in_tx: InTx | None = None, **outbound: Any) -> Message:
-    """In the writer: a reply to a known contact, by default where it last wrote from."""
-    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
-    if contact is None:
-        raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
-    if to_id is None and channel is not None:
-        to_id = store.channel_target_in_tx(cx, account_id, contact_id, channel)
-        if to_id is None and channel == WEB_CHANNEL:
-            raise Invalid("channel: this contact has never written from the website chat widget, so a reply "
-                          "cannot reach it there", field="channel")
-    if to_id is None:
-        target = store.reply_target_in_tx(cx, account_id, contact_id)
-        if target is None:
-            raise Invalid("this contact has never written on a custom channel, so there is no fromId to reply to")
-        to_id, channel = target[0], channel or target[1]
-    [message] = _queue_outbound_in_tx(cx, [{"contact": contact, "body": body, "to_id": to_id, "channel": channel}],
-                                      account_id=account_id, **outbound)
-    if in_tx is not None:
-        fn, kwargs = in_tx
-        fn(cx, message, **kwargs)
-    return message
 
 
 # ---- reading ---------------------------------------------------------------------------------

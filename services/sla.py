@@ -1,14 +1,13 @@
 """The SLA (issue 40): settings sla {firstResponseMinutes, nextResponseMinutes}, counted in business minutes
-(services/business_hours.py; every minute when the account has no business hours). The contact's message starts a
+(common/business_hours.py; every minute when the account has no business hours). The contact's message starts a
 wait for a person's answer (the first response's target until a person has answered the conversation once, the
 next response's after), a person's reply ends it, putting the conversation away (resolved, snoozed, pending)
 drops it; the SlaWatcher breaches the waits whose time passed, each once (conversation.sla_breached), sleeping
 until the next due time. The outside-hours message is decided here too: both are what a contact's message
-does when the account keeps business hours. No HTTP, no SQL."""
+does when the account keeps business hours (in its transaction: storage/sla.py on_contact_message_in_tx). No HTTP,
+no SQL."""
 from __future__ import annotations
 
-import functools
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
@@ -16,19 +15,15 @@ from typing import Any
 
 from common.errors import Invalid
 from common.ids import iso, parse_iso, utcnow
-from services import business_hours, placeholders
-from services.business_hours import Schedule
 from services.context import JSONObject, Services
 from services.users import author_name
 from services.worker_loop import WorkerLoop
-from storage import accounts as account_store
 from storage import sla as store
-from storage.interface import Connection, Store
+from storage.sla import KEY as KEY, KINDS  # KEY: the settings page reads it here
+from storage.interface import Store
 
 log = logging.getLogger("parley.sla")
 
-KEY = "sla"
-KINDS = {"firstResponseMinutes": "first", "nextResponseMinutes": "next"}
 MAX_MINUTES = 525_600  # a year; the API's model says the same
 DUE_SOON_MINUTES = 60  # the inbox's Due soon: answers due within this, or overdue
 
@@ -40,73 +35,6 @@ def clock(services: Services) -> Callable[[], datetime]:
 
 def due_soon_before(services: Services) -> str:
     return iso(clock(services)() + timedelta(minutes=DUE_SOON_MINUTES))
-
-
-def _loaded(text: str | JSONObject | None) -> JSONObject | None:
-    return json.loads(text) if isinstance(text, str) else text
-
-
-@functools.lru_cache(maxsize=256)
-def _schedule_of_text(text: str) -> tuple[JSONObject, Schedule]:
-    """(config, Schedule) of an account's businessHours as stored (JSON text): parsed once per version in a
-    process (the writer's transactions ask for it with every contact's message)."""
-    config = json.loads(text)
-    return config, business_hours.Schedule(config)
-
-
-# The outside-hours message's (closed period key, template, Schedule, next opening)
-OutsideHoursNotice = tuple[str, str, Schedule, datetime | None]
-
-
-def on_contact_message_in_tx(cx: Connection, *, account_id: str, contact_id: str, now: datetime,
-                             hours: str | JSONObject | None, sla: str | JSONObject | None,
-                             bot_answers: bool) -> tuple[str | None, OutsideHoursNotice | None]:
-    """In the inbound message's transaction (a text from the contact, not a keyword nor an automatic reply), for an
-    account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
-    start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
-    and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
-    message's (closed period key, template, Schedule, next opening) or None). now: an aware datetime."""
-    config: JSONObject | None
-    schedule: Schedule | None
-    if isinstance(hours, str):
-        config, schedule = _schedule_of_text(hours)
-    else:  # already parsed (a driver that decodes JSON itself), or None
-        config, schedule = hours, business_hours.Schedule(hours) if hours else None
-    targets = _loaded(sla)
-    due = None
-    if targets and not bot_answers:
-        due = start_in_tx(cx, schedule, targets, account_id, contact_id, now)
-    notice = None
-    if schedule is not None and config and config.get("outsideHoursMessage") and not bot_answers:
-        open_now, _, opens = schedule.state(now)
-        if not open_now:
-            notice = (business_hours.iso_or_none(opens) or "never", config["outsideHoursMessage"], schedule, opens)
-    return due, notice
-
-
-def on_handoff_in_tx(cx: Connection, account_id: str, contact_id: str, now: datetime) -> None:
-    """The bot handed the conversation to a person (in this transaction): the wait for one starts now, when the
-    account has an SLA (the contact's message the bot took started none)."""
-    settings = account_store.get_settings_in_tx(cx, account_id)
-    if settings is not None and settings.get(KEY):
-
-        start_in_tx(cx, business_hours.schedule_of(settings), settings[KEY], account_id, contact_id, now)
-
-
-def start_in_tx(cx: Connection, schedule: Schedule | None, sla: Mapping[str, Any], account_id: str, contact_id: str,
-                now: datetime) -> str | None:
-    """Start the conversation's wait for a person now, unless one runs; returns its due time or None."""
-    dues = {kind: business_hours.add_business_minutes(schedule, now, sla[field])
-            if sla.get(field) else None for field, kind in KINDS.items()}
-    return store.start_in_tx(cx, account_id, contact_id, iso(now), business_hours.iso_or_none(dues["first"]),
-                             business_hours.iso_or_none(dues["next"]))
-
-
-def outside_hours_body(template: str, contact: Mapping[str, Any], schedule: Schedule, opens: datetime | None) -> str:
-    """The outside-hours message for this contact: the contact placeholders ({{firstName}} ...) and
-    {{nextOpenAt}} (the next opening in the account's zone, e.g. "Monday 09:00 (Europe/Berlin)") filled."""
-    return placeholders.fill(template.replace("{{nextOpenAt}}", business_hours.local_opening(schedule, opens)),
-                             contact)
 
 
 def validate(value: Mapping[str, Any] | None) -> dict[str, int] | None:

@@ -2,13 +2,14 @@
 to a visitor who left"): the widget keeps the email on the visitor's contact (services/widget.py give_email,
 identify). When a person (an agent in the inbox, or the API) replies on the widget's channel to a contact with an
 email who has not opted out, and the account has SMTP set, the reply's mail is queued in the reply's own
-transaction (one per reply: its outbox webhook_id is made of the message id), due DELAY later.
+transaction (storage/mail.py queue_visitor_mail_in_tx; one per reply: its outbox webhook_id is made of the message
+id), due VISITOR_MAIL_DELAY later.
 
 "Not connected" is decided by what the visitor's chat did, not by a guess at the sockets: the reply is mailed
-when no chat of the visitor showed it within DELAY. A chat that is open (the frame's WebSocket or long-poll, on
+when no chat of the visitor showed it within VISITOR_MAIL_DELAY. A chat that is open (the frame's WebSocket or long-poll, on
 any process) receives the reply from the event stream within a second of its commit and reports it shown
 (services/widget.py updates and history: drop_visitor_mails deletes the pending mail); a chat that opens within
-DELAY shows it too. A long-poll between two polls, or a socket reconnecting after a drop, is connected for this
+VISITOR_MAIL_DELAY shows it too. A long-poll between two polls, or a socket reconnecting after a drop, is connected for this
 rule (it resumes from its cursor and shows the reply), and the rule holds with several processes (the mark is in
 the database, not in one process's Hub). A mail already being sent when the chat shows the reply still goes: at
 most one mail per reply.
@@ -23,43 +24,24 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from common import email_channel
 from common.ids import iso, parse_iso
-from services import email_settings, media
+from services import media
 from storage import contacts as contact_store
 from storage import mail as store
+from storage.mail import VISITOR_MAIL_AUTHORS, VISITOR_MAIL_DELAY
 from storage import messages as message_store
-from storage import outbox
-from storage.interface import Connection
 
 if TYPE_CHECKING:
     from services.context import Services
 
-DELAY = timedelta(seconds=60)
-AUTHORS = ("user", "api")  # a person's reply (bot_context.HUMAN_AUTHORS): the bot's answers the chat shows live
-
-
-def queue_in_tx(cx: Connection, account_id: str, message: Mapping[str, Any], contact: Mapping[str, Any]) -> bool:
-    """In the reply's transaction: queue its mail when the reply is a person's, on the widget's channel, to a contact
-    with an email who has not opted out, and the account has SMTP set. Returns whether it was queued."""
-    if message["author"] not in AUTHORS or not contact.get("email") or contact.get("opted_out"):
-        return False
-    found = store.mail_account_in_tx(cx, account_id)
-    if found is None or email_settings.server(found[1], "smtp") is None:
-        return False
-    outbox.enqueue_many_in_tx(cx, [{
-        "account_id": account_id, "kind": "mail", "webhook_id": store.visitor_mail_id(message["id"]),
-        "due_at": iso(parse_iso(message["created_at"]) + DELAY),
-        "payload": {"to": contact["email"], "subject": f"Your chat with {found[0]}",
-                    "visitorReply": {"messageId": message["id"], "contactId": contact["id"]}}}])
-    return True
-
 
 async def shown(services: Services, account_id: str, messages: Iterable[Mapping[str, Any]], now: str) -> None:
     """The visitor's chat showed these messages (visitor_message dicts): the mails of the business's replies among
-    them are not needed. Only a person's replies younger than DELAY can have one: the others (the bot's answers, the
+    them are not needed. Only a person's replies younger than VISITOR_MAIL_DELAY can have one: the others (the bot's answers, the
     visitor's own messages, older replies) cost no write."""
-    recent = iso(parse_iso(now) - DELAY - timedelta(seconds=5))
-    ids = [m["id"] for m in messages if m["author"] in AUTHORS and m["createdAt"] >= recent]
+    recent = iso(parse_iso(now) - VISITOR_MAIL_DELAY - timedelta(seconds=5))
+    ids = [m["id"] for m in messages if m["author"] in VISITOR_MAIL_AUTHORS and m["createdAt"] >= recent]
     if ids:
         await store.drop_visitor_mails(services.db, account_id, ids, now)
 
@@ -75,7 +57,7 @@ async def text(services: Services, account: Mapping[str, Any], reply: Mapping[st
     shown_media = media.public_media(services, message["media_url"], message["media_content_type"])
     if shown_media:
         lines += ["", f"Attachment: {shown_media['url']}"]
-    if email_settings.server(account["settings"], "imap") is not None:  # an answer by mail is imported
+    if email_channel.server(account["settings"], "imap") is not None:  # an answer by mail is imported
         how = "Reply to this email to write back: your answer reaches the same conversation."
     else:
         how = "To write back, open the chat on our website again."

@@ -27,6 +27,7 @@ from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from common.errors import DomainError, Forbidden, Invalid, RateLimited
 from common.ids import new_id, now_iso
 from common.validation import Identifier, Strict, validation_message
+from common.business_hours import iso_or_none, schedule_of
 from services import business_hours, contacts, csat, event_stream, media, messaging, sla, visitor_mail
 from services.contact_fields import normalize_email
 from services.context import JSONObject
@@ -49,7 +50,7 @@ MAX_IDENTITY = 200  # characters of an identify id, email or name
 DEFAULT_TITLE, DEFAULT_COLOR = "Chat with us", "#2563eb"
 _COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 # An enabled widget as load() gives it: its row (account_id, id, identity_secret), its settings with their defaults
-# (WidgetSettings) and the account's business hours (a business_hours.Schedule, or None).
+# (WidgetSettings) and the account's business hours (a common.business_hours.Schedule, or None).
 Widget = Mapping[str, Any]
 # A visitor as their token names them: {"v": "vis_…"} (anonymous) or {"u": id, "e": email, "n": name} (verified).
 Visitor = dict[str, str]
@@ -180,7 +181,7 @@ async def load(db: Store, widget_id: str) -> dict[str, Any]:
     shown = configured(row["settings"]) if row else None
     if row is None or shown is None or not shown["enabled"]:
         raise Unavailable("this chat is not available")
-    return {**row, "settings": shown, "hours": business_hours.schedule_of(row["settings"])}
+    return {**row, "settings": shown, "hours": schedule_of(row["settings"])}
 
 
 def public_config(widget: Widget) -> JSONObject:
@@ -269,7 +270,7 @@ def availability(widget: Widget, now: datetime) -> JSONObject:
     as an ISO time and as the frame's line says it, in the account's zone ("Mon 9:00 (Europe/Berlin)")."""
     schedule = widget["hours"]
     open_now, _, opens = schedule.state(now) if schedule is not None else (True, None, None)
-    return {"openNow": open_now, "nextOpenAt": business_hours.iso_or_none(opens),
+    return {"openNow": open_now, "nextOpenAt": iso_or_none(opens),
             "replyFrom": business_hours.short_opening(schedule, opens, now) if opens else None}
 
 

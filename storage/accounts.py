@@ -230,6 +230,28 @@ def set_settings_in_tx(cx: Connection, account_id: str, settings: Mapping[str, A
     cx.execute("UPDATE accounts SET settings = ? WHERE id = ?", (json.dumps(settings), account_id))
 
 
+@writes
+def save_settings(cx: Connection, account_id: str, values: Mapping[str, Any], merged_from: Mapping[str, Any],
+                  by: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Set these settings of the account (values: name -> the new value, None removes it) in one transaction, with the
+    audit entry; returns the whole settings object. merged_from: for each setting whose new value the caller merged
+    into the stored one (a merge patch: services/accounts.py update_settings), the stored value it merged into; when
+    another write changed one of them since, nothing is written and None is returned (the caller merges again), so
+    that concurrent PATCHes never lose an update. The account's lock is held to COMMIT (PostgreSQL)."""
+    dialect_of(cx).lock(cx, f"settings:{account_id}")
+    settings = cast(dict[str, Any], get_settings_in_tx(cx, account_id))  # the caller's account: it exists
+    if any(settings.get(name) != stored for name, stored in merged_from.items()):
+        return None
+    record_by(cx, by, account_id=account_id, action="settings.updated", detail={"changed": sorted(values)})
+    for name, value in values.items():
+        if value is None:
+            settings.pop(name, None)
+        else:
+            settings[name] = value
+    set_settings_in_tx(cx, account_id, settings)
+    return settings
+
+
 def delivery_context_in_tx(cx: Connection, account_id: str) -> dict[str, Any] | None:
     """What an outbound message needs inside its transaction: {settings, owner_user_id} (the owner is the
     payload's userId, docs/api.md#webhook-delivery), or None for an unknown account."""

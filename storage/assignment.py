@@ -7,16 +7,25 @@ Assigner's rounds also hold the account's lock (storage/dialect.py lock: Postgre
 writer serializes already)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
+
+from common.ids import iso
 
 from storage.audit import record_by
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx
 from storage.interface import Connection, Row
+from storage.mail import agents_assigned_in_tx
 
 ON = ("round_robin", "balanced")  # the modes that assign (off does not)
+DEFAULT_AWAY_AFTER_MINUTES = 30
+AUTOMATIC = {"actor": "assignment", "actor_label": "Automatic assignment"}  # who the audit names
+BATCH = 100  # conversations assigned in one transaction at most
+Setting = tuple[str, int | None]  # setting_of's (mode, awayAfterMinutes or None)
 
 
 
@@ -172,3 +181,89 @@ def mark_seen(cx: Connection, user_ids: Sequence[str], now: str, stale_before: s
     rows = cx.execute(f"UPDATE users SET last_seen_at = ? WHERE id IN ({marks}) AND (last_seen_at IS NULL"
                       f" OR last_seen_at < ?) RETURNING id", (now, *user_ids, stale_before)).fetchall()
     return sorted(row[0] for row in rows)
+
+
+# ---- the decisions (services/assignment.py: the settings and the Assigner) -----------------------------
+
+def setting_of(value: str | Mapping[str, Any] | None) -> Setting:
+    """(mode, awayAfterMinutes or None) of a stored assignment setting (a dict, its JSON text, or None)."""
+    config: Mapping[str, Any] = (json.loads(value) if isinstance(value, str) else value) or {}
+    return config.get("mode", "off"), config.get("awayAfterMinutes", DEFAULT_AWAY_AFTER_MINUTES)
+
+
+def reason(mode: str, chosen: Mapping[str, Any]) -> str:
+    """Why the claimed agent (claim_agent_in_tx's {id, capacity, load}) got the conversation:
+    the audit entry's words."""
+    rule = "balanced: fewest open conversations" if mode == "balanced" else \
+        "round robin: longest since an automatic assignment"
+    capacity = "no limit" if chosen["capacity"] is None else chosen["capacity"]
+    return f"{rule} ({chosen['load']} open, capacity {capacity})"
+
+
+def _seen_since(now: datetime, away_after: int | None) -> str | None:
+    """Agents seen with a live page before this are away (None: nobody is away for idleness)."""
+    return iso(now - timedelta(minutes=away_after)) if away_after else None
+
+
+def _detail(mode: str, chosen: Mapping[str, Any], queued_at: str | None) -> dict[str, Any]:
+    return {"assigneeUserId": chosen["id"], "mode": mode, "reason": reason(mode, chosen), "openBefore": chosen["load"],
+            "capacity": chosen["capacity"], "queuedAt": queued_at}
+
+
+def claim_for_new_in_tx(cx: Connection, account_id: str, setting: Setting, now: datetime) -> dict[str, Any] | None:
+    """A message from a new contact opens a conversation while assignment is on (setting: setting_of's (mode,
+    awayAfterMinutes)): the agent it goes to, claimed, when one may take it and nothing else waits (the message's
+    upsert names them as the assignee: no statement more); else None (it waits in the queue).
+    assigned_new_in_tx follows in the same transaction."""
+    mode, away_after = setting
+    return claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id="")
+
+
+def assigned_new_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting,
+                       chosen: Mapping[str, Any]) -> None:
+    """The event and audit entry of claim_for_new_in_tx's assignment, once the conversation is written."""
+    assigned_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC, _detail(setting[0], chosen, None))
+    agents_assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
+
+
+def assign_reopened_in_tx(cx: Connection, account_id: str, contact_id: str, setting: Setting, now: datetime) -> bool:
+    """A message to a known contact was stored in this transaction while assignment is on: when the conversation
+    waits (the message opened it again, or it waited already) and nothing else does, it goes to an agent who may
+    take it now. Returns whether it waits still (for the Assigner). A message to a conversation that does not
+    wait costs one read by its key."""
+    queued_at = waiting_since_in_tx(cx, account_id, contact_id)
+    if queued_at is None:
+        return False
+    mode, away_after = setting
+    chosen = claim_agent_in_tx(cx, account_id, mode, _seen_since(now, away_after), contact_id=contact_id)
+    if chosen is None or not assign_in_tx(cx, account_id, contact_id, chosen["id"], AUTOMATIC,
+                                                _detail(mode, chosen, queued_at)):
+        return True
+    agents_assigned_in_tx(cx, account_id, [(contact_id, chosen["id"])])
+    return False
+
+
+def assign_queued_in_tx(cx: Connection, account_id: str, now: datetime, limit: int = BATCH,
+                        by: Mapping[str, Any] = AUTOMATIC) -> list[tuple[str, str]]:
+    """In one write transaction under the account's lock: give up to limit waiting conversations, oldest first,
+    to the agents who may take them now, each claimed in turn. Returns [(contact id, user id)] assigned. With the
+    mode off, the queue is emptied instead (nothing waits for an assignment that will not come)."""
+    lock_account_in_tx(cx, account_id)
+    mode, away_after = setting_of(setting_in_tx(cx, account_id))
+    if mode not in ON:
+        clear_queue_in_tx(cx, account_id)
+        return []
+    seen_since = _seen_since(now, away_after)
+    chosen = claim_agent_in_tx(cx, account_id, mode, seen_since)
+    if chosen is None:
+        return []  # nobody may take one: the queue is not read
+    assigned: list[tuple[str, str]] = []
+    for contact_id, queued_at in queue_head_in_tx(cx, account_id, limit):
+        chosen = chosen or claim_agent_in_tx(cx, account_id, mode, seen_since)
+        if chosen is None:
+            break
+        if assign_in_tx(cx, account_id, contact_id, chosen["id"], by, _detail(mode, chosen, queued_at)):
+            assigned.append((contact_id, chosen["id"]))
+            chosen = None  # their load and turn moved: the next is chosen again
+    agents_assigned_in_tx(cx, account_id, assigned, actor=by.get("actor"))
+    return assigned

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
+
+from common.bot_config import effective
+from common.ids import iso, now_iso, utcnow
 
 from storage.db import fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_in_tx, message_updated_in_tx
+from storage.contacts import get_contact
 from storage.interface import Connection, Row
+
+HUMAN_AUTHORS = ("user", "api")  # replies written by a person: they pause the bot for the contact
 
 # Sorts after every id (ids are ASCII, "msg_…"): "up to this id" with no id means "all".
 _AFTER_EVERY_ID = "\uffff"
@@ -116,3 +123,48 @@ def undecided_inbound(cx: Connection, before_id: str, limit: int) -> list[Row]:
                       f" FROM messages{dialect_of(cx).index_hint('messages_bot_pending')}"
                       " WHERE bot_pending = 1 AND id < ? ORDER BY id LIMIT ?", (before_id, limit))
     return [dict(r) for r in rows]
+
+
+# ---- what the bot decides with, and a person's reply (services/bot.py) ----------------------------------------
+
+def context_in_tx(cx: Connection, account_id: str, contact_id: str | None, campaign_id: str | None,
+                  message_id: str | None = None, *, require_active: bool = True) -> dict[str, Any] | None:
+    """What the bot needs to decide on a message of this contact (contact_id None: no contact, a dry run;
+    message_id: the message, stored already): {config (common.bot_config.effective), account_type,
+    credit_hundredths, credits_per_reply, has_webhook, opted_out, pause, first_message, fields (the contact's, for
+    placeholders; None without a contact)}. With require_active, None when the
+    bot is not active for this message's campaign (nothing more is read then)."""
+    account = account_bot_in_tx(cx, account_id)
+    if account is None or (require_active and account["bot"] is None):
+        return None
+    config = effective(account["bot"], campaign_id)
+    if require_active and not config["active"]:
+        return None
+    contact = {"opted_out": False, "pause": None, "first_message": False, "fields": None}
+    if contact_id is not None:
+        contact = contact_state_in_tx(cx, account_id, contact_id, now_iso(), message_id) or contact
+    return {"config": config, "account_type": account["type"], "credit_hundredths": account["credit_hundredths"],
+            "credits_per_reply": account["credits_per_reply"], "has_webhook": account["has_webhook"], **contact}
+
+
+@reads
+def dry_run_context(cx: Connection, account_id: str, contact_id: str | None,
+                    campaign_id: str | None) -> dict[str, Any] | None:
+    """context_in_tx for POST /v1/bot/test, whether or not the bot is active; None when contact_id names no contact
+    of the account."""
+    if contact_id is not None and get_contact.sync(cx, account_id, contact_id) is None:
+        return None
+    return context_in_tx(cx, account_id, contact_id, campaign_id, require_active=False)
+
+
+def pause_after_human_reply_in_tx(cx: Connection, settings: Mapping[str, Any], *, account_id: str, contact_id: str,
+                                  campaign_id: str | None, author: str | None) -> None:
+    """A reply written by a person (HUMAN_AUTHORS) pauses the bot for that contact for
+    pauseMinutesAfterHumanReply (of the reply's campaign, else the account's), whether or not the bot is on
+    now: switching it on later must not barge into a conversation a person is holding. settings: the account's."""
+    if author not in HUMAN_AUTHORS:
+        return
+    minutes = effective(settings.get("bot"), campaign_id)["pauseMinutesAfterHumanReply"]
+    if minutes > 0:
+        now = utcnow()
+        pause_in_tx(cx, account_id, contact_id, iso(now + timedelta(minutes=minutes)), "human_reply", iso(now))

@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-from common.errors import Conflict, NotFound
+from common.errors import Conflict, Invalid, NotFound
+from common.placeholders import compile_body, render
 from common.ids import iso, parse_iso
-from storage import events
+from storage import accounts as account_store
+from storage import contacts as contact_store
+from storage import events, outbound
 from storage.audit import record_by
 from storage.contacts import tag_like
 from storage.db import fetch_all, fetch_one, reads, writes
@@ -474,3 +478,65 @@ def latest_campaign_key_in_tx(cx: Connection, account_id: str, contact_id: str, 
     row = cx.execute("SELECT campaign_id, created_at FROM messages WHERE account_id = ? AND contact_id = ?"
                      " AND author = 'campaign' ORDER BY id DESC LIMIT 1", (account_id, contact_id)).fetchone()
     return row[0] if row and row[1] >= since else None
+
+
+# ---- sending (services/campaign_runner.py hands a running campaign's recipients over in batches) --------------
+
+# A running campaign stays at most a minute of its rate (and at least this many messages) ahead of its deliveries.
+BACKLOG_MIN = 100
+
+
+def hand_over(cx: Connection, campaign_id: str, limit: int, now: str) -> dict[str, Any]:
+    """In the writer: the next ``limit`` pending recipients of a running campaign get their personalised
+    message (or are skipped: opted out, or the contact is gone), in this one transaction. Returns {status,
+    queued, skipped, backlogged, seconds}; backlogged when the campaign is a minute of its rate ahead of its
+    deliveries; seconds: how long this kept the writer (the runner sizes its batches by it)."""
+    started = time.perf_counter()
+    campaign = get_campaign_in_tx(cx, None, campaign_id)
+    if campaign is None or campaign["status"] != "running":
+        return {"status": campaign and campaign["status"], "queued": 0, "skipped": 0, "backlogged": False,
+                "seconds": 0.0}
+    limit = min(limit, max(campaign["rate_per_minute"], BACKLOG_MIN) - campaign["queued"])
+    if limit <= 0:
+        return {"status": "running", "queued": 0, "skipped": 0, "backlogged": True, "seconds": 0.0}
+    recipients = next_pending_in_tx(cx, campaign, limit)
+    parts = compile_body(campaign["body"])
+    account_id = campaign["account_id"]
+    user_id = account_store.get_owner_user_id.sync(cx, account_id) or account_id
+    # Opted out when its turn came, or (no contact left) nobody to reach: skipped, without a message.
+    sending = [contact for contact in recipients if contact["contact_exists"] and not contact["opted_out"]]
+    skipped = [contact["id"] for contact in recipients if not contact["contact_exists"] or contact["opted_out"]]
+    messages = outbound.queue_campaign_messages_in_tx(
+        cx, [(contact, render(parts, contact)) for contact in sending], account_id=account_id,
+        user_id=user_id, channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=campaign_id)
+    queued = [(message["contact_id"], message["id"]) for message in messages]
+    if not recipients and campaign["pending"] > 0:
+        raise RuntimeError(f"campaign {campaign_id}: {campaign['pending']} recipients pending but none found")
+    cursor = recipients[-1]["id"] if recipients else campaign["cursor"]
+    campaign = record_batch_in_tx(cx, campaign, queued, skipped, cursor, now)
+    # One live event for the batch's messages: open inboxes refresh, and threads of these contacts fetch theirs.
+    events.emit_batches_in_tx(cx, account_id, events.MESSAGES_CREATED, {"campaignId": campaign_id}, "contactIds",
+                              [contact_id for contact_id, _ in queued],
+                              also=("messageIds", [message_id for _, message_id in queued]))
+    return {"status": campaign["status"], "queued": len(queued), "skipped": len(skipped), "backlogged": False,
+            "seconds": time.perf_counter() - started}
+
+
+def send_test_in_tx(cx: Connection, account_id: str, campaign_id: str, contact_id: str,
+                    by: Mapping[str, Any] | None) -> dict[str, Any]:
+    """In the writer: send_test's message, its delivery and its audit record, in one transaction."""
+    campaign = get_campaign_in_tx(cx, account_id, campaign_id)
+    if campaign is None:
+        raise campaign_not_found(campaign_id)
+    contact = contact_store.get_contact.sync(cx, account_id, contact_id)
+    if contact is None:
+        raise NotFound(f"no contact with id {contact_id}", code="CONTACT_NOT_FOUND")
+    if contact["opted_out"]:
+        raise Invalid(f"contactId names contact {contact_id}, which opted out: it gets no campaign message, not "
+                      "even a test", field="contactId")
+    [message] = outbound.queue_campaign_messages_in_tx(
+        cx, [(contact, render(compile_body(campaign["body"]), contact))], account_id=account_id, user_id=None,
+        channel=campaign["channel"], campaign_key=campaign["campaign_key"], campaign_id=None, announce=True)
+    record_by(cx, by, account_id=account_id, action="campaign.test_sent", subject_id=campaign_id,
+              detail={"contactId": contact_id, "messageId": message["id"]})
+    return message

@@ -8,6 +8,7 @@ from typing import Any
 from common.errors import Invalid
 from common.ids import now_iso
 from storage import assignment
+from storage import mail as mail_store
 from storage.db import fetch_all, reads, writes
 from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx, emit_in_tx
@@ -84,6 +85,22 @@ def update_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], ch
         assignment.unqueue_in_tx(cx, account_id, contact_ids)
     resolves = changes.get("status") == "resolved"
     return [], [c for c in reopened if resolves and found[c] != "resolved"]
+
+
+def change_in_tx(cx: Connection, account_id: str, contact_ids: list[str], changes: dict[str, str | None],
+                  base_url: str, at: str, actor: str | None = None) -> tuple[list[str], int]:
+    """In the writer: the change, the CSAT ask of each conversation it resolved (storage/csat.py) and the mail of
+    each new assignee who chose it (storage/mail.py; actor: the user id whose change it is), in one
+    transaction. Returns (missing ids, how many mails were queued: contacts asked, assignees mailed)."""
+    from storage.csat import ask_in_tx  # through storage.messages it imports storage.users, which imports this module
+    assignee = changes.get("assignee_user_id")
+    before = mail_store.assignees_in_tx(cx, account_id, contact_ids) if assignee else {}
+    missing, resolved = update_in_tx(cx, account_id, contact_ids, changes)
+    if missing:
+        return missing, 0
+    mailed = mail_store.agents_assigned_in_tx(cx, account_id, [(c, assignee) for c in contact_ids
+                                                           if before.get(c) != assignee], actor=actor) if assignee else 0
+    return missing, mailed + (ask_in_tx(cx, account_id, resolved, base_url, at) if resolved else 0)
 
 
 def unassign_user_in_tx(cx: Connection, account_id: str, user_id: str) -> int:

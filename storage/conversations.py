@@ -56,7 +56,7 @@ def on_messages_in_tx(cx: Connection, messages: Sequence[Mapping[str, Any]]) -> 
     contact wrote last (last_inbound_id). A message with m["queue"] (automatic assignment is on: issue 40) puts
     the conversation it opens in the assignment queue (queued_at) when nobody has it: a new one, a reopened one,
     or the first the contact wrote to (a campaign's). m["assignee_user_id"]: the agent a new contact's first
-    message was assigned to (services/assignment.py claim_for_new_in_tx): the new conversation's assignee (a
+    message was assigned to (storage/assignment.py claim_for_new_in_tx): the new conversation's assignee (a
     conversation that exists keeps its own). One statement for all, no read."""
     rows = [(m["account_id"], m["contact_id"], m["id"], m["created_at"], m["direction"], m.get("author"),
              m["body"][:PREVIEW_CHARS], m.get("channel"), 1 if m["direction"] == "inbound" else 0,

@@ -4,14 +4,28 @@ the Reports' read. Every query is scoped to the account, or reaches a row by its
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import timedelta
+from typing import Any, cast
 
+from common.ids import iso, new_id, parse_iso, utcnow
+from common.tokens import hash_token, new_token
+from storage import accounts as account_store
+from storage import contacts as contact_store
+from storage import messages, outbound
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.dialect import dialect_of
 from storage.interface import Connection, Row
+from storage.rows import ContactRow
 from storage.outbox import enqueue_notification_in_tx
 
 SUBMITTED = "csat.submitted"  # event and notification
+SETTING = "csat"  # the account setting {enabled, question} (services/csat.py validates it)
+DEFAULT_QUESTION = "How would you rate our help?"
+ASK_GAP = timedelta(hours=24)  # a contact is asked at most once within this
+ANSWER_DAYS = 7  # an ask's link dies this long after it was asked
+MESSAGE_TYPE = "csat"  # the ask's message
+CUSTOM_CHANNEL = "custom"  # an ask's channel when the contact's message named none (the custom channel's)
+PAGE_PATH = "/csat/"
 _ANSWER = "answered_at, rating, comment"
 
 
@@ -105,3 +119,52 @@ def prune_unanswered(cx: Connection, before: str, limit: int) -> int:
     return cx.execute(f"DELETE FROM csat_asks WHERE {row_id} IN (SELECT {row_id} FROM csat_asks"
                       " WHERE answered_at IS NULL AND expires_at < ? ORDER BY expires_at LIMIT ?)",
                       (before, limit)).rowcount
+
+
+# ---- asking (in the resolution's transaction: storage/conversation_status.py change_in_tx) ------------------
+
+def page_url(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}{PAGE_PATH}{token}"
+
+
+def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_url: str, at: str | None = None) -> int:
+    """These contacts' conversations were resolved in this transaction (at: when, ISO 8601; default now): ask each
+    contact, when csat is enabled, the contact has written on a channel we can answer on, has not opted out, and
+    was not asked within ASK_GAP. Returns how many were asked."""
+    account = account_store.delivery_context_in_tx(cx, account_id)
+    # the setting as stored (services/csat.py validated it whole), with its defaults (never set: disabled)
+    shown = {"enabled": False, "question": DEFAULT_QUESTION, **((account or {}).get("settings", {}).get(SETTING) or {})}
+    if account is None or not shown["enabled"]:  # (no account: nothing is enabled)
+        return 0
+    now = parse_iso(at) if at else utcnow()
+    asked = 0
+    for contact_id in contact_ids:
+        last = last_ask_in_tx(cx, account_id, contact_id)
+        if last is not None and parse_iso(last) > now - ASK_GAP:
+            continue
+        to_id, channel = messages.reply_target_in_tx(cx, account_id, contact_id) or (None, None)
+        if to_id is None:
+            continue  # the contact never wrote (a campaign's conversation): nowhere to ask
+        on_widget = channel == outbound.WEB_CHANNEL
+        if not on_widget and outbound.undeliverable(account["settings"], channel):
+            continue  # nowhere to deliver the link (as the outside-hours message): no webhook, or for email no SMTP
+        # the conversation's contact: it exists (it wrote, above)
+        contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
+        if contact["opted_out"]:
+            continue  # they asked for no more messages: a question is not an answer they wait for
+        question = shown["question"]
+        reply: dict[str, Any] = {"contact": contact, "body": question, "to_id": to_id, "channel": channel,
+                 "message_type": MESSAGE_TYPE}
+        token = None if on_widget else new_token()
+        if token is not None:
+            reply.update(body=f"{question}\n{page_url(base_url, '…')}",
+                         delivered_body=f"{question}\n{page_url(base_url, token)}")
+        message = outbound.queue_automatic_in_tx(cx, account_id, account, reply)
+        insert_ask_in_tx(cx, {
+            "id": new_id("csat"), "account_id": account_id, "contact_id": contact_id,
+            "agent_user_id": assignee_in_tx(cx, account_id, contact_id),
+            "channel": channel or CUSTOM_CHANNEL,
+            "message_id": message["id"], "question": question, "token_hash": token and hash_token(token),
+            "asked_at": iso(now), "expires_at": iso(now + timedelta(days=ANSWER_DAYS))})
+        asked += 1
+    return asked

@@ -4,13 +4,17 @@ retried and recorded by the delivery worker like a webhook."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from common.email_channel import server
+from common.ids import iso, new_id, parse_iso
+from storage.bot_state import HUMAN_AUTHORS
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.interface import Connection
 from storage.one_time_links import insert_link
-from storage.outbox import enqueue_in_tx
+from storage.outbox import enqueue_in_tx, enqueue_many_in_tx
 
 
 def queue_in_tx(cx: Connection, mail: Mapping[str, Any]) -> None:
@@ -124,7 +128,11 @@ def import_status(cx: Connection, account_id: str) -> dict[str, Any] | None:
 
 # ---- Parley's mail to its agents (services/agent_mail.py) -----------------------------------------
 
-_PREFERENCES = ("email_new_conversation", "email_handoff", "email_assigned")
+# The mails an agent may choose (services/agent_mail.py), and the users column that holds each choice.
+NEW_CONVERSATION, HANDOFF, ASSIGNED = "newConversation", "handoff", "assigned"
+COLUMNS = {NEW_CONVERSATION: "email_new_conversation", HANDOFF: "email_handoff", ASSIGNED: "email_assigned"}
+_SUBJECTS = {NEW_CONVERSATION: "New conversation", HANDOFF: "A conversation needs a person",
+             ASSIGNED: "A conversation was assigned to you"}
 
 
 # A user who can sign in (active, not removed, the invitation accepted): {u} is the table's alias and a dot, or
@@ -136,7 +144,7 @@ def agent_recipients_in_tx(cx: Connection, account_id: str, preference: str, use
     """[(user id, email)] of the account's users who chose this mail (preference: a users column), can sign in
     (active, not removed, the invitation accepted) and are among user_ids (None: any), but exclude."""
     from storage.users import INVITED  # storage.users imports this module
-    if preference not in _PREFERENCES:
+    if preference not in COLUMNS.values():
         raise ValueError(f"no such preference: {preference}")
     sql = (f"SELECT id, email FROM users WHERE account_id = ? AND {preference} = 1 AND {_SIGNS_IN.format(u='')}"
            " AND id IS DISTINCT FROM ?")
@@ -176,6 +184,37 @@ def mail_account_in_tx(cx: Connection, account_id: str) -> tuple[str, dict[str, 
     return (row[0], json.loads(row[1])) if row else None
 
 
+def queue_agent_mail_in_tx(cx: Connection, account_id: str, kind: str, contact_id: str, *,
+                           to: Sequence[str] | None = None, actor: str | None = None) -> int:
+    """In the event's transaction: queue the mail of this kind about the conversation with contact_id to each user
+    who chose it, among ``to`` (user ids; None: anyone) but the ``actor`` (the user whose action it is, or None).
+    Costs one read of the users who chose it (none: nothing more); nothing is queued without SMTP. Returns how
+    many mails were queued."""
+    if kind == HANDOFF and to is None:
+        assignee = assignee_in_tx(cx, account_id, contact_id)
+        to = [assignee] if assignee else None
+    recipients = agent_recipients_in_tx(cx, account_id, COLUMNS[kind], to, actor)
+    if not recipients:
+        return 0
+    found = mail_account_in_tx(cx, account_id)
+    if found is None or server(found[1], "smtp") is None:
+        return 0
+    name = found[0]
+    for user_id, email in recipients:
+        queue_in_tx(cx, {"id": new_id("mail"), "account_id": account_id, "payload": {
+            "to": email, "subject": f"{_SUBJECTS[kind]} ({name})",
+            "agent": {"kind": kind, "contactId": contact_id, "userId": user_id}}})
+    return len(recipients)
+
+
+def agents_assigned_in_tx(cx: Connection, account_id: str, assigned: Iterable[tuple[str, str | None]],
+                          actor: str | None = None) -> int:
+    """Conversations assigned in this transaction, [(contact id, user id)]: the mail to each assignee who chose it,
+    unless they assigned it themselves (actor: the user id whose action it is)."""
+    return sum(queue_agent_mail_in_tx(cx, account_id, ASSIGNED, contact_id, to=[user_id], actor=actor)
+               for contact_id, user_id in assigned if user_id)
+
+
 @reads
 def agent_mail_facts(cx: Connection, account_id: str, contact_id: str, user_id: str) -> dict[str, Any] | None:
     """What an agent's mail says, read when it is sent (so an erased contact is never mailed): the contact's names,
@@ -197,6 +236,27 @@ def agent_mail_facts(cx: Connection, account_id: str, contact_id: str, user_id: 
 def visitor_mail_id(message_id: str) -> str:
     """The outbox webhook_id of the mail that carries this reply to a web visitor: one per reply, found by it."""
     return f"vmail_{message_id}"
+
+
+VISITOR_MAIL_DELAY = timedelta(seconds=60)  # a reply no chat of the visitor showed within this is mailed
+VISITOR_MAIL_AUTHORS = HUMAN_AUTHORS  # a person's reply is mailed: the visitor's chat shows the bot's answers live
+
+
+def queue_visitor_mail_in_tx(cx: Connection, account_id: str, message: Mapping[str, Any],
+                             contact: Mapping[str, Any]) -> bool:
+    """In the reply's transaction: queue its mail when the reply is a person's, on the widget's channel, to a contact
+    with an email who has not opted out, and the account has SMTP set. Returns whether it was queued."""
+    if message["author"] not in VISITOR_MAIL_AUTHORS or not contact.get("email") or contact.get("opted_out"):
+        return False
+    found = mail_account_in_tx(cx, account_id)
+    if found is None or server(found[1], "smtp") is None:
+        return False
+    enqueue_many_in_tx(cx, [{
+        "account_id": account_id, "kind": "mail", "webhook_id": visitor_mail_id(message["id"]),
+        "due_at": iso(parse_iso(message["created_at"]) + VISITOR_MAIL_DELAY),
+        "payload": {"to": contact["email"], "subject": f"Your chat with {found[0]}",
+                    "visitorReply": {"messageId": message["id"], "contactId": contact["id"]}}}])
+    return True
 
 
 @writes

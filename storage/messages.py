@@ -1,5 +1,6 @@
 """SQL for custom-channel messages, the fromId -> contact mapping and a message's delivery attempts.
-The *_in_tx functions are plain sync functions for composing one transaction in services/messaging.py."""
+The *_in_tx functions are plain sync functions for composing one transaction (storage/inbound.py,
+storage/outbound.py)."""
 from __future__ import annotations
 
 import json

@@ -4,13 +4,22 @@ away, breached by the SlaWatcher exactly once (also with several processes: the 
 and the Reports' share of waits answered in time."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from common.ids import new_id
+from common.business_hours import Schedule, add_business_minutes, iso_or_none, schedule_of, schedule_of_text
+from common.ids import iso, new_id
+from storage.accounts import get_settings_in_tx
 from storage.db import reads, writes
 from storage.interface import Connection
 from storage.outbox import enqueue_notification_in_tx
+
+KEY = "sla"  # the account setting {firstResponseMinutes, nextResponseMinutes}
+KINDS = {"firstResponseMinutes": "first", "nextResponseMinutes": "next"}  # its fields and the waits they time
+# The outside-hours message's (closed period key, template, Schedule, next opening)
+OutsideHoursNotice = tuple[str, str, Schedule, datetime | None]
 
 SLA_BREACHED = "conversation.sla_breached"  # event and notification
 
@@ -30,6 +39,49 @@ def start_in_tx(cx: Connection, account_id: str, contact_id: str, now: str, firs
     cx.execute("INSERT INTO sla_targets (id, account_id, kind, started_at, due_at) VALUES (?, ?, ?, ?, ?)",
                (target_id, account_id, "first" if row[1] is None else "next", now, row[0]))
     return row[0]
+
+def on_contact_message_in_tx(cx: Connection, *, account_id: str, contact_id: str, now: datetime,
+                             hours: str | dict[str, Any] | None, sla: str | dict[str, Any] | None,
+                             bot_answers: bool) -> tuple[str | None, OutsideHoursNotice | None]:
+    """In the inbound message's transaction (a text from the contact, not a keyword nor an automatic reply), for an
+    account with business hours or an SLA (hours, sla: their stored settings, JSON text or None):
+    start the conversation's wait for a person (unless the bot answers this message: the bot's handoff starts it),
+    and say whether the outside-hours message is due: returns (the wait's due time or None, the outside-hours
+    message's (closed period key, template, Schedule, next opening) or None). now: an aware datetime."""
+    config: dict[str, Any] | None
+    schedule: Schedule | None
+    if isinstance(hours, str):
+        config, schedule = schedule_of_text(hours)
+    else:  # already parsed (a driver that decodes JSON itself), or None
+        config, schedule = hours, Schedule(hours) if hours else None
+    targets = json.loads(sla) if isinstance(sla, str) else sla
+    due = None
+    if targets and not bot_answers:
+        due = start_wait_in_tx(cx, schedule, targets, account_id, contact_id, now)
+    notice = None
+    if schedule is not None and config and config.get("outsideHoursMessage") and not bot_answers:
+        open_now, _, opens = schedule.state(now)
+        if not open_now:
+            notice = (iso_or_none(opens) or "never", config["outsideHoursMessage"], schedule, opens)
+    return due, notice
+
+
+def on_handoff_in_tx(cx: Connection, account_id: str, contact_id: str, now: datetime) -> None:
+    """The bot handed the conversation to a person (in this transaction): the wait for one starts now, when the
+    account has an SLA (the contact's message the bot took started none)."""
+    settings = get_settings_in_tx(cx, account_id)
+    if settings is not None and settings.get(KEY):
+        start_wait_in_tx(cx, schedule_of(settings), settings[KEY], account_id, contact_id, now)
+
+
+def start_wait_in_tx(cx: Connection, schedule: Schedule | None, sla: Mapping[str, Any], account_id: str,
+                     contact_id: str, now: datetime) -> str | None:
+    """Start the conversation's wait for a person now, its targets (sla: the setting) counted in the account's
+    business minutes, unless one runs (start_in_tx); returns its due time or None."""
+    dues = {kind: add_business_minutes(schedule, now, sla[field]) if sla.get(field) else None
+            for field, kind in KINDS.items()}
+    return start_in_tx(cx, account_id, contact_id, iso(now), iso_or_none(dues["first"]), iso_or_none(dues["next"]))
+
 
 
 def answered_in_tx(cx: Connection, replies: Iterable[tuple[str, str, str, str | None]]) -> None:

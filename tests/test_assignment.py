@@ -12,7 +12,7 @@ import pytest
 
 from common.errors import DomainError
 from common.ids import iso, utcnow
-from services import accounts, assignment, contacts, conversation_status, users
+from services import accounts, contacts, conversation_status, users
 from storage import assignment as assignment_store
 from storage.erasure import erase_contact
 from storage.db import fetch_all, reads
@@ -344,7 +344,7 @@ _inside, _go = threading.Event(), threading.Event()
 def _assign_one_then_wait(cx, account_id, now):
     """The first of two racing assigners: assigns one conversation, then holds its transaction open until the
     test has seen the second one wait."""
-    assigned = assignment.assign_queued_in_tx(cx, account_id, now, 1)
+    assigned = assignment_store.assign_queued_in_tx(cx, account_id, now, 1)
     _inside.set()
     _go.wait(20)
     return assigned
@@ -365,7 +365,7 @@ async def test_two_connections_assigning_at_once_never_exceed_capacity(services,
     first = asyncio.ensure_future(services.db.write(_assign_one_then_wait, account_id, utcnow()))
     try:
         assert await until(_inside.is_set)
-        second = asyncio.ensure_future(services.db.write(assignment.assign_queued_in_tx, account_id, utcnow(), 100))
+        second = asyncio.ensure_future(services.db.write(assignment_store.assign_queued_in_tx, account_id, utcnow(), 100))
         if services.settings.uses_postgres:  # the second transaction waits for the first one's lock
             for _ in range(500):
                 if await _lock_waits(services.db):

@@ -10,6 +10,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from services import accounts, bot, bot_match, bot_provider, bot_runner, messaging
 from services.netguard import CheckedResolver
+from storage import bot_state
 from storage.db import writes
 from tests.api_helpers import get_message, post_inbound
 from tests.bot_helpers import BOT_SETTINGS, RULES, bot_replies, configure, say
@@ -462,14 +463,13 @@ async def test_recovery_answers_by_state_whatever_the_age_and_never_twice(api, a
 async def test_a_message_gets_at_most_one_bot_answer_whatever_runs_twice(api, account, services):
     """The outcome write is conditional and the reply is queued only when it won: applying a decision again
     (a recovery racing the live runner, a retried write) sends nothing more and changes nothing."""
-    from services import bot_context
     key, account_id = account["api_key"], account["account_id"]
     await configure(api, key, {"active": True, "rules": RULES})
     first = await say(api, services, key, "price?")
     assert first["bot"]["outcome"] == "rule"
     message = rows(services, "SELECT id, account_id, contact_id, body, channel, campaign_id, from_id FROM messages"
                              " WHERE id = ?", first["id"])[0]
-    context = await services.db.read(bot_context.context_in_tx, account_id, message["contact_id"], None, first["id"])
+    context = await services.db.read(bot_state.context_in_tx, account_id, message["contact_id"], None, first["id"])
     assert await bot.apply(services, message, context, bot.Decision("rule", "again", reply="Twice?")) is None
     assert await bot.apply(services, message, context, bot.Decision("no_answer", "again")) is None
     assert [r["body"] for r in bot_replies(services, account_id)] == ["Plans start at $10."]

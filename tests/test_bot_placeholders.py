@@ -1,6 +1,6 @@
 """Bot answers fill placeholders (issue 43 item 1): the greeting, rule answers, the fallback and the handoff
 message fill {{firstName}}, {{lastName}}, {{email}}, {{phone}} for the contact as campaigns do (one parser,
-services/placeholders.py); an unknown placeholder is 400 at save naming the field and the placeholder, and
+common/placeholders.py); an unknown placeholder is 400 at save naming the field and the placeholder, and
 the dry run fills them for its contactId. And notificationUrls is a merge patch (item 5): null removes one."""
 import pytest
 

@@ -1,5 +1,7 @@
 """The bot's settings object (docs/design.md#api-decisions "Bot") in PATCH /v1/account/settings and GET /v1/account: validation
 naming the field, merge-patch semantics, the write-only provider key encrypted at rest, campaign overrides."""
+import asyncio
+
 import pytest
 
 from common.errors import Invalid
@@ -170,16 +172,17 @@ def test_a_campaign_overrides_the_accounts_keys():
 async def test_the_keyword_matcher_is_built_when_the_settings_are_saved_once_per_version(api, account, services):
     """Issue 18, item 1: one compiled matcher per settings version, built at save, reused by every message;
     a new save makes a new version (and matcher); the version is never shown."""
-    from services import bot_context, bot_match
+    from services import bot_match
+    from storage import bot_state
     key, account_id = account["api_key"], account["account_id"]
     r = await patch_bot(api, key, {"active": True, "rules": RULES})
     assert "version" not in r.json["bot"]
-    config = (await services.db.read(bot_context.context_in_tx, account_id, None, None))["config"]
+    config = (await services.db.read(bot_state.context_in_tx, account_id, None, None))["config"]
     assert config["matcherKey"] in bot_match._cache  # built by the save, before any message
     assert bot_match.matcher(config) is bot_match.matcher(config)
     assert bot_match.matcher(config).first("the PRICE?") == (0, "price")
     await patch_bot(api, key, {"rules": [{"keywords": ["hours"], "answer": "9 to 5"}]})
-    newer = (await services.db.read(bot_context.context_in_tx, account_id, None, None))["config"]
+    newer = (await services.db.read(bot_state.context_in_tx, account_id, None, None))["config"]
     assert newer["matcherKey"] != config["matcherKey"] and newer["matcherKey"] in bot_match._cache
     assert bot_match.matcher(newer).first("the PRICE?") is None
 
@@ -190,3 +193,19 @@ async def test_another_account_sees_nothing_of_the_bot(api, account, other_accou
     assert "bot" not in (await api.get("/v1/account", key=other_account["api_key"])).json["settings"]
     await patch_bot(api, other_account["api_key"], {"active": False})
     assert (await api.get("/v1/account", key=account["api_key"])).json["settings"]["bot"]["active"] is True
+
+
+async def test_two_bot_patches_at_once_both_land(api, account, services):
+    """A bot PATCH is a merge patch of the stored bot, merged and validated before its write (services/accounts.py
+    update_settings): of two at once, each changing another key, neither is lost; the write that finds the bot
+    changed since its merge writes nothing and is merged again."""
+    key, account_id = account["api_key"], account["account_id"]
+    await patch_bot(api, key, {"active": True})
+    first, second = await asyncio.gather(patch_bot(api, key, {"greeting": "Hi!"}),
+                                         patch_bot(api, key, {"fallback": "A person will answer."}))
+    assert first.code == second.code == 200, (first.body, second.body)
+    bot = (await accounts.get_account(services.db, account_id))["settings"]["bot"]
+    assert (bot["active"], bot["greeting"], bot["fallback"]) == (True, "Hi!", "A person will answer.")
+    audit = await services.db.read(lambda cx: cx.execute(
+        "SELECT COUNT(*) FROM audit_log WHERE account_id = ? AND action = 'settings.updated'", (account_id,)).fetchone()[0])
+    assert audit == 3  # one entry per PATCH: the write merged again left none of its own

@@ -1,4 +1,4 @@
-"""Business hours' time arithmetic (issue 40, services/business_hours.py): open now, the next opening and N
+"""Business hours' time arithmetic (issue 40, common/business_hours.py): open now, the next opening and N
 business minutes later, across daylight-saving changes in New York and Berlin (northern hemisphere, whole-hour
 offsets) and Adelaide (southern hemisphere, a 30-minute offset), merged periods across midnight, holidays (the
 account's and a country's), and bad input refused naming the field. Pure functions: no database."""
@@ -8,7 +8,8 @@ import pytest
 
 from common.errors import Invalid
 from services import business_hours
-from services.business_hours import Schedule, validate
+from common.business_hours import Schedule
+from services.business_hours import validate
 
 WEEKDAYS = {day: [["09:00", "17:00"]] for day in ("mon", "tue", "wed", "thu", "fri")}
 

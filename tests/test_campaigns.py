@@ -12,7 +12,8 @@ from standardwebhooks import Webhook
 
 from common.ids import now_iso, utcnow
 from services import contacts, lists
-from services.campaign_runner import BATCH_MAX, CampaignRunner, hand_over
+from services.campaign_runner import BATCH_MAX, CampaignRunner
+from storage.campaigns import hand_over
 from storage import campaigns as campaign_store
 from storage.dialect import dialect_of
 from tests.campaign_helpers import (assert_counts_add_up, campaign, create, deliver_all, make_list, people, recipient_statuses,

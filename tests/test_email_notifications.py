@@ -14,7 +14,8 @@ from email.message import EmailMessage
 import pytest
 
 from common.ids import utcnow
-from services import accounts, mail_out, visitor_mail
+from services import accounts, mail_out
+from storage.mail import VISITOR_MAIL_DELAY
 from services.delivery import DeliveryWorker
 from storage import messages as message_store
 from storage.outbox import list_outbox
@@ -218,8 +219,8 @@ async def test_a_visitor_who_left_an_email_gets_a_reply_by_mail_and_answers_into
 
         # The visitor's chat is closed: nothing is sent at once (a chat that opens may still show it), then one mail.
         assert await services.delivery.run_due() == 0
-        assert await services.delivery.run_due(utcnow() + visitor_mail.DELAY + timedelta(seconds=1)) == 1
-        assert await services.delivery.run_due(utcnow() + 2 * visitor_mail.DELAY) == 0
+        assert await services.delivery.run_due(utcnow() + VISITOR_MAIL_DELAY + timedelta(seconds=1)) == 1
+        assert await services.delivery.run_due(utcnow() + 2 * VISITOR_MAIL_DELAY) == 0
         [mail] = mail_server.wait_for(1)
         key_ = mail_out.message_id_key(services.box)
         assert mail["To"] == "ada@example.com" and mail["From"] == f"Account 1 <{ADDRESS}>"
@@ -247,13 +248,13 @@ async def test_a_visitor_who_left_an_email_gets_a_reply_by_mail_and_answers_into
         assert r.code == 201, r.body
         shown = await visitor.updates(cursor, wait=5)
         assert [m["body"] for m in shown.json["messages"]] == ["Thanks!"]
-        assert await services.delivery.run_due(utcnow() + 2 * visitor_mail.DELAY) == 0
+        assert await services.delivery.run_due(utcnow() + 2 * VISITOR_MAIL_DELAY) == 0
         # Opted out: no mail, even with the chat closed.
         r = await api.patch(f"/v1/contacts/{contact_id}", {"optedOut": True}, key=key)
         assert r.code == 200, r.body
         r = await api.post(f"/v1/contacts/{contact_id}/messages", {"body": "One more thing", "channel": "web"}, key=key)
         assert r.code == 201, r.body
-        assert await services.delivery.run_due(utcnow() + 2 * visitor_mail.DELAY) == 0
+        assert await services.delivery.run_due(utcnow() + 2 * VISITOR_MAIL_DELAY) == 0
         assert len(mail_server.messages) == 1
         assert [r["webhook_id"] for r in await list_outbox(services.db, account_id, kind="mail")] == [
             f"vmail_{reply_id}"]

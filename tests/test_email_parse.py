@@ -8,7 +8,8 @@ from email.message import EmailMessage
 import pytest
 
 from services import mail_parse
-from services.mail_out import reply_mail, reply_subject, signed_message_id, verified_message_id
+from common.email_channel import reply_mail, reply_subject
+from services.mail_out import signed_message_id, verified_message_id
 
 GMAIL = b"""MIME-Version: 1.0
 Date: Tue, 3 Mar 2026 09:12:01 +0100

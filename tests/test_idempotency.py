@@ -440,7 +440,7 @@ async def test_a_write_without_a_key_whose_writer_died_after_commit_says_it_is_s
     assert await _count(services.db, "SELECT COUNT(*) FROM lists WHERE name = 'Stored'") == 1
 
 
-@pytest.mark.parametrize("writer_fault", ["services.messaging._record_inbound"], indirect=True)
+@pytest.mark.parametrize("writer_fault", ["storage.inbound.record_inbound"], indirect=True)
 async def test_an_inbound_message_whose_writer_died_after_commit_is_answered_from_the_stored_message(
         writer_fault, api, account, services, monkeypatch):
     """The inbound endpoint re-reads its answer by messageSid: a 200 with the stored messageId, and the

@@ -14,9 +14,10 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from common.errors import InsufficientCredits
 from common.ids import now_iso
-from services import bot, bot_context, contacts, credits, lists
-from services.campaign_runner import hand_over
+from services import bot, contacts, credits, lists
+from storage.campaigns import hand_over
 from services.delivery import DeliveryWorker
+from storage import bot_state
 
 INBOUND = "/v1/incoming_custom_channel_message"
 GRANT = "/v1/subaccounts/credits"
@@ -242,7 +243,7 @@ async def test_one_message_gets_one_bot_answer_whatever_runs_concurrently(api, a
         lambda cx, i: [dict(zip(("id", "account_id", "contact_id", "body", "channel", "campaign_id", "from_id"), row))
                        for row in _rows(cx, "SELECT id, account_id, contact_id, body, channel, campaign_id, from_id"
                                             " FROM messages WHERE id = ?", (i,))], r.json["messageId"])
-    context = await services.db.read(bot_context.context_in_tx, account_id, message["contact_id"], None,
+    context = await services.db.read(bot_state.context_in_tx, account_id, message["contact_id"], None,
                                       message["id"])
     results = await asyncio.gather(*(bot.apply(services, message, context,
                                                bot.Decision("rule", f"run {n}", reply=f"Answer {n}"))

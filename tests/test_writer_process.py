@@ -1,16 +1,20 @@
 """What the SQLite writer process does beside its batches (issue 23: what made single batches slow, and every
 write queued behind them): its WAL checkpoints run on a thread of their own, not inside the COMMIT that takes
 the WAL past SQLite's 1,000 pages (storage/writer.py Checkpointer), and the modules write functions live in are
-imported while it starts, not by the first write that needs each (preload)."""
+imported while it starts, not by the first write that needs each (preload); and storage owns every function it runs
+(issue 42 §4): it imports no services module."""
 import asyncio
 import os
 import sys
 
 import pytest
 
+from services import accounts, conversation_status, messaging
 from storage import writer, writer_supervisor
-import services.messaging  # noqa: F401  (imported here, so the writer preloads it)
+import storage.inbound  # noqa: F401  (imported here, so the writer preloads it)
 from storage.db import Database, connect_sync, writes
+from tests.inbound_helpers import inbound
+from tests.writer_helpers import loaded_modules
 
 WRITER = "the SQLite writer process's WAL"
 BLOB = 4000  # bytes: one page of its own each (an overflow page)
@@ -100,10 +104,10 @@ def _modules_not_loaded(cx, names):
 
 
 @pytest.mark.sqlite_only(WRITER)
-async def test_the_writer_imports_the_services_and_storage_modules_before_a_write_needs_them(tmp_path):
-    """services.messaging alone took ~0.5 s to import: the first inbound message after each start of a writer
-    held every write behind it that long."""
-    wanted = ["services.messaging", "services.bot_settings", "storage.messages"]
+async def test_the_writer_imports_the_storage_and_common_modules_before_a_write_needs_them(tmp_path):
+    """services.messaging alone took ~0.5 s to import when the inbound write lived there: the first inbound message
+    after each start of a writer held every write behind it that long."""
+    wanted = ["storage.inbound", "storage.outbound", "common.business_hours", "storage.messages"]
     assert all(name in writer_supervisor.write_modules() for name in wanted)
     db = await Database(tmp_path / "parley.db").open()
     try:
@@ -115,3 +119,20 @@ async def test_the_writer_imports_the_services_and_storage_modules_before_a_writ
         assert missing == []
     finally:
         await db.close()
+
+
+@pytest.mark.sqlite_only(WRITER)
+@pytest.mark.writer_process
+async def test_the_writer_runs_no_services_module(services, account):
+    """Storage owns every function the writer runs; services pass values (issue 42 §4). This process has the
+    services imported, as the server has: the writer process preloads none of them, and the writes of an inbound
+    message, its reply, the conversation's resolution (with its CSAT ask) and the settings import none either."""
+    account_id = account["account_id"]
+    assert "services.messaging" in sys.modules
+    assert not [name for name in writer_supervisor.write_modules() if name.split(".")[0] == "services"]
+    await accounts.update_settings(services.db, account_id, {"customChannelWebhookUrl": "https://example.com/hook",
+                                                             "csat": {"enabled": True, "question": "How did we do?"}})
+    message = await inbound(services, account_id)
+    await messaging.send_reply(services, account_id, message["contact_id"], "Thanks!", author="api")
+    await conversation_status.change(services, account_id, [message["contact_id"]], status="resolved")
+    assert await loaded_modules(services.db, "services") == []

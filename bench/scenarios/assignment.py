@@ -3,7 +3,7 @@ takes (goal p99 <= 5 ms), and inbound throughput with assignment on against off 
 
 The account of the scenario's data directory gets 50 agents and 10,000 open conversations spread over them,
 written straight into its SQLite file before the server starts. Decisions: on a copy of that file, 1,000 times a
-new conversation waits and services.assignment.assign_queued_in_tx assigns it (the Assigner's whole transaction:
+new conversation waits and services.assignment_store.assign_queued_in_tx assigns it (the Assigner's whole transaction:
 the lock, the agent claimed by their kept load (users.open_load), the update, its event and audit entry), timed
 without and with its COMMIT (an fsync: the disk's, not the decision's). A new contact's message assigns its
 conversation in its own write (the same claim): the throughput measures that. Throughput:
@@ -58,7 +58,7 @@ def _set_mode(cx, account_id, mode):
 def _decisions(db_path, account_id):
     """(seconds to decide and write, seconds with the COMMIT too) of each of DECISIONS single assignments, on the
     seeded file."""
-    from services.assignment import assign_queued_in_tx
+    from storage.assignment import assign_queued_in_tx
     from storage import db
     cx = db.connect_sync(db_path)
     times = []

@@ -5,7 +5,8 @@ from tornado.web import authenticated
 
 from common.errors import DomainError, Invalid
 from handlers.ui_base import UiHandler
-from services import accounts, bot, bot_provider, bot_settings, credits, handoff, placeholders
+from common import placeholders
+from services import accounts, bot, bot_provider, bot_settings, credits, handoff
 
 BLANK_RULE_ROWS = 2  # empty rows under the rules, for new ones (no JavaScript needed)
 OVERRIDABLE = ("greeting", "fallback", "rules", "handoffKeywords", "provider", "pauseMinutesAfterHumanReply")

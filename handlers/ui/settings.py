@@ -8,6 +8,7 @@ from handlers.ui_base import UiHandler, session_key
 from handlers.ui.account import render_account
 from services import (accounts, agent_mail, assignment, business_hours, csat, email_settings, event_stream, mail_in, mail_out, regions,
                       sla, users, webhook_ping, widget)
+from common import email_channel
 from common.errors import Conflict, Invalid, NotFound, RateLimited
 
 HOURS_FIELDS = ("timezone", *business_hours.DAYS, "holidays", "holidayCountry", "outsideHoursMessage", *sla.KINDS)
@@ -55,7 +56,7 @@ class SettingsPage(UiHandler):
         values.update(form or {})
         self.render("settings.html", email_test=email_test, mails=await mail_out.recent(db, self.account_id),
                     mail_import=await mail_in.import_status(db, self.account_id)
-                    if email_settings.server(settings, "imap") else None, widget_info=await widget.describe(db, self.application.settings_obj.base_url,
+                    if email_channel.server(settings, "imap") else None, widget_info=await widget.describe(db, self.application.settings_obj.base_url,
                                                                       self.account_id),
                     status=status, account=account, key=await accounts.get_key_prefix(db, self.account_id),
                     hours=hours, zones=business_hours.zones(), days=business_hours.DAYS,
@@ -217,7 +218,7 @@ EMAIL_FIELDS = ("address", *(f"{kind}.{name}" for kind in email_settings.KINDS
 def email_form_values(settings):
     """Settings > Email's fields from the stored setting: a port or folder left to its default stays empty (so that
     a new security brings its own default port), and never a password (the form says whether one is set)."""
-    stored = settings.get(email_settings.SETTING) or {}
+    stored = settings.get(email_channel.SETTING) or {}
     values = {"email.address": stored.get("address") or ""}
     for kind in email_settings.KINDS:
         server = stored.get(kind) or {}
@@ -242,7 +243,7 @@ class EmailHandler(SettingsPage):
         except Invalid as exc:
             await self.render_settings(status=400, error=exc.message, form=shown)
             return
-        await self.save({email_settings.SETTING: value if value.get("address") or value.get("imap")
+        await self.save({email_channel.SETTING: value if value.get("address") or value.get("imap")
                          or value.get("smtp") else None}, shown, "Email settings saved.", anchor="#email")
 
 

@@ -133,8 +133,9 @@ def write_modules() -> set[str]:
 class WriterThread:
     """The writer's own loop (storage/writer.py serve()) on a thread of this process instead of a child process:
     the same frames, group commit, batch records and answers, without the process boundary. For the tests
-    whose subject is not that boundary (tests/conftest.py's services fixture): a writer process started with
-    every module preloaded costs ~0.7 s of CPU, once per test. It offers what the supervision uses of
+    whose subject is not that boundary (tests/conftest.py's services fixture): a writer process costs a Python
+    start and its storage and common modules' imports (~0.1 s of CPU, was ~0.7 s while services were preloaded),
+    once per test. It offers what the supervision uses of
     subprocess.Popen: poll() and kill() (which can only cut the socket: a thread cannot be killed), and no
     pid, since there is no process to signal. The server never uses it."""
     pid = None

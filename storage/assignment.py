@@ -20,6 +20,7 @@ from storage.dialect import dialect_of
 from storage.events import CONVERSATION_UPDATED, emit_at_commit_in_tx
 from storage.interface import Connection, Row
 from storage.mail import agents_assigned_in_tx
+from storage.user_states import signs_in
 
 ON = ("round_robin", "balanced")  # the modes that assign (off does not)
 DEFAULT_AWAY_AFTER_MINUTES = 30
@@ -97,7 +98,7 @@ def queue_head_in_tx(cx: Connection, account_id: str, limit: int) -> list[tuple[
 
 # The users who may take a conversation now: active, not removed, the invitation accepted (they can sign in to
 # answer), available, under their capacity (NULL: no limit).
-_ELIGIBLE = ("u.account_id = ? AND u.active = 1 AND u.removed_at IS NULL AND u.available = 1 AND u.password_hash <> ?"
+_ELIGIBLE = (f"u.account_id = ? AND {signs_in('u')} AND u.available = 1"
              " AND (u.capacity IS NULL OR u.open_load < u.capacity)")
 # Who gets the next conversation, by mode: round_robin, the oldest turn (never assigned first), then by id;
 # balanced, the fewest open and pending first, then as round_robin.
@@ -128,8 +129,7 @@ def claim_agent_in_tx(cx: Connection, account_id: str, mode: str, seen_since: st
     already. The assignment then adds to the agent's load by the conversations' trigger (migration 0690), which
     also gives them the account's next turn when it inserts a conversation with them (a new contact's);
     take_turn_in_tx does for one assigned by an UPDATE."""
-    from storage.users import INVITED  # storage.users imports this module's users (conversation_status)
-    where, args = [_ELIGIBLE], [account_id, INVITED]
+    where, args = [_ELIGIBLE], [account_id]
     if seen_since is not None:
         where.append("u.last_seen_at >= ?")
         args.append(seen_since)

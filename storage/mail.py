@@ -15,6 +15,7 @@ from storage.db import fetch_all, fetch_one, reads, writes
 from storage.interface import Connection
 from storage.one_time_links import insert_link
 from storage.outbox import enqueue_in_tx, enqueue_many_in_tx
+from storage.user_states import signs_in
 
 
 def queue_in_tx(cx: Connection, mail: Mapping[str, Any]) -> None:
@@ -134,21 +135,15 @@ COLUMNS = {NEW_CONVERSATION: "email_new_conversation", HANDOFF: "email_handoff",
 _SUBJECTS = {NEW_CONVERSATION: "New conversation", HANDOFF: "A conversation needs a person",
              ASSIGNED: "A conversation was assigned to you"}
 
-
-# A user who can sign in (active, not removed, the invitation accepted): {u} is the table's alias and a dot, or
-# empty; its one parameter is storage.users.INVITED.
-_SIGNS_IN = "{u}active = 1 AND {u}removed_at IS NULL AND {u}password_hash <> ?"
-
 def agent_recipients_in_tx(cx: Connection, account_id: str, preference: str, user_ids: Sequence[str] | None,
                            exclude: str | None) -> list[tuple[str, str]]:
     """[(user id, email)] of the account's users who chose this mail (preference: a users column), can sign in
     (active, not removed, the invitation accepted) and are among user_ids (None: any), but exclude."""
-    from storage.users import INVITED  # storage.users imports this module
     if preference not in COLUMNS.values():
         raise ValueError(f"no such preference: {preference}")
-    sql = (f"SELECT id, email FROM users WHERE account_id = ? AND {preference} = 1 AND {_SIGNS_IN.format(u='')}"
+    sql = (f"SELECT id, email FROM users WHERE account_id = ? AND {preference} = 1 AND {signs_in()}"
            " AND id IS DISTINCT FROM ?")
-    args: list[Any] = [account_id, INVITED, exclude]
+    args: list[Any] = [account_id, exclude]
     if user_ids is not None:
         if not user_ids:
             return []
@@ -220,14 +215,13 @@ def agent_mail_facts(cx: Connection, account_id: str, contact_id: str, user_id: 
     """What an agent's mail says, read when it is sent (so an erased contact is never mailed): the contact's names,
     phone and email, its conversation's latest inbound message (body, channel), and whether the user can still
     sign in; None when the contact is gone (erased, merged away) or the user is not the account's."""
-    from storage.users import INVITED
     row = fetch_one(cx, "SELECT c.first_name, c.last_name, c.phone, c.email, m.body AS last_body,"
                         " m.channel AS last_channel, (SELECT COUNT(*) FROM users u WHERE u.id = ? AND u.account_id = ?"
-                        f" AND {_SIGNS_IN.format(u='u.')}) AS user_ok"
+                        f" AND {signs_in('u')}) AS user_ok"
                         " FROM contacts c LEFT JOIN conversations v ON v.account_id = c.account_id"
                         " AND v.contact_id = c.id LEFT JOIN messages m ON m.account_id = c.account_id"
                         " AND m.id = v.last_inbound_id WHERE c.account_id = ? AND c.id = ?",
-                    (user_id, account_id, INVITED, account_id, contact_id))
+                    (user_id, account_id, account_id, contact_id))
     return row
 
 

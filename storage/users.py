@@ -18,9 +18,8 @@ from storage.mail import forget_recipient_in_tx, queue_in_tx
 from storage.one_time_links import insert_link
 from storage.rows import UserRow
 from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
+from storage.user_states import INVITED, REMOVED
 
-INVITED = "!invited"  # the password hash of a user who has not used the invitation: matches no password
-REMOVED = "!removed"  # the password hash of a removed user: matches no password
 # invitation_pending: invited and the link not used yet (issue 43 §11: such a user is not "Active" on the page).
 _COLUMNS = (f"id, account_id, email, name, role, active, created_at, available, capacity, last_seen_at,"
             f" email_new_conversation, email_handoff, email_assigned,"

@@ -2,12 +2,11 @@
 
 A query is (terms, digits): every term (2+ characters) must occur in the body, case-insensitively, as a substring
 (so a prefix or a word inside a longer one matches); digits (a query that is a phone number in any spelling) must
-occur in the body with the separators ' ()+-./' taken out. SQLite: the trigram FTS5 index answers terms of 3+
-characters and digits; a 2-character term is LIKE over the rows the index gave, or over the account's messages
-when the query has nothing longer; an account of fewer than SMALL_ACCOUNT messages is read by LIKE alone (the index
-holds every account's messages). The writer indexes messages in batches after they are stored (index_pending,
-0705_message_search_deferred.sql): the ones still pending are read by LIKE beside the index. PostgreSQL: ILIKE,
-which the pg_trgm indexes serve.
+occur in the body with the separators ' ()+-./' taken out. SQLite: the trigram FTS5 index, scoped by an account
+column (0706), answers terms of 3+ characters and digits; a 2-character term is LIKE over the rows the index gave,
+or over the account's messages when the query has nothing longer. The writer indexes messages in batches after
+they are stored (index_pending, 0705_message_search_deferred.sql): the ones still pending are read by LIKE beside
+the index. PostgreSQL: ILIKE, which the pg_trgm indexes serve.
 
 A page's position is where the next one starts: SQLite's rowid (the index's order: the order messages were
 stored in), PostgreSQL's message id (time-ordered)."""
@@ -37,10 +36,9 @@ def search_messages(cx: Connection, account_id: str, terms: Sequence[str], digit
     return _search_sqlite(cx, account_id, terms, digits, before, limit)
 
 
-# An account with fewer messages than this is searched by reading its own messages (its index, then LIKE): the
-# FTS5 index holds every account's messages, so a small account's search for a word other accounts use a lot would
-# walk all of theirs before finding none of its own (100 messages beside another account's 300,000: 61 ms for
-# "refund", growing with the file). Counting up to it reads at most this many entries of messages_account_id.
+# A query of 2-character terms only (no trigram to look up) in an account with fewer messages than this reads the
+# account's messages by its index; in a larger one, the table newest first (stopping at the page). Counting up to
+# it reads at most this many entries of messages_account_id.
 SMALL_ACCOUNT = 20_000
 
 
@@ -51,47 +49,59 @@ def _without_separators(column: str) -> str:
     return column
 
 
+def account_token(code: int) -> str:
+    """The index's account column for an account's code (message_search_accounts): three CJK characters, one
+    trigram, the same width for every account (0706_message_search_accounts.sql, whose SQL is ACCOUNT_TOKEN)."""
+    return "".join(chr(0x4E00 + code // 20_000 ** power % 20_000) for power in (2, 1, 0))
+
+
+ACCOUNT_TOKEN = "char(19968 + {c} / 400000000 % 20000, 19968 + {c} / 20000 % 20000, 19968 + {c} % 20000)"
+
+
 def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
     if before is not None and not (before.isascii() and before.isdigit() and len(before) < 19):
         raise ValueError("position")
-    small = cx.execute("SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE account_id = ? LIMIT ?)",
-                       (account_id, SMALL_ACCOUNT)).fetchone()[0] < SMALL_ACCOUNT
     columns = "m.id, m.contact_id, m.body, m.created_at"
-    if small:
-        # A small account: its messages by its index, every term by LIKE.
-        select, args = _read_by_like("messages m", "m.rowid", terms, digits, account_id, before)
-        return _page(cx, f"SELECT {columns}, m.rowid AS position FROM {select} ORDER BY m.rowid DESC LIMIT ?",
-                     (*args, limit))
     indexed = [f"body : {_fts_phrase(t)}" for t in terms if len(t) >= 3]
     if digits:
         # The digits column holds only bodies where separators join digits (0696_message_search_digits.sql); any
         # other body's digit runs are in its body column as they are.
         indexed.append(f"(digits : {_fts_phrase(digits)} OR body : {_fts_phrase(digits)})")
     if not indexed:
-        # Only 2-character terms, with no trigram to look up: the table newest first, stopping at the page (a common
-        # pair costs little, a rare one a walk over the whole table); "+" keeps the planner from reading the
-        # account's every message by its index and sorting them. Pending messages are in the table too.
-        select, args = _read_by_like("messages m", "m.rowid", terms, None, account_id, before, account_index=False)
+        # Only 2-character terms, with no trigram to look up: a small account's messages by its index; a larger
+        # one's, the table newest first, stopping at the page (a common pair costs little, a rare one a walk over the
+        # whole table; "+" keeps the planner from reading the account's every message by its index and sorting
+        # them). Messages not indexed yet are in the table too.
+        small = cx.execute("SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE account_id = ? LIMIT ?)",
+                           (account_id, SMALL_ACCOUNT)).fetchone()[0] < SMALL_ACCOUNT
+        select, args = _read_by_like("messages m", "m.rowid", terms, None, account_id, before, account_index=small)
         return _page(cx, f"SELECT {columns}, m.rowid AS position FROM {select} ORDER BY m.rowid DESC LIMIT ?",
                      (*args, limit))
-    # FTS5 walks its matches by rowid, newest first, and stops at the limit: a common word costs no more than a
-    # rare one. The messages the writer has not indexed yet (index_pending: a few hundred at most) are read by LIKE
-    # beside it, so that a message is found from its own commit on.
-    where, args = ["message_search MATCH ?", "m.account_id = ?"], [" AND ".join(indexed), account_id]
-    for term in terms:
-        if len(term) < 3:
-            where.append("m.body LIKE ? ESCAPE '\\'")
-            args.append(f"%{escape_like(term)}%")
-    if before is not None:
-        where.append("s.rowid < ?")
-        args.append(int(before))
-    # CROSS JOIN: SQLite's planner then reads the pending rows first (a few hundred), not the account's messages.
-    pending, pending_args = _read_by_like("message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid",
-                                          "p.message_rowid", terms, digits, account_id, before, account_index=False)
-    return _page(cx, f"SELECT * FROM (SELECT {columns}, s.rowid AS position FROM message_search s"
-                     f" JOIN messages m ON m.rowid = s.rowid WHERE {' AND '.join(where)} ORDER BY s.rowid DESC LIMIT ?)"
-                     f" UNION ALL SELECT {columns}, m.rowid AS position FROM {pending}"
-                     " ORDER BY position DESC LIMIT ?", (*args, limit, *pending_args, limit))
+    # The messages the writer has not indexed yet (index_pending: a few hundred at most) are read by LIKE beside the
+    # index, so that a message is found from its own commit on. CROSS JOIN: SQLite's planner then reads the pending
+    # rows first, not the account's messages.
+    select, args = _read_by_like("message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid",
+                                 "p.message_rowid", terms, digits, account_id, before, account_index=False)
+    sql = f"SELECT {columns}, m.rowid AS position FROM {select}"
+    code = cx.execute("SELECT code FROM message_search_accounts WHERE account_id = ?", (account_id,)).fetchone()
+    if code is not None:  # (None: none of the account's messages is indexed yet)
+        # FTS5 intersects the account's entries with the words' and walks the matches by rowid, newest first,
+        # stopping at the limit: a common word costs no more than a rare one, and other accounts' matches are
+        # never walked.
+        where = ["message_search MATCH ?", "m.account_id = ?"]
+        fts_args: list[Any] = [" AND ".join([f"account : {_fts_phrase(account_token(code[0]))}", *indexed]), account_id]
+        for term in terms:
+            if len(term) < 3:
+                where.append("m.body LIKE ? ESCAPE '\\'")
+                fts_args.append(f"%{escape_like(term)}%")
+        if before is not None:
+            where.append("s.rowid < ?")
+            fts_args.append(int(before))
+        sql = (f"SELECT * FROM (SELECT {columns}, s.rowid AS position FROM message_search s"
+               f" JOIN messages m ON m.rowid = s.rowid WHERE {' AND '.join(where)} ORDER BY s.rowid DESC LIMIT ?)"
+               f" UNION ALL {sql}")
+        args = [*fts_args, limit, *args]
+    return _page(cx, f"{sql} ORDER BY position DESC LIMIT ?", (*args, limit))
 
 
 def _read_by_like(source: str, position: str, terms: Sequence[str], digits: str | None, account_id: str,
@@ -133,16 +143,19 @@ _JOINED_DIGITS = ("*[0-9][ ()+./-][0-9]*", "*[0-9][ ()+./-][ ()+./-][0-9]*", "*[
 
 def index_pending(cx: Connection, most: int = INDEX_MOST) -> int:
     """In the caller's transaction: index up to ``most`` of the messages waiting in message_search_pending, oldest
-    first, and take them off it. Returns how many. The expressions are the delete trigger's (0705): a contentless
-    FTS5 delete must name the values that were indexed."""
+    first (an account's first gets its code), and take them off it. Returns how many. The expressions are the
+    delete trigger's (0706): a contentless FTS5 delete must name the values that were indexed."""
     top = cx.execute("SELECT max(message_rowid) FROM (SELECT message_rowid FROM message_search_pending"
                      " ORDER BY message_rowid LIMIT ?)", (most,)).fetchone()[0]
     if top is None:
         return 0
+    pending = "message_search_pending p JOIN messages m ON m.rowid = p.message_rowid WHERE p.message_rowid <= ?"
+    cx.execute(f"INSERT OR IGNORE INTO message_search_accounts (account_id) SELECT DISTINCT m.account_id FROM {pending}",
+               (top,))
     joined = " OR ".join(f"m.body GLOB '{pattern}'" for pattern in _JOINED_DIGITS)
-    cx.execute("INSERT INTO message_search (rowid, body, digits) SELECT m.rowid, m.body,"
-               f" CASE WHEN {joined} THEN {_without_separators('m.body')} ELSE '' END"
-               " FROM message_search_pending p JOIN messages m ON m.rowid = p.message_rowid WHERE p.message_rowid <= ?",
+    cx.execute("INSERT INTO message_search (rowid, body, digits, account) SELECT m.rowid, m.body,"
+               f" CASE WHEN {joined} THEN {_without_separators('m.body')} ELSE '' END, {ACCOUNT_TOKEN.format(c='a.code')}"
+               f" FROM {pending.replace(' WHERE', ' JOIN message_search_accounts a ON a.account_id = m.account_id WHERE')}",
                (top,))
     return int(cx.execute("DELETE FROM message_search_pending WHERE message_rowid <= ?", (top,)).rowcount)
 

@@ -14,7 +14,7 @@ import statistics
 import time
 from datetime import datetime, timedelta, timezone
 
-from common.ids import first_id_at, iso
+from common.ids import first_id_at, iso, new_id
 from storage.search import index_pending
 
 NAME = "search"
@@ -30,6 +30,10 @@ SPELLINGS = ("+1 (415) 555-{:04d}", "415-555-{:04d}", "415.555.{:04d}", "4155550
 # messages) and asked in another spelling; a number never stored would measure an empty answer.
 QUERIES = {"word": "refund", "rare word": RARE, "prefix": "deliv", "phone": "(415) 555-0103",
            "CJK, 3 characters": "東京駅", "CJK, 2 characters": "予約"}
+# A small account beside the big one (SMALL messages of its own, none with the word) asks for the big one's common
+# word: the search must not walk the other account's matches (SQLite: the index's account column, migration 0706).
+SMALL = 100
+BESIDE = "small account beside, the big one's word"
 
 
 def messages_count(ctx):
@@ -108,15 +112,41 @@ def _measure(ctx, label, parley, url, count):
         cx.close()
     result = {"seed_seconds": round(time.monotonic() - started, 1), "index_build_seconds": index_seconds}
     ctx.log(f"  {label}: {count:,} messages seeded in {result['seed_seconds']} s")
+    small_key = _small_account(parley, url)
     ctx.wait_for_quiet()
     key, n = parley.first_run["api_key"], 20 if ctx.args.quick else 100
+    asked = [(name, q, key) for name, q in QUERIES.items()] + [(BESIDE, QUERIES["word"], small_key)]
     with parley.client() as client:
-        for name, q in QUERIES.items():
-            path = f"/v1/search?q={quote(q)}&limit=20&apiKey={key}"
+        for name, q, asker in asked:
+            path = f"/v1/search?q={quote(q)}&limit=20&apiKey={asker}"
             _timed(client, path, 3)  # warm the caches
             result[name] = _timed(client, path, n)
             ctx.log(f"  {label} {name}: {result[name]}")
     return result
+
+
+def _small_account(parley, url):
+    """A second account with SMALL messages of one contact, none with the big one's words; its API key."""
+    from bench.scenarios.postgres import _connect
+    from tests.parley_process import run_cli
+    created = run_cli(parley.data_dir, "create-account", "--name", "Small", "--email", "small@bench.example",
+                      *(("--database-url", url) if url else ()))
+    contact_id, at = new_id("ct"), iso(datetime.now(timezone.utc))
+    cx = _connect(parley, url)
+    try:
+        cx.execute("BEGIN")
+        cx.execute("INSERT INTO contacts (id, account_id, first_name, created_at) VALUES (?, ?, ?, ?)",
+                   (contact_id, created["account_id"], "Small", at))
+        cx.executemany("INSERT INTO messages (id, account_id, contact_id, direction, status, body, created_at)"
+                       " VALUES (?, ?, ?, 'inbound', 'received', ?, ?)",
+                       [(new_id("msg"), created["account_id"], contact_id, f"Small shop note {n}", at)
+                        for n in range(SMALL)])
+        if not url:
+            index_pending(cx, SMALL)
+        cx.execute("COMMIT")
+    finally:
+        cx.close()
+    return created["api_key"]
 
 
 def run(ctx):
@@ -157,7 +187,9 @@ def render(r):
              "|---|---|---|---|---|---|"]
     pg = r.get("postgres", {})
     pg = {} if "skipped" in pg else pg
-    for name, q in QUERIES.items():
+    for name, q in [*QUERIES.items(), (BESIDE, QUERIES["word"])]:
+        if name not in r["sqlite"]:
+            continue  # (a run from before the query was asked)
         s, p = r["sqlite"][name], pg.get(name, {})
         lines.append(f"| {name} (`{q}`) | {s['p50_ms']} | {s['p99_ms']} | {p.get('p50_ms', '-')} | {p.get('p99_ms', '-')} "
                      f"| {s['found']}, {p.get('found', '-')} |")

@@ -356,16 +356,19 @@ async def cleanup(db: Store, data_dir: DataDir, now: datetime | None = None) -> 
     STRAY_FILE_AGE). Returns {"jobs", "files"} deleted. Safe to run at any time, from any process."""
     now = now or utcnow()
     expired = await store.expired_imports(db, iso(now - DRAFT_TTL), iso(now - FINISHED_TTL))
+    # The rows first, each only while still expired, then the files of those deleted: a draft started between the
+    # read and the delete keeps its row and its upload (it was deleted under the running job before).
+    deleted = set(await store.delete_imports(db, [(job["id"], job["status"]) for job in expired])) if expired else set()
     files = 0
     for job in expired:
+        if job["id"] not in deleted:
+            continue
         files += await run_blocking(remove_file, report_path(data_dir, job["id"]))
         if job["runner"] == "server":
             files += await run_blocking(remove_file, upload_path(data_dir, job["id"]))
-    if expired:
-        await store.delete_imports(db, [job["id"] for job in expired])
     known = await store.import_ids(db)
     files += await run_blocking(_delete_strays, imports_dir(data_dir), known, (now - STRAY_FILE_AGE).timestamp())
-    return {"jobs": len(expired), "files": files}
+    return {"jobs": len(deleted), "files": files}
 
 
 def _delete_strays(directory: Path, known: set[str], before: float) -> int:

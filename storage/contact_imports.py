@@ -146,9 +146,11 @@ def expired_imports(cx: Connection, drafts_before: str, finished_before: str) ->
 
 
 @writes
-def delete_imports(cx: Connection, ids: Sequence[str]) -> int:
-    cx.executemany("DELETE FROM contact_imports WHERE id = ?", [(i,) for i in ids])
-    return len(ids)
+def delete_imports(cx: Connection, jobs: Sequence[tuple[str, str]]) -> list[str]:
+    """Delete these jobs, each (id, status) only if its status is still the one read (expired_imports): a draft
+    started meanwhile is running, and stays with its file. Returns the ids deleted."""
+    return [import_id for import_id, status in jobs
+            if cx.execute("DELETE FROM contact_imports WHERE id = ? AND status = ?", (import_id, status)).rowcount]
 
 
 @reads

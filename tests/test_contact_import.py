@@ -13,10 +13,11 @@ import pytest
 
 from services import contact_import, csv_import, import_runner
 from services.retention import RetentionWorker
-from common.ids import utcnow
+from common.ids import iso, utcnow
 from tests.contact_import_helpers import (BOM, GOOD_FILE, MAPPING, MAX_IMPORT_BYTES, ImportBrowser,  # noqa: F401
                                           browser, imports_files, other_browser, owner, settings, stranger,
                                           upload_and_start)
+from storage import contact_imports as import_store
 from tests.db_direct import rows, value
 
 # The rows of GOOD_FILE (tests/contact_import_helpers.py) that fail, by spreadsheet row number, and their column.
@@ -340,3 +341,19 @@ async def test_retention_deletes_old_jobs_their_files_and_stray_uploads(browser,
     deleted = await RetentionWorker(services, pause=0).run_once(utcnow() + timedelta(days=31))
     assert (deleted["import jobs"], deleted["import files"]) == (1, 1) and imports_files(services) == []
     assert draft  # (deleted above)
+
+
+async def test_retention_keeps_a_draft_started_after_it_was_read_as_expired(browser, services, owner):
+    """The cleanup reads the expired jobs, then deletes them: a draft started in between is no draft by then, and
+    keeps its row (its runner would find it gone) and its files (its reader would fail)."""
+    expired_at = iso(utcnow() + timedelta(hours=1))  # every draft uploaded now reads as expired
+    draft = (await browser.upload(GOOD_FILE)).json["id"]
+    expired = await import_store.expired_imports(services.db, expired_at, iso(utcnow() - timedelta(days=1)))
+    assert [(job["id"], job["status"]) for job in expired] == [(draft, "uploaded")]
+    r = await browser.post(f"/contacts/import/{draft}/start", {**MAPPING, "defaultCountry": "", "list": "",
+                                                               "newListName": ""})
+    assert r.code == 303, r.text  # started meanwhile
+    assert await import_store.delete_imports(services.db, [(draft, "uploaded")]) == []
+    assert [r["id"] for r in rows(services, "SELECT id FROM contact_imports")] == [draft]
+    await services.imports.drain()
+    assert (await browser.progress(draft))["status"] == "completed"

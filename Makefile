@@ -94,9 +94,15 @@ test-ai: $(STAMP) chromium
 	PARLEY_CHROMIUM=$(CHROMIUM) PARLEY_AI_MODEL=$$($(BIN)/python scripts/local_model.py path) \
 	  $(BIN)/python -m pytest -v -s tests/test_bot_real_model.py $(ARGS)
 
-# Benchmarks (bench/README.md): wrk from Debian, py-spy for the profile; ~10 minutes on 2 cores.
+# Benchmarks (bench/README.md): wrk from Debian, py-spy for the profile; ~10 minutes on 2 cores. Dovecot from Debian
+# for the email scenarios (tests/mail_server.py DovecotServer runs its own on a free port in a temporary directory):
+# the system service the package starts is stopped and not started at boot, as it would only hold memory and ports
+# 143/993 (a Dovecot installed before is left alone).
 bench: $(STAMP)
 	command -v wrk >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk)
+	command -v dovecot >/dev/null || test -x /usr/sbin/dovecot || ( (apt-get update -q \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dovecot-imapd) \
+	  && (systemctl disable --now dovecot 2>/dev/null || service dovecot stop 2>/dev/null || true))
 	test -x $(BIN)/py-spy || $(BIN)/pip install -q py-spy || echo "py-spy unavailable: the profile is skipped"
 	$(BIN)/python bench/run.py $(ARGS)
 

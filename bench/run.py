@@ -38,6 +38,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 s runs, 1 repeat, 20k big preload")
     parser.add_argument("--compare", metavar="REV", default="1549b07",
                         help="the commit the 'compare' scenario runs beside the working tree (inbound A/B)")
+    parser.add_argument("--mail-server", choices=("dovecot", "pymap"), default="dovecot",
+                        help="the IMAP server of the email scenarios: Debian's Dovecot (`make bench` installs it), or "
+                             "pymap (pure Python, in memory, as the tests use)")
+    parser.add_argument("--mail-delivery", choices=("maildir", "append"), default="maildir",
+                        help="how the email scenarios' mail reaches the folder: files in Dovecot's maildir, as a "
+                             "delivery agent writes them, or IMAP APPEND (pymap: always APPEND)")
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "latest.json")
     parser.add_argument("--readme", type=Path, default=BENCH / "README.md")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

@@ -14,12 +14,14 @@ import binascii
 import contextlib
 import email
 import email.policy
+import functools
 import os
 import re
 import secrets
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.headerregistry import BaseHeader, HeaderRegistry
 from email.message import EmailMessage, Message, MIMEPart
 from email.utils import getaddresses, parseaddr
 from html.parser import HTMLParser
@@ -98,6 +100,32 @@ def message_ids(value: object) -> list[str]:
     return _ID.findall(str(value or ""))
 
 
+class _HeaderCache(HeaderRegistry):
+    """The default header registry, with the parsed MIME headers kept: the email package parses a header anew on every
+    read, and walking a mail's parts reads each part's Content-Type about ten times (get_body, iter_attachments,
+    get_content_type), each a full RFC 2045 parse: most of a small mail's import (bench/HISTORY.md, 2026-11-29).
+    A parsed header is read-only, so one object may serve every read of the same name and value."""
+
+    def __call__(self, name: str, value: str) -> BaseHeader:
+        if name.lower() in _CACHED_HEADERS:
+            return _cached_header(name, value)
+        return super().__call__(name, value)
+
+    def parse(self, name: str, value: str) -> BaseHeader:
+        return super().__call__(name, value)
+
+
+_CACHED_HEADERS = frozenset(("content-type", "content-disposition", "content-transfer-encoding"))
+_HEADERS = _HeaderCache()
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_header(name: str, value: str) -> BaseHeader:
+    return _HEADERS.parse(name, value)
+
+
+POLICY = email.policy.default.clone(header_factory=_HEADERS)
+
 def is_automatic(message: Message) -> bool:
     """RFC 3834 and the conventions before it: the mail was sent by a machine, and answering it may start a loop."""
     auto = str(message.get("Auto-Submitted") or "").strip().lower()
@@ -113,10 +141,10 @@ def parse(raw: bytes | bytearray) -> ParsedMail:
         skeleton, bodies = _skeleton(raw)
         if skeleton is not None:  # (and bodies: a skeleton has cut at least one)
             try:
-                return _parsed(email.message_from_bytes(skeleton, policy=email.policy.default), bodies)
+                return _parsed(email.message_from_bytes(skeleton, policy=POLICY), bodies)
             except NotCut:
                 pass  # a cut body is not an attachment's whole base64 body: parsed whole, as any mail
-    return _parsed(email.message_from_bytes(bytes(raw), policy=email.policy.default), None)
+    return _parsed(email.message_from_bytes(bytes(raw), policy=POLICY), None)
 
 
 def _parsed(message: EmailMessage, bodies: Mapping[str, _Body] | None) -> ParsedMail:
@@ -266,7 +294,7 @@ class MailReader:
         mail must be parsed whole."""
         self._gap(self.carry)
         self._close()
-        message = email.message_from_bytes(bytes(self.skeleton), policy=email.policy.default)
+        message = email.message_from_bytes(bytes(self.skeleton), policy=POLICY)
         try:
             return _parsed(message, self.bodies or None)
         except BaseException:
@@ -418,14 +446,14 @@ def _original_id(part: MIMEPart) -> str | None:
         inner = cast(Message, payload[0]) if isinstance(payload, list) and payload else None
         headers = inner.get("Message-ID") if inner is not None else None
     else:
-        headers = email.message_from_string(_content(part), policy=email.policy.default).get("Message-ID")
+        headers = email.message_from_string(_content(part), policy=POLICY).get("Message-ID")
     ids = message_ids(headers)
     return ids[0] if ids else None
 
 
 def recipients(message_bytes: bytes | bytearray) -> list[str]:
     """The To and Cc addresses of a mail (tests and the loop check)."""
-    message = email.message_from_bytes(bytes(message_bytes), policy=email.policy.default)
+    message = email.message_from_bytes(bytes(message_bytes), policy=POLICY)
     return [address.lower() for _, address in getaddresses([str(v) for v in message.get_all("To", []) +
                                                             message.get_all("Cc", [])])]
 

@@ -21,11 +21,16 @@ class SecretBox:
     def __init__(self, key: bytes) -> None:
         self._key = key
         self._fernet = Fernet(key)
+        self._derived: dict[str, str] = {}
 
     def derive(self, purpose: str) -> str:
-        """A secret for one purpose (e.g. the cookie secret), derived so that nothing more is stored."""
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-                    info=purpose.encode()).derive(self._key).hex()
+        """A secret for one purpose (e.g. the cookie secret), derived so that nothing more is stored; kept once
+        derived (the same for ever: the email import asks for its key once per mail)."""
+        secret = self._derived.get(purpose)
+        if secret is None:
+            secret = self._derived[purpose] = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                                                   info=purpose.encode()).derive(self._key).hex()
+        return secret
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SecretBox:

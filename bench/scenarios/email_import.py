@@ -1,14 +1,15 @@
 """The email channel's import (issue 39): 1,000 mails waiting in the folder when the server starts are imported at
 >= 50 mails/s.
 
-A real IMAP server (pymap, in memory, as the tests start it: tests/mail_server.py) and the real server.py: the
+A real IMAP server (bench/mail_source.py: Dovecot, or pymap with --mail-server pymap) and the real server.py: the
 account's mailbox is set and looked at once (its checkpoint), the server stops, 1,000 customer mails (from 200
-senders: new contacts and known ones) are appended to the folder, and the server starts again: the time from
+senders: new contacts and known ones) are put in the folder, and the server starts again: the time from
 "listening" until the 1,000th inbound email message is stored, and from the first stored to the last.
 """
-import imaplib
 import time
 from email.message import EmailMessage
+
+from bench.mail_source import MailSource
 
 NAME = "email_import"
 TITLE = "Email channel: mail waiting in the folder imported at start"
@@ -28,21 +29,13 @@ def _mail(n):
     return bytes(mail)
 
 
-def _append(port, count):
-    client = imaplib.IMAP4("127.0.0.1", port)
-    client.login("demouser", "demopass")
-    for n in range(count):
-        client.append("INBOX", None, None, _mail(n))
-    client.logout()
-
-
 def _stored(ctx, data):
     return ctx.count_rows(data / "parley.db", "SELECT COUNT(*) FROM messages WHERE channel = 'email'")
 
 
 def run(ctx):
-    from tests.mail_server import ImapServer
-    imap = ImapServer().start()
+    source = MailSource(ctx.args)
+    ctx.log(f"  mail server: {source.label}")
     data = ctx.fresh_data_dir("email-import")
     args = ("--allow-private-webhooks", "--worker-lease-seconds", "3")
     try:
@@ -50,7 +43,7 @@ def run(ctx):
         try:
             with parley.client() as client:
                 r = client.patch("/v1/account/settings", params={"apiKey": ctx.first_run["api_key"]},
-                                 json={"email": {"address": ADDRESS, "imap": imap.settings()}})
+                                 json={"email": {"address": ADDRESS, "imap": source.settings()}})
                 assert r.status_code == 200, r.text
             deadline = time.monotonic() + 60
             while not ctx.count_rows(data / "parley.db", "SELECT COUNT(*) FROM mail_checkpoints"):
@@ -58,8 +51,10 @@ def run(ctx):
                 time.sleep(0.1)
         finally:
             parley.stop()
-        ctx.log(f"  appending {MAILS:,} mails to the folder")
-        _append(imap.port, MAILS)
+        ctx.log(f"  putting {MAILS:,} mails in the folder")
+        for n in range(MAILS):
+            source.put(_mail(n))
+        source.close()
         ctx.wait_for_quiet()
         started = time.monotonic()
         parley = ctx.start_parley(data, *args)
@@ -78,9 +73,9 @@ def run(ctx):
         contacts = ctx.count_rows(data / "parley.db", "SELECT COUNT(*) FROM contacts WHERE email LIKE ?",
                                   "customer%@mail.example")
     finally:
-        imap.stop()
+        source.stop()
     first = first or done
-    return {"mails": MAILS, "senders": SENDERS, "contacts_made": contacts,
+    return {"mail_server_label": source.label, "mails": MAILS, "senders": SENDERS, "contacts_made": contacts,
             "start_seconds": round(listening - started, 2),
             "seconds_from_listening": round(done - listening, 2),
             "per_second_from_listening": round(MAILS / (done - listening), 1),
@@ -93,7 +88,7 @@ def render(result):
             f"| {result['mails']:,} | {result['senders']} ({result['contacts_made']}) | "
             f"{result['seconds_from_listening']} | {result['per_second_from_listening']} | "
             f"{result['per_second_while_importing']} |", "",
-            "pymap (in memory) on loopback; each mail parsed (quote trimmed) and stored through the inbound path "
+            f"{result.get('mail_server_label', 'pymap (in memory)')}, on loopback; each mail parsed (quote trimmed) and stored through the inbound path "
             "(contact by From address, conversation, events), the checkpoint moved every 50 mails."]
 
 

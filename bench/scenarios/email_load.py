@@ -1,23 +1,23 @@
 """The email channel under weight (issue 39): a 25 MB attachment does not raise the server's RSS by more than 30 MB,
 and inbound over the API keeps >= 0.9 of its throughput while mail is imported.
 
-One real server.py and one pymap (in memory, tests/mail_server.py) on loopback, the account's mailbox set:
-- attachment: one mail with a 25 MiB PDF is appended while the server idles in IDLE; the current RSS of the server's
+One real server.py and one IMAP server (bench/mail_source.py) on loopback, the account's mailbox set:
+- attachment: one mail with a 25 MiB PDF arrives while the server idles in IDLE; the current RSS of the server's
   process tree (server + writer) is sampled every 100 ms (bench/scenarios/contact_import.RssSampler) until the
   message is stored. The server runs with --max-media-bytes 32 MiB (the default, 16 MiB, would refuse the file and
   name it in the body instead). The processes' own high-water marks (VmHWM) are reported beside the samples: a spike
   shorter than 100 ms shows there.
-- inbound: wrk's inbound load (bench/load.lua) alone and with a stream of mails appended to the folder at
+- inbound: wrk's inbound load (bench/load.lua) alone and with a stream of mails arriving in the folder at
   STREAM_PER_SECOND while it runs (imported as they arrive, through IDLE), alternating rounds; medians and their
-  ratio. The appending client and pymap run on the same 2 cores: their CPU is charged to the "while importing"
-  figure, which makes the ratio pessimistic.
+  ratio. The mail server (bench/mail_source.py: Dovecot, or pymap with --mail-server pymap) and what delivers to it
+  run on the same 2 cores: their CPU is charged to the "while importing" figure and reported beside it.
 """
-import imaplib
 import os
 import threading
 import time
 from email.message import EmailMessage
 
+from bench.mail_source import MailSource, wait_stored
 from bench.measure import INBOUND
 from bench.scenarios.contact_import import RssSampler
 
@@ -53,10 +53,15 @@ def _mail(n, attachment=None):
     return bytes(mail)
 
 
-def _imap(port):
-    client = imaplib.IMAP4("127.0.0.1", port)
-    client.login("demouser", "demopass")
-    return client
+# The stream's mails: one built by the email package, its number and sender filled in per mail (building each anew
+# would cost the bench's CPU, charged to the figure measured).
+_MARK = 777000123
+_STREAM_MAIL = _mail(_MARK).replace(b"%", b"%%").replace(str(_MARK).encode(), b"%(n)d") \
+    .replace(f"ustomer{_MARK % 200}".encode(), b"ustomer%(s)d").replace(f"ustomer {_MARK % 200}".encode(), b"ustomer %(s)d")
+
+
+def _stream_mail(n):
+    return _STREAM_MAIL % {b"n": n, b"s": n % 200}
 
 
 def _uptime():
@@ -68,64 +73,55 @@ def _email_count(ctx, data):
 
 
 class Stream(threading.Thread):
-    """Appends mails to the folder at per_second until stopped."""
+    """Puts mails in the folder at per_second until stopped; cpu_seconds: this thread's own CPU."""
 
-    def __init__(self, port, first, per_second):
+    def __init__(self, source, first, per_second):
         super().__init__(daemon=True)
-        self.port, self.next, self.per_second, self.stop = port, first, per_second, threading.Event()
+        self.source, self.next, self.per_second, self.stop = source, first, per_second, threading.Event()
         self.appended = 0
+        self.cpu_seconds = 0.0
 
     def run(self):
-        client = _imap(self.port)
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         try:
             while not self.stop.is_set():
-                client.append("INBOX", None, None, _mail(self.next))
+                self.source.put(_stream_mail(self.next))
                 self.next += 1
                 self.appended += 1
                 ahead = started + self.appended / self.per_second - time.monotonic()
                 if ahead > 0:
                     self.stop.wait(ahead)
         finally:
-            client.logout()
-
-
-def _wait_stored(ctx, data, sql, count, seconds):
-    deadline = time.monotonic() + seconds
-    while (found := ctx.count_rows(data / "parley.db", sql)) < count:
-        assert time.monotonic() < deadline, f"{found} of {count} stored within {seconds} s"
-        time.sleep(0.05)
+            self.cpu_seconds = time.thread_time() - cpu
 
 
 def run(ctx):
-    from tests.mail_server import ImapServer
-    imap = ImapServer().start()
+    source = MailSource(ctx.args)
+    ctx.log(f"  mail server: {source.label}")
     data = ctx.fresh_data_dir("email-load")
-    result = {}
+    result = {"mail_server": source.kind, "mail_delivery": source.delivery, "mail_server_label": source.label}
     try:
         parley = ctx.start_parley(data, "--allow-private-webhooks", "--max-media-bytes", str(MAX_MEDIA_BYTES))
         try:
             pid = parley.proc.pid
             with parley.client() as client:
                 r = client.patch("/v1/account/settings", params={"apiKey": ctx.first_run["api_key"]},
-                                 json={"email": {"address": ADDRESS, "imap": imap.settings()}})
+                                 json={"email": {"address": ADDRESS, "imap": source.settings()}})
                 assert r.status_code == 200, r.text
             # the first look records the folder's next UID (mail before it is the mailbox's past)
-            _wait_stored(ctx, data, "SELECT COUNT(*) FROM mail_checkpoints", 1, 60)
-            appender = _imap(imap.port)
-            appender.append("INBOX", None, None, _mail(0))  # warm up: the import path, a contact, IDLE after it
-            appender.logout()
-            _wait_stored(ctx, data, "SELECT COUNT(*) FROM messages WHERE channel = 'email'", 1, 120)
-            result["attachment"] = _attachment(ctx, data, pid, imap.port)
-            result["inbound"] = _inbound(ctx, parley, data, imap.port)
+            wait_stored(ctx, data, "SELECT COUNT(*) FROM mail_checkpoints", 1, 60)
+            source.put(_mail(0))  # warm up: the import path, a contact, IDLE after it
+            wait_stored(ctx, data, "SELECT COUNT(*) FROM messages WHERE channel = 'email'", 1, 120)
+            result["attachment"] = _attachment(ctx, data, pid, source)
+            result["inbound"] = _inbound(ctx, parley, data, source)
         finally:
             parley.stop()
     finally:
-        imap.stop()
+        source.stop()
     return result
 
 
-def _attachment(ctx, data, pid, port):
+def _attachment(ctx, data, pid, source):
     pdf = pdf_of(ATTACHMENT_BYTES)
     raw = _mail(1, attachment=pdf)
     del pdf
@@ -135,11 +131,9 @@ def _attachment(ctx, data, pid, port):
     sampler = RssSampler(ctx, pid)
     sampler.start()
     started = time.monotonic()
-    appender = _imap(port)
-    appender.append("INBOX", None, None, raw)
-    appender.logout()
+    source.put(raw)
     appended = time.monotonic()
-    _wait_stored(ctx, data, "SELECT COUNT(*) FROM messages WHERE channel = 'email' AND media_url IS NOT NULL", 1, 300)
+    wait_stored(ctx, data, "SELECT COUNT(*) FROM messages WHERE channel = 'email' AND media_url IS NOT NULL", 1, 300)
     stored = time.monotonic()
     time.sleep(0.3)  # a last sample or three: the media write and the event after the row
     sampler.stop.set()
@@ -161,12 +155,13 @@ def _attachment(ctx, data, pid, port):
             "loadavg": [round(x, 2) for x in load]}
 
 
-def _inbound(ctx, parley, data, port):
+def _inbound(ctx, parley, data, source):
     path = f"{INBOUND}?apiKey={ctx.first_run['api_key']}"
     pid = parley.proc.pid
     ctx.load.wrk(parley.base, pid, "inbound", path, ctx.salts.sid("email-warm"), 500, duration=2)
     runs = {"alone": [], "importing": []}
     imported, appended, loads = [], [], {"alone": [], "importing": []}
+    mail_side_cores = []  # the mail server's and the stream's CPU during each "importing" run, in cores
     next_mail = 1000
     for _ in range(ctx.args.repeat):
         for label in ("alone", "importing"):
@@ -177,7 +172,9 @@ def _inbound(ctx, parley, data, port):
                                                 500, quiet_first=False))
                 continue
             before = _email_count(ctx, data)
-            stream = Stream(port, next_mail, STREAM_PER_SECOND)
+            mail_pids = source.pids()
+            mail_cpu, started = ctx.cpu_seconds(None, mail_pids), time.monotonic()
+            stream = Stream(source, next_mail, STREAM_PER_SECOND)
             stream.start()
             time.sleep(0.5)  # the stream is flowing when wrk starts
             runs[label].append(ctx.load.wrk(parley.base, pid, "inbound", path, ctx.salts.sid(f"email-{label}"), 500,
@@ -185,11 +182,13 @@ def _inbound(ctx, parley, data, port):
             during = _email_count(ctx, data) - before
             stream.stop.set()
             stream.join()
+            mail_side_cores.append(round((ctx.cpu_seconds(None, mail_pids) - mail_cpu + stream.cpu_seconds)
+                                         / (time.monotonic() - started), 2))
             next_mail = stream.next
             imported.append(during)
             appended.append(stream.appended)
-            _wait_stored(ctx, data, "SELECT COUNT(*) FROM messages WHERE channel = 'email'", before + stream.appended,
-                         120)
+            wait_stored(ctx, data, "SELECT COUNT(*) FROM messages WHERE channel = 'email'", before + stream.appended,
+                        120)
     medians = {label: ctx.median_of(r) for label, r in runs.items()}
     ratio = round(medians["importing"]["rps"] / medians["alone"]["rps"], 3)
     # Other jobs on the 2 cores move req/s by more than the import does; the server's CPU per request is what the
@@ -199,8 +198,10 @@ def _inbound(ctx, parley, data, port):
     pairs = [round(b["rps"] / a["rps"], 3) for a, b in zip(runs["alone"], runs["importing"])]
     others = {label: [r["other_cores"] for r in r_list] for label, r_list in runs.items()}
     ctx.log(f"  inbound alone {medians['alone']['rps']:.0f} req/s, while importing {medians['importing']['rps']:.0f} "
-            f"req/s: {ratio}; mails imported during each run {imported}")
+            f"req/s: {ratio} (pairs {pairs}); CPU per request {cpu_ratio}; mails imported during each run {imported}; "
+            f"mail server + delivery cores {mail_side_cores}")
     return {**medians, "ratio": ratio, "cpu_ratio": cpu_ratio, "pair_ratios": pairs, "other_cores": others,
+            "mail_side_cores": mail_side_cores,
             "mails_imported_during_runs": imported, "mails_appended_per_run": appended,
             "stream_per_second": STREAM_PER_SECOND, "loadavg_1min": loads}
 
@@ -222,8 +223,9 @@ def render(r):
             f"Ratio of the medians {i['ratio']} (each pair: {i['pair_ratios']}; other jobs' cores during the runs "
             f"{i['other_cores']}); server CPU per request alone / while importing "
             f"{i['alone']['server_cpu_ms_per_request']} / {i['importing']['server_cpu_ms_per_request']} ms = "
-            f"{i['cpu_ratio']}. The appending client and pymap share the machine's 2 cores with the server and wrk: "
-            "the ratio is pessimistic."]
+            f"{i['cpu_ratio']}. Mail server: {r.get('mail_server_label', 'pymap (in memory), mails by IMAP APPEND')}; "
+            f"it and the delivery took {i.get('mail_side_cores', '?')} cores of the 2 the server and wrk use during "
+            "the runs while importing (elsewhere in a deployment): the ratio is pessimistic."]
 
 
 def goals(r):

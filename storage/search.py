@@ -149,7 +149,9 @@ def index_pending(cx: Connection, most: int = INDEX_MOST) -> int:
                      " ORDER BY message_rowid LIMIT ?)", (most,)).fetchone()[0]
     if top is None:
         return 0
-    pending = "message_search_pending p JOIN messages m ON m.rowid = p.message_rowid WHERE p.message_rowid <= ?"
+    # CROSS JOIN: the pending rows drive the join. A plain JOIN let SQLite carry "<= top" over to messages' rowid
+    # and walk every message from the first: the step's cost grew with the table (~25 us a message per 20,000).
+    pending = "message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid WHERE p.message_rowid <= ?"
     cx.execute(f"INSERT OR IGNORE INTO message_search_accounts (account_id) SELECT DISTINCT m.account_id FROM {pending}",
                (top,))
     joined = " OR ".join(f"m.body GLOB '{pattern}'" for pattern in _JOINED_DIGITS)

@@ -139,6 +139,17 @@ INDEX_BATCH = 128
 INDEX_MOST = 1024
 # The body with SEPARATORS taken out goes into the digits column only where separators join digits (0696).
 _JOINED_DIGITS = ("*[0-9][ ()+./-][0-9]*", "*[0-9][ ()+./-][ ()+./-][0-9]*", "*[0-9][ ()+./-][ ()+./-][ ()+./-][0-9]*")
+# The pending messages up to a rowid. CROSS JOIN: the pending rows drive the join. A plain JOIN let SQLite carry
+# "<= ?" over to messages' rowid and walk every message from the first, so that the step's cost grew with the table
+# (tests/test_search.py checks the plans).
+_PENDING = "message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid"
+_CODE_ACCOUNTS = ("INSERT OR IGNORE INTO message_search_accounts (account_id)"
+                  f" SELECT DISTINCT m.account_id FROM {_PENDING} WHERE p.message_rowid <= ?")
+_INDEX = ("INSERT INTO message_search (rowid, body, digits, account) SELECT m.rowid, m.body, CASE WHEN"
+          f" {' OR '.join(f'm.body GLOB {pattern!r}' for pattern in _JOINED_DIGITS)} THEN {_without_separators('m.body')}"
+          f" ELSE '' END, {ACCOUNT_TOKEN.format(c='a.code')} FROM {_PENDING}"
+          " JOIN message_search_accounts a ON a.account_id = m.account_id WHERE p.message_rowid <= ?")
+INDEX_STATEMENTS = (_CODE_ACCOUNTS, _INDEX)  # each takes the highest rowid to index
 
 
 def index_pending(cx: Connection, most: int = INDEX_MOST) -> int:
@@ -149,16 +160,8 @@ def index_pending(cx: Connection, most: int = INDEX_MOST) -> int:
                      " ORDER BY message_rowid LIMIT ?)", (most,)).fetchone()[0]
     if top is None:
         return 0
-    # CROSS JOIN: the pending rows drive the join. A plain JOIN let SQLite carry "<= top" over to messages' rowid
-    # and walk every message from the first: the step's cost grew with the table (~25 us a message per 20,000).
-    pending = "message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid WHERE p.message_rowid <= ?"
-    cx.execute(f"INSERT OR IGNORE INTO message_search_accounts (account_id) SELECT DISTINCT m.account_id FROM {pending}",
-               (top,))
-    joined = " OR ".join(f"m.body GLOB '{pattern}'" for pattern in _JOINED_DIGITS)
-    cx.execute("INSERT INTO message_search (rowid, body, digits, account) SELECT m.rowid, m.body,"
-               f" CASE WHEN {joined} THEN {_without_separators('m.body')} ELSE '' END, {ACCOUNT_TOKEN.format(c='a.code')}"
-               f" FROM {pending.replace(' WHERE', ' JOIN message_search_accounts a ON a.account_id = m.account_id WHERE')}",
-               (top,))
+    for statement in INDEX_STATEMENTS:
+        cx.execute(statement, (top,))
     return int(cx.execute("DELETE FROM message_search_pending WHERE message_rowid <= ?", (top,)).rowcount)
 
 
@@ -166,7 +169,9 @@ def index_pending_batch(cx: Connection) -> int:
     """The writer's step between its batches (SQLite, its own transaction): index_pending once INDEX_BATCH messages
     may be waiting (their rowids' spread, read from the two ends of the table: at least their number). Returns how
     many it indexed."""
-    low, high = cx.execute("SELECT min(message_rowid), max(message_rowid) FROM message_search_pending").fetchone()
+    # Two subqueries: min() and max() in one SELECT would read the whole table, each alone is one seek.
+    low, high = cx.execute("SELECT (SELECT min(message_rowid) FROM message_search_pending),"
+                           " (SELECT max(message_rowid) FROM message_search_pending)").fetchone()
     if high is None or high - low + 1 < INDEX_BATCH:
         return 0
     cx.execute("BEGIN IMMEDIATE")

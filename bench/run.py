@@ -12,6 +12,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -81,7 +82,11 @@ def main(argv=None):
         for scenario in selected:
             log(f"scenario {scenario.NAME}")
             context = Context(args, load, salts, first_run, base, workdir)
-            results["scenarios"][scenario.NAME] = scenario.run(context)
+            try:
+                results["scenarios"][scenario.NAME] = scenario.run(context)
+            except Exception as error:  # the other scenarios still run, and this one is reported as failed
+                log(f"  {scenario.NAME} failed:\n{traceback.format_exc()}")
+                results["scenarios"][scenario.NAME] = {"failed": repr(error)}
     finally:
         for server in servers:
             try:
@@ -95,7 +100,9 @@ def main(argv=None):
 
     results["goals"] = core_goals(results) if "big_server" in results else []
     for scenario in selected:
-        results["goals"] += scenario.goals(results["scenarios"][scenario.NAME])
+        result = results["scenarios"][scenario.NAME]
+        results["goals"] += ([goal(f"{scenario.NAME}: the scenario ran", result["failed"], "no error", False)]
+                             if "failed" in result else scenario.goals(result))
     results["wall_seconds"] = round(time.monotonic() - started, 1)
     results["other_load_cores"] = {"max": max(load.other_cores, default=0.0),
                                    "mean": round(statistics.mean(load.other_cores), 2) if load.other_cores else 0.0}

@@ -175,7 +175,9 @@ def _percentile(values, p):
 
 def run(ctx):
     data = ctx.fresh_data_dir("inbox")
-    parley = ctx.start_parley(data, *pages_allowed(PAGES))
+    # Room for the pages: live sockets may hold --live-sockets-share (0.5) of --max-connections (1,000 by default:
+    # 500, one fewer than the pages and the observer; the 501st was refused with 503 and never became ready).
+    parley = ctx.start_parley(data, "--max-connections", "2000", *pages_allowed(PAGES))
     try:
         cookie = sign_in(parley)
         watch = Probe(parley, "setup").contact_id()

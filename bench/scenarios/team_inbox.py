@@ -62,7 +62,7 @@ def run(ctx):
     data = ctx.fresh_data_dir("team_inbox")
     # The 50 pages share one session cookie (bench/ws_clients.py) where 50 agents would have 50: a session may
     # keep them all live, as the account may.
-    parley = ctx.start_parley(data, *pages_allowed(PAGES))
+    parley = ctx.start_parley(data, "--max-connections", "2000", *pages_allowed(PAGES))  # (as inbox.py's)
     try:
         cookie = sign_in(parley)
         users = [add_user_to_server(parley, parley.first_run["api_key"], f"agent{n}@bench.example",

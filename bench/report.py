@@ -20,8 +20,9 @@ def render_table(r):
         lines += [""] + render_core(r)
     for scenario in scenarios.load(set(r.get("scenarios", {}))):
         result = r["scenarios"][scenario.NAME]
-        lines += ["", f"### {scenario.TITLE}", ""] + ([f"Failed: `{result['failed']}` (its traceback is in the run's log)."]
-                                                        if "failed" in result else scenario.render(result))
+        lines += ["", f"### {scenario.TITLE}", ""] + (
+            [f"Failed: `{result['scenario_error']}` (its traceback is in the run's log)."]
+            if "scenario_error" in result else scenario.render(result))
     lines += ["", "| Goal | Value | Target | Met |", "|---|---:|---:|---|"]
     for g in r["goals"]:
         met = "n/a (endpoint missing)" if g["met"] is None else ("yes" if g["met"] else "**no**")

@@ -86,7 +86,7 @@ def main(argv=None):
                 results["scenarios"][scenario.NAME] = scenario.run(context)
             except Exception as error:  # the other scenarios still run, and this one is reported as failed
                 log(f"  {scenario.NAME} failed:\n{traceback.format_exc()}")
-                results["scenarios"][scenario.NAME] = {"failed": repr(error)}
+                results["scenarios"][scenario.NAME] = {"scenario_error": repr(error)}
     finally:
         for server in servers:
             try:
@@ -101,8 +101,8 @@ def main(argv=None):
     results["goals"] = core_goals(results) if "big_server" in results else []
     for scenario in selected:
         result = results["scenarios"][scenario.NAME]
-        results["goals"] += ([goal(f"{scenario.NAME}: the scenario ran", result["failed"], "no error", False)]
-                             if "failed" in result else scenario.goals(result))
+        results["goals"] += ([goal(f"{scenario.NAME}: the scenario ran", result["scenario_error"], "no error", False)]
+                             if "scenario_error" in result else scenario.goals(result))
     results["wall_seconds"] = round(time.monotonic() - started, 1)
     results["other_load_cores"] = {"max": max(load.other_cores, default=0.0),
                                    "mean": round(statistics.mean(load.other_cores), 2) if load.other_cores else 0.0}

@@ -17,7 +17,7 @@ from typing import Any
 
 from storage.db import fetch_all, reads
 from storage.dialect import dialect_of, escape_like
-from storage.interface import Connection, Row
+from storage.interface import Connection, OwnConnection, Row
 
 SEPARATORS = " ()+-./"  # taken out of a body for the digits index (0600 and 0696_message_search: the same characters)
 
@@ -88,29 +88,25 @@ def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits
         # FTS5 intersects the account's entries with the words' and walks the matches by rowid, newest first,
         # stopping at the limit: a common word costs no more than a rare one, and other accounts' matches are
         # never walked.
-        where = ["message_search MATCH ?", "m.account_id = ?"]
-        fts_args: list[Any] = [" AND ".join([f"account : {_fts_phrase(account_token(code[0]))}", *indexed]), account_id]
-        for term in terms:
-            if len(term) < 3:
-                where.append("m.body LIKE ? ESCAPE '\\'")
-                fts_args.append(f"%{escape_like(term)}%")
-        if before is not None:
-            where.append("s.rowid < ?")
-            fts_args.append(int(before))
-        sql = (f"SELECT * FROM (SELECT {columns}, s.rowid AS position FROM message_search s"
-               f" JOIN messages m ON m.rowid = s.rowid WHERE {' AND '.join(where)} ORDER BY s.rowid DESC LIMIT ?)"
+        match = " AND ".join([f"account : {_fts_phrase(account_token(code[0]))}", *indexed])
+        fts, fts_args = _read_by_like("message_search s JOIN messages m ON m.rowid = s.rowid", "s.rowid",
+                                      [t for t in terms if len(t) < 3], None, account_id, before, match=match)
+        sql = (f"SELECT * FROM (SELECT {columns}, s.rowid AS position FROM {fts} ORDER BY s.rowid DESC LIMIT ?)"
                f" UNION ALL {sql}")
         args = [*fts_args, limit, *args]
     return _page(cx, f"{sql} ORDER BY position DESC LIMIT ?", (*args, limit))
 
 
 def _read_by_like(source: str, position: str, terms: Sequence[str], digits: str | None, account_id: str,
-                  before: str | None, account_index: bool = True) -> tuple[str, list[Any]]:
+                  before: str | None, account_index: bool = True, match: str | None = None) -> tuple[str, list[Any]]:
     """``source WHERE ...``: the account's rows of source whose message body holds every term (LIKE) and the digits
     (with SEPARATORS taken out), before the position; and its arguments. account_index False: the account's
-    index (messages_account_id) must not drive the read, source does."""
-    where = ["m.account_id = ?" if account_index else "+m.account_id = ?"]
-    args: list[Any] = [account_id]
+    index (messages_account_id) must not drive the read, source does. match: an FTS5 expression message_search
+    (in source) must match as well."""
+    where: list[str] = [] if match is None else ["message_search MATCH ?"]
+    args: list[Any] = [] if match is None else [match]
+    where.append("m.account_id = ?" if account_index else "+m.account_id = ?")
+    args.append(account_id)
     for term in terms:
         where.append("m.body LIKE ? ESCAPE '\\'")
         args.append(f"%{escape_like(term)}%")
@@ -165,7 +161,7 @@ def index_pending(cx: Connection, most: int = INDEX_MOST) -> int:
     return int(cx.execute("DELETE FROM message_search_pending WHERE message_rowid <= ?", (top,)).rowcount)
 
 
-def index_pending_batch(cx: Connection) -> int:
+def index_pending_batch(cx: OwnConnection) -> int:
     """The writer's step between its batches (SQLite, its own transaction): index_pending once INDEX_BATCH messages
     may be waiting (their rowids' spread, read from the two ends of the table: at least their number). Returns how
     many it indexed."""
@@ -174,15 +170,8 @@ def index_pending_batch(cx: Connection) -> int:
                            " (SELECT max(message_rowid) FROM message_search_pending)").fetchone()
     if high is None or high - low + 1 < INDEX_BATCH:
         return 0
-    cx.execute("BEGIN IMMEDIATE")
-    try:
-        indexed = index_pending(cx)
-        cx.execute("COMMIT")
-    except BaseException:
-        if cx.in_transaction:
-            cx.execute("ROLLBACK")
-        raise
-    return indexed
+    with cx.transaction():
+        return index_pending(cx)
 
 
 def _search_postgres(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:

@@ -91,7 +91,8 @@ class SqliteConnection(sqlite3.Connection):
         try:
             yield self
         except BaseException:
-            self.execute("ROLLBACK")
+            if self.in_transaction:  # (SQLite rolls back by itself on some errors: SQLITE_FULL, IOERR, BUSY)
+                self.execute("ROLLBACK")
             raise
         self.execute("COMMIT")
 

@@ -30,10 +30,11 @@ from services import keys, messaging
 from services.context import JSONObject
 from services.users import author_name
 from storage import csat as store
-from storage.csat import ANSWER_DAYS, DEFAULT_QUESTION, SETTING
+from storage.csat import ANSWER_DAYS, SETTING
 from storage.csat import ASK_GAP as ASK_GAP, MESSAGE_TYPE as MESSAGE_TYPE  # the widget's and the cleanup's
 from storage.interface import Row, Store
 
+DEFAULT_QUESTION = "How would you rate our help?"
 MAX_QUESTION = 300
 MAX_COMMENT = 1000
 RATINGS = (1, 2, 3, 4, 5)

@@ -20,7 +20,6 @@ from storage.outbox import enqueue_notification_in_tx
 
 SUBMITTED = "csat.submitted"  # event and notification
 SETTING = "csat"  # the account setting {enabled, question} (services/csat.py validates it)
-DEFAULT_QUESTION = "How would you rate our help?"
 ASK_GAP = timedelta(hours=24)  # a contact is asked at most once within this
 ANSWER_DAYS = 7  # an ask's link dies this long after it was asked
 MESSAGE_TYPE = "csat"  # the ask's message
@@ -132,9 +131,9 @@ def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_
     contact, when csat is enabled, the contact has written on a channel we can answer on, has not opted out, and
     was not asked within ASK_GAP. Returns how many were asked."""
     account = account_store.delivery_context_in_tx(cx, account_id)
-    # the setting as stored (services/csat.py validated it whole), with its defaults (never set: disabled)
-    shown = {"enabled": False, "question": DEFAULT_QUESTION, **((account or {}).get("settings", {}).get(SETTING) or {})}
-    if account is None or not shown["enabled"]:  # (no account: nothing is enabled)
+    # The setting is stored whole, with its defaults (services/csat.py validate_setting); never set: disabled.
+    setting = account["settings"].get(SETTING) if account is not None else None
+    if account is None or not setting or not setting["enabled"]:  # (no account: nothing is enabled)
         return 0
     now = parse_iso(at) if at else utcnow()
     asked = 0
@@ -152,7 +151,7 @@ def ask_in_tx(cx: Connection, account_id: str, contact_ids: Sequence[str], base_
         contact = cast(ContactRow, contact_store.get_contact.sync(cx, account_id, contact_id))
         if contact["opted_out"]:
             continue  # they asked for no more messages: a question is not an answer they wait for
-        question = shown["question"]
+        question = setting["question"]
         reply: dict[str, Any] = {"contact": contact, "body": question, "to_id": to_id, "channel": channel,
                  "message_type": MESSAGE_TYPE}
         token = None if on_widget else new_token()

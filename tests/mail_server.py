@@ -27,6 +27,7 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from services.tls import write_self_signed
 from tests import waiting
+from tests.parley_process import free_port
 
 USERNAME, PASSWORD = "parley@example.com", "mail-secret-123"
 
@@ -80,12 +81,6 @@ class MailServer:
     def stop(self):
         if self.controller.server is not None:  # a test may have stopped it (a server that is down)
             self.controller.stop()
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def closed_port():

@@ -2,7 +2,9 @@
 tests (and the screenshots script)."""
 import contextlib
 import html
+import itertools
 import json
+import os
 import re
 import signal
 import socket
@@ -22,10 +24,41 @@ from tests import pg_databases
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _ephemeral_low():
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports for our servers come from below the kernel's ephemeral range: a port bind(0) hands out is free only
+# until any outgoing connection (an httpx client, a PostgreSQL connection) takes it as its own source port, which
+# a server started a moment later then finds in use (EADDRINUSE, seen in CI). Each xdist worker takes a slice of
+# its own, so two workers never pick the same port either.
+_PORTS_LOW, _PORTS_HIGH = 10000, min(_ephemeral_low(), 65536)
+_SLICES = 16
+_next_port = itertools.count()
+
+
+def _port_slice():
+    worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    index = int(worker[1]) if worker else os.getpid()  # outside pytest-xdist: a slice by process id
+    size = (_PORTS_HIGH - _PORTS_LOW) // _SLICES
+    return _PORTS_LOW + (index % _SLICES) * size, size
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now and no outgoing connection will take (see above)."""
+    start, size = _port_slice()
+    for _ in range(size):
+        port = start + next(_next_port) % size
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or in TIME_WAIT from a server this worker stopped
+            return port
+    raise RuntimeError(f"no free port in {start}..{start + size - 1}")
 
 
 def parley_command():

@@ -5,7 +5,9 @@ imports each new mail as an inbound message of channel `email` through the API's
 
 - New mail: IMAP IDLE, renewed every third of the lease (so a process that lost the lease lets go soon), or, on a
   server without IDLE, a look every --mail-poll-seconds. A lost connection is made again with backoff (1 s doubling
-  to 5 min, with jitter); a setting changed in the meantime is read at the next round of the importer.
+  to 5 min, with jitter); a setting changed in the meantime is read at the next round of the importer. Mail that
+  arrives within GATHER_SECONDS of the news of one is fetched, parsed (in one trip to the executor) and stored with
+  it: a burst costs one look, not one per mail (bench/README.md, email_load).
 - Nothing twice, none missed: a checkpoint per account (storage/mail.py: the mailbox, its UIDVALIDITY, the highest
   UID imported) moves only after the mails up to it are stored, and each mail's messageSid is its Message-ID
   (`email:<id>`), which the inbound write stores once. A mailbox seen for the first time starts at its next UID (the
@@ -51,6 +53,7 @@ FETCH_BATCH = 50         # mails fetched per UID FETCH; the checkpoint moves aft
 FETCH_BYTES = 4 << 20    # ... unless they are bigger together than this: a big mail is fetched alone, in pieces
 FETCH_PIECE = 1 << 20    # of this many bytes
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 300.0
+GATHER_SECONDS = 0.25    # after news of mail, what else arrives this soon is fetched with it (one look per burst)
 STATUS_EVERY = timedelta(seconds=60)  # a working import writes its checked_at this often at most
 _NUMBER = {name: re.compile(rf"\[{name} (\d+)\]".encode()) for name in ("UIDVALIDITY", "UIDNEXT")}
 _FETCHED_UID = re.compile(rb"UID (\d+)")
@@ -184,6 +187,8 @@ class Mailbox:
                 changed, before = True, self.imported
                 while changed:  # until a search finds nothing new and the server reported no arrival meanwhile
                     last_uid, changed = await self._import_after(client, uidvalidity, last_uid, timeout)
+                    if changed:
+                        await asyncio.sleep(GATHER_SECONDS)
                 await self._looked(self.imported - before, idle)
                 self.rounds += 1
                 if idle:
@@ -277,12 +282,15 @@ class Mailbox:
                     continue
                 fetched = await _ok(client.uid("fetch", ",".join(map(str, part)), "(UID BODY.PEEK[])"),
                                     timeout * 4, "UID FETCH")
-                mails = _fetched_mails(fetched)
+                # parsed together, in one trip to the executor (a part is at most FETCH_BYTES): a trip per mail
+                # cost more than many a mail's parse
+                parsed = await asyncio.get_running_loop().run_in_executor(None, _parse_all, _fetched_mails(fetched))
                 del fetched
-                while mails:  # each mail's bytes let go once it is imported
-                    uid, raw = mails.pop(0)
-                    await self.import_mail(raw, f"{uidvalidity}:{uid}")
-                    del raw
+                while parsed:  # each mail let go once it is imported
+                    uid, mail = parsed.pop(0)
+                    await import_parsed(self.services, self.account_id, self.address, mail, f"{uidvalidity}:{uid}",
+                                        self)
+                    del mail
             last_uid = max(last_uid, batch[-1])
             await store.set_checkpoint(self.services.db, self.account_id, self.key, uidvalidity, last_uid,
                                        iso(utcnow()))
@@ -346,6 +354,7 @@ class Mailbox:
         idle = await client.idle_start(timeout=seconds)
         try:
             await client.wait_server_push(timeout=seconds + 1)
+            await asyncio.sleep(GATHER_SECONDS)
         except TimeoutError:
             pass
         finally:
@@ -486,6 +495,16 @@ async def _bounced(services: Services, account_id: str, key: bytes, bounce: mail
     if await store.mark_bounced(services.db, account_id, message_id, error, iso(utcnow())):
         log.info("email import for account %s: message %s bounced: %s", account_id, message_id, bounce.reason)
     return "bounce"
+
+
+def _parse_all(mails: list[tuple[int, bytearray]]) -> list[tuple[int, mail_parse.ParsedMail]]:
+    """[(uid, parsed)] of [(uid, bytes)], each mail's bytes handed over to its parse (mail_parse.parse)."""
+    parsed = []
+    while mails:
+        uid, raw = mails.pop(0)
+        parsed.append((uid, mail_parse.parse(raw)))
+        del raw
+    return parsed
 
 
 def _fetched_mails(response: aioimaplib.Response) -> list[tuple[int, bytearray]]:

@@ -114,6 +114,16 @@ class _HeaderCache(HeaderRegistry):
     def parse(self, name: str, value: str) -> BaseHeader:
         return super().__call__(name, value)
 
+    def __getitem__(self, name: str) -> type[BaseHeader]:
+        # the registry makes a new class for every header it parses (type(...) of the name's class and its base):
+        # one per name serves them all
+        return _header_class(name.lower())
+
+
+@functools.lru_cache(maxsize=256)
+def _header_class(name: str) -> type[BaseHeader]:
+    return HeaderRegistry.__getitem__(_HEADERS, name)
+
 
 _CACHED_HEADERS = frozenset(("content-type", "content-disposition", "content-transfer-encoding"))
 _HEADERS = _HeaderCache()
@@ -147,11 +157,29 @@ def parse(raw: bytes | bytearray) -> ParsedMail:
     return _parsed(email.message_from_bytes(bytes(raw), policy=POLICY), None)
 
 
+_PLAIN_HEADERS = ("from", "subject", "message-id", "in-reply-to", "references")
+
+
+def _plain_headers(message: EmailMessage) -> dict[str, str]:
+    """From, Subject and the Message-ID headers as text: each read from its raw value when that is plain ASCII
+    without encoded words (RFC 2047), which is what the header registry's parse would give back (folding aside, which
+    the readers below ignore), else through that parse. The registry's parse of every mail's own From (a full RFC 5322
+    address parse, for the str() that parseaddr then reads) was a third of a small mail's import (bench/HISTORY.md)."""
+    raw: dict[str, str] = {}
+    for name, value in message.raw_items():
+        key = name.lower()
+        if key in _PLAIN_HEADERS and key not in raw:  # the first one, as Message.get reads
+            raw[key] = value
+    return {key: value if value.isascii() and "=?" not in value else str(message.get(key) or "")
+            for key, value in raw.items()}
+
+
 def _parsed(message: EmailMessage, bodies: Mapping[str, _Body] | None) -> ParsedMail:
-    name, address = parseaddr(str(message.get("From") or ""))
-    subject = " ".join(str(message.get("Subject") or "").split())[:MAX_SUBJECT]
-    ids = message_ids(message.get("Message-ID"))
-    references = message_ids(message.get("In-Reply-To")) + list(reversed(message_ids(message.get("References"))))
+    headers = _plain_headers(message)
+    name, address = parseaddr(headers.get("from", ""))
+    subject = " ".join(headers.get("subject", "").split())[:MAX_SUBJECT]
+    ids = message_ids(headers.get("message-id"))
+    references = message_ids(headers.get("in-reply-to")) + list(reversed(message_ids(headers.get("references"))))
     bounce = _bounce(message)
     text = _text_of(message) if bounce is None else ""
     reply, quoted = trim_quoted(text)

@@ -131,6 +131,23 @@ def test_gmail_plain_part_preferred_quote_trimmed_and_headers_read():
     assert not mail.automatic and mail.bounce is None and mail.attachments == []
 
 
+@pytest.mark.parametrize("headers, name, address, subject, references", [
+    # plain ASCII headers are read from their raw text (mail_parse._plain_headers): folded, quoted, a comment
+    (b'From: "Doe, John"\r\n <John@X.example>\r\nSubject: Hello\r\n   there\r\nReferences: <r1@x>\r\n <r2@x>\r\n',
+     "Doe, John", "john@x.example", "Hello there", ["r2@x", "r1@x"]),
+    (b"From: john@x.example (John Doe)\r\nSubject: Hi\r\n", "John Doe", "john@x.example", "Hi", []),
+    (b"From: A <a@x.example>, B <b@x.example>\r\nFrom: C <c@x.example>\r\n", "A", "a@x.example", "", []),
+    # encoded words, and raw 8-bit text, go through the header registry
+    (b"From: =?utf-8?q?Jos=C3=A9?= <jose@x.example>\r\nSubject: =?utf-8?q?Caf=C3=A9?=\r\n", "Jos\u00e9",
+     "jose@x.example", "Caf\u00e9", []),
+    (b"From: \xc3\xa9 <e@x.example>\r\nSubject: \xc3\xa9t\xc3\xa9\r\n", "\u00e9", "e@x.example", "\u00e9t\u00e9", []),
+])
+def test_from_subject_and_references_read_as_written(headers, name, address, subject, references):
+    mail = mail_parse.parse(headers + b"Message-ID: <m@x>\r\n\r\nHello\r\n")
+    assert (mail.from_name, mail.from_address, mail.subject, mail.references, mail.message_id) == \
+        (name, address, subject, references, "m@x")
+
+
 def test_outlook_html_only_becomes_text_without_scripts_and_its_history_is_trimmed():
     mail = mail_parse.parse(OUTLOOK_HTML_ONLY)
     assert mail.reply == "Please send it again as PDF.\n\nGrüße, Sam"

@@ -14,7 +14,7 @@ from storage.audit import record_by
 from storage.conversation_status import unassign_user_in_tx
 from storage.db import fetch_all, fetch_one, reads, writes
 from storage.interface import Connection, Row
-from storage.mail import forget_recipient_in_tx, queue_in_tx
+from storage.mail import COLUMNS as MAIL_COLUMNS, forget_recipient_in_tx, queue_in_tx
 from storage.one_time_links import insert_link
 from storage.rows import UserRow
 from storage.sessions import end_user_sessions_in_tx, end_view_as_sessions_in_tx
@@ -27,7 +27,9 @@ _COLUMNS = (f"id, account_id, email, name, role, active, created_at, available, 
 
 
 # Columns the audit shows as true/false (stored 0/1).
-_BOOLEANS = ("active", "available", "email_new_conversation", "email_handoff", "email_assigned")
+_BOOLEANS = ("active", "available", *MAIL_COLUMNS.values())
+# The audit names a change as the API does (the agents' mail: emailNotifications.newConversation, not its column).
+_AUDIT_NAMES = {column: f"emailNotifications.{kind}" for kind, column in MAIL_COLUMNS.items()}
 
 REMOVED_LABEL = "Removed user"  # what pages show for a removed user (their email and name are erased)
 
@@ -164,7 +166,8 @@ def update_user(cx: Connection, account_id: str, user_id: str, changes: Mapping[
         columns = ", ".join(f"{column} = ?" for column in changed)
         cx.execute(f"UPDATE users SET {columns} WHERE id = ? AND account_id = ?",
                    (*(v[1] for v in changed.values()), user_id, account_id))
-        shown: dict[str, Any] = {k: [bool(v) for v in pair] if k in _BOOLEANS else pair for k, pair in changed.items()}
+        shown: dict[str, Any] = {_AUDIT_NAMES.get(k, k): [bool(v) for v in pair] if k in _BOOLEANS else pair
+                                 for k, pair in changed.items()}
         if "role" in changed:  # a sub-account viewed as this user would keep what the old role gave
             end_view_as_sessions_in_tx(cx, user_id)
         if not after["active"]:  # deactivated now: nobody signs in to answer theirs, back to the queue

@@ -73,6 +73,9 @@ async def test_agents_are_emailed_once_about_what_they_chose(api, account, other
     await set_mailbox(services, other_account["account_id"], smtp=mail_server.settings())
     assert (await choose(api, key, ann, ALL))["emailNotifications"] == ALL
     assert (await api.get(f"/v1/users/{bob}", key=key)).json["emailNotifications"] == NONE
+    audited = (await api.get("/v1/audit", key=key)).json["data"][0]  # named as the API names them
+    assert (audited["action"], audited["detail"]) == ("user.updated", {
+        "email": "ann@acme.example", **{f"emailNotifications.{kind}": [False, True] for kind in ALL}})
     await choose(api, other_account["api_key"], kim, ALL)
     r = await api.patch(f"/v1/users/{ann}", {"emailNotifications": NONE}, key=other_account["api_key"])
     assert r.code == 404  # another account's key cannot see or change her

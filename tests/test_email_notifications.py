@@ -162,8 +162,20 @@ async def test_automatic_assignment_mails_the_assignee_who_chose_it(api, account
     await say(api, services, key, "Still there?", fromId="cust-1")  # reopened: given out again, to Ann
     assert (await api.get(f"/v1/conversations/{new['contactId']}", key=key)).json["assigneeUserId"] == ann
     assert await queued(services, account_id) == [("ann@acme.example", "assigned")] * 2
-    assert await services.delivery.run_due() == 2
-    assert [m["To"] for m in mail_server.wait_for(2)] == ["ann@acme.example"] * 2
+    # the Assigner's batch (storage/assignment.assign_queued_in_tx): a conversation that waited for someone goes to
+    # Bob when he is back, and he gets the mail
+    r = await api.patch(f"/v1/users/{ann}", {"available": False}, key=key)
+    assert r.code == 200, r.body
+    waited = await say(api, services, key, "Anyone?", fromId="cust-2")
+    assert (await api.get(f"/v1/conversations/{waited['contactId']}", key=key)).json["assigneeUserId"] is None
+    r = await api.patch(f"/v1/users/{bob}", {"available": True}, key=key)
+    assert r.code == 200, r.body
+    await services.assigner.round()
+    assert (await api.get(f"/v1/conversations/{waited['contactId']}", key=key)).json["assigneeUserId"] == bob
+    assert await queued(services, account_id) == [("ann@acme.example", "assigned")] * 2 + [("bob@acme.example",
+                                                                                             "assigned")]
+    assert await services.delivery.run_due() == 3
+    assert sorted(m["To"] for m in mail_server.wait_for(3)) == ["ann@acme.example"] * 2 + ["bob@acme.example"]
 
 
 async def test_a_preference_that_is_not_a_boolean_is_refused_and_nothing_changes(api, account, services):

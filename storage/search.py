@@ -49,13 +49,16 @@ def _without_separators(column: str) -> str:
     return column
 
 
-def account_token(code: int) -> str:
-    """The index's account column for an account's code (message_search_accounts): three CJK characters, one
-    trigram, the same width for every account (0706_message_search_accounts.sql, whose SQL is ACCOUNT_TOKEN)."""
-    return "".join(chr(0x4E00 + code // 20_000 ** power % 20_000) for power in (2, 1, 0))
-
-
+# The index's account column for an account's code (message_search_accounts): three CJK characters, one trigram,
+# the same width for every account (0706_message_search_accounts.sql writes the same expression).
 ACCOUNT_TOKEN = "char(19968 + {c} / 400000000 % 20000, 19968 + {c} / 20000 % 20000, 19968 + {c} % 20000)"
+
+
+def account_token_in_tx(cx: Connection, account_id: str) -> str | None:
+    """The account's token in the index (ACCOUNT_TOKEN of its code), or None while none of its messages is indexed."""
+    row = cx.execute(f"SELECT {ACCOUNT_TOKEN.format(c='code')} FROM message_search_accounts WHERE account_id = ?",
+                     (account_id,)).fetchone()
+    return row[0] if row else None
 
 
 def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits: str | None, before: str | None, limit: int) -> list[Row]:
@@ -83,12 +86,12 @@ def _search_sqlite(cx: Connection, account_id: str, terms: Sequence[str], digits
     select, args = _read_by_like("message_search_pending p CROSS JOIN messages m ON m.rowid = p.message_rowid",
                                  "p.message_rowid", terms, digits, account_id, before, account_index=False)
     sql = f"SELECT {columns}, m.rowid AS position FROM {select}"
-    code = cx.execute("SELECT code FROM message_search_accounts WHERE account_id = ?", (account_id,)).fetchone()
-    if code is not None:  # (None: none of the account's messages is indexed yet)
+    token = account_token_in_tx(cx, account_id)
+    if token is not None:
         # FTS5 intersects the account's entries with the words' and walks the matches by rowid, newest first,
         # stopping at the limit: a common word costs no more than a rare one, and other accounts' matches are
         # never walked.
-        match = " AND ".join([f"account : {_fts_phrase(account_token(code[0]))}", *indexed])
+        match = " AND ".join([f"account : {_fts_phrase(token)}", *indexed])
         fts, fts_args = _read_by_like("message_search s JOIN messages m ON m.rowid = s.rowid", "s.rowid",
                                       [t for t in terms if len(t) < 3], None, account_id, before, match=match)
         sql = (f"SELECT * FROM (SELECT {columns}, s.rowid AS position FROM {fts} ORDER BY s.rowid DESC LIMIT ?)"

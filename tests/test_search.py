@@ -255,8 +255,8 @@ async def test_the_index_keeps_each_account_apart(services, account, other_accou
 
     @reads
     def tokens(cx):
-        return {row[0]: search_store.account_token(row[1])
-                for row in cx.execute("SELECT account_id, code FROM message_search_accounts")}
+        return {row[0]: search_store.account_token_in_tx(cx, row[0])
+                for row in cx.execute("SELECT account_id FROM message_search_accounts")}
     token = await tokens(services.db)
     assert len(set(token.values())) == len(token) and all(len(t) == 3 for t in token.values())
     assert await _fts_count(services.db, f'account : "{token[account["account_id"]]}" AND body : "walrus"') == 2
